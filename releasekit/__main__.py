@@ -1,0 +1,3 @@
+from releasekit.cli import main
+
+main()

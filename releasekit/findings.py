@@ -1,0 +1,116 @@
+"""The one findings model every check in releasekit reports with.
+
+A finding has a stable ``code`` (SCREAMING_SNAKE, never renamed once released),
+a severity, a message for a person, and where it applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Severity(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+class Location(BaseModel):
+    """Where a finding applies. Every field is optional; fill in what is known."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    field: str | None = None
+    component: str | None = None
+    pr: int | None = None
+    commit: str | None = None
+    path: str | None = None
+    cell: str | None = None
+    image: str | None = None
+
+    def render(self) -> str:
+        parts: list[str] = []
+        if self.file:
+            spot = self.file
+            if self.line is not None:
+                spot += f":{self.line}"
+                if self.column is not None:
+                    spot += f":{self.column}"
+            parts.append(spot)
+        if self.component:
+            parts.append(self.component + (f"#{self.pr}" if self.pr is not None else ""))
+        elif self.pr is not None:
+            parts.append(f"#{self.pr}")
+        if self.commit:
+            parts.append(self.commit[:12])
+        if self.cell:
+            parts.append(f"cell {self.cell}")
+        if self.path:
+            parts.append(self.path)
+        if self.field:
+            parts.append(self.field)
+        return " ".join(parts)
+
+
+class Finding(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    severity: Severity = Severity.error
+    message: str
+    location: Location = Field(default_factory=Location)
+
+    def render(self) -> str:
+        where = self.location.render()
+        return f"{where + ': ' if where else ''}{self.severity.value} {self.code}: {self.message}"
+
+
+class Findings(BaseModel):
+    """An ordered collection of findings from one command."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    findings: list[Finding] = Field(default_factory=list)
+
+    def add(
+        self,
+        code: str,
+        message: str,
+        *,
+        severity: Severity = Severity.error,
+        **where: object,
+    ) -> Finding:
+        finding = Finding(code=code, message=message, severity=severity, location=Location(**where))
+        self.findings.append(finding)
+        return finding
+
+    def extend(self, other: Iterable[Finding]) -> None:
+        self.findings.extend(other)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == Severity.error]
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors
+
+    def codes(self) -> list[str]:
+        return [f.code for f in self.findings]
+
+    def __iter__(self):  # type: ignore[override]
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
+
+
+def exit_code_for(findings: Findings) -> int:
+    """0 when nothing is an error, 1 when a check found problems."""
+    return 0 if findings.passed else 1

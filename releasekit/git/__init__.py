@@ -1,0 +1,1 @@
+"""releasekit.git: mirror cache, fresh checkouts, ancestry and patch-id."""

@@ -1,0 +1,152 @@
+"""The lock: every moving name of a manifest resolved to an exact SHA or sha256.
+
+``plan lock`` writes it; every later stage reads it (and only it, plus the manifest it
+names by sha256). It is the contract between the stages, so it is versioned and strict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from releasekit.errors import InputError
+
+LOCK_SCHEMA = "releasekit.lock/v1"
+
+Sha1 = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+ImageDigest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class LockedManifest(_Strict):
+    path: str
+    sha256: Sha256Hex
+    name: str
+
+
+class LockedPR(_Strict):
+    """One pull request of a merge plan (or a superseded/closed one), resolved."""
+
+    number: int
+    ref: str  # e.g. refs/pull/108/head
+    head: Sha1
+    tree: Sha1
+    title: str | None = None
+    role: Literal["planned", "superseded", "closed", "already_canonical"] = "planned"
+
+
+class LockedCanonicalCommit(_Strict):
+    """An already-canonical change named by commit (e.g. d437a23cfd), resolved to a full SHA."""
+
+    given: str
+    commit: Sha1
+
+
+class LockedGitComponent(_Strict):
+    kind: Literal["git"] = "git"
+    name: str
+    repo: str  # credentials stripped
+    canonical_branch: str
+    commit: Sha1  # the commit the build uses: canonical head, or the manifest's pinned commit
+    tree: Sha1
+    commit_time: int  # committer time, seconds since the epoch: the build's SOURCE_DATE_EPOCH
+    canonical_head: Sha1  # where the canonical branch pointed when locked
+    pull_requests: list[LockedPR] = Field(default_factory=list)
+    canonical_commits: list[LockedCanonicalCommit] = Field(default_factory=list)
+
+
+class LockedWheelSource(_Strict):
+    repo: str
+    ref: str | None = None
+    commit: str | None = None
+
+
+class LockedWheelComponent(_Strict):
+    kind: Literal["wheel"] = "wheel"
+    name: str
+    distribution: str
+    version: str
+    filename: str
+    sha256: Sha256Hex
+    source: LockedWheelSource | None = None
+
+
+LockedComponent = Annotated[LockedGitComponent | LockedWheelComponent, Field(discriminator="kind")]
+
+
+class LockedBaseImage(_Strict):
+    name: str
+    digest: str | None = None  # sha256:… when the manifest pins or the lock resolved it
+
+
+class LockedToolchain(_Strict):
+    base_image: LockedBaseImage
+    cuda: str | None = None
+    nccl: str | None = None
+    pytorch: str | None = None
+    cuda_arch_list: list[str] = Field(default_factory=list)
+
+
+class Lock(_Strict):
+    schema_: Literal["releasekit.lock/v1"] = Field(default=LOCK_SCHEMA, alias="schema")
+    name: str
+    manifest: LockedManifest
+    locked_at: str  # RFC 3339, informational; never used as a build input
+    components: dict[str, LockedComponent]
+    toolchain: LockedToolchain
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def git_components(self) -> dict[str, LockedGitComponent]:
+        return {k: v for k, v in self.components.items() if isinstance(v, LockedGitComponent)}
+
+    def wheel_components(self) -> dict[str, LockedWheelComponent]:
+        return {k: v for k, v in self.components.items() if isinstance(v, LockedWheelComponent)}
+
+    def canonical_json(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json", by_alias=True))
+
+
+def canonical_json(data: object) -> bytes:
+    """Sorted keys, no insignificant whitespace, UTF-8: hashes of it are stable."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def write_lock(lock: Lock, path: Path) -> str:
+    """Write the lock (pretty, sorted, trailing newline) and return its sha256."""
+    data = json.dumps(lock.model_dump(mode="json", by_alias=True), indent=2, sort_keys=True) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data, encoding="utf-8")
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def lock_file_sha256(path: Path) -> str:
+    """The lock's identity everywhere downstream (labels, receipts, publish): sha256 of the file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_lock(path: Path) -> Lock:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read lock {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON lock file: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != LOCK_SCHEMA:
+        raise InputError(f"{path}: not a releasekit lock (expected \"schema\": \"{LOCK_SCHEMA}\")")
+    try:
+        return Lock.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{path}: invalid lock at {loc}: {err['msg']}") from None

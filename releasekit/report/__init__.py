@@ -1,0 +1,64 @@
+"""Output formats shared by every command: terminal (rich) and JSON.
+
+Services return pydantic models; these functions render them. Nothing else prints.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from releasekit.findings import Findings, Severity
+
+_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
+
+
+def stdout_console() -> Console:
+    # Wide enough that tables are not folded into unreadable columns in CI logs.
+    return Console(file=sys.stdout, width=max(120, Console().width), soft_wrap=False, highlight=False)
+
+
+def to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json", exclude_none=False)
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def render_findings(findings: Findings, console: Console | None = None, *, ok_message: str = "no findings") -> None:
+    console = console or stdout_console()
+    if not len(findings):
+        console.print(f"[green]ok[/green]: {ok_message}")
+        return
+    for f in findings:
+        where = f.location.render()
+        style = _STYLE[f.severity]
+        console.print(
+            f"{where + ': ' if where else ''}[{style}]{f.severity.value}[/{style}] [bold]{f.code}[/bold]: {f.message}",
+            markup=True,
+            overflow="fold",
+        )
+    errors = len(findings.errors)
+    others = len(findings) - errors
+    console.print(f"{errors} error(s), {others} warning/info finding(s)")
+
+
+def findings_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title, show_lines=False, title_justify="left")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table

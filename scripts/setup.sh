@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian 12 machine for releasekit: system packages, the Docker Engine,
+# and releasekit itself with its test dependencies. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+need_apt=()
+for pkg in git docker.io docker-registry mmdebstrap skopeo busybox-static apache2-utils; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# The Docker Engine: start it if nothing answers on the socket yet.
+if ! docker version >/dev/null 2>&1; then
+  setsid dockerd --host unix:///var/run/docker.sock >/tmp/releasekit-dockerd.log 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do
+    docker version >/dev/null 2>&1 && break
+    sleep 1
+  done
+  docker version >/dev/null 2>&1 || { echo "dockerd did not start; see /tmp/releasekit-dockerd.log" >&2; exit 1; }
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
