@@ -12,7 +12,6 @@ import traceback
 
 import typer
 
-
 from releasekit import __version__
 from releasekit.errors import ReleasekitError
 
@@ -40,7 +39,7 @@ def _root(
 
 def _register_stages() -> None:
     # Import order is the pipeline order; a stage never imports a later one.
-    from releasekit.manifest import commands as manifest_commands
+    from releasekit.manifest import commands as manifest_commands  # noqa: I001
     from releasekit.plan import commands as plan_commands
     from releasekit.build import commands as build_commands
     from releasekit.provenance import commands as provenance_commands
@@ -80,7 +79,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=argv, standalone_mode=False, prog_name="releasekit")
     except ReleasekitError as exc:
-        sys.stderr.write(f"releasekit: error: {exc.one_line()}\n")
+        if len(exc.details) > 1:
+            # Several problems: one line each (file:line:col: field: message), no summary line.
+            for line in exc.details:
+                sys.stderr.write(f"releasekit: error: {' '.join(line.split())}\n")
+        else:
+            sys.stderr.write(f"releasekit: error: {exc.one_line()}\n")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("releasekit: interrupted\n")

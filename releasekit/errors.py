@@ -11,10 +11,12 @@ class ReleasekitError(Exception):
 
     exit_code = 2
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, details: list[str] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # Extra lines (one per problem) printed after the summary line, e.g. one per schema error.
+        self.details = details or []
 
     def one_line(self) -> str:
         text = " ".join(self.message.split())

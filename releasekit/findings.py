@@ -7,12 +7,12 @@ a severity, a message for a person, and where it applies.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     error = "error"
     warning = "warning"
     info = "info"

@@ -1,1 +1,86 @@
-"""releasekit.manifest"""
+"""The release manifest: models, YAML loading with positions, and rules.
+
+``load_manifest(path)`` is what every later stage calls: it returns a manifest that
+parsed, type-checked and passed every rule, or raises ManifestError (exit 2).
+``validate_manifest(path)`` is for ``manifest validate``: rule violations come back
+as findings instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from releasekit.findings import Findings
+from releasekit.manifest.loader import (
+    LoadedYaml,
+    ManifestError,
+    SourceMap,
+    load_yaml,
+    parse_yaml,
+    validation_error_lines,
+)
+from releasekit.manifest.models import TO_BE_LOCKED, Manifest
+from releasekit.manifest.rules import check_rules, parse_pr_reference
+
+__all__ = [
+    "TO_BE_LOCKED",
+    "LoadedManifest",
+    "Manifest",
+    "ManifestError",
+    "load_manifest",
+    "parse_pr_reference",
+    "validate_manifest",
+]
+
+
+@dataclass
+class LoadedManifest:
+    manifest: Manifest
+    path: Path
+    sha256: str  # of the file's bytes: what the lock records
+    source: SourceMap
+    findings: Findings  # rule findings (empty when load_manifest returned it)
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+
+def _typed(loaded: LoadedYaml, name: str) -> Manifest:
+    try:
+        return Manifest.model_validate(loaded.data)
+    except ValidationError as exc:
+        lines = validation_error_lines(exc, loaded.source)
+        raise ManifestError(
+            f"{name}: {len(lines)} schema error(s): {lines[0] if lines else 'invalid manifest'}", lines
+        ) from None
+
+
+def validate_manifest(path: Path) -> LoadedManifest:
+    """Parse and type-check (raising ManifestError), then apply the rules (as findings)."""
+    loaded = load_yaml(path)
+    manifest = _typed(loaded, str(path))
+    findings = check_rules(manifest, loaded.data, loaded.source)
+    return LoadedManifest(manifest, path, loaded.sha256, loaded.source, findings)
+
+
+def validate_manifest_bytes(raw: bytes, name: str = "<manifest>") -> LoadedManifest:
+    loaded = parse_yaml(raw, name)
+    manifest = _typed(loaded, name)
+    findings = check_rules(manifest, loaded.data, loaded.source)
+    return LoadedManifest(manifest, Path(name), loaded.sha256, loaded.source, findings)
+
+
+def load_manifest(path: Path) -> LoadedManifest:
+    """A manifest every later stage can trust: any rule error makes it unusable (exit 2)."""
+    result = validate_manifest(path)
+    if not result.findings.passed:
+        lines = [f.render() for f in result.findings.errors]
+        raise ManifestError(
+            f"{path}: manifest breaks {len(lines)} rule(s); run 'releasekit manifest validate {path}': {lines[0]}",
+            lines,
+        )
+    return result

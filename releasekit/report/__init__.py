@@ -20,7 +20,7 @@ _STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info:
 
 def stdout_console() -> Console:
     # Wide enough that tables are not folded into unreadable columns in CI logs.
-    return Console(file=sys.stdout, width=max(120, Console().width), soft_wrap=False, highlight=False)
+    return Console(file=sys.stdout, width=max(120, Console().width), soft_wrap=True, highlight=False)
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -1,0 +1,273 @@
+"""Manifest schema v1: the pinned description of one release.
+
+Everything a release needs is named here: components (git-built or wheel-pinned), each
+component's merge plan, the toolchain, pins that must agree across files, the
+validation matrix and the publish target. Types are enforced by pydantic (unknown keys
+are errors); rules that span fields live in ``releasekit.manifest.rules``.
+
+A value the source documents do not give (a full SHA, a wheel hash, a base-image
+digest) is written as ``to-be-locked``; ``plan lock`` resolves it. That literal is
+accepted only in fields that a lock can resolve.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from releasekit.manifest.validation import ValidationSpec
+
+SCHEMA_V1 = "releasekit/v1"
+TO_BE_LOCKED = "to-be-locked"
+
+# Keys whose value may be ``to-be-locked``: exactly the things ``plan lock`` resolves.
+LOCKABLE_KEYS = frozenset({"commit", "sha256", "digest", "head", "revision"})
+
+ToBeLocked = Literal["to-be-locked"]
+FullSha = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+CommitPrefix = Annotated[str, Field(pattern=r"^[0-9a-f]{7,40}$", description="a full or abbreviated commit SHA")]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+ImageDigest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="lower-case identifier")]
+PRNumber = Annotated[int, Field(ge=1, le=10_000_000)]
+# `after:` entries: a PR of the same component (108) or of another one ("b12x#34").
+PRReference = PRNumber | Annotated[str, Field(pattern=r"^([a-z0-9][a-z0-9._-]{0,63}#)?[1-9][0-9]{0,7}$")]
+ArchName = Annotated[str, Field(pattern=r"^[0-9]{1,2}\.[0-9][af]?$", description="CUDA arch such as 9.0a or 12.0a")]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PlannedPR(StrictModel):
+    """One pull request to merge into the canonical branch, in the listed order."""
+
+    pr: PRNumber
+    title: str = Field(min_length=1, max_length=400)
+    after: list[PRReference] = Field(default_factory=list, description="PRs that must land before this one")
+    supersedes: list[PRNumber] = Field(default_factory=list, description="PRs this one replaces; they must not be merged")
+    head: FullSha | ToBeLocked = TO_BE_LOCKED
+    carries: list[CommitPrefix] = Field(
+        default_factory=list, description="release-only commits whose change this PR brings onto canonical"
+    )
+    note: str | None = None
+
+
+class CanonicalChange(StrictModel):
+    """A change already on the canonical branch, named by PR or by commit."""
+
+    pr: PRNumber | None = None
+    commit: CommitPrefix | None = None
+    title: str = Field(min_length=1, max_length=400)
+    supersedes: list[PRNumber] = Field(default_factory=list)
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _one_reference(self) -> CanonicalChange:
+        if (self.pr is None) == (self.commit is None):
+            raise ValueError("give exactly one of 'pr' or 'commit'")
+        return self
+
+
+class ClosedPR(StrictModel):
+    """A closed pull request or integration branch that must not be merged."""
+
+    pr: PRNumber
+    title: str = Field(min_length=1, max_length=400)
+    reason: str = Field(min_length=1)
+
+
+class BuildEnvironment(StrictModel):
+    """Where the PEP 517 build runs: a builder image by digest, or a fresh venv with pinned requirements."""
+
+    kind: Literal["venv", "image"] = "venv"
+    image: str | None = None
+    digest: ImageDigest | ToBeLocked | None = None
+    requirements: list[str] = Field(default_factory=list, description="pinned build requirements (name==version)")
+
+    @model_validator(mode="after")
+    def _image_needs_name(self) -> BuildEnvironment:
+        if self.kind == "image" and not self.image:
+            raise ValueError("a builder of kind 'image' needs 'image'")
+        return self
+
+
+class BuildRecipe(StrictModel):
+    backend: Literal["pep517"] = "pep517"
+    subdirectory: str | None = Field(default=None, description="where pyproject.toml is, relative to the repo root")
+    environment: BuildEnvironment = Field(default_factory=BuildEnvironment)
+    native: bool = Field(default=False, description="compiles CUDA code with nvcc for the CUDA arch list")
+    cuda_arch_list: list[ArchName] | None = Field(default=None, description="overrides the toolchain's list")
+    env: dict[str, str] = Field(default_factory=dict)
+    config_settings: dict[str, str] = Field(default_factory=dict)
+    generated_files: list[str] = Field(
+        default_factory=list, description="files the build writes (e.g. pkg/_version.py): not compared with git blobs"
+    )
+
+
+class GitComponent(StrictModel):
+    kind: Literal["git"] = "git"
+    repo: str = Field(min_length=1, max_length=2000)
+    canonical_branch: str | None = Field(
+        default=None, min_length=1, max_length=255, description="absent: the remote's default branch (HEAD)"
+    )
+    commit: FullSha | ToBeLocked | None = Field(
+        default=None, description="pin; absent means the canonical branch head at lock time"
+    )
+    role: Literal["runtime", "build-repo", "native-library"] = "runtime"
+    distribution: str | None = Field(default=None, description="the Python distribution the build produces")
+    import_names: list[str] = Field(default_factory=list, description="top-level modules it provides")
+    version: str | None = None
+    build: BuildRecipe | None = None
+    merge_plan: list[PlannedPR] = Field(default_factory=list)
+    already_canonical: list[CanonicalChange] = Field(default_factory=list)
+    closed: list[ClosedPR] = Field(default_factory=list)
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _built_needs_distribution(self) -> GitComponent:
+        if self.build is not None and self.role == "runtime" and not self.distribution:
+            raise ValueError("a built runtime component needs 'distribution'")
+        return self
+
+
+class WheelSource(StrictModel):
+    """Where a pinned wheel was built from (recorded, and checked by ``plan lock`` when reachable)."""
+
+    repo: str
+    ref: str | None = None
+    commit: CommitPrefix | ToBeLocked | None = None
+    note: str | None = None
+
+
+class WheelComponent(StrictModel):
+    kind: Literal["wheel"] = "wheel"
+    requirement: str = Field(description="exactly name==version")
+    sha256: Sha256 | ToBeLocked
+    filename: str | None = None
+    index_url: str | None = None
+    import_names: list[str] = Field(default_factory=list)
+    source: WheelSource | None = None
+    note: str | None = None
+
+    @field_validator("requirement")
+    @classmethod
+    def _exact_pin(cls, value: str) -> str:
+        try:
+            req = Requirement(value)
+        except InvalidRequirement as exc:
+            raise ValueError(f"not a requirement: {exc}") from None
+        specs = list(req.specifier)
+        if req.url or len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+            raise ValueError("a wheel pin must be exactly name==version")
+        return value
+
+    @property
+    def distribution(self) -> str:
+        return Requirement(self.requirement).name
+
+    @property
+    def version(self) -> str:
+        return next(iter(Requirement(self.requirement).specifier)).version
+
+
+Component = Annotated[GitComponent | WheelComponent, Field(discriminator="kind")]
+
+
+class BaseImage(StrictModel):
+    name: str = Field(min_length=1)
+    digest: ImageDigest | ToBeLocked
+
+
+class Toolchain(StrictModel):
+    base_image: BaseImage
+    # None: the document does not pin it; the build records what the base image has.
+    cuda: str | None = None
+    nccl: str | None = None
+    pytorch: str | None = None
+    cudnn: str | None = None
+    python: str | None = None
+    cuda_arch_list: list[ArchName] = Field(min_length=1)
+
+
+class Pin(StrictModel):
+    """A package version that every build, runtime and release input must agree on."""
+
+    package: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    version: str = Field(min_length=1)
+    scopes: list[Literal["build", "runtime", "release"]] = Field(
+        default_factory=lambda: ["build", "runtime", "release"]
+    )
+    reason: str | None = None
+
+
+class Exclusion(StrictModel):
+    """A change that is deliberately NOT part of this release."""
+
+    id: Name
+    description: str = Field(min_length=1)
+    disposition: Literal[
+        "excluded", "own-pr-required", "deferred", "experimental", "out-of-scope", "alternative", "superseded"
+    ] = "excluded"
+    reason: str = Field(min_length=1)
+    component: str | None = Field(default=None, description="where it would appear; absent: any component")
+    # How plan check recognises it if it shows up anyway. None of them: it is recorded, not checkable.
+    pr: PRNumber | None = None
+    upstream: str | None = Field(default=None, description="e.g. vllm-project/vllm#47979")
+    commits: list[CommitPrefix] = Field(default_factory=list)
+    paths: list[str] = Field(default_factory=list, description="glob patterns of files that must not appear")
+    message_pattern: str | None = Field(default=None, description="regex over commit subjects")
+
+    @field_validator("message_pattern")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+
+class Policy(StrictModel):
+    forbid_vcs_dependencies: bool = Field(default=True, description="git+…/name @ URL dependencies are findings")
+    forbidden_distributions: list[str] = Field(
+        default_factory=list, description="glob patterns of distributions that must not be installed (e.g. nvidia-*)"
+    )
+    allowed_distributions: list[str] = Field(default_factory=list, description="exceptions to the above")
+
+
+class PublishTarget(StrictModel):
+    repository: str = Field(min_length=1, description="REGISTRY/REPO")
+    tags: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.{}-]{0,127}$")]] = Field(default_factory=list)
+    promote: dict[str, str] = Field(default_factory=dict, description="channel moves, e.g. beta: stable")
+
+
+class Provenance(StrictModel):
+    """What the release documentation and image labels must record (seed 003, step 3)."""
+
+    record: list[str] = Field(default_factory=list)
+
+
+class Manifest(StrictModel):
+    schema_: Literal["releasekit/v1"] = Field(alias="schema")
+    name: Name
+    description: str | None = None
+    sources: list[str] = Field(default_factory=list, description="documents this manifest encodes")
+    components: dict[Name, Component] = Field(min_length=1)
+    toolchain: Toolchain
+    pins: list[Pin] = Field(default_factory=list)
+    policy: Policy = Field(default_factory=Policy)
+    exclusions: list[Exclusion] = Field(default_factory=list)
+    provenance: Provenance = Field(default_factory=Provenance)
+    validation: ValidationSpec = Field(default_factory=ValidationSpec)
+    publish: PublishTarget | None = None
+
+    def git_components(self) -> dict[str, GitComponent]:
+        return {k: v for k, v in self.components.items() if isinstance(v, GitComponent)}
+
+    def wheel_components(self) -> dict[str, WheelComponent]:
+        return {k: v for k, v in self.components.items() if isinstance(v, WheelComponent)}

@@ -1,0 +1,238 @@
+"""The validation matrix part of the manifest: cells, their checks, gates and baselines.
+
+A *cell* is one serving configuration (model x parallelism x speculative mode x
+quantisation x options) with the checks it must pass. ``defaults`` are deep-merged
+into every cell, so a cell states only what makes it different.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+CellId = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,95}$")]
+MetricName = Annotated[str, Field(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ModelRef(_Strict):
+    name: str = Field(min_length=1)
+    path: str | None = Field(default=None, description="local path or hub id the engine loads")
+    revision: str | None = None
+    load_format: str | None = None
+    tokenizer: str | None = None
+    note: str | None = None
+
+
+class Parallelism(_Strict):
+    tp: int = Field(default=1, ge=1, le=1024)
+    pp: int = Field(default=1, ge=1, le=1024)
+    dcp: int = Field(default=1, ge=1, le=1024, description="decode context parallel size (shares the TP GPUs)")
+    ep: int | None = Field(default=None, ge=1, le=1024, description="expert parallel size; None: off")
+    prefill_replicas: int = Field(default=0, ge=0, le=64, description="disaggregated prefill servers (0: not split)")
+    decode_replicas: int = Field(default=0, ge=0, le=64)
+
+    @property
+    def gpus(self) -> int:
+        replicas = max(1, self.prefill_replicas + self.decode_replicas)
+        return self.tp * self.pp * replicas
+
+
+class Speculative(_Strict):
+    mode: Literal["off", "mtp", "dspark", "dflash", "ngram", "eagle", "eagle3", "draft_model"] = "off"
+    num_tokens: int | None = Field(default=None, ge=1, le=64)
+    params: dict[str, Any] = Field(default_factory=dict, description="extra keys of the engine's speculative config")
+
+    @model_validator(mode="after")
+    def _tokens(self) -> Speculative:
+        if self.mode == "off" and self.num_tokens is not None:
+            raise ValueError("num_tokens given with speculative mode 'off'")
+        if self.mode in ("mtp", "ngram") and self.num_tokens is None:
+            raise ValueError(f"speculative mode '{self.mode}' needs num_tokens")
+        return self
+
+    def label(self) -> str:
+        return "off" if self.mode == "off" else f"{self.mode}:{self.num_tokens}" if self.num_tokens else self.mode
+
+
+class Quantization(_Strict):
+    scheme: str | None = Field(default=None, description="e.g. a4, a16, a8-w4a8, nf3-hybrid, nvfp4, mxfp4")
+    method: str | None = Field(default=None, description="the engine's --quantization value")
+    online: bool = False
+
+
+class _Check(_Strict):
+    required: bool = True
+
+
+class Gsm8kCheck(_Check):
+    kind: Literal["gsm8k"]
+    dataset: str = Field(description="a name under validation.datasets")
+    limit: int | None = Field(default=None, ge=1, description="first N questions; None: all")
+    num_fewshot: int = Field(default=5, ge=0, le=64)
+    filter: Literal["flexible-extract", "strict-match"] = "flexible-extract"
+    min_accuracy: float | None = Field(default=None, ge=0, le=1)
+    baseline_metric: str | None = Field(default=None, description="baseline value the Wilson bound is held to")
+    rtol: float = Field(default=0.08, ge=0, le=1)
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    max_tokens: int = Field(default=512, ge=1)
+
+
+class AcceptanceCheck(_Check):
+    kind: Literal["acceptance"]
+    prompts: str | None = Field(default=None, description="a dataset name; default: a fixed built-in prompt set")
+    num_prompts: int = Field(default=16, ge=1)
+    max_tokens: int = Field(default=128, ge=1)
+    min_mean_length: float | None = Field(default=None, ge=0)
+    min_rate: float | None = Field(default=None, ge=0, le=1)
+
+
+class DecodeCheck(_Check):
+    kind: Literal["decode"]
+    concurrency: int = Field(default=1, ge=1)
+    input_len: int = Field(default=128, ge=1)
+    output_len: int = Field(default=256, ge=1)
+    num_prompts: int = Field(default=4, ge=1)
+    min_output_tok_s: float | None = Field(default=None, ge=0)
+
+
+class ThroughputCheck(_Check):
+    kind: Literal["throughput"]
+    input_len: int = Field(ge=1, le=10_000_000)
+    output_len: int = Field(ge=1, le=10_000_000)
+    concurrency: list[int] = Field(min_length=1)
+    num_prompts: int | None = Field(default=None, ge=1, description="per concurrency level; default 8 x c")
+    require_all_complete: bool = True
+
+
+class LongContextCheck(_Check):
+    kind: Literal["long_context"]
+    context_len: int = Field(ge=16, le=10_000_000)
+    needle_depths: list[float] = Field(default_factory=lambda: [0.5])
+    max_tokens: int = Field(default=32, ge=1)
+
+
+class LogScanCheck(_Check):
+    kind: Literal["log_scan"]
+    forbid: list[str] = Field(
+        default_factory=lambda: [r"Traceback \(most recent call last\)", r"CUDA error", r"graph capture failed"],
+        description="regular expressions that must not occur in the server log",
+    )
+    require: list[str] = Field(default_factory=list, description="regular expressions that must occur")
+
+
+Check = Annotated[
+    Gsm8kCheck | AcceptanceCheck | DecodeCheck | ThroughputCheck | LongContextCheck | LogScanCheck,
+    Field(discriminator="kind"),
+]
+
+
+class Gate(_Strict):
+    """A metric held to a bound or to a baseline value.
+
+    ``metric`` names a receipt metric such as ``decode.target_step_rate`` or
+    ``throughput.c32.output_tok_s``. With ``baseline`` it is compared as a ratio
+    (candidate / baseline >= min_ratio, judged on the lower confidence bound over
+    ``runs`` repetitions); without, against ``min``/``max``.
+    """
+
+    metric: MetricName
+    baseline: str | None = None
+    min_ratio: float | None = Field(default=None, gt=0)
+    max_ratio: float | None = Field(default=None, gt=0)
+    min: float | None = None
+    max: float | None = None
+    runs: int = Field(default=1, ge=1, le=100)
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _has_bound(self) -> Gate:
+        if self.baseline is None and self.min is None and self.max is None:
+            raise ValueError("a gate needs a baseline or a min/max bound")
+        if self.baseline is not None and self.min_ratio is None and self.max_ratio is None:
+            raise ValueError("a baseline gate needs min_ratio or max_ratio")
+        return self
+
+
+class Cell(_Strict):
+    id: CellId
+    description: str | None = None
+    model: ModelRef
+    engine: Literal["vllm", "sglang", "tokenspeed"] = "vllm"
+    parallel: Parallelism = Field(default_factory=Parallelism)
+    speculative: Speculative = Field(default_factory=Speculative)
+    quantization: Quantization = Field(default_factory=Quantization)
+    kv_cache_dtype: str | None = None
+    options: dict[str, bool | int | str] = Field(default_factory=dict, description="e.g. aux_streams: true")
+    env: dict[str, str] = Field(default_factory=dict)
+    extra_args: list[str] = Field(default_factory=list)
+    gpus: int | None = Field(default=None, ge=0, le=1024, description="default: tp x pp x replicas; 0 = CPU cell")
+    checks: list[Check] = Field(default_factory=list)
+    gates: list[Gate] = Field(default_factory=list)
+    required: bool = True
+    where_applicable: str | None = Field(default=None, description="why this cell exists only for some checkpoints")
+    source: str | None = Field(default=None, description="which line of the release plan this cell encodes")
+
+    @property
+    def gpu_count(self) -> int:
+        return self.parallel.gpus if self.gpus is None else self.gpus
+
+
+class Dataset(_Strict):
+    path: str = Field(description="relative to the manifest's directory")
+    format: Literal["gsm8k-jsonl", "prompts-jsonl"] = "gsm8k-jsonl"
+    sha256: str | None = None
+    samples: int | None = Field(default=None, ge=1, description="the number of items the full set has")
+
+
+class Baseline(_Strict):
+    source: str = Field(min_length=1, description="where the numbers come from")
+    receipt: str | None = Field(default=None, description="a receipt file to take values from")
+    values: dict[MetricName, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _has_values(self) -> Baseline:
+        if self.receipt is None and not self.values:
+            raise ValueError("a baseline needs 'values' or a 'receipt'")
+        return self
+
+
+class ForbiddenSwitches(_Strict):
+    env: list[str] = Field(default_factory=list, description="NAME or NAME=value that no cell may set")
+    args: list[str] = Field(default_factory=list, description="engine flags no cell may pass")
+    reason: str | None = None
+
+
+class ValidationSpec(_Strict):
+    datasets: dict[str, Dataset] = Field(default_factory=dict)
+    baselines: dict[str, Baseline] = Field(default_factory=dict)
+    forbidden: ForbiddenSwitches = Field(default_factory=ForbiddenSwitches)
+    defaults: dict[str, Any] = Field(default_factory=dict, description="deep-merged into every cell")
+    cells: list[Cell] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("defaults"), dict) and isinstance(data.get("cells"), list):
+            defaults = data["defaults"]
+            data = dict(data)
+            data["cells"] = [merge_defaults(defaults, c) if isinstance(c, dict) else c for c in data["cells"]]
+        return data
+
+    def cell(self, cell_id: str) -> Cell | None:
+        return next((c for c in self.cells if c.id == cell_id), None)
+
+
+def merge_defaults(defaults: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge: mappings merge key by key, everything else (lists included) is replaced by the cell's."""
+    merged: dict[str, Any] = dict(defaults)
+    for key, value in cell.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_defaults(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
