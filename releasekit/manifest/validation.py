@@ -105,7 +105,8 @@ class ThroughputCheck(_Check):
     input_len: int = Field(ge=1, le=10_000_000)
     output_len: int = Field(ge=1, le=10_000_000)
     concurrency: list[int] = Field(min_length=1)
-    num_prompts: int | None = Field(default=None, ge=1, description="per concurrency level; default 8 x c")
+    num_prompts: int | None = Field(default=None, ge=1, description="per concurrency level, fixed")
+    prompts_per_concurrency: int = Field(default=8, ge=1, le=1000, description="used when num_prompts is absent")
     require_all_complete: bool = True
 
 
