@@ -1,1 +1,33 @@
-"""releasekit.git: mirror cache, fresh checkouts, ancestry and patch-id."""
+"""releasekit.git: mirror cache, fresh checkouts, ancestry and patch-id.
+
+Public API (what other stages use):
+
+- ``Mirror(url, cache_dir=None, allow_local=False)``: a bare mirror per URL in
+  ``$RELEASEKIT_CACHE/git`` (default ``~/.cache/releasekit/git``); ``.update()`` fetches
+  branches, tags and ``refs/pull/*/head``; ``.resolve(rev)``, ``.pr_head(n)``,
+  ``.branch_head(b)``, ``.default_branch()``, ``.tree_of(c)``, ``.commit_time(c)``,
+  ``.refs_containing(c)``; ``.url`` is credential-free.
+- ``fresh_checkout(mirror_or_url, commit, dest, expect_tree=None)`` -> ``Checkout``
+  (path, repo, commit, tree): a new directory holding exactly that commit, verified.
+- ``check_remote(url, allow_local=False)`` / ``check_ref(ref)`` / ``strip_credentials``:
+  input safety, applied before git sees anything.
+"""
+
+from releasekit.git.checkout import Checkout, fresh_checkout
+from releasekit.git.mirror import Mirror, default_cache_dir
+from releasekit.git.remote import RemoteURL, check_ref, check_remote, local_repos_allowed, strip_credentials
+from releasekit.git.runner import Git, GitFailed
+
+__all__ = [
+    "Checkout",
+    "Git",
+    "GitFailed",
+    "Mirror",
+    "RemoteURL",
+    "check_ref",
+    "check_remote",
+    "default_cache_dir",
+    "fresh_checkout",
+    "local_repos_allowed",
+    "strip_credentials",
+]

@@ -1,0 +1,81 @@
+"""Fresh, throw-away checkouts of exactly one commit, verified after the fact.
+
+A build must read the tree of the locked commit and nothing else: no leftover files,
+no local edits, no other commit. ``fresh_checkout`` makes a new directory, checks the
+commit out from a mirror, then proves HEAD, the tree and a clean status.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from releasekit.errors import InputError
+from releasekit.git.mirror import Mirror
+from releasekit.git.remote import is_hex_sha
+from releasekit.git.runner import Git, GitFailed, run_git
+
+
+class Checkout(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: Path
+    repo: str  # public URL of the remote
+    commit: str
+    tree: str
+
+
+def fresh_checkout(
+    source: Mirror | str,
+    commit: str,
+    dest: Path,
+    *,
+    expect_tree: str | None = None,
+    cache_dir: Path | None = None,
+    allow_local: bool = False,
+) -> Checkout:
+    """Check out ``commit`` (a full SHA) into ``dest``, which must not exist or be empty.
+
+    ``source`` is a Mirror (used as it is if it already has the commit, else updated) or a
+    repository URL (mirrored into ``cache_dir`` first). With ``expect_tree`` the checkout
+    is refused (InputError) unless the commit's tree is exactly that one. The work tree
+    has no remote configured: it is a snapshot, not a clone to push from.
+    """
+    if not (len(commit) == 40 and is_hex_sha(commit)):
+        raise InputError(f"fresh_checkout needs a full 40-hex commit SHA, got {commit!r}")
+    mirror = source if isinstance(source, Mirror) else Mirror(source, cache_dir, allow_local=allow_local)
+    if not mirror.exists() or not mirror.has_commit(commit):
+        mirror.update()
+    if not mirror.has_commit(commit):
+        raise InputError(f"{mirror.url}: commit {commit} does not exist on the remote")
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise InputError(f"checkout destination {dest} exists and is not empty")
+    created = not dest.exists()
+    try:
+        # A path (not file://) clone hard-links the mirror's objects: cheap even for a big repository.
+        run_git(["clone", "--quiet", "--no-checkout", "--", str(mirror.path), str(dest)], allow_file=True)
+        work = Git(dest)
+        work.run("remote", "remove", "origin")
+        work.run("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit, "--")
+        head = work.run("rev-parse", "HEAD").strip()
+        tree = work.run("rev-parse", "HEAD^{tree}").strip()
+        if head != commit:
+            raise InputError(f"checkout of {commit} ended at {head}")
+        if expect_tree is not None and tree != expect_tree:
+            raise InputError(f"{mirror.url}@{commit[:12]}: tree is {tree}, the lock expects {expect_tree}")
+        dirty = work.run("status", "--porcelain", "--untracked-files=all", "--ignored")
+        if dirty.strip():
+            raise InputError(f"checkout of {commit[:12]} is not clean: {dirty.splitlines()[0]}")
+    except (InputError, GitFailed) as exc:
+        if created:
+            shutil.rmtree(dest, ignore_errors=True)
+        else:
+            for child in dest.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        if isinstance(exc, GitFailed):
+            raise InputError(f"cannot check out {mirror.url}@{commit[:12]}: {exc}") from None
+        raise
+    return Checkout(path=dest, repo=mirror.url, commit=head, tree=tree)

@@ -1,0 +1,186 @@
+"""A bare mirror per repository URL, kept in a cache and updated by fetch.
+
+The mirror holds every branch, tag and ``refs/pull/N/head`` (how GitHub exposes pull
+request heads to plain git), so PR heads resolve without a forge API. The remote's
+credentials are never stored: the URL is passed on the fetch command line only, and
+the mirror's config records nothing about where it came from except the public URL.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from releasekit.errors import InputError
+from releasekit.git.remote import RemoteURL, check_ref, check_remote
+from releasekit.git.runner import Git, GitFailed, run_git
+
+CACHE_ENV = "RELEASEKIT_CACHE"
+FETCH_REFSPECS = (
+    "+refs/heads/*:refs/heads/*",
+    "+refs/tags/*:refs/tags/*",
+    "+refs/pull/*/head:refs/pull/*/head",
+)
+_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+
+
+def default_cache_dir() -> Path:
+    root = os.environ.get(CACHE_ENV)
+    base = Path(root) if root else Path.home() / ".cache" / "releasekit"
+    return base / "git"
+
+
+def _mirror_dirname(public_url: str) -> str:
+    stem = re.sub(r"\.git$", "", public_url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]) or "repo"
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:40]
+    return f"{stem}-{hashlib.sha256(public_url.encode()).hexdigest()[:16]}.git"
+
+
+class Mirror:
+    """A bare mirror of one remote.
+
+    >>> m = Mirror("https://github.com/org/repo.git").update()
+    >>> m.resolve("refs/pull/108/head")
+
+    ``path`` is the bare repository; ``git`` runs commands in it. Reading never touches
+    the network; only ``update()`` fetches.
+    """
+
+    def __init__(
+        self,
+        url: str | RemoteURL,
+        cache_dir: Path | None = None,
+        *,
+        allow_local: bool = False,
+        base_dir: Path | None = None,
+    ) -> None:
+        self.remote = url if isinstance(url, RemoteURL) else check_remote(url, allow_local=allow_local, base_dir=base_dir)
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.path = self.cache_dir / _mirror_dirname(self.remote.public)
+        self.git = Git(self.path, allow_file=self.remote.is_local, bare=True)
+
+    @property
+    def url(self) -> str:
+        """The public (credential-free) URL: the one to write anywhere."""
+        return self.remote.public
+
+    def __repr__(self) -> str:
+        return f"Mirror({self.url!r})"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        # Two releasekit processes (CI jobs, a build and a check) may update one cache.
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.cache_dir / (self.path.name + ".lock"), "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def exists(self) -> bool:
+        return (self.path / "HEAD").is_file()
+
+    def update(self) -> Mirror:
+        """Create the mirror if needed and fetch every branch, tag and PR head (pruning deleted ones)."""
+        with self._locked():
+            if not self.exists():
+                run_git(["init", "--quiet", "--bare", str(self.path)])
+                self.git.run("config", "releasekit.url", self.remote.public)
+                # fresh_checkout fetches single commits from the mirror, whether or not a ref names them.
+                self.git.run("config", "uploadpack.allowAnySHA1InWant", "true")
+                self.git.run("config", "gc.auto", "0")
+            try:
+                self.git.run("fetch", "--quiet", "--prune", "--force", "--no-write-fetch-head", "--", self.remote.url, *FETCH_REFSPECS)
+            except GitFailed as exc:
+                raise InputError(f"cannot fetch {self.url}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}") from None
+            self._record_default_branch()
+        return self
+
+    def ensure(self) -> Mirror:
+        """Fetch only if the mirror has never been fetched (for commands that work offline on a cache)."""
+        if not self.exists() or not self.refs():
+            return self.update()
+        return self
+
+    def _record_default_branch(self) -> None:
+        try:
+            out = self.git.run("ls-remote", "--symref", "--", self.remote.url, "HEAD")
+        except GitFailed:
+            return
+        for line in out.splitlines():
+            if line.startswith("ref: ") and line.endswith("\tHEAD"):
+                target = line[5:].split("\t", 1)[0]
+                if target.startswith("refs/heads/"):
+                    self.git.run("symbolic-ref", "HEAD", target)
+                return
+
+    # --- reading -------------------------------------------------------------------------
+
+    def refs(self, prefix: str = "refs/") -> dict[str, str]:
+        """ref name -> commit SHA (tags peeled to their commit)."""
+        out = self.git.run("for-each-ref", "--format=%(objectname) %(*objectname) %(refname)", prefix)
+        refs: dict[str, str] = {}
+        for line in out.splitlines():
+            parts = line.split(" ")
+            if len(parts) == 3:
+                obj, peeled, name = parts
+                refs[name] = peeled or obj
+        return refs
+
+    def default_branch(self) -> str:
+        """The remote's HEAD branch name (e.g. main), as recorded at the last update."""
+        try:
+            ref = self.git.run("symbolic-ref", "HEAD").strip()
+        except GitFailed:
+            raise InputError(f"{self.url}: the remote's default branch is unknown; name canonical_branch") from None
+        if not ref.startswith("refs/heads/") or not self.git.ok("rev-parse", "--verify", "--quiet", ref):
+            raise InputError(f"{self.url}: the remote's default branch is unknown; name canonical_branch")
+        return ref[len("refs/heads/"):]
+
+    def branch_head(self, branch: str) -> str:
+        check_ref(branch)
+        sha = self._verify(f"refs/heads/{branch}")
+        if sha is None:
+            raise InputError(f"{self.url}: no branch {branch!r}")
+        return sha
+
+    def pr_head(self, number: int) -> str | None:
+        """The commit refs/pull/N/head points at, or None when the remote has no such PR."""
+        return self._verify(f"refs/pull/{int(number)}/head")
+
+    def resolve(self, rev: str) -> str:
+        """A branch, tag, full ref or (abbreviated) SHA -> the full commit SHA. InputError when unknown."""
+        check_ref(rev)
+        candidates = (rev,) if rev.startswith("refs/") else (rev, f"refs/heads/{rev}", f"refs/tags/{rev}")
+        for candidate in candidates:
+            sha = self._verify(candidate)
+            if sha:
+                return sha
+        raise InputError(f"{self.url}: cannot resolve {rev!r} to a commit")
+
+    def _verify(self, rev: str) -> str | None:
+        try:
+            out = self.git.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}").strip()
+        except GitFailed:
+            return None
+        return out if _SHA1.match(out) else None
+
+    def has_commit(self, sha: str) -> bool:
+        return self._verify(sha) is not None
+
+    def tree_of(self, commit: str) -> str:
+        return self.git.run("rev-parse", "--verify", "--end-of-options", f"{commit}^{{tree}}").strip()
+
+    def commit_time(self, commit: str) -> int:
+        return int(self.git.run("show", "-s", "--format=%ct", "--end-of-options", commit).strip())
+
+    def refs_containing(self, commit: str) -> list[str]:
+        """Every ref (branch, tag, PR head) from which ``commit`` is reachable: empty = unpublished."""
+        out = self.git.run("for-each-ref", f"--contains={commit}", "--format=%(refname)")
+        return [line for line in out.splitlines() if line]

@@ -1,0 +1,129 @@
+"""The one place releasekit runs the ``git`` program.
+
+Every call has a fixed argv (no shell), refs only after ``--`` or as checked values,
+no terminal prompts, no system config, and a protocol allow-list: https and ssh
+always, ``file`` only for releasekit's own mirrors or when local repositories are
+explicitly allowed, ``ext`` never.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from releasekit.errors import EnvironmentProblem
+
+
+class GitFailed(Exception):
+    """A git command exited non-zero. Callers turn it into InputError/findings with context."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr.strip()
+        last = self.stderr.splitlines()[-1] if self.stderr else f"exit {returncode}"
+        super().__init__(f"git {' '.join(self.argv[:2])}: {last}")
+
+
+def _git_binary() -> str:
+    found = shutil.which("git")
+    if not found:
+        raise EnvironmentProblem("git is not installed (apt-get install git)")
+    return found
+
+
+def git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_NOSYSTEM="1",
+        # A user's ~/.gitconfig (autocrlf, filters, url rewrites) must not change what is checked out.
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_ASKPASS="true",
+        SSH_ASKPASS="true",
+        # ssh must never ask a question either.
+        GIT_SSH_COMMAND="ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
+        LC_ALL="C",
+        # Fixed identity/dates for commits releasekit makes itself (plan compose merges).
+        GIT_AUTHOR_NAME="releasekit",
+        GIT_AUTHOR_EMAIL="releasekit@localhost",
+        GIT_COMMITTER_NAME="releasekit",
+        GIT_COMMITTER_EMAIL="releasekit@localhost",
+    )
+    return env
+
+
+def protocol_options(*, allow_file: bool) -> list[str]:
+    return [
+        "-c", "protocol.allow=never",
+        "-c", "protocol.https.allow=always",
+        "-c", "protocol.ssh.allow=always",
+        "-c", f"protocol.file.allow={'always' if allow_file else 'never'}",
+        "-c", "protocol.ext.allow=never",
+        "-c", "core.hooksPath=/dev/null",
+        "-c", "core.fsmonitor=false",
+    ]
+
+
+class Git:
+    """git bound to one repository directory (a bare mirror or a work tree)."""
+
+    def __init__(self, directory: Path, *, allow_file: bool = False, bare: bool = False) -> None:
+        self.directory = Path(directory)
+        self.allow_file = allow_file
+        self.bare = bare
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        where = ["--git-dir", str(self.directory)] if self.bare else ["-C", str(self.directory)]
+        return [_git_binary(), *where, *protocol_options(allow_file=self.allow_file), *args]
+
+    def run(self, *args: str, input: bytes | None = None, check: bool = True, extra_env: dict[str, str] | None = None) -> str:
+        env = git_env()
+        if extra_env:
+            env.update(extra_env)
+        proc = subprocess.run(
+            self.argv(args), input=input, capture_output=True, env=env, stdin=None if input is not None else subprocess.DEVNULL
+        )
+        if check and proc.returncode != 0:
+            raise GitFailed(args, proc.returncode, proc.stderr.decode(errors="replace"))
+        return proc.stdout.decode(errors="replace")
+
+    def ok(self, *args: str) -> bool:
+        proc = subprocess.run(self.argv(args), capture_output=True, env=git_env(), stdin=subprocess.DEVNULL)
+        return proc.returncode == 0
+
+    @contextmanager
+    def stream(self, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+        """A running git whose stdout is read as it is produced (for large logs)."""
+        proc = subprocess.Popen(
+            self.argv(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=git_env(), stdin=subprocess.DEVNULL
+        )
+        try:
+            yield proc
+        finally:
+            if proc.stdout:
+                proc.stdout.close()
+            stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            if proc.stderr:
+                proc.stderr.close()
+            code = proc.wait()
+            if code != 0:
+                raise GitFailed(args, code, stderr)
+
+
+def run_git(args: Sequence[str], *, cwd: Path | None = None, allow_file: bool = False) -> str:
+    """git outside any repository (init, clone)."""
+    where = ["-C", str(cwd)] if cwd else []
+    proc = subprocess.run(
+        [_git_binary(), *where, *protocol_options(allow_file=allow_file), *args],
+        capture_output=True,
+        env=git_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        raise GitFailed(list(args), proc.returncode, proc.stderr.decode(errors="replace"))
+    return proc.stdout.decode(errors="replace")
