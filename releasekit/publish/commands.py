@@ -1,9 +1,103 @@
-"""CLI commands of the publish stage."""
+"""CLI commands of the publish stage: publish, promote."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from releasekit.findings import exit_code_for
+from releasekit.publish.gate import GateReport
+from releasekit.publish.service import PromoteResult, PublishResult, promote, publish
+from releasekit.report import print_json, render_findings, stdout_console
+
+JsonOpt = typer.Option(False, "--json", help="machine-readable output")
+
+
+def _render_gate(report: GateReport) -> None:
+    console = stdout_console()
+    for check in report.checks:
+        mark = "[green]pass[/green]" if check.passed else "[bold red]FAIL[/bold red]"
+        console.print(f"{mark}  {check.name}")
+    render_findings(report.findings, console, ok_message="every gate passed")
+
+
+def _render_publish(result: PublishResult) -> None:
+    _render_gate(result.gate)
+    console = stdout_console()
+    if result.published:
+        console.print(f"published {result.image_id} as {result.repository}@{result.digest}")
+        for tag in result.tags:
+            console.print(f"  tag {result.repository}:{tag}")
+        if result.attachment:
+            console.print(f"  evidence {result.repository}:{result.attachment.tag} ({result.attachment.digest})")
+        console.print(f"  release notes {result.release_notes}")
+    else:
+        console.print(f"refused: nothing was pushed to {result.repository}")
+
+
+def _render_promote(result: PromoteResult) -> None:
+    console = stdout_console()
+    if result.gate is not None:
+        _render_gate(result.gate)
+    else:
+        render_findings(result.findings, console)
+    if result.promoted:
+        console.print(f"promoted {result.source} -> {result.target} ({result.digest})")
+    else:
+        console.print(f"refused: {result.target} was not changed")
+
+
+def publish_cmd(
+    image: str = typer.Option(..., "--image", help="local image ID or name that releasekit build produced"),
+    lock: Path = typer.Option(..., "--lock", help="the lock the image was built from"),
+    receipts: Path = typer.Option(..., "--receipts", help="directory with one validation receipt per cell"),
+    to: str | None = typer.Option(None, "--to", help="REGISTRY/REPO[:TAG]; default: the manifest's publish.repository"),
+    tag: list[str] = typer.Option([], "--tag", help="release tag (repeatable); default: the manifest's publish.tags"),
+    evidence: Path | None = typer.Option(
+        None, "--evidence", help="directory with plan-check.json, verification_summary.json, provenance.intoto.json"
+        " [default: the lock's directory]"
+    ),
+    manifest: Path | None = typer.Option(None, "--manifest", help="the manifest [default: the one the lock names]"),
+    out: Path | None = typer.Option(None, "-o", "--out", help="where RELEASE.md and publish.json go [default: EVIDENCE/published]"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Push IMAGE and tag it, only if every gate passed for this exact image ID and lock."""
+    result = publish(
+        image=image,
+        lock_path=lock,
+        receipts_dir=receipts,
+        evidence_dir=evidence,
+        manifest_path=manifest,
+        to=to,
+        tags=tag,
+        out_dir=out,
+    )
+    if as_json:
+        print_json(result)
+    else:
+        _render_publish(result)
+    raise typer.Exit(exit_code_for(result.gate.findings))
+
+
+def promote_cmd(
+    source: str = typer.Option(..., "--from", help="REGISTRY/REPO:TAG to promote, e.g. …/vllm:beta"),
+    target: str = typer.Option(..., "--to", help="REGISTRY/REPO:TAG to point at the same digest, e.g. …/vllm:stable"),
+    manifest: Path | None = typer.Option(
+        None, "--manifest", help="hold the release to this manifest's matrix [default: the one it was published with]"
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds."""
+    result = promote(source=source, target=target, manifest_path=manifest)
+    if as_json:
+        print_json(result)
+    else:
+        _render_promote(result)
+    raise typer.Exit(0 if result.promoted else max(1, exit_code_for(result.findings)))
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the root app."""
+    app.command("publish")(publish_cmd)
+    app.command("promote")(promote_cmd)

@@ -1,0 +1,157 @@
+"""Evidence attached to a pushed image digest, as an OCI artifact the registry stores.
+
+Distribution v2.8 (and many registries in use) has no referrers API, so the artifact is
+found by a tag derived from the image digest, the scheme cosign made common:
+``sha256-<hex>.releasekit``. The artifact manifest also carries an OCI 1.1 ``subject``
+pointing at the image, so registries that do index referrers list it there too.
+
+Layers, each titled with ``org.opencontainers.image.title``: the provenance statement,
+the verification summary, the plan-check result, every receipt, the gate report (with the
+policy it applied) and the release notes. ``promote`` reads them back and runs the same
+gate again, so a promotion needs nothing but the registry.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+
+from releasekit.errors import EnvironmentProblem
+from releasekit.publish.evidence import (
+    BUILD_NOTES_FILE,
+    PLAN_CHECK_FILE,
+    PROVENANCE_FILE,
+    VERIFICATION_SUMMARY_FILE,
+    Evidence,
+    LoadedJson,
+)
+from releasekit.publish.registry import ManifestBlob, RegistryClient
+
+ARTIFACT_TYPE = "application/vnd.releasekit.attestations.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+TITLE = "org.opencontainers.image.title"
+GATE_FILE = "gate.json"
+NOTES_FILE = "RELEASE.md"
+RECEIPT_PREFIX = "receipts/"
+
+_MEDIA = {
+    PROVENANCE_FILE: "application/vnd.in-toto+json",
+    VERIFICATION_SUMMARY_FILE: "application/vnd.releasekit.verification-summary+json",
+    PLAN_CHECK_FILE: "application/vnd.releasekit.plan-check+json",
+    GATE_FILE: "application/vnd.releasekit.gate+json",
+    NOTES_FILE: "text/markdown",
+}
+RECEIPT_MEDIA = "application/vnd.releasekit.receipt+json"
+
+
+def attachment_tag(image_digest: str) -> str:
+    return image_digest.replace(":", "-") + ".releasekit"
+
+
+class Attached(BaseModel):
+    tag: str
+    digest: str
+    files: list[str]
+
+
+def _raw(loaded: LoadedJson) -> bytes | None:
+    if not loaded.ok:
+        return None
+    return (json.dumps(loaded.data, indent=2, sort_keys=True) + "\n").encode()
+
+
+def attach(
+    client: RegistryClient,
+    repository: str,
+    image: ManifestBlob,
+    *,
+    image_id: str,
+    lock_sha256: str,
+    evidence: Evidence,
+    gate_json: bytes,
+    release_notes: str,
+) -> Attached:
+    files: list[tuple[str, str, bytes]] = []
+    for name, loaded in (
+        (PROVENANCE_FILE, evidence.provenance),
+        (VERIFICATION_SUMMARY_FILE, evidence.verification_summary),
+        (PLAN_CHECK_FILE, evidence.plan_check),
+    ):
+        data = _raw(loaded)
+        if data is not None:
+            files.append((name, _MEDIA[name], data))
+    for receipt in evidence.receipts:
+        data = _raw(receipt)
+        if data is not None:
+            files.append((RECEIPT_PREFIX + receipt.path.replace("\\", "/").rsplit("/", 1)[-1], RECEIPT_MEDIA, data))
+    files.append((GATE_FILE, _MEDIA[GATE_FILE], gate_json))
+    files.append((NOTES_FILE, _MEDIA[NOTES_FILE], release_notes.encode()))
+
+    config = json.dumps({"image_id": image_id, "lock_sha256": lock_sha256, "subject": image.digest}).encode()
+    config_digest = client.push_blob(repository, config)
+    layers = []
+    for name, media, data in files:
+        digest = client.push_blob(repository, data)
+        layers.append({"mediaType": media, "digest": digest, "size": len(data), "annotations": {TITLE: name}})
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": ARTIFACT_TYPE,
+        "config": {"mediaType": ARTIFACT_TYPE, "digest": config_digest, "size": len(config)},
+        "layers": layers,
+        "subject": {"mediaType": image.media_type, "digest": image.digest, "size": len(image.data)},
+        "annotations": {"io.releasekit.image.id": image_id, "io.releasekit.lock.sha256": lock_sha256},
+    }
+    body = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    tag = attachment_tag(image.digest)
+    digest = client.put_manifest(repository, tag, body, OCI_MANIFEST)
+    return Attached(tag=tag, digest=digest, files=[name for name, _, _ in files])
+
+
+class FetchedAttachments(BaseModel):
+    digest: str
+    files: dict[str, str]  # title -> text
+
+    def evidence(self) -> Evidence:
+        def loaded(name: str) -> LoadedJson:
+            text = self.files.get(name)
+            if text is None:
+                return LoadedJson(path=f"attached:{name}", problem="not attached to this digest")
+            try:
+                return LoadedJson(path=f"attached:{name}", data=json.loads(text))
+            except json.JSONDecodeError as exc:
+                return LoadedJson(path=f"attached:{name}", problem=f"not valid JSON: {exc}")
+
+        import hashlib
+
+        receipts = []
+        for name in sorted(self.files):
+            if name.startswith(RECEIPT_PREFIX):
+                item = loaded(name)
+                item.sha256 = hashlib.sha256(self.files[name].encode()).hexdigest()
+                receipts.append(item)
+        return Evidence(
+            plan_check=loaded(PLAN_CHECK_FILE),
+            verification_summary=loaded(VERIFICATION_SUMMARY_FILE),
+            provenance=loaded(PROVENANCE_FILE),
+            build_notes=self.files.get(BUILD_NOTES_FILE),
+            receipts=receipts,
+        )
+
+
+def fetch_attachments(client: RegistryClient, repository: str, image_digest: str) -> FetchedAttachments | None:
+    blob = client.get_manifest(repository, attachment_tag(image_digest))
+    if blob is None:
+        return None
+    try:
+        manifest = json.loads(blob.data)
+        if manifest.get("subject", {}).get("digest") != image_digest:
+            raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)} names another subject")
+        files = {
+            layer["annotations"][TITLE]: client.get_blob(repository, layer["digest"]).decode("utf-8")
+            for layer in manifest.get("layers", [])
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)} is malformed: {exc}") from None
+    return FetchedAttachments(digest=blob.digest, files=files)

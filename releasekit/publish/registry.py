@@ -1,0 +1,296 @@
+"""The narrow adapter to an OCI registry's HTTP API (distribution spec v2).
+
+Only what publishing needs: read a manifest by tag or digest, check that blobs exist,
+upload small blobs (attachments), put a manifest under a tag, list tags. Credentials
+come from the environment or the Docker config; they are sent to the registry and never
+put into an error message, a result model or a log line.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import os
+import re
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import httpx
+
+from releasekit.errors import EnvironmentProblem, InputError
+
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+
+ENV_USERNAME = "RELEASEKIT_REGISTRY_USERNAME"
+ENV_PASSWORD = "RELEASEKIT_REGISTRY_PASSWORD"
+
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_REPO = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class RegistryCredentials:
+    username: str
+    password: str
+
+    def __repr__(self) -> str:  # never let a password reach a log through repr()
+        return f"RegistryCredentials(username={self.username!r}, password=***)"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """``HOST[:PORT]/REPO[:TAG][@DIGEST]``. A registry host is required: publishing to an
+    implicit Docker Hub is never what a release pipeline means."""
+
+    host: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, *, want_tag: bool = False) -> Reference:
+        rest, digest = (text.split("@", 1) + [None])[:2] if "@" in text else (text, None)
+        host, sep, path = rest.partition("/")
+        if not sep or not ("." in host or ":" in host or host == "localhost"):
+            raise InputError(f"{text!r}: expected REGISTRY/REPO[:TAG] with an explicit registry host")
+        tag = None
+        if ":" in path:
+            path, tag = path.rsplit(":", 1)
+        if not _REPO.match(path):
+            raise InputError(f"{text!r}: {path!r} is not a valid repository name")
+        if tag is not None and not _TAG.match(tag):
+            raise InputError(f"{text!r}: {tag!r} is not a valid tag")
+        if digest is not None and not _DIGEST.match(digest):
+            raise InputError(f"{text!r}: {digest!r} is not a sha256 digest")
+        if want_tag and tag is None and digest is None:
+            raise InputError(f"{text!r}: expected REGISTRY/REPO:TAG")
+        return cls(host=host, repository=path, tag=tag, digest=digest)
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}/{self.repository}"
+
+    def __str__(self) -> str:
+        text = self.name
+        if self.tag:
+            text += f":{self.tag}"
+        if self.digest:
+            text += f"@{self.digest}"
+        return text
+
+
+def is_loopback(host: str) -> bool:
+    hostname = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    if hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(hostname.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_credentials(host: str) -> RegistryCredentials | None:
+    """The environment first (CI secrets), then the Docker config (``docker login``)."""
+    user, password = os.environ.get(ENV_USERNAME), os.environ.get(ENV_PASSWORD)
+    if user and password:
+        return RegistryCredentials(user, password)
+    try:
+        from docker import auth as docker_auth
+
+        entry = docker_auth.resolve_authconfig(docker_auth.load_config(), host)
+    except Exception:  # noqa: BLE001 - a broken Docker config means "no credentials", not a crash
+        return None
+    if entry and entry.get("username") and entry.get("password"):
+        return RegistryCredentials(entry["username"], entry["password"])
+    return None
+
+
+def _basic_header(credentials: RegistryCredentials) -> str:
+    raw = f"{credentials.username}:{credentials.password}".encode()
+    return "Basic " + base64.b64encode(raw).decode("ascii")
+
+
+class _RegistryAuth(httpx.Auth):
+    """Answers a 401 challenge once: Basic (distribution's htpasswd) or a Bearer token
+    service (Docker Hub, GHCR, Harbor). Sends nothing until challenged."""
+
+    def __init__(self, credentials: RegistryCredentials | None) -> None:
+        self.credentials = credentials
+        self._header: str | None = None
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if self._header:
+            request.headers["Authorization"] = self._header
+        response = yield request
+        if response.status_code != 401 or self.credentials is None:
+            return
+        challenge = response.headers.get("www-authenticate", "")
+        scheme, _, params = challenge.partition(" ")
+        if scheme.lower() == "basic":
+            self._header = _basic_header(self.credentials)
+        elif scheme.lower() == "bearer":
+            fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
+            token_response = yield httpx.Request(
+                "GET",
+                fields.get("realm", ""),
+                params={k: v for k, v in fields.items() if k in ("service", "scope")},
+                headers={"Authorization": _basic_header(self.credentials)},
+            )
+            if token_response.status_code != 200:
+                return
+            token_response.read()
+            body = token_response.json()
+            token = body.get("token") or body.get("access_token")
+            if not token:
+                return
+            self._header = f"Bearer {token}"
+        else:
+            return
+        request.headers["Authorization"] = self._header
+        yield request
+
+
+@dataclass(frozen=True)
+class ManifestBlob:
+    data: bytes
+    media_type: str
+    digest: str
+
+
+class RegistryClient:
+    """One registry host. Plain HTTP only for loopback hosts (as Docker itself allows)."""
+
+    def __init__(
+        self,
+        host: str,
+        credentials: RegistryCredentials | None = None,
+        *,
+        timeout: float = 30.0,
+    ) -> None:
+        self.host = host
+        scheme = "http" if is_loopback(host) else "https"
+        self._client = httpx.Client(
+            base_url=f"{scheme}://{host}",
+            auth=_RegistryAuth(credentials),
+            timeout=timeout,
+            follow_redirects=True,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ---------------------------------------------------------------------
+
+    def _request(self, method: str, url: str, **kwargs: object) -> httpx.Response:
+        try:
+            response = self._client.request(method, url, **kwargs)  # type: ignore[arg-type]
+        except httpx.TransportError as exc:
+            raise EnvironmentProblem(
+                f"registry {self.host} unreachable: {type(exc).__name__}",
+                hint="is it running, and is the address right?",
+            ) from None
+        if response.status_code == 401:
+            raise EnvironmentProblem(
+                f"registry {self.host} refused the credentials",
+                hint=f"docker login {self.host}, or set {ENV_USERNAME}/{ENV_PASSWORD}",
+            )
+        if response.status_code == 403:
+            raise EnvironmentProblem(f"registry {self.host} denied {method} {url.split('?')[0]}")
+        return response
+
+    def _fail(self, response: httpx.Response, what: str) -> EnvironmentProblem:
+        detail = response.text.strip().replace("\n", " ")[:200]
+        return EnvironmentProblem(f"registry {self.host}: {what} failed with HTTP {response.status_code}: {detail}")
+
+    # -- API -----------------------------------------------------------------------------
+
+    def ping(self) -> None:
+        """Reachable and the credentials (if any are needed) are accepted."""
+        response = self._request("GET", "/v2/")
+        if response.status_code != 200:
+            raise self._fail(response, "GET /v2/")
+
+    def get_manifest(self, repository: str, reference: str) -> ManifestBlob | None:
+        response = self._request(
+            "GET", f"/v2/{repository}/manifests/{reference}", headers={"Accept": ", ".join(MANIFEST_TYPES)}
+        )
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._fail(response, f"GET manifest {repository}:{reference}")
+        data = response.content
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if reference.startswith("sha256:") and digest != reference:
+            raise EnvironmentProblem(f"registry {self.host} returned a manifest whose digest is not {reference}")
+        media_type = response.headers.get("content-type", "").split(";")[0].strip()
+        return ManifestBlob(data=data, media_type=media_type, digest=digest)
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> str:
+        response = self._request(
+            "PUT", f"/v2/{repository}/manifests/{reference}", content=data, headers={"Content-Type": media_type}
+        )
+        if response.status_code not in (200, 201):
+            raise self._fail(response, f"PUT manifest {repository}:{reference}")
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        returned = response.headers.get("docker-content-digest")
+        if returned and returned != digest:
+            raise EnvironmentProblem(f"registry {self.host} stored {returned}, expected {digest}")
+        return digest
+
+    def has_blob(self, repository: str, digest: str) -> bool:
+        response = self._request("HEAD", f"/v2/{repository}/blobs/{digest}")
+        if response.status_code == 404:
+            return False
+        if response.status_code != 200:
+            raise self._fail(response, f"HEAD blob {digest}")
+        return True
+
+    def get_blob(self, repository: str, digest: str) -> bytes:
+        response = self._request("GET", f"/v2/{repository}/blobs/{digest}")
+        if response.status_code != 200:
+            raise self._fail(response, f"GET blob {digest}")
+        data = response.content
+        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            raise EnvironmentProblem(f"registry {self.host} returned blob bytes that do not hash to {digest}")
+        return data
+
+    def push_blob(self, repository: str, data: bytes) -> str:
+        """Monolithic upload (POST then PUT); a blob already there is not sent again."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if self.has_blob(repository, digest):
+            return digest
+        start = self._request("POST", f"/v2/{repository}/blobs/uploads/")
+        if start.status_code != 202:
+            raise self._fail(start, "start blob upload")
+        location = start.headers["location"]
+        joiner = "&" if "?" in location else "?"
+        done = self._request(
+            "PUT",
+            f"{location}{joiner}digest={digest}",
+            content=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        if done.status_code != 201:
+            raise self._fail(done, f"upload blob {digest}")
+        return digest
+
+    def tags(self, repository: str) -> list[str]:
+        response = self._request("GET", f"/v2/{repository}/tags/list")
+        if response.status_code == 404:
+            return []
+        if response.status_code != 200:
+            raise self._fail(response, f"list tags of {repository}")
+        return sorted(response.json().get("tags") or [])

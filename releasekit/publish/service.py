@@ -1,0 +1,294 @@
+"""Publish and promote: the gate first, then a push that tags only a complete image.
+
+Publish, in order (each step only after the previous one succeeded):
+  1. gate: plan check, verify-provenance and every required receipt, for this image ID
+     and this lock; a refusal touches no registry;
+  2. push the image through the Docker Engine under a staging tag named after the image ID
+     (``releasekit-staging-<id12>``); the engine reports the manifest digest;
+  3. read that manifest back by digest and check it is the image (config digest = image ID)
+     and complete (every blob present);
+  4. attach the evidence to the digest (``sha256-<hex>.releasekit``, see attachments.py);
+  5. put the same manifest bytes under each release tag.
+A failure in 2-4 leaves no release tag; a rerun resumes (blobs already there are skipped).
+
+Promote reads a tag's digest and its attached evidence back from the registry, runs the
+same gate again, and puts the same manifest bytes under the new tag: never a rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.findings import Findings
+from releasekit.lock import lock_file_sha256, read_lock
+from releasekit.publish.attachments import Attached, attach, fetch_attachments
+from releasekit.publish.engine import DockerEngine, ImageFacts, staging_tag
+from releasekit.publish.evidence import Evidence, load_evidence
+from releasekit.publish.gate import GatePolicy, GateReport, GateSubject, policy_from_manifest, publish_gate
+from releasekit.publish.notes import release_notes
+from releasekit.publish.registry import Reference, RegistryClient, resolve_credentials
+
+RESULT_FILE = "publish.json"
+NOTES_FILE = "RELEASE.md"
+
+
+class PublishResult(BaseModel):
+    published: bool
+    image_id: str
+    lock_sha256: str
+    repository: str
+    tags: list[str]
+    digest: str | None = None
+    staging_tag: str | None = None
+    attachment: Attached | None = None
+    release_notes: str | None = None  # path of the RELEASE.md written
+    gate: GateReport
+
+
+class PromoteResult(BaseModel):
+    promoted: bool
+    source: str
+    target: str
+    digest: str | None = None
+    image_id: str | None = None
+    gate: GateReport | None = None
+    findings: Findings = Field(default_factory=Findings)
+
+
+class GateRecord(BaseModel):
+    """gate.json in the attachments: what the gate applied, so promote can apply it again."""
+
+    image_id: str
+    lock_sha256: str
+    manifest_sha256: str | None
+    policy: GatePolicy
+    report: GateReport
+
+
+def _manifest_for(lock_path: Path, manifest_path: Path | None, recorded: str):
+    """The manifest the lock names (its path as recorded, then beside the lock), or the one given."""
+    from releasekit.manifest import load_manifest
+
+    if manifest_path is not None:
+        return load_manifest(manifest_path)
+    candidates = [Path(recorded), lock_path.parent / recorded, lock_path.parent / Path(recorded).name]
+    for candidate in candidates:
+        if candidate.is_file():
+            return load_manifest(candidate)
+    raise InputError(f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE")
+
+
+def _expand_tags(tags: list[str], *, image_id: str, lock_sha256: str, name: str) -> list[str]:
+    values = {"image12": image_id.removeprefix("sha256:")[:12], "lock12": lock_sha256[:12], "name": name}
+    out: list[str] = []
+    for tag in tags:
+        try:
+            expanded = tag.format_map(values)
+        except (KeyError, ValueError) as exc:
+            raise InputError(f"tag {tag!r}: unknown placeholder {exc} (known: {', '.join(values)})") from None
+        Reference.parse(f"localhost/x:{expanded}")  # validates the tag syntax
+        if expanded not in out:
+            out.append(expanded)
+    return out
+
+
+def evaluate_gate(
+    image: ImageFacts,
+    lock_sha256: str,
+    evidence: Evidence,
+    policy: GatePolicy,
+    *,
+    manifest_sha256: str | None = None,
+    lock_manifest_sha256: str | None = None,
+) -> GateReport:
+    subject = GateSubject(
+        image=image,
+        lock_sha256=lock_sha256,
+        manifest_sha256=manifest_sha256,
+        lock_manifest_sha256=lock_manifest_sha256,
+        evidence=evidence,
+        policy=policy,
+    )
+    return publish_gate().evaluate(subject)
+
+
+def check_pushed(client: RegistryClient, target: Reference, digest: str, image_id: str):
+    """The registry has exactly this image under ``digest``, every blob of it."""
+    blob = client.get_manifest(target.repository, digest)
+    if blob is None:
+        raise EnvironmentProblem(f"registry {target.host} has no manifest {digest} after the push")
+    manifest = json.loads(blob.data)
+    config = manifest.get("config") or {}
+    if config.get("digest") != image_id:
+        raise EnvironmentProblem(
+            f"registry manifest {digest} has config {config.get('digest')}, not the image {image_id}"
+        )
+    for item in [config, *manifest.get("layers", [])]:
+        if not client.has_blob(target.repository, item["digest"]):
+            raise EnvironmentProblem(f"registry {target.host} lacks blob {item['digest']} of {digest}")
+    return blob
+
+
+def publish(
+    *,
+    image: str,
+    lock_path: Path,
+    receipts_dir: Path,
+    evidence_dir: Path | None = None,
+    manifest_path: Path | None = None,
+    to: str | None = None,
+    tags: list[str] | None = None,
+    out_dir: Path | None = None,
+) -> PublishResult:
+    lock = read_lock(lock_path)
+    lock_sha = lock_file_sha256(lock_path)
+    loaded = _manifest_for(lock_path, manifest_path, lock.manifest.path)
+    manifest = loaded.manifest
+    target_text = to or (manifest.publish.repository if manifest.publish else None)
+    if not target_text:
+        raise InputError("no publish target: pass --to REGISTRY/REPO or set publish.repository in the manifest")
+    target = Reference.parse(target_text)
+    if target.digest:
+        raise InputError(f"--to {target_text!r}: a digest cannot be a publish target")
+    wanted = list(tags or []) or ([target.tag] if target.tag else []) or list(manifest.publish.tags if manifest.publish else [])
+    if not wanted:
+        raise InputError("no tags: pass --tag TAG (repeatable), REGISTRY/REPO:TAG or set publish.tags")
+    target = Reference(host=target.host, repository=target.repository)
+    evidence_dir = evidence_dir or lock_path.parent
+    out_dir = out_dir or evidence_dir / "published"
+
+    engine = DockerEngine()
+    facts = engine.inspect(image)
+    final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
+    policy = policy_from_manifest(manifest)
+    evidence = load_evidence(evidence_dir, receipts_dir)
+    report = evaluate_gate(
+        facts,
+        lock_sha,
+        evidence,
+        policy,
+        manifest_sha256=loaded.sha256,
+        lock_manifest_sha256=lock.manifest.sha256,
+    )
+    result = PublishResult(
+        published=False,
+        image_id=facts.id,
+        lock_sha256=lock_sha,
+        repository=target.name,
+        tags=final_tags,
+        gate=report,
+    )
+    if not report.passed:
+        return result
+
+    credentials = resolve_credentials(target.host)
+    with RegistryClient(target.host, credentials) as client:
+        client.ping()  # unreachable or refused: say so before anything is pushed
+        digest = engine.push_staged(facts.id, target, credentials)
+        blob = check_pushed(client, target, digest, facts.id)
+        notes = release_notes(
+            build_notes=evidence.build_notes,
+            report=report,
+            policy=policy,
+            repository=target.name,
+            digest=digest,
+            tags=final_tags,
+        )
+        record = GateRecord(
+            image_id=facts.id,
+            lock_sha256=lock_sha,
+            manifest_sha256=loaded.sha256,
+            policy=policy,
+            report=report,
+        )
+        attached = attach(
+            client,
+            target.repository,
+            blob,
+            image_id=facts.id,
+            lock_sha256=lock_sha,
+            evidence=evidence,
+            gate_json=record.model_dump_json(indent=2).encode(),
+            release_notes=notes,
+        )
+        for tag in final_tags:
+            client.put_manifest(target.repository, tag, blob.data, blob.media_type)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    notes_path = out_dir / NOTES_FILE
+    notes_path.write_text(notes, encoding="utf-8")
+    result.published = True
+    result.digest = digest
+    result.staging_tag = staging_tag(facts.id)
+    result.attachment = attached
+    result.release_notes = str(notes_path)
+    (out_dir / RESULT_FILE).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+def promote(*, source: str, target: str, manifest_path: Path | None = None) -> PromoteResult:
+    src = Reference.parse(source, want_tag=True)
+    dst = Reference.parse(target, want_tag=True)
+    if dst.digest or not dst.tag:
+        raise InputError(f"--to {target!r}: expected REGISTRY/REPO:TAG")
+    if (src.host, src.repository) != (dst.host, dst.repository):
+        raise InputError("promotion re-tags a digest within one repository: --from and --to must name the same REPO")
+    result = PromoteResult(promoted=False, source=str(src), target=str(dst))
+    credentials = resolve_credentials(src.host)
+    with RegistryClient(src.host, credentials) as client:
+        client.ping()
+        blob = client.get_manifest(src.repository, src.digest or src.tag or "")
+        if blob is None:
+            raise InputError(f"{src} does not exist in the registry")
+        manifest = json.loads(blob.data)
+        config_ref = manifest.get("config") or {}
+        if "digest" not in config_ref:
+            raise InputError(f"{src} is a manifest list or index; promote a single image")
+        image_id = str(config_ref["digest"])
+        config = json.loads(client.get_blob(src.repository, image_id))
+        facts = ImageFacts.from_config(image_id, config.get("config") or {})
+        result.digest, result.image_id = blob.digest, image_id
+        fetched = fetch_attachments(client, src.repository, blob.digest)
+        if fetched is None:
+            result.findings.add(
+                "ATTACHMENTS_MISSING",
+                f"{src} ({blob.digest}) has no releasekit evidence attached: it was not published by releasekit",
+                image=image_id,
+            )
+            return result
+        try:
+            record = GateRecord.model_validate_json(fetched.files.get("gate.json", ""))
+        except ValueError:
+            result.findings.add("ATTACHMENTS_MISSING", "the attached gate.json is missing or unreadable", image=image_id)
+            return result
+        manifest_sha = record.manifest_sha256
+        policy = record.policy
+        if manifest_path is not None:
+            from releasekit.manifest import load_manifest
+
+            loaded = load_manifest(manifest_path)
+            # Promotion may hold a release to a stricter matrix than the one it was locked
+            # with, so the manifest-matches-lock check does not apply to this one.
+            policy = policy_from_manifest(loaded.manifest)
+            manifest_sha = None
+        result.gate = evaluate_gate(
+            facts,
+            record.lock_sha256,
+            fetched.evidence(),
+            policy,
+            manifest_sha256=manifest_sha,
+            lock_manifest_sha256=record.manifest_sha256,
+        )
+        result.findings.extend(result.gate.findings)
+        if not result.gate.passed:
+            return result
+        client.put_manifest(dst.repository, dst.tag, blob.data, blob.media_type)
+        check = client.get_manifest(dst.repository, dst.tag)
+        if check is None or check.digest != blob.digest:
+            raise EnvironmentProblem(f"{dst} does not point at {blob.digest} after promotion")
+    result.promoted = True
+    return result

@@ -1,0 +1,316 @@
+"""publish and promote against a real Docker Engine and a real registry on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from test_publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args, run_cli
+
+from releasekit.errors import EnvironmentProblem
+from releasekit.publish.localregistry import Credentials, start_local_registry
+from releasekit.publish.registry import RegistryClient, RegistryCredentials
+
+docker = pytest.importorskip("docker")
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def engine():
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"the Docker Engine is required for these tests: {exc}")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def image(engine) -> str:
+    return build_image(engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"})
+
+
+@pytest.fixture(scope="module")
+def other_image(engine) -> str:
+    return build_image(engine, "releasekit-test/publish-small:2", {"hello.txt": b"another image\n"})
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    with start_local_registry(tmp_path_factory.mktemp("registry")) as reg:
+        yield reg
+
+
+def tags_of(reg, repository: str, credentials: RegistryCredentials | None = None) -> list[str]:
+    with RegistryClient(reg.host, credentials) as client:
+        return client.tags(repository)
+
+
+def manifest_digest(reg, repository: str, ref: str, credentials: RegistryCredentials | None = None) -> str | None:
+    with RegistryClient(reg.host, credentials) as client:
+        blob = client.get_manifest(repository, ref)
+        return blob.digest if blob else None
+
+
+def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registry, image):
+    release = Release(tmp_path, image)
+    repo = "team/vllm-green"
+    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "ff-next", "beta"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["published"] is True
+    digest = result["digest"]
+    assert digest.startswith("sha256:")
+
+    tags = tags_of(registry, repo)
+    assert {"ff-next", "beta"} <= set(tags)
+    assert manifest_digest(registry, repo, "beta") == digest
+    assert manifest_digest(registry, repo, "ff-next") == digest
+    with RegistryClient(registry.host) as client:
+        pushed = json.loads(client.get_manifest(repo, digest).data)
+        # The registry's image is this image: its config blob is the image ID.
+        assert pushed["config"]["digest"] == image
+        attached = json.loads(client.get_manifest(repo, result["attachment"]["tag"]).data)
+        assert attached["subject"]["digest"] == digest
+        files = {
+            layer["annotations"]["org.opencontainers.image.title"]: client.get_blob(repo, layer["digest"])
+            for layer in attached["layers"]
+        }
+    provenance = json.loads(files["provenance.intoto.json"])
+    assert provenance == json.loads((release.evidence / "provenance.intoto.json").read_text())
+    assert json.loads(files["verification_summary.json"])["predicate"]["verificationResult"] == "PASSED"
+    assert {"receipts/tiny-tp1.json", "receipts/tiny-tp1-ngram.json", "gate.json", "RELEASE.md"} <= set(files)
+
+    notes = Path(result["release_notes"]).read_text()
+    assert notes.startswith("# pubtest")
+    assert f"`{registry.host}/{repo}@{digest}`" in notes
+    assert "| tiny-tp1 | pass | output_tok_s 120 tok/s (baseline 100, 120.0%) |" in notes
+    assert "| tiny-optional | not run (optional) |" in notes
+    assert files["RELEASE.md"].decode() == notes
+
+    # A rerun of a completed publish is harmless and lands on the same digest.
+    again = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["digest"] == digest
+
+
+GATE_CASES = {
+    "plan check missing": (lambda rel: (rel.evidence / "plan-check.json").unlink(), "PLAN_CHECK_MISSING"),
+    "plan check failed": (lambda rel: rel.write_plan_check(errors=["SUPERSEDED_PR_MERGED"]), "PLAN_CHECK_FAILED"),
+    "plan check of another lock": (lambda rel: rel.write_plan_check(lock_sha256="0" * 64), "PLAN_CHECK_WRONG_LOCK"),
+    "verification missing": (lambda rel: (rel.evidence / "verification_summary.json").unlink(), "VERIFICATION_MISSING"),
+    "verification failed": (lambda rel: rel.write_verification(result="FAILED"), "PROVENANCE_NOT_VERIFIED"),
+    "verification of another image": (
+        lambda rel: rel.write_verification(image_id="sha256:" + "1" * 64),
+        "VERIFICATION_WRONG_IMAGE",
+    ),
+    "provenance missing": (lambda rel: (rel.evidence / "provenance.intoto.json").unlink(), "PROVENANCE_MISSING"),
+    "receipt missing": (lambda rel: (rel.receipts / "tiny-tp1-ngram.json").unlink(), "RECEIPT_MISSING"),
+    "receipt failed": (lambda rel: rel.write_receipt("tiny-tp1", passed=False), "RECEIPT_FAILED"),
+    "receipt of another lock": (lambda rel: rel.write_receipt("tiny-tp1", lock_sha256="2" * 64), "RECEIPT_WRONG_LOCK"),
+    "forbidden env": (
+        lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_DISABLE_SHARED_EXPERTS_STREAM": "1"}),
+        "FORBIDDEN_SWITCH",
+    ),
+    "forbidden flag": (lambda rel: rel.write_receipt("tiny-tp1", args=["--disable-aux-streams"]), "FORBIDDEN_SWITCH"),
+    "hidden env": (lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_MLA_DISABLE": "1"}), "HIDDEN_SWITCH"),
+    "hidden flag": (lambda rel: rel.write_receipt("tiny-tp1-ngram", args=["--no-enable-prefix-caching"]), "HIDDEN_SWITCH"),
+    "image default overridden": (lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_USE_V1": "0"}), "HIDDEN_SWITCH"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GATE_CASES))
+def test_each_failed_gate_is_refused_and_nothing_reaches_the_registry(tmp_path, registry, image, case):
+    break_it, code = GATE_CASES[case]
+    release = Release(tmp_path, image)
+    break_it(release)
+    repo = "team/refused-" + "".join(ch for ch in case if ch.isalnum())
+    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["published"] is False
+    codes = [f["code"] for f in result["gate"]["findings"]["findings"] if f["severity"] == "error"]
+    assert code in codes
+    assert tags_of(registry, repo) == []
+    assert not (release.evidence / "published").exists()
+
+
+def test_a_receipt_for_another_image_is_refused(tmp_path, registry, image, other_image):
+    release = Release(tmp_path, image)
+    # Every receipt is for the other image: the cells are unvalidated for this one.
+    for cell in ("tiny-tp1", "tiny-tp1-ngram"):
+        release.write_receipt(cell, image_id=other_image)
+    repo = "team/other-image"
+    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
+    assert r.returncode == 1
+    codes = [f["code"] for f in json.loads(r.stdout)["gate"]["findings"]["findings"]]
+    assert codes.count("RECEIPT_WRONG_IMAGE") == 2
+    assert codes.count("RECEIPT_MISSING") == 2
+    assert tags_of(registry, repo) == []
+
+
+def test_terminal_output_names_the_refusal(tmp_path, registry, image):
+    release = Release(tmp_path, image)
+    release.write_receipt("tiny-tp1", passed=False)
+    args = [a for a in publish_args(release, image, f"{registry.host}/team/terminal", "beta") if a != "--json"]
+    r = run_cli(*args)
+    assert r.returncode == 1
+    assert "RECEIPT_FAILED" in r.stdout
+    assert "nothing was pushed" in r.stdout
+
+
+def test_unreachable_registry_is_one_clear_line(tmp_path, image):
+    release = Release(tmp_path, image)
+    r = run_cli(*publish_args(release, image, "127.0.0.1:9/team/nowhere", "beta"))
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert "unreachable" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_image_is_exit_2(tmp_path, registry, image):
+    release = Release(tmp_path, image)
+    r = run_cli(*publish_args(release, "sha256:" + "9" * 64, f"{registry.host}/team/x", "beta"))
+    assert r.returncode == 2
+    assert "not found" in r.stderr
+
+
+def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
+    secret = "s3cret-Pa55-" + os.urandom(4).hex()
+    creds = Credentials("releaser", secret)
+    good = RegistryCredentials("releaser", secret)
+    release = Release(tmp_path / "rel", image)
+    with start_local_registry(tmp_path / "reg", htpasswd=creds) as reg:
+        repo = "team/authed"
+        target = f"{reg.host}/{repo}"
+        wrong = {"RELEASEKIT_REGISTRY_USERNAME": "releaser", "RELEASEKIT_REGISTRY_PASSWORD": "wrong"}
+        refused = run_cli(*publish_args(release, image, target, "beta"), env=wrong)
+        assert refused.returncode == 2
+        assert "refused the credentials" in refused.stderr
+        assert tags_of(reg, repo, good) == []
+
+        # No credentials at all: the registry asks, and we have nothing to answer with.
+        anonymous = run_cli(*publish_args(release, image, target, "beta"), env={"DOCKER_CONFIG": str(tmp_path / "empty")})
+        assert anonymous.returncode == 2
+        assert tags_of(reg, repo, good) == []
+
+        right = {"RELEASEKIT_REGISTRY_USERNAME": "releaser", "RELEASEKIT_REGISTRY_PASSWORD": secret}
+        ok = run_cli(*publish_args(release, image, target, "beta"), env=right)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        digest = json.loads(ok.stdout)["digest"]
+        assert manifest_digest(reg, repo, "beta", good) == digest
+
+        # The secret is nowhere: not in output, not in what was written, not in what was attached.
+        for text in (refused.stdout, refused.stderr, ok.stdout, ok.stderr):
+            assert secret not in text
+        for path in (release.evidence / "published").rglob("*"):
+            assert secret.encode() not in path.read_bytes()
+        with RegistryClient(reg.host, good) as client:
+            attached = json.loads(client.get_manifest(repo, json.loads(ok.stdout)["attachment"]["tag"]).data)
+            for layer in attached["layers"]:
+                assert secret.encode() not in client.get_blob(repo, layer["digest"])
+        assert secret not in (reg.root / "registry.log").read_text(errors="replace")
+
+        promoted = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", env=right)
+        assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+        assert manifest_digest(reg, repo, "stable", good) == digest
+
+
+def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image, other_image, engine):
+    release = Release(tmp_path, image)
+    repo = "team/promote"
+    target = f"{registry.host}/{repo}"
+    r = run_cli(*publish_args(release, image, target, "beta"))
+    assert r.returncode == 0, r.stderr
+    digest = json.loads(r.stdout)["digest"]
+
+    # Held to a stricter matrix (a cell with no receipt), promotion is refused.
+    stricter = tmp_path / "stricter.yaml"
+    stricter.write_text(MANIFEST + EXTRA_CELL, encoding="utf-8")
+    refused = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--manifest", str(stricter), "--json")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    codes = [f["code"] for f in json.loads(refused.stdout)["findings"]["findings"]]
+    assert "RECEIPT_MISSING" in codes
+    assert "stable" not in tags_of(registry, repo)
+
+    ok = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert json.loads(ok.stdout)["digest"] == digest
+    assert manifest_digest(registry, repo, "stable") == digest == manifest_digest(registry, repo, "beta")
+
+    # An image pushed around releasekit has no evidence attached: never promoted.
+    engine.api.tag(other_image, f"{target}", "sideload")
+    try:
+        for _ in engine.api.push(f"{target}", tag="sideload", stream=True, decode=True):
+            pass
+    finally:
+        engine.api.remove_image(f"{target}:sideload", noprune=True)
+    bare = run_cli("promote", "--from", f"{target}:sideload", "--to", f"{target}:stable2", "--json")
+    assert bare.returncode == 1
+    assert [f["code"] for f in json.loads(bare.stdout)["findings"]["findings"]] == ["ATTACHMENTS_MISSING"]
+    assert "stable2" not in tags_of(registry, repo)
+
+
+@pytest.mark.slow
+def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_path, engine):
+    from releasekit.publish.service import publish
+
+    big = build_image(engine, "releasekit-test/publish-big:1", {"blob.bin": _random_bytes(96 * 1024 * 1024)})
+    release = Release(tmp_path / "rel", big)
+    with start_local_registry(tmp_path / "reg") as reg:
+        repo = "team/big"
+        outcome: dict[str, object] = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = publish(
+                    image=big,
+                    lock_path=release.lock,
+                    receipts_dir=release.receipts,
+                    to=f"{reg.host}/{repo}",
+                    tags=["beta"],
+                )
+            except EnvironmentProblem as exc:
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        uploads = reg.storage / "docker/registry/v2/repositories" / repo / "_uploads"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _has_upload_data(uploads):
+            time.sleep(0.01)
+        assert _has_upload_data(uploads), "the push never started uploading"
+        reg.kill()
+        worker.join(timeout=300)
+        assert not worker.is_alive()
+        assert "error" in outcome, f"publish did not fail: {outcome}"
+        assert "Traceback" not in str(outcome["error"])
+
+        reg.start()  # same storage: whatever the dead registry had is still there
+        assert tags_of(reg, repo) == []
+        with pytest.raises(httpx.HTTPError), httpx.Client() as probe:
+            probe.get(f"{reg.url}/v2/{repo}/manifests/beta").raise_for_status()
+
+        result = publish(
+            image=big, lock_path=release.lock, receipts_dir=release.receipts, to=f"{reg.host}/{repo}", tags=["beta"]
+        )
+        assert result.published
+        assert manifest_digest(reg, repo, "beta") == result.digest
+    engine.images.remove(big, force=True, noprune=False)
+
+
+def _random_bytes(size: int) -> bytes:
+    return os.urandom(size)
+
+
+def _has_upload_data(uploads: Path) -> bool:
+    if not uploads.is_dir():
+        return False
+    return any(p.is_file() and p.stat().st_size > 1024 * 1024 for p in uploads.rglob("data"))

@@ -1,0 +1,223 @@
+"""Builders of real inputs for the publish tests: a manifest, a lock, evidence, receipts, images.
+
+No test lives here; the publish test modules import these functions.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from releasekit.lock import (
+    Lock,
+    LockedBaseImage,
+    LockedGitComponent,
+    LockedManifest,
+    LockedToolchain,
+    lock_file_sha256,
+    write_lock,
+)
+
+MANIFEST = """\
+schema: releasekit/v1
+name: pubtest
+components:
+  tiny:
+    kind: git
+    repo: https://example.invalid/tiny.git
+    canonical_branch: main
+toolchain:
+  cuda_arch_list: ["12.0a"]
+  base_image:
+    name: scratch
+    digest: to-be-locked
+validation:
+  forbidden:
+    env: [VLLM_DISABLE_SHARED_EXPERTS_STREAM]
+    args: [--disable-aux-streams]
+    reason: no stream-disabling workaround
+  cells:
+    - id: tiny-tp1
+      model: {name: tiny}
+      env: {VLLM_CPU_KVCACHE_SPACE: "1"}
+      extra_args: [--enforce-eager]
+    - id: tiny-tp1-ngram
+      model: {name: tiny}
+      speculative: {mode: ngram, num_tokens: 3}
+    - id: tiny-optional
+      required: false
+      model: {name: tiny}
+"""
+
+EXTRA_CELL = """\
+    - id: tiny-tp2
+      model: {name: tiny}
+      parallel: {tp: 2}
+"""
+
+REQUIRED_CELLS = ["tiny-tp1", "tiny-tp1-ngram"]
+
+IMAGE_ENV = {"VLLM_USE_V1": "1", "PYTHONUNBUFFERED": "1"}
+IMAGE_CMD = ["serve", "--max-num-seqs", "8"]
+
+
+class Release:
+    """One release directory: manifest, lock, evidence and receipts for one image."""
+
+    def __init__(self, root: Path, image_id: str, *, manifest_text: str = MANIFEST) -> None:
+        self.root = root
+        self.image_id = image_id
+        self.evidence = root / "out"
+        self.receipts = root / "receipts"
+        self.evidence.mkdir(parents=True, exist_ok=True)
+        self.receipts.mkdir(exist_ok=True)
+        self.manifest = root / "manifest.yaml"
+        self.manifest.write_text(manifest_text, encoding="utf-8")
+        self.lock = self.evidence / "lock.json"
+        import hashlib
+
+        lock = Lock(
+            name="pubtest",
+            manifest=LockedManifest(
+                path="../manifest.yaml",
+                sha256=hashlib.sha256(self.manifest.read_bytes()).hexdigest(),
+                name="pubtest",
+            ),
+            locked_at="2026-12-02T00:00:00Z",
+            components={
+                "tiny": LockedGitComponent(
+                    name="tiny",
+                    repo="https://example.invalid/tiny.git",
+                    canonical_branch="main",
+                    commit="a" * 40,
+                    tree="b" * 40,
+                    commit_time=1_700_000_000,
+                    canonical_head="a" * 40,
+                )
+            },
+            toolchain=LockedToolchain(base_image=LockedBaseImage(name="scratch")),
+        )
+        write_lock(lock, self.lock)
+        self.lock_sha256 = lock_file_sha256(self.lock)
+        self.write_plan_check()
+        self.write_verification()
+        self.write_provenance()
+        (self.evidence / "RELEASE.md").write_text("# pubtest\n\nBuilt from tiny@aaaaaaaaaaaa.\n", encoding="utf-8")
+        for cell in REQUIRED_CELLS:
+            self.write_receipt(cell)
+
+    def write_plan_check(self, *, lock_sha256: str | None = None, errors: list[str] = ()) -> None:
+        data = {
+            "lock_sha256": lock_sha256 or self.lock_sha256,
+            "findings": [{"code": c, "severity": "error", "message": "x", "location": {}} for c in errors],
+        }
+        (self.evidence / "plan-check.json").write_text(json.dumps(data), encoding="utf-8")
+
+    def write_verification(self, *, image_id: str | None = None, result: str = "PASSED") -> None:
+        data = {
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": "image", "digest": {"sha256": (image_id or self.image_id).split(":")[1]}}],
+            "predicateType": "https://slsa.dev/verification_summary/v1",
+            "predicate": {
+                "verifier": {"id": "releasekit verify-provenance"},
+                "timeVerified": "2026-12-02T00:00:00Z",
+                "resourceUri": f"docker-image:{image_id or self.image_id}",
+                "policy": {"uri": "releasekit:lock"},
+                "verificationResult": result,
+                "verifiedLevels": ["SLSA_BUILD_LEVEL_1"] if result == "PASSED" else [],
+            },
+        }
+        (self.evidence / "verification_summary.json").write_text(json.dumps(data), encoding="utf-8")
+
+    def write_provenance(self) -> None:
+        data = {
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": "image", "digest": {"sha256": self.image_id.split(":")[1]}}],
+            "predicateType": "https://slsa.dev/provenance/v1",
+            "predicate": {"buildDefinition": {"buildType": "releasekit"}, "runDetails": {}},
+        }
+        (self.evidence / "provenance.intoto.json").write_text(json.dumps(data), encoding="utf-8")
+
+    def write_receipt(
+        self,
+        cell: str,
+        *,
+        passed: bool = True,
+        image_id: str | None = None,
+        lock_sha256: str | None = None,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        name: str | None = None,
+    ) -> Path:
+        runtime_env = {"VLLM_CPU_KVCACHE_SPACE": "1"} if cell == "tiny-tp1" else {}
+        runtime_env.update(env or {})
+        runtime_args = ["--model", "/models/tiny", "--tensor-parallel-size", "1"]
+        if cell == "tiny-tp1":
+            runtime_args.append("--enforce-eager")
+        data = {
+            "schema": "releasekit.receipt/v1",
+            "cell": cell,
+            "image_id": image_id or self.image_id,
+            "lock_sha256": lock_sha256 or self.lock_sha256,
+            "passed": passed,
+            "runtime": {"env": runtime_env, "args": runtime_args + list(args or [])},
+            "metrics": [{"name": "output_tok_s", "value": 120.0, "baseline": 100.0, "unit": "tok/s"}],
+        }
+        path = self.receipts / (name or f"{cell}.json")
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return path
+
+
+def context_tar(files: dict[str, bytes]) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
+
+
+def build_image(client, tag: str, payload: dict[str, bytes], *, env: dict[str, str] | None = None) -> str:
+    """A FROM-scratch image with the given files, env and command; cached by the builder."""
+    env = IMAGE_ENV if env is None else env
+    lines = ["FROM scratch", "COPY payload/ /payload/"]
+    lines += [f"ENV {k}={v}" for k, v in sorted(env.items())]
+    lines.append(f"CMD {json.dumps(IMAGE_CMD)}")
+    files = {"Dockerfile": ("\n".join(lines) + "\n").encode()}
+    files.update({f"payload/{name}": data for name, data in payload.items()})
+    image, _ = client.images.build(fileobj=context_tar(files), custom_context=True, tag=tag, rm=True, forcerm=True)
+    return image.id
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=full_env, timeout=600
+    )
+
+
+def publish_args(release: Release, image: str, to: str, *tags: str) -> list[str]:
+    args = [
+        "publish",
+        "--image",
+        image,
+        "--lock",
+        str(release.lock),
+        "--receipts",
+        str(release.receipts),
+        "--to",
+        to,
+        "--json",
+    ]
+    for tag in tags:
+        args += ["--tag", tag]
+    return args
