@@ -66,13 +66,19 @@ class LoadedYaml:
     raw: bytes
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_./#-]+$")
+
+
 def field_path(path: Path_) -> str:
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif _PLAIN_KEY.match(part):
+            out += ("." if out else "") + part
         else:
-            out += ("." if out else "") + str(part)
+            # Keys with spaces, newlines or quotes are shown escaped so a line stays one line.
+            out += f"[{ascii(part)}]"
     return out or "(top level)"
 
 
@@ -191,6 +197,8 @@ def parse_yaml(raw: bytes, name: str) -> LoadedYaml:
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
         problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{where}: invalid YAML: {' '.join(str(problem).split())}") from None
+    if not docs:
+        raise InputError(f"{name}: empty file; a manifest is a mapping at the top level")
     if len(docs) != 1:
         raise InputError(f"{name}: expected exactly one YAML document, found {len(docs)}")
     doc = docs[0]

@@ -337,6 +337,19 @@ def rule_validation_matrix(ctx: RuleContext) -> None:
             ctx.add("BAD_PARALLELISM", f"cell '{cell.id}': dcp {cell.parallel.dcp} does not divide tp {cell.parallel.tp}", (*path, "parallel"), cell=cell.id)
 
 
+_TOOLCHAIN_ITEMS = frozenset({"pytorch", "cuda", "nccl", "cudnn", "python", "base-image"})
+
+
+def rule_provenance_items(ctx: RuleContext) -> None:
+    for i, item in enumerate(ctx.manifest.provenance.record):
+        if item not in ctx.manifest.components and item not in _TOOLCHAIN_ITEMS:
+            ctx.add(
+                "UNKNOWN_PROVENANCE_ITEM",
+                f"provenance.record names '{item}', which is neither a component nor one of {', '.join(sorted(_TOOLCHAIN_ITEMS))}",
+                ("provenance", "record", i),
+            )
+
+
 RULES: tuple[Rule, ...] = (
     rule_unique_pr_numbers,
     rule_after_targets,
@@ -347,6 +360,7 @@ RULES: tuple[Rule, ...] = (
     rule_pins_consistent,
     rule_exclusions,
     rule_validation_matrix,
+    rule_provenance_items,
 )
 
 

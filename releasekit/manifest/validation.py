@@ -171,6 +171,12 @@ class Cell(_Strict):
     options: dict[str, bool | int | str] = Field(default_factory=dict, description="e.g. aux_streams: true")
     env: dict[str, str] = Field(default_factory=dict)
     extra_args: list[str] = Field(default_factory=list)
+    engine_command: list[str] | None = Field(
+        default=None, description="the program inside the image that starts the engine; default: the engine's own"
+    )
+    max_model_len: int | None = Field(default=None, ge=16)
+    startup_timeout_s: float = Field(default=900, gt=0, description="deadline for /health and /v1/models")
+    expected_duration_s: float | None = Field(default=None, gt=0, description="for the scheduler's packing")
     gpus: int | None = Field(default=None, ge=0, le=1024, description="default: tp x pp x replicas; 0 = CPU cell")
     checks: list[Check] = Field(default_factory=list)
     gates: list[Gate] = Field(default_factory=list)
