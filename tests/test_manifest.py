@@ -342,3 +342,32 @@ def test_missing_file_and_directory_exit_2(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
     r = cli("manifest", "validate", str(tmp_path))
     assert r.returncode == 2 and "is a directory" in r.stderr
+
+
+# --- import of today's tool's merge manifest ------------------------------------------
+
+REFERENCE = REPO.parent / "shared" / "reference" / "blackwell-llm-docker.manifest.vllm.gilded-gnosis-v20.json"
+
+
+@pytest.mark.skipif(not REFERENCE.exists(), reason="shared/reference is not beside this checkout")
+def test_import_reference_manifest(tmp_path):
+    out = tmp_path / "gg.yaml"
+    r = cli("manifest", "import", str(REFERENCE), "-o", str(out), "--base-image", "local/base")
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = load_manifest(out).manifest
+    ref = json.loads(REFERENCE.read_text())
+    plan = m.components["vllm"].merge_plan
+    assert [p.pr for p in plan] == [p["number"] for p in ref["pull_requests"]]
+    assert [p.head for p in plan] == [p["head"] for p in ref["pull_requests"]]
+    assert m.components["vllm"].canonical_branch == "dev/gilded-gnosis"
+    by_pr = {e.pr: e for e in m.exclusions}
+    assert set(by_pr) == {e["number"] for e in ref["reviewed_exclusions"]}
+    assert by_pr[240].disposition == "out-of-scope" and by_pr[165].commits == [ref["reviewed_exclusions"][3]["head"]]
+
+
+def test_import_refuses_what_is_not_a_reference_manifest(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"schema_version": 1, "name": "x"}')
+    r = cli("manifest", "import", str(bad), "-o", str(tmp_path / "o.yaml"), "--base-image", "b")
+    assert r.returncode == 2 and "not a reference merge manifest" in r.stderr
+    assert not (tmp_path / "o.yaml").exists()

@@ -33,6 +33,7 @@ __all__ = [
     "load_manifest",
     "parse_pr_reference",
     "validate_manifest",
+    "validate_manifest_bytes",
 ]
 
 

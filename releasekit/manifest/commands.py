@@ -7,10 +7,12 @@ from pathlib import Path
 
 import typer
 from pydantic import BaseModel
+from rich.markup import escape
 from rich.table import Table
 
 from releasekit.findings import Findings, exit_code_for
-from releasekit.manifest import LoadedManifest, validate_manifest
+from releasekit.manifest import LoadedManifest, validate_manifest, validate_manifest_bytes
+from releasekit.manifest.importer import dump_yaml, import_reference_manifest
 from releasekit.manifest.models import GitComponent, Manifest, WheelComponent
 from releasekit.report import print_json, render_findings, stdout_console
 
@@ -107,41 +109,72 @@ def show_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
         raise typer.Exit(exit_code_for(loaded.findings))
     m = loaded.manifest
     console = stdout_console()
-    console.print(f"[bold]{m.name}[/bold]  ({file}, sha256 {loaded.sha256[:16]}…)")
+    console.print(f"[bold]{escape(m.name)}[/bold]  ({escape(str(file))}, sha256 {loaded.sha256[:16]}…)")
     for name, comp in m.components.items():
         if isinstance(comp, WheelComponent):
             src = f" from {comp.source.repo}@{comp.source.ref or ''} {comp.source.commit or ''}" if comp.source else ""
-            console.print(f"\n[bold]{name}[/bold]: wheel {comp.requirement} sha256 {comp.sha256}{src}")
+            console.print(f"\n[bold]{escape(name)}[/bold]: {escape(f'wheel {comp.requirement} sha256 {comp.sha256}{src}')}")
             continue
         pin = f" pinned at {comp.commit}" if comp.commit else ""
         branch = comp.canonical_branch or "(remote default branch)"
-        console.print(f"\n[bold]{name}[/bold]: {comp.repo} canonical branch {branch}{pin}")
+        console.print(f"\n[bold]{escape(name)}[/bold]: {escape(f'{comp.repo} canonical branch {branch}{pin}')}")
         if comp.merge_plan:
             table = Table(show_header=True, header_style="bold", title_justify="left")
             for col in ("order", "PR", "title", "after", "supersedes"):
                 table.add_column(col, overflow="fold")
             for i, p in enumerate(comp.merge_plan):
                 table.add_row(
-                    str(i + 1), f"#{p.pr}", p.title, _after_text(p.after), ", ".join(f"#{s}" for s in p.supersedes)
+                    str(i + 1),
+                    f"#{p.pr}",
+                    escape(p.title),
+                    escape(_after_text(p.after)),
+                    ", ".join(f"#{s}" for s in p.supersedes),
                 )
             console.print(table)
         for c in comp.already_canonical:
             ref = f"#{c.pr}" if c.pr is not None else f"commit {c.commit}"
             sup = f" (supersedes {', '.join(f'#{s}' for s in c.supersedes)})" if c.supersedes else ""
-            console.print(f"  already canonical: {ref} {c.title}{sup}")
+            console.print(f"  already canonical: {ref} {c.title}{sup}", markup=False)
         superseded = sorted({s for e in [*comp.merge_plan, *comp.already_canonical] for s in e.supersedes})
         if superseded:
-            console.print(f"  must not be merged (superseded): {', '.join(f'#{s}' for s in superseded)}")
+            console.print(f"  must not be merged (superseded): {', '.join(f'#{s}' for s in superseded)}", markup=False)
         for c in comp.closed:
-            console.print(f"  must not be merged (closed): #{c.pr} {c.title}: {c.reason}")
+            console.print(f"  must not be merged (closed): #{c.pr} {c.title}: {c.reason}", markup=False)
     if m.exclusions:
         console.print("\n[bold]explicit exclusions[/bold]")
         for e in m.exclusions:
-            console.print(f"  {e.id} [{e.disposition}]: {e.description} ({e.reason})")
+            console.print(f"  {e.id} ({e.disposition}): {e.description}: {e.reason}", markup=False)
     if len(loaded.findings):
         console.print()
         render_findings(loaded.findings, console)
     raise typer.Exit(exit_code_for(loaded.findings))
+
+
+@manifest_app.command("import")
+def import_cmd(
+    file: Path = typer.Argument(..., help="a merge manifest JSON of today's tool (schema_version 1)", show_default=False),
+    output: Path = typer.Option(..., "-o", "--output", help="where to write the releasekit/v1 YAML"),
+    component: str = typer.Option("vllm", help="the component name for its repository"),
+    base_image: str = typer.Option(..., "--base-image", help="the runtime base image name (its digest is locked later)"),
+    cuda_arch: list[str] = typer.Option(["12.0a"], "--cuda-arch", help="CUDA arch (repeatable)"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Convert today's tool's merge manifest into a releasekit manifest, then validate it."""
+    data = import_reference_manifest(file, component=component, base_image=base_image, cuda_arch_list=cuda_arch)
+    text = dump_yaml(data)
+    checked = validate_manifest_bytes(text.encode(), str(output))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    comp = checked.manifest.components[component]
+    if as_json:
+        print_json({"output": str(output), "sha256": checked.sha256, "findings": checked.findings})
+    else:
+        console = stdout_console()
+        console.print(
+            f"wrote {output}: {len(comp.merge_plan)} planned PRs, {len(checked.manifest.exclusions)} reviewed exclusions"
+        )
+        render_findings(checked.findings, console, ok_message=f"{output} validates")
+    raise typer.Exit(exit_code_for(checked.findings))
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from releasekit.findings import Findings, Severity
@@ -45,8 +46,9 @@ def render_findings(findings: Findings, console: Console | None = None, *, ok_me
     for f in findings:
         where = f.location.render()
         style = _STYLE[f.severity]
+        prefix = escape(where) + ": " if where else ""
         console.print(
-            f"{where + ': ' if where else ''}[{style}]{f.severity.value}[/{style}] [bold]{f.code}[/bold]: {f.message}",
+            f"{prefix}[{style}]{f.severity.value}[/{style}] [bold]{f.code}[/bold]: {escape(f.message)}",
             markup=True,
             overflow="fold",
         )
@@ -56,9 +58,10 @@ def render_findings(findings: Findings, console: Console | None = None, *, ok_me
 
 
 def findings_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
-    table = Table(title=title, show_lines=False, title_justify="left")
+    table = Table(title=escape(title), show_lines=False, title_justify="left")
     for col in columns:
-        table.add_column(col, overflow="fold")
+        table.add_column(escape(col), overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        # Cells hold user data (PR titles, paths): never interpret them as rich markup.
+        table.add_row(*(escape(cell) for cell in row))
     return table
