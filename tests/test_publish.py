@@ -91,7 +91,7 @@ def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registr
     notes = Path(result["release_notes"]).read_text()
     assert notes.startswith("# pubtest")
     assert f"`{registry.host}/{repo}@{digest}`" in notes
-    assert "| tiny-tp1 | pass | output_tok_s 120 tok/s (baseline 100, 120.0%) |" in notes
+    assert "| tiny-tp1 | pass | decode.output_tok_s 120 (baseline 100, 120.0%) |" in notes
     assert "| tiny-optional | not run (optional) |" in notes
     assert files["RELEASE.md"].decode() == notes
 
@@ -122,6 +122,14 @@ GATE_CASES = {
     "forbidden flag": (lambda rel: rel.write_receipt("tiny-tp1", args=["--disable-aux-streams"]), "FORBIDDEN_SWITCH"),
     "hidden env": (lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_MLA_DISABLE": "1"}), "HIDDEN_SWITCH"),
     "hidden flag": (lambda rel: rel.write_receipt("tiny-tp1-ngram", args=["--no-enable-prefix-caching"]), "HIDDEN_SWITCH"),
+    "receipt of an older cell definition": (
+        lambda rel: rel.write_receipt("tiny-tp1", cell_sha256="3" * 64),
+        "RECEIPT_STALE_CELL",
+    ),
+    "receipt unreadable": (
+        lambda rel: (rel.receipts / "tiny-tp1.json").write_text('{"schema": "releasekit.receipt/v1"}'),
+        "RECEIPT_INVALID",
+    ),
     "image default overridden": (lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_USE_V1": "0"}), "HIDDEN_SWITCH"),
 }
 

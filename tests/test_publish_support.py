@@ -153,23 +153,53 @@ class Release:
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
         name: str | None = None,
+        cell_sha256: str | None = None,
     ) -> Path:
-        runtime_env = {"VLLM_CPU_KVCACHE_SPACE": "1"} if cell == "tiny-tp1" else {}
-        runtime_env.update(env or {})
-        runtime_args = ["--model", "/models/tiny", "--tensor-parallel-size", "1"]
-        if cell == "tiny-tp1":
-            runtime_args.append("--enforce-eager")
-        data = {
-            "schema": "releasekit.receipt/v1",
-            "cell": cell,
-            "image_id": image_id or self.image_id,
-            "lock_sha256": lock_sha256 or self.lock_sha256,
-            "passed": passed,
-            "runtime": {"env": runtime_env, "args": runtime_args + list(args or [])},
-            "metrics": [{"name": "output_tok_s", "value": 120.0, "baseline": 100.0, "unit": "tok/s"}],
-        }
+        """A real releasekit.receipt/v1 receipt, made with the validate stage's own model."""
+        from releasekit.manifest import load_manifest
+        from releasekit.validate import receipt as rc
+
+        loaded = load_manifest(self.manifest)
+        definition = loaded.manifest.validation.cell(cell)
+        assert definition is not None
+        effective_env = dict(IMAGE_ENV)
+        effective_env.update(definition.env)
+        effective_env.update(env or {})
+        argv = ["python3", "-m", "vllm.entrypoints.cli.main", "serve", "/models/tiny", "--port", "8000"]
+        argv += ["--tensor-parallel-size", str(definition.parallel.tp)] + list(definition.extra_args)
+        argv += list(args or [])
+        receipt = rc.Receipt(
+            cell_id=cell,
+            cell=definition,
+            cell_sha256=cell_sha256 or rc.cell_sha256(definition),
+            image="releasekit-test/publish",
+            image_id=image_id or self.image_id,
+            lock_sha256=lock_sha256 or self.lock_sha256,
+            manifest_sha256=loaded.sha256,
+            manifest_name=loaded.manifest.name,
+            passed=passed,
+            status="passed" if passed else "failed",
+            started_at="2026-12-02T00:00:00Z",
+            finished_at="2026-12-02T00:01:00Z",
+            duration_s=60.0,
+            invocation=rc.Invocation(
+                engine="vllm", argv=argv, env=effective_env, image_env=dict(IMAGE_ENV), cell_env=dict(definition.env)
+            ),
+            metrics={"decode.output_tok_s": rc.Metric(name="decode.output_tok_s", value=120.0, unit="tok/s")},
+            gates=[
+                rc.GateResult(
+                    metric="decode.output_tok_s",
+                    passed=passed,
+                    candidate=120.0,
+                    baseline="r34",
+                    baseline_value=100.0,
+                    ratio=1.2,
+                    bound=">= 0.95 x baseline",
+                )
+            ],
+        )
         path = self.receipts / (name or f"{cell}.json")
-        path.write_text(json.dumps(data), encoding="utf-8")
+        path.write_text(json.dumps(receipt.model_dump(mode="json", by_alias=True)), encoding="utf-8")
         return path
 
 

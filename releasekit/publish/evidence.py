@@ -31,6 +31,7 @@ PLAN_CHECK_FILE = "plan-check.json"
 VERIFICATION_SUMMARY_FILE = "verification_summary.json"
 PROVENANCE_FILE = "provenance.intoto.json"
 BUILD_NOTES_FILE = "RELEASE.md"
+RECEIPT_SCHEMA = "releasekit.receipt/v1"
 
 # Receipt statuses that mean the cell passed (today's tool writes "qualified").
 _PASSING = {"passed", "pass", "qualified", "ok", "success"}
@@ -149,34 +150,76 @@ class VerificationSummary(BaseModel):
 class ReceiptView(BaseModel):
     """What the gate reads from a validation receipt, whatever else the receipt holds.
 
-    Field names follow releasekit's receipt (``cell``, ``image_id``, ``lock_sha256``,
-    ``passed``, ``runtime.env``, ``runtime.args``); today's tool's ``status: qualified``
-    and a few spellings of the same facts are understood too.
+    A ``releasekit.receipt/v1`` receipt is validated strictly against the validate stage's
+    model (``releasekit.validate.receipt.Receipt``); a receipt of today's tool (``status:
+    qualified``, no schema) is read for the few facts the gate needs, so old releases can
+    be checked too.
     """
 
     path: str
     sha256: str
     cell: str | None
+    cell_sha256: str | None = None
     image_id: str | None
     lock_sha256: str | None
     passed: bool
     env: dict[str, str] = Field(default_factory=dict)
     args: list[str] = Field(default_factory=list)
     metrics: list[dict[str, Any]] = Field(default_factory=list)
-    raw: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @classmethod
     def from_loaded(cls, loaded: LoadedJson) -> ReceiptView:
         data = loaded.data
         if not isinstance(data, dict):
             raise ValueError("expected a JSON object")
+        if data.get("schema") == RECEIPT_SCHEMA:
+            return cls._from_v1(loaded)
+        if "schema" in data:
+            raise ValueError(f"unknown receipt schema {data['schema']!r}")
+        return cls._from_legacy(loaded)
+
+    @classmethod
+    def _from_v1(cls, loaded: LoadedJson) -> ReceiptView:
+        from pydantic import ValidationError
+
+        from releasekit.validate.receipt import Receipt
+
+        try:
+            receipt = Receipt.model_validate(loaded.data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"not a valid {RECEIPT_SCHEMA} receipt: {where}: {first['msg']}") from None
+        headlines: list[dict[str, Any]] = [
+            {"name": g.metric, "value": g.candidate, "baseline": g.baseline_value, "passed": g.passed}
+            for g in receipt.gates
+        ]
+        gated = {g.metric for g in receipt.gates}
+        headlines += [
+            {"name": name, "value": m.value, "unit": m.unit} for name, m in receipt.metrics.items() if name not in gated
+        ]
+        invocation = receipt.invocation
+        return cls(
+            path=loaded.path,
+            sha256=loaded.sha256 or "",
+            cell=receipt.cell_id,
+            cell_sha256=receipt.cell_sha256,
+            image_id=receipt.image_id,
+            lock_sha256=receipt.lock_sha256,
+            passed=receipt.passed and receipt.status == "passed",
+            env=dict(invocation.env) if invocation else {},
+            args=list(invocation.argv) if invocation else [],
+            metrics=headlines,
+        )
+
+    @classmethod
+    def _from_legacy(cls, loaded: LoadedJson) -> ReceiptView:
+        data = loaded.data
         cell = data.get("cell") or data.get("cell_id")
         if isinstance(cell, dict):
             cell = cell.get("id")
         lock = data.get("lock")
         lock_sha = data.get("lock_sha256") or (lock.get("sha256") if isinstance(lock, dict) else None)
-        image = data.get("image")
-        image_id = data.get("image_id") or (image.get("id") if isinstance(image, dict) else None)
         passed = data.get("passed")
         if passed is None:
             passed = str(data.get("status", "")).lower() in _PASSING
@@ -185,18 +228,17 @@ class ReceiptView(BaseModel):
         args = runtime.get("args", data.get("args", [])) or []
         if not isinstance(env, dict) or not isinstance(args, list):
             raise ValueError("runtime.env must be an object and runtime.args a list")
-        metrics = data.get("metrics") or data.get("gates") or []
+        metrics = data.get("metrics") or []
         return cls(
             path=loaded.path,
             sha256=loaded.sha256 or "",
             cell=str(cell) if cell else None,
-            image_id=str(image_id) if image_id else None,
+            image_id=str(data["image_id"]) if data.get("image_id") else None,
             lock_sha256=str(lock_sha) if lock_sha else None,
             passed=passed is True,
             env={str(k): str(v) for k, v in env.items()},
             args=[str(a) for a in args],
             metrics=[m for m in metrics if isinstance(m, dict)] if isinstance(metrics, list) else [],
-            raw=data,
         )
 
 

@@ -20,6 +20,7 @@ Finding codes (stable):
   RECEIPT_WRONG_LOCK         a receipt bound to another lock
   RECEIPT_MISSING            a required cell without a receipt for this image and lock
   RECEIPT_FAILED             a receipt for this image and lock that did not pass
+  RECEIPT_STALE_CELL         a receipt for an earlier definition of the cell (cell_sha256 differs)
   RECEIPT_UNKNOWN_CELL       (warning) a receipt for a cell the matrix does not have
   FORBIDDEN_SWITCH           the manifest forbids an env var or flag a receipt or the image uses
   HIDDEN_SWITCH              a receipt ran with an env var or flag that neither the image's
@@ -66,6 +67,9 @@ COORDINATE_FLAGS = frozenset(
         "--quantization",
         "-q",
         "--kv-cache-dtype",
+        "--max-model-len",
+        # The interpreter flag of the default launcher (python3 -m vllm.entrypoints.cli.main).
+        "-m",
     }
 )
 
@@ -77,6 +81,7 @@ PLACEMENT_ENV = frozenset(
 
 class CellPolicy(BaseModel):
     id: str
+    sha256: str | None = None  # of the cell's canonical JSON: a receipt proves exactly this definition
     required: bool = True
     env: dict[str, str] = Field(default_factory=dict)
     args: list[str] = Field(default_factory=list)
@@ -273,8 +278,17 @@ class ReceiptsComplete:
                 )
                 continue
             assert view.cell is not None
+            cell_policy = subject.policy.cell(view.cell)
+            if cell_policy and cell_policy.sha256 and view.cell_sha256 and view.cell_sha256 != cell_policy.sha256:
+                out.add(
+                    "RECEIPT_STALE_CELL",
+                    "the receipt validated an older definition of this cell; validate it again",
+                    cell=view.cell,
+                    path=view.path,
+                )
+                continue
             bound.setdefault(view.cell, []).append(view)
-            if subject.policy.cell(view.cell) is None:
+            if cell_policy is None:
                 out.add(
                     "RECEIPT_UNKNOWN_CELL",
                     "the manifest's validation matrix has no such cell",
@@ -401,10 +415,18 @@ def publish_gate() -> AllOf:
 
 def policy_from_manifest(manifest: object) -> GatePolicy:
     """The gate's view of ``Manifest.validation``: required cells, declared and forbidden switches."""
+    from releasekit.validate.receipt import cell_sha256
+
     validation = manifest.validation  # type: ignore[attr-defined]
     return GatePolicy(
         cells=[
-            CellPolicy(id=c.id, required=c.required, env=dict(c.env), args=list(c.extra_args))
+            CellPolicy(
+                id=c.id,
+                sha256=cell_sha256(c),
+                required=c.required,
+                env=dict(c.env),
+                args=list(c.engine_command or []) + list(c.extra_args),
+            )
             for c in validation.cells
         ],
         forbidden_env=list(validation.forbidden.env),

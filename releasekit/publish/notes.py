@@ -30,9 +30,10 @@ def _headline(metric: dict[str, Any]) -> str | None:
         text += f" {unit}"
     baseline = metric.get("baseline_value", metric.get("baseline"))
     if isinstance(baseline, int | float) and not isinstance(baseline, bool) and baseline:
-        text += f" (baseline {_number(baseline)}, {float(value) / float(baseline):.1%})" if isinstance(
-            value, int | float
-        ) else f" (baseline {_number(baseline)})"
+        text += f" (baseline {_number(baseline)}"
+        if isinstance(value, int | float):
+            text += f", {float(value) / float(baseline):.1%}"
+        text += ")"
     return text
 
 
