@@ -1,9 +1,56 @@
-"""CLI commands of the provenance stage."""
+"""CLI commands of the provenance stage: ``releasekit verify-provenance``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from releasekit.report import print_json, render_findings, stdout_console
+
+
+def verify_provenance_command(
+    image: str = typer.Argument(..., help="Image ID or tag in the local Docker Engine."),
+    lock: Path = typer.Option(..., "--lock", help="The lock the image was built from."),
+    artifacts: Path | None = typer.Option(
+        None, "--artifacts", help="Release directory of `releasekit build` (build.json, wheels/); the summary is written there."
+    ),
+    manifest: Path | None = typer.Option(None, "--manifest", help="The manifest (default: the one the lock names)."),
+    summary: Path | None = typer.Option(None, "--summary", help="Where to write the verification summary."),
+    allow_local_repos: bool = typer.Option(
+        False, "--allow-local-repos", help="Allow file:// and local-path repositories (tests, demo)."
+    ),
+    probe_timeout: float = typer.Option(120.0, "--probe-timeout", help="Seconds the in-image probe may run."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Prove that what IMAGE imports is exactly what the locked commits produce."""
+    from releasekit.git import local_repos_allowed
+    from releasekit.provenance.verify import VerifyOptions, verify_provenance
+
+    result = verify_provenance(
+        VerifyOptions(
+            image=image, lock=lock, artifacts=artifacts, manifest=manifest, summary=summary,
+            allow_local_repos=local_repos_allowed(allow_local_repos), probe_timeout=probe_timeout,
+        )
+    )
+    if json_out:
+        print_json(result)
+    else:
+        console = stdout_console()
+        console.print(f"image {result.image_id} ({', '.join(result.image_tags) or 'untagged'})")
+        console.print(f"lock sha256 {result.lock_sha256}")
+        stats = result.stats
+        console.print(
+            f"{stats.distributions} distribution(s), {stats.files} path(s), {stats.bytes_hashed / 1e6:.1f} MB hashed "
+            f"in {stats.seconds_total:.1f} s"
+        )
+        render_findings(result.findings, console, ok_message="the image is what the locked commits produce")
+        if result.summary_path:
+            console.print(f"verification summary: {result.summary_path}")
+        console.print("[green]VERIFIED[/green]" if result.passed else "[red]NOT VERIFIED[/red]")
+    raise typer.Exit(0 if result.passed else 1)
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the root app."""
+    app.command("verify-provenance")(verify_provenance_command)

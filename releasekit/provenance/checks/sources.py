@@ -1,0 +1,95 @@
+"""Installed ``.py`` sources of git-built components are byte-for-byte the blobs of the locked commit.
+
+The comparison is by git object id (sha1 of ``blob <size>\\0<bytes>``), computed on the
+host while the image's filesystem streams past, against ``git ls-tree -r`` of the locked
+commit in a mirror. No checkout is needed and nothing from the image touches the disk.
+Files the build generates (manifest ``build.generated_files``) are excluded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from releasekit.errors import ReleasekitError
+from releasekit.findings import Findings, Severity
+from releasekit.provenance.context import VerifyContext
+
+_LIMIT = 20
+
+
+def locked_blobs(repo: str, commit: str, *, allow_local: bool, cache_dir: str | None) -> dict[str, str]:
+    """repo path -> blob id of every file at ``commit``."""
+    from releasekit.git import GitFailed, Mirror
+
+    mirror = Mirror(repo, Path(cache_dir) if cache_dir else None, allow_local=allow_local)
+    if not mirror.exists() or not mirror.has_commit(commit):
+        mirror.update()
+    if not mirror.has_commit(commit):
+        raise LookupError(f"{mirror.url} has no commit {commit[:12]} (unpublished?)")
+    try:
+        out = mirror.git.run("ls-tree", "-r", "-z", "--full-tree", "--end-of-options", commit)
+    except GitFailed as exc:
+        raise LookupError(f"git ls-tree {commit[:12]} failed: {exc}") from None
+    blobs: dict[str, str] = {}
+    for item in out.split("\0"):
+        if not item:
+            continue
+        meta, _, path = item.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[1] == "blob":
+            blobs[path] = parts[2]
+    return blobs
+
+
+class SourceBlobCheck:
+    name = "source-blobs"
+    codes = ("SOURCE_BLOB_MISMATCH", "SOURCE_NOT_IN_COMMIT", "SOURCE_UNVERIFIABLE")
+
+    def run(self, ctx: VerifyContext) -> Findings:
+        found = Findings()
+        for name, comp in ctx.components.items():
+            if comp.kind != "git" or not comp.installed or not comp.commit or not comp.repo:
+                continue
+            dist = ctx.dist_for(comp)
+            if dist is None:
+                continue
+            try:
+                blobs = locked_blobs(comp.repo, comp.commit, allow_local=ctx.allow_local_repos, cache_dir=ctx.cache_dir)
+            except (ReleasekitError, LookupError) as exc:
+                found.add("SOURCE_UNVERIFIABLE", f"cannot read the locked commit's tree: {exc}",
+                          component=name, commit=comp.commit)
+                continue
+            self._compare(ctx, name, comp, dist, blobs, found)
+        return found
+
+    def _compare(self, ctx, name, comp, dist, blobs: dict[str, str], found: Findings) -> None:
+        sub = (comp.subdirectory or "").strip("/")
+        prefixes = [p for p in (f"{sub}/" if sub else "", f"{sub}/src/" if sub else "src/")]
+        generated = {g.strip("/") for g in comp.generated_files}
+        mismatched: list[str] = []
+        missing: list[str] = []
+        for path in sorted(dist.files):
+            if not path.endswith(".py") or not path.startswith(dist.site + "/"):
+                continue
+            rel = path[len(dist.site) + 1:]
+            if rel in generated or any(f"{p}{rel}" in generated for p in prefixes):
+                continue
+            entry = ctx.inventory.files.get(path)
+            if entry is None or entry.blob is None:
+                continue  # RECORD_FILE_MISSING reports it
+            repo_path = next((f"{p}{rel}" for p in prefixes if f"{p}{rel}" in blobs), None)
+            if repo_path is None:
+                missing.append(rel)
+            elif blobs[repo_path] != entry.blob:
+                mismatched.append(rel)
+        for rel in mismatched[:_LIMIT]:
+            found.add("SOURCE_BLOB_MISMATCH", f"installed {rel} is not the blob at the locked commit {comp.commit[:12]}",
+                      component=name, commit=comp.commit, path=f"{dist.site}/{rel}")
+        for rel in missing[:_LIMIT]:
+            found.add("SOURCE_NOT_IN_COMMIT",
+                      f"installed {rel} is not in the locked commit {comp.commit[:12]} (declare generated files in the manifest)",
+                      component=name, commit=comp.commit, path=f"{dist.site}/{rel}")
+        extra = len(mismatched) + len(missing) - 2 * _LIMIT
+        if extra > 0:
+            found.add("SOURCE_BLOB_MISMATCH", f"{extra} more source file(s) differ", severity=Severity.error,
+                      component=name, commit=comp.commit)

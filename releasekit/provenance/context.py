@@ -1,0 +1,71 @@
+"""Everything the checks look at, gathered once: image facts, probe report, inventory, expectations."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from releasekit.lock import Lock
+from releasekit.provenance.expected import BuildRecordView, ExpectedComponent
+from releasekit.provenance.image import ImageFacts, ProbeRun
+from releasekit.provenance.installed import InstalledDist, WheelRecord, canonical_name
+from releasekit.provenance.inventory import Inventory
+
+
+@dataclass
+class VerifyContext:
+    image: ImageFacts
+    lock: Lock
+    lock_sha256: str
+    manifest: Any | None  # releasekit.manifest.Manifest
+    record: BuildRecordView | None
+    components: dict[str, ExpectedComponent]
+    wheels: dict[str, WheelRecord]  # component name -> the wheel the build wrote
+    wheel_errors: dict[str, str]
+    probe: ProbeRun
+    inventory: Inventory
+    sites: list[str]  # site directories (resolved), in sys.path order
+    sys_path: list[str]  # every sys.path directory (resolved), in order
+    stdlib: list[str]
+    dists: list[InstalledDist]
+    dpkg_owned: set[str] = field(default_factory=set)
+    dpkg_md5: dict[str, str] = field(default_factory=dict)
+    allow_local_repos: bool = False
+    cache_dir: str | None = None
+
+    def dist_for(self, component: ExpectedComponent) -> InstalledDist | None:
+        if not component.distribution:
+            return None
+        key = canonical_name(component.distribution)
+        matches = [d for d in self.dists if d.key == key]
+        # The first on sys.path is the one Python imports.
+        matches.sort(key=lambda d: self.sites.index(d.site) if d.site in self.sites else len(self.sites))
+        return matches[0] if matches else None
+
+    def owner_of(self, path: str) -> InstalledDist | None:
+        for dist in self.dists:
+            if path in dist.files:
+                return dist
+        return None
+
+    def owned(self, path: str) -> bool:
+        if path in self.dpkg_owned or any(path in d.files for d in self.dists):
+            return True
+        # Byte-code caches are written at install or first import; they are owned when their source is.
+        directory, name = posixpath.split(path)
+        if posixpath.basename(directory) == "__pycache__" and name.endswith(".pyc"):
+            source = posixpath.join(posixpath.dirname(directory), name.split(".", 1)[0] + ".py")
+            return source in self.dpkg_owned or any(source in d.files for d in self.dists)
+        return False
+
+    def dpkg_intact(self, path: str) -> bool | None:
+        """None: dpkg has no checksum for it; else whether its md5 matches dpkg's."""
+        expected = self.dpkg_md5.get(path)
+        if expected is None:
+            return None
+        data = self.inventory.read(path)
+        if data is None:
+            return False
+        return hashlib.md5(data).hexdigest() == expected  # noqa: S324 - dpkg's own checksum format

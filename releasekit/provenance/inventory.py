@@ -1,0 +1,297 @@
+"""The image's filesystem as the verifier sees it: a path table with hashes, read once from a tar stream.
+
+Nothing is extracted. Every member name is normalised to an absolute POSIX path inside
+a virtual root; names with ``..`` or that escape the root are refused (and reported).
+Symlinks are recorded, never followed on the host; ``resolve`` follows them inside the
+virtual tree only, the way the container would. Regular files under the Python roots are
+hashed (sha256 for RECORD, git blob sha1 for ``.py`` sources) as they stream past; small
+metadata files are kept in memory; native extensions of components are spooled to an
+anonymous temporary file just long enough to read their ``.nv_fatbin``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from releasekit.provenance.fatbin import FatbinReport, read_fatbin
+
+CHUNK = 1024 * 1024
+KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)
+_KEEP_NAMES = {"RECORD", "METADATA", "direct_url.json", "INSTALLER", "top_level.txt", "entry_points.txt"}
+
+
+class ExportAborted(Exception):
+    """The stream broke a limit (time, total size): the image cannot be verified."""
+
+
+@dataclass(slots=True)
+class FileEntry:
+    path: str
+    kind: str  # file | dir | symlink | hardlink | other
+    size: int = 0
+    link: str | None = None
+    sha256: bytes | None = None
+    blob: str | None = None  # git blob id, for .py files
+
+
+@dataclass
+class ReadPlan:
+    """What to hash and keep while the stream passes."""
+
+    python_roots: list[str]
+    native_names: set[str] = field(default_factory=set)  # top-level names whose .so files get a fatbin read
+    keep_suffixes: tuple[str, ...] = (".pth", "_version.py", "version.py", "customize.py")
+    max_file_bytes: int = 8 * 1024**3
+    max_total_bytes: int = 256 * 1024**3
+    deadline: float | None = None  # time.monotonic() value
+
+    def under_root(self, path: str) -> str | None:
+        for root in self.python_roots:
+            if path == root or path.startswith(root.rstrip("/") + "/"):
+                return root
+        if "/site-packages/" in path or "/dist-packages/" in path:
+            return path.split("-packages/", 1)[0] + "-packages"
+        return None
+
+
+@dataclass
+class Inventory:
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    contents: dict[str, bytes] = field(default_factory=dict)
+    fatbins: dict[str, FatbinReport] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)  # unsafe member names
+    too_large: list[str] = field(default_factory=list)
+    total_bytes: int = 0
+    hashed_bytes: int = 0
+
+    def resolve(self, path: str, *, follow_last: bool = True) -> str | None:
+        """The path with every symlink followed inside the image (None: a loop or too deep)."""
+        parts = [p for p in path.split("/") if p]
+        done: list[str] = []
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            candidate = "/" + "/".join([*done, part])
+            entry = self.files.get(candidate)
+            if entry is not None and entry.kind == "symlink" and (parts or follow_last):
+                hops += 1
+                if hops > 40:
+                    return None
+                target = entry.link or ""
+                if target.startswith("/"):
+                    done = []
+                parts = [p for p in target.split("/") if p] + parts
+                continue
+            done.append(part)
+        return "/" + "/".join(done)
+
+    def get(self, path: str) -> FileEntry | None:
+        entry = self.files.get(path)
+        if entry is not None and entry.kind != "symlink":
+            return entry
+        real = self.resolve(path)
+        return self.files.get(real) if real else None
+
+    def read(self, path: str) -> bytes | None:
+        if path in self.contents:
+            return self.contents[path]
+        real = self.resolve(path)
+        return self.contents.get(real) if real else None
+
+    def listdir(self, directory: str) -> list[str]:
+        real = self.resolve(directory) or directory
+        prefix = real.rstrip("/") + "/"
+        return sorted({p[len(prefix):].split("/", 1)[0] for p in self.files if p.startswith(prefix)})
+
+
+def safe_member_path(name: str) -> str | None:
+    """An archive member name as an absolute path in the virtual root, or None when unsafe."""
+    if "\x00" in name or name.startswith("/"):
+        return None
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        return None
+    return "/" + "/".join(parts)
+
+
+class _ChunkReader:
+    """A file object over an iterator of byte chunks (what tarfile's stream mode needs)."""
+
+    def __init__(self, chunks: Iterable[bytes], plan: ReadPlan) -> None:
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._buffer = bytearray()
+        self._plan = plan
+        self.total = 0
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                break
+            self.total += len(chunk)
+            if self.total > self._plan.max_total_bytes:
+                raise ExportAborted(f"the image's filesystem exceeds {self._plan.max_total_bytes} bytes")
+            if self._plan.deadline is not None and time.monotonic() > self._plan.deadline:
+                raise ExportAborted("reading the image's filesystem ran past its time limit")
+            self._buffer.extend(chunk)
+        if size < 0:
+            size = len(self._buffer)
+        out = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return out
+
+
+def _wants_keep(path: str, plan: ReadPlan, in_root: bool) -> bool:
+    name = posixpath.basename(path)
+    if in_root and (name in _KEEP_NAMES and ".dist-info/" in path):
+        return True
+    if in_root and name.endswith(plan.keep_suffixes):
+        return True
+    if path == "/var/lib/dpkg/status":
+        return True
+    return path.startswith("/var/lib/dpkg/info/") and name.endswith((".list", ".md5sums"))
+
+
+def _is_native(path: str, root: str, plan: ReadPlan) -> bool:
+    if not (path.endswith(".so") or ".so." in posixpath.basename(path)):
+        return False
+    top = path[len(root) + 1:].split("/", 1)[0]
+    top = top.split(".", 1)[0]
+    return top in plan.native_names
+
+
+def _consume(read: Callable[[int], bytes], size: int, *, path: str, plan: ReadPlan, inv: Inventory,
+             entry: FileEntry, keep: bool, native: bool, hash_it: bool) -> None:
+    if hash_it and size > plan.max_file_bytes:
+        inv.too_large.append(path)
+        hash_it = keep = native = False
+    sha = hashlib.sha256() if hash_it else None
+    blob = None
+    if hash_it and path.endswith(".py"):
+        blob = hashlib.sha1(b"blob %d\0" % size)  # git's object id of the file's bytes
+    kept = bytearray() if keep and size <= KEEP_CAP else None
+    spool = tempfile.TemporaryFile() if native else None  # noqa: SIM115 - closed in finally
+    try:
+        remaining = size
+        while remaining > 0:
+            data = read(min(CHUNK, remaining))
+            if not data:
+                break
+            remaining -= len(data)
+            if sha is not None:
+                sha.update(data)
+            if blob is not None:
+                blob.update(data)
+            if kept is not None:
+                kept.extend(data)
+            if spool is not None:
+                spool.write(data)
+        if sha is not None:
+            entry.sha256 = sha.digest()
+            inv.hashed_bytes += size
+        if blob is not None:
+            entry.blob = blob.hexdigest()
+        if kept is not None:
+            inv.contents[path] = bytes(kept)
+        if spool is not None:
+            spool.seek(0)
+            report = read_fatbin(spool)
+            if report is not None:
+                inv.fatbins[path] = report
+    finally:
+        if spool is not None:
+            spool.close()
+
+
+def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
+    inv = Inventory()
+    reader = _ChunkReader(chunks, plan)
+    try:
+        tar = tarfile.open(fileobj=reader, mode="r|")  # type: ignore[call-overload]  # noqa: SIM115
+    except tarfile.TarError as exc:
+        raise ExportAborted(f"the image's filesystem is not a tar stream: {exc}") from None
+    with tar:
+        try:
+            for member in tar:
+                path = safe_member_path(member.name)
+                if path is None:
+                    inv.refused.append(member.name[:300])
+                    continue
+                if member.issym():
+                    inv.files[path] = FileEntry(path, "symlink", link=member.linkname)
+                elif member.islnk():
+                    target = safe_member_path(member.linkname)
+                    original = inv.files.get(target) if target else None
+                    if original is None:
+                        inv.refused.append(member.name[:300])
+                        continue
+                    inv.files[path] = FileEntry(path, "file", original.size, None, original.sha256, original.blob)
+                    if target in inv.contents:
+                        inv.contents[path] = inv.contents[target]
+                elif member.isdir():
+                    inv.files[path] = FileEntry(path, "dir")
+                elif member.isreg():
+                    entry = FileEntry(path, "file", member.size)
+                    inv.files[path] = entry
+                    inv.total_bytes += member.size
+                    root = plan.under_root(path)
+                    keep = _wants_keep(path, plan, root is not None)
+                    native = root is not None and _is_native(path, root, plan)
+                    if root is not None or keep:
+                        handle = tar.extractfile(member)
+                        assert handle is not None
+                        _consume(handle.read, member.size, path=path, plan=plan, inv=inv, entry=entry,
+                                 keep=keep, native=native, hash_it=root is not None)
+                else:
+                    inv.files[path] = FileEntry(path, "other")
+        except tarfile.TarError as exc:
+            raise ExportAborted(f"the image's filesystem stream is corrupt: {exc}") from None
+    return inv
+
+
+def inventory_from_directory(root: str, plan: ReadPlan) -> Inventory:
+    """The same table for a directory on this machine (the benchmark's installed environment).
+
+    Paths are reported as if ``root`` were ``/``. Symlinks are recorded, never followed.
+    """
+    inv = Inventory()
+    root = os.path.abspath(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        rel_dir = "/" if rel == "." else "/" + rel
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            path = posixpath.join(rel_dir, name)
+            st = os.lstat(full)
+            if os.path.islink(full):
+                inv.files[path] = FileEntry(path, "symlink", link=os.readlink(full))
+            elif os.path.isdir(full):
+                inv.files[path] = FileEntry(path, "dir")
+            elif os.path.isfile(full):
+                entry = FileEntry(path, "file", st.st_size)
+                inv.files[path] = entry
+                inv.total_bytes += st.st_size
+                py_root = plan.under_root(path)
+                keep = _wants_keep(path, plan, py_root is not None)
+                native = py_root is not None and _is_native(path, py_root, plan)
+                if py_root is not None or keep:
+                    with open(full, "rb", buffering=0) as handle:
+                        _consume(handle.read, st.st_size, path=path, plan=plan, inv=inv, entry=entry,
+                                 keep=keep, native=native, hash_it=py_root is not None)
+            else:
+                inv.files[path] = FileEntry(path, "other")
+    return inv

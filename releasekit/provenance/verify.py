@@ -1,0 +1,274 @@
+"""verify-provenance: prove that what an image imports is exactly what the locked commits produce.
+
+Order of work: read the lock (and the manifest and release directory when available),
+inspect the image, run the probe in a locked-down container, stream the image's
+filesystem once through the hasher, then run every check over what was gathered.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from releasekit.errors import InputError
+from releasekit.findings import Findings, Severity
+from releasekit.lock import Lock, lock_file_sha256, read_lock
+from releasekit.provenance.checks import all_checks
+from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.expected import (
+    BuildRecordView,
+    ExpectedComponent,
+    expected_components,
+    read_build_record,
+)
+from releasekit.provenance.image import ImageAdapter, ImageFacts, ProbeRun, docker_client
+from releasekit.provenance.installed import (
+    WheelRecord,
+    canonical_name,
+    installed_distributions,
+    read_wheel_record,
+)
+from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
+from releasekit.provenance.summary import CheckOutcome, ReleasekitBlock, make_summary, write_summary
+
+SUMMARY_NAME = "verification_summary.json"
+
+
+class VerifyOptions(BaseModel):
+    image: str
+    lock: Path
+    artifacts: Path | None = None
+    manifest: Path | None = None
+    summary: Path | None = None  # default: ARTIFACTS/verification_summary.json
+    allow_local_repos: bool = False
+    cache_dir: str | None = None
+    probe_timeout: float = 120.0
+    export_timeout: float = 1800.0
+
+
+class ProbeSummary(BaseModel):
+    ok: bool
+    error: str | None = None
+    python: str | None = None
+    executable: str | None = None
+    sys_path: list[str] = Field(default_factory=list)
+    pth_files: list[str] = Field(default_factory=list)
+    customize: dict[str, str | None] = Field(default_factory=dict)
+    toolchain: dict[str, Any] = Field(default_factory=dict)
+    specs: list[dict[str, Any]] = Field(default_factory=list)
+    seconds: float = 0.0
+
+
+class VerifyStats(BaseModel):
+    files: int = 0
+    bytes_total: int = 0
+    bytes_hashed: int = 0
+    distributions: int = 0
+    seconds_probe: float = 0.0
+    seconds_export: float = 0.0
+    seconds_total: float = 0.0
+
+
+class VerifyResult(BaseModel):
+    image_id: str
+    image_tags: list[str] = Field(default_factory=list)
+    entrypoint: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    lock_sha256: str
+    manifest_sha256: str
+    passed: bool
+    checks: list[CheckOutcome] = Field(default_factory=list)
+    findings: Findings = Field(default_factory=Findings)
+    probe: ProbeSummary
+    stats: VerifyStats = Field(default_factory=VerifyStats)
+    summary_path: str | None = None
+
+
+def _load_manifest(opts: VerifyOptions, lock: Lock, findings: Findings) -> Any | None:
+    from releasekit.manifest import load_manifest
+
+    candidates: list[Path] = []
+    if opts.manifest is not None:
+        candidates = [opts.manifest]
+    else:
+        given = Path(lock.manifest.path)
+        candidates = [given] if given.is_absolute() else [opts.lock.parent / given, Path.cwd() / given]
+    for path in candidates:
+        if not path.is_file():
+            continue
+        loaded = load_manifest(path)
+        if loaded.sha256 != lock.manifest.sha256:
+            if opts.manifest is not None:
+                raise InputError(
+                    f"{path} is not the manifest the lock was made from (sha256 {loaded.sha256[:12]}, lock says "
+                    f"{lock.manifest.sha256[:12]})"
+                )
+            continue
+        return loaded.manifest
+    findings.add("MANIFEST_UNAVAILABLE",
+                 "the lock's manifest was not found (pass --manifest): policy, generated files and arch lists "
+                 "come from the lock and build record only", severity=Severity.warning)
+    return None
+
+
+def _wheels(artifacts: Path | None, comps: dict[str, ExpectedComponent]) -> tuple[dict[str, WheelRecord], dict[str, str]]:
+    wheels: dict[str, WheelRecord] = {}
+    errors: dict[str, str] = {}
+    if artifacts is None:
+        return wheels, {n: "no release directory given (--artifacts)" for n in comps}
+    directory = artifacts / "wheels"
+    for name, comp in comps.items():
+        if not comp.installed:
+            continue
+        path: Path | None = None
+        if comp.wheel_filename and "/" not in comp.wheel_filename and (directory / comp.wheel_filename).is_file():
+            path = directory / comp.wheel_filename
+        elif comp.distribution:
+            stem = canonical_name(comp.distribution).replace("-", "_")
+            matches = sorted(p for p in directory.glob("*.whl") if canonical_name(p.name.split("-", 1)[0]).replace("-", "_") == stem)
+            path = matches[0] if len(matches) == 1 else None
+        if path is None:
+            errors[name] = f"no wheel of {comp.distribution or name} in {directory.name}/"
+            continue
+        try:
+            wheels[name] = read_wheel_record(path)
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            errors[name] = f"cannot read {path.name}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - zipfile raises several unrelated types on damage
+            errors[name] = f"cannot read {path.name}: {type(exc).__name__}: {exc}"
+    return wheels, errors
+
+
+def _python_roots(probe: ProbeRun, facts: ImageFacts) -> tuple[list[str], list[str], list[str]]:
+    """(sys.path dirs, site dirs, stdlib dirs) — from the probe, plus what the image config says."""
+    report = probe.report or {}
+    sys_path = [p for p in report.get("sys_path") or [] if isinstance(p, str) and p.startswith("/")]
+    for entry in facts.env.get("PYTHONPATH", "").split(":"):
+        if entry.startswith("/") and entry not in sys_path:
+            sys_path.append(entry)
+    sys_path = [posixpath.normpath(p) for p in sys_path if not p.endswith(".zip")]
+    sites = [p for p in report.get("site_packages") or [] if isinstance(p, str) and p.startswith("/")]
+    sites += [p for p in sys_path if p.endswith(("site-packages", "dist-packages"))]
+    stdlib = [posixpath.normpath(p) for p in report.get("stdlib") or [] if isinstance(p, str) and p.startswith("/")]
+    return list(dict.fromkeys(sys_path)), list(dict.fromkeys(posixpath.normpath(s) for s in sites)), stdlib
+
+
+def _dpkg(inv: Inventory) -> tuple[set[str], dict[str, str]]:
+    owned: set[str] = set()
+    md5: dict[str, str] = {}
+    for path, data in inv.contents.items():
+        if not path.startswith("/var/lib/dpkg/info/"):
+            continue
+        text = data.decode("utf-8", errors="replace")
+        if path.endswith(".list"):
+            for line in text.splitlines():
+                if line.startswith("/"):
+                    owned.add(inv.resolve(line, follow_last=False) or line)
+        elif path.endswith(".md5sums"):
+            for line in text.splitlines():
+                digest, _, name = line.partition("  ")
+                if name:
+                    md5[inv.resolve("/" + name, follow_last=False) or "/" + name] = digest
+    status = inv.contents.get("/var/lib/dpkg/status")
+    if status:
+        in_conffiles = False
+        for line in status.decode("utf-8", errors="replace").splitlines():
+            if line.startswith("Conffiles:"):
+                in_conffiles = True
+            elif in_conffiles and line.startswith(" /"):
+                parts = line.split()
+                if len(parts) >= 2:
+                    md5[parts[0]] = parts[1]
+            else:
+                in_conffiles = False
+    return owned, md5
+
+
+def verify_provenance(opts: VerifyOptions) -> VerifyResult:
+    started = time.monotonic()
+    lock = read_lock(opts.lock)
+    lock_sha = lock_file_sha256(opts.lock)
+    notes = Findings()
+    manifest = _load_manifest(opts, lock, notes)
+    record: BuildRecordView | None = None
+    provenance: Path | None = None
+    if opts.artifacts is not None:
+        if not opts.artifacts.is_dir():
+            raise InputError(f"release directory {opts.artifacts} does not exist")
+        if (opts.artifacts / "build.json").is_file():
+            record = read_build_record(opts.artifacts / "build.json")
+        else:
+            notes.add("BUILD_RECORD_UNAVAILABLE", f"{opts.artifacts}/build.json is missing", severity=Severity.warning)
+        provenance = opts.artifacts / "provenance.intoto.json"
+    comps = expected_components(lock, record, manifest)
+    wheels, wheel_errors = _wheels(opts.artifacts, comps)
+
+    client = docker_client()
+    adapter = ImageAdapter(client, opts.image)
+    facts = adapter.facts
+    import_names = sorted({n for c in comps.values() if c.installed for n in c.import_names})
+    probe = adapter.run_probe(import_names, timeout=opts.probe_timeout)
+    sys_path, sites, stdlib = _python_roots(probe, facts)
+    native = {n for c in comps.values() if c.native_arches for n in c.import_names}
+    plan = ReadPlan(python_roots=[p for p in sys_path if p != "/"], native_names=native,
+                    deadline=time.monotonic() + opts.export_timeout)
+    export_started = time.monotonic()
+    inventory: Inventory
+    try:
+        inventory = inventory_from_tar(adapter.export_stream(deadline=plan.deadline or 0.0), plan)
+        dpkg_status = True
+    except ExportAborted as exc:
+        notes.add("EXPORT_ABORTED", f"the image's filesystem could not be read: {exc}")
+        inventory = Inventory()
+        dpkg_status = False
+    export_seconds = time.monotonic() - export_started
+    # Site directories that exist in the image but the probe did not mention (a lying probe).
+    static_sites = sorted(p for p, e in inventory.files.items()
+                          if e.kind == "dir" and p.rsplit("/", 1)[-1] in ("site-packages", "dist-packages"))
+    real_sites = list(dict.fromkeys(inventory.resolve(s) or s for s in [*sites, *static_sites]))
+    dists = installed_distributions(inventory, real_sites)
+    owned, md5 = _dpkg(inventory) if dpkg_status else (set(), {})
+    ctx = VerifyContext(
+        image=facts, lock=lock, lock_sha256=lock_sha, manifest=manifest, record=record, components=comps,
+        wheels=wheels, wheel_errors=wheel_errors, probe=probe, inventory=inventory, sites=real_sites,
+        sys_path=[inventory.resolve(p) or p for p in sys_path],
+        stdlib=[inventory.resolve(p) or p for p in stdlib], dists=dists, dpkg_owned=owned, dpkg_md5=md5,
+        allow_local_repos=opts.allow_local_repos, cache_dir=opts.cache_dir,
+    )
+    findings = Findings()
+    findings.extend(notes)
+    outcomes: list[CheckOutcome] = []
+    for check in all_checks():
+        if not dpkg_status and check.name not in ("labels",):
+            continue  # nothing was read: only the labels can still be judged
+        got = check.run(ctx)
+        findings.extend(got)
+        outcomes.append(CheckOutcome(name=check.name, passed=got.passed, findings=len(got),
+                                     codes=sorted(set(got.codes()))))
+    report = probe.report or {}
+    result = VerifyResult(
+        image_id=facts.id, image_tags=facts.tags, entrypoint=[*facts.entrypoint, *facts.cmd], env=facts.env,
+        lock_sha256=lock_sha, manifest_sha256=lock.manifest.sha256, passed=findings.passed, checks=outcomes,
+        findings=findings,
+        probe=ProbeSummary(
+            ok=probe.ok, error=probe.error, python=report.get("python"), executable=report.get("executable"),
+            sys_path=report.get("sys_path") or [], pth_files=report.get("pth_files") or [],
+            customize=report.get("customize") or {}, toolchain=report.get("toolchain") or {},
+            specs=report.get("specs") or [], seconds=probe.seconds,
+        ),
+        stats=VerifyStats(files=len(inventory.files), bytes_total=inventory.total_bytes,
+                          bytes_hashed=inventory.hashed_bytes, distributions=len(dists), seconds_probe=probe.seconds,
+                          seconds_export=export_seconds, seconds_total=time.monotonic() - started),
+    )
+    summary_path = opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)
+    if summary_path is not None:
+        block = ReleasekitBlock(lock_sha256=lock_sha, manifest_sha256=lock.manifest.sha256, image_tags=facts.tags,
+                                checks=outcomes, findings=list(findings))
+        write_summary(make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
+                      summary_path)
+        result.summary_path = str(summary_path)
+    return result
