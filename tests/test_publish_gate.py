@@ -1,0 +1,162 @@
+"""The publish gate's rules on their own: real files on disk, no engine or registry needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_publish_support import IMAGE_CMD, IMAGE_ENV, Release
+
+from releasekit.manifest import load_manifest
+from releasekit.publish.engine import ImageFacts
+from releasekit.publish.evidence import load_evidence
+from releasekit.publish.gate import policy_from_manifest
+from releasekit.publish.service import evaluate_gate
+
+IMAGE_ID = "sha256:" + "4" * 64
+
+
+def facts(env: dict[str, str] | None = None, cmd: list[str] | None = None) -> ImageFacts:
+    return ImageFacts(id=IMAGE_ID, env=dict(IMAGE_ENV if env is None else env), cmd=list(cmd or IMAGE_CMD))
+
+
+def gate(release: Release, image: ImageFacts | None = None):
+    loaded = load_manifest(release.manifest)
+    return evaluate_gate(
+        image or facts(),
+        release.lock_sha256,
+        load_evidence(release.evidence, release.receipts),
+        policy_from_manifest(loaded.manifest),
+        manifest_sha256=loaded.sha256,
+        lock_manifest_sha256=json.loads(release.lock.read_text())["manifest"]["sha256"],
+    )
+
+
+def codes(report) -> list[str]:
+    return [f.code for f in report.findings if f.severity.value == "error"]
+
+
+@pytest.fixture
+def release(tmp_path) -> Release:
+    return Release(tmp_path, IMAGE_ID)
+
+
+def test_complete_evidence_passes_every_check(release):
+    report = gate(release)
+    assert report.passed, [f.render() for f in report.findings]
+    assert all(check.passed for check in report.checks)
+    assert sorted(r.cell for r in report.receipts) == ["tiny-tp1", "tiny-tp1-ngram"]
+
+
+def test_an_optional_cell_without_receipt_is_not_a_finding(release):
+    assert "tiny-optional" not in {f.location.cell for f in gate(release).findings}
+
+
+def test_a_plan_check_that_claims_to_pass_while_listing_errors_fails(release):
+    data = {"lock_sha256": release.lock_sha256, "passed": True, "findings": [{"code": "PR_NOT_MERGED"}]}
+    (release.evidence / "plan-check.json").write_text(json.dumps(data))
+    assert "PLAN_CHECK_FAILED" in codes(gate(release))
+
+
+def test_plan_check_warnings_do_not_block(release):
+    data = {"lock_sha256": release.lock_sha256, "findings": [{"code": "NOTE", "severity": "warning"}]}
+    (release.evidence / "plan-check.json").write_text(json.dumps(data))
+    assert gate(release).passed
+
+
+def test_a_plan_check_that_names_no_lock_is_not_trusted(release):
+    (release.evidence / "plan-check.json").write_text(json.dumps({"findings": []}))
+    assert codes(gate(release)) == ["PLAN_CHECK_WRONG_LOCK"]
+
+
+def test_verification_summary_listing_errors_is_not_verified(release):
+    path = release.evidence / "verification_summary.json"
+    data = json.loads(path.read_text())
+    data["predicate"]["findings"] = [{"code": "LABEL_COMMIT_MISMATCH", "severity": "error"}]
+    path.write_text(json.dumps(data))
+    assert codes(gate(release)) == ["PROVENANCE_NOT_VERIFIED"]
+
+
+def test_a_bare_verification_summary_is_read_too(release):
+    path = release.evidence / "verification_summary.json"
+    path.write_text(json.dumps(json.loads(path.read_text())["predicate"]))
+    assert gate(release).passed
+
+
+def test_provenance_about_another_image_is_refused(release):
+    path = release.evidence / "provenance.intoto.json"
+    data = json.loads(path.read_text())
+    data["subject"][0]["digest"]["sha256"] = "5" * 64
+    path.write_text(json.dumps(data))
+    assert codes(gate(release)) == ["PROVENANCE_WRONG_IMAGE"]
+
+
+def test_a_switch_the_image_sets_by_default_is_not_hidden(release):
+    release.write_receipt("tiny-tp1", args=["--max-num-seqs", "8"], env={"PYTHONUNBUFFERED": "1"})
+    assert gate(release).passed
+
+
+def test_placement_env_is_not_a_switch(release):
+    release.write_receipt("tiny-tp1", env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"})
+    assert gate(release).passed
+
+
+def test_a_cell_env_used_by_another_cell_is_hidden_there(release):
+    # tiny-tp1 declares VLLM_CPU_KVCACHE_SPACE; tiny-tp1-ngram does not.
+    release.write_receipt("tiny-tp1-ngram", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    report = gate(release)
+    hidden = [f for f in report.findings if f.code == "HIDDEN_SWITCH"]
+    assert [(f.location.cell, "VLLM_CPU_KVCACHE_SPACE" in f.message) for f in hidden] == [("tiny-tp1-ngram", True)]
+
+
+def test_a_forbidden_switch_baked_into_the_image_is_refused(release):
+    image = facts(env={**IMAGE_ENV, "VLLM_DISABLE_SHARED_EXPERTS_STREAM": "1"})
+    report = gate(release, image)
+    assert "FORBIDDEN_SWITCH" in codes(report)
+    assert any("stream-disabling" in f.message for f in report.findings)
+
+
+def test_a_flaky_cell_is_reported_even_with_a_passing_rerun(release):
+    release.write_receipt("tiny-tp1", passed=False, name="tiny-tp1-run1.json")
+    assert codes(gate(release)) == ["RECEIPT_FAILED"]
+
+
+def test_a_receipt_for_a_cell_not_in_the_matrix_is_a_warning(release):
+    release.write_receipt("tiny-optional", name="tiny-optional.json")
+    path = release.receipts / "tiny-optional.json"
+    data = json.loads(path.read_text())
+    data["cell_id"] = "retired-cell"
+    path.write_text(json.dumps(data))
+    report = gate(release)
+    assert report.passed
+    assert [f.code for f in report.findings] == ["RECEIPT_UNKNOWN_CELL"]
+
+
+def test_a_manifest_changed_after_locking_is_refused(release):
+    release.manifest.write_text(release.manifest.read_text() + "# edited after the lock\n")
+    assert "LOCK_MANIFEST_MISMATCH" in codes(gate(release))
+
+
+def test_legacy_receipts_of_todays_tool_are_understood(release):
+    (release.receipts / "tiny-tp1.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "status": "qualified",
+                "cell": "tiny-tp1",
+                "image_id": IMAGE_ID,
+                "lock_sha256": release.lock_sha256,
+                "runtime": {"env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "args": ["--enforce-eager"]},
+            }
+        )
+    )
+    assert gate(release).passed
+
+
+def test_every_problem_is_reported_in_one_run(release):
+    (release.evidence / "plan-check.json").unlink()
+    release.write_verification(result="FAILED")
+    (release.receipts / "tiny-tp1-ngram.json").unlink()
+    report = gate(release)
+    assert set(codes(report)) == {"PLAN_CHECK_MISSING", "PROVENANCE_NOT_VERIFIED", "RECEIPT_MISSING"}
+    assert [c.passed for c in report.checks].count(False) == 3
