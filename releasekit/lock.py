@@ -61,6 +61,8 @@ class LockedGitComponent(_Strict):
     canonical_head: Sha1  # where the canonical branch pointed when locked
     pull_requests: list[LockedPR] = Field(default_factory=list)
     canonical_commits: list[LockedCanonicalCommit] = Field(default_factory=list)
+    # Tree of the canonical head with every planned PR merged in order (``plan lock --compose``).
+    composed_tree: Sha1 | None = None
 
 
 class LockedWheelSource(_Strict):
@@ -85,6 +87,8 @@ LockedComponent = Annotated[LockedGitComponent | LockedWheelComponent, Field(dis
 class LockedBaseImage(_Strict):
     name: str
     digest: str | None = None  # sha256:… when the manifest pins or the lock resolved it
+    image_id: str | None = None  # the local Docker Engine's image ID, when it had the image
+    note: str | None = None  # why the digest is missing, when it is
 
 
 class LockedToolchain(_Strict):

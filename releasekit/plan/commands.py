@@ -1,9 +1,215 @@
-"""CLI commands of the plan stage."""
+"""CLI commands of the plan stage: ``plan lock|check|compose`` and ``audit release-only|pins``.
+
+Each command parses, calls one service function, renders the returned model.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
+
+from releasekit.errors import InputError
+from releasekit.findings import Findings
+from releasekit.lock import lock_file_sha256, read_lock, write_lock
+from releasekit.manifest import load_manifest
+from releasekit.report import findings_table, print_json, render_findings, stdout_console
+
+plan_app = typer.Typer(help="Lock and check the merge plan against git.", no_args_is_help=True)
+audit_app = typer.Typer(help="Audit release inputs: release-only commits, version pins.", no_args_is_help=True)
+
+_JSON = typer.Option(False, "--json", help="Machine-readable output on stdout.")
+_LOCAL = typer.Option(False, "--allow-local-repos", help="Allow file:// and local paths as repositories (tests, demos).")
+_CACHE = typer.Option(None, "--cache", help="Mirror cache directory (default $RELEASEKIT_CACHE/git or ~/.cache/releasekit/git).")
+_NO_FETCH = typer.Option(False, "--no-fetch", help="Use the mirror cache as it is (fetch only repositories never fetched).")
+
+
+def _exit(findings: Findings) -> None:
+    raise typer.Exit(0 if findings.passed else 1)
+
+
+@plan_app.command("lock")
+def lock_cmd(
+    manifest: Path = typer.Argument(..., help="The release manifest (YAML)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write lock.json."),
+    wheelhouse: list[Path] = typer.Option([], "--wheelhouse", help="Directory holding pinned wheels (repeatable)."),
+    compose: bool = typer.Option(False, "--compose", help="Also record the tree of canonical + planned PRs merged in order."),
+    cache: Path | None = _CACHE,
+    allow_local_repos: bool = _LOCAL,
+    no_fetch: bool = _NO_FETCH,
+    as_json: bool = _JSON,
+) -> None:
+    """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
+    from releasekit.plan.locking import build_lock
+
+    loaded = load_manifest(manifest)
+    lock = build_lock(loaded, cache_dir=cache, wheelhouses=wheelhouse, allow_local=allow_local_repos, fetch=not no_fetch, compose=compose)
+    digest = write_lock(lock, output)
+    if as_json:
+        print_json({"lock": str(output), "sha256": digest, "components": sorted(lock.components)})
+        return
+    console = stdout_console()
+    rows = []
+    for name, comp in lock.components.items():
+        if comp.kind == "git":
+            rows.append([name, comp.canonical_branch, comp.commit[:12], str(len(comp.pull_requests))])
+        else:
+            rows.append([name, f"{comp.distribution}=={comp.version}", comp.sha256[:12], "-"])
+    console.print(findings_table(f"lock {output}", ["component", "branch / pin", "commit / sha256", "PRs"], rows))
+    if lock.toolchain.base_image.note:
+        console.print(f"base image {lock.toolchain.base_image.name}: {lock.toolchain.base_image.note}")
+    console.print(f"wrote {output} (sha256 {digest})")
+
+
+def _render_check(result) -> None:  # noqa: ANN001 - PlanCheckResult
+    console = stdout_console()
+    for comp in result.components:
+        rows = []
+        for st in comp.statuses:
+            what = f"#{st.pr}" if st.pr is not None else (st.commit or "")
+            where = "-"
+            if st.landed_at:
+                where = f"{st.landed_at[:12]} (#{st.landed_position} on first-parent, {st.how})"
+            rows.append([what, st.role, st.state, where, ", ".join(st.codes) or "-"])
+        title = f"{comp.component}: {comp.canonical_branch} @ {comp.checked_commit[:12]}"
+        console.print(findings_table(title, ["PR", "role", "state", "where it landed", "finding"], rows))
+    render_findings(result.findings, console, ok_message="the canonical branches hold exactly the merge plan")
+
+
+@plan_app.command("check")
+def check_cmd(
+    manifest: Path = typer.Argument(..., help="The release manifest (YAML)."),
+    lock: Path | None = typer.Option(None, "--lock", help="Check the locked commits and PR heads."),
+    output: Path | None = typer.Option(None, "--output", help="Also write the result as JSON (for the publish gate)."),
+    cache: Path | None = _CACHE,
+    allow_local_repos: bool = _LOCAL,
+    no_fetch: bool = _NO_FETCH,
+    as_json: bool = _JSON,
+) -> None:
+    """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
+    from releasekit.plan.check import check_plan
+
+    loaded = load_manifest(manifest)
+    locked = read_lock(lock) if lock else None
+    result = check_plan(
+        loaded,
+        lock=locked,
+        lock_sha256=lock_file_sha256(lock) if lock else None,
+        cache_dir=cache,
+        allow_local=allow_local_repos,
+        fetch=not no_fetch,
+    )
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        print_json(result.model_dump(mode="json", by_alias=True))
+    else:
+        _render_check(result)
+    _exit(result.findings)
+
+
+@plan_app.command("compose")
+def compose_cmd(
+    manifest: Path = typer.Argument(..., help="The release manifest (YAML)."),
+    lock: Path | None = typer.Option(None, "--lock", help="Compose from the locked base and heads; compare with the lock's tree."),
+    component: list[str] = typer.Option([], "--component", help="Only these components (repeatable)."),
+    cache: Path | None = _CACHE,
+    allow_local_repos: bool = _LOCAL,
+    no_fetch: bool = _NO_FETCH,
+    as_json: bool = _JSON,
+) -> None:
+    """Merge the planned PRs in order onto a fresh checkout of the base; report conflicts and the tree."""
+    from releasekit.plan.compose import compose_plan
+
+    loaded = load_manifest(manifest)
+    unknown = [c for c in component if c not in loaded.manifest.git_components()]
+    if unknown:
+        raise InputError(f"no git component named {unknown[0]!r} in {manifest}")
+    locked = read_lock(lock) if lock else None
+    result = compose_plan(
+        loaded,
+        lock=locked,
+        lock_sha256=lock_file_sha256(lock) if lock else None,
+        components=component or None,
+        cache_dir=cache,
+        allow_local=allow_local_repos,
+        fetch=not no_fetch,
+    )
+    if as_json:
+        print_json(result)
+    else:
+        console = stdout_console()
+        for comp in result.components:
+            rows = [[f"#{s.pr}", s.head[:12], s.result, ", ".join(s.conflicts) or "-", (s.tree or "")[:12]] for s in comp.steps]
+            console.print(findings_table(f"{comp.component}: compose onto {comp.base[:12]}", ["PR", "head", "result", "conflicts", "tree"], rows))
+            verdict = "" if comp.matches_lock is None else (" (matches the lock)" if comp.matches_lock else f" (lock expects {comp.expected_tree})")
+            console.print(f"{comp.component}: composed tree {comp.tree}{verdict}")
+        render_findings(result.findings, console, ok_message="every planned PR merges cleanly in plan order")
+    _exit(result.findings)
+
+
+@audit_app.command("release-only")
+def release_only_cmd(
+    release: str = typer.Option(..., "--release", help="Release branch, tag or the commit an image was built from."),
+    canonical: str = typer.Option(..., "--canonical", help="Canonical branch (or commit)."),
+    repo: str = typer.Option(".", "--repo", help="A local git repository, or a remote URL (mirrored)."),
+    manifest: Path | None = typer.Option(None, "--manifest", help="Take `carries:` from this manifest's merge plan."),
+    component: str | None = typer.Option(None, "--component", help="The manifest component the repository is."),
+    cache: Path | None = _CACHE,
+    allow_local_repos: bool = _LOCAL,
+    no_fetch: bool = _NO_FETCH,
+    as_json: bool = _JSON,
+) -> None:
+    """List commits of the release side whose change is not on canonical (git cherry, across merges too)."""
+    from releasekit.plan.audit import release_only_audit
+
+    report = release_only_audit(
+        repo,
+        release,
+        canonical,
+        manifest=manifest,
+        component=component,
+        cache_dir=cache,
+        allow_local=allow_local_repos,
+        fetch=not no_fetch,
+    )
+    if as_json:
+        print_json(report)
+    else:
+        console = stdout_console()
+        rows = [[c.commit[:12], c.kind, f"#{c.carried_by}" if c.carried_by else "-", c.subject] for c in report.release_only]
+        console.print(findings_table(
+            f"release-only: {report.release} vs {report.canonical} ({report.examined} examined, {report.equivalent} equivalent on canonical)",
+            ["commit", "kind", "carried by", "subject"], rows,
+        ))
+        render_findings(report.findings, console, ok_message="every release change is on canonical")
+    _exit(report.findings)
+
+
+@audit_app.command("pins")
+def pins_cmd(
+    manifest: Path = typer.Argument(..., help="The release manifest (YAML) with `pins:`."),
+    repo: Path = typer.Option(..., "--repo", help="The build/release repository to scan."),
+    as_json: bool = _JSON,
+) -> None:
+    """Every pin must appear with the same version in every build, runtime and release input."""
+    from releasekit.plan.pins import audit_pins
+
+    loaded = load_manifest(manifest)
+    result = audit_pins(loaded.manifest, repo)
+    if as_json:
+        print_json(result)
+    else:
+        console = stdout_console()
+        rows = [[f"{o.file}:{o.line}", o.package, o.found or "(unpinned)", o.expected, o.scope, "ok" if o.agrees else "DISAGREES"] for o in result.occurrences]
+        console.print(findings_table(f"pins in {repo} ({result.files_scanned} release inputs)", ["where", "package", "found", "pin", "scope", ""], rows))
+        render_findings(result.findings, console, ok_message="every pin agrees")
+    _exit(result.findings)
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the root app."""
+    app.add_typer(plan_app, name="plan")
+    app.add_typer(audit_app, name="audit")

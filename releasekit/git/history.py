@@ -1,0 +1,165 @@
+"""Ancestry and patch-id over whole ranges, each in one or two git processes.
+
+Nothing here runs git once per commit: a history of 20,000 commits is read with one
+``git log``/``rev-list`` and patch-ids for a whole range come from one
+``git log -p | git patch-id --stable`` pipe. Patch-ids are computed the way
+``git cherry`` computes them: no rename detection, whitespace-insensitive, stable.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from releasekit.git.runner import Git, GitFailed, git_env
+
+# Commits whose diff is empty produce no patch-id line; git cherry treats all of them as one
+# patch, so they get this shared marker.
+EMPTY_PATCH = "empty"
+
+
+def rev_list(git: Git, *revs: str, extra: Sequence[str] = ()) -> list[str]:
+    """``git rev-list`` of positive/negative (``^x``) revisions, newest first."""
+    if not revs:
+        return []
+    out = git.run("rev-list", *extra, *revs, "--")
+    return out.split()
+
+
+def first_parent_chain(git: Git, tip: str) -> list[str]:
+    """The first-parent history of ``tip``, oldest first: how the branch itself moved."""
+    return list(reversed(rev_list(git, tip, extra=["--first-parent"])))
+
+
+def parents_of(git: Git, *revs: str) -> dict[str, list[str]]:
+    """commit -> parents for every commit the revisions select."""
+    out = git.run("rev-list", "--parents", *revs, "--")
+    graph: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts:
+            graph[parts[0]] = parts[1:]
+    return graph
+
+
+def merge_base(git: Git, *commits: str) -> str | None:
+    args = ["merge-base", "--octopus", *commits] if len(commits) > 2 else ["merge-base", *commits]
+    try:
+        out = git.run(*args).split()
+    except GitFailed:
+        return None
+    return out[0] if out else None
+
+
+def is_ancestor(git: Git, ancestor: str, descendant: str) -> bool:
+    return git.ok("merge-base", "--is-ancestor", ancestor, descendant)
+
+
+def commit_info(git: Git, commits: Iterable[str]) -> dict[str, tuple[int, str]]:
+    """commit -> (committer time, subject), in one call."""
+    wanted = list(dict.fromkeys(commits))
+    if not wanted:
+        return {}
+    out = git.run("log", "--no-walk=unsorted", "--format=%H %ct %s", *wanted, "--")
+    info: dict[str, tuple[int, str]] = {}
+    for line in out.splitlines():
+        sha, ct, *subject = line.split(" ", 2)
+        info[sha] = (int(ct), subject[0] if subject else "")
+    return info
+
+
+def _patch_id_pipe(diff_argv: list[str]) -> list[tuple[str, str]]:
+    """Run ``git <diff_argv> | git patch-id --stable``: [(patch_id, commit)] in the log's order."""
+    env = git_env()
+    producer = subprocess.Popen(diff_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL)
+    consumer = subprocess.run(
+        [diff_argv[0], "patch-id", "--stable"], stdin=producer.stdout, capture_output=True, env=env
+    )
+    if producer.stdout:
+        producer.stdout.close()
+    err = producer.stderr.read().decode(errors="replace") if producer.stderr else ""
+    if producer.stderr:
+        producer.stderr.close()
+    if producer.wait() != 0:
+        raise GitFailed(diff_argv[1:4], producer.returncode, err)
+    if consumer.returncode != 0:
+        raise GitFailed(["patch-id"], consumer.returncode, consumer.stderr.decode(errors="replace"))
+    pairs = []
+    for line in consumer.stdout.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            pairs.append((parts[0], parts[1]))
+    return pairs
+
+
+_LOG_PATCH = ["log", "-p", "--no-merges", "--no-color", "--no-ext-diff", "--no-renames", "--full-index", "--binary", "--format=commit %H"]
+
+
+def patch_ids(git: Git, *revs: str) -> dict[str, str]:
+    """commit -> patch-id for every non-merge commit the revisions select (``tip``, ``^base``)."""
+    if not revs:
+        return {}
+    commits = rev_list(git, *revs, extra=["--no-merges"])
+    if not commits:
+        return {}
+    ids = {commit: pid for pid, commit in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
+    return {c: ids.get(c, EMPTY_PATCH) for c in commits}
+
+
+def diff_patch_id(git: Git, old: str, new: str) -> str:
+    """The patch-id of the combined change old..new (a squash of the whole range)."""
+    argv = git.argv(["diff", "--no-color", "--no-ext-diff", "--no-renames", "--full-index", "--binary", old, new, "--"])
+    # patch-id needs a commit line to attribute the diff to; a fixed placeholder does.
+    env = git_env()
+    diff = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL)
+    if diff.returncode != 0:
+        raise GitFailed(["diff", old, new], diff.returncode, diff.stderr.decode(errors="replace"))
+    if not diff.stdout.strip():
+        return EMPTY_PATCH
+    stdin = b"commit " + b"0" * 40 + b"\n" + diff.stdout
+    proc = subprocess.run([argv[0], "patch-id", "--stable"], input=stdin, capture_output=True, env=env)
+    out = proc.stdout.decode().split()
+    return out[0] if out else EMPTY_PATCH
+
+
+@dataclass
+class Landing:
+    """Where each commit reachable from a tip entered that tip's first-parent history."""
+
+    chain: list[str]  # first-parent commits, oldest first
+    index: dict[str, int] = field(default_factory=dict)  # commit -> position in chain of the commit that brought it
+
+    def landed_by(self, commit: str) -> str | None:
+        i = self.index.get(commit)
+        return self.chain[i] if i is not None else None
+
+    def contains(self, commit: str) -> bool:
+        return commit in self.index
+
+
+def landing_map(git: Git, tip: str) -> Landing:
+    """For every ancestor of ``tip``: the first first-parent commit whose history contains it.
+
+    One ``rev-list --parents`` read; then each first-parent commit, oldest first, claims
+    the ancestors of its other parents that no earlier first-parent commit reached.
+    """
+    graph = parents_of(git, tip)
+    chain: list[str] = []
+    node: str | None = tip
+    while node is not None:
+        chain.append(node)
+        parents = graph.get(node) or []
+        node = parents[0] if parents else None
+    chain.reverse()
+    index: dict[str, int] = {}
+    for i, fp in enumerate(chain):
+        index[fp] = i
+        stack = list((graph.get(fp) or [])[1:])
+        while stack:
+            c = stack.pop()
+            if c in index:
+                continue
+            index[c] = i
+            stack.extend(graph.get(c) or [])
+    return Landing(chain=chain, index=index)

@@ -1,0 +1,211 @@
+"""``plan lock``: resolve every moving name of a manifest to an exact SHA or sha256.
+
+Canonical branch heads, PR heads (``refs/pull/N/head``), already-canonical commits
+named by prefix, wheel pins (by hash of the wheel file) and the base image digest.
+Anything that cannot be resolved makes the lock impossible: InputError, exit 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.git.mirror import Mirror
+from releasekit.lock import (
+    Lock,
+    LockedBaseImage,
+    LockedCanonicalCommit,
+    LockedGitComponent,
+    LockedManifest,
+    LockedPR,
+    LockedToolchain,
+    LockedWheelComponent,
+    LockedWheelSource,
+)
+from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
+from releasekit.manifest.models import GitComponent, WheelComponent
+
+
+def open_mirror(comp: GitComponent, loaded: LoadedManifest, *, cache_dir: Path | None, allow_local: bool, fetch: bool) -> Mirror:
+    mirror = Mirror(comp.repo, cache_dir, allow_local=allow_local, base_dir=loaded.directory)
+    return mirror.update() if fetch else mirror.ensure()
+
+
+def _lock_pr(mirror: Mirror, name: str, number: int, given_head: str | None, role: str, title: str | None, *, required: bool) -> LockedPR | None:
+    ref = f"refs/pull/{number}/head"
+    if given_head and given_head != TO_BE_LOCKED:
+        if not mirror.has_commit(given_head):
+            raise InputError(f"{name}#{number}: head {given_head} named in the manifest does not exist on {mirror.url}")
+        head = given_head
+    else:
+        found = mirror.pr_head(number)
+        if found is None:
+            if required:
+                raise InputError(f"{name}#{number}: {mirror.url} has no {ref}; cannot lock the merge plan")
+            return None
+        head = found
+    return LockedPR(number=number, ref=ref, head=head, tree=mirror.tree_of(head), title=title, role=role)  # type: ignore[arg-type]
+
+
+def lock_git_component(name: str, comp: GitComponent, mirror: Mirror) -> LockedGitComponent:
+    branch = comp.canonical_branch or mirror.default_branch()
+    canonical_head = mirror.branch_head(branch)
+    if comp.commit and comp.commit != TO_BE_LOCKED:
+        if not mirror.has_commit(comp.commit):
+            raise InputError(f"{name}: pinned commit {comp.commit} does not exist on {mirror.url}")
+        commit = comp.commit
+    else:
+        commit = canonical_head
+    prs: list[LockedPR] = []
+    for planned in comp.merge_plan:
+        locked = _lock_pr(mirror, name, planned.pr, planned.head, "planned", planned.title, required=True)
+        assert locked is not None
+        prs.append(locked)
+    superseded = {s for entry in [*comp.merge_plan, *comp.already_canonical] for s in entry.supersedes}
+    for change in comp.already_canonical:
+        if change.pr is not None:
+            locked = _lock_pr(mirror, name, change.pr, None, "already_canonical", change.title, required=False)
+            if locked:
+                prs.append(locked)
+    for closed in comp.closed:
+        locked = _lock_pr(mirror, name, closed.pr, None, "closed", closed.title, required=False)
+        if locked:
+            prs.append(locked)
+    for number in sorted(superseded - {c.pr for c in comp.closed}):
+        # Superseded PRs are often deleted forges-side; record them when they still exist.
+        locked = _lock_pr(mirror, name, number, None, "superseded", None, required=False)
+        if locked:
+            prs.append(locked)
+    canonical_commits = []
+    for change in comp.already_canonical:
+        if change.commit is not None:
+            if not mirror.has_commit(change.commit):
+                raise InputError(f"{name}: already-canonical commit {change.commit} does not exist on {mirror.url}")
+            canonical_commits.append(LockedCanonicalCommit(given=change.commit, commit=mirror.resolve(change.commit)))
+    return LockedGitComponent(
+        name=name,
+        repo=mirror.url,
+        canonical_branch=branch,
+        commit=commit,
+        tree=mirror.tree_of(commit),
+        commit_time=mirror.commit_time(commit),
+        canonical_head=canonical_head,
+        pull_requests=prs,
+        canonical_commits=canonical_commits,
+    )
+
+
+def _wheel_filename_matches(filename: str, dist: str, version: str) -> bool:
+    if not filename.endswith(".whl"):
+        return False
+    parts = filename[:-4].split("-")
+    return len(parts) >= 5 and canonicalize_name(parts[0]) == canonicalize_name(dist) and parts[1] == version
+
+
+def lock_wheel_component(name: str, comp: WheelComponent, wheelhouses: list[Path]) -> LockedWheelComponent:
+    dist, version = comp.distribution, comp.version
+    candidates: list[Path] = []
+    for house in wheelhouses:
+        if not house.is_dir():
+            raise InputError(f"wheelhouse {house} is not a directory")
+        for path in sorted(house.iterdir()):
+            if comp.filename and path.name != comp.filename:
+                continue
+            if _wheel_filename_matches(path.name, dist, version):
+                candidates.append(path)
+    if not candidates:
+        where = ", ".join(str(h) for h in wheelhouses) or "no --wheelhouse given"
+        raise InputError(f"{name}: no wheel for {dist}=={version} found ({where})")
+    if len(candidates) > 1 and not comp.filename:
+        raise InputError(
+            f"{name}: {len(candidates)} wheels match {dist}=={version} ({', '.join(p.name for p in candidates)}); "
+            "name one with 'filename'"
+        )
+    wheel = candidates[0]
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if comp.sha256 != TO_BE_LOCKED and comp.sha256 != digest:
+        raise InputError(f"{name}: {wheel.name} has sha256 {digest}, the manifest pins {comp.sha256}")
+    source = None
+    if comp.source:
+        commit = comp.source.commit if comp.source.commit != TO_BE_LOCKED else None
+        source = LockedWheelSource(repo=comp.source.repo, ref=comp.source.ref, commit=commit)
+    return LockedWheelComponent(
+        name=name, distribution=dist, version=version, filename=wheel.name, sha256=digest, source=source
+    )
+
+
+def resolve_base_image(name: str, digest: str) -> LockedBaseImage:
+    """Keep a pinned digest; for ``to-be-locked`` ask the local Docker Engine (no registry here)."""
+    if digest != TO_BE_LOCKED:
+        return LockedBaseImage(name=name, digest=digest)
+    try:
+        import docker
+        from docker.errors import DockerException, ImageNotFound
+
+        client = docker.from_env()
+        try:
+            image = client.images.get(name)
+        except ImageNotFound:
+            return LockedBaseImage(name=name, digest=None, note="to-be-locked: image not present in the local Docker Engine")
+        repo_digests = [d.split("@", 1)[1] for d in image.attrs.get("RepoDigests") or [] if "@" in d]
+        return LockedBaseImage(
+            name=name,
+            digest=repo_digests[0] if repo_digests else None,
+            image_id=image.id,
+            note=None if repo_digests else "local image without a registry digest: image_id recorded instead",
+        )
+    except (DockerException, OSError) as exc:
+        return LockedBaseImage(name=name, digest=None, note=f"to-be-locked: Docker Engine not reachable ({type(exc).__name__})")
+
+
+def _composed_tree(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGitComponent) -> str:
+    from releasekit.findings import Findings
+    from releasekit.plan.compose import compose_component
+
+    findings = Findings()
+    result = compose_component(name, comp, mirror, locked, findings, compare=False)
+    if not findings.passed or result.tree is None:
+        raise InputError(f"{name}: cannot lock a composed tree: {findings.errors[0].message if findings.errors else 'no tree'}")
+    return result.tree
+
+
+def build_lock(
+    loaded: LoadedManifest,
+    *,
+    cache_dir: Path | None = None,
+    wheelhouses: list[Path] | None = None,
+    allow_local: bool = False,
+    fetch: bool = True,
+    compose: bool = False,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Lock:
+    manifest = loaded.manifest
+    components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
+    houses = [h if h.is_absolute() else Path.cwd() / h for h in (wheelhouses or [])]
+    for name, comp in manifest.components.items():
+        if isinstance(comp, GitComponent):
+            mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
+            components[name] = locked = lock_git_component(name, comp, mirror)
+            if compose and comp.merge_plan:
+                components[name] = locked.model_copy(update={"composed_tree": _composed_tree(name, comp, mirror, locked)})
+        else:
+            components[name] = lock_wheel_component(name, comp, houses)
+    tc = manifest.toolchain
+    try:
+        base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
+    except EnvironmentProblem:
+        base = LockedBaseImage(name=tc.base_image.name)
+    return Lock(
+        name=manifest.name,
+        manifest=LockedManifest(path=loaded.path.name, sha256=loaded.sha256, name=manifest.name),
+        locked_at=now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        components=components,
+        toolchain=LockedToolchain(
+            base_image=base, cuda=tc.cuda, nccl=tc.nccl, pytorch=tc.pytorch, cuda_arch_list=list(tc.cuda_arch_list)
+        ),
+    )

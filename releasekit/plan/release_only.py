@@ -1,0 +1,122 @@
+"""``audit release-only``: commits on a release branch whose change is not on canonical.
+
+For a linear release branch this is ``git cherry CANONICAL RELEASE``'s ``+`` lines:
+commits of the release side (not reachable from canonical) whose patch-id matches no
+commit of the canonical side (not reachable from the release). Across merges:
+
+- a merge commit on the release side is judged by what it adds itself: the tree an
+  automatic merge of its two parents would give (``git merge-tree``) against its own
+  tree. Equal: it carries nothing of its own, its parents' commits are judged one by
+  one. Different (a conflict resolution or an "evil merge"): it is reported as a
+  ``merge-resolution`` release-only commit;
+- when the whole side branch a merge brought in was squashed onto canonical (the
+  merge's diff against its first parent has a patch-equivalent on canonical), the
+  commits of that side branch count as canonical too.
+
+A release-only commit named in the ``carries:`` of a PR that is merged on canonical
+(the PR re-extracted it, e.g. seed 003's 83925ac7b6 via #97) counts as canonicalised.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from releasekit.findings import Findings, Severity
+from releasekit.git.history import EMPTY_PATCH, commit_info, diff_patch_id, parents_of, patch_ids, rev_list
+from releasekit.git.runner import Git, git_env
+from releasekit.plan.models import ReleaseOnlyCommit, ReleaseOnlyReport
+
+
+def _auto_merge_tree(git: Git, first: str, second: str) -> str | None:
+    """The tree git's own merge of two commits gives, or None when it conflicts."""
+    proc = subprocess.run(
+        git.argv(["merge-tree", "--write-tree", "--no-messages", first, second]),
+        capture_output=True,
+        env=git_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode().split()[0]
+
+
+def find_release_only(
+    git: Git,
+    release: str,
+    canonical: str,
+    *,
+    repo: str,
+    release_name: str | None = None,
+    canonical_name: str | None = None,
+    carried: dict[str, int] | None = None,
+) -> ReleaseOnlyReport:
+    graph = parents_of(git, release, f"^{canonical}")
+    release_pids = patch_ids(git, release, f"^{canonical}")
+    canonical_pids = set(patch_ids(git, canonical, f"^{release}").values())
+    covered: set[str] = set()
+    own_merges: list[str] = []
+    for commit, parents in graph.items():
+        if len(parents) < 2:
+            continue
+        if len(parents) == 2:
+            side_squashed = diff_patch_id(git, parents[0], commit) in canonical_pids
+            if side_squashed:
+                covered.update(c for c in rev_list(git, parents[1], f"^{parents[0]}") if c in graph)
+                covered.add(commit)
+                continue
+            auto = _auto_merge_tree(git, parents[0], parents[1])
+            tree = git.run("rev-parse", f"{commit}^{{tree}}").strip()
+            if auto != tree:
+                own_merges.append(commit)
+        # Octopus merges cannot conflict-resolve (git refuses); they add nothing of their own.
+    order = list(reversed(rev_list(git, release, f"^{canonical}")))  # oldest first, like git cherry
+    carried = carried or {}
+    findings = Findings()
+    result: list[ReleaseOnlyCommit] = []
+    equivalent = 0
+    info = commit_info(git, order)
+    for commit in order:
+        if commit in covered:
+            equivalent += 1
+            continue
+        if commit in release_pids:
+            pid = release_pids[commit]
+            if pid in canonical_pids or (pid == EMPTY_PATCH and EMPTY_PATCH in canonical_pids):
+                equivalent += 1
+                continue
+            kind = "commit"
+        elif commit in own_merges:
+            kind = "merge-resolution"
+        else:
+            continue
+        subject = info.get(commit, (0, ""))[1]
+        carrier = next((pr for prefix, pr in carried.items() if commit.startswith(prefix)), None)
+        entry = ReleaseOnlyCommit(commit=commit, subject=subject, kind=kind, carried_by=carrier)  # type: ignore[arg-type]
+        result.append(entry)
+        if carrier is not None:
+            findings.add(
+                "RELEASE_ONLY_CARRIED",
+                f"release-only commit '{subject}' is carried onto canonical by merged PR #{carrier}",
+                severity=Severity.info,
+                commit=commit,
+                pr=carrier,
+            )
+        else:
+            findings.add(
+                "RELEASE_ONLY_COMMIT",
+                f"{'merge resolution' if kind != 'commit' else 'commit'} '{subject}' is on the release side only: "
+                "no patch-equivalent on canonical",
+                commit=commit,
+            )
+    return ReleaseOnlyReport(
+        repo=repo,
+        release=release_name or release,
+        canonical=canonical_name or canonical,
+        release_commit=release,
+        canonical_commit=canonical,
+        examined=len(order),
+        equivalent=equivalent,
+        release_only=result,
+        passed=findings.passed,
+        findings=findings,
+    )
