@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -266,40 +268,54 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
     assert "stable2" not in tags_of(registry, repo)
 
 
-@pytest.mark.slow
-def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_path, engine):
+@pytest.fixture(scope="module")
+def big_image(engine):
+    """Big enough (96 MB of noise) that a push is still uploading when we interrupt it."""
+    image_id = build_image(engine, "releasekit-test/publish-big:1", {"blob.bin": os.urandom(96 * 1024 * 1024)})
+    yield image_id
+    engine.images.remove(image_id, force=True, noprune=False)
+
+
+def _publish_in_thread(release: Release, image: str, target: str, outcome: dict[str, object]) -> threading.Thread:
     from releasekit.publish.service import publish
 
-    big = build_image(engine, "releasekit-test/publish-big:1", {"blob.bin": _random_bytes(96 * 1024 * 1024)})
+    def run() -> None:
+        try:
+            outcome["result"] = publish(
+                image=image, lock_path=release.lock, receipts_dir=release.receipts, to=target, tags=["beta"]
+            )
+        except EnvironmentProblem as exc:
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker
+
+
+def _wait_for_upload(reg, repo: str) -> None:
+    uploads = reg.storage / "docker/registry/v2/repositories" / repo / "_uploads"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _has_upload_data(uploads):
+        time.sleep(0.01)
+    assert _has_upload_data(uploads), "the push never started uploading"
+
+
+@pytest.mark.slow
+def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_path, big_image):
+    from releasekit.publish.service import publish
+
+    big = big_image
     release = Release(tmp_path / "rel", big)
     with start_local_registry(tmp_path / "reg") as reg:
         repo = "team/big"
         outcome: dict[str, object] = {}
-
-        def run() -> None:
-            try:
-                outcome["result"] = publish(
-                    image=big,
-                    lock_path=release.lock,
-                    receipts_dir=release.receipts,
-                    to=f"{reg.host}/{repo}",
-                    tags=["beta"],
-                )
-            except EnvironmentProblem as exc:
-                outcome["error"] = exc
-
-        worker = threading.Thread(target=run)
-        worker.start()
-        uploads = reg.storage / "docker/registry/v2/repositories" / repo / "_uploads"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _has_upload_data(uploads):
-            time.sleep(0.01)
-        assert _has_upload_data(uploads), "the push never started uploading"
+        worker = _publish_in_thread(release, big, f"{reg.host}/{repo}", outcome)
+        _wait_for_upload(reg, repo)
         reg.kill()
         worker.join(timeout=300)
         assert not worker.is_alive()
         assert "error" in outcome, f"publish did not fail: {outcome}"
-        assert "Traceback" not in str(outcome["error"])
+        assert f"push to {reg.host}" in str(outcome["error"])
 
         reg.start()  # same storage: whatever the dead registry had is still there
         assert tags_of(reg, repo) == []
@@ -311,11 +327,84 @@ def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_p
         )
         assert result.published
         assert manifest_digest(reg, repo, "beta") == result.digest
-    engine.images.remove(big, force=True, noprune=False)
 
 
-def _random_bytes(size: int) -> bytes:
-    return os.urandom(size)
+class EngineLink:
+    """A real connection to the real Docker Engine, through a socket we can cut.
+
+    Cutting it is what the publisher sees when the engine dies mid-push: the stream
+    breaks. (Killing the shared dockerd itself is not an option on a shared machine.)
+    """
+
+    def __init__(self, path: Path, engine_socket: str = "/var/run/docker.sock") -> None:
+        self.path = path
+        self.engine_socket = engine_socket
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(16)
+        self.links: list[socket.socket] = []
+        self.cut_now = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.cut_now:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(self.engine_socket)
+            self.links += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.cut_now = True
+        self.server.close()
+        for link in self.links:
+            with contextlib.suppress(OSError):
+                link.shutdown(socket.SHUT_RDWR)
+            link.close()
+
+
+@pytest.mark.slow
+def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_path, big_image, engine, monkeypatch):
+    from releasekit.publish.service import publish
+
+    release = Release(tmp_path / "rel", big_image)
+    link = EngineLink(tmp_path / "engine.sock")
+    with start_local_registry(tmp_path / "reg") as reg:
+        repo = "team/engine-lost"
+        outcome: dict[str, object] = {}
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{link.path}")
+        worker = _publish_in_thread(release, big_image, f"{reg.host}/{repo}", outcome)
+        _wait_for_upload(reg, repo)
+        link.cut()
+        worker.join(timeout=300)
+        assert not worker.is_alive()
+        assert "error" in outcome, f"publish did not fail: {outcome}"
+        assert "Docker Engine" in str(outcome["error"])
+        assert "beta" not in tags_of(reg, repo)
+
+        monkeypatch.delenv("DOCKER_HOST")
+        result = publish(
+            image=big_image, lock_path=release.lock, receipts_dir=release.receipts, to=f"{reg.host}/{repo}", tags=["beta"]
+        )
+        assert result.published
+        assert manifest_digest(reg, repo, "beta") == result.digest
+    # The cut connection could not untag the local staging tag; the rerun did.
+    assert not [t for t in engine.images.get(big_image).tags if "releasekit-staging-" in t]
 
 
 def _has_upload_data(uploads: Path) -> bool:
