@@ -1,0 +1,258 @@
+"""Deterministic image assembly: base layers + one layer of installed wheels, loaded as a tar.
+
+Debian's Engine 20.10 stamps build times into images, so ``docker build`` cannot give the
+same image ID twice. Instead (as ko and apko do) the final image is written in
+``docker save`` format: the base's layers as they are, plus one layer made from what pip
+installed in a throw-away container of the base image, re-packed with sorted entries,
+fixed mtimes and owners; the config JSON is canonical with ``created`` set from
+SOURCE_DATE_EPOCH. ``docker load`` then gives the image ID sha256(config), every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from releasekit.build.dockerfile import ImageSettings
+from releasekit.build.engine import Engine
+from releasekit.errors import BuildFailed, EnvironmentProblem
+
+SMOKE_PROBE = Path(__file__).with_name("smoke_probe.py")
+STAGING = "/releasekit-stage"
+INBOX = "/tmp/releasekit-wheels"
+LAYER_FORMAT = "releasekit.layer/v1"
+
+
+class WheelInput(BaseModel):
+    path: str
+    filename: str
+    sha256: str
+    distribution: str
+    version: str
+    import_names: list[str]
+
+
+class SmokeReport(BaseModel):
+    site_dirs: list[str] = []
+    distributions: list[dict] = []
+    problems: list[str] = []
+
+
+class AssembledImage(BaseModel):
+    image_id: str
+    config_digest: str
+    layer_digest: str  # sha256 of the uncompressed wheels layer (its diff ID)
+    layer_size: int
+    base_size: int
+    created: str
+    smoke: SmokeReport
+
+
+def rfc3339(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def install_command(wheels: list[WheelInput]) -> list[str]:
+    expected = json.dumps(
+        [{"distribution": w.distribution, "version": w.version, "import_names": w.import_names} for w in wheels]
+    )
+    install = (
+        "python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-index --no-compile "
+        f"--require-hashes --break-system-packages --root {STAGING} "
+        f"-r {INBOX}/requirements.txt"
+    )
+    return ["/bin/sh", "-c", f'{install} && python3 -B {INBOX}/smoke_probe.py {STAGING} "$RELEASEKIT_EXPECTED"', expected]
+
+
+def stage_wheels(wheels: list[WheelInput], inbox: Path) -> None:
+    inbox.mkdir(parents=True)
+    lines = []
+    for w in sorted(wheels, key=lambda w: w.filename):
+        shutil.copyfile(w.path, inbox / w.filename)
+        lines.append(f"{INBOX}/{w.filename} --hash=sha256:{w.sha256}")
+    (inbox / "requirements.txt").write_text("\n".join(lines) + "\n")
+    shutil.copyfile(SMOKE_PROBE, inbox / "smoke_probe.py")
+
+
+def _smoke(output: str) -> SmokeReport | None:
+    for line in output.splitlines():
+        if line.startswith("RELEASEKIT-SMOKE "):
+            return SmokeReport.model_validate_json(line.removeprefix("RELEASEKIT-SMOKE "))
+    return None
+
+
+def install_layer(
+    engine: Engine, base_id: str, wheels: list[WheelInput], source_date_epoch: int, layer_out: Path, log: Path
+) -> SmokeReport:
+    """pip-install the wheels into a staging root in a clean base container; re-pack it as a layer."""
+    with tempfile.TemporaryDirectory(prefix="releasekit-layer-") as tmp:
+        inbox = Path(tmp) / "inbox"
+        stage_wheels(wheels, inbox)
+        exported = Path(tmp) / "stage.tar"
+        cmd = install_command(wheels)
+        env = {"RELEASEKIT_EXPECTED": cmd.pop()}
+        result = engine.run_throwaway(
+            base_id, cmd, inputs={INBOX: inbox}, export=STAGING, export_to=exported, environment=env
+        )
+        log.write_text(result.output, encoding="utf-8")
+        report = _smoke(result.output)
+        if result.exit_code != 0:
+            if report and report.problems:
+                raise BuildFailed(f"install-from-wheel smoke test failed: {report.problems[0]} (see {log})")
+            raise BuildFailed(f"installing the wheels into the base image failed (see {log})")
+        repack(exported, layer_out, strip=STAGING.strip("/") + "/", mtime=source_date_epoch)
+    return report or SmokeReport()
+
+
+def repack(src: Path, dest: Path, *, strip: str, mtime: int) -> None:
+    """Re-write a tar deterministically: sorted names, one mtime, root owner, no extended headers."""
+    with tarfile.open(src) as tin:
+        members = []
+        for m in tin.getmembers():
+            name = m.name.lstrip("./")
+            if not name.startswith(strip):
+                continue
+            name = name[len(strip):].rstrip("/")
+            if not name:
+                continue
+            data = tin.extractfile(m).read() if m.isfile() else None
+            members.append((name, m, data))
+    with dest.open("wb") as fh, tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tout:
+        for name, m, data in sorted(members, key=lambda x: x[0]):
+            info = tarfile.TarInfo(name)
+            info.type = m.type
+            info.mode = m.mode & 0o7777
+            info.mtime = mtime
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.linkname = m.linkname
+            if data is not None:
+                info.size = len(data)
+                tout.addfile(info, io.BytesIO(data))
+            else:
+                tout.addfile(info)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def image_config(base_config: dict, layer_diff_id: str, settings: ImageSettings, created: str, comment: str) -> bytes:
+    config = {
+        key: base_config[key] for key in ("architecture", "os", "variant", "os.version") if key in base_config
+    }
+    inherited = dict(base_config.get("config") or {})
+    env = {}
+    for item in inherited.get("Env") or []:
+        key, _, value = item.partition("=")
+        env[key] = value
+    env.update(settings.env)
+    runtime: dict = {"Env": [f"{k}={v}" for k, v in env.items()], "Labels": dict(sorted(settings.labels.items()))}
+    for key, value in (
+        ("Cmd", settings.cmd if settings.cmd is not None else inherited.get("Cmd")),
+        ("Entrypoint", settings.entrypoint if settings.entrypoint is not None else inherited.get("Entrypoint")),
+        ("WorkingDir", settings.workdir or inherited.get("WorkingDir")),
+        ("User", settings.user or inherited.get("User")),
+    ):
+        if value:
+            runtime[key] = value
+    config["config"] = runtime
+    config["created"] = created
+    history = list(base_config.get("history") or [])
+    history.append({"created": created, "created_by": comment})
+    config["history"] = history
+    rootfs = dict(base_config.get("rootfs") or {"type": "layers", "diff_ids": []})
+    config["rootfs"] = {"type": "layers", "diff_ids": [*rootfs.get("diff_ids", []), layer_diff_id]}
+    return json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+
+
+class BaseLayers(BaseModel):
+    config: dict
+    diff_ids: list[str]
+    size: int
+
+
+def base_layers(engine: Engine, base_id: str, into: Path) -> BaseLayers:
+    """``docker save`` the base and keep its layer tars under ``into`` (named by diff ID)."""
+    archive = into / "base.tar"
+    with archive.open("wb") as fh:
+        for chunk in engine.save(base_id):
+            fh.write(chunk)
+    size = 0
+    with tarfile.open(archive) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))[0]
+        config = json.load(tar.extractfile(manifest["Config"]))
+        diff_ids = config["rootfs"]["diff_ids"]
+        for layer_name, diff_id in zip(manifest["Layers"], diff_ids, strict=True):
+            member = tar.getmember(layer_name)
+            size += member.size
+            target = into / f"{diff_id.split(':')[1]}.tar"
+            with tar.extractfile(member) as src, target.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+    archive.unlink()
+    return BaseLayers(config=config, diff_ids=diff_ids, size=size)
+
+
+def assemble(
+    engine: Engine,
+    *,
+    base_id: str,
+    layer: Path,
+    settings: ImageSettings,
+    source_date_epoch: int,
+    archive_out: Path,
+    smoke: SmokeReport,
+) -> AssembledImage:
+    """Write the image as a ``docker save`` tar at ``archive_out`` and load it (untagged)."""
+    created = rfc3339(source_date_epoch)
+    layer_diff = "sha256:" + _sha256(layer)
+    with tempfile.TemporaryDirectory(prefix="releasekit-image-") as tmp:
+        work = Path(tmp)
+        base = base_layers(engine, base_id, work)
+        config = image_config(base.config, layer_diff, settings, created, "releasekit build: wheels installed by hash")
+        config_hex = hashlib.sha256(config).hexdigest()
+        layer_paths = [f"{d.split(':')[1]}/layer.tar" for d in [*base.diff_ids, layer_diff]]
+        manifest = [{"Config": f"{config_hex}.json", "RepoTags": None, "Layers": layer_paths}]
+        with archive_out.open("wb") as fh, tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            def add(name: str, data: bytes | None = None, path: Path | None = None) -> None:
+                info = tarfile.TarInfo(name)
+                info.mtime = source_date_epoch
+                info.mode = 0o644
+                if path is not None:
+                    info.size = path.stat().st_size
+                    with path.open("rb") as src:
+                        tar.addfile(info, src)
+                else:
+                    info.size = len(data or b"")
+                    tar.addfile(info, io.BytesIO(data or b""))
+
+            add(f"{config_hex}.json", config)
+            for diff_id in base.diff_ids:
+                add(f"{diff_id.split(':')[1]}/layer.tar", path=work / f"{diff_id.split(':')[1]}.tar")
+            add(f"{layer_diff.split(':')[1]}/layer.tar", path=layer)
+            add("manifest.json", json.dumps(manifest, separators=(",", ":")).encode())
+    engine.load(archive_out)
+    image_id = f"sha256:{config_hex}"
+    if engine.image_id(image_id) != image_id:
+        raise EnvironmentProblem(f"docker load did not produce image {image_id}")
+    return AssembledImage(
+        image_id=image_id,
+        config_digest=image_id,
+        layer_digest=layer_diff,
+        layer_size=layer.stat().st_size,
+        base_size=base.size,
+        created=created,
+        smoke=smoke,
+    )

@@ -1,0 +1,56 @@
+"""Image labels: OCI annotations plus one ``io.releasekit.component.<name>.*`` group per component."""
+
+from __future__ import annotations
+
+from releasekit.build.record import BaseImageRecord, ComponentRecord
+from releasekit.git.remote import strip_credentials
+
+NS = "io.releasekit"
+
+
+def component_labels(comp: ComponentRecord) -> dict[str, str]:
+    prefix = f"{NS}.component.{comp.name}"
+    values = {
+        "repo": strip_credentials(comp.repo) if comp.repo else None,
+        "commit": comp.commit,
+        "tree": comp.tree,
+        "version": comp.version,
+        "wheel.sha256": comp.wheel_sha256,
+    }
+    return {f"{prefix}.{k}": v for k, v in values.items() if v}
+
+
+def primary_component(components: list[ComponentRecord]) -> ComponentRecord | None:
+    """The component the image is "of" (org.opencontainers.image.source): the first built runtime one."""
+    for comp in components:
+        if comp.kind == "git" and comp.built and comp.role == "runtime":
+            return comp
+    return next((c for c in components if c.kind == "git"), None)
+
+
+def image_labels(
+    *,
+    components: list[ComponentRecord],
+    base: BaseImageRecord,
+    created: str,
+    lock_sha256: str,
+    manifest_sha256: str,
+    release_name: str,
+) -> dict[str, str]:
+    primary = primary_component(components)
+    labels = {
+        "org.opencontainers.image.created": created,
+        "org.opencontainers.image.title": release_name,
+        "org.opencontainers.image.base.name": base.name,
+        "org.opencontainers.image.base.digest": base.digest or base.image_id,
+        f"{NS}.lock.sha256": lock_sha256,
+        f"{NS}.manifest.sha256": manifest_sha256,
+        f"{NS}.base.image_id": base.image_id,
+    }
+    if primary is not None:
+        labels["org.opencontainers.image.source"] = strip_credentials(primary.repo or "")
+        labels["org.opencontainers.image.revision"] = primary.commit or ""
+        labels["org.opencontainers.image.version"] = primary.version or ""
+    for comp in components:
+        labels.update(component_labels(comp))
+    return {k: v for k, v in sorted(labels.items()) if v}

@@ -1,0 +1,83 @@
+"""BuildRecord: ``OUTDIR/build.json``, what every later stage reads about a build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+BUILD_RECORD_SCHEMA = "releasekit.build/v1"
+
+
+class ComponentRecord(BaseModel):
+    name: str
+    kind: Literal["git", "wheel"]
+    role: str | None = None
+    repo: str | None = None
+    ref: str | None = None  # canonical branch (git) or the wheel's declared source ref
+    commit: str | None = None
+    tree: str | None = None
+    version: str | None = None
+    distribution: str | None = None
+    import_names: list[str] = Field(default_factory=list)
+    wheel_filename: str | None = None
+    wheel_sha256: str | None = None
+    native_arches: list[str] = Field(default_factory=list)
+    built: bool = False  # False: recorded only (a build repository, or a component without a recipe)
+    cache: Literal["hit", "miss", "none"] = "none"
+    log: str | None = None  # relative to OUTDIR
+
+
+class BaseImageRecord(BaseModel):
+    name: str
+    digest: str | None = None  # registry digest when there is one
+    image_id: str  # the local image ID (sha256 of its config): what was actually built on
+
+
+class ImageRecord(BaseModel):
+    created: str
+    source_date_epoch: int
+    wheels_layer_digest: str
+    wheels_layer_size: int
+    base_layers_size: int
+    archive: str | None = None  # relative to OUTDIR when kept
+
+
+class CacheReport(BaseModel):
+    hits: list[str] = Field(default_factory=list)
+    misses: list[str] = Field(default_factory=list)
+    layer: Literal["hit", "miss", "none"] = "none"
+
+
+class BuildRecord(BaseModel):
+    schema_: Literal["releasekit.build/v1"] = Field(default=BUILD_RECORD_SCHEMA, alias="schema")
+    name: str
+    lock_sha256: str
+    manifest_sha256: str
+    image_id: str  # sha256:… — the release's identity for every later stage
+    image_tag: str | None = None
+    toolchain: dict[str, object]
+    base_image: BaseImageRecord
+    image: ImageRecord
+    components: list[ComponentRecord]
+    labels: dict[str, str]
+    cache: CacheReport
+    smoke: dict[str, object]
+    outputs: dict[str, str]  # name -> path relative to OUTDIR
+
+    model_config = {"populate_by_name": True}
+
+    def write(self, path: Path) -> None:
+        path.write_text(self.model_dump_json(indent=2, by_alias=True) + "\n", encoding="utf-8")
+
+
+def read_build_record(path: Path) -> BuildRecord:
+    from releasekit.errors import InputError
+
+    try:
+        return BuildRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read build record {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not a releasekit build record: {str(exc).splitlines()[0]}") from None

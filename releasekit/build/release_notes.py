@@ -1,0 +1,48 @@
+"""RELEASE.md: the release documentation seed 003 step 3 asks for, rendered from a template."""
+
+from __future__ import annotations
+
+import jinja2
+
+from releasekit.build.record import BuildRecord
+
+TEMPLATE = """\
+# Release {{ r.name }}
+
+Image `{{ r.image_id }}`{% if r.image_tag %} tagged `{{ r.image_tag }}`{% endif %}, created {{ r.image.created }}
+(SOURCE_DATE_EPOCH {{ r.image.source_date_epoch }}).
+
+- Lock sha256: `{{ r.lock_sha256 }}`
+- Manifest sha256: `{{ r.manifest_sha256 }}`
+- Base image: `{{ r.base_image.name }}` {{ r.base_image.digest or r.base_image.image_id }}
+
+## Toolchain
+
+| | version |
+|---|---|
+| CUDA | {{ r.toolchain.cuda or "not pinned" }} |
+| NCCL | {{ r.toolchain.nccl or "not pinned" }} |
+| PyTorch | {{ r.toolchain.pytorch or "not pinned" }} |
+| CUDA arch list | {{ (r.toolchain.cuda_arch_list or []) | join(", ") or "none" }} |
+
+## Components
+
+| component | repository | commit | version | wheel sha256 |
+|---|---|---|---|---|
+{% for c in r.components %}
+| {{ c.name }} | {{ c.repo or "" }} | {{ c.commit or "" }} | {{ c.version or "" }} | {{ c.wheel_sha256 or "not built" }} |
+{% endfor %}
+
+{% for c in r.components if c.built %}
+{% if loop.first %}## Built from fresh checkouts
+
+{% endif %}
+- **{{ c.name }}**: `{{ c.wheel_filename }}` from `{{ c.repo }}` at `{{ c.commit }}` (tree `{{ c.tree }}`)
+{%- if c.native_arches %}, CUDA code for {{ c.native_arches | join(", ") }}{% endif %}.
+{% endfor %}
+"""
+
+
+def render_release_notes(record: BuildRecord) -> str:
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, autoescape=False, undefined=jinja2.StrictUndefined)  # noqa: S701
+    return env.from_string(TEMPLATE).render(r=record)

@@ -1,0 +1,423 @@
+"""``releasekit build``: lock -> fresh checkouts -> wheels -> smoke test -> image -> labels, provenance, notes.
+
+The order matters for the promise "nothing half-built is tagged": every wheel is built
+and checked, the wheels are installed and smoke-tested in a clean container, the image
+is assembled and loaded untagged, the record, provenance and notes are written, and
+only then is the tag applied.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from releasekit import __version__
+from releasekit.build import dockerfile
+from releasekit.build.cache import BuildCache, wheel_key
+from releasekit.build.engine import Engine
+from releasekit.build.image import LAYER_FORMAT, SmokeReport, WheelInput, assemble, install_layer
+from releasekit.build.labels import image_labels
+from releasekit.build.record import (
+    BaseImageRecord,
+    BuildRecord,
+    CacheReport,
+    ComponentRecord,
+    ImageRecord,
+)
+from releasekit.build.release_notes import render_release_notes
+from releasekit.build.wheel import Log, build_wheel
+from releasekit.build.wheelhouse import fetch_pinned_wheel
+from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
+from releasekit.git import Mirror, fresh_checkout, local_repos_allowed
+from releasekit.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
+from releasekit.manifest import LoadedManifest, load_manifest
+from releasekit.manifest.models import GitComponent, WheelComponent
+from releasekit.provenance.statement import (
+    BuildDefinition,
+    Builder,
+    BuildMetadata,
+    Predicate,
+    ResourceDescriptor,
+    RunDetails,
+    Statement,
+    git_dependency,
+    sha256_digest,
+    write_statement,
+)
+
+BUILDER_ID = "https://releasekit.dev/builder/local"
+
+
+class BuildOptions(BaseModel):
+    manifest: Path
+    lock: Path
+    outdir: Path | None = None
+    tag: str | None = None
+    no_cache: bool = False
+    wheelhouses: list[Path] = Field(default_factory=list)
+    cache_dir: Path | None = None  # the build cache; git mirrors use the git layer's default
+    git_cache_dir: Path | None = None
+    allow_local_repos: bool = False
+    keep_image_archive: bool = False
+    template: Path | None = None
+    # Where sources are checked out and built. Fixed, so that paths compiled into binaries are too.
+    build_root: Path | None = None
+
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def default_build_root() -> Path:
+    return Path(tempfile.gettempdir()) / "releasekit-build"
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """One build at a time per fixed source path (two CI jobs on one machine)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _consistent(loaded: LoadedManifest, lock: Lock) -> None:
+    if lock.manifest.sha256 != loaded.sha256:
+        raise InputError(
+            f"the lock was made from another manifest (lock names sha256 {lock.manifest.sha256[:12]}, "
+            f"{loaded.path.name} is {loaded.sha256[:12]})",
+            hint="run `releasekit plan lock` again",
+        )
+    if set(lock.components) != set(loaded.manifest.components):
+        raise InputError("the lock and the manifest name different components", hint="run `releasekit plan lock` again")
+
+
+def _prepare_outdir(outdir: Path) -> None:
+    """Remove what a previous build here wrote, so that nothing stale is mistaken for this build."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    for name in ("build.json", "provenance.intoto.json", "RELEASE.md", "Dockerfile", "image.tar"):
+        (outdir / name).unlink(missing_ok=True)
+    for sub in ("wheels", "logs"):
+        shutil.rmtree(outdir / sub, ignore_errors=True)
+        (outdir / sub).mkdir()
+
+
+def resolve_base(engine: Engine, lock: Lock) -> BaseImageRecord:
+    base = lock.toolchain.base_image
+    image_id = engine.image_id(base.image_id or base.name)
+    if image_id is None and base.image_id:
+        image_id = engine.image_id(base.name)
+    if image_id is None:
+        raise EnvironmentProblem(
+            f"base image {base.name} is not in the Docker Engine",
+            hint="load or build it (releasekit demo makes its own), then rerun: built wheels are cached",
+        )
+    if base.image_id and image_id != base.image_id:
+        raise EnvironmentProblem(
+            f"base image {base.name} is {image_id[:19]}, the lock pins {base.image_id[:19]}",
+            hint="restore the locked base image or lock again",
+        )
+    if base.digest and not base.image_id:
+        repo_digests = [d.split("@", 1)[1] for d in engine.image_attrs(image_id).get("RepoDigests") or [] if "@" in d]
+        if base.digest != image_id and base.digest not in repo_digests:
+            raise EnvironmentProblem(
+                f"base image {base.name} in the Docker Engine is not the locked digest {base.digest[:19]}",
+                hint="load the locked base image",
+            )
+    return BaseImageRecord(name=base.name, digest=base.digest, image_id=image_id)
+
+
+def _build_git_component(
+    name: str,
+    locked: LockedGitComponent,
+    declared: GitComponent,
+    loaded: LoadedManifest,
+    lock: Lock,
+    opts: BuildOptions,
+    cache: BuildCache,
+    outdir: Path,
+    allow_local: bool,
+) -> ComponentRecord:
+    record = ComponentRecord(
+        name=name,
+        kind="git",
+        role=declared.role,
+        repo=locked.repo,
+        ref=f"refs/heads/{locked.canonical_branch}",
+        commit=locked.commit,
+        tree=locked.tree,
+        distribution=declared.distribution,
+        import_names=list(declared.import_names),
+    )
+    recipe = declared.build
+    if recipe is None:
+        return record
+    arches = list(recipe.cuda_arch_list or lock.toolchain.cuda_arch_list) if recipe.native else []
+    key = wheel_key(locked, recipe, lock.toolchain, arches)
+    log_path = outdir / "logs" / f"{name}.log"
+    record.log = f"logs/{name}.log"
+    wheel = cache.get_wheel(key, outdir / "wheels", log_path)
+    if wheel is None:
+        record.cache = "miss"
+        mirror = Mirror(declared.repo, opts.git_cache_dir, allow_local=allow_local, base_dir=loaded.directory)
+        if mirror.url != locked.repo:
+            raise InputError(f"{name}: the manifest names {mirror.url}, the lock {locked.repo}")
+        root = opts.build_root or default_build_root()
+        with _exclusive(root / f"{name}.lock"):
+            src = root / name
+            shutil.rmtree(src, ignore_errors=True)
+            # fresh_checkout refuses unless HEAD and tree are exactly the locked ones and the tree is clean.
+            fresh_checkout(mirror, locked.commit, src, expect_tree=locked.tree)
+            try:
+                wheel = build_wheel(
+                    src,
+                    outdir / "wheels",
+                    recipe=recipe,
+                    commit=locked.commit,
+                    source_date_epoch=locked.commit_time,
+                    arches=arches,
+                    log=Log(log_path),
+                    component=name,
+                )
+            finally:
+                shutil.rmtree(src, ignore_errors=True)
+        cache.put_wheel(key, wheel, log_path)
+    else:
+        record.cache = "hit"
+    if declared.distribution and wheel.distribution.lower().replace("_", "-") != declared.distribution.lower().replace("_", "-"):
+        raise BuildFailed(f"{name}: built distribution {wheel.distribution}, the manifest declares {declared.distribution}")
+    record.built = True
+    record.version = wheel.version
+    record.distribution = wheel.distribution
+    record.wheel_filename = wheel.filename
+    record.wheel_sha256 = wheel.sha256
+    record.native_arches = arches
+    return record
+
+
+def _layer_key(base_id: str, wheels: list[WheelInput], sde: int) -> str:
+    material = {
+        "format": LAYER_FORMAT,
+        "base": base_id,
+        "sde": sde,
+        "wheels": sorted((w.filename, w.sha256, w.distribution, w.version, sorted(w.import_names)) for w in wheels),
+    }
+    return hashlib.sha256(canonical_json(material)).hexdigest()
+
+
+def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
+    started = datetime.now(UTC)
+    loaded = load_manifest(opts.manifest)
+    lock = read_lock(opts.lock)
+    lock_sha = lock_file_sha256(opts.lock)
+    _consistent(loaded, lock)
+    allow_local = local_repos_allowed(opts.allow_local_repos)
+    engine = Engine()  # no engine: exit 2 now, before any wheel is built
+    base = resolve_base(engine, lock)
+    outdir = opts.outdir or Path("release") / lock.name
+    _prepare_outdir(outdir)
+    cache = BuildCache(opts.cache_dir, enabled=not opts.no_cache)
+    manifest = loaded.manifest
+
+    components: list[ComponentRecord] = []
+    wheels: list[WheelInput] = []
+    for name, locked in lock.components.items():
+        declared = manifest.components[name]
+        if isinstance(locked, LockedGitComponent):
+            assert isinstance(declared, GitComponent)
+            progress(f"{name}: {locked.commit[:12]}")
+            record = _build_git_component(name, locked, declared, loaded, lock, opts, cache, outdir, allow_local)
+            progress(f"{name}: {record.wheel_filename or 'recorded (no build recipe)'} [{record.cache}]")
+        else:
+            assert isinstance(declared, WheelComponent)
+            path = fetch_pinned_wheel(locked, opts.wheelhouses, declared.index_url, outdir / "wheels")
+            record = ComponentRecord(
+                name=name,
+                kind="wheel",
+                role="runtime",
+                repo=locked.source.repo if locked.source else None,
+                ref=locked.source.ref if locked.source else None,
+                commit=locked.source.commit if locked.source else None,
+                version=locked.version,
+                distribution=locked.distribution,
+                import_names=list(declared.import_names),
+                wheel_filename=locked.filename,
+                wheel_sha256=locked.sha256,
+            )
+            progress(f"{name}: {path.name} (pinned wheel, sha256 verified)")
+        components.append(record)
+        if record.wheel_filename and record.role != "build-repo":
+            wheels.append(
+                WheelInput(
+                    path=str(outdir / "wheels" / record.wheel_filename),
+                    filename=record.wheel_filename,
+                    sha256=record.wheel_sha256 or "",
+                    distribution=record.distribution or "",
+                    version=record.version or "",
+                    import_names=record.import_names,
+                )
+            )
+    if not wheels:
+        raise InputError(f"{loaded.path.name}: no component produces a wheel to install; nothing to build")
+
+    git_times = [c.commit_time for c in lock.git_components().values()]
+    # The newest source commit: the image is no older than what it contains, and it is the same every build.
+    sde = max(git_times) if git_times else 0
+    created = datetime.fromtimestamp(sde, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    labels = image_labels(
+        components=components,
+        base=base,
+        created=created,
+        lock_sha256=lock_sha,
+        manifest_sha256=loaded.sha256,
+        release_name=lock.name,
+    )
+    template = opts.template or dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
+    if not template.is_file():
+        raise InputError(f"Dockerfile template {template} not found")
+    rendered = dockerfile.render(
+        template, {"base": {"name": base.name, "digest": base.digest or base.image_id}, "labels": labels}
+    )
+    problems = dockerfile.lint(rendered, template.name)
+    if not problems.passed:
+        raise BuildFailed(
+            f"{template.name}: {problems.errors[0].render()}", details=[f.render() for f in problems.errors]
+        )
+    (outdir / "Dockerfile").write_text(rendered, encoding="utf-8")
+    settings = dockerfile.image_settings(rendered)
+
+    layer_key = _layer_key(base.image_id, wheels, sde)
+    cache_report = CacheReport(
+        hits=[c.name for c in components if c.cache == "hit"], misses=[c.name for c in components if c.cache == "miss"]
+    )
+    with tempfile.TemporaryDirectory(prefix="releasekit-assemble-") as tmp:
+        layer = cache.get_file("layers", layer_key, "layer.tar")
+        smoke_file = cache.get_file("layers", layer_key, "smoke.json")
+        if layer is not None and smoke_file is not None:
+            cache_report.layer = "hit"
+            smoke = SmokeReport.model_validate_json(smoke_file.read_text())
+            progress("image: wheels layer from cache (installed and smoke-tested before)")
+        else:
+            cache_report.layer = "miss"
+            progress(f"image: installing {len(wheels)} wheel(s) into a clean {base.name} container")
+            fresh = Path(tmp) / "layer.tar"
+            smoke = install_layer(engine, base.image_id, wheels, sde, fresh, outdir / "logs" / "image.log")
+            layer = cache.put_file("layers", layer_key, "layer.tar", fresh)
+            report = Path(tmp) / "smoke.json"
+            report.write_text(smoke.model_dump_json())
+            cache.put_file("layers", layer_key, "smoke.json", report)
+        archive = outdir / "image.tar" if opts.keep_image_archive else Path(tmp) / "image.tar"
+        image = assemble(
+            engine, base_id=base.image_id, layer=layer, settings=settings, source_date_epoch=sde,
+            archive_out=archive, smoke=smoke,
+        )
+    progress(f"image: {image.image_id}")
+
+    record = BuildRecord(
+        name=lock.name,
+        lock_sha256=lock_sha,
+        manifest_sha256=loaded.sha256,
+        image_id=image.image_id,
+        image_tag=opts.tag,
+        toolchain=lock.toolchain.model_dump(mode="json", exclude={"base_image"}),
+        base_image=base,
+        image=ImageRecord(
+            created=image.created,
+            source_date_epoch=sde,
+            wheels_layer_digest=image.layer_digest,
+            wheels_layer_size=image.layer_size,
+            base_layers_size=image.base_size,
+            archive="image.tar" if opts.keep_image_archive else None,
+        ),
+        components=components,
+        labels=labels,
+        cache=cache_report,
+        smoke=smoke.model_dump(mode="json"),
+        outputs={
+            "build_record": "build.json",
+            "provenance": "provenance.intoto.json",
+            "release_notes": "RELEASE.md",
+            "dockerfile": "Dockerfile",
+            "wheels": "wheels/",
+            "logs": "logs/",
+        },
+    )
+    statement = provenance_statement(record, lock, opts, lock_sha, started)
+    write_statement(statement, outdir / "provenance.intoto.json")
+    (outdir / "RELEASE.md").write_text(render_release_notes(record), encoding="utf-8")
+    record.write(outdir / "build.json")
+    if opts.tag:
+        engine.tag(image.image_id, opts.tag)
+        progress(f"image: tagged {opts.tag}")
+    return record
+
+
+def provenance_statement(
+    record: BuildRecord, lock: Lock, opts: BuildOptions, lock_sha: str, started: datetime
+) -> Statement:
+    subjects = [ResourceDescriptor(name=opts.tag or record.name, digest=sha256_digest(record.image_id))]
+    subjects += [
+        ResourceDescriptor(name=c.wheel_filename, digest=sha256_digest(c.wheel_sha256))
+        for c in record.components
+        if c.wheel_filename and c.wheel_sha256 and c.kind == "git"
+    ]
+    deps: list[ResourceDescriptor] = []
+    for c in record.components:
+        if c.kind == "git" and c.repo and c.commit:
+            deps.append(git_dependency(c.name, c.repo, c.ref, c.commit, c.tree))
+        elif c.kind == "wheel" and c.wheel_sha256:
+            annotations = {"source": f"git+{c.repo}@{c.ref}" if c.repo and c.ref else c.repo, "gitCommit": c.commit}
+            deps.append(
+                ResourceDescriptor(
+                    name=c.name,
+                    uri=f"pkg:pypi/{c.distribution}@{c.version}",
+                    digest=sha256_digest(c.wheel_sha256),
+                    annotations={k: v for k, v in annotations.items() if v},
+                )
+            )
+    base = record.base_image
+    base_digest = {"sha256": (base.digest or base.image_id).removeprefix("sha256:")}
+    deps.append(ResourceDescriptor(name="base-image", uri=f"docker-image://{base.name}", digest=base_digest,
+                                   annotations={"imageId": base.image_id}))
+    deps.append(ResourceDescriptor(name="lock", uri=f"file:{opts.lock.name}", digest={"sha256": lock_sha}))
+    return Statement(
+        subject=subjects,
+        predicate=Predicate(
+            buildDefinition=BuildDefinition(
+                externalParameters={
+                    "manifest": {"path": opts.manifest.name, "sha256": record.manifest_sha256},
+                    "lock": {"path": opts.lock.name, "sha256": lock_sha},
+                    "tag": opts.tag,
+                },
+                internalParameters={
+                    "sourceDateEpoch": record.image.source_date_epoch,
+                    "toolchain": record.toolchain,
+                    "cache": record.cache.model_dump(mode="json"),
+                },
+                resolvedDependencies=deps,
+            ),
+            runDetails=RunDetails(
+                builder=Builder(id=BUILDER_ID, version={"releasekit": __version__}),
+                metadata=BuildMetadata(
+                    invocationId=f"{record.name}-{lock_sha[:12]}-{int(time.time())}",
+                    startedOn=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    finishedOn=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                ),
+            ),
+        ),
+    )

@@ -1,0 +1,71 @@
+"""Wheel-pinned components: taken as files from a wheelhouse or a simple index, refused on hash mismatch."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from packaging.utils import canonicalize_name
+
+from releasekit.build.wheelfile import sha256_file
+from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
+from releasekit.git.remote import strip_credentials
+from releasekit.lock import LockedWheelComponent
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.links[urlsplit(href).path.rsplit("/", 1)[-1]] = href
+
+
+def _from_index(comp: LockedWheelComponent, index_url: str, dest: Path) -> None:
+    page = f"{index_url.rstrip('/')}/{canonicalize_name(comp.distribution)}/"
+    shown = strip_credentials(page)
+    try:
+        with httpx.Client(timeout=60, follow_redirects=True) as client:
+            listing = client.get(page)
+            listing.raise_for_status()
+            parser = _Links()
+            parser.feed(listing.text)
+            href = parser.links.get(comp.filename)
+            if href is None:
+                raise InputError(f"{comp.name}: {comp.filename} is not listed at {shown}")
+            with client.stream("GET", urljoin(page, href)) as resp, dest.open("wb") as fh:
+                resp.raise_for_status()
+                for chunk in resp.iter_bytes():
+                    fh.write(chunk)
+    except httpx.HTTPError as exc:
+        raise EnvironmentProblem(f"{comp.name}: cannot fetch {comp.filename} from {shown}: {exc}") from None
+
+
+def fetch_pinned_wheel(
+    comp: LockedWheelComponent, wheelhouses: list[Path], index_url: str | None, dest_dir: Path
+) -> Path:
+    """Copy the locked wheel into ``dest_dir``; BuildFailed (exit 1) when its sha256 is not the locked one."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / comp.filename
+    if not re.fullmatch(r"[A-Za-z0-9_.+!-]+\.whl", comp.filename):
+        raise InputError(f"{comp.name}: locked wheel filename {comp.filename!r} is not a plain wheel file name")
+    source = next((h / comp.filename for h in wheelhouses if (h / comp.filename).is_file()), None)
+    if source is not None:
+        shutil.copyfile(source, dest)
+    elif index_url:
+        _from_index(comp, index_url, dest)
+    else:
+        where = ", ".join(str(h) for h in wheelhouses) or "no --wheelhouse given"
+        raise InputError(f"{comp.name}: {comp.filename} not found ({where})", hint="pass --wheelhouse DIR")
+    actual = sha256_file(dest)
+    if actual != comp.sha256:
+        dest.unlink()
+        raise BuildFailed(f"{comp.name}: {comp.filename} has sha256 {actual}, the lock pins {comp.sha256}")
+    return dest
