@@ -65,7 +65,10 @@ class VerifyContext:
         expected = self.dpkg_md5.get(path)
         if expected is None:
             return None
+        entry = self.inventory.get(path)
+        if entry is not None and entry.md5 is not None:
+            return entry.md5 == expected
         data = self.inventory.read(path)
         if data is None:
-            return False
+            return None  # not read (outside the Python roots): nothing to say
         return hashlib.md5(data).hexdigest() == expected  # noqa: S324 - dpkg's own checksum format

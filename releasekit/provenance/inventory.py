@@ -39,6 +39,7 @@ class FileEntry:
     link: str | None = None
     sha256: bytes | None = None
     blob: str | None = None  # git blob id, for .py files
+    md5: str | None = None  # for files dpkg may own: its md5sums are the reference
 
 
 @dataclass
@@ -48,6 +49,8 @@ class ReadPlan:
     python_roots: list[str]
     native_names: set[str] = field(default_factory=set)  # top-level names whose .so files get a fatbin read
     keep_suffixes: tuple[str, ...] = (".pth", "_version.py", "version.py", "customize.py")
+    # Debian's Python lives here; dpkg's md5sums verify it the way RECORD verifies pip's files.
+    md5_prefixes: tuple[str, ...] = ("/usr/lib/python3",)
     max_file_bytes: int = 8 * 1024**3
     max_total_bytes: int = 256 * 1024**3
     deadline: float | None = None  # time.monotonic() value
@@ -161,6 +164,8 @@ def _wants_keep(path: str, plan: ReadPlan, in_root: bool) -> bool:
         return True
     if in_root and name.endswith(plan.keep_suffixes):
         return True
+    if name in ("sitecustomize.py", "usercustomize.py"):
+        return True
     if path == "/var/lib/dpkg/status":
         return True
     return path.startswith("/var/lib/dpkg/info/") and name.endswith((".list", ".md5sums"))
@@ -183,6 +188,7 @@ def _consume(read: Callable[[int], bytes], size: int, *, path: str, plan: ReadPl
     blob = None
     if hash_it and path.endswith(".py"):
         blob = hashlib.sha1(b"blob %d\0" % size)  # git's object id of the file's bytes
+    md5 = hashlib.md5() if hash_it and path.startswith(plan.md5_prefixes) else None  # noqa: S324 - dpkg's format
     kept = bytearray() if keep and size <= KEEP_CAP else None
     spool = tempfile.TemporaryFile() if native else None  # noqa: SIM115 - closed in finally
     try:
@@ -196,6 +202,8 @@ def _consume(read: Callable[[int], bytes], size: int, *, path: str, plan: ReadPl
                 sha.update(data)
             if blob is not None:
                 blob.update(data)
+            if md5 is not None:
+                md5.update(data)
             if kept is not None:
                 kept.extend(data)
             if spool is not None:
@@ -205,6 +213,8 @@ def _consume(read: Callable[[int], bytes], size: int, *, path: str, plan: ReadPl
             inv.hashed_bytes += size
         if blob is not None:
             entry.blob = blob.hexdigest()
+        if md5 is not None:
+            entry.md5 = md5.hexdigest()
         if kept is not None:
             inv.contents[path] = bytes(kept)
         if spool is not None:
@@ -239,7 +249,8 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
                     if original is None:
                         inv.refused.append(member.name[:300])
                         continue
-                    inv.files[path] = FileEntry(path, "file", original.size, None, original.sha256, original.blob)
+                    inv.files[path] = FileEntry(path, "file", original.size, None, original.sha256, original.blob,
+                                                original.md5)
                     if target in inv.contents:
                         inv.contents[path] = inv.contents[target]
                 elif member.isdir():

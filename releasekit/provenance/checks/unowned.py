@@ -41,7 +41,8 @@ def _top(path: str, root: str) -> str:
 
 class UnownedFilesCheck:
     name = "unowned-files"
-    codes = ("UNOWNED_FILE", "PTH_INJECTION", "SITECUSTOMIZE", "UNSAFE_ARCHIVE_MEMBER", "FILE_TOO_LARGE")
+    codes = ("UNOWNED_FILE", "PTH_INJECTION", "SITECUSTOMIZE", "DPKG_FILE_MODIFIED", "UNSAFE_ARCHIVE_MEMBER",
+             "FILE_TOO_LARGE")
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
@@ -53,11 +54,16 @@ class UnownedFilesCheck:
         roots = scan_roots(ctx)
         # Nested roots (lib-dynload inside the stdlib dir) must not report a file twice.
         groups: dict[str, list[str]] = defaultdict(list)
+        modified: list[str] = []
         for path, entry in inv.files.items():
             if entry.kind == "dir":
                 continue
             root = next((r for r in sorted(roots, key=len, reverse=True) if path.startswith(r.rstrip("/") + "/")), None)
-            if root is None or ctx.owned(path):
+            if root is None:
+                continue
+            if ctx.owned(path):
+                if path in ctx.dpkg_owned and ctx.dpkg_intact(path) is False:
+                    modified.append(path)
                 continue
             name = posixpath.basename(path)
             stem = name.split(".", 1)[0]
@@ -73,6 +79,11 @@ class UnownedFilesCheck:
             more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
             found.add("UNOWNED_FILE", f"{len(paths)} file(s) on the import path owned by no RECORD or package: {sample}{more}",
                       path=top)
+        for path in sorted(modified)[:20]:
+            found.add("DPKG_FILE_MODIFIED", "differs from the bytes its Debian package installed (dpkg md5sums)",
+                      path=path)
+        if len(modified) > 20:
+            found.add("DPKG_FILE_MODIFIED", f"{len(modified) - 20} more modified package file(s)")
         self._customize(ctx, found)
         return found
 
