@@ -72,14 +72,34 @@ def test_a_plan_check_that_names_no_lock_is_not_trusted(release):
 def test_verification_summary_listing_errors_is_not_verified(release):
     path = release.evidence / "verification_summary.json"
     data = json.loads(path.read_text())
-    data["predicate"]["findings"] = [{"code": "LABEL_COMMIT_MISMATCH", "severity": "error"}]
+    data["releasekit"]["findings"] = [{"code": "LABEL_COMMIT_MISMATCH", "severity": "error", "message": "x"}]
     path.write_text(json.dumps(data))
     assert codes(gate(release)) == ["PROVENANCE_NOT_VERIFIED"]
 
 
-def test_a_bare_verification_summary_is_read_too(release):
+def test_a_summary_made_against_another_lock_is_refused(release):
     path = release.evidence / "verification_summary.json"
-    path.write_text(json.dumps(json.loads(path.read_text())["predicate"]))
+    data = json.loads(path.read_text())
+    data["releasekit"]["lock_sha256"] = "6" * 64
+    path.write_text(json.dumps(data))
+    assert codes(gate(release)) == ["VERIFICATION_WRONG_LOCK"]
+
+
+def test_provenance_changed_after_verification_is_refused(release):
+    path = release.evidence / "provenance.intoto.json"
+    path.write_text(path.read_text() + "\n")
+    assert codes(gate(release)) == ["PROVENANCE_NOT_VERIFIED"]
+
+
+def test_a_summary_wrapped_in_an_in_toto_statement_is_read_too(release):
+    path = release.evidence / "verification_summary.json"
+    statement = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": "image", "digest": {"sha256": IMAGE_ID.split(":")[1]}}],
+        "predicateType": "https://slsa.dev/verification_summary/v1",
+        "predicate": json.loads(path.read_text()),
+    }
+    path.write_text(json.dumps(statement))
     assert gate(release).passed
 
 
@@ -88,6 +108,7 @@ def test_provenance_about_another_image_is_refused(release):
     data = json.loads(path.read_text())
     data["subject"][0]["digest"]["sha256"] = "5" * 64
     path.write_text(json.dumps(data))
+    release.write_verification()  # verified as it now is: only the subject is wrong
     assert codes(gate(release)) == ["PROVENANCE_WRONG_IMAGE"]
 
 

@@ -105,8 +105,8 @@ class Release:
         write_lock(lock, self.lock)
         self.lock_sha256 = lock_file_sha256(self.lock)
         self.write_plan_check()
-        self.write_verification()
         self.write_provenance()
+        self.write_verification()
         (self.evidence / "RELEASE.md").write_text("# pubtest\n\nBuilt from tiny@aaaaaaaaaaaa.\n", encoding="utf-8")
         for cell in REQUIRED_CELLS:
             self.write_receipt(cell)
@@ -119,20 +119,16 @@ class Release:
         (self.evidence / "plan-check.json").write_text(json.dumps(data), encoding="utf-8")
 
     def write_verification(self, *, image_id: str | None = None, result: str = "PASSED") -> None:
-        data = {
-            "_type": "https://in-toto.io/Statement/v1",
-            "subject": [{"name": "image", "digest": {"sha256": (image_id or self.image_id).split(":")[1]}}],
-            "predicateType": "https://slsa.dev/verification_summary/v1",
-            "predicate": {
-                "verifier": {"id": "releasekit verify-provenance"},
-                "timeVerified": "2026-12-02T00:00:00Z",
-                "resourceUri": f"docker-image:{image_id or self.image_id}",
-                "policy": {"uri": "releasekit:lock"},
-                "verificationResult": result,
-                "verifiedLevels": ["SLSA_BUILD_LEVEL_1"] if result == "PASSED" else [],
-            },
-        }
-        (self.evidence / "verification_summary.json").write_text(json.dumps(data), encoding="utf-8")
+        """The summary as verify-provenance writes it (its own model), over this provenance file."""
+        from releasekit.provenance.summary import ReleasekitBlock, make_summary, write_summary
+
+        summary = make_summary(
+            image_id=image_id or self.image_id,
+            passed=result == "PASSED",
+            block=ReleasekitBlock(lock_sha256=self.lock_sha256, manifest_sha256="0" * 64),
+            provenance=self.evidence / "provenance.intoto.json",
+        )
+        write_summary(summary, self.evidence / "verification_summary.json")
 
     def write_provenance(self) -> None:
         data = {

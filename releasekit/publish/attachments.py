@@ -25,6 +25,7 @@ from releasekit.publish.evidence import (
     VERIFICATION_SUMMARY_FILE,
     Evidence,
     LoadedJson,
+    parse_json,
 )
 from releasekit.publish.registry import ManifestBlob, RegistryClient
 
@@ -56,9 +57,9 @@ class Attached(BaseModel):
 
 
 def _raw(loaded: LoadedJson) -> bytes | None:
-    if not loaded.ok:
+    if not loaded.ok or loaded.text is None:
         return None
-    return (json.dumps(loaded.data, indent=2, sort_keys=True) + "\n").encode()
+    return loaded.text.encode("utf-8")
 
 
 def attach(
@@ -118,25 +119,14 @@ class FetchedAttachments(BaseModel):
             text = self.files.get(name)
             if text is None:
                 return LoadedJson(path=f"attached:{name}", problem="not attached to this digest")
-            try:
-                return LoadedJson(path=f"attached:{name}", data=json.loads(text))
-            except json.JSONDecodeError as exc:
-                return LoadedJson(path=f"attached:{name}", problem=f"not valid JSON: {exc}")
+            return parse_json(f"attached:{name}", text.encode("utf-8"))
 
-        import hashlib
-
-        receipts = []
-        for name in sorted(self.files):
-            if name.startswith(RECEIPT_PREFIX):
-                item = loaded(name)
-                item.sha256 = hashlib.sha256(self.files[name].encode()).hexdigest()
-                receipts.append(item)
         return Evidence(
             plan_check=loaded(PLAN_CHECK_FILE),
             verification_summary=loaded(VERIFICATION_SUMMARY_FILE),
             provenance=loaded(PROVENANCE_FILE),
             build_notes=self.files.get(BUILD_NOTES_FILE),
-            receipts=receipts,
+            receipts=[loaded(name) for name in sorted(self.files) if name.startswith(RECEIPT_PREFIX)],
         )
 
 

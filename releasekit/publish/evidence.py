@@ -44,6 +44,8 @@ class LoadedJson(BaseModel):
     data: Any = None
     problem: str | None = None
     sha256: str | None = None
+    # The file's exact text: attached as is, so digests other stages recorded still match.
+    text: str | None = Field(default=None, exclude=True, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -51,19 +53,24 @@ class LoadedJson(BaseModel):
 
 
 def read_json(path: Path) -> LoadedJson:
-    import hashlib
-
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return LoadedJson(path=str(path), problem="file not found")
     except OSError as exc:
         return LoadedJson(path=str(path), problem=f"cannot read: {exc.strerror or exc}")
+    return parse_json(str(path), raw)
+
+
+def parse_json(name: str, raw: bytes) -> LoadedJson:
+    import hashlib
+
     try:
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return LoadedJson(path=str(path), problem=f"not valid JSON: {exc}")
-    return LoadedJson(path=str(path), data=data, sha256=hashlib.sha256(raw).hexdigest())
+        return LoadedJson(path=name, problem=f"not valid JSON: {exc}")
+    return LoadedJson(path=name, data=data, sha256=hashlib.sha256(raw).hexdigest(), text=text)
 
 
 class PlanCheckEvidence(BaseModel):
@@ -95,7 +102,12 @@ class PlanCheckEvidence(BaseModel):
 
 
 class VerificationSummary(BaseModel):
-    """The fields of an SLSA Verification Summary (v1) the gate relies on."""
+    """The fields of an SLSA Verification Summary (v1) the gate relies on.
+
+    ``verify-provenance`` writes it bare, with a ``releasekit`` block (lock_sha256,
+    findings) and the provenance it verified under ``inputAttestations``; an in-toto
+    Statement wrapping the same predicate is read too.
+    """
 
     verifier: str | None = None
     time_verified: str | None = None
@@ -105,6 +117,7 @@ class VerificationSummary(BaseModel):
     subject_sha256: list[str] = Field(default_factory=list)
     lock_sha256: str | None = None
     error_codes: list[str] = Field(default_factory=list)
+    input_attestations: dict[str, str] = Field(default_factory=dict)  # file name -> sha256
 
     @classmethod
     def from_json(cls, data: Any) -> VerificationSummary:
@@ -120,8 +133,11 @@ class VerificationSummary(BaseModel):
                     subjects.append(str(digest))
         if not isinstance(body, dict):
             raise ValueError("the summary is not a JSON object")
+        if "resourceUri" not in body or "verificationResult" not in body:
+            raise ValueError("missing resourceUri or verificationResult")
+        block = body.get("releasekit") if isinstance(body.get("releasekit"), dict) else {}
         verifier = body.get("verifier")
-        raw_findings = body.get("findings", data.get("findings", []))
+        raw_findings = body.get("findings", block.get("findings", data.get("findings", [])))
         if isinstance(raw_findings, dict):
             raw_findings = raw_findings.get("findings", [])
         errors = [
@@ -129,8 +145,10 @@ class VerificationSummary(BaseModel):
             for f in raw_findings or []
             if isinstance(f, dict) and f.get("severity", "error") == "error"
         ]
-        if "resourceUri" not in body or "verificationResult" not in body:
-            raise ValueError("missing resourceUri or verificationResult")
+        attestations: dict[str, str] = {}
+        for item in body.get("inputAttestations") or []:
+            if isinstance(item, dict) and item.get("uri") and (item.get("digest") or {}).get("sha256"):
+                attestations[str(item["uri"]).rsplit("/", 1)[-1]] = str(item["digest"]["sha256"])
         return cls(
             verifier=verifier.get("id") if isinstance(verifier, dict) else verifier,
             time_verified=body.get("timeVerified"),
@@ -138,8 +156,9 @@ class VerificationSummary(BaseModel):
             result=str(body["verificationResult"]),
             policy=body.get("policy"),
             subject_sha256=subjects,
-            lock_sha256=body.get("lock_sha256") or data.get("lock_sha256"),
+            lock_sha256=body.get("lock_sha256") or block.get("lock_sha256") or data.get("lock_sha256"),
             error_codes=errors,
+            input_attestations=attestations,
         )
 
     def names_image(self, image_id: str) -> bool:

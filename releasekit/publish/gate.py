@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 from releasekit.findings import Findings, Severity
 from releasekit.publish.engine import ImageFacts
 from releasekit.publish.evidence import (
+    PROVENANCE_FILE,
     Evidence,
     PlanCheckEvidence,
     ReceiptView,
@@ -206,12 +207,14 @@ class ProvenanceVerified:
         out = Findings()
         image_id = subject.image.id
         loaded = subject.evidence.verification_summary
+        summary: VerificationSummary | None = None
         if not loaded.ok:
             out.add("VERIFICATION_MISSING", f"verification summary: {loaded.problem}", path=loaded.path)
         else:
             try:
                 summary = VerificationSummary.from_json(loaded.data)
             except ValueError as exc:
+                summary = None
                 out.add("VERIFICATION_MISSING", f"verification summary unusable: {exc}", path=loaded.path)
             else:
                 if not summary.names_image(image_id):
@@ -234,6 +237,13 @@ class ProvenanceVerified:
                         path=loaded.path,
                     )
         statement = subject.evidence.provenance
+        verified_sha = summary.input_attestations.get(PROVENANCE_FILE) if loaded.ok and summary else None
+        if statement.ok and verified_sha and verified_sha != statement.sha256:
+            out.add(
+                "PROVENANCE_NOT_VERIFIED",
+                "provenance.intoto.json is not the file verify-provenance verified (its sha256 differs)",
+                path=statement.path,
+            )
         if not statement.ok:
             out.add("PROVENANCE_MISSING", f"provenance statement: {statement.problem}", path=statement.path)
         elif isinstance(statement.data, dict):
