@@ -15,14 +15,25 @@ import subprocess
 from pathlib import Path
 
 
+class Clock:
+    """Committer time shared by several forges, so "which landed first" is comparable across repositories."""
+
+    def __init__(self, start: int = 1_700_000_000) -> None:
+        self.now = start
+
+    def tick(self) -> int:
+        self.now += 60
+        return self.now
+
+
 class Forge:
-    def __init__(self, root: Path, name: str = "repo", default_branch: str = "main", start_time: int = 1_700_000_000) -> None:
+    def __init__(self, root: Path, name: str = "repo", default_branch: str = "main", clock: Clock | None = None) -> None:
         self.root = Path(root)
         self.name = name
         self.remote = self.root / f"{name}.git"
         self.work = self.root / f"{name}-work"
         self.default_branch = default_branch
-        self._time = start_time
+        self.clock = clock or Clock()
         self._prs: dict[int, tuple[str, str]] = {}  # number -> (base branch, head branch)
         self.root.mkdir(parents=True, exist_ok=True)
         self._git(None, "init", "--quiet", "--bare", f"--initial-branch={default_branch}", str(self.remote))
@@ -38,7 +49,7 @@ class Forge:
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        stamp = f"{self._time} +0000"
+        stamp = f"{self.clock.now} +0000"
         env.update(
             GIT_CONFIG_NOSYSTEM="1",
             GIT_CONFIG_GLOBAL="/dev/null",
@@ -67,7 +78,7 @@ class Forge:
         return self._git(None, "--git-dir", str(self.remote), *args)
 
     def _tick(self) -> None:
-        self._time += 60
+        self.clock.tick()
 
     def rev(self, rev: str) -> str:
         return self.git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()

@@ -1,0 +1,216 @@
+"""plan lock / plan check on the seed-003 scenario, built as real git repositories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from plan_world import FF, VLLM_PLAN, World
+
+from releasekit.lock import read_lock
+from releasekit.manifest import load_manifest
+from releasekit.plan.check import check_plan
+from releasekit.plan.locking import build_lock
+
+
+@pytest.fixture(autouse=True)
+def _local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
+    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return World(tmp_path_factory.mktemp("seed003") / "w")
+
+
+@pytest.fixture()
+def world(template: World, tmp_path: Path) -> World:
+    return World.copy_of(template, tmp_path / "w")
+
+
+def _check(world: World, lock=None, data: dict | None = None):
+    loaded = load_manifest(world.write_manifest(data))
+    return check_plan(loaded, lock=lock)
+
+
+def _codes(result) -> list[tuple[str, str | None, int | None]]:
+    return sorted((f.code, f.location.component, f.location.pr) for f in result.findings if f.severity == "error")
+
+
+def test_planned_order_with_mixed_merge_methods_passes(world: World) -> None:
+    world.land_b12x(methods={32: "squash", 35: "rebase"})
+    world.land_vllm(VLLM_PLAN, methods={97: "squash", 103: "rebase", 109: "squash"})
+    result = _check(world)
+    assert _codes(result) == [], [f.render() for f in result.findings]
+    assert result.passed
+    vllm = next(c for c in result.components if c.component == "vllm")
+    by_pr = {s.pr: s for s in vllm.statuses if s.role == "planned"}
+    # A one-commit PR squashed is patch-equivalent commit by commit; a two-commit squash needs the combined diff.
+    assert by_pr[97].how == "patch-id" and by_pr[109].how == "squash"
+    assert by_pr[103].how == "patch-id" and by_pr[108].how == "ancestry"
+    positions = [by_pr[n].landed_position for n in VLLM_PLAN]
+    assert positions == sorted(positions)
+    # The landing commit of a merge-commit PR is the merge itself, on the first-parent line.
+    assert by_pr[108].landed_at == world.vllm.git("rev-list", "--first-parent", "--merges", "-n1", "--grep", "#108", FF).strip()
+    superseded = {s.pr: s.state for s in vllm.statuses if s.role in ("superseded", "closed")}
+    assert superseded == {88: "absent", 96: "absent", 105: "absent", 106: "absent", 107: "absent"}
+
+
+def test_103_before_97_is_out_of_order(world: World) -> None:
+    world.land_b12x()
+    order = [108, 103, 97, 98, 99, 100, 101, 102, 104, 109]
+    world.land_vllm(order)
+    result = _check(world)
+    assert _codes(result) == [("MERGED_OUT_OF_ORDER", "vllm", 103)]
+    assert "'after:' names #97" in next(f.message for f in result.findings if f.code == "MERGED_OUT_OF_ORDER")
+
+
+def test_109_before_108_is_out_of_order_even_when_squashed(world: World) -> None:
+    world.land_b12x()
+    order = [109, 108, 97, 103, 98, 99, 100, 101, 102, 104]
+    world.land_vllm(order, methods={109: "squash"})
+    result = _check(world)
+    assert ("MERGED_OUT_OF_ORDER", "vllm", 109) in _codes(result)
+    assert {c for c, _, _ in _codes(result)} == {"MERGED_OUT_OF_ORDER"}
+
+
+def test_cross_component_after_uses_landing_times(world: World) -> None:
+    # vLLM #104 must land after b12x#34: land all of vLLM first, then B12X.
+    world.land_vllm(VLLM_PLAN)
+    world.land_b12x()
+    result = _check(world)
+    assert _codes(result) == [("AFTER_VIOLATED", "vllm", 104)]
+
+
+def test_prerequisite_not_merged(world: World) -> None:
+    world.land_b12x([28, 32])
+    world.land_vllm(VLLM_PLAN)
+    codes = _codes(_check(world))
+    assert ("AFTER_VIOLATED", "vllm", 104) in codes
+    assert ("PR_NOT_MERGED", "b12x", 34) in codes and ("PR_NOT_MERGED", "b12x", 35) in codes
+
+
+def test_not_merged_and_partially_merged(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm([108, 97, 98, 99, 100, 101, 102, 104, 109])
+    # Only the first commit of #103 cherry-picked onto canonical.
+    first = world.vllm.git("rev-list", "--reverse", f"{FF}..{world.vllm.pr_head(103)}").split()[0]
+    world.vllm.cherry_pick(first, FF)
+    codes = _codes(_check(world))
+    assert codes == [("PR_PARTIALLY_MERGED", "vllm", 103)]
+    world.vllm.git("reset", "--hard", "HEAD~1")
+    world.vllm.push(FF)
+    assert _codes(_check(world)) == [("PR_NOT_MERGED", "vllm", 103)]
+
+
+def test_superseded_and_closed_prs_present(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    world.vllm.cherry_pick(world.vllm.pr_head(106), FF)  # a cherry-picked copy counts
+    world.vllm.merge_pr(88, "merge")
+    world.b12x.merge_pr(33, "squash")
+    codes = _codes(_check(world))
+    assert ("SUPERSEDED_PR_MERGED", "vllm", 106) in codes
+    assert ("CLOSED_PR_MERGED", "vllm", 88) in codes
+    assert ("SUPERSEDED_PR_MERGED", "b12x", 33) in codes
+    assert ("SUPERSEDED_PR_MERGED", "vllm", 105) not in codes
+
+
+def test_superseded_commit_carried_inside_superseder_is_not_blamed(world: World) -> None:
+    # #109 is rebuilt on top of #105's head (it consolidates it); #105 itself is never merged.
+    world.vllm.force_push_pr(109, [{"vllm/pr109_1.py": "X = 1\n"}], start=world.vllm.pr_head(105))
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    assert _codes(_check(world)) == []
+
+
+def test_excluded_change_present(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    world.vllm.cherry_pick(world.launcher, FF)
+    codes = [c for c in _codes(_check(world))]
+    assert codes.count(("EXCLUDED_CHANGE_PRESENT", "vllm", None)) == 2  # path glob and subject pattern
+
+
+def test_already_canonical_missing(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    data = world.manifest()
+    data["components"]["vllm"]["already_canonical"].append({"pr": 98, "title": "fine"})
+    data["components"]["vllm"]["merge_plan"] = [p for p in data["components"]["vllm"]["merge_plan"] if p["pr"] != 98]
+    assert _codes(_check(world, data=data)) == []
+    world.vllm.open_pr(77, [{"vllm/never.py": "N = 1\n"}])
+    data["components"]["vllm"]["already_canonical"].append({"pr": 77, "title": "never merged"})
+    assert _codes(_check(world, data=data)) == [("ALREADY_CANONICAL_MISSING", "vllm", 77)]
+
+
+def test_lock_records_heads_trees_and_detects_moved_head(world: World, tmp_path: Path) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    path = world.write_manifest()
+    loaded = load_manifest(path)
+    lock = build_lock(loaded)
+    vllm = lock.git_components()["vllm"]
+    assert vllm.commit == world.vllm.remote_rev(f"refs/heads/{FF}")
+    assert vllm.tree == world.vllm.tree(vllm.commit)
+    assert lock.manifest.sha256 == loaded.sha256
+    heads = {p.number: (p.head, p.role) for p in vllm.pull_requests}
+    assert heads[103] == (world.vllm.pr_head(103), "planned")
+    assert heads[106][1] == "superseded" and heads[88][1] == "closed"
+    assert [c.commit for c in vllm.canonical_commits] == [world.tp6]
+    assert lock.toolchain.base_image.digest is None and lock.toolchain.base_image.note
+    assert check_plan(loaded, lock=lock).passed
+    world.vllm.force_push_pr(101, [{"vllm/pr101_0.py": "REWRITTEN = 1\n"}])
+    result = check_plan(loaded, lock=lock)
+    assert _codes(result) == [("PR_HEAD_MOVED", "vllm", 101)]
+
+
+def test_unpublished_commit(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    local_only = world.vllm.commit({"vllm/local.py": "HACK = 1\n"}, "local hotfix", branch=FF)  # never pushed
+    data = world.manifest()
+    data["components"]["vllm"]["commit"] = local_only
+    assert ("UNPUBLISHED_COMMIT", "vllm", None) in _codes(_check(world, data=data))
+    # Pushed to a branch, then the branch is deleted: the mirror has the object but no ref reaches it.
+    world.vllm.git("push", "--quiet", "origin", f"{local_only}:refs/heads/tmp")
+    path = world.write_manifest(data)
+    lock = build_lock(load_manifest(path))
+    world.vllm.delete_remote_ref("refs/heads/tmp")
+    result = check_plan(load_manifest(path), lock=lock)
+    assert ("UNPUBLISHED_COMMIT", "vllm", None) in _codes(result)
+
+
+def test_lock_manifest_mismatch(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    lock = build_lock(load_manifest(world.write_manifest()))
+    data = world.manifest(name="other-name")
+    codes = _codes(_check(world, lock=lock, data=data))
+    assert ("LOCK_MANIFEST_MISMATCH", None, None) in codes
+
+
+def test_cli_lock_then_check_writes_output(world: World, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from releasekit.cli import app
+
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    path = world.write_manifest()
+    runner = CliRunner()
+    r = runner.invoke(app, ["plan", "lock", str(path), "-o", str(tmp_path / "lock.json"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert read_lock(tmp_path / "lock.json").name == "ff-next-test"
+    out = tmp_path / "rel" / "plan-check.json"
+    r = runner.invoke(app, ["plan", "check", str(path), "--lock", str(tmp_path / "lock.json"), "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "where it landed" in r.output
+    written = json.loads(out.read_text())
+    assert written["passed"] is True and len(written["lock_sha256"]) == 64
+    world.vllm.cherry_pick(world.vllm.pr_head(105), FF)
+    r = runner.invoke(app, ["plan", "check", str(path), "--json"])
+    assert r.exit_code == 1
+    assert "SUPERSEDED_PR_MERGED" in {f["code"] for f in json.loads(r.output)["findings"]["findings"]}
