@@ -61,7 +61,7 @@ def manifest_digest(reg, repository: str, ref: str, credentials: RegistryCredent
         return blob.digest if blob else None
 
 
-def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registry, image):
+def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registry, image, other_image):
     release = Release(tmp_path, image)
     repo = "team/vllm-green"
     r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "ff-next", "beta"))
@@ -102,6 +102,14 @@ def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registr
     again = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["digest"] == digest
+    assert json.loads(again.stdout)["moved_tags"] == {}
+
+    # The next release moves `beta` and says from where.
+    nxt = Release(tmp_path / "next", other_image)
+    moved = run_cli(*publish_args(nxt, other_image, f"{registry.host}/{repo}", "beta"))
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert json.loads(moved.stdout)["moved_tags"] == {"beta": digest}
+    assert manifest_digest(registry, repo, "ff-next") == digest
 
 
 GATE_CASES = {

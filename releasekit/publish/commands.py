@@ -28,7 +28,8 @@ def _render_publish(result: PublishResult) -> None:
     if result.published:
         console.print(f"published {result.image_id} as {result.repository}@{result.digest}")
         for tag in result.tags:
-            console.print(f"  tag {result.repository}:{tag}")
+            was = result.moved_tags.get(tag)
+            console.print(f"  tag {result.repository}:{tag}" + (f" (moved from {was})" if was else ""))
         if result.attachment:
             console.print(f"  evidence {result.repository}:{result.attachment.tag} ({result.attachment.digest})")
         console.print(f"  release notes {result.release_notes}")

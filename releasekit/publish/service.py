@@ -45,6 +45,7 @@ class PublishResult(BaseModel):
     digest: str | None = None
     staging_tag: str | None = None
     attachment: Attached | None = None
+    moved_tags: dict[str, str] = Field(default_factory=dict)  # tag -> the digest it pointed at before
     release_notes: str | None = None  # path of the RELEASE.md written
     gate: GateReport
 
@@ -215,7 +216,11 @@ def publish(
             gate_json=record.model_dump_json(indent=2).encode(),
             release_notes=notes,
         )
+        moved: dict[str, str] = {}
         for tag in final_tags:
+            before = client.get_manifest(target.repository, tag)
+            if before is not None and before.digest != digest:
+                moved[tag] = before.digest
             client.put_manifest(target.repository, tag, blob.data, blob.media_type)
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -225,6 +230,7 @@ def publish(
     result.digest = digest
     result.staging_tag = staging_tag(facts.id)
     result.attachment = attached
+    result.moved_tags = moved
     result.release_notes = str(notes_path)
     (out_dir / RESULT_FILE).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return result
