@@ -30,7 +30,9 @@ from releasekit.plan.models import PinAuditResult, PinOccurrence
 Scope = Literal["build", "runtime", "release"]
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
 _REQ_GLOBS = ("requirements*.txt", "requirements*.in", "*-requirements.txt", "constraints*.txt")
-_SPEC = r"(?:===|==|>=|<=|~=|!=|>|<)\s*[A-Za-z0-9.*+!_-]+"
+# A version may be a shell/Docker variable (``==${TVM_FFI_VERSION}``): the variable's own
+# definition is what gets compared, where it is set.
+_SPEC = r"(?:===|==|>=|<=|~=|!=|>|<)\s*(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|[A-Za-z0-9.*+!_-]+)"
 _VCS = re.compile(r"(?:git|hg|svn|bzr)\+[a-z]+://\S+|(?<![A-Za-z0-9_.-])[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?\s+@\s+(?:https?|file|ssh)://\S+")
 
 
@@ -151,7 +153,7 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
                 else:
                     found = _requirement_hits(line, pin)
                 for spec in found:
-                    agrees = spec == expected or spec == f"==={pin.version}"
+                    agrees = spec in (expected, f"==={pin.version}") or bool(re.fullmatch(r"===?\$\{?\w+\}?", spec))
                     _record(findings, occurrences, rel, lineno, pin, spec, expected, agrees, scope)
                 if kind in ("dockerfile", "workflow"):
                     for var in _var_names(pin.package):
