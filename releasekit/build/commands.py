@@ -1,9 +1,73 @@
-"""CLI commands of the build stage."""
+"""CLI commands of the build stage: ``releasekit build``."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+
+from releasekit.build.record import BuildRecord
+from releasekit.build.service import BuildOptions, run_build
+from releasekit.report import findings_table, print_json, stdout_console
+
+
+def render_record(record: BuildRecord, outdir: Path) -> None:
+    console = stdout_console()
+    rows = [
+        [
+            c.name,
+            c.commit[:12] if c.commit else "",
+            c.version or "",
+            (c.wheel_sha256 or "")[:16],
+            c.cache if c.built else ("pinned wheel" if c.kind == "wheel" else "recorded"),
+        ]
+        for c in record.components
+    ]
+    console.print(findings_table(f"release {record.name}", ["component", "commit", "version", "wheel sha256", "cache"], rows))
+    console.print(f"image {escape(record.image_id)}" + (f" tagged {escape(record.image_tag)}" if record.image_tag else ""))
+    console.print(
+        f"cache: {len(record.cache.hits)} hit(s), {len(record.cache.misses)} miss(es), wheels layer {record.cache.layer}"
+    )
+    console.print(f"outputs in {escape(str(outdir))}: build.json, provenance.intoto.json, RELEASE.md, wheels/, logs/")
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the root app."""
+
+    @app.command("build")
+    def build_cmd(
+        file: Path = typer.Argument(..., help="the manifest YAML file", show_default=False),
+        lock: Path = typer.Option(..., "--lock", help="the lock written by `releasekit plan lock`"),
+        outdir: Path = typer.Option(None, "-o", "--output", help="release directory (default: release/<name>)"),
+        tag: str = typer.Option(None, "--tag", help="tag the image with this name once everything passed"),
+        no_cache: bool = typer.Option(False, "--no-cache", help="rebuild every wheel and the image layer"),
+        wheelhouse: list[Path] = typer.Option([], "--wheelhouse", help="directory of pinned wheels (repeatable)"),
+        allow_local_repos: bool = typer.Option(
+            False, "--allow-local-repos", help="accept file:// and path remotes (tests, demo)"
+        ),
+        save_image: bool = typer.Option(False, "--save-image", help="keep the image as OUTDIR/image.tar"),
+        template: Path = typer.Option(None, "--template", help="Dockerfile template (default: dockerfiles/release.Dockerfile.j2)"),
+        as_json: bool = typer.Option(False, "--json", help="machine-readable output (the build record)"),
+    ) -> None:
+        """Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image."""
+        err = Console(file=sys.stderr, highlight=False)
+        opts = BuildOptions(
+            manifest=file,
+            lock=lock,
+            outdir=outdir,
+            tag=tag,
+            no_cache=no_cache,
+            wheelhouses=wheelhouse,
+            allow_local_repos=allow_local_repos,
+            keep_image_archive=save_image,
+            template=template,
+        )
+        record = run_build(opts, progress=(lambda _msg: None) if as_json else (lambda msg: err.print(escape(msg))))
+        if as_json:
+            print_json(record)
+        else:
+            render_record(record, outdir or Path("release") / record.name)
+        raise typer.Exit(0)

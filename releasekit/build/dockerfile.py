@@ -105,6 +105,7 @@ def lint(text: str, name: str) -> Findings:
         if ins.keyword in ("COPY", "ADD"):
             if "--from" in ins.args:
                 findings.add("DOCKERFILE_COPIES_SOURCE", f"{ins.keyword} --from copies another stage's files", **where)
+                continue
             for src in _copy_sources(ins.args):
                 clean = src.removeprefix("./")
                 if "://" in clean or not (clean == WHEELS_CONTEXT or (clean.startswith(WHEELS_CONTEXT) and clean.endswith(".whl"))):

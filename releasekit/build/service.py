@@ -37,7 +37,7 @@ from releasekit.build.release_notes import render_release_notes
 from releasekit.build.wheel import Log, build_wheel
 from releasekit.build.wheelhouse import fetch_pinned_wheel
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
-from releasekit.git import Mirror, fresh_checkout, local_repos_allowed
+from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
 from releasekit.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import GitComponent, WheelComponent
@@ -194,6 +194,7 @@ def _build_git_component(
                     log=Log(log_path),
                     component=name,
                 )
+                _sources_untouched(name, src, recipe.generated_files, recipe.subdirectory)
             finally:
                 shutil.rmtree(src, ignore_errors=True)
         cache.put_wheel(key, wheel, log_path)
@@ -208,6 +209,21 @@ def _build_git_component(
     record.wheel_sha256 = wheel.sha256
     record.native_arches = arches
     return record
+
+
+def _sources_untouched(name: str, src: Path, generated: list[str], subdirectory: str | None) -> None:
+    """A build may write its declared generated files and ignored files, never a tracked source.
+
+    A backend that edits tracked files ships sources that are not the locked commit's.
+    """
+    allowed = {g for g in generated} | {f"{subdirectory.rstrip('/')}/{g}" for g in generated if subdirectory}
+    status = Git(src).run("status", "--porcelain", "--untracked-files=no")
+    changed = [line[3:] for line in status.splitlines() if line[3:] not in allowed]
+    if changed:
+        raise BuildFailed(
+            f"{name}: the build changed the checked-out sources ({', '.join(changed[:3])}); "
+            "the wheel would not be the locked commit"
+        )
 
 
 def _layer_key(base_id: str, wheels: list[WheelInput], sde: int) -> str:

@@ -99,6 +99,9 @@ def record_mismatches(path: Path) -> list[str]:
                 problems.append(f"{name}: no hash in RECORD")
                 continue
             algo, _, expected = digest.partition("=")
+            if name not in zf.namelist():
+                problems.append(f"{name}: listed in RECORD but missing")
+                continue
             actual = base64.urlsafe_b64encode(hashlib.new(algo, zf.read(name)).digest()).rstrip(b"=").decode()
             if actual != expected:
                 problems.append(f"{name}: hash differs from RECORD")

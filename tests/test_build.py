@@ -1,0 +1,303 @@
+"""releasekit build on the real Docker Engine, from real git repositories and real PEP 517 builds.
+
+One example release (the demo's two components: pure Python, and CUDA when nvcc is
+present) is locked with ``plan lock``'s service and built once per module; the tests
+read that build, then build it again (forced and cached) and break it on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from releasekit.build.native import fatbin_arches
+from releasekit.build.record import BuildRecord
+from releasekit.build.service import BuildOptions, run_build
+from releasekit.demo.example import DemoRepository, make_example
+from releasekit.errors import BuildFailed, InputError
+from releasekit.lock import Lock, lock_file_sha256, read_lock, write_lock
+from releasekit.manifest import load_manifest
+from releasekit.plan.locking import build_lock
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+TAG = "releasekit-test/build:module"
+HAS_NVCC = shutil.which("nvcc") is not None
+
+
+@dataclass
+class World:
+    root: Path
+    manifest: Path
+    lock_path: Path
+    lock: Lock
+    record: BuildRecord
+    out: Path
+
+    def options(self, out: str, **kw) -> BuildOptions:
+        return BuildOptions(
+            manifest=self.manifest,
+            lock=kw.pop("lock", self.lock_path),
+            outdir=self.root / out,
+            cache_dir=self.root / "cache",
+            git_cache_dir=self.root / "git",
+            allow_local_repos=True,
+            build_root=self.root / "src",
+            **kw,
+        )
+
+
+def _lock(root: Path, manifest: Path, name: str = "lock.json") -> Path:
+    lock = build_lock(load_manifest(manifest), cache_dir=root / "git", allow_local=True)
+    path = root / name
+    write_lock(lock, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, base_image, docker_client) -> World:
+    root = tmp_path_factory.mktemp("build")
+    example = make_example(root / "example", base_image=base_image.name)
+    manifest = Path(example.manifest)
+    lock_path = _lock(root, manifest)
+    w = World(root, manifest, lock_path, read_lock(lock_path), None, root / "out1")  # type: ignore[arg-type]
+    w.record = run_build(w.options("out1", tag=TAG))
+    yield w
+    for image in docker_client.images.list(name="releasekit-test/build"):
+        for tag in image.tags:
+            docker_client.images.remove(tag, noprune=False)
+
+
+def _run_in(docker_client, image: str, script: str) -> str:
+    out = docker_client.containers.run(image, ["python3", "-B", "-c", script], remove=True, network_disabled=True)
+    return out.decode()
+
+
+def test_labels_match_the_lock(world: World, docker_client):
+    labels = docker_client.images.get(TAG).labels
+    assert labels["io.releasekit.lock.sha256"] == lock_file_sha256(world.lock_path)
+    assert labels["io.releasekit.manifest.sha256"] == world.lock.manifest.sha256
+    for name, comp in world.lock.git_components().items():
+        prefix = f"io.releasekit.component.{name}"
+        assert labels[f"{prefix}.commit"] == comp.commit
+        assert labels[f"{prefix}.tree"] == comp.tree
+        assert labels[f"{prefix}.repo"] == comp.repo
+        assert labels[f"{prefix}.version"].endswith(f"+g{comp.commit[:12]}")
+        wheel = next(c for c in world.record.components if c.name == name)
+        assert labels[f"{prefix}.wheel.sha256"] == wheel.wheel_sha256
+    runtime = world.lock.components["runtime"]
+    assert labels["org.opencontainers.image.revision"] == runtime.commit
+    assert labels["org.opencontainers.image.base.name"] == world.lock.toolchain.base_image.name
+    newest = max(c.commit_time for c in world.lock.git_components().values())
+    from datetime import UTC, datetime
+
+    assert labels["org.opencontainers.image.created"] == datetime.fromtimestamp(newest, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert docker_client.images.get(TAG).id == world.record.image_id
+
+
+def test_installed_files_match_records_and_versions_name_the_locked_commits(world: World, docker_client):
+    script = r"""
+import base64, csv, hashlib, importlib, importlib.metadata as md, json, os
+out = {}
+for name, mod in (("rkdemo-runtime", "rkdemo_runtime"), ("rkdemo-kernels", "rkdemo_kernels")):
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError:
+        continue
+    bad, n = [], 0
+    for row in csv.reader(dist.read_text("RECORD").splitlines()):
+        if not row[1]:
+            continue
+        path = os.path.normpath(os.path.join(str(dist.locate_file("")), row[0]))
+        algo, _, want = row[1].partition("=")
+        got = base64.urlsafe_b64encode(hashlib.new(algo, open(path, "rb").read()).digest()).rstrip(b"=").decode()
+        n += 1
+        if got != want:
+            bad.append(row[0])
+    m = importlib.import_module(mod)
+    v = importlib.import_module(mod + "._version")
+    out[name] = {"version": dist.version, "bad": bad, "files": n, "commit": v.__commit__, "file": m.__file__}
+print(json.dumps(out))
+"""
+    installed = json.loads(_run_in(docker_client, TAG, script))
+    expected = {"rkdemo-runtime": "runtime", **({"rkdemo-kernels": "kernels"} if HAS_NVCC else {})}
+    assert set(installed) == set(expected)
+    for dist, comp_name in expected.items():
+        commit = world.lock.components[comp_name].commit
+        got = installed[dist]
+        assert got["bad"] == [] and got["files"] >= 4
+        assert got["version"].endswith(f"+g{commit[:12]}")
+        assert got["commit"] == commit
+        assert got["file"].startswith("/usr/local/lib/python3")
+
+
+def test_outputs_provenance_and_release_notes(world: World):
+    out = world.out
+    record = BuildRecord.model_validate_json((out / "build.json").read_text())
+    assert record.image_id == world.record.image_id and record.image_tag == TAG
+    statement = json.loads((out / "provenance.intoto.json").read_text())
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == "https://slsa.dev/provenance/v1"
+    subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    assert subjects[TAG] == record.image_id.removeprefix("sha256:")
+    deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    for name, comp in world.lock.git_components().items():
+        dep = next(d for d in deps if d["name"] == name)
+        assert dep["uri"] == f"git+{comp.repo}@refs/heads/main"
+        assert dep["digest"] == {"gitCommit": comp.commit}
+    assert next(d for d in deps if d["name"] == "lock")["digest"]["sha256"] == lock_file_sha256(world.lock_path)
+    assert next(d for d in deps if d["name"] == "base-image")["annotations"]["imageId"] == record.base_image.image_id
+    notes = (out / "RELEASE.md").read_text()
+    for comp in record.components:
+        wheel = out / "wheels" / comp.wheel_filename
+        assert subjects[comp.wheel_filename] == comp.wheel_sha256
+        assert comp.commit in notes and comp.wheel_sha256 in notes and comp.repo in notes
+        assert (out / comp.log).read_text().count("SOURCE_DATE_EPOCH") >= 1
+        with zipfile.ZipFile(wheel) as zf:
+            assert {i.date_time for i in zf.infolist()} == {_zip_time(world, comp.name)}
+    assert "FROM releasekit/base-python:bookworm@sha256:" in (out / "Dockerfile").read_text()
+    assert record.smoke["problems"] == []
+
+
+def _zip_time(world: World, name: str) -> tuple[int, ...]:
+    import time
+
+    return tuple(time.gmtime(world.lock.components[name].commit_time)[:6])
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="nvcc is not on PATH: the CUDA component is not part of this build")
+def test_native_component_has_sm120a_code(world: World):
+    comp = next(c for c in world.record.components if c.name == "kernels")
+    assert comp.native_arches == ["12.0a"]
+    with zipfile.ZipFile(world.out / "wheels" / comp.wheel_filename) as zf:
+        lib = zf.read("rkdemo_kernels/librkdemo_kernels.so")
+    assert fatbin_arches(lib) == {"sm_120a"}
+
+
+def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world: World):
+    forced = run_build(world.options("out2", no_cache=True))
+    assert sorted(forced.cache.misses) == sorted(c.name for c in world.record.components if c.built)
+    assert forced.cache.layer == "miss"
+    assert forced.image_id == world.record.image_id
+    assert {c.name: c.wheel_sha256 for c in forced.components} == {c.name: c.wheel_sha256 for c in world.record.components}
+    for comp in forced.components:
+        assert (world.root / "out2/wheels" / comp.wheel_filename).read_bytes() == (world.out / "wheels" / comp.wheel_filename).read_bytes()
+
+    cached = run_build(world.options("out3"))
+    assert cached.cache.misses == [] and sorted(cached.cache.hits) == sorted(forced.cache.misses)
+    assert cached.cache.layer == "hit"
+    assert cached.image_id == world.record.image_id
+    assert (world.root / "out3/logs/runtime.log").read_text().startswith("# cache hit")
+
+
+def test_moved_checkout_is_refused(world: World):
+    data = json.loads(world.lock_path.read_text())
+    other = data["components"]["runtime"]["pull_requests"][0]
+    # The lock names a commit whose tree is not the one recorded: a moved or rewritten head.
+    data["components"]["runtime"]["commit"] = other["head"]
+    moved = world.root / "moved-lock.json"
+    moved.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    with pytest.raises(InputError, match="tree is"):
+        run_build(world.options("out-moved", lock=moved, no_cache=True))
+    assert not (world.root / "out-moved/build.json").exists()
+
+
+def test_build_that_edits_tracked_sources_is_refused(world: World):
+    root = world.root / "dirty"
+    repo = DemoRepository(root / "repos", "rkdemo-runtime")
+    src = Path(world.manifest).parent / "repos/work/rkdemo-runtime"
+    files = {str(p.relative_to(src)): p.read_text() for p in src.rglob("*") if p.is_file() and ".git" not in p.parts}
+    files["_build/rkdemo_backend.py"] += (
+        "\n_orig = build_wheel\n\ndef build_wheel(d, c=None, m=None):\n"
+        "    open('rkdemo_runtime/scale.py', 'a').write('# patched during the build\\n')\n"
+        "    return _orig(d, c, m)\n"
+    )
+    repo.commit(files, "a backend that patches sources while building")
+    repo.publish()
+    manifest = root / "manifest.yaml"
+    text = Path(world.manifest).read_text().replace(
+        Path(world.manifest).parent.joinpath("repos/rkdemo-runtime.git").resolve().as_uri(), repo.remote.resolve().as_uri()
+    )
+    manifest.write_text(_without_merge_plans(text))
+    lock = _lock(root, manifest)
+    opts = world.options("out-dirty", lock=lock, no_cache=True).model_copy(update={"manifest": manifest})
+    with pytest.raises(BuildFailed, match="changed the checked-out sources"):
+        run_build(opts)
+
+
+def _without_merge_plans(text: str) -> str:
+    """The dirty-build repository has no PR refs: drop the merge plans so that it can be locked."""
+    out, skipping = [], False
+    for line in text.splitlines():
+        if line.strip() == "merge_plan:":
+            skipping = True
+            continue
+        if skipping and line.startswith("      "):
+            continue
+        skipping = False
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, docker_client):
+    root = world.root / "broken"
+    shutil.copytree(Path(world.manifest).parent / "repos", root / "repos", symlinks=True)
+    work = root / "repos/work/rkdemo-runtime"
+    repo = DemoRepository.__new__(DemoRepository)
+    repo.remote, repo.work, repo.time = root / "repos/rkdemo-runtime.git", work, 1_800_000_000
+    repo.commit({"pyproject.toml": (work / "pyproject.toml").read_text().replace("rkdemo_backend", "no_such_backend")}, "break the build")
+    repo.publish()
+    manifest = root / "manifest.yaml"
+    old = Path(world.manifest).parent / "repos"
+    manifest.write_text(Path(world.manifest).read_text().replace(old.resolve().as_uri(), (root / "repos").resolve().as_uri()))
+    tag = "releasekit-test/build:broken"
+    opts = world.options("out-broken", lock=_lock(root, manifest), tag=tag).model_copy(update={"manifest": manifest})
+    with pytest.raises(BuildFailed, match="runtime"):
+        run_build(opts)
+    assert not (world.root / "out-broken/build.json").exists()
+    assert not docker_client.images.list(name=tag)
+
+    repo.commit({"pyproject.toml": (work / "pyproject.toml").read_text().replace("no_such_backend", "rkdemo_backend")}, "fix the build")
+    repo.publish()
+    fixed = run_build(opts.model_copy(update={"lock": _lock(root, manifest, "fixed-lock.json")}))
+    assert fixed.cache.misses == ["runtime"]
+    assert fixed.cache.hits == (["kernels"] if HAS_NVCC else [])
+    assert docker_client.images.get(tag).id == fixed.image_id
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    full = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=full)
+
+
+def test_cli_json_and_environment_faults(world: World, tmp_path):
+    env = {"RELEASEKIT_CACHE": str(world.root / "cli-cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
+    ok = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o"), "--json", env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["image_id"] == world.record.image_id
+
+    no_engine = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o2"),
+                     env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"})
+    assert no_engine.returncode == 2
+    assert no_engine.stderr.count("\n") == 1 and "Docker Engine" in no_engine.stderr
+
+    data = json.loads(world.lock_path.read_text())
+    data["toolchain"]["base_image"] = {"name": "releasekit-test/no-such-base:1"}
+    missing = tmp_path / "lock-missing-base.json"
+    missing.write_text(json.dumps(data))
+    gone = _cli("build", str(world.manifest), "--lock", str(missing), "-o", str(tmp_path / "o3"), env=env)
+    assert gone.returncode == 2 and "releasekit-test/no-such-base:1 is not in the Docker Engine" in gone.stderr
+    assert gone.stderr.count("\n") == 1
+
+    other = tmp_path / "other.yaml"
+    other.write_text(world.manifest.read_text() + "\n# changed\n")
+    stale = _cli("build", str(other), "--lock", str(world.lock_path), env=env)
+    assert stale.returncode == 2 and "another manifest" in stale.stderr

@@ -1,0 +1,162 @@
+"""The build's pure parts, on real files: wheel normalisation, version rule, Dockerfile lint, layer re-packing."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from releasekit.build import dockerfile
+from releasekit.build.image import repack
+from releasekit.build.wheel import _check_requirements, check_version_names_commit
+from releasekit.build.wheelfile import inspect, normalise, record_mismatches
+from releasekit.build.wheelhouse import fetch_pinned_wheel
+from releasekit.errors import BuildFailed, InputError
+from releasekit.lock import LockedWheelComponent
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _wheel(path: Path, order: list[str], stamp: tuple[int, ...]) -> Path:
+    files = {
+        "pkg/__init__.py": b"x = 1\n",
+        "pkg/data.txt": b"data\n",
+        "pkg-1.0+g0123456789ab.dist-info/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0+g0123456789ab\n",
+        "pkg-1.0+g0123456789ab.dist-info/WHEEL": b"Wheel-Version: 1.0\nTag: py3-none-any\n",
+    }
+    rows = [f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}" for n, d in files.items()]
+    files["pkg-1.0+g0123456789ab.dist-info/RECORD"] = ("\n".join([*rows, "pkg-1.0+g0123456789ab.dist-info/RECORD,,"]) + "\n").encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for name in order:
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.external_attr = 0o664 << 16
+            zf.writestr(info, files[name])
+    return path
+
+
+def test_normalised_wheels_are_identical_whatever_the_backend_stamped(tmp_path):
+    names = ["pkg/data.txt", "pkg-1.0+g0123456789ab.dist-info/RECORD", "pkg/__init__.py",
+             "pkg-1.0+g0123456789ab.dist-info/WHEEL", "pkg-1.0+g0123456789ab.dist-info/METADATA"]
+    a = _wheel(tmp_path / "a.whl", names, (2024, 5, 6, 7, 8, 10))
+    b = _wheel(tmp_path / "b.whl", list(reversed(names)), (2030, 1, 2, 3, 4, 6))
+    assert a.read_bytes() != b.read_bytes()
+    for w in (a, b):
+        normalise(w, 1_767_225_600)
+        assert record_mismatches(w) == []
+    assert a.read_bytes() == b.read_bytes()
+    with zipfile.ZipFile(a) as zf:
+        order = zf.namelist()
+        assert {i.date_time for i in zf.infolist()} == {(2026, 1, 1, 0, 0, 0)}
+    assert order[-1].endswith("/RECORD") and order[0] == "pkg/__init__.py"
+    assert inspect(a).version == "1.0+g0123456789ab"
+
+
+def test_record_mismatch_is_found(tmp_path):
+    w = _wheel(tmp_path / "a.whl", ["pkg/__init__.py", "pkg-1.0+g0123456789ab.dist-info/RECORD"], (2024, 1, 1, 0, 0, 0))
+    with zipfile.ZipFile(w, "a") as zf:
+        zf.writestr("pkg/extra.py", b"")
+    assert any("not in RECORD" in p for p in record_mismatches(w))
+
+
+@pytest.mark.parametrize("version", ["1.0+g0123456789ab", "2.1.0+cu130.g0123456", "0.1+g" + COMMIT])
+def test_version_naming_the_commit_passes(version):
+    check_version_names_commit("c", version, COMMIT)
+
+
+@pytest.mark.parametrize("version,message", [
+    ("1.0", "does not name its commit"),
+    ("1.0+cu130", "does not name its commit"),
+    ("1.0+gfedcba987654", "names commit fedcba987654"),
+])
+def test_version_not_naming_the_commit_fails(version, message):
+    with pytest.raises(BuildFailed, match=message):
+        check_version_names_commit("c", version, COMMIT)
+
+
+def test_build_requirements_must_be_pinned():
+    assert _check_requirements(["setuptools>=68", "wheel"], ["setuptools==70.0.0", "wheel==0.43.0"]) == []
+    assert _check_requirements(["setuptools>=71"], ["setuptools==70.0.0"]) == ["setuptools>=71"]
+    assert _check_requirements(["ninja"], []) == ["ninja"]
+    assert "pinned" in _check_requirements(["x"], ["x>=1"])[0]
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_the_shipped_template_passes_its_own_lint():
+    template = dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
+    text = dockerfile.render(template, {"base": {"name": "b", "digest": DIGEST}, "labels": {"a.b": 'x "y"'}})
+    assert dockerfile.lint(text, template.name).findings == []
+    settings = dockerfile.image_settings(text)
+    assert settings.labels == {"a.b": 'x "y"'} and settings.cmd == ["python3"]
+    assert settings.env["PYTHONDONTWRITEBYTECODE"] == "1"
+
+
+@pytest.mark.parametrize("line,code", [
+    ("COPY . /opt/vllm", "DOCKERFILE_COPIES_SOURCE"),
+    ("COPY vllm/ /usr/local/lib/python3.11/dist-packages/vllm/", "DOCKERFILE_COPIES_SOURCE"),
+    ("ADD https://example.invalid/src.tar.gz /src", "DOCKERFILE_COPIES_SOURCE"),
+    ("COPY --from=builder /src /src", "DOCKERFILE_COPIES_SOURCE"),
+    ("ENV PYTHONPATH=/opt/vllm:/usr/local/lib/python3.11/dist-packages", "DOCKERFILE_PYTHONPATH"),
+    ("ENV PYTHONPATH /workspace", "DOCKERFILE_PYTHONPATH"),
+    ("RUN pip install /tmp/w/x.whl", "DOCKERFILE_INSTALL_UNPINNED"),
+])
+def test_lint_refuses_source_trees_and_overlays(line, code):
+    text = f"FROM base@{DIGEST}\nCOPY wheels/ /tmp/w/\n{line}\n"
+    findings = dockerfile.lint(text, "t.j2")
+    assert [f.code for f in findings] == [code]
+    assert findings.findings[0].location.line == 3
+
+
+def test_lint_allows_wheels_and_site_packages():
+    text = (f"FROM base@{DIGEST}\nCOPY wheels/a-1-py3-none-any.whl /tmp/\n"
+            "ENV PYTHONPATH=/usr/local/lib/python3.11/dist-packages\n"
+            "RUN pip install --no-deps --require-hashes -r r.txt\n")
+    assert dockerfile.lint(text, "t").findings == []
+    assert [f.code for f in dockerfile.lint("FROM debian:bookworm\n", "t")] == ["DOCKERFILE_BASE_NOT_BY_DIGEST"]
+
+
+def _tar(path: Path, entries: list[tuple[str, bytes | None]], mtime: int, uid: int) -> None:
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            info.mtime, info.uid, info.uname = mtime, uid, "someone"
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+
+
+def test_layer_repack_is_deterministic(tmp_path):
+    entries = [("stage/", None), ("stage/usr/", None), ("stage/usr/b.py", b"b"), ("stage/usr/a.py", b"a")]
+    _tar(tmp_path / "1.tar", entries, 1_700_000_000, 1000)
+    _tar(tmp_path / "2.tar", list(reversed(entries)), 1_800_000_000, 0)
+    for n in ("1", "2"):
+        repack(tmp_path / f"{n}.tar", tmp_path / f"{n}.out", strip="stage/", mtime=1_767_225_600)
+    assert (tmp_path / "1.out").read_bytes() == (tmp_path / "2.out").read_bytes()
+    with tarfile.open(tmp_path / "1.out") as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members] == ["usr", "usr/a.py", "usr/b.py"]
+    assert {(m.mtime, m.uid, m.gid, m.uname) for m in members} == {(1_767_225_600, 0, 0, "")}
+
+
+def test_pinned_wheel_is_refused_on_hash_mismatch(tmp_path):
+    house = tmp_path / "house"
+    house.mkdir()
+    wheel = _wheel(house / "pkg-1.0-py3-none-any.whl", ["pkg/__init__.py"], (2024, 1, 1, 0, 0, 0))
+    good = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    comp = LockedWheelComponent(name="pkg", distribution="pkg", version="1.0", filename=wheel.name, sha256=good)
+    assert fetch_pinned_wheel(comp, [house], None, tmp_path / "out").read_bytes() == wheel.read_bytes()
+    bad = comp.model_copy(update={"sha256": "0" * 64})
+    with pytest.raises(BuildFailed, match="the lock pins 0000"):
+        fetch_pinned_wheel(bad, [house], None, tmp_path / "out2")
+    assert not (tmp_path / "out2" / wheel.name).exists()
+    with pytest.raises(InputError, match="--wheelhouse"):
+        fetch_pinned_wheel(comp, [], None, tmp_path / "out3")
