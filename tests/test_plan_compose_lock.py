@@ -1,0 +1,122 @@
+"""plan compose (real merges on a fresh checkout) and the parts of plan lock beyond git."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from plan_world import FF, VLLM_PLAN, World
+
+from releasekit.errors import InputError
+from releasekit.manifest import load_manifest
+from releasekit.plan.compose import compose_plan
+from releasekit.plan.locking import build_lock
+
+
+@pytest.fixture(autouse=True)
+def _local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
+    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return World(tmp_path_factory.mktemp("seed003c") / "w")
+
+
+@pytest.fixture()
+def world(template: World, tmp_path: Path) -> World:
+    return World.copy_of(template, tmp_path / "w")
+
+
+def test_compose_predicts_the_canonical_tree(world: World) -> None:
+    loaded = load_manifest(world.write_manifest())
+    before = build_lock(loaded, compose=True)
+    vllm = before.git_components()["vllm"]
+    assert vllm.composed_tree and vllm.composed_tree != vllm.tree
+    result = compose_plan(loaded, lock=before)
+    assert result.passed, [f.render() for f in result.findings]
+    comp = next(c for c in result.components if c.component == "vllm")
+    assert [s.pr for s in comp.steps] == VLLM_PLAN and {s.result for s in comp.steps} == {"merged"}
+    assert comp.matches_lock
+    # The forge then lands the plan with merge commits: canonical ends at exactly the composed tree.
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    assert world.vllm.tree(FF) == vllm.composed_tree
+    after = build_lock(loaded)
+    again = compose_plan(loaded, lock=after, components=["vllm"])
+    assert again.passed and {s.result for s in again.components[0].steps} == {"already-contained"}
+
+
+def test_conflict_names_pr_and_files(world: World) -> None:
+    world.vllm.open_pr(110, [{"vllm/pr108_0.py": "# a different fix of the same helper\n"}])
+    data = world.manifest()
+    data["components"]["vllm"]["merge_plan"].append({"pr": 110, "title": "conflicting"})
+    result = compose_plan(load_manifest(world.write_manifest(data)), components=["vllm"])
+    assert not result.passed
+    conflict = [f for f in result.findings if f.code == "MERGE_CONFLICT"]
+    assert len(conflict) == 1 and conflict[0].location.pr == 110 and "vllm/pr108_0.py" in conflict[0].message
+
+
+def test_tree_mismatch_with_lock(world: World, tmp_path: Path) -> None:
+    path = world.write_manifest()
+    subprocess.run(
+        [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "lock.json")], check=True, capture_output=True
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "releasekit", "plan", "compose", str(path), "--lock", str(tmp_path / "lock.json"), "--component", "vllm", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1, r.stderr
+    assert [f["code"] for f in json.loads(r.stdout)["findings"]["findings"]] == ["COMPOSED_TREE_MISMATCH"]
+
+
+def _wheel(house: Path, name: str = "apache_tvm_ffi-0.1.12-py3-none-any.whl", payload: bytes = b"wheel bytes") -> str:
+    house.mkdir(parents=True, exist_ok=True)
+    (house / name).write_bytes(payload)
+    return hashlib.sha256(payload).hexdigest()
+
+
+def _wheel_manifest(world: World, sha: str) -> Path:
+    data = world.manifest()
+    data["components"]["tvm-ffi"] = {"kind": "wheel", "requirement": "apache-tvm-ffi==0.1.12", "sha256": sha}
+    return world.write_manifest(data, "wheel.yaml")
+
+
+def test_wheel_pins_are_hashed_and_checked(world: World, tmp_path: Path) -> None:
+    house = tmp_path / "wheels"
+    digest = _wheel(house)
+    _wheel(house, "other-1.0-py3-none-any.whl")
+    lock = build_lock(load_manifest(_wheel_manifest(world, "to-be-locked")), wheelhouses=[house])
+    wheel = lock.wheel_components()["tvm-ffi"]
+    assert (wheel.sha256, wheel.filename) == (digest, "apache_tvm_ffi-0.1.12-py3-none-any.whl")
+    assert build_lock(load_manifest(_wheel_manifest(world, digest)), wheelhouses=[house]).wheel_components()["tvm-ffi"].sha256 == digest
+    with pytest.raises(InputError, match="the manifest pins"):
+        build_lock(load_manifest(_wheel_manifest(world, "0" * 64)), wheelhouses=[house])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no wheel"):
+        build_lock(load_manifest(_wheel_manifest(world, "to-be-locked")), wheelhouses=[tmp_path / "empty"])
+
+
+def test_missing_planned_pr_cannot_be_locked(world: World, tmp_path: Path) -> None:
+    data = world.manifest()
+    data["components"]["vllm"]["merge_plan"].append({"pr": 4242, "title": "does not exist"})
+    path = world.write_manifest(data)
+    r = subprocess.run([sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "l.json")], capture_output=True, text=True)
+    assert r.returncode == 2 and "refs/pull/4242/head" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "l.json").exists()
+
+
+def test_local_repos_refused_without_the_option(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RELEASEKIT_ALLOW_LOCAL_REPOS")
+    path = world.write_manifest()
+    cmd = [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "l.json")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 2 and "allow-local-repos" in r.stderr
+    r = subprocess.run([*cmd, "--allow-local-repos"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
