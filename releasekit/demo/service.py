@@ -1,0 +1,174 @@
+"""``releasekit demo``: the whole pipeline on an example it makes itself.
+
+The demo is a list of stages run in order over one shared context; each stage reads
+what earlier ones left in the context and in the demo directory, exactly as the CLI
+stages read each other's files. Later pipeline stages join by appending to STAGES.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from releasekit.build.baseimage import DEFAULT_BASE, ensure_base_image
+from releasekit.build.engine import Engine
+from releasekit.build.service import BuildOptions, run_build
+from releasekit.demo.example import DemoExample, make_example
+from releasekit.findings import Findings
+from releasekit.lock import lock_file_sha256, read_lock, write_lock
+from releasekit.manifest import load_manifest
+from releasekit.plan.check import check_plan
+from releasekit.plan.locking import build_lock
+
+DEMO_TAG = "releasekit-demo/rkdemo:latest"
+
+
+class StageResult(BaseModel):
+    name: str
+    status: Literal["passed", "failed", "skipped"]
+    summary: str
+    outputs: dict[str, str] = Field(default_factory=dict)
+    findings: Findings = Field(default_factory=Findings)
+
+
+class DemoResult(BaseModel):
+    directory: str
+    passed: bool
+    stages: list[StageResult]
+    skipped: list[str] = Field(default_factory=list)
+    image_id: str | None = None
+    image_tag: str | None = None
+
+
+@dataclass
+class DemoContext:
+    root: Path
+    engine: Engine
+    base_image: str = DEFAULT_BASE
+    native: bool | None = None  # None: the CUDA component only when nvcc is present
+    example: DemoExample | None = None
+    manifest: Path | None = None
+    lock: Path | None = None
+    release: Path | None = None  # the build's OUTDIR: later stages read and write here
+    image_id: str | None = None
+    image_tag: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DemoStage:
+    name: str
+    run: Callable[[DemoContext], StageResult]
+
+
+def _base(ctx: DemoContext) -> StageResult:
+    base = ensure_base_image(ctx.engine, ctx.base_image)
+    how = "made with mmdebstrap and docker import" if base.created else "found in the Docker Engine"
+    return StageResult(name="base-image", status="passed", summary=f"{base.name} {base.image_id[:19]} ({how})")
+
+
+def _example(ctx: DemoContext) -> StageResult:
+    ctx.example = make_example(ctx.root / "example", base_image=ctx.base_image, native=ctx.native)
+    ctx.manifest = Path(ctx.example.manifest)
+    ctx.notes.extend(ctx.example.skipped)
+    repos = ", ".join(sorted(ctx.example.repositories))
+    return StageResult(
+        name="example",
+        status="passed",
+        summary=f"component repositories ({repos}) with PR refs, and a manifest with a merge plan",
+        outputs={"manifest": str(ctx.manifest), **{f"repo:{k}": v for k, v in ctx.example.repositories.items()}},
+    )
+
+
+def _lock(ctx: DemoContext) -> StageResult:
+    assert ctx.manifest is not None
+    lock = build_lock(load_manifest(ctx.manifest), allow_local=True)
+    ctx.lock = ctx.root / "lock.json"
+    digest = write_lock(lock, ctx.lock)
+    commits = ", ".join(f"{n}@{c.commit[:12]}" for n, c in lock.git_components().items())
+    return StageResult(name="plan lock", status="passed", summary=f"locked {commits} (lock sha256 {digest[:12]})",
+                       outputs={"lock": str(ctx.lock)})
+
+
+def _check(ctx: DemoContext) -> StageResult:
+    assert ctx.manifest is not None and ctx.lock is not None
+    result = check_plan(
+        load_manifest(ctx.manifest), lock=read_lock(ctx.lock), lock_sha256=lock_file_sha256(ctx.lock), allow_local=True
+    )
+    ctx.release = ctx.root / "release"
+    ctx.release.mkdir(parents=True, exist_ok=True)
+    out = ctx.release / "plan-check.json"
+    out.write_text(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n", encoding="utf-8")
+    merged = sum(1 for c in result.components for s in c.statuses if getattr(s, "role", "") == "planned")
+    return StageResult(
+        name="plan check",
+        status="passed" if result.passed else "failed",
+        summary=f"merge plan checked against the canonical branches ({merged} planned PR(s))",
+        outputs={"plan-check": str(out)},
+        findings=result.findings,
+    )
+
+
+def _build(ctx: DemoContext) -> StageResult:
+    assert ctx.manifest is not None and ctx.lock is not None
+    ctx.release = ctx.release or ctx.root / "release"
+    record = run_build(
+        BuildOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, tag=DEMO_TAG, allow_local_repos=True)
+    )
+    ctx.image_id, ctx.image_tag = record.image_id, record.image_tag
+    wheels = ", ".join(f"{c.wheel_filename} [{c.cache}]" for c in record.components if c.wheel_filename)
+    return StageResult(
+        name="build",
+        status="passed",
+        summary=f"image {record.image_id[:19]} tagged {DEMO_TAG}; wheels {wheels}",
+        outputs={
+            "release": str(ctx.release),
+            "build.json": str(ctx.release / "build.json"),
+            "provenance": str(ctx.release / "provenance.intoto.json"),
+            "RELEASE.md": str(ctx.release / "RELEASE.md"),
+        },
+    )
+
+
+# The pipeline, in order. verify-provenance, validate and publish are appended here as they land.
+STAGES: list[DemoStage] = [
+    DemoStage("base-image", _base),
+    DemoStage("example", _example),
+    DemoStage("plan lock", _lock),
+    DemoStage("plan check", _check),
+    DemoStage("build", _build),
+]
+
+
+def run_demo(
+    directory: Path | None = None,
+    *,
+    progress: Callable[[StageResult], None] = lambda _r: None,
+    native: bool | None = None,
+    stages: list[DemoStage] | None = None,
+) -> DemoResult:
+    root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="releasekit-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    ctx = DemoContext(root=root.resolve(), engine=Engine(), native=native)
+    results: list[StageResult] = []
+    for stage in stages if stages is not None else STAGES:
+        if results and results[-1].status == "failed":
+            results.append(StageResult(name=stage.name, status="skipped", summary="an earlier stage failed"))
+            continue
+        result = stage.run(ctx)
+        results.append(result)
+        progress(result)
+    return DemoResult(
+        directory=str(ctx.root),
+        passed=all(r.status != "failed" for r in results),
+        stages=results,
+        skipped=ctx.notes,
+        image_id=ctx.image_id,
+        image_tag=ctx.image_tag,
+    )

@@ -1,0 +1,59 @@
+"""``releasekit demo`` end to end on the real engine: example repos -> lock -> check -> build."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from releasekit.demo.example import make_example
+from releasekit.manifest import load_manifest
+
+HAS_NVCC = shutil.which("nvcc") is not None
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_demo_runs_green(tmp_path, base_image, docker_client):
+    env = {**os.environ, "RELEASEKIT_CACHE": str(tmp_path / "cache")}
+    env.pop("RELEASEKIT_ALLOW_LOCAL_REPOS", None)  # the demo allows its own local repositories
+    proc = subprocess.run(
+        [sys.executable, "-m", "releasekit", "demo", "--dir", str(tmp_path / "demo"), "--json"],
+        capture_output=True, text=True, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["passed"] is True
+    assert [s["name"] for s in result["stages"]][:5] == ["base-image", "example", "plan lock", "plan check", "build"]
+    assert all(s["status"] == "passed" for s in result["stages"])
+    release = tmp_path / "demo" / "release"
+    check = json.loads((release / "plan-check.json").read_text())
+    assert check["passed"] is True
+    record = json.loads((release / "build.json").read_text())
+    assert record["image_id"] == result["image_id"] == docker_client.images.get(result["image_tag"]).id
+    lock = json.loads((tmp_path / "demo" / "lock.json").read_text())
+    labels = docker_client.images.get(result["image_id"]).labels
+    for name, comp in lock["components"].items():
+        assert labels[f"io.releasekit.component.{name}.commit"] == comp["commit"]
+    assert ("kernels" in lock["components"]) == HAS_NVCC
+    greeting = docker_client.containers.run(
+        result["image_id"], ["python3", "-c", "import rkdemo_runtime; print(rkdemo_runtime.greet())"], remove=True
+    ).decode()
+    assert greeting.strip() == f"hello from rkdemo 0.1.0+g{lock['components']['runtime']['commit'][:12]}"
+
+
+def test_without_nvcc_the_cuda_component_is_left_out_with_a_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    if shutil.which("nvcc"):
+        pytest.skip("nvcc is in /usr/bin here: cannot hide it")
+    example = make_example(tmp_path, base_image="releasekit/base-python:bookworm")
+    assert example.native is False
+    assert example.skipped and "nvcc not found" in example.skipped[0]
+    manifest = load_manifest(Path(example.manifest)).manifest
+    assert sorted(manifest.components) == ["runtime"]
+    assert manifest.components["runtime"].merge_plan[1].supersedes == [3]
