@@ -176,6 +176,7 @@ class Cell(_Strict):
     )
     max_model_len: int | None = Field(default=None, ge=16)
     startup_timeout_s: float = Field(default=900, gt=0, description="deadline for /health and /v1/models")
+    request_timeout_s: float = Field(default=600, gt=0, description="deadline for one request: a hung server fails the cell")
     expected_duration_s: float | None = Field(default=None, gt=0, description="for the scheduler's packing")
     gpus: int | None = Field(default=None, ge=0, le=1024, description="default: tp x pp x replicas; 0 = CPU cell")
     checks: list[Check] = Field(default_factory=list)

@@ -1,9 +1,147 @@
-"""CLI commands of the validate stage."""
+"""CLI commands of the validate stage: ``matrix`` and ``validate [run] | validate aggregate``."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
+from enum import StrEnum
+from pathlib import Path
+
 import typer
+from typer.core import TyperGroup
+
+from releasekit.report import findings_table, print_json, render_findings, stdout_console
+
+
+class _RunByDefault(TyperGroup):
+    """``releasekit validate FILE ...`` means ``validate run FILE ...``; named subcommands win."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+class MatrixFormat(StrEnum):
+    table = "table"
+    json = "json"
+    github = "github"
+
+
+validate_app = typer.Typer(
+    cls=_RunByDefault,
+    no_args_is_help=True,
+    help="Run matrix cells against a candidate image (default: run), or aggregate receipts.",
+)
+
+
+def _gpu_count() -> int:
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def matrix(
+    file: Path = typer.Argument(..., help="The release manifest."),
+    fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", help="table, json, or a GitHub Actions matrix."),
+    json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
+    label_prefix: str = typer.Option("gpu", help="Runner label prefix for --format github (gpu-1, gpu-2, ...)."),
+) -> None:
+    """List the validation cells of a manifest."""
+    from releasekit.manifest import load_manifest
+    from releasekit.validate.matrix import github_matrix, matrix_rows
+
+    loaded = load_manifest(file)
+    spec = loaded.manifest.validation
+    if fmt == MatrixFormat.github:
+        # Compact, one line: meant for `echo "matrix=$(...)" >> "$GITHUB_OUTPUT"`.
+        sys.stdout.write(json.dumps(github_matrix(spec, label_prefix), separators=(",", ":")) + "\n")
+        return
+    rows = matrix_rows(spec)
+    if json_out or fmt == MatrixFormat.json:
+        print_json({"manifest": str(file), "manifest_sha256": loaded.sha256, "cells": rows})
+        return
+    table = findings_table(
+        f"{loaded.manifest.name}: {len(rows)} cells",
+        ["cell", "model", "TP", "DCP", "EP", "GPUs", "spec", "quant", "KV", "checks", "gates"],
+        [
+            [r.id, r.model, str(r.tp), str(r.dcp), str(r.ep or "-"), str(r.gpus), r.speculative,
+             r.quantization or "-", r.kv_cache_dtype or "-", ",".join(r.checks), "; ".join(r.gates) or "-"]
+            for r in rows
+        ],
+    )
+    stdout_console().print(table)
+
+
+@validate_app.command("run")
+def run(
+    file: Path = typer.Argument(..., help="The release manifest."),
+    image: str = typer.Option(..., "--image", help="The candidate image (ID or tag) in the local Docker Engine."),
+    lock: Path | None = typer.Option(None, "--lock", help="The lock the image was built from (bound into receipts)."),
+    cell: list[str] = typer.Option(None, "--cell", help="Run only these cells (repeatable)."),
+    output: Path = typer.Option(Path("receipts"), "-o", "--output", help="Directory for the receipts."),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs to pack cells onto (default: nvidia-smi's count)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for random prompts and pass keys."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Run cells in containers of IMAGE; one receipt per cell in -o DIR."""
+    from releasekit.manifest import load_manifest
+    from releasekit.validate.service import run_validation
+
+    loaded = load_manifest(file)
+    result = run_validation(
+        loaded, image, lock, output, cells=cell or None, gpus=_gpu_count() if gpus is None else gpus, seed=seed
+    )
+    if json_out:
+        print_json(result)
+    else:
+        console = stdout_console()
+        console.print(
+            findings_table(
+                f"validate {loaded.manifest.name} on {result.image_id[:19]}",
+                ["cell", "status", "seconds", "findings", "receipt"],
+                [[c.cell_id, c.status, f"{c.duration_s:.1f}", ", ".join(c.codes) or "-", c.receipt] for c in result.cells],
+            )
+        )
+        for f in result.findings:
+            console.print(f.render())
+        console.print("[green]passed[/green]" if result.passed else "[bold red]failed[/bold red]")
+    raise typer.Exit(0 if result.passed else 1)
+
+
+@validate_app.command("aggregate")
+def aggregate(
+    receipts: Path = typer.Argument(..., help="A directory of receipts."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write REPORT.md, summary.json and PNG plots here."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Merge receipts: one verdict, a markdown report, throughput and candidate-vs-baseline plots."""
+    from releasekit.findings import Findings
+    from releasekit.validate.report import aggregate_directory
+
+    agg = aggregate_directory(receipts, output)
+    if json_out:
+        print_json(agg.model_dump(mode="json", by_alias=True))
+    else:
+        console = stdout_console()
+        console.print(
+            findings_table(
+                "receipts",
+                ["cell", "status", "spec", "headline"],
+                [[c.cell_id, c.status, c.speculative, ", ".join(f"{k}={v:.4g}" for k, v in c.headline.items() if v is not None)] for c in agg.cells],
+            )
+        )
+        render_findings(Findings(findings=agg.findings), console, ok_message="every required cell passed")
+    raise typer.Exit(0 if agg.passed else 1)
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the root app."""
+    app.command("matrix")(matrix)
+    app.add_typer(validate_app, name="validate")

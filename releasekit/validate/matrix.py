@@ -1,0 +1,97 @@
+"""The matrix as a list of rows, and as a GitHub Actions ``strategy.matrix``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from releasekit.manifest.validation import Cell, ValidationSpec
+from releasekit.validate.engines import engine_for
+
+# Self-hosted runners are labelled by how many GPUs a job may take; a cell goes to the
+# smallest size that holds it (a TP6 cell takes an 8-GPU runner).
+RUNNER_SIZES = (1, 2, 4, 8)
+CPU_RUNNER = ["ubuntu-latest"]
+
+
+class MatrixRow(BaseModel):
+    id: str
+    model: str
+    engine: str
+    tp: int
+    pp: int
+    dcp: int
+    ep: int | None
+    gpus: int
+    speculative: str
+    quantization: str | None
+    kv_cache_dtype: str | None
+    options: dict[str, bool | int | str] = Field(default_factory=dict)
+    checks: list[str]
+    gates: list[str]
+    required: bool
+    source: str | None
+    where_applicable: str | None = None
+    serve_argv: list[str] = Field(default_factory=list, description="what the engine adapter would run")
+    serve_problems: list[str] = Field(default_factory=list)
+
+
+def quantization_label(cell: Cell) -> str | None:
+    q = cell.quantization
+    parts = [p for p in (q.scheme, q.method, "online" if q.online else None) if p]
+    return "+".join(parts) or None
+
+
+def row_for(cell: Cell) -> MatrixRow:
+    try:
+        engine = engine_for(cell.engine)
+        command = engine.serve_command(cell, cell.model.path or cell.model.name)
+        argv, problems = command.argv, command.problems
+    except Exception as exc:  # noqa: BLE001 - an engine without an adapter is listed, not fatal
+        argv, problems = [], [str(exc)]
+    return MatrixRow(
+        id=cell.id,
+        model=cell.model.name,
+        engine=cell.engine,
+        tp=cell.parallel.tp,
+        pp=cell.parallel.pp,
+        dcp=cell.parallel.dcp,
+        ep=cell.parallel.ep,
+        gpus=cell.gpu_count,
+        speculative=cell.speculative.label(),
+        quantization=quantization_label(cell),
+        kv_cache_dtype=cell.kv_cache_dtype,
+        options=cell.options,
+        checks=[c.kind for c in cell.checks],
+        gates=[g.metric + (f" vs {g.baseline}" if g.baseline else "") for g in cell.gates],
+        required=cell.required,
+        source=cell.source,
+        where_applicable=cell.where_applicable,
+        serve_argv=argv,
+        serve_problems=problems,
+    )
+
+
+def matrix_rows(spec: ValidationSpec) -> list[MatrixRow]:
+    return [row_for(c) for c in spec.cells]
+
+
+def runner_labels(gpus: int, prefix: str = "gpu") -> list[str]:
+    if gpus == 0:
+        return list(CPU_RUNNER)
+    size = next((s for s in RUNNER_SIZES if s >= gpus), gpus)
+    return ["self-hosted", "linux", f"{prefix}-{size}"]
+
+
+def github_matrix(spec: ValidationSpec, prefix: str = "gpu") -> dict[str, list[dict[str, object]]]:
+    """``{"include": [...]}`` for ``strategy.matrix: ${{ fromJSON(...) }}``; one job per cell."""
+    return {
+        "include": [
+            {
+                "cell": c.id,
+                "gpus": c.gpu_count,
+                "runs-on": runner_labels(c.gpu_count, prefix),
+                "required": c.required,
+            }
+            for c in spec.cells
+        ]
+    }

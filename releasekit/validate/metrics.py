@@ -1,0 +1,120 @@
+"""Prometheus text parsing and the speculative-decoding counters vLLM exports on /metrics.
+
+Acceptance is measured as the *difference* of counters before and after our own
+requests, so whatever the server did before (warm-up, other checks) does not count.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+class Sample(BaseModel):
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    value: float
+
+
+def parse_prometheus(text: str) -> list[Sample]:
+    samples: list[Sample] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        labels = dict(_LABEL.findall(m.group("labels") or ""))
+        samples.append(Sample(name=m.group("name"), labels=labels, value=value))
+    return samples
+
+
+def _counter(samples: list[Sample], base: str) -> float:
+    # Counters appear as NAME_total in the text format (prometheus_client appends it);
+    # sum over every label set (e.g. one per engine or model).
+    return sum(s.value for s in samples if s.name in (base, base + "_total"))
+
+
+def _per_position(samples: list[Sample]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for s in samples:
+        if s.name in (SPEC_ACCEPTED_PER_POS, SPEC_ACCEPTED_PER_POS + "_total") and "position" in s.labels:
+            pos = int(s.labels["position"])
+            out[pos] = out.get(pos, 0.0) + s.value
+    return out
+
+
+class SpecCounters(BaseModel):
+    drafts: float = 0
+    draft_tokens: float = 0
+    accepted_tokens: float = 0
+    accepted_per_position: dict[int, float] = Field(default_factory=dict)
+    present: bool = False
+
+    @classmethod
+    def from_text(cls, text: str) -> SpecCounters:
+        samples = parse_prometheus(text)
+        present = any(s.name.startswith("vllm:spec_decode_") for s in samples)
+        return cls(
+            drafts=_counter(samples, SPEC_DRAFTS),
+            draft_tokens=_counter(samples, SPEC_DRAFT_TOKENS),
+            accepted_tokens=_counter(samples, SPEC_ACCEPTED),
+            accepted_per_position=_per_position(samples),
+            present=present,
+        )
+
+    def minus(self, before: SpecCounters) -> SpecCounters:
+        positions = set(self.accepted_per_position) | set(before.accepted_per_position)
+        return SpecCounters(
+            drafts=self.drafts - before.drafts,
+            draft_tokens=self.draft_tokens - before.draft_tokens,
+            accepted_tokens=self.accepted_tokens - before.accepted_tokens,
+            accepted_per_position={
+                p: self.accepted_per_position.get(p, 0.0) - before.accepted_per_position.get(p, 0.0)
+                for p in sorted(positions)
+            },
+            present=self.present,
+        )
+
+
+class Acceptance(BaseModel):
+    """Derived from a counter delta. ``mean_length`` counts the bonus token: 1 + accepted/drafts."""
+
+    drafts: float
+    draft_tokens: float
+    accepted_tokens: float
+    rate: float | None = Field(description="accepted / proposed draft tokens")
+    mean_length: float | None = Field(description="tokens emitted per target step: 1 + accepted / drafts")
+    per_position: list[float] = Field(default_factory=list, description="acceptance rate at draft position i")
+
+
+def acceptance(delta: SpecCounters) -> Acceptance:
+    rate = delta.accepted_tokens / delta.draft_tokens if delta.draft_tokens > 0 else None
+    mean_length = 1 + delta.accepted_tokens / delta.drafts if delta.drafts > 0 else None
+    per_pos = (
+        [delta.accepted_per_position.get(p, 0.0) / delta.drafts for p in sorted(delta.accepted_per_position)]
+        if delta.drafts > 0
+        else []
+    )
+    return Acceptance(
+        drafts=delta.drafts,
+        draft_tokens=delta.draft_tokens,
+        accepted_tokens=delta.accepted_tokens,
+        rate=rate,
+        mean_length=mean_length,
+        per_position=per_pos,
+    )

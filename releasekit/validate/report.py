@@ -1,0 +1,198 @@
+"""``validate aggregate``: merge receipts into one summary, a markdown report and PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from releasekit.findings import Finding, Findings
+from releasekit.validate.receipt import Receipt, read_receipts
+
+AGGREGATE_SCHEMA = "releasekit.validation-summary/v1"
+
+
+class CellRow(BaseModel):
+    cell_id: str
+    status: str
+    passed: bool
+    required: bool
+    speculative: str
+    gpus: int
+    duration_s: float
+    headline: dict[str, float | None] = Field(default_factory=dict)
+    codes: list[str] = Field(default_factory=list)
+
+
+class Aggregate(BaseModel):
+    schema_: str = Field(default=AGGREGATE_SCHEMA, alias="schema")
+    image_id: str | None
+    lock_sha256: str | None
+    manifest_sha256: str | None
+    cells: list[CellRow]
+    passed: bool
+    findings: list[Finding] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+
+    model_config = {"populate_by_name": True}
+
+
+HEADLINE = (
+    "gsm8k.accuracy",
+    "acceptance.rate",
+    "acceptance.mean_length",
+    "decode.output_tok_s",
+    "decode.target_step_rate",
+    "long_context.found",
+)
+
+
+def _headline(r: Receipt) -> dict[str, float | None]:
+    out = {k: r.metrics[k].value for k in HEADLINE if k in r.metrics}
+    tput = [(int(k.split(".")[1][1:]), m.value) for k, m in r.metrics.items() if k.startswith("throughput.c") and k.endswith(".output_tok_s")]
+    if tput:
+        c, v = max(tput)
+        out[f"throughput.c{c}.output_tok_s"] = v
+    return out
+
+
+def aggregate(receipts: list[Receipt]) -> Aggregate:
+    findings = Findings()
+    for field in ("image_id", "lock_sha256", "manifest_sha256"):
+        values = {getattr(r, field) for r in receipts}
+        if len(values) > 1:
+            findings.add("RECEIPTS_DISAGREE", f"the receipts name {len(values)} different {field} values: {sorted(map(str, values))}")
+    if not receipts:
+        findings.add("NO_RECEIPTS", "the directory holds no receipts")
+    rows = [
+        CellRow(
+            cell_id=r.cell_id, status=r.status, passed=r.passed, required=r.cell.required,
+            speculative=r.cell.speculative.label(), gpus=r.cell.gpu_count, duration_s=r.duration_s,
+            headline=_headline(r), codes=sorted({f.code for f in r.findings if f.severity == "error"}),
+        )
+        for r in receipts
+    ]
+    for row in rows:
+        if row.required and not row.passed:
+            findings.add("CELL_FAILED", f"cell {row.cell_id} failed: {', '.join(row.codes) or row.status}", cell=row.cell_id)
+    first = receipts[0] if receipts else None
+    return Aggregate(
+        image_id=first.image_id if first else None,
+        lock_sha256=first.lock_sha256 if first else None,
+        manifest_sha256=first.manifest_sha256 if first else None,
+        cells=rows,
+        passed=findings.passed,
+        findings=list(findings),
+    )
+
+
+def _throughput_levels(r: Receipt) -> list[dict]:
+    for c in r.checks:
+        if c.kind == "throughput":
+            details = c.details
+            if "levels" in details:
+                return list(details["levels"])  # type: ignore[arg-type]
+            runs = details.get("runs")
+            if isinstance(runs, list) and runs and "levels" in runs[0]:
+                return list(runs[0]["levels"])
+    return []
+
+
+def plot_throughput(receipts: list[Receipt], path: Path) -> bool:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [(r.cell_id, _throughput_levels(r)) for r in receipts]
+    series = [(cid, lv) for cid, lv in series if lv]
+    if not series:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    for cid, levels in series:
+        ax.plot([lv["concurrency"] for lv in levels], [lv["output_tok_s"] for lv in levels], marker="o", label=cid)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("output tok/s")
+    ax.set_title("Throughput vs concurrency")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+def plot_gates(receipts: list[Receipt], path: Path) -> bool:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [
+        (f"{r.cell_id}\n{g.metric}", g.candidate, g.baseline_value, g.passed)
+        for r in receipts
+        for g in r.gates
+        if g.baseline_value is not None and g.candidate is not None
+    ]
+    if not bars:
+        return False
+    fig, ax = plt.subplots(figsize=(max(5, 2.2 * len(bars)), 4.5), dpi=100)
+    xs = range(len(bars))
+    ax.bar([x - 0.2 for x in xs], [b[2] for b in bars], width=0.4, label="baseline", color="#999999")
+    ax.bar([x + 0.2 for x in xs], [b[1] for b in bars], width=0.4, label="candidate",
+           color=["#2a7" if b[3] else "#c33" for b in bars])
+    ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=7)
+    ax.set_title("Candidate vs baseline (gated metrics)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
+    lines = [
+        "# Validation report",
+        "",
+        f"- image: `{agg.image_id}`",
+        f"- lock sha256: `{agg.lock_sha256}`",
+        f"- manifest sha256: `{agg.manifest_sha256}`",
+        f"- result: **{'PASSED' if agg.passed else 'FAILED'}** ({sum(c.passed for c in agg.cells)}/{len(agg.cells)} cells passed)",
+        "",
+        "| cell | spec | GPUs | status | headline metrics | findings |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in agg.cells:
+        head = ", ".join(f"{k}={v:.4g}" for k, v in c.headline.items() if v is not None)
+        lines.append(f"| {c.cell_id} | {c.speculative} | {c.gpus} | {c.status} | {head} | {', '.join(c.codes)} |")
+    gates = [(r.cell_id, g) for r in receipts for g in r.gates]
+    if gates:
+        lines += ["", "## Gates", "", "| cell | metric | candidate (low) | baseline | ratio (low) | rule | result |", "|---|---|---|---|---|---|---|"]
+        for cid, g in gates:
+            cand = f"{g.candidate:.4g} ({g.candidate_low:.4g})" if g.candidate is not None and g.candidate_low is not None else "-"
+            base = f"{g.baseline} = {g.baseline_value:.4g}" if g.baseline_value is not None else (g.baseline or "-")
+            ratio = f"{g.ratio:.4f} ({g.ratio_low:.4f})" if g.ratio is not None and g.ratio_low is not None else "-"
+            lines.append(f"| {cid} | {g.metric} | {cand} | {base} | {ratio} | {g.bound} | {'pass' if g.passed else 'FAIL'} |")
+    if agg.findings:
+        lines += ["", "## Findings", ""] + [f"- {f.render()}" for f in agg.findings]
+    for img in images:
+        lines += ["", f"![{img}]({img})"]
+    return "\n".join(lines) + "\n"
+
+
+def aggregate_directory(receipts_dir: Path, report_dir: Path | None) -> Aggregate:
+    receipts = read_receipts(receipts_dir)
+    agg = aggregate(receipts)
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        images = []
+        if plot_throughput(receipts, report_dir / "throughput.png"):
+            images.append("throughput.png")
+        if plot_gates(receipts, report_dir / "gates.png"):
+            images.append("gates.png")
+        (report_dir / "REPORT.md").write_text(markdown(agg, receipts, images))
+        agg.files = ["REPORT.md", *images, "summary.json"]
+        (report_dir / "summary.json").write_text(json.dumps(agg.model_dump(mode="json", by_alias=True), indent=2) + "\n")
+    return agg

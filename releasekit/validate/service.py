@@ -1,0 +1,319 @@
+"""The validate stage: run matrix cells against a candidate image and write one receipt per cell.
+
+``run_validation`` is what the CLI and ``releasekit demo`` call. Per cell: render the
+serve command, refuse forbidden switches *before* starting anything (in the effective
+environment, image ENV included: a switch baked into the image is still a switch), start
+the server in a container, wait for it with a deadline, run the checks, judge the gates,
+and write the receipt; the container is always removed.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from releasekit.errors import InputError
+from releasekit.findings import Finding, Findings, Location
+from releasekit.lock import lock_file_sha256
+from releasekit.manifest import LoadedManifest
+from releasekit.manifest.validation import Cell, ForbiddenSwitches, ValidationSpec
+from releasekit.validate.checks import CheckContext, check_for
+from releasekit.validate.client import EngineClient
+from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
+from releasekit.validate.engines import engine_for
+from releasekit.validate.gates import evaluate_gate, resolve_baseline
+from releasekit.validate.receipt import (
+    CheckResult,
+    Invocation,
+    Metric,
+    Receipt,
+    cell_sha256,
+    write_receipt,
+)
+from releasekit.validate.scheduler import Job, run_packed
+from releasekit.validate.stats import t_interval
+
+LOG_TAIL_LINES = 60
+MODEL_MOUNT = "/models"
+LOCK_LABEL = "io.releasekit.lock.sha256"
+
+
+class CellSummary(BaseModel):
+    cell_id: str
+    status: str
+    passed: bool
+    required: bool
+    receipt: str
+    duration_s: float
+    codes: list[str] = Field(default_factory=list)
+
+
+class ValidationResult(BaseModel):
+    image: str
+    image_id: str
+    lock_sha256: str | None
+    manifest_sha256: str
+    receipts_dir: str
+    cells: list[CellSummary]
+    findings: list[Finding] = Field(default_factory=list)
+    passed: bool
+
+
+def forbidden_switches(argv: list[str], env: dict[str, str], forbidden: ForbiddenSwitches) -> list[str]:
+    """Every forbidden env var (NAME or NAME=value) and flag present in what the server runs with."""
+    hits: list[str] = []
+    for rule in forbidden.env:
+        name, eq, value = rule.partition("=")
+        if name in env and (not eq or env[name] == value):
+            hits.append(f"env {name}={env[name]}")
+    for flag in forbidden.args:
+        for arg in argv:
+            if arg == flag or arg.startswith(flag + "="):
+                hits.append(f"flag {arg}")
+    return hits
+
+
+def _model_mount(cell: Cell, manifest_dir: Path) -> tuple[str, dict[str, str]]:
+    """The model argument inside the container, and the bind mount that makes it exist there."""
+    ref = cell.model.path or cell.model.name
+    local = (manifest_dir / ref).resolve()
+    if cell.model.path and local.is_dir():
+        inside = f"{MODEL_MOUNT}/{local.name}"
+        return inside, {str(local): inside}
+    return ref, {}
+
+
+def _runs_for(cell: Cell, kind: str) -> int:
+    return max([g.runs for g in cell.gates if g.metric.split(".", 1)[0] == kind] or [1])
+
+
+def _merge_runs(results: list[CheckResult]) -> CheckResult:
+    """k runs of one check -> one result: metric samples, mean as value, t-interval bounds."""
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    merged: dict[str, Metric] = {}
+    for name in [m.name for m in first.metrics]:
+        ms = [m for r in results for m in r.metrics if m.name == name]
+        samples = [m.value for m in ms if m.value is not None]
+        if not samples:
+            merged[name] = ms[0]
+            continue
+        iv = t_interval(samples)
+        wilson = ms[0].low is not None
+        merged[name] = Metric(
+            name=name, value=iv.mean, unit=ms[0].unit, samples=samples,
+            low=None if wilson else iv.low, high=None if wilson else iv.high,
+        )
+    return CheckResult(
+        name=first.name,
+        kind=first.kind,
+        passed=all(r.passed for r in results),
+        required=first.required,
+        metrics=list(merged.values()),
+        details={"runs": [r.details for r in results]},
+        findings=[f for r in results for f in r.findings],
+        duration_s=round(sum(r.duration_s for r in results), 3),
+    )
+
+
+def _tail(log: str) -> list[str]:
+    return log.splitlines()[-LOG_TAIL_LINES:]
+
+
+class CellRunner:
+    def __init__(
+        self,
+        loaded: LoadedManifest,
+        image: str,
+        image_id: str,
+        image_env: dict[str, str],
+        lock_sha256: str | None,
+        client,
+        seed: int = 0,
+    ) -> None:
+        self.loaded = loaded
+        self.spec: ValidationSpec = loaded.manifest.validation
+        self.image = image
+        self.image_id = image_id
+        self.image_env = image_env
+        self.lock_sha256 = lock_sha256
+        self.client = client
+        self.seed = seed
+
+    def run(self, cell: Cell, gpus: list[int]) -> Receipt:
+        started = datetime.now(UTC)
+        t0 = time.monotonic()
+        findings = Findings()
+        engine = engine_for(cell.engine)
+        model_arg, mounts = _model_mount(cell, self.loaded.directory)
+        command = engine.serve_command(cell, model_arg)
+        env = {**self.image_env, **cell.env, **command.env}
+        container_env = {**cell.env, **command.env}
+        if gpus:
+            container_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(gpus)))
+        invocation = Invocation(
+            engine=cell.engine, argv=command.argv, env=env, image_env=self.image_env,
+            cell_env={**cell.env, **command.env}, gpus=gpus, mounts={v: k for k, v in mounts.items()},
+        )
+        where = {"cell": cell.id, "image": self.image_id}
+        for hit in forbidden_switches(command.argv, env, self.spec.forbidden):
+            findings.add(
+                "FORBIDDEN_SWITCH",
+                f"the server would run with {hit}, which the manifest forbids ({self.spec.forbidden.reason or 'no reason given'})",
+                **where,
+            )
+        for problem in command.problems:
+            findings.add("ENGINE_CANNOT_EXPRESS", f"{cell.engine}: {problem}", **where)
+        if cell.gpu_count > 0 and len(gpus) < cell.gpu_count:
+            findings.add("NOT_ENOUGH_GPUS", f"the cell needs {cell.gpu_count} GPUs, {len(gpus)} were given", **where)
+        checks: list[CheckResult] = []
+        log = ""
+        startup_s: float | None = None
+        server_failed = False
+        if findings.passed:
+            spec = ContainerSpec(
+                image=self.image_id, argv=command.argv, env=container_env, port=command.port,
+                gpus=gpus, mounts=mounts, cell_id=cell.id,
+            )
+            with serve(self.client, spec) as server:
+                try:
+                    startup_s = server.wait_ready([engine.health_path, engine.models_path], cell.startup_timeout_s)
+                    checks = self._checks(cell, server, engine, findings)
+                except ServerFailed as exc:
+                    server_failed = True
+                    findings.add(exc.code, exc.message, **where)
+                log = server.logs()
+        # Resolved per cell, not once: a baseline receipt may be one this very run wrote earlier.
+        baselines = {name: resolve_baseline(name, b, self.loaded.directory) for name, b in self.spec.baselines.items()}
+        gate_results = []
+        metrics = {m.name: m for c in checks for m in c.metrics}
+        for gate in cell.gates:
+            result, gate_findings = evaluate_gate(gate, metrics, baselines)
+            gate_results.append(result)
+            for f in gate_findings:
+                f.location = Location(**where)
+                findings.findings.append(f)
+        required_failed = [c for c in checks if c.required and not c.passed]
+        for c in checks:
+            if not c.required:
+                # An optional check's failures stay visible but do not fail the cell.
+                for f in c.findings:
+                    f.severity = f.severity.warning if f.severity == f.severity.error else f.severity
+        passed = findings.passed and not required_failed
+        # "error": the server never served; "failed": it served and something was not good enough.
+        status = "passed" if passed else ("error" if server_failed else "failed")
+        return Receipt(
+            cell_id=cell.id,
+            cell=cell,
+            cell_sha256=cell_sha256(cell),
+            image=self.image,
+            image_id=self.image_id,
+            lock_sha256=self.lock_sha256,
+            manifest_sha256=self.loaded.sha256,
+            manifest_name=self.loaded.manifest.name,
+            passed=passed,
+            status=status,
+            started_at=started.isoformat(timespec="seconds"),
+            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            duration_s=round(time.monotonic() - t0, 3),
+            startup_s=None if startup_s is None else round(startup_s, 3),
+            invocation=invocation,
+            metrics=metrics,
+            checks=checks,
+            gates=gate_results,
+            findings=list(findings) + [f for c in checks for f in c.findings],
+            log_tail=_tail(log),
+            host={"hostname": platform.node(), "machine": platform.machine(), "cpus": str(os.cpu_count())},
+        )
+
+    def _checks(self, cell: Cell, server, engine, findings: Findings) -> list[CheckResult]:
+        client = EngineClient(server.base_url, cell.model.name, timeout_s=cell.request_timeout_s)
+        ctx = CheckContext(
+            cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=client,
+            metrics_path=engine.metrics_path, read_log=server.logs, seed=self.seed,
+        )
+        # Log scans last: they judge everything the server wrote while the other checks ran.
+        ordered = [c for c in cell.checks if c.kind != "log_scan"] + [c for c in cell.checks if c.kind == "log_scan"]
+        results: list[CheckResult] = []
+        for config in ordered:
+            runs = []
+            for _ in range(_runs_for(cell, config.kind)):
+                check = check_for(config)
+                try:
+                    runs.append(check.run(ctx))
+                except InputError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a check that crashes fails the cell, not the run
+                    f = Finding(code="CHECK_ERROR", message=f"{config.kind}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                                location=Location(cell=cell.id))
+                    runs.append(CheckResult(name=config.kind, kind=config.kind, passed=False, required=config.required, findings=[f]))
+                alive, code = server.alive()
+                if not alive:
+                    findings.add("SERVER_EXITED", f"the server exited with code {code} during the {config.kind} check", cell=cell.id)
+                    results.append(_merge_runs(runs))
+                    return results
+            results.append(_merge_runs(runs))
+        return results
+
+
+def run_validation(
+    loaded: LoadedManifest,
+    image: str,
+    lock_path: Path | None,
+    receipts_dir: Path,
+    cells: list[str] | None = None,
+    *,
+    gpus: int = 0,
+    client=None,
+    seed: int = 0,
+) -> ValidationResult:
+    spec = loaded.manifest.validation
+    if cells:
+        unknown = [c for c in cells if spec.cell(c) is None]
+        if unknown:
+            raise InputError(f"no cell '{unknown[0]}' in {loaded.path} (see `releasekit matrix {loaded.path}`)")
+        chosen = [spec.cell(c) for c in cells]
+    else:
+        chosen = list(spec.cells)
+    if not chosen:
+        raise InputError(f"{loaded.path} has no validation cells")
+    lock_sha = lock_file_sha256(lock_path) if lock_path is not None else None
+    client = client or docker_client()
+    image_id, image_env = image_facts(client, image)
+    findings = Findings()
+    labels = client.images.get(image_id).labels or {}
+    if lock_sha is not None and labels.get(LOCK_LABEL) and labels[LOCK_LABEL] != lock_sha:
+        findings.add(
+            "IMAGE_LOCK_MISMATCH",
+            f"image {image_id[:19]} was built from lock {labels[LOCK_LABEL][:12]}, not {lock_sha[:12]}",
+            image=image_id,
+        )
+    runner = CellRunner(loaded, image, image_id, image_env, lock_sha, client, seed)
+    jobs = [Job(cell_id=c.id, gpus=c.gpu_count, duration_s=c.expected_duration_s or 0) for c in chosen]
+    by_id = {c.id: c for c in chosen}
+
+    def run_one(job: Job, gpu_set: list[int]) -> Receipt:
+        receipt = runner.run(by_id[job.cell_id], gpu_set)
+        write_receipt(receipt, receipts_dir)
+        return receipt
+
+    receipts = run_packed(jobs, gpus, run_one)
+    summaries = [
+        CellSummary(
+            cell_id=r.cell_id, status=r.status, passed=r.passed, required=r.cell.required,
+            receipt=str(receipts_dir / f"{r.cell_id}.json"), duration_s=r.duration_s,
+            codes=sorted({f.code for f in r.findings if f.severity == "error"}),
+        )
+        for r in (receipts[c.id] for c in chosen)
+    ]
+    passed = findings.passed and all(s.passed for s in summaries if s.required)
+    return ValidationResult(
+        image=image, image_id=image_id, lock_sha256=lock_sha, manifest_sha256=loaded.sha256,
+        receipts_dir=str(receipts_dir), cells=summaries, findings=list(findings), passed=passed,
+    )

