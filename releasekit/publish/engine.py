@@ -8,6 +8,7 @@ pushed manifest has been checked (see ``releasekit.publish.transaction``).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -71,7 +72,13 @@ class DockerEngine:
             raise EnvironmentProblem(f"Docker Engine could not inspect {image!r}: {exc.explanation}") from None
         return ImageFacts.from_config(obj.id, obj.attrs.get("Config") or {}, obj.tags)
 
-    def push_staged(self, image_id: str, target: Reference, credentials: RegistryCredentials | None) -> str:
+    def push_staged(
+        self,
+        image_id: str,
+        target: Reference,
+        credentials: RegistryCredentials | None,
+        on_retry: Callable[[], None] | None = None,
+    ) -> str:
         """Push the image under its staging tag and return the registry manifest digest.
 
         The local staging tag is removed again whatever happens: it is an implementation
@@ -91,6 +98,10 @@ class DockerEngine:
                 if "error" in event or "errorDetail" in event:
                     detail = (event.get("errorDetail") or {}).get("message") or event.get("error")
                     raise EnvironmentProblem(f"push to {target.host} failed: {' '.join(str(detail).split())}")
+                # The engine retries a failed layer upload for about a minute; if the registry
+                # is gone, ``on_retry`` says so now (by raising) instead of after every retry.
+                if on_retry is not None and str(event.get("status", "")).startswith("Retrying in"):
+                    on_retry()
                 aux = event.get("aux") or {}
                 if aux.get("Digest"):
                     digest = aux["Digest"]

@@ -189,7 +189,15 @@ def publish(
     credentials = resolve_credentials(target.host)
     with RegistryClient(target.host, credentials) as client:
         client.ping()  # unreachable or refused: say so before anything is pushed
-        digest = engine.push_staged(facts.id, target, credentials)
+        def registry_still_there() -> None:
+            try:
+                client.ping()
+            except EnvironmentProblem as exc:
+                raise EnvironmentProblem(
+                    f"push to {target.host} interrupted: {exc.message}", hint="nothing was tagged; rerun to resume"
+                ) from None
+
+        digest = engine.push_staged(facts.id, target, credentials, on_retry=registry_still_there)
         blob = check_pushed(client, target, digest, facts.id)
         notes = release_notes(
             build_notes=evidence.build_notes,
