@@ -337,7 +337,7 @@ def test_replaced_native_extension(release):
 def test_label_edited(release):
     image = release.derive("true", changes=[f"LABEL io.releasekit.component.demo.commit={'f' * 40}"])
     result = release.verify(image)
-    assert _codes(result) == {"LABEL_MISMATCH"}, [f.render() for f in result.findings]
+    assert _codes(result) == {"LABEL_MISMATCH", "BUILD_RECORD_MISMATCH"}, [f.render() for f in result.findings]
 
 
 def test_undeclared_nvidia_wheel(release):
@@ -355,7 +355,8 @@ def test_undeclared_nvidia_wheel(release):
         files={f"/w/{wheel.name}": wheel.read_bytes()},
     )
     result = release.verify(image)
-    assert _codes(result) == {"FORBIDDEN_DISTRIBUTION"}, [f.render() for f in result.findings]
+    # Every derived image is also not the image build.json describes.
+    assert _codes(result) == {"FORBIDDEN_DISTRIBUTION", "BUILD_RECORD_MISMATCH"}, [f.render() for f in result.findings]
 
 
 # --- a hostile image cannot touch the host or hang the verifier ------------------------------

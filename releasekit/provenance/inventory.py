@@ -171,6 +171,10 @@ def _wants_keep(path: str, plan: ReadPlan, in_root: bool) -> bool:
     return path.startswith("/var/lib/dpkg/info/") and name.endswith((".list", ".md5sums"))
 
 
+def _bytecode(path: str) -> bool:
+    return path.endswith(".pyc") and "/__pycache__/" in path
+
+
 def _is_native(path: str, root: str, plan: ReadPlan) -> bool:
     if not (path.endswith(".so") or ".so." in posixpath.basename(path)):
         return False
@@ -262,6 +266,8 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
                     root = plan.under_root(path)
                     keep = _wants_keep(path, plan, root is not None)
                     native = root is not None and _is_native(path, root, plan)
+                    if root is not None and _bytecode(path):
+                        root = None  # no reference hash exists for byte-code; ownership needs no bytes
                     if root is not None or keep:
                         handle = tar.extractfile(member)
                         assert handle is not None
@@ -299,6 +305,8 @@ def inventory_from_directory(root: str, plan: ReadPlan) -> Inventory:
                 py_root = plan.under_root(path)
                 keep = _wants_keep(path, plan, py_root is not None)
                 native = py_root is not None and _is_native(path, py_root, plan)
+                if py_root is not None and _bytecode(path):
+                    py_root = None
                 if py_root is not None or keep:
                     with open(full, "rb", buffering=0) as handle:
                         _consume(handle.read, st.st_size, path=path, plan=plan, inv=inv, entry=entry,

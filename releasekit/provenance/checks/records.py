@@ -13,6 +13,7 @@ import re
 from releasekit.findings import Findings
 from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.installed import INSTALLER_FILES, InstalledDist, RecordRow, WheelRecord
+from releasekit.provenance.inventory import Inventory
 
 _DATA_LIB = re.compile(r"^[^/]+\.data/(purelib|platlib)/(.+)$")
 _LIMIT = 20  # findings of one kind per distribution before summarising
@@ -29,7 +30,11 @@ class RecordCheck:
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
         for dist in ctx.dists:
-            self._installed_files(ctx, dist, found)
+            if f"{dist.dist_info}/RECORD" in ctx.dpkg_owned:
+                # A Debian-packaged distribution: dpkg moved its scripts and owns its files;
+                # its md5sums are the reference (UnownedFilesCheck verifies them).
+                continue
+            verify_installed_files(ctx.inventory, dist, found)
         for name, comp in ctx.components.items():
             if not comp.installed:
                 continue
@@ -57,42 +62,6 @@ class RecordCheck:
                           component=name, path=wheel.filename)
             self._against_wheel(dist, wheel, name, found)
         return found
-
-    def _installed_files(self, ctx: VerifyContext, dist: InstalledDist, found: Findings) -> None:
-        if f"{dist.dist_info}/RECORD" in ctx.dpkg_owned:
-            # A Debian-packaged distribution: dpkg moved its scripts and owns its files;
-            # its md5sums are the reference (UnownedFilesCheck verifies them).
-            return
-        for path in dist.unsafe_paths:
-            found.add("RECORD_UNSAFE_PATH", f"RECORD of {dist.name} names {path!r}, outside the filesystem root",
-                      path=dist.dist_info)
-        missing = mismatched = 0
-        for target, row in sorted(dist.files.items()):
-            if row.digest is None:
-                continue  # RECORD itself and byte-code: listed without a hash by design
-            entry = ctx.inventory.files.get(target)
-            if entry is None or entry.kind == "symlink":
-                real = ctx.inventory.resolve(target)
-                entry = ctx.inventory.files.get(real) if real else None
-            if entry is None or entry.kind != "file":
-                missing += 1
-                if missing <= _LIMIT:
-                    found.add("RECORD_FILE_MISSING", f"{dist.name}: {row.path} is in RECORD but not a file in the image",
-                              path=target)
-                continue
-            if row.algorithm != "sha256" or entry.sha256 is None:
-                if row.algorithm != "sha256":
-                    found.add("RECORD_HASH_MISMATCH", f"{dist.name}: {row.path} uses hash {row.algorithm!r}, not sha256",
-                              path=target)
-                continue
-            if entry.sha256 != row.digest or (row.size is not None and row.size != entry.size):
-                mismatched += 1
-                if mismatched <= _LIMIT:
-                    found.add("RECORD_HASH_MISMATCH", f"{dist.name}: {row.path} differs from its RECORD hash",
-                              path=target)
-        for code, count in (("RECORD_FILE_MISSING", missing), ("RECORD_HASH_MISMATCH", mismatched)):
-            if count > _LIMIT:
-                found.add(code, f"{dist.name}: {count - _LIMIT} more file(s) like the above", path=dist.dist_info)
 
     def _against_wheel(self, dist: InstalledDist, wheel: WheelRecord, component: str, found: Findings) -> None:
         installed = {row.path: row for row in dist.record or []}
@@ -130,4 +99,38 @@ class RecordCheck:
                       component=component, path=dist.dist_info)
 
 
-__all__ = ["RecordCheck", "RecordRow"]
+def verify_installed_files(inventory: Inventory, dist: InstalledDist, found: Findings) -> None:
+    """Every file RECORD lists exists in the image with that sha256 and size (the benchmark times this)."""
+    for path in dist.unsafe_paths:
+        found.add("RECORD_UNSAFE_PATH", f"RECORD of {dist.name} names {path!r}, outside the filesystem root",
+                  path=dist.dist_info)
+    missing = mismatched = 0
+    for target, row in sorted(dist.files.items()):
+        if row.digest is None:
+            continue  # RECORD itself and byte-code: listed without a hash by design
+        entry = inventory.files.get(target)
+        if entry is None or entry.kind == "symlink":
+            real = inventory.resolve(target)
+            entry = inventory.files.get(real) if real else None
+        if entry is None or entry.kind != "file":
+            missing += 1
+            if missing <= _LIMIT:
+                found.add("RECORD_FILE_MISSING", f"{dist.name}: {row.path} is in RECORD but not a file in the image",
+                          path=target)
+            continue
+        if row.algorithm != "sha256":
+            found.add("RECORD_HASH_MISMATCH", f"{dist.name}: {row.path} uses hash {row.algorithm!r}, not sha256",
+                      path=target)
+            continue
+        if entry.sha256 is None:
+            continue  # too large to hash: FILE_TOO_LARGE says so
+        if entry.sha256 != row.digest or (row.size is not None and row.size != entry.size):
+            mismatched += 1
+            if mismatched <= _LIMIT:
+                found.add("RECORD_HASH_MISMATCH", f"{dist.name}: {row.path} differs from its RECORD hash", path=target)
+    for code, count in (("RECORD_FILE_MISSING", missing), ("RECORD_HASH_MISMATCH", mismatched)):
+        if count > _LIMIT:
+            found.add(code, f"{dist.name}: {count - _LIMIT} more file(s) like the above", path=dist.dist_info)
+
+
+__all__ = ["RecordCheck", "RecordRow", "verify_installed_files"]
