@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,7 +52,7 @@ def test_release_workflow_passes_actionlint():
     [
         ("needs.build.outputs.image_id", "needs.build.outputs.image_ident", "image_ident"),
         ("needs: [lock, build, validate]", "needs: [lock, build, validat]", "validat"),
-        ("x64, gpu]", "x64, gpu-typo]", "gpu-typo"),
+        ("x64, releasekit-builder]", "x64, releasekit-buidler]", "releasekit-buidler"),
     ],
 )
 def test_actionlint_rejects_a_broken_workflow(tmp_path, old, new, complaint):
@@ -79,8 +81,8 @@ def test_workflow_runs_the_pipeline_in_order():
     assert "releasekit build" in commands("build") and "releasekit verify-provenance" in commands("build")
     # One validation job per cell, on self-hosted GPU runners, from the matrix command's output.
     assert jobs["validate"]["strategy"]["matrix"] == "${{ fromJSON(needs.lock.outputs.matrix) }}"
-    assert "self-hosted" in jobs["validate"]["runs-on"] and "gpu" in jobs["validate"]["runs-on"]
-    assert "releasekit validate" in commands("validate")
+    assert jobs["validate"]["runs-on"] == "${{ matrix.runs-on }}"
+    assert "releasekit validate" in commands("validate") and "--lock" in commands("validate")
     assert {"build", "validate"} <= needs("publish")
     assert "releasekit publish" in commands("publish")
     assert any(step.get("with", {}).get("pattern") == "receipt-*" for step in jobs["publish"]["steps"])
@@ -89,3 +91,21 @@ def test_workflow_runs_the_pipeline_in_order():
     for job in jobs.values():
         for step in job["steps"]:
             assert "secrets." not in step.get("run", "")
+
+
+def test_the_matrix_command_gives_what_the_validate_job_reads():
+    # The workflow reads matrix.cell and matrix.runs-on from `releasekit matrix --format github`.
+    text = WORKFLOW.read_text(encoding="utf-8")
+    assert "matrix.cell" in text and "matrix.runs-on" in text
+    r = subprocess.run(
+        [sys.executable, "-m", "releasekit", "matrix", str(ROOT / "manifests" / "ff-next.yaml"), "--format", "github"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.strip().splitlines()) == 1  # one line, as $GITHUB_OUTPUT needs
+    entries = json.loads(r.stdout)["include"]
+    assert entries
+    for entry in entries:
+        assert entry["cell"] and entry["runs-on"]
