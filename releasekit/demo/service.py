@@ -136,13 +136,32 @@ def _build(ctx: DemoContext) -> StageResult:
     )
 
 
-# The pipeline, in order. verify-provenance, validate and publish are appended here as they land.
+def _verify(ctx: DemoContext) -> StageResult:
+    from releasekit.provenance.verify import VerifyOptions, verify_provenance
+
+    assert ctx.image_id is not None and ctx.lock is not None and ctx.release is not None
+    result = verify_provenance(
+        VerifyOptions(image=ctx.image_id, lock=ctx.lock, artifacts=ctx.release, manifest=ctx.manifest,
+                      allow_local_repos=True)
+    )
+    return StageResult(
+        name="verify-provenance",
+        status="passed" if result.passed else "failed",
+        summary=f"{result.stats.distributions} distribution(s), {result.stats.bytes_hashed / 1e6:.1f} MB hashed: "
+        + ("the image is what the locked commits produce" if result.passed else "the image does not match the lock"),
+        outputs={"verification summary": result.summary_path or ""},
+        findings=result.findings,
+    )
+
+
+# The pipeline, in order. validate and publish are appended here as they land.
 STAGES: list[DemoStage] = [
     DemoStage("base-image", _base),
     DemoStage("example", _example),
     DemoStage("plan lock", _lock),
     DemoStage("plan check", _check),
     DemoStage("build", _build),
+    DemoStage("verify-provenance", _verify),
 ]
 
 
