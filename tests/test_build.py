@@ -21,7 +21,7 @@ from releasekit.build.native import fatbin_arches
 from releasekit.build.record import BuildRecord
 from releasekit.build.service import BuildOptions, run_build
 from releasekit.demo.example import DemoRepository, make_example
-from releasekit.errors import BuildFailed, InputError
+from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.lock import Lock, lock_file_sha256, read_lock, write_lock
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
@@ -301,3 +301,30 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
     other.write_text(world.manifest.read_text() + "\n# changed\n")
     stale = _cli("build", str(other), "--lock", str(world.lock_path), env=env)
     assert stale.returncode == 2 and "another manifest" in stale.stderr
+
+
+def test_builder_image_environment(world: World, base_image):
+    """``environment.kind: image``: the PEP 517 build runs in a network-less container of the builder image."""
+    root = world.root / "builder"
+    root.mkdir()
+    text = Path(world.manifest).read_text()
+    venv = "    build:\n      environment:\n        kind: venv\n      generated_files: [rkdemo_runtime/_version.py]"
+    assert venv in text
+    manifest = root / "manifest.yaml"
+    manifest.write_text(text.replace(venv, venv.replace("kind: venv", f"kind: image\n        image: {base_image.name}")))
+    opts = world.options("out-builder", lock=_lock(root, manifest), no_cache=True).model_copy(update={"manifest": manifest})
+    record = run_build(opts)
+    runtime = next(c for c in record.components if c.name == "runtime")
+    assert runtime.builder_image == base_image.image_id
+    assert runtime.version == f"0.1.0+g{world.lock.components['runtime'].commit[:12]}"
+    log = (world.root / "out-builder/logs/runtime.log").read_text()
+    assert f"in builder image {base_image.name}" in log
+    statement = json.loads((world.root / "out-builder/provenance.intoto.json").read_text())
+    deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    assert {"sha256": base_image.image_id.removeprefix("sha256:")} in [d["digest"] for d in deps if d["name"] == "runtime-builder"]
+
+    missing = root / "missing.yaml"
+    missing.write_text(manifest.read_text().replace(f"image: {base_image.name}", "image: releasekit-test/no-builder:1"))
+    opts = opts.model_copy(update={"manifest": missing, "lock": _lock(root, missing, "missing-lock.json")})
+    with pytest.raises(EnvironmentProblem, match="builder image releasekit-test/no-builder:1 is not in the Docker Engine"):
+        run_build(opts)

@@ -29,7 +29,13 @@ def default_cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "releasekit") / "build"
 
 
-def wheel_key(comp: LockedGitComponent, recipe: BuildRecipe, toolchain: LockedToolchain, arches: list[str]) -> str:
+def wheel_key(
+    comp: LockedGitComponent,
+    recipe: BuildRecipe,
+    toolchain: LockedToolchain,
+    arches: list[str],
+    builder_image: str | None = None,
+) -> str:
     material = {
         "format": CACHE_FORMAT,
         "commit": comp.commit,
@@ -37,12 +43,13 @@ def wheel_key(comp: LockedGitComponent, recipe: BuildRecipe, toolchain: LockedTo
         "source_date_epoch": comp.commit_time,
         "recipe": recipe.model_dump(mode="json"),
         "arches": arches if recipe.native else [],
+        "builder_image": builder_image,
         "toolchain": {
             "cuda": toolchain.cuda,
             "pytorch": toolchain.pytorch,
             "nccl": toolchain.nccl,
-            # The build venv is made from this interpreter: another Python is another toolchain.
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+            # A venv build is made from this interpreter: another Python is another toolchain.
+            "python": None if builder_image else f"{sys.version_info.major}.{sys.version_info.minor}",
         },
     }
     return hashlib.sha256(canonical_json(material)).hexdigest()

@@ -24,6 +24,7 @@ class ComponentRecord(BaseModel):
     wheel_filename: str | None = None
     wheel_sha256: str | None = None
     native_arches: list[str] = Field(default_factory=list)
+    builder_image: str | None = None  # image ID of the builder image (None: a fresh venv on the build host)
     built: bool = False  # False: recorded only (a build repository, or a component without a recipe)
     cache: Literal["hit", "miss", "none"] = "none"
     log: str | None = None  # relative to OUTDIR

@@ -34,13 +34,14 @@ from releasekit.build.record import (
     ImageRecord,
 )
 from releasekit.build.release_notes import render_release_notes
+from releasekit.build.wheel import Builder as WheelBuilder
 from releasekit.build.wheel import Log, build_wheel
 from releasekit.build.wheelhouse import fetch_pinned_wheel
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
 from releasekit.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
-from releasekit.manifest import LoadedManifest, load_manifest
-from releasekit.manifest.models import GitComponent, WheelComponent
+from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
+from releasekit.manifest.models import BuildEnvironment, GitComponent, WheelComponent
 from releasekit.provenance.statement import (
     BuildDefinition,
     Builder,
@@ -142,6 +143,29 @@ def resolve_base(engine: Engine, lock: Lock) -> BaseImageRecord:
     return BaseImageRecord(name=base.name, digest=base.digest, image_id=image_id)
 
 
+def resolve_builder(engine: Engine, component: str, environment: BuildEnvironment) -> WheelBuilder | None:
+    """The manifest's builder image as a local image ID (None: a venv build)."""
+    if environment.kind != "image":
+        return None
+    assert environment.image is not None
+    pinned = environment.digest if environment.digest and environment.digest != TO_BE_LOCKED else None
+    image_id = engine.image_id(environment.image)
+    if image_id is None and pinned:
+        image_id = engine.image_id(pinned)
+    if image_id is None:
+        raise EnvironmentProblem(
+            f"{component}: builder image {environment.image} is not in the Docker Engine",
+            hint="build or load it, then rerun",
+        )
+    if pinned and image_id != pinned:
+        repo_digests = [d.split("@", 1)[1] for d in engine.image_attrs(image_id).get("RepoDigests") or [] if "@" in d]
+        if pinned not in repo_digests:
+            raise EnvironmentProblem(
+                f"{component}: builder image {environment.image} is {image_id[:19]}, the manifest pins {pinned[:19]}"
+            )
+    return WheelBuilder(engine=engine, name=environment.image, image_id=image_id)
+
+
 def _build_git_component(
     name: str,
     locked: LockedGitComponent,
@@ -152,6 +176,7 @@ def _build_git_component(
     cache: BuildCache,
     outdir: Path,
     allow_local: bool,
+    engine: Engine,
 ) -> ComponentRecord:
     record = ComponentRecord(
         name=name,
@@ -168,7 +193,9 @@ def _build_git_component(
     if recipe is None:
         return record
     arches = list(recipe.cuda_arch_list or lock.toolchain.cuda_arch_list) if recipe.native else []
-    key = wheel_key(locked, recipe, lock.toolchain, arches)
+    builder = resolve_builder(engine, name, recipe.environment)
+    record.builder_image = builder.image_id if builder else None
+    key = wheel_key(locked, recipe, lock.toolchain, arches, builder.image_id if builder else None)
     log_path = outdir / "logs" / f"{name}.log"
     record.log = f"logs/{name}.log"
     wheel = cache.get_wheel(key, outdir / "wheels", log_path)
@@ -193,6 +220,7 @@ def _build_git_component(
                     arches=arches,
                     log=Log(log_path),
                     component=name,
+                    builder=builder,
                 )
                 _sources_untouched(name, src, recipe.generated_files, recipe.subdirectory)
             finally:
@@ -257,7 +285,9 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
         if isinstance(locked, LockedGitComponent):
             assert isinstance(declared, GitComponent)
             progress(f"{name}: {locked.commit[:12]}")
-            record = _build_git_component(name, locked, declared, loaded, lock, opts, cache, outdir, allow_local)
+            record = _build_git_component(
+                name, locked, declared, loaded, lock, opts, cache, outdir, allow_local, engine
+            )
             progress(f"{name}: {record.wheel_filename or 'recorded (no build recipe)'} [{record.cache}]")
         else:
             assert isinstance(declared, WheelComponent)
@@ -406,6 +436,10 @@ def provenance_statement(
                     annotations={k: v for k, v in annotations.items() if v},
                 )
             )
+    for c in record.components:
+        if c.builder_image:
+            deps.append(ResourceDescriptor(name=f"{c.name}-builder", uri="docker-image://builder",
+                                           digest=sha256_digest(c.builder_image)))
     base = record.base_image
     base_digest = {"sha256": (base.digest or base.image_id).removeprefix("sha256:")}
     deps.append(ResourceDescriptor(name="base-image", uri=f"docker-image://{base.name}", digest=base_digest,

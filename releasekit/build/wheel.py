@@ -13,19 +13,35 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel
 
 from releasekit.build import native, wheelfile
+from releasekit.build.engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
 from releasekit.manifest.models import BuildRecipe
 
 HOOKS = Path(__file__).with_name("pep517_hooks.py")
 # A version's local label naming the commit: 1.2.3+g1a2b3c4 or 1.2.3+cu130.g1a2b3c4d5e6.
 COMMIT_LABEL = re.compile(r"(?:^|[.+])g([0-9a-f]{7,40})(?:$|[.])")
+
+
+# Where sources are inside a builder container: fixed, like the host build path.
+BUILD_SRC = "/releasekit-src"
+
+
+@dataclass
+class Builder:
+    """A builder image, resolved to a local image ID."""
+
+    engine: Engine
+    name: str
+    image_id: str
 
 
 class BuiltWheel(BaseModel):
@@ -103,6 +119,74 @@ def _check_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
     return missing
 
 
+def _in_venv(project: Path, dist: Path, tmp: Path, recipe: BuildRecipe, env: dict[str, str], log: Log, component: str) -> Path:
+    """A fresh venv on this machine with exactly the manifest's pinned build requirements."""
+    venv = tmp / "venv"
+    pinned = recipe.environment.requirements
+    venv_cmd = [sys.executable, "-m", "venv", str(venv)]
+    if not pinned:
+        venv_cmd.insert(3, "--without-pip")
+    if log.run(venv_cmd, env=env) != 0:
+        raise EnvironmentProblem(f"{component}: cannot create a build venv (python3-venv missing?)")
+    python = str(venv / "bin" / "python")
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    if pinned and log.run([python, "-m", "pip", "install", "--no-input", *pinned], env=env) != 0:
+        raise BuildFailed(f"{component}: installing build requirements failed (see {log.path})")
+    result = tmp / "result.json"
+    if log.run([python, str(HOOKS), "get_requires_for_build_wheel", str(result)], cwd=project, env=env) != 0:
+        raise BuildFailed(f"{component}: the build backend failed to load (see {log.path})")
+    wanted = json.loads(result.read_text())
+    missing = _check_requirements(wanted["static"] + wanted["dynamic"], pinned)
+    if missing:
+        raise BuildFailed(
+            f"{component}: build requirements not pinned by the manifest's build environment: " + ", ".join(missing)
+        )
+    config = json.dumps(recipe.config_settings)
+    if log.run([python, str(HOOKS), "build_wheel", str(result), str(dist), config], cwd=project, env=env) != 0:
+        raise BuildFailed(f"{component}: wheel build failed (see {log.path})")
+    return dist / json.loads(result.read_text())["wheel"]
+
+
+def _in_image(
+    builder: Builder, source: Path, dist: Path, tmp: Path, recipe: BuildRecipe, env: dict[str, str], log: Log, component: str
+) -> Path:
+    """A throw-away container of the builder image, without network: the image holds the build requirements."""
+    tools = tmp / "tools"
+    tools.mkdir()
+    shutil.copyfile(HOOKS, tools / "pep517_hooks.py")
+    workdir = f"{BUILD_SRC}/{recipe.subdirectory.strip('/')}" if recipe.subdirectory else BUILD_SRC
+    config = json.dumps(recipe.config_settings).replace("'", "'\\''")
+    script = (
+        f"set -e; mkdir -p /releasekit-out/dist; cd {workdir}; "
+        "python3 /releasekit-tools/pep517_hooks.py get_requires_for_build_wheel /releasekit-out/requires.json; "
+        f"python3 /releasekit-tools/pep517_hooks.py build_wheel /releasekit-out/result.json /releasekit-out/dist '{config}'"
+    )
+    # The container has its own PATH and HOME; everything else is the same fixed environment.
+    inner = {k: v for k, v in env.items() if k not in ("PATH", "HOME", "TMPDIR")}
+    exported = tmp / "out.tar"
+    log.write(f"$ [{builder.image_id[:19]}] sh -c {script}")
+    run = builder.engine.run_throwaway(
+        builder.image_id,
+        ["/bin/sh", "-c", script],
+        inputs={BUILD_SRC: source, "/releasekit-tools": tools},
+        export="/releasekit-out",
+        export_to=exported,
+        environment=inner,
+    )
+    log.write(run.output)
+    if run.exit_code != 0:
+        raise BuildFailed(f"{component}: wheel build in {builder.name} failed (see {log.path})")
+    with tarfile.open(exported) as tar:
+        result = json.load(tar.extractfile("releasekit-out/result.json"))  # type: ignore[arg-type]
+        requires = json.load(tar.extractfile("releasekit-out/requires.json"))  # type: ignore[arg-type]
+        member = tar.getmember(f"releasekit-out/dist/{result['wheel']}")
+        with tar.extractfile(member) as src, (dist / result["wheel"]).open("wb") as dst:  # type: ignore[union-attr]
+            shutil.copyfileobj(src, dst)
+    log.write(f"# build requirements (provided by the builder image): {requires['static'] + requires['dynamic']}")
+    return dist / result["wheel"]
+
+
 def build_wheel(
     source: Path,
     out_dir: Path,
@@ -113,46 +197,29 @@ def build_wheel(
     arches: list[str],
     log: Log,
     component: str,
+    builder: Builder | None = None,
 ) -> BuiltWheel:
-    """Build one wheel from ``source`` into ``out_dir``; BuildFailed names the log on failure."""
+    """Build one wheel from ``source`` into ``out_dir``; BuildFailed names the log on failure.
+
+    ``builder`` set: inside that image (the manifest's ``environment.kind: image``);
+    otherwise in a fresh venv on this machine.
+    """
     project = source / recipe.subdirectory if recipe.subdirectory else source
     if not (project / "pyproject.toml").is_file():
         raise BuildFailed(f"{component}: no pyproject.toml in {recipe.subdirectory or 'the repository root'}")
-    if recipe.native and shutil.which("nvcc") is None:
-        raise EnvironmentProblem(
-            f"{component} compiles CUDA code but nvcc is not on PATH", hint="install the CUDA toolkit"
-        )
+    if recipe.native and builder is None and shutil.which("nvcc") is None:
+        raise EnvironmentProblem(f"{component} compiles CUDA code but nvcc is not on PATH", hint="install the CUDA toolkit")
     env = build_environment(recipe, source_date_epoch, commit, arches)
-    log.write(f"# releasekit build of {component} at {commit}, SOURCE_DATE_EPOCH={source_date_epoch}")
-    with tempfile.TemporaryDirectory(prefix="releasekit-venv-") as tmp:
-        venv = Path(tmp) / "venv"
-        pinned = recipe.environment.requirements
-        venv_cmd = [sys.executable, "-m", "venv", str(venv)]
-        if not pinned:
-            venv_cmd.insert(3, "--without-pip")
-        if log.run(venv_cmd, env=env) != 0:
-            raise EnvironmentProblem(f"{component}: cannot create a build venv (python3-venv missing?)")
-        python = str(venv / "bin" / "python")
-        env["VIRTUAL_ENV"] = str(venv)
-        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
-        if pinned and log.run([python, "-m", "pip", "install", "--no-input", *pinned], env=env) != 0:
-            raise BuildFailed(f"{component}: installing build requirements failed (see {log.path})")
-        result = Path(tmp) / "result.json"
-        if log.run([python, str(HOOKS), "get_requires_for_build_wheel", str(result)], cwd=project, env=env) != 0:
-            raise BuildFailed(f"{component}: the build backend failed to load (see {log.path})")
-        wanted = json.loads(result.read_text())
-        missing = _check_requirements(wanted["static"] + wanted["dynamic"], pinned)
-        if missing:
-            raise BuildFailed(
-                f"{component}: build requirements not pinned by the manifest's build environment: "
-                + ", ".join(missing)
-            )
-        dist = Path(tmp) / "dist"
+    where = f"builder image {builder.name} ({builder.image_id})" if builder else "a fresh venv"
+    log.write(f"# releasekit build of {component} at {commit} in {where}, SOURCE_DATE_EPOCH={source_date_epoch}")
+    with tempfile.TemporaryDirectory(prefix="releasekit-wheel-") as tmp_name:
+        tmp = Path(tmp_name)
+        dist = tmp / "dist"
         dist.mkdir()
-        config = json.dumps(recipe.config_settings)
-        if log.run([python, str(HOOKS), "build_wheel", str(result), str(dist), config], cwd=project, env=env) != 0:
-            raise BuildFailed(f"{component}: wheel build failed (see {log.path})")
-        built = dist / json.loads(result.read_text())["wheel"]
+        if builder is None:
+            built = _in_venv(project, dist, tmp, recipe, env, log, component)
+        else:
+            built = _in_image(builder, source, dist, tmp, recipe, env, log, component)
         wheelfile.normalise(built, source_date_epoch)
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / built.name
@@ -163,7 +230,7 @@ def build_wheel(
     arches_found: list[str] = []
     if recipe.native:
         arches_found = native.check_wheel_arches(component, final, arches)
-    log.write(f"# built {info.filename} sha256={info.sha256}")
+    log.write(f"# built {info.filename} sha256={info.sha256} (CUDA code: {', '.join(arches_found) or 'none'})")
     return BuiltWheel(
         path=str(final),
         filename=info.filename,
