@@ -181,3 +181,10 @@ def test_every_problem_is_reported_in_one_run(release):
     report = gate(release)
     assert set(codes(report)) == {"PLAN_CHECK_MISSING", "PROVENANCE_NOT_VERIFIED", "RECEIPT_MISSING"}
     assert [c.passed for c in report.checks].count(False) == 3
+
+
+def test_a_receipt_that_recorded_a_token_is_refused(release):
+    release.write_receipt("tiny-tp1", env={"HF_TOKEN": "hf_abc"})
+    report = gate(release)
+    assert "CREDENTIAL_IN_RECEIPT" in codes(report)
+    assert "hf_abc" not in report.model_dump_json()

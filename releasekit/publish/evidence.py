@@ -182,8 +182,9 @@ class ReceiptView(BaseModel):
     image_id: str | None
     lock_sha256: str | None
     passed: bool
-    env: dict[str, str] = Field(default_factory=dict)
-    args: list[str] = Field(default_factory=list)
+    # What the server ran with: read by the gate, left out of reports (an env may hold a token).
+    env: dict[str, str] = Field(default_factory=dict, exclude=True)
+    args: list[str] = Field(default_factory=list, exclude=True)
     metrics: list[dict[str, Any]] = Field(default_factory=list)
 
     @classmethod

@@ -23,6 +23,7 @@ Finding codes (stable):
   RECEIPT_STALE_CELL         a receipt for an earlier definition of the cell (cell_sha256 differs)
   RECEIPT_UNKNOWN_CELL       (warning) a receipt for a cell the matrix does not have
   FORBIDDEN_SWITCH           the manifest forbids an env var or flag a receipt or the image uses
+  CREDENTIAL_IN_RECEIPT      a receipt recorded a token/password-like env var with a value
   HIDDEN_SWITCH              a receipt ran with an env var or flag that neither the image's
                              own defaults nor the cell's definition records
 """
@@ -30,6 +31,7 @@ Finding codes (stable):
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import Protocol
 
 from pydantic import BaseModel, Field
@@ -78,6 +80,14 @@ COORDINATE_FLAGS = frozenset(
 PLACEMENT_ENV = frozenset(
     {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}
 )
+
+
+_CREDENTIAL_NAME = re.compile(r"(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+
+
+def _shown(key: str, value: str) -> str:
+    """A value fit for a finding message: never one of a credential-like variable."""
+    return "***" if _CREDENTIAL_NAME.search(key) else value
 
 
 class CellPolicy(BaseModel):
@@ -342,7 +352,7 @@ class NoForbiddenSwitches:
             for key, value in sorted(env.items()):
                 for pattern in policy.forbidden_env:
                     if _env_forbidden(pattern, key, value):
-                        out.add("FORBIDDEN_SWITCH", f"env {key}={value} is forbidden{reason}", cell=cell, path=where)
+                        out.add("FORBIDDEN_SWITCH", f"env {key}={_shown(key, value)} is forbidden{reason}", cell=cell, path=where)
             used = flags_of(args)
             for flag in policy.forbidden_args:
                 if flag in used:
@@ -370,7 +380,7 @@ class NoHiddenSwitches:
                 what = "overrides the image default" if key in image.env else "is not in the image's defaults"
                 out.add(
                     "HIDDEN_SWITCH",
-                    f"env {key}={value} {what} and the cell does not declare it",
+                    f"env {key}={_shown(key, value)} {what} and the cell does not declare it",
                     cell=view.cell,
                     path=view.path,
                 )
@@ -382,6 +392,26 @@ class NoHiddenSwitches:
                     cell=view.cell,
                     path=view.path,
                 )
+        return out
+
+
+class NoCredentialsInEvidence:
+    """Receipts are attached to the published digest for anyone who can pull it to read."""
+
+    name = "no credential recorded in the receipts"
+
+    def run(self, subject: GateSubject) -> Findings:
+        out = Findings()
+        views, _ = read_receipts(subject)
+        for view in views:
+            for key, value in sorted(view.env.items()):
+                if value and _CREDENTIAL_NAME.search(key):
+                    out.add(
+                        "CREDENTIAL_IN_RECEIPT",
+                        f"env {key} holds a value; a receipt must not record credentials (it would be published)",
+                        cell=view.cell,
+                        path=view.path,
+                    )
         return out
 
 
@@ -420,6 +450,7 @@ def publish_gate() -> AllOf:
         ReceiptsComplete(),
         NoForbiddenSwitches(),
         NoHiddenSwitches(),
+        NoCredentialsInEvidence(),
     )
 
 

@@ -176,9 +176,10 @@ class RegistryClient:
     ) -> None:
         self.host = host
         scheme = "http" if is_loopback(host) else "https"
+        self._auth = _RegistryAuth(credentials)
         self._client = httpx.Client(
             base_url=f"{scheme}://{host}",
-            auth=_RegistryAuth(credentials),
+            auth=self._auth,
             timeout=timeout,
             follow_redirects=True,
         )
@@ -203,6 +204,11 @@ class RegistryClient:
                 hint="is it running, and is the address right?",
             ) from None
         if response.status_code == 401:
+            if self._auth.credentials is None:
+                raise EnvironmentProblem(
+                    f"registry {self.host} requires credentials and none were found",
+                    hint=f"docker login {self.host}, or set {ENV_USERNAME}/{ENV_PASSWORD}",
+                )
             raise EnvironmentProblem(
                 f"registry {self.host} refused the credentials",
                 hint=f"docker login {self.host}, or set {ENV_USERNAME}/{ENV_PASSWORD}",

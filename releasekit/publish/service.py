@@ -134,6 +134,13 @@ def check_pushed(client: RegistryClient, target: Reference, digest: str, image_i
     return blob
 
 
+def _mentions(evidence: Evidence, secret: str) -> bool:
+    texts = [evidence.build_notes or ""]
+    texts += [item.text or "" for item in (evidence.plan_check, evidence.verification_summary, evidence.provenance)]
+    texts += [item.text or "" for item in evidence.receipts]
+    return bool(secret) and any(secret in text for text in texts)
+
+
 def publish(
     *,
     image: str,
@@ -187,6 +194,8 @@ def publish(
         return result
 
     credentials = resolve_credentials(target.host)
+    if credentials is not None and _mentions(evidence, credentials.password):
+        raise InputError("the evidence contains the registry password; refusing to push and attach it")
     with RegistryClient(target.host, credentials) as client:
         client.ping()  # unreachable or refused: say so before anything is pushed
         def registry_still_there() -> None:
