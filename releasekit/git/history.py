@@ -96,15 +96,37 @@ def _patch_id_pipe(diff_argv: list[str]) -> list[tuple[str, str]]:
 _LOG_PATCH = ["log", "-p", "--no-merges", "--no-color", "--no-ext-diff", "--no-renames", "--full-index", "--binary", "--format=commit %H"]
 
 
-def patch_ids(git: Git, *revs: str) -> dict[str, str]:
-    """commit -> patch-id for every non-merge commit the revisions select (``tip``, ``^base``)."""
+def patch_ids(git: Git, *revs: str, commits: list[str] | None = None) -> dict[str, str]:
+    """commit -> patch-id for every non-merge commit the revisions select (``tip``, ``^base``).
+
+    ``commits``: the non-merge commits of that selection when the caller already has them
+    (saves a walk); commits with an empty diff map to EMPTY_PATCH.
+    """
     if not revs:
         return {}
-    commits = rev_list(git, *revs, extra=["--no-merges"])
+    if commits is None:
+        commits = rev_list(git, *revs, extra=["--no-merges"])
     if not commits:
         return {}
     ids = {commit: pid for pid, commit in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
     return {c: ids.get(c, EMPTY_PATCH) for c in commits}
+
+
+def patch_id_set(git: Git, *revs: str) -> set[str]:
+    """The distinct patch-ids of the non-merge commits of a range (empty diffs left out)."""
+    return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
+
+
+def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]]:
+    """commit -> (parents, subject) for the selection, newest first, in one walk."""
+    out = git.run("log", "--format=%H %P%x09%s", *revs, "--")
+    graph: dict[str, tuple[list[str], str]] = {}
+    for line in out.splitlines():
+        ids, _, subject = line.partition("\t")
+        parts = ids.split()
+        if parts:
+            graph[parts[0]] = (parts[1:], subject)
+    return graph
 
 
 def diff_patch_id(git: Git, old: str, new: str) -> str:

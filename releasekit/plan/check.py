@@ -38,6 +38,7 @@ class ComponentState:
     heads: dict[int, str] = field(default_factory=dict)  # PR -> head used for the check
     states: dict[int, MergeState] = field(default_factory=dict)
     statuses: list[PRStatus] = field(default_factory=list)
+    times: dict[str, int] = field(default_factory=dict)  # landing commit -> committer time
 
     def status(self, pr: int, role: str) -> PRStatus | None:
         return next((s for s in self.statuses if s.pr == pr and s.role == role), None)
@@ -45,7 +46,9 @@ class ComponentState:
     def landed_time(self, pr: int) -> int | None:
         st = self.states.get(pr)
         if st and st.landed_at:
-            return commit_info(self.mirror.git, [st.landed_at])[st.landed_at][0]
+            if st.landed_at not in self.times:
+                self.times.update({c: t for c, (t, _) in commit_info(self.mirror.git, [st.landed_at]).items()})
+            return self.times[st.landed_at]
         return None
 
 
@@ -318,7 +321,8 @@ def _status_from(cs: ComponentState, pr: int, role: str, title: str | None, head
         state = "present" if (st.merged or st.present) else "absent"
     else:
         state = "merged" if st.merged else ("partial" if st.present else "not-merged")
-    info = commit_info(cs.mirror.git, [st.landed_at]) if st.landed_at else {}
+    if st.landed_at and st.landed_at not in cs.times:
+        cs.times.update({c: t for c, (t, _) in commit_info(cs.mirror.git, [st.landed_at]).items()})
     return PRStatus(
         component=cs.name,
         pr=pr,
@@ -329,7 +333,7 @@ def _status_from(cs: ComponentState, pr: int, role: str, title: str | None, head
         how=st.how,
         landed_at=st.landed_at,
         landed_position=st.landed_index,
-        landed_time=info[st.landed_at][0] if st.landed_at in info else None,
+        landed_time=cs.times.get(st.landed_at) if st.landed_at else None,
     )
 
 
@@ -372,17 +376,19 @@ def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGit
     named += [(c.pr, "already_canonical", c.title) for c in comp.already_canonical if c.pr is not None]
     named += [(c.pr, "closed", c.title) for c in comp.closed]
     named += [(s, "superseded", None) for s in sorted(superseded_by) if s not in {c.pr for c in comp.closed}]
+    remote_heads = mirror.refs("refs/pull/")
     for pr, role, _ in named:
         # The planned head is the locked one (what was reviewed); a moved head is its own finding.
         head = locked_heads.get(pr) if role == "planned" else None
-        head = head or mirror.pr_head(pr) or locked_heads.get(pr)
+        head = head or remote_heads.get(f"refs/pull/{pr}/head") or locked_heads.get(pr)
         if head:
             cs.heads[pr] = head
     cs.history.prepare(list(cs.heads.values()))
+    pending: list[tuple[int, str, str | None, str | None, MergeState | None]] = []
     for pr, role, title in named:
         head = cs.heads.get(pr)
         if head is None:
-            cs.statuses.append(_status_from(cs, pr, role, title, None, None))
+            pending.append((pr, role, title, None, None))
             continue
         if role in ("planned", "already_canonical"):
             st = cs.history.state_of(head)
@@ -397,6 +403,10 @@ def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGit
             else:
                 st = cs.history.state_of(head, ignore_patches=ignore)
             cs.states[-pr] = st  # negative keys: superseded/closed, never planned
+        pending.append((pr, role, title, head, st))
+    landed = [st.landed_at for *_, st in pending if st is not None and st.landed_at]
+    cs.times.update({c: t for c, (t, _) in commit_info(mirror.git, landed).items()})
+    for pr, role, title, head, st in pending:
         cs.statuses.append(_status_from(cs, pr, role, title, head, st))
     for change in comp.already_canonical:
         if change.commit is None:

@@ -20,8 +20,8 @@ from releasekit.git.history import (
     diff_patch_id,
     landing_map,
     merge_base,
+    parents_of,
     patch_ids,
-    rev_list,
 )
 from releasekit.git.runner import Git
 from releasekit.plan.models import MergeHow
@@ -51,16 +51,19 @@ class CanonicalHistory:
         self.tip = tip
         self.landing: Landing = landing_map(git, tip)
         self._by_patch: dict[str, list[str]] | None = None
-        self._range_base: str | None = None
+        self._revs: list[str] | None = None
+        self._own: dict[str, dict[str, str]] = {}
 
     def prepare(self, heads: list[str]) -> None:
-        """Read canonical's patch-ids once, far enough back to cover every PR's fork point."""
-        bases = [b for b in (merge_base(self.git, h, self.tip) for h in dict.fromkeys(heads)) if b]
-        if bases:
-            oldest = merge_base(self.git, *bases) if len(bases) > 1 else bases[0]
-            revs = [self.tip, f"^{oldest}"] if oldest else [self.tip]
-        else:
-            revs = [self.tip]
+        """Read canonical's patch-ids once, far enough back to cover every PR's fork point.
+
+        The octopus merge-base of canonical and every head is an ancestor of each PR's own
+        fork point, so one range from it covers them all (one process, not one per PR).
+        """
+        unique = list(dict.fromkeys(heads))
+        oldest = merge_base(self.git, self.tip, *unique) if unique else None
+        # No PR to look for: nothing on canonical needs a patch-id.
+        revs = [self.tip, f"^{oldest}"] if oldest else ([self.tip] if unique else [self.tip, f"^{self.tip}"])
         by_patch: dict[str, list[str]] = {}
         for commit, pid in patch_ids(self.git, *revs).items():
             by_patch.setdefault(pid, []).append(commit)
@@ -68,10 +71,26 @@ class CanonicalHistory:
             commits.sort(key=lambda c: self.landing.index.get(c, 1 << 30))
         self._by_patch = by_patch
         self._revs = revs
+        # Every PR's own commits (not on canonical) with their patch-ids: one walk, one pipe for all.
+        outside = [h for h in unique if not self.contains(h)]
+        if outside:
+            graph = parents_of(self.git, *outside, f"^{self.tip}")
+            pids = patch_ids(self.git, *outside, f"^{self.tip}")
+            for head in outside:
+                seen: set[str] = set()
+                stack = [head]
+                while stack:
+                    c = stack.pop()
+                    if c in seen or c not in graph:
+                        continue
+                    seen.add(c)
+                    stack.extend(graph[c])
+                self._own[head] = {c: pids[c] for c in seen if c in pids}
 
     def range_subjects(self) -> list[tuple[str, str]]:
         """(commit, subject) of every canonical commit in the range ``prepare`` read."""
-        revs = getattr(self, "_revs", [self.tip])
+        # Without a merge plan to bound it, the most recent 1,000 commits.
+        revs = self._revs if self._revs and len(self._revs) == 2 and self._revs[1] != f"^{self.tip}" else [self.tip, "--max-count=1000"]
         out = self.git.run("log", "--format=%H %s", *revs, "--")
         return [(line[:40], line[41:]) for line in out.splitlines() if len(line) >= 40]
 
@@ -93,7 +112,9 @@ class CanonicalHistory:
         if self.contains(head):
             i, at = self._landed(head)
             return MergeState(True, "ancestry", i, at)
-        own = patch_ids(self.git, head, f"^{self.tip}")
+        own = self._own.get(head)
+        if own is None:
+            own = patch_ids(self.git, head, f"^{self.tip}")
         state = MergeState(False, patch_ids=own)
         landed: list[int] = []
         for commit, pid in own.items():
@@ -108,8 +129,8 @@ class CanonicalHistory:
         if state.present and not state.missing:
             i = max(landed)
             return MergeState(True, "patch-id", i, self.landing.chain[i], state.present, [], own)
-        base = merge_base(self.git, head, self.tip)
-        if base and rev_list(self.git, head, f"^{base}"):
+        base = merge_base(self.git, head, self.tip) if own else None
+        if base:
             pid = diff_patch_id(self.git, base, head)
             if pid != EMPTY_PATCH and pid not in ignore_patches:
                 eq = self.equivalents(pid)

@@ -22,7 +22,14 @@ from __future__ import annotations
 import subprocess
 
 from releasekit.findings import Findings, Severity
-from releasekit.git.history import EMPTY_PATCH, commit_info, diff_patch_id, parents_of, patch_ids, rev_list
+from releasekit.git.history import (
+    EMPTY_PATCH,
+    diff_patch_id,
+    graph_with_subjects,
+    patch_id_set,
+    patch_ids,
+    rev_list,
+)
 from releasekit.git.runner import Git, git_env
 from releasekit.plan.models import ReleaseOnlyCommit, ReleaseOnlyReport
 
@@ -50,9 +57,15 @@ def find_release_only(
     canonical_name: str | None = None,
     carried: dict[str, int] | None = None,
 ) -> ReleaseOnlyReport:
-    graph = parents_of(git, release, f"^{canonical}")
-    release_pids = patch_ids(git, release, f"^{canonical}")
-    canonical_pids = set(patch_ids(git, canonical, f"^{release}").values())
+    walk = graph_with_subjects(git, release, f"^{canonical}")
+    graph = {c: parents for c, (parents, _) in walk.items()}
+    singles = [c for c, parents in graph.items() if len(parents) < 2]
+    release_pids = patch_ids(git, release, f"^{canonical}", commits=singles)
+    canonical_pids = patch_id_set(git, canonical, f"^{release}")
+    # Empty commits give no patch-id line; git cherry counts them equal to any empty canonical
+    # commit, so look for one only when the release side has an empty commit.
+    if EMPTY_PATCH in release_pids.values() and EMPTY_PATCH in patch_ids(git, canonical, f"^{release}").values():
+        canonical_pids.add(EMPTY_PATCH)
     covered: set[str] = set()
     own_merges: list[str] = []
     for commit, parents in graph.items():
@@ -69,19 +82,18 @@ def find_release_only(
             if auto != tree:
                 own_merges.append(commit)
         # Octopus merges cannot conflict-resolve (git refuses); they add nothing of their own.
-    order = list(reversed(rev_list(git, release, f"^{canonical}")))  # oldest first, like git cherry
+    order = list(reversed(graph))  # oldest first, like git cherry
     carried = carried or {}
     findings = Findings()
     result: list[ReleaseOnlyCommit] = []
     equivalent = 0
-    info = commit_info(git, order)
     for commit in order:
         if commit in covered:
             equivalent += 1
             continue
         if commit in release_pids:
             pid = release_pids[commit]
-            if pid in canonical_pids or (pid == EMPTY_PATCH and EMPTY_PATCH in canonical_pids):
+            if pid in canonical_pids:
                 equivalent += 1
                 continue
             kind = "commit"
@@ -89,7 +101,7 @@ def find_release_only(
             kind = "merge-resolution"
         else:
             continue
-        subject = info.get(commit, (0, ""))[1]
+        subject = walk[commit][1]
         carrier = next((pr for prefix, pr in carried.items() if commit.startswith(prefix)), None)
         entry = ReleaseOnlyCommit(commit=commit, subject=subject, kind=kind, carried_by=carrier)  # type: ignore[arg-type]
         result.append(entry)
