@@ -10,12 +10,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urljoin, urlsplit
 
+import httpx
 from packaging.utils import canonicalize_name
 
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.git.mirror import Mirror
+from releasekit.git.remote import strip_credentials
 from releasekit.lock import (
     Lock,
     LockedBaseImage,
@@ -107,6 +111,45 @@ def _wheel_filename_matches(filename: str, dist: str, version: str) -> bool:
     return len(parts) >= 5 and canonicalize_name(parts[0]) == canonicalize_name(dist) and parts[1] == version
 
 
+class _IndexLinks(HTMLParser):
+    """The anchors of a PEP 503 simple-index project page: file name -> href."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.links[urlsplit(href).path.rsplit("/", 1)[-1]] = href
+
+
+def _wheel_from_index(name: str, comp: WheelComponent, index_url: str) -> tuple[str, str]:
+    """(filename, sha256) of the pinned wheel on a simple index; the file is hashed, not trusted by name."""
+    dist, version = comp.distribution, comp.version
+    page = f"{index_url.rstrip('/')}/{canonicalize_name(dist)}/"
+    shown = strip_credentials(page)
+    try:
+        with httpx.Client(timeout=60, follow_redirects=True) as client:
+            listing = client.get(page)
+            listing.raise_for_status()
+            parser = _IndexLinks()
+            parser.feed(listing.text)
+            names = [n for n in parser.links if (comp.filename is None or n == comp.filename) and _wheel_filename_matches(n, dist, version)]
+            if not names:
+                raise InputError(f"{name}: no wheel for {dist}=={version} listed at {shown}")
+            if len(names) > 1:
+                raise InputError(f"{name}: {len(names)} wheels for {dist}=={version} at {shown}; name one with 'filename'")
+            digest = hashlib.sha256()
+            with client.stream("GET", urljoin(page, parser.links[names[0]])) as resp:
+                resp.raise_for_status()
+                for chunk in resp.iter_bytes():
+                    digest.update(chunk)
+    except httpx.HTTPError as exc:
+        raise EnvironmentProblem(f"{name}: cannot read {shown}: {type(exc).__name__}") from None
+    return names[0], digest.hexdigest()
+
+
 def lock_wheel_component(name: str, comp: WheelComponent, wheelhouses: list[Path]) -> LockedWheelComponent:
     dist, version = comp.distribution, comp.version
     candidates: list[Path] = []
@@ -118,24 +161,27 @@ def lock_wheel_component(name: str, comp: WheelComponent, wheelhouses: list[Path
                 continue
             if _wheel_filename_matches(path.name, dist, version):
                 candidates.append(path)
-    if not candidates:
+    if not candidates and comp.index_url:
+        filename, digest = _wheel_from_index(name, comp, comp.index_url)
+    elif not candidates:
         where = ", ".join(str(h) for h in wheelhouses) or "no --wheelhouse given"
-        raise InputError(f"{name}: no wheel for {dist}=={version} found ({where})")
-    if len(candidates) > 1 and not comp.filename:
+        raise InputError(f"{name}: no wheel for {dist}=={version} found ({where}) and no index_url")
+    elif len(candidates) > 1 and not comp.filename:
         raise InputError(
             f"{name}: {len(candidates)} wheels match {dist}=={version} ({', '.join(p.name for p in candidates)}); "
             "name one with 'filename'"
         )
-    wheel = candidates[0]
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    else:
+        filename = candidates[0].name
+        digest = hashlib.sha256(candidates[0].read_bytes()).hexdigest()
     if comp.sha256 != TO_BE_LOCKED and comp.sha256 != digest:
-        raise InputError(f"{name}: {wheel.name} has sha256 {digest}, the manifest pins {comp.sha256}")
+        raise InputError(f"{name}: {filename} has sha256 {digest}, the manifest pins {comp.sha256}")
     source = None
     if comp.source:
         commit = comp.source.commit if comp.source.commit != TO_BE_LOCKED else None
         source = LockedWheelSource(repo=comp.source.repo, ref=comp.source.ref, commit=commit)
     return LockedWheelComponent(
-        name=name, distribution=dist, version=version, filename=wheel.name, sha256=digest, source=source
+        name=name, distribution=dist, version=version, filename=filename, sha256=digest, source=source
     )
 
 
