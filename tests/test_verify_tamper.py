@@ -1,10 +1,10 @@
 """verify-provenance against real images: a clean release, then one derived image per tamper kind.
 
-The clean release is made for real: a git repository, a fresh clone of the locked commit,
-a CUDA kernel compiled by nvcc for sm_120a, a PEP 517 wheel, an image built on the base
-image with that wheel installed by pip, labels and a lock. Each tamper derives a new image
-from it with the Docker SDK (run a shell in a container, commit), and must be reported
-with its own finding code while the clean image verifies.
+The clean release is what `releasekit demo` makes for real, up to `releasekit build`: git
+repositories, `plan lock`, `plan check`, PEP 517 wheels (one with a CUDA kernel compiled by
+nvcc for sm_120a), the image, its labels, build.json and provenance. Each tamper derives a
+new image from it with the Docker SDK (run a shell in a container, commit), and must be
+reported with its own finding code while the clean image verifies.
 """
 
 from __future__ import annotations
@@ -24,49 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from releasekit.lock import (
-    Lock,
-    LockedBaseImage,
-    LockedGitComponent,
-    LockedManifest,
-    LockedToolchain,
-    write_lock,
-)
 from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
-
-sys.path.insert(0, str(Path(__file__).parent))
-from forge import Forge  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-BASE = os.environ.get("RELEASEKIT_TEST_BASE_IMAGE", "releasekit/base-python:bookworm")
-SP = "/opt/venv/lib/python3.11/site-packages"
-PATH_ENV = "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SP = "/usr/local/lib/python3.11/dist-packages"  # where `releasekit build` installs the wheels
+RUNTIME = f"{SP}/rkdemo_runtime"
 KERNEL = "__global__ void scale(float *a, float b) { a[threadIdx.x] *= b; }\n"
-
-CORE_PY = '''"""The demo component's one real module."""
-
-
-def answer() -> int:
-    return 42
-'''
-PYPROJECT = """[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "demo-pkg"
-dynamic = ["version"]
-
-[tool.setuptools]
-packages = ["demo_pkg"]
-
-[tool.setuptools.dynamic]
-version = {attr = "demo_pkg._version.__version__"}
-
-[tool.setuptools.package-data]
-demo_pkg = ["*.so"]
-"""
 
 
 def _docker():
@@ -135,7 +99,7 @@ class Release:
         # Committing keeps the derive container's entrypoint: restore the release's own.
         fixed = self.client.containers.create(image.id, entrypoint=["true"], command=[], network_mode="none")
         try:
-            image = fixed.commit(changes=['ENTRYPOINT ["python3", "-c", "import demo_pkg"]', "CMD []"])
+            image = fixed.commit(changes=["ENTRYPOINT []", 'CMD ["python3"]'])
         finally:
             fixed.remove(force=True)
         self.images.append(image.id)
@@ -147,87 +111,44 @@ class Release:
                              summary=self.root / f"summary-{image[7:19]}.json", **kwargs)
         return verify_provenance(opts)
 
+    def dist_info(self) -> str:
+        return f"{SP}/rkdemo_runtime-0.1.0+g{self.commit[:12]}.dist-info"
+
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Release:
+    """The clean image: `releasekit demo`'s pipeline up to and including `releasekit build`."""
     client = _docker()
-    from releasekit.build.baseimage import ensure_base_image
-    from releasekit.build.engine import Engine
+    from releasekit.demo.service import STAGES, DemoStage, StageResult, run_demo
 
-    base = ensure_base_image(Engine(client), BASE)
+    def forbid_nvidia(ctx) -> StageResult:
+        # The release policy of seed 003: no pip nvidia-* runtime wheels over the base's CUDA.
+        text = ctx.manifest.read_text()
+        rule = "  forbidden_distributions: ['nvidia-*']\n"
+        text = text.replace("\npolicy:\n", "\npolicy:\n" + rule) if "\npolicy:\n" in text else text + "policy:\n" + rule
+        ctx.manifest.write_text(text)
+        return StageResult(name="forbid nvidia-*", status="passed", summary="policy added")
+
     root = tmp_path_factory.mktemp("verify")
+    os.environ.setdefault("RELEASEKIT_CACHE", str(root / "cache"))
+    names = [s.name for s in STAGES]
+    stages = [*STAGES[: names.index("example") + 1], DemoStage("forbid nvidia-*", forbid_nvidia),
+              *STAGES[names.index("example") + 1: names.index("build") + 1]]
+    demo = run_demo(root / "demo", stages=stages)
+    assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
     rel = Release(client, root)
-    forge = Forge(root / "forge", "demo")
-    commit = forge.init({
-        "pyproject.toml": PYPROJECT,
-        "demo_pkg/__init__.py": '"""demo component."""\n\nfrom demo_pkg.core import answer\n\n__all__ = ["answer"]\n',
-        "demo_pkg/core.py": CORE_PY,
-        "kernels/scale.cu": KERNEL,
-    })
-    tree = forge.tree(commit)
-    rel.commit = commit
-    # The build, by hand until `releasekit build` is wired in: fresh clone, generated version, kernel, wheel.
-    src = root / "src"
-    subprocess.run(["git", "clone", "-q", forge.url, str(src)], check=True)
-    subprocess.run(["git", "-C", str(src), "checkout", "-q", commit], check=True)
-    version = f"0.1.0+g{commit[:12]}"
-    (src / "demo_pkg" / "_version.py").write_text(f'__version__ = "{version}"\n__commit__ = "{commit}"\n')
-    _nvcc(src / "kernels" / "scale.cu", src / "demo_pkg" / "_kernels.so", "120a")
-    rel.so_90a = _nvcc(src / "kernels" / "scale.cu", root / "scale90a.so", "90a").read_bytes()
-    artifacts = root / "release"
-    wheel = _pip_wheel(src, artifacts / "wheels", 1_700_000_000)
-    wheel_sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-
-    manifest = root / "manifest.yaml"
-    manifest.write_text(
-        "schema: releasekit/v1\nname: verify-demo\ncomponents:\n  demo:\n    kind: git\n"
-        f"    repo: {forge.url}\n    canonical_branch: main\n    distribution: demo-pkg\n"
-        "    import_names: [demo_pkg]\n    build:\n      native: true\n      cuda_arch_list: ['12.0a']\n"
-        "      generated_files: [demo_pkg/_version.py]\n"
-        f"toolchain:\n  base_image:\n    name: {BASE}\n    digest: {base.image_id}\n  cuda_arch_list: ['12.0a']\n"
-        "policy:\n  forbidden_distributions: ['nvidia-*']\n"
-    )
-    manifest_sha = hashlib.sha256(manifest.read_bytes()).hexdigest()
-    lock = Lock(
-        name="verify-demo",
-        manifest=LockedManifest(path="manifest.yaml", sha256=manifest_sha, name="verify-demo"),
-        locked_at="2026-12-02T00:00:00Z",
-        components={"demo": LockedGitComponent(name="demo", repo=forge.url, canonical_branch="main", commit=commit,
-                                               tree=tree, commit_time=1_700_000_000, canonical_head=commit)},
-        toolchain=LockedToolchain(base_image=LockedBaseImage(name=BASE, digest=base.image_id),
-                                  cuda_arch_list=["12.0a"]),
-    )
-    rel.lock = root / "lock.json"
-    lock_sha = write_lock(lock, rel.lock)
-    rel.manifest = manifest
-    rel.artifacts = artifacts
-    labels = {
-        "org.opencontainers.image.base.name": BASE,
-        "org.opencontainers.image.base.digest": base.image_id,
-        "io.releasekit.lock.sha256": lock_sha,
-        "io.releasekit.manifest.sha256": manifest_sha,
-        "io.releasekit.component.demo.repo": forge.url,
-        "io.releasekit.component.demo.commit": commit,
-        "io.releasekit.component.demo.tree": tree,
-        "io.releasekit.component.demo.version": version,
-        "io.releasekit.component.demo.wheel.sha256": wheel_sha,
-    }
-    rel.image_id = base.image_id
-    changes = [f"ENV PATH={PATH_ENV}", *[f"LABEL {k}={json.dumps(v)}" for k, v in labels.items()]]
-    rel.image_id = rel.derive(
-        f"python3 -m venv /opt/venv && /opt/venv/bin/pip install -q --no-index --no-deps /w/{wheel.name} && rm -rf /w",
-        files={f"/w/{wheel.name}": wheel.read_bytes()}, changes=changes, start=base.image_id,
-    )
-    rel.images.remove(rel.image_id)
-    (artifacts / "build.json").write_text(json.dumps({
-        "lock_sha256": lock_sha, "manifest_sha256": manifest_sha, "image_id": rel.image_id,
-        "components": [{"name": "demo", "kind": "git", "repo": forge.url, "commit": commit, "tree": tree,
-                        "version": version, "wheel_filename": wheel.name, "wheel_sha256": wheel_sha,
-                        "distribution": "demo-pkg", "import_names": ["demo_pkg"], "native_arches": ["12.0a"]}],
-    }))
-    rel.labels = labels
+    rel.image_id = demo.image_id
+    rel.lock = root / "demo" / "lock.json"
+    rel.manifest = root / "demo" / "example" / "manifest.yaml"
+    rel.artifacts = root / "demo" / "release"
+    lock = json.loads(rel.lock.read_text())
+    rel.commit = lock["components"]["runtime"]["commit"]
+    rel.native = "kernels" in lock["components"]
+    if rel.native:
+        (root / "k.cu").write_text(KERNEL)
+        rel.so_90a = _nvcc(root / "k.cu", root / "k90a.so", "90a").read_bytes()
     yield rel
-    for image in [*rel.images, rel.image_id]:
+    for image in rel.images:
         with contextlib.suppress(Exception):  # best effort
             client.images.remove(image, force=True)
 
@@ -245,7 +166,8 @@ def test_clean_image_verifies(release):
     result = release.verify(release.image_id)
     assert result.passed, "\n".join(f.render() for f in result.findings)
     assert result.findings.errors == []
-    assert result.probe.ok and any(s.get("origin", "").startswith(SP) for s in result.probe.specs)
+    assert result.probe.ok and all(s.get("origin", "").startswith(SP) for s in result.probe.specs)
+    assert {c.name for c in result.checks} >= {"labels", "records", "unowned-files", "shadowing", "source-blobs"}
     summary = json.loads(Path(result.summary_path).read_text())
     assert summary["verificationResult"] == "PASSED"
     assert summary["resourceUri"] == release.image_id
@@ -253,13 +175,13 @@ def test_clean_image_verifies(release):
 
 
 TAMPERS = {
-    "edited-py": (f"echo 'def answer():\n    return 41' >> {SP}/demo_pkg/core.py",
+    "edited-py": (f"echo 'def answer():\n    return 41' >> {RUNTIME}/scale.py",
                   {"RECORD_HASH_MISMATCH", "SOURCE_BLOB_MISMATCH"}),
     "extra-module": (f"echo 'import os' > {SP}/stray_helper.py", {"UNOWNED_FILE"}),
     "pth-injection": (f"echo 'import os; os.environ.setdefault(\"X\", \"1\")' > {SP}/zz-inject.pth", {"PTH_INJECTION"}),
     "sitecustomize": (f"echo 'import os' > {SP}/sitecustomize.py", {"SITECUSTOMIZE"}),
     "debian-sitecustomize": ("echo 'import os' >> /etc/python3.11/sitecustomize.py", {"SITECUSTOMIZE"}),
-    "copied-tree": (f"mkdir -p {SP}/demo_pkg/extra && echo 'x = 1' > {SP}/demo_pkg/extra/__init__.py",
+    "copied-tree": (f"mkdir -p {RUNTIME}/extra && echo 'x = 1' > {RUNTIME}/extra/__init__.py",
                     {"UNOWNED_FILE"}),
 }
 
@@ -274,23 +196,23 @@ def test_file_tampers_are_reported(release, kind):
 
 def test_pythonpath_overlay(release):
     image = release.derive(
-        f"mkdir -p /overlay/demo_pkg && cp {SP}/demo_pkg/*.py /overlay/demo_pkg/ "
-        "&& echo '# patched' >> /overlay/demo_pkg/core.py",
+        f"mkdir -p /overlay/rkdemo_runtime && cp {RUNTIME}/*.py /overlay/rkdemo_runtime/ "
+        "&& echo '# patched' >> /overlay/rkdemo_runtime/scale.py",
         changes=["ENV PYTHONPATH=/overlay"],
     )
     result = release.verify(image)
     assert {"ENV_OVERLAY", "MODULE_SHADOWED", "UNOWNED_FILE"} <= _codes(result), [f.render() for f in result.findings]
     shadow = next(f for f in result.findings if f.code == "MODULE_SHADOWED")
-    assert shadow.location.path.startswith("/overlay/demo_pkg")
+    assert shadow.location.path.startswith("/overlay/rkdemo_runtime")
 
 
 def test_version_rewritten_to_another_commit(release):
     other = "0" * 7 + release.commit[7:]
-    dist_info = f"{SP}/demo_pkg-0.1.0+g{release.commit[:12]}.dist-info"
+    dist_info = release.dist_info()
     # Rewrite the version everywhere and make RECORD agree, so only the commit itself betrays it.
     script = (
-        f"sed -i 's/+g{release.commit[:12]}/+g{other[:12]}/' {dist_info}/METADATA {SP}/demo_pkg/_version.py && "
-        f"sed -i 's/{release.commit}/{other}/' {SP}/demo_pkg/_version.py && "
+        f"sed -i 's/+g{release.commit[:12]}/+g{other[:12]}/' {dist_info}/METADATA {RUNTIME}/_version.py && "
+        f"sed -i 's/{release.commit}/{other}/' {RUNTIME}/_version.py && "
         "python3 /fix_record.py"
     )
     result = release.verify(release.derive(script, files={"/fix_record.py": _fix_record_script().encode()}))
@@ -302,7 +224,7 @@ def test_version_rewritten_to_another_commit(release):
 def _fix_record_script() -> str:
     return f'''
 import base64, csv, glob, hashlib, io, os
-record = glob.glob("{SP}/demo_pkg-*.dist-info/RECORD")[0]
+record = glob.glob("{SP}/rkdemo_runtime-*.dist-info/RECORD")[0]
 rows = list(csv.reader(open(record)))
 out = io.StringIO()
 writer = csv.writer(out, lineterminator="\\n")
@@ -319,7 +241,7 @@ os.remove(__file__)
 
 
 def test_record_rewritten_to_match_an_edited_file(release):
-    script = f"echo 'def answer():\n    return 41' >> {SP}/demo_pkg/core.py && python3 /fix_record.py"
+    script = f"echo 'def answer():\n    return 41' >> {RUNTIME}/scale.py && python3 /fix_record.py"
     result = release.verify(release.derive(script, files={"/fix_record.py": _fix_record_script().encode()}))
     codes = _codes(result)
     assert {"WHEEL_RECORD_MISMATCH", "SOURCE_BLOB_MISMATCH"} <= codes, codes
@@ -327,7 +249,9 @@ def test_record_rewritten_to_match_an_edited_file(release):
 
 
 def test_replaced_native_extension(release):
-    image = release.derive("true", files={f"{SP}/demo_pkg/_kernels.so": release.so_90a})
+    if not release.native:
+        pytest.skip("the demo has no CUDA component without nvcc")
+    image = release.derive("true", files={f"{SP}/rkdemo_kernels/librkdemo_kernels.so": release.so_90a})
     result = release.verify(image)
     assert {"RECORD_HASH_MISMATCH", "NATIVE_ARCH_MISSING"} <= _codes(result), [f.render() for f in result.findings]
     missing = next(f for f in result.findings if f.code == "NATIVE_ARCH_MISSING")
@@ -335,7 +259,7 @@ def test_replaced_native_extension(release):
 
 
 def test_label_edited(release):
-    image = release.derive("true", changes=[f"LABEL io.releasekit.component.demo.commit={'f' * 40}"])
+    image = release.derive("true", changes=[f"LABEL io.releasekit.component.runtime.commit={'f' * 40}"])
     result = release.verify(image)
     assert _codes(result) == {"LABEL_MISMATCH", "BUILD_RECORD_MISMATCH"}, [f.render() for f in result.findings]
 
@@ -351,7 +275,7 @@ def test_undeclared_nvidia_wheel(release):
     (src / "nvidia_fake_runtime" / "__init__.py").write_text("")
     wheel = _pip_wheel(src, release.root / "nvidia-wheel", 1_700_000_000)
     image = release.derive(
-        f"/opt/venv/bin/pip install -q --no-index --no-deps /w/{wheel.name} && rm -rf /w",
+        f"python3 -m pip install -q --break-system-packages --no-index --no-deps /w/{wheel.name} && rm -rf /w",
         files={f"/w/{wheel.name}": wheel.read_bytes()},
     )
     result = release.verify(image)
@@ -373,7 +297,7 @@ def test_hanging_probe_is_bounded(release):
 def test_symlinks_out_and_dotdot_record_paths(release, tmp_path):
     secret = tmp_path / "host-secret"
     secret.write_text("host only\n")
-    dist_info = f"{SP}/demo_pkg-0.1.0+g{release.commit[:12]}.dist-info"
+    dist_info = release.dist_info()
     script = (
         f"ln -s /etc {SP}/etc_link && ln -s {secret} {SP}/host_link && "
         f"echo '../../../../../../../../../../{str(secret).lstrip('/')},"
