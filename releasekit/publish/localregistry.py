@@ -35,6 +35,17 @@ class Credentials:
     password: str
 
 
+@dataclass(frozen=True)
+class TokenAuth:
+    """Bearer-token auth (what Docker Hub, GHCR and Harbor use): the registry trusts tokens
+    signed by a key whose certificate is in ``rootcertbundle`` and sends clients to ``realm``."""
+
+    realm: str
+    service: str
+    issuer: str
+    rootcertbundle: Path
+
+
 @dataclass
 class LocalRegistry:
     """A running (or stopped) local registry. ``host`` is what goes in image references."""
@@ -42,6 +53,7 @@ class LocalRegistry:
     root: Path
     port: int
     credentials: Credentials | None = None
+    token: TokenAuth | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -131,7 +143,16 @@ def _config_yaml(reg: LocalRegistry) -> str:
         "http:",
         f"  addr: {json.dumps(reg.host)}",
     ]
-    if reg.credentials is not None:
+    if reg.token is not None:
+        lines += [
+            "auth:",
+            "  token:",
+            f"    realm: {json.dumps(reg.token.realm)}",
+            f"    service: {json.dumps(reg.token.service)}",
+            f"    issuer: {json.dumps(reg.token.issuer)}",
+            f"    rootcertbundle: {json.dumps(str(reg.token.rootcertbundle))}",
+        ]
+    elif reg.credentials is not None:
         lines += [
             "auth:",
             "  htpasswd:",
@@ -167,16 +188,20 @@ def start_local_registry(
     root: Path,
     port: int | None = None,
     htpasswd: Credentials | None = None,
+    token: TokenAuth | None = None,
 ) -> Iterator[LocalRegistry]:
     """Run a registry on 127.0.0.1 with storage under ``root``; stop it on exit.
 
-    ``htpasswd`` turns on basic auth with that one user. The registry keeps its data in
+    ``htpasswd`` turns on basic auth with that one user; ``token`` turns on bearer-token
+    auth instead (the token service is the caller's). The registry keeps its data in
     ``root/storage`` after it stops, so a second start on the same root sees the same blobs.
     """
+    if htpasswd is not None and token is not None:
+        raise ValueError("a registry has one auth method: htpasswd or token")
     if shutil.which(REGISTRY_BINARY) is None:
         raise EnvironmentProblem("docker-registry not found", hint="apt-get install docker-registry")
     root.mkdir(parents=True, exist_ok=True)
-    reg = LocalRegistry(root=root, port=port or free_port(), credentials=htpasswd)
+    reg = LocalRegistry(root=root, port=port or free_port(), credentials=htpasswd, token=token)
     reg.storage.mkdir(exist_ok=True)
     if htpasswd is not None:
         write_htpasswd(root / "htpasswd", htpasswd)
