@@ -19,20 +19,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import docker
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from cryptography.x509.oid import NameOID
 from test_publish_support import Release, build_image, publish_args, run_cli
 
 from releasekit.publish.localregistry import TokenAuth, free_port, start_local_registry
 from releasekit.publish.registry import RegistryClient, RegistryCredentials
-
-docker = pytest.importorskip("docker")
-crypto = pytest.importorskip("cryptography")
-
-from cryptography import x509  # noqa: E402
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature  # noqa: E402
-from cryptography.x509.oid import NameOID  # noqa: E402
 
 pytestmark = pytest.mark.docker
 
