@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import docker
 import httpx
 import pytest
 from test_publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args, run_cli
@@ -17,8 +18,6 @@ from test_publish_support import EXTRA_CELL, MANIFEST, Release, build_image, pub
 from releasekit.errors import EnvironmentProblem
 from releasekit.publish.localregistry import Credentials, start_local_registry
 from releasekit.publish.registry import RegistryClient, RegistryCredentials
-
-docker = pytest.importorskip("docker")
 
 pytestmark = pytest.mark.docker
 
