@@ -184,8 +184,8 @@ class BaseLayers(BaseModel):
     size: int
 
 
-def base_layers(engine: Engine, base_id: str, into: Path) -> BaseLayers:
-    """``docker save`` the base and keep its layer tars under ``into`` (named by diff ID)."""
+def base_layers(engine: Engine, base_id: str, into: Path, *, keep_layers: bool) -> BaseLayers:
+    """``docker save`` the base: its config, and (``keep_layers``) its layer tars under ``into``."""
     archive = into / "base.tar"
     with archive.open("wb") as fh:
         for chunk in engine.save(base_id):
@@ -198,11 +198,57 @@ def base_layers(engine: Engine, base_id: str, into: Path) -> BaseLayers:
         for layer_name, diff_id in zip(manifest["Layers"], diff_ids, strict=True):
             member = tar.getmember(layer_name)
             size += member.size
-            target = into / f"{diff_id.split(':')[1]}.tar"
-            with tar.extractfile(member) as src, target.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
+            if keep_layers:
+                target = into / f"{diff_id.split(':')[1]}.tar"
+                with tar.extractfile(member) as src, target.open("wb") as dst:
+                    shutil.copyfileobj(src, dst)
     archive.unlink()
     return BaseLayers(config=config, diff_ids=diff_ids, size=size)
+
+
+def cached_base(engine: Engine, base_id: str, cache_dir: Path | None) -> BaseLayers:
+    """The base's config and layer list, saved once per base image ID (``docker save`` takes seconds)."""
+    entry = cache_dir / f"{base_id.removeprefix('sha256:')}.json" if cache_dir else None
+    if entry is not None and entry.is_file():
+        return BaseLayers.model_validate_json(entry.read_text())
+    with tempfile.TemporaryDirectory(prefix="releasekit-base-") as tmp:
+        base = base_layers(engine, base_id, Path(tmp), keep_layers=False)
+    if entry is not None:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        partial = entry.with_suffix(".tmp")
+        partial.write_text(base.model_dump_json())
+        partial.rename(entry)
+    return base
+
+
+def _write_archive(
+    archive_out: Path, config: bytes, config_hex: str, diff_ids: list[str], layer: Path,
+    base_dir: Path | None, mtime: int,
+) -> None:
+    """A ``docker save``-format tar. Without ``base_dir`` it lists the base layers without carrying
+    them: ``docker load`` then reuses the layers the engine already has (it has the base)."""
+    layer_paths = [f"{d.split(':')[1]}/layer.tar" for d in diff_ids]
+    manifest = [{"Config": f"{config_hex}.json", "RepoTags": None, "Layers": layer_paths}]
+    with archive_out.open("wb") as fh, tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tar:
+
+        def add(name: str, data: bytes | None = None, path: Path | None = None) -> None:
+            info = tarfile.TarInfo(name)
+            info.mtime = mtime
+            info.mode = 0o644
+            if path is not None:
+                info.size = path.stat().st_size
+                with path.open("rb") as src:
+                    tar.addfile(info, src)
+            else:
+                info.size = len(data or b"")
+                tar.addfile(info, io.BytesIO(data or b""))
+
+        add(f"{config_hex}.json", config)
+        if base_dir is not None:
+            for diff_id in diff_ids[:-1]:
+                add(f"{diff_id.split(':')[1]}/layer.tar", path=base_dir / f"{diff_id.split(':')[1]}.tar")
+        add(layer_paths[-1], path=layer)
+        add("manifest.json", json.dumps(manifest, separators=(",", ":")).encode())
 
 
 def assemble(
@@ -212,39 +258,32 @@ def assemble(
     layer: Path,
     settings: ImageSettings,
     source_date_epoch: int,
-    archive_out: Path,
+    archive_out: Path | None,
     smoke: SmokeReport,
+    base_cache: Path | None = None,
 ) -> AssembledImage:
-    """Write the image as a ``docker save`` tar at ``archive_out`` and load it (untagged)."""
+    """Make the image (untagged) in the engine; with ``archive_out``, also a self-contained tar of it.
+
+    The image ID is known before anything is loaded (sha256 of the config): when the engine
+    already has it, nothing is loaded at all.
+    """
     created = rfc3339(source_date_epoch)
     layer_diff = "sha256:" + _sha256(layer)
+    base = cached_base(engine, base_id, base_cache)
+    config = image_config(base.config, layer_diff, settings, created, "releasekit build: wheels installed by hash")
+    config_hex = hashlib.sha256(config).hexdigest()
+    image_id = f"sha256:{config_hex}"
+    diff_ids = [*base.diff_ids, layer_diff]
     with tempfile.TemporaryDirectory(prefix="releasekit-image-") as tmp:
         work = Path(tmp)
-        base = base_layers(engine, base_id, work)
-        config = image_config(base.config, layer_diff, settings, created, "releasekit build: wheels installed by hash")
-        config_hex = hashlib.sha256(config).hexdigest()
-        layer_paths = [f"{d.split(':')[1]}/layer.tar" for d in [*base.diff_ids, layer_diff]]
-        manifest = [{"Config": f"{config_hex}.json", "RepoTags": None, "Layers": layer_paths}]
-        with archive_out.open("wb") as fh, tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tar:
-            def add(name: str, data: bytes | None = None, path: Path | None = None) -> None:
-                info = tarfile.TarInfo(name)
-                info.mtime = source_date_epoch
-                info.mode = 0o644
-                if path is not None:
-                    info.size = path.stat().st_size
-                    with path.open("rb") as src:
-                        tar.addfile(info, src)
-                else:
-                    info.size = len(data or b"")
-                    tar.addfile(info, io.BytesIO(data or b""))
-
-            add(f"{config_hex}.json", config)
-            for diff_id in base.diff_ids:
-                add(f"{diff_id.split(':')[1]}/layer.tar", path=work / f"{diff_id.split(':')[1]}.tar")
-            add(f"{layer_diff.split(':')[1]}/layer.tar", path=layer)
-            add("manifest.json", json.dumps(manifest, separators=(",", ":")).encode())
-    engine.load(archive_out)
-    image_id = f"sha256:{config_hex}"
+        if archive_out is not None:
+            base_layers(engine, base_id, work, keep_layers=True)
+            _write_archive(archive_out, config, config_hex, diff_ids, layer, work, source_date_epoch)
+            engine.load(archive_out)
+        elif engine.image_id(image_id) != image_id:
+            thin = work / "image.tar"
+            _write_archive(thin, config, config_hex, diff_ids, layer, None, source_date_epoch)
+            engine.load(thin)
     if engine.image_id(image_id) != image_id:
         raise EnvironmentProblem(f"docker load did not produce image {image_id}")
     return AssembledImage(

@@ -367,10 +367,15 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
             report = Path(tmp) / "smoke.json"
             report.write_text(smoke.model_dump_json())
             cache.put_file("layers", layer_key, "smoke.json", report)
-        archive = outdir / "image.tar" if opts.keep_image_archive else Path(tmp) / "image.tar"
         image = assemble(
-            engine, base_id=base.image_id, layer=layer, settings=settings, source_date_epoch=sde,
-            archive_out=archive, smoke=smoke,
+            engine,
+            base_id=base.image_id,
+            layer=layer,
+            settings=settings,
+            source_date_epoch=sde,
+            archive_out=outdir / "image.tar" if opts.keep_image_archive else None,
+            smoke=smoke,
+            base_cache=cache.root / "bases",
         )
     progress(f"image: {image.image_id}")
 
