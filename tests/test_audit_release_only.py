@@ -137,3 +137,28 @@ def test_ext_transport_refused_before_git_runs(tmp_path: Path) -> None:
     r = _cli("audit", "release-only", "--repo", f"ext::sh -c touch% {marker}", "--release", "a", "--canonical", "b", "--allow-local-repos")
     assert r.returncode == 2 and "transport" in r.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_linear_histories_match_git_cherry(tmp_path: Path, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    forge = Forge(tmp_path / "r", "x")
+    forge.init({f"f{i}.txt": "0\n" for i in range(6)})
+    forge.switch("release", "main")
+    release = []
+    for k in range(rng.randint(8, 15)):
+        path = f"f{rng.randrange(6)}.txt"
+        release.append(forge.commit({path: f"release {k}\n", f"new{k}.txt": f"{k}\n"}, f"release {k}"))
+    forge.switch("main")
+    for k in range(rng.randint(0, 5)):
+        forge.commit({f"canon{k}.txt": "c\n"}, f"canonical {k}")
+    for sha in release:
+        if rng.random() < 0.5:
+            proc = subprocess.run(["git", "-C", str(forge.work), "cherry-pick", sha], capture_output=True, env=forge._env())
+            if proc.returncode != 0:
+                forge.git("cherry-pick", "--abort")
+    forge.push("main")
+    report = _audit(forge, "release")
+    assert [c.commit for c in report.release_only] == git_cherry_plus(forge.work, "main", "release")

@@ -105,3 +105,27 @@ def test_unsafe_refs_are_refused(ref: str) -> None:
 def test_plain_refs_pass() -> None:
     for ref in ("main", "dev/fathomless-firmament", "refs/pull/108/head", "83925ac7b6"):
         assert check_ref(ref) == ref
+
+
+def test_landing_map_is_the_first_first_parent_commit_containing_each_commit(forge: Forge) -> None:
+    import random
+
+    from releasekit.git.history import landing_map
+    from releasekit.git.runner import Git
+
+    rng = random.Random(7)
+    for i in range(6):
+        forge.open_pr(i + 1, [{f"f{i}_{j}.txt": f"{j}\n"} for j in range(rng.randint(1, 3))], start=f"main~{rng.randint(0, i)}" if i else None)
+        forge.commit({f"main{i}.txt": "m\n"}, f"main {i}", branch="main")
+        forge.push("main")
+    for i in rng.sample(range(1, 7), 6):
+        forge.merge_pr(i, "merge")
+    git = Git(forge.work)
+    landing = landing_map(git, "main")
+    chain = git.run("rev-list", "--first-parent", "--reverse", "main").split()
+    assert landing.chain == chain
+    for commit, index in landing.index.items():
+        assert git.ok("merge-base", "--is-ancestor", commit, chain[index])
+        if index:
+            assert not git.ok("merge-base", "--is-ancestor", commit, chain[index - 1])
+    assert set(landing.index) == set(git.run("rev-list", "main").split())

@@ -168,7 +168,8 @@ def landing_map(git: Git, tip: str) -> Landing:
     """
     graph = parents_of(git, tip)
     chain: list[str] = []
-    node: str | None = tip
+    # rev-list prints the tip first: this also turns a ref name into its SHA.
+    node: str | None = next(iter(graph), None)
     while node is not None:
         chain.append(node)
         parents = graph.get(node) or []
