@@ -198,6 +198,7 @@ def publish(
         raise InputError("the evidence contains the registry password; refusing to push and attach it")
     with RegistryClient(target.host, credentials) as client:
         client.ping()  # unreachable or refused: say so before anything is pushed
+
         def registry_still_there() -> None:
             try:
                 client.ping()
