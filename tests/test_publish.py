@@ -419,3 +419,21 @@ def _has_upload_data(uploads: Path) -> bool:
     if not uploads.is_dir():
         return False
     return any(p.is_file() and p.stat().st_size > 1024 * 1024 for p in uploads.rglob("data"))
+
+
+def test_the_demo_helper_publishes_and_promotes_on_its_own_registry(tmp_path, image):
+    from releasekit.publish.local_release import publish_locally
+
+    release = Release(tmp_path / "rel", image)
+    outcome = publish_locally(
+        root=tmp_path / "reg", image=image, lock_path=release.lock, receipts_dir=release.receipts
+    )
+    assert outcome.passed
+    assert outcome.promote is not None and outcome.promote.digest == outcome.publish.digest
+    # The registry is gone afterwards, its storage is not.
+    assert (tmp_path / "reg" / "storage" / "docker" / "registry" / "v2" / "repositories" / "demo" / "release").is_dir()
+
+    release.write_receipt("tiny-tp1", passed=False)
+    refused = publish_locally(root=tmp_path / "reg2", image=image, lock_path=release.lock, receipts_dir=release.receipts)
+    assert not refused.passed and refused.promote is None
+    assert "RECEIPT_FAILED" in refused.publish.gate.findings.codes()

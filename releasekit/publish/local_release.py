@@ -1,0 +1,56 @@
+"""The last act of ``releasekit demo``: publish to a registry it starts, then promote.
+
+One call for the demo: start a throw-away registry on 127.0.0.1, publish the image through
+the real gate to ``REG/demo/<name>:beta``, promote ``beta`` to ``stable`` (same digest), and
+hand back what happened. The registry is stopped when the call returns; its storage stays
+under ``root`` for anyone who wants to look.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from releasekit.publish.localregistry import start_local_registry
+from releasekit.publish.service import PromoteResult, PublishResult, promote, publish
+
+
+class LocalRelease(BaseModel):
+    registry: str
+    repository: str
+    publish: PublishResult
+    promote: PromoteResult | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.publish.published and self.promote is not None and self.promote.promoted
+
+
+def publish_locally(
+    *,
+    root: Path,
+    image: str,
+    lock_path: Path,
+    receipts_dir: Path,
+    evidence_dir: Path | None = None,
+    manifest_path: Path | None = None,
+    repository: str = "demo/release",
+    out_dir: Path | None = None,
+) -> LocalRelease:
+    with start_local_registry(root) as reg:
+        target = f"{reg.host}/{repository}"
+        published = publish(
+            image=image,
+            lock_path=lock_path,
+            receipts_dir=receipts_dir,
+            evidence_dir=evidence_dir,
+            manifest_path=manifest_path,
+            to=target,
+            tags=["beta"],
+            out_dir=out_dir,
+        )
+        outcome = LocalRelease(registry=reg.host, repository=target, publish=published)
+        if published.published:
+            outcome.promote = promote(source=f"{target}:beta", target=f"{target}:stable", manifest_path=manifest_path)
+        return outcome
