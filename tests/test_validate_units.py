@@ -267,3 +267,41 @@ def test_forbidden_switches_in_effective_env_and_argv() -> None:
         ["vllm", "serve", "--enforce-eager=true"], {"VLLM_DISABLE_SHARED_EXPERTS_STREAM": "0", "MODE": "unsafe"}, rules
     )
     assert hits == ["env VLLM_DISABLE_SHARED_EXPERTS_STREAM=0", "env MODE=unsafe", "flag --enforce-eager=true"]
+
+
+# --- service helpers ----------------------------------------------------------------------------
+
+
+def test_repeated_runs_merge_into_samples_and_an_interval() -> None:
+    from releasekit.validate.receipt import CheckResult
+    from releasekit.validate.service import _merge_runs, _runs_for
+
+    runs = [
+        CheckResult(name="decode", kind="decode", passed=True, metrics=[Metric(name="decode.output_tok_s", value=v, unit="tok/s")])
+        for v in (10.0, 12.0, 11.0)
+    ]
+    merged = _merge_runs(runs)
+    m = merged.metrics[0]
+    assert m.samples == [10.0, 12.0, 11.0] and m.value == pytest.approx(11.0) and m.low < 11.0 < m.high
+    cell = _ff_next()["glm52-tp8-dcp1-mtp3"]
+    assert _runs_for(cell, "decode") == 3 and _runs_for(cell, "acceptance") == 1
+
+
+def test_model_directories_are_mounted_read_only_under_models(tmp_path: Path) -> None:
+    from releasekit.validate.service import _model_mount
+
+    (tmp_path / "tiny").mkdir()
+    local = Cell(id="c", model={"name": "tiny", "path": "tiny"})
+    arg, mounts = _model_mount(local, tmp_path)
+    assert arg == "/models/tiny" and mounts == {str((tmp_path / "tiny").resolve()): "/models/tiny"}
+    hub = Cell(id="h", model={"name": "GLM-5.2", "path": "zai-org/GLM-5.2"})
+    assert _model_mount(hub, tmp_path) == ("zai-org/GLM-5.2", {})
+
+
+def test_cell_identity_is_stable_and_content_bound() -> None:
+    from releasekit.validate.receipt import cell_sha256
+
+    cells = _ff_next()
+    a = cells["ds4-tp2-mtp0"]
+    assert cell_sha256(a) == cell_sha256(Cell.model_validate(a.model_dump()))
+    assert cell_sha256(a) != cell_sha256(cells["ds4-tp2-mtp2"])
