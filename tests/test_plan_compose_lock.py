@@ -152,3 +152,17 @@ def test_wheel_pin_from_a_simple_index(world: World, tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("repo", ["ext::sh -c touch% PWNED", "-uhack", "http://example.com/x.git", "https://u:secret@127.0.0.1:9/x.git"])
+def test_unsafe_or_unreachable_repos_are_one_line_exit_2(world: World, tmp_path: Path, repo: str) -> None:
+    data = world.manifest()
+    data["components"]["vllm"]["repo"] = repo
+    path = world.write_manifest(data)
+    r = subprocess.run(
+        [sys.executable, "-m", "releasekit", "plan", "check", str(path)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert "secret" not in r.stderr + r.stdout
+    assert not (tmp_path / "PWNED").exists()

@@ -19,7 +19,7 @@ from releasekit.git.history import commit_info, diff_patch_id, is_ancestor, merg
 from releasekit.git.mirror import Mirror
 from releasekit.lock import Lock, LockedGitComponent
 from releasekit.manifest import LoadedManifest, parse_pr_reference
-from releasekit.manifest.models import TO_BE_LOCKED, GitComponent
+from releasekit.manifest.models import TO_BE_LOCKED, Exclusion, GitComponent
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.merged import CanonicalHistory, MergeState
 from releasekit.plan.models import ComponentCheck, PlanCheckResult, PRStatus
@@ -237,15 +237,18 @@ class ExclusionsAbsent:
             for cs in targets:
                 if cs.history is None:
                     continue
-                for hit in _exclusion_hits(cs, excl):
+                for hit in _exclusion_hits(cs, excl, len(ctx.components) == 1):
                     findings.add("EXCLUDED_CHANGE_PRESENT", f"exclusion '{excl.id}' ({excl.description}): {hit}", component=cs.name, pr=excl.pr)
 
 
-def _exclusion_hits(cs: ComponentState, excl) -> list[str]:  # noqa: ANN001 - manifest Exclusion
+def _exclusion_hits(cs: ComponentState, excl: Exclusion, single_component: bool) -> list[str]:
     assert cs.history is not None
     git, hist = cs.mirror.git, cs.history
     hits: list[str] = []
-    if excl.pr is not None:
+    # A PR number names a PR of one repository: without 'component' it is checked only when
+    # the manifest has a single git component.
+    pr_applies = excl.component is not None or single_component
+    if excl.pr is not None and pr_applies:
         head = cs.mirror.pr_head(excl.pr)
         if head:
             st = hist.state_of(head)
