@@ -162,3 +162,17 @@ def test_random_linear_histories_match_git_cherry(tmp_path: Path, seed: int) -> 
     forge.push("main")
     report = _audit(forge, "release")
     assert [c.commit for c in report.release_only] == git_cherry_plus(forge.work, "main", "release")
+
+
+def test_repository_config_cannot_run_programs(forge: Forge, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    forge.commit({".gitattributes": "* diff=evil\n"}, "attributes", branch="main")
+    forge.switch("release", "main")
+    forge.commit({"a.py": "A = 2\n"}, "release change")
+    # The repository's own config, written last: releasekit must not run any of it.
+    forge.git("config", "diff.evil.textconv", f"sh -c 'touch {marker}; cat' --")
+    forge.git("config", "diff.external", f"sh -c 'touch {marker}'")
+    forge.git("config", "core.fsmonitor", f"sh -c 'touch {marker}'")
+    report = _audit(forge, "release")
+    assert len(report.release_only) == 1
+    assert not marker.exists()

@@ -93,7 +93,9 @@ def _patch_id_pipe(diff_argv: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-_LOG_PATCH = ["log", "-p", "--no-merges", "--no-color", "--no-ext-diff", "--no-renames", "--full-index", "--binary", "--format=commit %H"]
+# --no-ext-diff/--no-textconv: a repository's own config must not run programs or change the
+# text that patch-ids are computed from.
+_LOG_PATCH = ["log", "-p", "--no-merges", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary", "--format=commit %H"]
 
 
 def patch_ids(git: Git, *revs: str, commits: list[str] | None = None) -> dict[str, str]:
@@ -131,7 +133,7 @@ def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]
 
 def diff_patch_id(git: Git, old: str, new: str) -> str:
     """The patch-id of the combined change old..new (a squash of the whole range)."""
-    argv = git.argv(["diff", "--no-color", "--no-ext-diff", "--no-renames", "--full-index", "--binary", old, new, "--"])
+    argv = git.argv(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary", old, new, "--"])
     # patch-id needs a commit line to attribute the diff to; a fixed placeholder does.
     env = git_env()
     diff = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL)

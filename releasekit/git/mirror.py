@@ -98,7 +98,10 @@ class Mirror:
             try:
                 self.git.run("fetch", "--quiet", "--prune", "--force", "--no-write-fetch-head", "--", self.remote.url, *FETCH_REFSPECS)
             except GitFailed as exc:
-                raise InputError(f"cannot fetch {self.url}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}") from None
+                reason = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
+                # git anonymises URLs in its messages; make sure, since this line is printed.
+                reason = reason.replace(self.remote.url, self.remote.public)
+                raise InputError(f"cannot fetch {self.url}: {reason}") from None
             self._record_default_branch()
         return self
 
