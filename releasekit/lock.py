@@ -69,6 +69,8 @@ class LockedWheelSource(_Strict):
     repo: str
     ref: str | None = None
     commit: str | None = None
+    # True when plan lock reached the source repository and found the commit on the ref.
+    verified: bool = False
 
 
 class LockedWheelComponent(_Strict):

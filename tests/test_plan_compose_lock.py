@@ -166,3 +166,24 @@ def test_unsafe_or_unreachable_repos_are_one_line_exit_2(world: World, tmp_path:
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert "secret" not in r.stderr + r.stdout
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_wheel_source_is_checked_when_reachable(world: World, tmp_path: Path) -> None:
+    house = tmp_path / "wheels"
+    _wheel(house)
+    b12x = world.b12x
+    on_master = b12x.remote_rev("refs/heads/master")
+    off_master = b12x.pr_head(33)
+
+    def lock_with(source: dict):
+        data = world.manifest()
+        data["components"]["tvm-ffi"] = {"kind": "wheel", "requirement": "apache-tvm-ffi==0.1.12", "sha256": "to-be-locked", "source": source}
+        return build_lock(load_manifest(world.write_manifest(data, "src.yaml")), wheelhouses=[house]).wheel_components()["tvm-ffi"].source
+
+    src = lock_with({"repo": b12x.url, "ref": "master", "commit": on_master[:10]})
+    assert (src.commit, src.verified) == (on_master, True)
+    assert lock_with({"repo": b12x.url, "ref": "master", "commit": "to-be-locked"}).commit == on_master
+    with pytest.raises(InputError, match="not on master"):
+        lock_with({"repo": b12x.url, "ref": "master", "commit": off_master})
+    unreachable = lock_with({"repo": "https://127.0.0.1:9/deepseek-ai/DeepGEMM.git", "ref": "nv_dev", "commit": "a6b593d2826719dcf4892609af7b84ee23aaf32a"})
+    assert (unreachable.commit, unreachable.verified) == ("a6b593d2826719dcf4892609af7b84ee23aaf32a", False)

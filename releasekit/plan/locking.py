@@ -18,6 +18,7 @@ import httpx
 from packaging.utils import canonicalize_name
 
 from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
 from releasekit.git.remote import strip_credentials
 from releasekit.lock import (
@@ -32,7 +33,7 @@ from releasekit.lock import (
     LockedWheelSource,
 )
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
-from releasekit.manifest.models import GitComponent, WheelComponent
+from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
 
 
 def open_mirror(comp: GitComponent, loaded: LoadedManifest, *, cache_dir: Path | None, allow_local: bool, fetch: bool) -> Mirror:
@@ -150,7 +151,41 @@ def _wheel_from_index(name: str, comp: WheelComponent, index_url: str) -> tuple[
     return names[0], digest.hexdigest()
 
 
-def lock_wheel_component(name: str, comp: WheelComponent, wheelhouses: list[Path]) -> LockedWheelComponent:
+def lock_wheel_source(
+    name: str, src: WheelSource, *, cache_dir: Path | None = None, allow_local: bool = False, fetch: bool = True
+) -> LockedWheelSource:
+    """Where a pinned wheel was built from, checked against its repository when that is reachable.
+
+    Reached: an abbreviated commit becomes the full SHA, ``to-be-locked`` becomes the ref's
+    head, and a commit that is not on the named ref makes the lock impossible. Not
+    reachable (no network): recorded as given, ``verified: false``.
+    """
+    given = src.commit if src.commit and src.commit != TO_BE_LOCKED else None
+    mirror = Mirror(src.repo, cache_dir, allow_local=allow_local)  # unsafe URLs are refused here
+    try:
+        if fetch:
+            mirror.update()
+        elif not mirror.exists():
+            return LockedWheelSource(repo=mirror.url, ref=src.ref, commit=given)
+    except InputError:
+        return LockedWheelSource(repo=mirror.url, ref=src.ref, commit=given)
+    commit = None
+    if given:
+        if not mirror.has_commit(given):
+            raise InputError(f"{name}: source commit {given} does not exist in {mirror.url}")
+        commit = mirror.resolve(given)
+    if src.ref:
+        head = mirror.resolve(src.ref)
+        if commit is None:
+            commit = head
+        elif not is_ancestor(mirror.git, commit, head):
+            raise InputError(f"{name}: source commit {given} is not on {src.ref} of {mirror.url}")
+    return LockedWheelSource(repo=mirror.url, ref=src.ref, commit=commit, verified=commit is not None)
+
+
+def lock_wheel_component(
+    name: str, comp: WheelComponent, wheelhouses: list[Path], source_options: dict | None = None
+) -> LockedWheelComponent:
     dist, version = comp.distribution, comp.version
     candidates: list[Path] = []
     for house in wheelhouses:
@@ -176,10 +211,7 @@ def lock_wheel_component(name: str, comp: WheelComponent, wheelhouses: list[Path
         digest = hashlib.sha256(candidates[0].read_bytes()).hexdigest()
     if comp.sha256 != TO_BE_LOCKED and comp.sha256 != digest:
         raise InputError(f"{name}: {filename} has sha256 {digest}, the manifest pins {comp.sha256}")
-    source = None
-    if comp.source:
-        commit = comp.source.commit if comp.source.commit != TO_BE_LOCKED else None
-        source = LockedWheelSource(repo=comp.source.repo, ref=comp.source.ref, commit=commit)
+    source = lock_wheel_source(name, comp.source, **(source_options or {})) if comp.source else None
     return LockedWheelComponent(
         name=name, distribution=dist, version=version, filename=filename, sha256=digest, source=source
     )
@@ -240,7 +272,8 @@ def build_lock(
             if compose and comp.merge_plan:
                 components[name] = locked.model_copy(update={"composed_tree": _composed_tree(name, comp, mirror, locked)})
         else:
-            components[name] = lock_wheel_component(name, comp, houses)
+            options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
+            components[name] = lock_wheel_component(name, comp, houses, options)
     tc = manifest.toolchain
     try:
         base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
