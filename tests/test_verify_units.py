@@ -214,6 +214,8 @@ def test_record_paths_may_climb_to_bin_but_not_out_of_root():
     assert record_target(site, "../../../bin/tool") == "/opt/venv/bin/tool"
     assert record_target(site, "../" * 6 + "etc/passwd") is None
     assert record_target(site, "/etc/passwd") is None
+    assert record_target(site, "pkg/" + "../" * 7 + "etc/passwd") is None  # down, then out
+    assert record_target(site, "pkg/./a//b.py") == f"{site}/pkg/a/b.py"
     rows = parse_record("pkg/a.py,sha256=AAAA,3\npkg/RECORD,,\n\n")
     assert rows[0].algorithm == "sha256" and rows[0].size == 3 and rows[1].digest is None
 

@@ -99,17 +99,20 @@ def expected_components(lock: Lock, record: BuildRecordView | None, manifest: An
         exp.wheel_sha256 = _pick(b, "wheel_sha256", "wheel.sha256") or exp.wheel_sha256
         exp.import_names = list(_pick(b, "import_names") or [])
         exp.native_arches = list(_pick(b, "native_arches", "native.arches") or [])
+        exp.generated_files = list(_pick(b, "generated_files") or [])
         if m is not None:
             exp.distribution = exp.distribution or getattr(m, "distribution", None)
             exp.import_names = exp.import_names or list(getattr(m, "import_names", []) or [])
             recipe = getattr(m, "build", None)
             if recipe is not None:
-                exp.generated_files = list(recipe.generated_files)
+                exp.generated_files = sorted({*exp.generated_files, *recipe.generated_files})
                 exp.subdirectory = recipe.subdirectory
                 if recipe.native and not exp.native_arches:
                     exp.native_arches = list(recipe.cuda_arch_list or toolchain_arches)
             if getattr(m, "role", "runtime") == "build-repo":
                 exp.installed = False
+        if b and exp.kind == "git" and b.get("built") is False:
+            exp.installed = False  # recorded only: a build repository or a component without a recipe
         if exp.kind == "git" and not exp.distribution and not b:
             # A git component that produced no wheel (a build repository): nothing to find installed.
             exp.installed = False

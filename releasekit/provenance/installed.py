@@ -9,7 +9,6 @@ import base64
 import csv
 import io
 import json
-import posixpath
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -77,16 +76,20 @@ def record_target(site: str, record_path: str) -> str | None:
     """
     if record_path.startswith("/") or "\x00" in record_path or "\\" in record_path:
         return None
-    depth = len([p for p in site.split("/") if p])
-    climb = 0
-    for part in record_path.split("/"):
+    parts = record_path.split("/")
+    if "" not in parts and "." not in parts and ".." not in parts:
+        return f"{site}/{record_path}"  # the common case, without the walk below
+    resolved = [p for p in site.split("/") if p]
+    for part in parts:
+        if part in ("", "."):
+            continue
         if part == "..":
-            climb += 1
-            if climb > depth:
+            if not resolved:
                 return None
-        elif part not in ("", "."):
-            break
-    return posixpath.normpath(posixpath.join(site, record_path))
+            resolved.pop()
+        else:
+            resolved.append(part)
+    return "/" + "/".join(resolved)
 
 
 def installed_distributions(inv: Inventory, sites: list[str]) -> list[InstalledDist]:

@@ -18,6 +18,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from releasekit.provenance.fatbin import FatbinReport, read_fatbin
@@ -214,7 +215,7 @@ def _consume(read: Callable[[int], bytes], size: int, *, path: str, plan: ReadPl
                 spool.write(data)
         if sha is not None:
             entry.sha256 = sha.digest()
-            inv.hashed_bytes += size
+            inv.hashed_bytes += size  # the directory walk recounts this after its threads finish
         if blob is not None:
             entry.blob = blob.hexdigest()
         if md5 is not None:
@@ -280,37 +281,51 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
     return inv
 
 
-def inventory_from_directory(root: str, plan: ReadPlan) -> Inventory:
+def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None = None) -> Inventory:
     """The same table for a directory on this machine (the benchmark's installed environment).
 
     Paths are reported as if ``root`` were ``/``. Symlinks are recorded, never followed.
+    Files are hashed on a small thread pool: hashlib releases the GIL on large buffers,
+    so hashing runs on every core while one thread walks the tree.
     """
     inv = Inventory()
-    root = os.path.abspath(root)
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        rel_dir = "/" if rel == "." else "/" + rel
-        for name in dirnames + filenames:
-            full = os.path.join(dirpath, name)
-            path = posixpath.join(rel_dir, name)
-            st = os.lstat(full)
-            if os.path.islink(full):
-                inv.files[path] = FileEntry(path, "symlink", link=os.readlink(full))
-            elif os.path.isdir(full):
-                inv.files[path] = FileEntry(path, "dir")
-            elif os.path.isfile(full):
-                entry = FileEntry(path, "file", st.st_size)
-                inv.files[path] = entry
-                inv.total_bytes += st.st_size
-                py_root = plan.under_root(path)
-                keep = _wants_keep(path, plan, py_root is not None)
-                native = py_root is not None and _is_native(path, py_root, plan)
-                if py_root is not None and _bytecode(path):
-                    py_root = None
-                if py_root is not None or keep:
-                    with open(full, "rb", buffering=0) as handle:
-                        _consume(handle.read, st.st_size, path=path, plan=plan, inv=inv, entry=entry,
-                                 keep=keep, native=native, hash_it=py_root is not None)
-            else:
-                inv.files[path] = FileEntry(path, "other")
+    jobs: list[tuple[str, str, FileEntry, bool, bool, bool]] = []
+    stack = [(os.path.abspath(root), "")]
+    while stack:
+        real_dir, virtual_dir = stack.pop()
+        with os.scandir(real_dir) as listing:
+            for item in listing:
+                path = f"{virtual_dir}/{item.name}"
+                if item.is_symlink():
+                    inv.files[path] = FileEntry(path, "symlink", link=os.readlink(item.path))
+                elif item.is_dir(follow_symlinks=False):
+                    inv.files[path] = FileEntry(path, "dir")
+                    stack.append((item.path, path))
+                elif item.is_file(follow_symlinks=False):
+                    size = item.stat(follow_symlinks=False).st_size
+                    entry = FileEntry(path, "file", size)
+                    inv.files[path] = entry
+                    inv.total_bytes += size
+                    py_root = plan.under_root(path)
+                    keep = _wants_keep(path, plan, py_root is not None)
+                    native = py_root is not None and _is_native(path, py_root, plan)
+                    if py_root is not None and _bytecode(path):
+                        py_root = None
+                    if py_root is not None or keep:
+                        jobs.append((item.path, path, entry, keep, native, py_root is not None))
+                else:
+                    inv.files[path] = FileEntry(path, "other")
+
+    def run(job: tuple[str, str, FileEntry, bool, bool, bool]) -> None:
+        real, path, entry, keep, native, hash_it = job
+        with open(real, "rb", buffering=0) as handle:
+            _consume(handle.read, entry.size, path=path, plan=plan, inv=inv, entry=entry,
+                     keep=keep, native=native, hash_it=hash_it)
+
+    # Big files first, so one large file does not end up alone on one thread at the end.
+    jobs.sort(key=lambda job: job[2].size, reverse=True)
+    with ThreadPoolExecutor(max_workers=workers or min(8, os.cpu_count() or 2)) as pool:
+        for _ in pool.map(run, jobs, chunksize=64):
+            pass
+    inv.hashed_bytes = sum(e.size for e in inv.files.values() if e.sha256 is not None)
     return inv

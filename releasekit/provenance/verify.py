@@ -8,6 +8,7 @@ filesystem once through the hasher, then run every check over what was gathered.
 from __future__ import annotations
 
 import posixpath
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, 
 from releasekit.provenance.summary import CheckOutcome, ReleasekitBlock, make_summary, write_summary
 
 SUMMARY_NAME = "verification_summary.json"
+_PREFIX = re.compile(r"^(/.*?)/lib/python3[^/]*/(?:site|dist)-packages$")
 
 
 class VerifyOptions(BaseModel):
@@ -97,6 +99,8 @@ def _load_manifest(opts: VerifyOptions, lock: Lock, findings: Findings) -> Any |
     else:
         given = Path(lock.manifest.path)
         candidates = [given] if given.is_absolute() else [opts.lock.parent / given, Path.cwd() / given]
+        if opts.artifacts is not None and not given.is_absolute():
+            candidates.append(opts.artifacts / given)
     for path in candidates:
         if not path.is_file():
             continue
@@ -214,7 +218,9 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     probe = adapter.run_probe(import_names, timeout=opts.probe_timeout)
     sys_path, sites, stdlib = _python_roots(probe, facts)
     native = {n for c in comps.values() if c.native_arches for n in c.import_names}
-    plan = ReadPlan(python_roots=[p for p in sys_path if p != "/"], native_names=native,
+    # Console scripts live in the prefix's bin/: hash them too, so RECORD can vouch for them.
+    bins = sorted({m.group(1) + "/bin" for s in sites if (m := _PREFIX.match(s))})
+    plan = ReadPlan(python_roots=[p for p in [*sys_path, *bins] if p != "/"], native_names=native,
                     deadline=time.monotonic() + opts.export_timeout)
     export_started = time.monotonic()
     inventory: Inventory

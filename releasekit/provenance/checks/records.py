@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from releasekit.findings import Findings
+from releasekit.findings import Findings, Severity
 from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.installed import INSTALLER_FILES, InstalledDist, RecordRow, WheelRecord
 from releasekit.provenance.inventory import Inventory
@@ -24,7 +24,7 @@ class RecordCheck:
     codes = (
         "COMPONENT_NOT_INSTALLED", "RECORD_MISSING", "RECORD_UNSAFE_PATH", "RECORD_FILE_MISSING",
         "RECORD_HASH_MISMATCH", "VERSION_MISMATCH", "WHEEL_HASH_MISMATCH", "WHEEL_RECORD_MISMATCH",
-        "WHEEL_UNAVAILABLE",
+        "WHEEL_UNAVAILABLE", "RECORD_FILE_UNCHECKED",
     )
 
     def run(self, ctx: VerifyContext) -> Findings:
@@ -104,7 +104,7 @@ def verify_installed_files(inventory: Inventory, dist: InstalledDist, found: Fin
     for path in dist.unsafe_paths:
         found.add("RECORD_UNSAFE_PATH", f"RECORD of {dist.name} names {path!r}, outside the filesystem root",
                   path=dist.dist_info)
-    missing = mismatched = 0
+    missing = mismatched = unchecked = 0
     for target, row in sorted(dist.files.items()):
         if row.digest is None:
             continue  # RECORD itself and byte-code: listed without a hash by design
@@ -123,7 +123,12 @@ def verify_installed_files(inventory: Inventory, dist: InstalledDist, found: Fin
                       path=target)
             continue
         if entry.sha256 is None:
-            continue  # too large to hash: FILE_TOO_LARGE says so
+            if target not in inventory.too_large:  # FILE_TOO_LARGE already says so
+                unchecked += 1
+                if unchecked <= _LIMIT:
+                    found.add("RECORD_FILE_UNCHECKED", f"{dist.name}: {row.path} lies outside the directories the "
+                              "verifier hashes", severity=Severity.warning, path=target)
+            continue
         if entry.sha256 != row.digest or (row.size is not None and row.size != entry.size):
             mismatched += 1
             if mismatched <= _LIMIT:
