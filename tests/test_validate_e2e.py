@@ -154,3 +154,13 @@ def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
         assert receipt.invocation.image_env[FORBIDDEN_ENV] == "1"
     finally:
         client.images.remove(image.id, force=True)
+
+
+def test_a_lock_the_image_was_not_built_from_is_refused(tmp_path: Path, candidate: Candidate) -> None:
+    other = tmp_path / "other-lock.json"
+    other.write_bytes(candidate.lock.read_bytes() + b"\n")
+    proc = cli("validate", str(candidate.manifest), "--image", candidate.image_id, "--lock", str(other),
+               "-o", str(tmp_path / "receipts"), "--json")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
+    assert [f["code"] for f in json.loads(proc.stdout)["findings"]] == ["IMAGE_LOCK_MISMATCH"]
+    assert not (tmp_path / "receipts").exists()

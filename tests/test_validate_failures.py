@@ -98,3 +98,22 @@ def test_a_broken_server_gives_a_failed_receipt(tmp_path: Path, base_image, dock
 def test_an_image_that_does_not_exist_is_an_input_error(tmp_path: Path, docker_client) -> None:
     proc, _ = validate(tmp_path, EXITS, "releasekit-test/no-such-image:0")
     assert proc.returncode == 2 and proc.stderr.startswith("releasekit: error: image") and "Traceback" not in proc.stderr
+
+
+def test_a_gpu_cell_on_a_host_without_the_nvidia_runtime_fails_cleanly(tmp_path: Path, base_image, docker_client) -> None:
+    # The device request reaches the engine, which refuses it here (no GPU, no NVIDIA runtime):
+    # a failed receipt with the engine's reason, and no created container left behind.
+    path = manifest(tmp_path, HANGS)
+    data = YAML(typ="safe", pure=True).load(path)
+    data["validation"]["cells"][0]["gpus"] = 1
+    YAML(typ="safe", pure=True).dump(data, path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "releasekit", "validate", str(path), "--image", base_image.name,
+         "-o", str(tmp_path / "receipts"), "--gpus", "1", "--json"],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
+    receipt = read_receipt(tmp_path / "receipts" / "stub.json")
+    assert [f.code for f in receipt.findings] == ["SERVER_NOT_STARTED"] and receipt.status == "error"
+    assert receipt.invocation.gpus == [0]
+    assert not docker_client.containers.list(all=True, filters={"label": "io.releasekit.validate.cell=stub"})

@@ -127,20 +127,21 @@ def serve(client, spec: ContainerSpec) -> Iterator[RunningServer]:
         kwargs["shm_size"] = spec.shm_size
     if spec.cpuset:
         kwargs["cpuset_cpus"] = spec.cpuset
-    container = client.containers.run(
+    container = client.containers.create(
         spec.image,
         entrypoint=spec.argv[:1],
         command=spec.argv[1:],
         environment=spec.env,
-        detach=True,
         ports={f"{spec.port}/tcp": ("127.0.0.1", None)},
         volumes={host: {"bind": inside, "mode": "ro"} for host, inside in spec.mounts.items()},
         labels={LABEL: spec.cell_id},
         **kwargs,
     )
-    server = RunningServer(container, spec)
     try:
-        yield server
+        # Created and started separately: a start the engine refuses (no GPU runtime) must
+        # not leave a created container behind.
+        container.start()
+        yield RunningServer(container, spec)
     finally:
         # Already gone is fine; anything else cannot be fixed from here.
         with suppress(Exception):

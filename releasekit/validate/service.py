@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from releasekit.errors import InputError
-from releasekit.findings import Finding, Findings, Location
+from releasekit.findings import Finding, Findings, Location, Severity
 from releasekit.lock import lock_file_sha256
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.validation import Cell, ForbiddenSwitches, ValidationSpec
@@ -181,14 +181,21 @@ class CellRunner:
                 image=self.image_id, argv=command.argv, env=container_env, port=command.port,
                 gpus=gpus, mounts=mounts, cell_id=cell.id,
             )
-            with serve(self.client, spec) as server:
-                try:
-                    startup_s = server.wait_ready([engine.health_path, engine.models_path], cell.startup_timeout_s)
-                    checks = self._checks(cell, server, engine, findings)
-                except ServerFailed as exc:
-                    server_failed = True
-                    findings.add(exc.code, exc.message, **where)
-                log = server.logs()
+            import docker.errors
+
+            try:
+                with serve(self.client, spec) as server:
+                    try:
+                        startup_s = server.wait_ready([engine.health_path, engine.models_path], cell.startup_timeout_s)
+                        checks = self._checks(cell, server, engine, findings)
+                    except ServerFailed as exc:
+                        server_failed = True
+                        findings.add(exc.code, exc.message, **where)
+                    log = server.logs()
+            except docker.errors.APIError as exc:
+                # e.g. "could not select device driver" for a GPU cell on a host without the NVIDIA runtime.
+                server_failed = True
+                findings.add("SERVER_NOT_STARTED", f"the engine refused the container: {exc.explanation or exc}", **where)
         # Resolved per cell, not once: a baseline receipt may be one this very run wrote earlier.
         baselines = {name: resolve_baseline(name, b, self.loaded.directory) for name, b in self.spec.baselines.items()}
         gate_results = []
@@ -204,7 +211,8 @@ class CellRunner:
             if not c.required:
                 # An optional check's failures stay visible but do not fail the cell.
                 for f in c.findings:
-                    f.severity = f.severity.warning if f.severity == f.severity.error else f.severity
+                    if f.severity == Severity.error:
+                        f.severity = Severity.warning
         passed = findings.passed and not required_failed
         # "error": the server never served; "failed": it served and something was not good enough.
         status = "passed" if passed else ("error" if server_failed else "failed")
@@ -293,6 +301,11 @@ def run_validation(
             "IMAGE_LOCK_MISMATCH",
             f"image {image_id[:19]} was built from lock {labels[LOCK_LABEL][:12]}, not {lock_sha[:12]}",
             image=image_id,
+        )
+        # Receipts would bind measurements of this image to a lock it was not built from.
+        return ValidationResult(
+            image=image, image_id=image_id, lock_sha256=lock_sha, manifest_sha256=loaded.sha256,
+            receipts_dir=str(receipts_dir), cells=[], findings=list(findings), passed=False,
         )
     runner = CellRunner(loaded, image, image_id, image_env, lock_sha, client, seed)
     jobs = [Job(cell_id=c.id, gpus=c.gpu_count, duration_s=c.expected_duration_s or 0) for c in chosen]
