@@ -180,8 +180,11 @@ def test_native_component_has_sm120a_code(world: World):
     assert fatbin_arches(lib) == {"sm_120a"}
 
 
-def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world: World):
-    forced = run_build(world.options("out2", no_cache=True))
+def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world: World, docker_client):
+    # Remove the first image so that the second build really loads its own.
+    docker_client.images.remove(world.record.image_id, force=True)
+    forced = run_build(world.options("out2", no_cache=True, tag=TAG))
+    assert docker_client.images.get(TAG).id == world.record.image_id
     assert sorted(forced.cache.misses) == sorted(c.name for c in world.record.components if c.built)
     assert forced.cache.layer == "miss"
     assert forced.image_id == world.record.image_id
@@ -296,6 +299,14 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
     gone = _cli("build", str(world.manifest), "--lock", str(missing), "-o", str(tmp_path / "o3"), env=env)
     assert gone.returncode == 2 and "releasekit-test/no-such-base:1 is not in the Docker Engine" in gone.stderr
     assert gone.stderr.count("\n") == 1
+
+    bad = tmp_path / "overlay.Dockerfile.j2"
+    bad.write_text("FROM {{ base.name }}@{{ base.digest }}\nCOPY wheels/ /w/\nCOPY vllm/ /opt/vllm/\nENV PYTHONPATH=/opt/vllm\n")
+    refused = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o4"),
+                   "--template", str(bad), env=env)
+    assert refused.returncode == 1
+    assert "DOCKERFILE_COPIES_SOURCE" in refused.stderr and "DOCKERFILE_PYTHONPATH" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "o4" / "wheels").exists()
 
     other = tmp_path / "other.yaml"
     other.write_text(world.manifest.read_text() + "\n# changed\n")

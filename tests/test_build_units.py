@@ -160,3 +160,42 @@ def test_pinned_wheel_is_refused_on_hash_mismatch(tmp_path):
     assert not (tmp_path / "out2" / wheel.name).exists()
     with pytest.raises(InputError, match="--wheelhouse"):
         fetch_pinned_wheel(comp, [], None, tmp_path / "out3")
+
+
+def test_secrets_in_urls_never_reach_labels():
+    from releasekit.build.labels import image_labels
+    from releasekit.build.record import BaseImageRecord, ComponentRecord
+
+    comp = ComponentRecord(name="vllm", kind="git", role="runtime", built=True, commit=COMMIT, tree=COMMIT,
+                           repo="https://user:s3cret-token@github.com/org/vllm.git", version="1+g0123456789ab")
+    labels = image_labels(components=[comp], base=BaseImageRecord(name="b", image_id="sha256:" + "1" * 64),
+                          created="2026-01-01T00:00:00Z", lock_sha256="2" * 64, manifest_sha256="3" * 64, release_name="r")
+    assert not any("s3cret" in v for v in labels.values())
+    assert labels["io.releasekit.component.vllm.repo"] == "https://github.com/org/vllm.git"
+    assert labels["org.opencontainers.image.source"] == "https://github.com/org/vllm.git"
+
+
+def test_pinned_wheel_from_a_simple_index(tmp_path):
+    import http.server
+    import threading
+    from functools import partial
+
+    wheel = _wheel(tmp_path / "w.whl", ["pkg/__init__.py"], (2024, 1, 1, 0, 0, 0))
+    page = tmp_path / "simple" / "pkg"
+    page.mkdir(parents=True)
+    (page / "pkg-1.0-py3-none-any.whl").write_bytes(wheel.read_bytes())
+    (page / "index.html").write_text('<a href="pkg-1.0-py3-none-any.whl#sha256=x">pkg-1.0-py3-none-any.whl</a>')
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        index = f"http://127.0.0.1:{server.server_address[1]}/simple"
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        comp = LockedWheelComponent(name="pkg", distribution="pkg", version="1.0",
+                                    filename="pkg-1.0-py3-none-any.whl", sha256=digest)
+        got = fetch_pinned_wheel(comp, [], index, tmp_path / "out")
+        assert got.read_bytes() == wheel.read_bytes()
+        with pytest.raises(BuildFailed):
+            fetch_pinned_wheel(comp.model_copy(update={"sha256": "f" * 64}), [], index, tmp_path / "out2")
+    finally:
+        server.shutdown()

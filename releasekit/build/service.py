@@ -254,6 +254,20 @@ def _sources_untouched(name: str, src: Path, generated: list[str], subdirectory:
         )
 
 
+def _render_template(template: Path, base: BaseImageRecord, labels: dict[str, str]) -> str:
+    if not template.is_file():
+        raise InputError(f"Dockerfile template {template} not found")
+    rendered = dockerfile.render(
+        template, {"base": {"name": base.name, "digest": base.digest or base.image_id}, "labels": labels}
+    )
+    problems = dockerfile.lint(rendered, template.name)
+    if not problems.passed:
+        raise BuildFailed(
+            f"{template.name} refused: {problems.errors[0].render()}", details=[f.render() for f in problems.errors]
+        )
+    return rendered
+
+
 def _layer_key(base_id: str, wheels: list[WheelInput], sde: int) -> str:
     material = {
         "format": LAYER_FORMAT,
@@ -273,6 +287,9 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     allow_local = local_repos_allowed(opts.allow_local_repos)
     engine = Engine()  # no engine: exit 2 now, before any wheel is built
     base = resolve_base(engine, lock)
+    template = opts.template or dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
+    # Lint first: a template that would copy sources in fails before anything is built or written.
+    _render_template(template, base, {})
     outdir = opts.outdir or Path("release") / lock.name
     _prepare_outdir(outdir)
     cache = BuildCache(opts.cache_dir, enabled=not opts.no_cache)
@@ -333,17 +350,7 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
         manifest_sha256=loaded.sha256,
         release_name=lock.name,
     )
-    template = opts.template or dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
-    if not template.is_file():
-        raise InputError(f"Dockerfile template {template} not found")
-    rendered = dockerfile.render(
-        template, {"base": {"name": base.name, "digest": base.digest or base.image_id}, "labels": labels}
-    )
-    problems = dockerfile.lint(rendered, template.name)
-    if not problems.passed:
-        raise BuildFailed(
-            f"{template.name}: {problems.errors[0].render()}", details=[f.render() for f in problems.errors]
-        )
+    rendered = _render_template(template, base, labels)
     (outdir / "Dockerfile").write_text(rendered, encoding="utf-8")
     settings = dockerfile.image_settings(rendered)
 
