@@ -214,3 +214,27 @@ def test_cli_lock_then_check_writes_output(world: World, tmp_path: Path) -> None
     r = runner.invoke(app, ["plan", "check", str(path), "--json"])
     assert r.exit_code == 1
     assert "SUPERSEDED_PR_MERGED" in {f["code"] for f in json.loads(r.output)["findings"]["findings"]}
+
+
+def test_check_folds_in_release_only_and_pins(world: World, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from releasekit.cli import app
+
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    data = world.manifest(pins=[{"package": "apache-tvm-ffi", "version": "0.1.12"}])
+    path = world.write_manifest(data)
+    inputs = tmp_path / "build-repo"
+    inputs.mkdir()
+    (inputs / "requirements.txt").write_text("apache-tvm-ffi==0.1.11\n")
+    r = CliRunner().invoke(app, ["plan", "check", str(path), "--release", "vllm=release/v17", "--pins-repo", str(inputs), "--json"])
+    assert r.exit_code == 1, r.output
+    data = json.loads(r.output)
+    codes = sorted((f["code"], f["location"]["component"], f["location"]["commit"]) for f in data["findings"]["findings"])
+    assert codes == [
+        ("PIN_MISMATCH", None, None),
+        ("RELEASE_ONLY_CARRIED", "vllm", world.release_only),
+        ("RELEASE_ONLY_COMMIT", "vllm", world.launcher),
+    ]
+    assert data["release_only"][0]["examined"] == 2

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import commit_info, diff_patch_id, is_ancestor, merge_base, patch_ids
 from releasekit.git.mirror import Mirror
@@ -22,7 +23,9 @@ from releasekit.manifest import LoadedManifest, parse_pr_reference
 from releasekit.manifest.models import TO_BE_LOCKED, Exclusion, GitComponent
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.merged import CanonicalHistory, MergeState
-from releasekit.plan.models import ComponentCheck, PlanCheckResult, PRStatus
+from releasekit.plan.models import ComponentCheck, PlanCheckResult, PRStatus, ReleaseOnlyReport
+from releasekit.plan.pins import audit_pins
+from releasekit.plan.release_only import find_release_only
 
 
 @dataclass
@@ -424,6 +427,25 @@ def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGit
     return cs
 
 
+def _release_only(cs: ComponentState, ref: str) -> ReleaseOnlyReport:
+    """Release-only commits of ``ref`` against the checked commit, with this plan's ``carries:``."""
+    carried = {
+        prefix: planned.pr
+        for planned in cs.comp.merge_plan
+        if planned.pr in cs.states and cs.states[planned.pr].merged
+        for prefix in planned.carries
+    }
+    return find_release_only(
+        cs.mirror.git,
+        cs.mirror.resolve(ref),
+        cs.checked,
+        repo=cs.mirror.url,
+        release_name=ref,
+        canonical_name=f"{cs.branch}@{cs.checked[:12]}",
+        carried=carried,
+    )
+
+
 def check_plan(
     loaded: LoadedManifest,
     *,
@@ -432,8 +454,14 @@ def check_plan(
     cache_dir: Path | None = None,
     allow_local: bool = False,
     fetch: bool = True,
+    releases: dict[str, str] | None = None,
+    pins_repo: Path | None = None,
 ) -> PlanCheckResult:
+    """Check every git component; ``releases`` (component -> release ref) and ``pins_repo`` add the audits."""
     findings = Findings()
+    for name in releases or {}:
+        if name not in loaded.manifest.git_components():
+            raise InputError(f"--release names {name!r}, which is not a git component of the manifest")
     if lock is not None and lock.manifest.sha256 != loaded.sha256:
         findings.add(
             "LOCK_MANIFEST_MISMATCH",
@@ -447,7 +475,17 @@ def check_plan(
     ctx = PlanContext(loaded, lock, components)
     for check in CHECKS:
         check.run(ctx, findings)
+    reports = [_release_only(components[name], ref) for name, ref in (releases or {}).items()]
+    for report, name in zip(reports, releases or {}, strict=True):
+        for finding in report.findings:
+            finding.location.component = name
+            findings.findings.append(finding)
+    pins = audit_pins(loaded.manifest, pins_repo) if pins_repo is not None else None
+    if pins is not None:
+        findings.extend(pins.findings)
     return PlanCheckResult(
+        release_only=reports,
+        pins=pins,
         passed=findings.passed,
         manifest_sha256=loaded.sha256,
         lock_sha256=lock_sha256,

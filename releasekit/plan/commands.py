@@ -74,6 +74,9 @@ def _render_check(result) -> None:  # noqa: ANN001 - PlanCheckResult
             rows.append([what, st.role, st.state, where, ", ".join(st.codes) or "-"])
         title = f"{comp.component}: {comp.canonical_branch} @ {comp.checked_commit[:12]}"
         console.print(findings_table(title, ["PR", "role", "state", "where it landed", "finding"], rows))
+    for report in result.release_only:
+        rows = [[c.commit[:12], c.kind, f"#{c.carried_by}" if c.carried_by else "-", c.subject] for c in report.release_only]
+        console.print(findings_table(f"release-only: {report.release} vs {report.canonical}", ["commit", "kind", "carried by", "subject"], rows))
     render_findings(result.findings, console, ok_message="the canonical branches hold exactly the merge plan")
 
 
@@ -82,6 +85,8 @@ def check_cmd(
     manifest: Path = typer.Argument(..., help="The release manifest (YAML)."),
     lock: Path | None = typer.Option(None, "--lock", help="Check the locked commits and PR heads."),
     output: Path | None = typer.Option(None, "--output", help="Also write the result as JSON (for the publish gate)."),
+    release: list[str] = typer.Option([], "--release", help="COMPONENT=REF: also audit this release branch/commit for release-only commits (repeatable)."),
+    pins_repo: Path | None = typer.Option(None, "--pins-repo", help="Also audit the manifest's pins in this build/release repository."),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
@@ -90,6 +95,12 @@ def check_cmd(
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
     from releasekit.plan.check import check_plan
 
+    releases: dict[str, str] = {}
+    for item in release:
+        name, sep, ref = item.partition("=")
+        if not sep or not name or not ref:
+            raise InputError(f"--release expects COMPONENT=REF, got {item!r}")
+        releases[name] = ref
     loaded = load_manifest(manifest)
     locked = read_lock(lock) if lock else None
     result = check_plan(
@@ -99,6 +110,8 @@ def check_cmd(
         cache_dir=cache,
         allow_local=allow_local_repos,
         fetch=not no_fetch,
+        releases=releases,
+        pins_repo=pins_repo,
     )
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)

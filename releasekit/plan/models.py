@@ -50,6 +50,9 @@ class PlanCheckResult(_Model):
     manifest_sha256: str
     lock_sha256: str | None = None
     components: list[ComponentCheck] = Field(default_factory=list)
+    # With --release COMPONENT=REF / --pins-repo DIR: the audits, folded into one gate result.
+    release_only: list[ReleaseOnlyReport] = Field(default_factory=list)
+    pins: PinAuditResult | None = None
     findings: Findings = Field(default_factory=Findings)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -116,3 +119,6 @@ class PinAuditResult(_Model):
     occurrences: list[PinOccurrence] = Field(default_factory=list)
     passed: bool
     findings: Findings = Field(default_factory=Findings)
+
+
+PlanCheckResult.model_rebuild()
