@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,9 +36,9 @@ def test_demo_runs_green(tmp_path, base_image, docker_client):
     check = json.loads((release / "plan-check.json").read_text())
     assert check["passed"] is True
     record = json.loads((release / "build.json").read_text())
-    # The tag is machine-wide (another demo run may move it): the image is checked by its ID.
-    assert record["image_id"] == result["image_id"] == docker_client.images.get(result["image_id"]).id
-    assert record["image_tag"] == result["image_tag"] == "releasekit-demo/rkdemo:latest"
+    lock_sha = hashlib.sha256((tmp_path / "demo" / "lock.json").read_bytes()).hexdigest()
+    assert record["image_tag"] == result["image_tag"] == f"releasekit-demo/rkdemo:{lock_sha[:12]}"
+    assert record["image_id"] == result["image_id"] == docker_client.images.get(result["image_tag"]).id
     lock = json.loads((tmp_path / "demo" / "lock.json").read_text())
     labels = docker_client.images.get(result["image_id"]).labels
     for name, comp in lock["components"].items():
@@ -47,6 +48,7 @@ def test_demo_runs_green(tmp_path, base_image, docker_client):
         result["image_id"], ["python3", "-c", "import rkdemo_runtime; print(rkdemo_runtime.greet())"], remove=True
     ).decode()
     assert greeting.strip() == f"hello from rkdemo 0.1.0+g{lock['components']['runtime']['commit'][:12]}"
+    docker_client.images.remove(result["image_tag"])
 
 
 def test_without_nvcc_the_cuda_component_is_left_out_with_a_reason(tmp_path, monkeypatch):

@@ -26,7 +26,8 @@ from releasekit.manifest import load_manifest
 from releasekit.plan.check import check_plan
 from releasekit.plan.locking import build_lock
 
-DEMO_TAG = "releasekit-demo/rkdemo:latest"
+# Tagged by lock: demos made elsewhere on the same engine (other directories) do not move each other's tag.
+DEMO_REPOSITORY = "releasekit-demo/rkdemo"
 
 
 class StageResult(BaseModel):
@@ -118,15 +119,16 @@ def _check(ctx: DemoContext) -> StageResult:
 def _build(ctx: DemoContext) -> StageResult:
     assert ctx.manifest is not None and ctx.lock is not None
     ctx.release = ctx.release or ctx.root / "release"
+    tag = f"{DEMO_REPOSITORY}:{lock_file_sha256(ctx.lock)[:12]}"
     record = run_build(
-        BuildOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, tag=DEMO_TAG, allow_local_repos=True)
+        BuildOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, tag=tag, allow_local_repos=True)
     )
     ctx.image_id, ctx.image_tag = record.image_id, record.image_tag
     wheels = ", ".join(f"{c.wheel_filename} [{c.cache}]" for c in record.components if c.wheel_filename)
     return StageResult(
         name="build",
         status="passed",
-        summary=f"image {record.image_id[:19]} tagged {DEMO_TAG}; wheels {wheels}",
+        summary=f"image {record.image_id[:19]} tagged {tag}; wheels {wheels}",
         outputs={
             "release": str(ctx.release),
             "build.json": str(ctx.release / "build.json"),
