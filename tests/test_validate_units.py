@@ -305,3 +305,14 @@ def test_cell_identity_is_stable_and_content_bound() -> None:
     a = cells["ds4-tp2-mtp0"]
     assert cell_sha256(a) == cell_sha256(Cell.model_validate(a.model_dump()))
     assert cell_sha256(a) != cell_sha256(cells["ds4-tp2-mtp2"])
+
+
+def test_acceptance_length_within_five_percent_of_expected() -> None:
+    gate = Gate(metric="acceptance.mean_length", baseline="ref", min_ratio=0.95, max_ratio=1.05)
+    base = {"ref": BaselineValues(name="ref", values={"acceptance.mean_length": 2.80})}
+
+    def judged(value: float) -> bool:
+        return evaluate_gate(gate, {"acceptance.mean_length": Metric(name="acceptance.mean_length", value=value, unit="t")}, base)[0].passed
+
+    assert judged(2.80) and judged(2.70) and judged(2.93)
+    assert not judged(2.65) and not judged(2.95)
