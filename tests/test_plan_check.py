@@ -238,3 +238,19 @@ def test_check_folds_in_release_only_and_pins(world: World, tmp_path: Path) -> N
         ("RELEASE_ONLY_COMMIT", "vllm", world.launcher),
     ]
     assert data["release_only"][0]["examined"] == 2
+
+
+def test_after_an_already_canonical_pr_and_canonical_advanced(world: World) -> None:
+    world.land_b12x()
+    data = world.manifest()
+    world.vllm.open_pr(90, [{"vllm/pr90.py": "P = 90\n"}])
+    data["components"]["vllm"]["already_canonical"].append({"pr": 90, "title": "lands late"})
+    data["components"]["vllm"]["merge_plan"][0]["after"] = [90]  # #108 must follow #90
+    world.land_vllm(VLLM_PLAN)
+    world.vllm.merge_pr(90, "merge")
+    assert _codes(_check(world, data=data)) == [("AFTER_VIOLATED", "vllm", 108)]
+    lock = build_lock(load_manifest(world.write_manifest()))
+    world.vllm.commit({"vllm/later.py": "L = 1\n"}, "later work", branch=FF)
+    world.vllm.push(FF)
+    result = _check(world, lock=lock)
+    assert result.passed and "CANONICAL_ADVANCED" in result.findings.codes()

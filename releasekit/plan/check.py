@@ -102,6 +102,15 @@ class CheckedCommitPublished:
                     component=name,
                     commit=cs.checked,
                 )
+            elif cs.locked and cs.canonical_head != cs.checked:
+                findings.add(
+                    "CANONICAL_ADVANCED",
+                    f"{cs.branch} moved on since the lock ({_short(cs.checked)} -> {_short(cs.canonical_head)}); "
+                    "the locked commit is what was checked",
+                    severity=Severity.info,
+                    component=name,
+                    commit=cs.canonical_head,
+                )
             if cs.locked:
                 for cc in cs.locked.canonical_commits:
                     if not cs.mirror.refs_containing(cc.commit):
@@ -185,6 +194,16 @@ class MergeOrder:
                             pr=later.pr,
                         )
                         _mark(cs, later.pr, "planned", "AFTER_VIOLATED")
+                    elif key.component == name and key.number not in {p.pr for p in plan[:j]}:
+                        # A same-repository target outside the earlier plan entries (an already-canonical PR).
+                        if st.landed_index is not None and st.landed_index > sj.landed_index:
+                            findings.add(
+                                "AFTER_VIOLATED",
+                                f"PR #{later.pr} landed at {_short(sj.landed_at)} before #{key.number}, which it must land after",
+                                component=name,
+                                pr=later.pr,
+                            )
+                            _mark(cs, later.pr, "planned", "AFTER_VIOLATED")
                     elif key.component != name:
                         # Different repositories share no history: compare when each landing commit was made.
                         mine, theirs = cs.landed_time(later.pr), target.landed_time(key.number)
