@@ -7,9 +7,8 @@ one line that says what to do.
 
 from __future__ import annotations
 
-import io
-import json
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +108,12 @@ class Engine:
         )
         try:
             for dest, src in (inputs or {}).items():
-                container.put_archive(dest.rsplit("/", 1)[0] or "/", _tar_directory(src, dest.rsplit("/", 1)[1]))
+                # Spooled to disk: a source tree (a vLLM checkout) can be large.
+                with tempfile.TemporaryFile() as archive:
+                    with tarfile.open(fileobj=archive, mode="w") as tar:
+                        tar.add(str(src), arcname=dest.rsplit("/", 1)[1])
+                    archive.seek(0)
+                    container.put_archive(dest.rsplit("/", 1)[0] or "/", archive)
             container.start()
             status = container.wait()
             output = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
@@ -123,13 +127,3 @@ class Engine:
         finally:
             container.remove(force=True)
 
-
-def _tar_directory(src: Path, arcname: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(str(src), arcname=arcname)
-    return buf.getvalue()
-
-
-def dump_json(data: object) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
