@@ -36,7 +36,8 @@ def _check(world: World, lock=None, data: dict | None = None):
 
 
 def _codes(result) -> list[tuple[str, str | None, int | None]]:
-    return sorted((f.code, f.location.component, f.location.pr) for f in result.findings if f.severity == "error")
+    found = [(f.code, f.location.component, f.location.pr) for f in result.findings if f.severity == "error"]
+    return sorted(found, key=lambda t: (t[0], t[1] or "", t[2] or 0))
 
 
 def test_planned_order_with_mixed_merge_methods_passes(world: World) -> None:
@@ -254,3 +255,36 @@ def test_after_an_already_canonical_pr_and_canonical_advanced(world: World) -> N
     world.vllm.push(FF)
     result = _check(world, lock=lock)
     assert result.passed and "CANONICAL_ADVANCED" in result.findings.codes()
+
+
+def test_remaining_findings_each_when_due(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    path = world.write_manifest()
+    lock = build_lock(load_manifest(path))
+    # A locked planned PR whose ref disappears: a warning, the locked head is still checked.
+    world.vllm.delete_remote_ref("refs/pull/99/head")
+    result = check_plan(load_manifest(path), lock=lock)
+    assert result.passed and ("PR_HEAD_GONE", "vllm", 99) in [(f.code, f.location.component, f.location.pr) for f in result.findings]
+    # Without a lock a planned PR with no ref cannot be checked.
+    assert _codes(_check(world)) == [("PR_MISSING", "vllm", 99)]
+    data = world.manifest()
+    data["components"]["vllm"]["merge_plan"] = [p for p in data["components"]["vllm"]["merge_plan"] if p["pr"] != 99]
+    # A pin on a published commit that is not on canonical.
+    data["components"]["vllm"]["commit"] = world.vllm.pr_head(88)
+    codes = _codes(_check(world, data=data))
+    assert ("COMMIT_NOT_ON_CANONICAL", "vllm", None) in codes
+    del data["components"]["vllm"]["commit"]
+    # Exclusions by PR number and by commit (a cherry-picked copy counts); an already-canonical commit absent.
+    world.vllm.open_pr(47, [{"vllm/sp_pcie.py": "SP = 1\n"}])
+    data["exclusions"].append({"id": "sp-pcie", "description": "SP/PCIe experiments", "reason": "own PR", "component": "vllm", "pr": 47})
+    data["exclusions"].append({"id": "kv-tuning", "description": "KV headroom", "reason": "own PR", "commits": [world.launcher[:12]]})
+    data["components"]["vllm"]["already_canonical"].append({"commit": world.release_only[:10], "title": "not canonical"})
+    data["exclusions"][0]["paths"] = []
+    data["exclusions"][0]["message_pattern"] = None
+    assert _codes(_check(world, data=data)) == [("ALREADY_CANONICAL_MISSING", "vllm", None)]
+    world.vllm.merge_pr(47, "squash")
+    world.vllm.cherry_pick(world.launcher, FF)
+    codes = _codes(_check(world, data=data))
+    assert codes.count(("EXCLUDED_CHANGE_PRESENT", "vllm", 47)) == 1
+    assert codes.count(("EXCLUDED_CHANGE_PRESENT", "vllm", None)) == 1
