@@ -283,9 +283,21 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 def test_cli_json_and_environment_faults(world: World, tmp_path):
     env = {"RELEASEKIT_CACHE": str(world.root / "cli-cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    ok = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o"), "--json", env=env)
+    ok = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o"), "--json",
+              "--save-image", env=env)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["image_id"] == world.record.image_id
+    # --save-image: a self-contained docker-save tar whose config hashes to the image ID.
+    import hashlib
+    import tarfile
+
+    with tarfile.open(tmp_path / "o" / "image.tar") as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))[0]
+        config = tar.extractfile(manifest["Config"]).read()
+        names = set(tar.getnames())
+    assert "sha256:" + hashlib.sha256(config).hexdigest() == world.record.image_id
+    assert len(manifest["Layers"]) == len(json.loads(config)["rootfs"]["diff_ids"]) >= 2
+    assert set(manifest["Layers"]) <= names
 
     no_engine = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o2"),
                      env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"})
