@@ -6,7 +6,7 @@ Public API (what other stages use):
   ``$RELEASEKIT_CACHE/git`` (default ``~/.cache/releasekit/git``); ``.update()`` fetches
   branches, tags and ``refs/pull/*/head``; ``.resolve(rev)``, ``.pr_head(n)``,
   ``.branch_head(b)``, ``.default_branch()``, ``.tree_of(c)``, ``.commit_time(c)``,
-  ``.refs_containing(c)``; ``.url`` is credential-free.
+  ``.refs_containing(c)``, ``.published_by(c)``; ``.url`` is credential-free.
 - ``fresh_checkout(mirror_or_url, commit, dest, expect_tree=None)`` -> ``Checkout``
   (path, repo, commit, tree): a new directory holding exactly that commit, verified.
 - ``check_remote(url, allow_local=False)`` / ``check_ref(ref)`` / ``strip_credentials``:

@@ -183,7 +183,19 @@ class Mirror:
     def commit_time(self, commit: str) -> int:
         return int(self.git.run("show", "-s", "--format=%ct", "--end-of-options", commit).strip())
 
-    def refs_containing(self, commit: str) -> list[str]:
-        """Every ref (branch, tag, PR head) from which ``commit`` is reachable: empty = unpublished."""
-        out = self.git.run("for-each-ref", f"--contains={commit}", "--format=%(refname)")
+    def refs_containing(self, commit: str, *prefixes: str) -> list[str]:
+        """Every ref (branch, tag, PR head; or under ``prefixes``) from which ``commit`` is reachable."""
+        out = self.git.run("for-each-ref", f"--contains={commit}", "--format=%(refname)", *prefixes)
         return [line for line in out.splitlines() if line]
+
+    def published_by(self, commit: str) -> str | None:
+        """One ref that makes ``commit`` public, or None (an unpublished commit).
+
+        Branches and tags first: a big forge repository has tens of thousands of PR refs,
+        and the commit is nearly always on a branch.
+        """
+        for prefix in ("refs/heads/", "refs/tags/", "refs/pull/"):
+            found = self.refs_containing(commit, prefix)
+            if found:
+                return found[0]
+        return None

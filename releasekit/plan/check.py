@@ -88,7 +88,7 @@ class CheckedCommitPublished:
             if not cs.mirror.has_commit(cs.checked):
                 findings.add("UNPUBLISHED_COMMIT", f"commit {cs.checked} does not exist on {cs.mirror.url}", component=name, commit=cs.checked)
                 continue
-            if not cs.mirror.refs_containing(cs.checked):
+            if cs.mirror.published_by(cs.checked) is None:
                 findings.add(
                     "UNPUBLISHED_COMMIT",
                     f"commit {_short(cs.checked)} is not reachable from any branch, tag or PR head of {cs.mirror.url}",
@@ -113,7 +113,7 @@ class CheckedCommitPublished:
                 )
             if cs.locked:
                 for cc in cs.locked.canonical_commits:
-                    if not cs.mirror.refs_containing(cc.commit):
+                    if cs.mirror.published_by(cc.commit) is None:
                         findings.add("UNPUBLISHED_COMMIT", f"already-canonical commit {cc.given} is not reachable from any ref", component=name, commit=cc.commit)
 
 
