@@ -288,3 +288,17 @@ def test_remaining_findings_each_when_due(world: World) -> None:
     codes = _codes(_check(world, data=data))
     assert codes.count(("EXCLUDED_CHANGE_PRESENT", "vllm", 47)) == 1
     assert codes.count(("EXCLUDED_CHANGE_PRESENT", "vllm", None)) == 1
+
+
+def test_an_orphan_pr_head_is_absent(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    world.vllm.git("checkout", "--quiet", "--orphan", "orphan")
+    world.vllm.git("rm", "-r", "--quiet", "--cached", ".")
+    orphan = world.vllm.commit({"unrelated.txt": "x\n"}, "unrelated history")
+    world.vllm.git("push", "--quiet", "origin", f"{orphan}:refs/pull/88/head", "--force")
+    world.vllm.git("checkout", "--quiet", "-f", FF)
+    result = _check(world)
+    assert result.passed
+    status = next(s for c in result.components for s in c.statuses if s.pr == 88)
+    assert status.state == "absent"

@@ -62,6 +62,11 @@ class CanonicalHistory:
         """
         unique = list(dict.fromkeys(heads))
         oldest = merge_base(self.git, self.tip, *unique) if unique else None
+        if oldest is None and unique:
+            # Some head shares no history with canonical (an orphan branch): bound the range by
+            # the heads that do, never by the whole history.
+            bases = [b for b in (merge_base(self.git, self.tip, h) for h in unique) if b]
+            oldest = (merge_base(self.git, *bases) if len(bases) > 1 else bases[0]) if bases else self.tip
         # No PR to look for: nothing on canonical needs a patch-id.
         revs = [self.tip, f"^{oldest}"] if oldest else ([self.tip] if unique else [self.tip, f"^{self.tip}"])
         by_patch: dict[str, list[str]] = {}
