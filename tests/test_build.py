@@ -183,7 +183,14 @@ def test_native_component_has_sm120a_code(world: World):
 def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world: World, docker_client):
     # Remove the first image so that the second build really loads its own.
     docker_client.images.remove(world.record.image_id, force=True)
+    # A stale tree where the build checks out: never reused, so it cannot leak into the wheel.
+    stale = world.root / "src" / "runtime" / "rkdemo_runtime"
+    stale.mkdir(parents=True, exist_ok=True)
+    (stale / "leftover.py").write_text("LEFT = 'over'\n")
     forced = run_build(world.options("out2", no_cache=True, tag=TAG))
+    runtime_wheel = next(c.wheel_filename for c in forced.components if c.name == "runtime")
+    with zipfile.ZipFile(world.root / "out2/wheels" / runtime_wheel) as zf:
+        assert "rkdemo_runtime/leftover.py" not in zf.namelist()
     assert docker_client.images.get(TAG).id == world.record.image_id
     assert sorted(forced.cache.misses) == sorted(c.name for c in world.record.components if c.built)
     assert forced.cache.layer == "miss"
