@@ -62,9 +62,10 @@ def site_packages(env: Path) -> str:
     return "/" + str(found[0].relative_to(env))
 
 
-def run_verifier(env: Path, site: str) -> tuple[float, Findings, int, int]:
+def run_verifier(env: Path, site: str, workers: int | None = None) -> tuple[float, Findings, int, int]:
     started = time.perf_counter()
-    inventory = inventory_from_directory(str(env), ReadPlan(python_roots=[site]))
+    # The prefix's bin/ holds the console scripts RECORD lists.
+    inventory = inventory_from_directory(str(env), ReadPlan(python_roots=[site, "/bin"]), workers=workers)
     dists = installed_distributions(inventory, [site])
     findings = Findings()
     for dist in dists:
@@ -106,6 +107,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", type=Path, help="an installed environment (default: a cached torch==2.13.0 venv)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each timing; the best counts")
+    parser.add_argument("--workers", type=int, default=None, help="hashing threads (default: cores, at most 8)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     env = (args.env or ensure_env()).resolve()
@@ -113,13 +115,15 @@ def main() -> int:
     files = record_files(env, site)
     total_bytes = sum(p.stat().st_size for p in files)
     run_sha256sum(files)  # warm the page cache
-    verifier = min((run_verifier(env, site) for _ in range(args.repeat)), key=lambda r: r[0])
+    verifier = min((run_verifier(env, site, args.workers) for _ in range(args.repeat)), key=lambda r: r[0])
     sha256sum = min(run_sha256sum(files) for _ in range(args.repeat))
     throughput = hashlib_throughput()
     floor = total_bytes / throughput
     seconds, findings, listed, hashed = verifier
     result = {
         "environment": str(env),
+        "cores": os.cpu_count(),
+        "workers": args.workers or min(8, os.cpu_count() or 2),
         "files": len(files),
         "bytes": total_bytes,
         "verifier_s": round(seconds, 3),
@@ -143,7 +147,7 @@ def main() -> int:
         print(f"ratio vs floor:     {seconds / floor:.2f}x (goal <= 2)")
         for line in result["findings"]:
             print("finding:", line)
-    return 1 if findings.findings else 0
+    return 1 if findings.errors else 0
 
 
 if __name__ == "__main__":
