@@ -49,12 +49,18 @@ class World:
             git_cache_dir=self.root / "git",
             allow_local_repos=True,
             build_root=self.root / "src",
+            wheelhouses=HOUSES,
             **kw,
         )
 
 
+# The wheelhouse of the pinned component, made by the module fixture.
+HOUSES: list[Path] = []
+EXTRA_SOURCE = "5a" * 20
+
+
 def _lock(root: Path, manifest: Path, name: str = "lock.json") -> Path:
-    lock = build_lock(load_manifest(manifest), cache_dir=root / "git", allow_local=True)
+    lock = build_lock(load_manifest(manifest), cache_dir=root / "git", allow_local=True, wheelhouses=HOUSES)
     path = root / name
     write_lock(lock, path)
     return path
@@ -65,6 +71,9 @@ def world(tmp_path_factory, base_image, docker_client) -> World:
     root = tmp_path_factory.mktemp("build")
     example = make_example(root / "example", base_image=base_image.name)
     manifest = Path(example.manifest)
+    HOUSES[:] = [_pinned_wheelhouse(root / "wheelhouse")]
+    text = manifest.read_text()
+    manifest.write_text(text.replace("toolchain:\n", PINNED_COMPONENT + "toolchain:\n", 1))
     lock_path = _lock(root, manifest)
     w = World(root, manifest, lock_path, read_lock(lock_path), None, root / "out1")  # type: ignore[arg-type]
     w.record = run_build(w.options("out1", tag=TAG))
@@ -72,6 +81,39 @@ def world(tmp_path_factory, base_image, docker_client) -> World:
     for image in docker_client.images.list(name="releasekit-test/build"):
         for tag in image.tags:
             docker_client.images.remove(tag, noprune=False)
+
+
+PINNED_COMPONENT = f"""\
+  extra:
+    kind: wheel
+    requirement: rkdemo-extra==1.0
+    sha256: to-be-locked
+    import_names: [rkdemo_extra]
+    source:
+      repo: https://github.com/example/rkdemo-extra.git
+      ref: refs/heads/main
+      commit: {EXTRA_SOURCE}
+"""
+
+
+def _pinned_wheelhouse(house: Path) -> Path:
+    """A wheel built elsewhere (here: written by hand, RECORD and all) for a wheel-pinned component."""
+    import base64
+    import hashlib
+
+    files = {
+        "rkdemo_extra/__init__.py": b"EXTRA = True\n",
+        "rkdemo_extra-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: rkdemo-extra\nVersion: 1.0\n",
+        "rkdemo_extra-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    rows = [f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+            for n, d in files.items()]
+    files["rkdemo_extra-1.0.dist-info/RECORD"] = ("\n".join([*rows, "rkdemo_extra-1.0.dist-info/RECORD,,"]) + "\n").encode()
+    house.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(house / "rkdemo_extra-1.0-py3-none-any.whl", "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return house
 
 
 def _run_in(docker_client, image: str, script: str) -> str:
@@ -91,6 +133,10 @@ def test_labels_match_the_lock(world: World, docker_client):
         assert labels[f"{prefix}.version"].endswith(f"+g{comp.commit[:12]}")
         wheel = next(c for c in world.record.components if c.name == name)
         assert labels[f"{prefix}.wheel.sha256"] == wheel.wheel_sha256
+    extra = world.lock.components["extra"]
+    assert labels["io.releasekit.component.extra.commit"] == EXTRA_SOURCE
+    assert labels["io.releasekit.component.extra.wheel.sha256"] == extra.sha256
+    assert labels["io.releasekit.component.extra.version"] == "1.0"
     runtime = world.lock.components["runtime"]
     assert labels["org.opencontainers.image.revision"] == runtime.commit
     assert labels["org.opencontainers.image.base.name"] == world.lock.toolchain.base_image.name
@@ -105,7 +151,7 @@ def test_installed_files_match_records_and_versions_name_the_locked_commits(worl
     script = r"""
 import base64, csv, hashlib, importlib, importlib.metadata as md, json, os
 out = {}
-for name, mod in (("rkdemo-runtime", "rkdemo_runtime"), ("rkdemo-kernels", "rkdemo_kernels")):
+for name, mod in (("rkdemo-runtime", "rkdemo_runtime"), ("rkdemo-kernels", "rkdemo_kernels"), ("rkdemo-extra", "rkdemo_extra")):
     try:
         dist = md.distribution(name)
     except md.PackageNotFoundError:
@@ -121,13 +167,14 @@ for name, mod in (("rkdemo-runtime", "rkdemo_runtime"), ("rkdemo-kernels", "rkde
         if got != want:
             bad.append(row[0])
     m = importlib.import_module(mod)
-    v = importlib.import_module(mod + "._version")
-    out[name] = {"version": dist.version, "bad": bad, "files": n, "commit": v.__commit__, "file": m.__file__}
+    commit = importlib.import_module(mod + "._version").__commit__ if name != "rkdemo-extra" else None
+    out[name] = {"version": dist.version, "bad": bad, "files": n, "commit": commit, "file": m.__file__}
 print(json.dumps(out))
 """
     installed = json.loads(_run_in(docker_client, TAG, script))
     expected = {"rkdemo-runtime": "runtime", **({"rkdemo-kernels": "kernels"} if HAS_NVCC else {})}
-    assert set(installed) == set(expected)
+    assert set(installed) == {*expected, "rkdemo-extra"}
+    assert installed["rkdemo-extra"]["version"] == "1.0" and installed["rkdemo-extra"]["bad"] == []
     for dist, comp_name in expected.items():
         commit = world.lock.components[comp_name].commit
         got = installed[dist]
@@ -154,7 +201,13 @@ def test_outputs_provenance_and_release_notes(world: World):
     assert next(d for d in deps if d["name"] == "lock")["digest"]["sha256"] == lock_file_sha256(world.lock_path)
     assert next(d for d in deps if d["name"] == "base-image")["annotations"]["imageId"] == record.base_image.image_id
     notes = (out / "RELEASE.md").read_text()
-    for comp in record.components:
+    extra = next(c for c in record.components if c.name == "extra")
+    assert extra.kind == "wheel" and extra.commit == EXTRA_SOURCE and extra.wheel_filename not in subjects
+    pinned = next(d for d in deps if d["name"] == "extra")
+    assert pinned["uri"] == "pkg:pypi/rkdemo-extra@1.0" and pinned["digest"]["sha256"] == extra.wheel_sha256
+    assert pinned["annotations"]["gitCommit"] == EXTRA_SOURCE
+    assert extra.wheel_sha256 in notes and EXTRA_SOURCE in notes
+    for comp in (c for c in record.components if c.built):
         wheel = out / "wheels" / comp.wheel_filename
         assert subjects[comp.wheel_filename] == comp.wheel_sha256
         assert comp.commit in notes and comp.wheel_sha256 in notes and comp.repo in notes
@@ -291,7 +344,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 def test_cli_json_and_environment_faults(world: World, tmp_path):
     env = {"RELEASEKIT_CACHE": str(world.root / "cli-cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     ok = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o"), "--json",
-              "--save-image", env=env)
+              "--save-image", "--wheelhouse", str(HOUSES[0]), env=env)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["image_id"] == world.record.image_id
     # --save-image: a self-contained docker-save tar whose config hashes to the image ID.
