@@ -56,7 +56,8 @@ class World:
 
 # The wheelhouse of the pinned component, made by the module fixture.
 HOUSES: list[Path] = []
-EXTRA_SOURCE = "5a" * 20
+# The pinned wheel's declared source: a commit of the demo's runtime repository (set by the fixture).
+EXTRA: dict[str, str] = {}
 
 
 def _lock(root: Path, manifest: Path, name: str = "lock.json") -> Path:
@@ -72,8 +73,12 @@ def world(tmp_path_factory, base_image, docker_client) -> World:
     example = make_example(root / "example", base_image=base_image.name)
     manifest = Path(example.manifest)
     HOUSES[:] = [_pinned_wheelhouse(root / "wheelhouse")]
+    source_repo = Path(example.repositories["runtime"])
+    EXTRA["repo"] = source_repo.resolve().as_uri()
+    EXTRA["commit"] = subprocess.run(["git", "--git-dir", str(source_repo), "rev-parse", "main~1"],
+                                     capture_output=True, text=True, check=True).stdout.strip()
     text = manifest.read_text()
-    manifest.write_text(text.replace("toolchain:\n", PINNED_COMPONENT + "toolchain:\n", 1))
+    manifest.write_text(text.replace("toolchain:\n", PINNED_COMPONENT.format(**EXTRA) + "toolchain:\n", 1))
     lock_path = _lock(root, manifest)
     w = World(root, manifest, lock_path, read_lock(lock_path), None, root / "out1")  # type: ignore[arg-type]
     w.record = run_build(w.options("out1", tag=TAG))
@@ -83,16 +88,16 @@ def world(tmp_path_factory, base_image, docker_client) -> World:
             docker_client.images.remove(tag, noprune=False)
 
 
-PINNED_COMPONENT = f"""\
+PINNED_COMPONENT = """\
   extra:
     kind: wheel
     requirement: rkdemo-extra==1.0
     sha256: to-be-locked
     import_names: [rkdemo_extra]
     source:
-      repo: https://github.com/example/rkdemo-extra.git
+      repo: {repo}
       ref: refs/heads/main
-      commit: {EXTRA_SOURCE}
+      commit: "{commit}"
 """
 
 
@@ -134,7 +139,7 @@ def test_labels_match_the_lock(world: World, docker_client):
         wheel = next(c for c in world.record.components if c.name == name)
         assert labels[f"{prefix}.wheel.sha256"] == wheel.wheel_sha256
     extra = world.lock.components["extra"]
-    assert labels["io.releasekit.component.extra.commit"] == EXTRA_SOURCE
+    assert labels["io.releasekit.component.extra.commit"] == EXTRA['commit']
     assert labels["io.releasekit.component.extra.wheel.sha256"] == extra.sha256
     assert labels["io.releasekit.component.extra.version"] == "1.0"
     runtime = world.lock.components["runtime"]
@@ -202,11 +207,11 @@ def test_outputs_provenance_and_release_notes(world: World):
     assert next(d for d in deps if d["name"] == "base-image")["annotations"]["imageId"] == record.base_image.image_id
     notes = (out / "RELEASE.md").read_text()
     extra = next(c for c in record.components if c.name == "extra")
-    assert extra.kind == "wheel" and extra.commit == EXTRA_SOURCE and extra.wheel_filename not in subjects
+    assert extra.kind == "wheel" and extra.commit == EXTRA['commit'] and extra.wheel_filename not in subjects
     pinned = next(d for d in deps if d["name"] == "extra")
     assert pinned["uri"] == "pkg:pypi/rkdemo-extra@1.0" and pinned["digest"]["sha256"] == extra.wheel_sha256
-    assert pinned["annotations"]["gitCommit"] == EXTRA_SOURCE
-    assert extra.wheel_sha256 in notes and EXTRA_SOURCE in notes
+    assert pinned["annotations"]["gitCommit"] == EXTRA['commit']
+    assert extra.wheel_sha256 in notes and EXTRA['commit'] in notes
     for comp in (c for c in record.components if c.built):
         wheel = out / "wheels" / comp.wheel_filename
         assert subjects[comp.wheel_filename] == comp.wheel_sha256
@@ -285,8 +290,8 @@ def test_build_that_edits_tracked_sources_is_refused(world: World):
     repo.publish()
     manifest = root / "manifest.yaml"
     text = Path(world.manifest).read_text().replace(
-        Path(world.manifest).parent.joinpath("repos/rkdemo-runtime.git").resolve().as_uri(), repo.remote.resolve().as_uri()
-    )
+        Path(world.manifest).parent.joinpath("repos/rkdemo-runtime.git").resolve().as_uri(), repo.remote.resolve().as_uri(), 1
+    )  # only the runtime component: the pinned wheel's declared source stays where it is
     manifest.write_text(_without_merge_plans(text))
     lock = _lock(root, manifest)
     opts = world.options("out-dirty", lock=lock, no_cache=True).model_copy(update={"manifest": manifest})
