@@ -106,6 +106,9 @@ def _consistent(loaded: LoadedManifest, lock: Lock) -> None:
         )
     if set(lock.components) != set(loaded.manifest.components):
         raise InputError("the lock and the manifest name different components", hint="run `releasekit plan lock` again")
+    for name, locked in lock.components.items():
+        if locked.kind != loaded.manifest.components[name].kind:
+            raise InputError(f"{name}: the lock has a {locked.kind} component, the manifest a {loaded.manifest.components[name].kind} one")
 
 
 def _prepare_outdir(outdir: Path) -> None:
