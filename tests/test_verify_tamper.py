@@ -294,6 +294,14 @@ def test_hanging_probe_is_bounded(release):
     assert {"PROBE_FAILED", "PTH_INJECTION"} <= _codes(result)
 
 
+def test_flooding_probe_output_is_capped(release):
+    # 80 MB on stdout before the probe's report: over the 64 MB cap (and the engine's log limit).
+    image = release.derive(f"echo 'import sys; sys.stdout.write(\"x\" * 80_000_000)' > {SP}/zz-flood.pth")
+    result = release.verify(image)
+    assert {"PROBE_FAILED", "PTH_INJECTION"} <= _codes(result)
+    assert not result.probe.ok
+
+
 def test_symlinks_out_and_dotdot_record_paths(release, tmp_path):
     secret = tmp_path / "host-secret"
     secret.write_text("host only\n")

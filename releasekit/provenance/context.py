@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import posixpath
 from dataclasses import dataclass, field
@@ -50,14 +51,18 @@ class VerifyContext:
                 return dist
         return None
 
+    @functools.cached_property
+    def record_owned(self) -> frozenset[str]:
+        return frozenset(p for d in self.dists for p in d.files)
+
     def owned(self, path: str) -> bool:
-        if path in self.dpkg_owned or any(path in d.files for d in self.dists):
+        if path in self.dpkg_owned or path in self.record_owned:
             return True
         # Byte-code caches are written at install or first import; they are owned when their source is.
         directory, name = posixpath.split(path)
         if posixpath.basename(directory) == "__pycache__" and name.endswith(".pyc"):
             source = posixpath.join(posixpath.dirname(directory), name.split(".", 1)[0] + ".py")
-            return source in self.dpkg_owned or any(source in d.files for d in self.dists)
+            return source in self.dpkg_owned or source in self.record_owned
         return False
 
     def dpkg_intact(self, path: str) -> bool | None:

@@ -51,14 +51,14 @@ class UnownedFilesCheck:
             found.add("UNSAFE_ARCHIVE_MEMBER", f"the image's filesystem has an unsafe member name {name!r}", path=name)
         for path in inv.too_large[:20]:
             found.add("FILE_TOO_LARGE", "file is larger than the verifier's per-file limit; not hashed", path=path)
-        roots = scan_roots(ctx)
-        # Nested roots (lib-dynload inside the stdlib dir) must not report a file twice.
+        # Longest first, so nested roots (lib-dynload inside the stdlib dir) claim their own files.
+        roots = sorted(scan_roots(ctx), key=len, reverse=True)
         groups: dict[str, list[str]] = defaultdict(list)
         modified: list[str] = []
         for path, entry in inv.files.items():
             if entry.kind == "dir":
                 continue
-            root = next((r for r in sorted(roots, key=len, reverse=True) if path.startswith(r.rstrip("/") + "/")), None)
+            root = next((r for r in roots if path.startswith(r.rstrip("/") + "/")), None)
             if root is None:
                 continue
             if ctx.owned(path):
