@@ -9,7 +9,7 @@ import pytest
 from releasekit.manifest import load_manifest
 from releasekit.manifest.validation import Baseline, Cell, ForbiddenSwitches, Gate
 from releasekit.validate import scoring
-from releasekit.validate.checks.decode import decode_tok_s, target_step_rate
+from releasekit.validate.checks.decode import decode_rate, stream_tpot_ms, target_step_rate
 from releasekit.validate.checks.gsm8k import score_outputs
 from releasekit.validate.checks.log_scan import scan
 from releasekit.validate.checks.long_context import build_prompt, passkey_found
@@ -139,13 +139,14 @@ def test_acceptance_without_drafts_has_no_rate() -> None:
 # --- decode, throughput, long context, log scan -----------------------------------------------
 
 
-def test_decode_rate_excludes_prefill() -> None:
-    c = Completion(text="x", completion_tokens=11, ttft_s=0.5, latency_s=1.5, chunk_times_s=[0.5 + i / 10 for i in range(11)])
-    assert decode_tok_s(c) == pytest.approx(10.0)
-    # All eleven tokens flushed in two chunks: the per-token split is unknown, use the whole request.
-    coalesced = Completion(text="x", completion_tokens=11, ttft_s=1.4, latency_s=1.5, chunk_times_s=[1.4, 1.5])
-    assert decode_tok_s(coalesced) == pytest.approx(11 / 1.5)
-    assert decode_tok_s(Completion(completion_tokens=1, ttft_s=0.1, latency_s=0.2)) is None
+def test_decode_rate_by_difference_cancels_prefill_and_buffering() -> None:
+    # 50 ms prefill, 10 ms per token; the short answers arrive all at once (no usable stream).
+    long = [Completion(completion_tokens=64, ttft_s=0.05, latency_s=0.05 + 0.64) for _ in range(2)]
+    short = [Completion(completion_tokens=16, ttft_s=0.21, latency_s=0.05 + 0.16) for _ in range(2)]
+    assert decode_rate(long, short) == pytest.approx(100.0)
+    assert decode_rate(long, [Completion(error="x")]) is None
+    assert decode_rate(short, long) is None  # "longer" answers were not slower: not a measurement
+    assert stream_tpot_ms(long) == pytest.approx(640 / 63)
     assert target_step_rate(30.0, 3.0) == pytest.approx(10.0)
     assert target_step_rate(30.0, None) == pytest.approx(30.0)
 

@@ -113,6 +113,9 @@ def plot_throughput(receipts: list[Receipt], path: Path) -> bool:
     for cid, levels in series:
         ax.plot([lv["concurrency"] for lv in levels], [lv["output_tok_s"] for lv in levels], marker="o", label=cid)
     ax.set_xscale("log", base=2)
+    levels_seen = sorted({lv["concurrency"] for _, lvs in series for lv in lvs})
+    ax.set_xticks(levels_seen, [str(c) for c in levels_seen])
+    ax.minorticks_off()
     ax.set_xlabel("concurrency")
     ax.set_ylabel("output tok/s")
     ax.set_title("Throughput vs concurrency")
