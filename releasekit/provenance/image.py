@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.provenance.inventory import ExportAborted
 
 PROBE_OUTPUT_CAP = 64 * 1024 * 1024
 _LABEL = "io.releasekit.verify-provenance"
@@ -153,10 +154,13 @@ class ImageAdapter:
 
     def export_stream(self, *, deadline: float) -> Iterator[bytes]:
         """The image's flattened filesystem as tar bytes, from a created (never started) container."""
-        container = self.client.containers.create(
-            self.facts.id, entrypoint=["/nonexistent"], command=[], network_mode="none",
-            labels={_LABEL: "export"}, detach=True,
-        )
+        try:
+            container = self.client.containers.create(
+                self.facts.id, entrypoint=["/nonexistent"], command=[], network_mode="none",
+                labels={_LABEL: "export"}, detach=True,
+            )
+        except Exception as exc:  # noqa: BLE001 - any engine refusal means: nothing to read
+            raise ExportAborted(f"cannot create a container to export: {exc}") from None
         # A watchdog: if the engine stalls mid-stream, removing the container ends the stream.
         expired = threading.Event()
 
@@ -168,6 +172,10 @@ class ImageAdapter:
         watchdog.start()
         try:
             yield from container.export(chunk_size=1024 * 1024)
+        except ExportAborted:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine or the watchdog broke the stream
+            raise ExportAborted(f"the export stream broke: {type(exc).__name__}: {exc}") from None
         finally:
             expired.set()
             _remove(container)
