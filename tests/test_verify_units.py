@@ -235,3 +235,59 @@ def test_toolchain_version_agreement():
     assert version_agrees("12.8", "12.8.1") and version_agrees("2.13.0+cu128", "2.13.0")
     assert not version_agrees("2.13.0+cpu", "2.13.0+cu128")
     assert not version_agrees(None, "12.8") and not version_agrees("12.6", "12.8")
+
+
+# --- the probe, run for real under a local interpreter ---------------------------------------
+
+
+def _run_probe(python: str, names: list[str]) -> dict:
+    source = (Path(__file__).parent.parent / "releasekit" / "provenance" / "probe.py").read_text()
+    import json
+
+    proc = subprocess.run([python, "-c", source, json.dumps({"import_names": names})], capture_output=True,
+                          text=True, timeout=300, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_probe_reports_imports_paths_and_distributions():
+    report = _run_probe(sys.executable, ["json", "pydantic", "surely_not_a_module_xyz"])
+    assert report["probe"] == "releasekit.probe/v1"
+    specs = {s["name"]: s for s in report["specs"]}
+    assert specs["json"]["found"] and specs["json"]["origin"].endswith("json/__init__.py")
+    assert specs["pydantic"]["found"] and specs["surely_not_a_module_xyz"]["found"] is False
+    assert any(d.get("name") == "pydantic" for d in report["distributions"])
+    assert all(p.startswith("/") for p in report["sys_path"])
+    assert report["toolchain"]["torch_present"] is False
+
+
+def _toolchain_ctx(toolchain: dict, pytorch: str | None, cuda: str | None):
+    from releasekit.lock import Lock, LockedBaseImage, LockedManifest, LockedToolchain
+    from releasekit.provenance.context import VerifyContext
+    from releasekit.provenance.image import ImageFacts, ProbeRun
+    from releasekit.provenance.inventory import Inventory
+
+    lock = Lock(name="t", manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"), locked_at="x",
+                components={}, toolchain=LockedToolchain(base_image=LockedBaseImage(name="b"), pytorch=pytorch,
+                                                         cuda=cuda))
+    probe = ProbeRun(ok=True, report={"probe": "releasekit.probe/v1", "toolchain": toolchain})
+    return VerifyContext(image=ImageFacts(id="sha256:" + "1" * 64), lock=lock, lock_sha256="2" * 64, manifest=None,
+                         record=None, components={}, wheels={}, wheel_errors={}, probe=probe, inventory=Inventory(),
+                         sites=[], sys_path=[], stdlib=[], dists=[])
+
+
+def test_toolchain_check_compares_what_torch_reports():
+    from releasekit.provenance.checks.toolchain import ToolchainCheck
+
+    bench = Path.home() / ".cache" / "releasekit" / "bench" / "torch-2.13.0" / "bin" / "python3"
+    if bench.exists():  # the benchmark's real torch, when this machine has made it
+        toolchain = _run_probe(str(bench), ["torch"])["toolchain"]
+        assert toolchain["torch_present"] and toolchain["torch"].startswith("2.13.0")
+    else:
+        toolchain = {"torch_present": True, "torch": "2.13.0+cpu", "cuda": None, "nccl": None, "cudnn": None}
+    assert ToolchainCheck().run(_toolchain_ctx(toolchain, "2.13.0", None)).codes() == []
+    found = ToolchainCheck().run(_toolchain_ctx(toolchain, "2.13.0", "13.0"))
+    assert found.codes() == ["TOOLCHAIN_MISMATCH"] and "cuda" in found.findings[0].message
+    found = ToolchainCheck().run(_toolchain_ctx(toolchain, "2.12.0+cu132", None))
+    assert found.codes() == ["TOOLCHAIN_MISMATCH"]
+    absent = ToolchainCheck().run(_toolchain_ctx({"torch_present": False}, "2.13.0", None))
+    assert absent.codes() == ["TOOLCHAIN_UNCHECKED"] and absent.passed
