@@ -38,6 +38,12 @@ http.server.ThreadingHTTPServer(("0.0.0.0", 8000), H).serve_forever()
 """
 
 
+DIES = HANGS.replace(
+    'print("request received, hanging", flush=True)\n        time.sleep(3600)',
+    'print("request received, crashing", flush=True)\n        import os; os._exit(7)',
+)
+
+
 def manifest(tmp_path: Path, script: str) -> Path:
     (tmp_path / "q.jsonl").write_text('{"question": "1 + 1?", "answer": "#### 2"}\n')
     data = {
@@ -81,8 +87,9 @@ def validate(tmp_path: Path, script: str, image: str) -> tuple[subprocess.Comple
         (EXITS, "SERVER_EXITED", "engine core initialization failed"),
         (NEVER_READY, "SERVER_NOT_READY", "loading weights forever"),
         (HANGS, "REQUEST_FAILED", "request received, hanging"),
+        (DIES, "SERVER_EXITED", "request received, crashing"),
     ],
-    ids=["exits", "never-ready", "hangs-mid-run"],
+    ids=["exits", "never-ready", "hangs-mid-run", "dies-mid-run"],
 )
 def test_a_broken_server_gives_a_failed_receipt(tmp_path: Path, base_image, docker_client, script, code, in_log) -> None:
     proc, seconds = validate(tmp_path, script, base_image.name)

@@ -85,6 +85,21 @@ class RunningServer:
             return False, self.container.attrs.get("State", {}).get("ExitCode")
         return True, None
 
+    def healthy(self, path: str, timeout_s: float = 5.0) -> bool:
+        try:
+            return httpx.get(self.base_url + path, timeout=timeout_s).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def settle(self, seconds: float = 5.0) -> tuple[bool, int | None]:
+        """Alive after up to ``seconds``? The engine records an exit a moment after it happens."""
+        deadline = time.monotonic() + seconds
+        while True:
+            alive, code = self.alive()
+            if not alive or time.monotonic() > deadline:
+                return alive, code
+            time.sleep(0.25)
+
     def wait_ready(self, paths: list[str], deadline_s: float) -> float:
         """Seconds until every path answered 200; ServerFailed when it exits or the deadline passes."""
         start = time.monotonic()

@@ -262,6 +262,13 @@ class CellRunner:
                                 location=Location(cell=cell.id))
                     runs.append(CheckResult(name=config.kind, kind=config.kind, passed=False, required=config.required, findings=[f]))
                 alive, code = server.alive()
+                if alive and not runs[-1].passed and not server.healthy(engine.health_path):
+                    # A failed check and no health: find out whether the server died or hangs.
+                    alive, code = server.settle()
+                    if alive:
+                        findings.add("SERVER_UNHEALTHY", f"{engine.health_path} stopped answering during the {config.kind} check", cell=cell.id)
+                        results.append(_merge_runs(runs))
+                        return results
                 if not alive:
                     findings.add("SERVER_EXITED", f"the server exited with code {code} during the {config.kind} check", cell=cell.id)
                     results.append(_merge_runs(runs))
