@@ -30,7 +30,10 @@ def test_demo_runs_green(tmp_path, base_image, docker_client):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["passed"] is True
-    assert [s["name"] for s in result["stages"]][:5] == ["base-image", "example", "plan lock", "plan check", "build"]
+    assert [s["name"] for s in result["stages"]] == [
+        "base-image", "engine image", "example", "validation matrix", "plan lock", "plan check", "build",
+        "verify-provenance", "validate", "publish",
+    ]
     assert all(s["status"] == "passed" for s in result["stages"])
     release = tmp_path / "demo" / "release"
     check = json.loads((release / "plan-check.json").read_text())

@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         directory: Path = typer.Option(None, "--dir", help="where to make the example (default: a fresh temp dir)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
-        """Make a self-contained example release and run the pipeline on it: lock -> check -> build."""
+        """Make a self-contained example release and run the whole pipeline on it: lock, check, build, verify, validate, publish."""
         console = stdout_console()
 
         def show(result: StageResult) -> None:

