@@ -279,7 +279,7 @@ def test_moved_checkout_is_refused(world: World):
 def test_build_that_edits_tracked_sources_is_refused(world: World):
     root = world.root / "dirty"
     repo = DemoRepository(root / "repos", "rkdemo-runtime")
-    src = Path(world.manifest).parent / "repos/work/rkdemo-runtime"
+    src = Path(world.manifest).parent / "repos/clones/rkdemo-runtime"
     files = {str(p.relative_to(src)): p.read_text() for p in src.rglob("*") if p.is_file() and ".git" not in p.parts}
     files["_build/rkdemo_backend.py"] += (
         "\n_orig = build_wheel\n\ndef build_wheel(d, c=None, m=None):\n"
@@ -316,7 +316,7 @@ def _without_merge_plans(text: str) -> str:
 def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, docker_client):
     root = world.root / "broken"
     shutil.copytree(Path(world.manifest).parent / "repos", root / "repos", symlinks=True)
-    work = root / "repos/work/rkdemo-runtime"
+    work = root / "repos/clones/rkdemo-runtime"
     repo = DemoRepository.__new__(DemoRepository)
     repo.remote, repo.work, repo.time = root / "repos/rkdemo-runtime.git", work, 1_800_000_000
     repo.commit({"pyproject.toml": (work / "pyproject.toml").read_text().replace("rkdemo_backend", "no_such_backend")}, "break the build")

@@ -29,7 +29,7 @@ class DemoRepository:
 
     def __init__(self, root: Path, name: str) -> None:
         self.remote = root / f"{name}.git"
-        self.work = root / "work" / name
+        self.work = root / "clones" / name
         self.time = EPOCH
         for path in (self.remote, self.work):
             shutil.rmtree(path, ignore_errors=True)
