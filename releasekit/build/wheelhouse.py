@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import httpx
 from packaging.utils import canonicalize_name
@@ -15,17 +14,7 @@ from releasekit.build.wheelfile import sha256_file
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git.remote import strip_credentials
 from releasekit.lock import LockedWheelComponent
-
-
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: dict[str, str] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href")
-        if tag == "a" and href:
-            self.links[urlsplit(href).path.rsplit("/", 1)[-1]] = href
+from releasekit.simple_index import IndexLinks
 
 
 def _from_index(comp: LockedWheelComponent, index_url: str, dest: Path) -> None:
@@ -35,7 +24,7 @@ def _from_index(comp: LockedWheelComponent, index_url: str, dest: Path) -> None:
         with httpx.Client(timeout=60, follow_redirects=True) as client:
             listing = client.get(page)
             listing.raise_for_status()
-            parser = _Links()
+            parser = IndexLinks()
             parser.feed(listing.text)
             href = parser.links.get(comp.filename)
             if href is None:

@@ -10,9 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import httpx
 from packaging.utils import canonicalize_name
@@ -34,6 +33,7 @@ from releasekit.lock import (
 )
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
+from releasekit.simple_index import IndexLinks
 
 
 def open_mirror(comp: GitComponent, loaded: LoadedManifest, *, cache_dir: Path | None, allow_local: bool, fetch: bool) -> Mirror:
@@ -112,19 +112,6 @@ def _wheel_filename_matches(filename: str, dist: str, version: str) -> bool:
     return len(parts) >= 5 and canonicalize_name(parts[0]) == canonicalize_name(dist) and parts[1] == version
 
 
-class _IndexLinks(HTMLParser):
-    """The anchors of a PEP 503 simple-index project page: file name -> href."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: dict[str, str] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href")
-        if tag == "a" and href:
-            self.links[urlsplit(href).path.rsplit("/", 1)[-1]] = href
-
-
 def _wheel_from_index(name: str, comp: WheelComponent, index_url: str) -> tuple[str, str]:
     """(filename, sha256) of the pinned wheel on a simple index; the file is hashed, not trusted by name."""
     dist, version = comp.distribution, comp.version
@@ -134,7 +121,7 @@ def _wheel_from_index(name: str, comp: WheelComponent, index_url: str) -> tuple[
         with httpx.Client(timeout=60, follow_redirects=True) as client:
             listing = client.get(page)
             listing.raise_for_status()
-            parser = _IndexLinks()
+            parser = IndexLinks()
             parser.feed(listing.text)
             names = [n for n in parser.links if (comp.filename is None or n == comp.filename) and _wheel_filename_matches(n, dist, version)]
             if not names:
