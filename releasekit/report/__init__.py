@@ -50,8 +50,7 @@ def render_findings(findings: Findings, console: Console | None = None, *, ok_me
         console.print(
             f"{prefix}[{style}]{f.severity.value}[/{style}] [bold]{f.code}[/bold]: {escape(f.message)}",
             markup=True,
-            overflow="fold",
-            crop=False,
+            soft_wrap=True,  # one finding, one line: never folded or cropped in logs
         )
     errors = len(findings.errors)
     others = len(findings) - errors
