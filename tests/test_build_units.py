@@ -199,3 +199,34 @@ def test_pinned_wheel_from_a_simple_index(tmp_path):
             fetch_pinned_wheel(comp.model_copy(update={"sha256": "f" * 64}), [], index, tmp_path / "out2")
     finally:
         server.shutdown()
+
+
+def test_pinned_wheel_from_a_simple_index_is_hash_checked(tmp_path):
+    import functools
+    import hashlib
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from releasekit.build.wheelhouse import fetch_pinned_wheel
+    from releasekit.errors import BuildFailed
+    from releasekit.lock import LockedWheelComponent
+
+    project = tmp_path / "simple" / "demo-wheel"
+    project.mkdir(parents=True)
+    wheel = project / "demo_wheel-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"wheel bytes")
+    (project / "index.html").write_text(f'<a href="{wheel.name}#sha256=ignored">{wheel.name}</a>')
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    index = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    try:
+        good = hashlib.sha256(b"wheel bytes").hexdigest()
+        comp = LockedWheelComponent(name="dw", distribution="demo-wheel", version="1.0", filename=wheel.name, sha256=good)
+        out = fetch_pinned_wheel(comp, [], index, tmp_path / "out")
+        assert out.read_bytes() == b"wheel bytes"
+        bad = comp.model_copy(update={"sha256": "0" * 64})
+        with pytest.raises(BuildFailed):
+            fetch_pinned_wheel(bad, [], index, tmp_path / "out2")
+    finally:
+        server.shutdown()

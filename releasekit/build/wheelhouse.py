@@ -14,19 +14,15 @@ from releasekit.build.wheelfile import sha256_file
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git.remote import strip_credentials
 from releasekit.lock import LockedWheelComponent
-from releasekit.simple_index import IndexLinks
+from releasekit.simple_index import project_links
 
 
 def _from_index(comp: LockedWheelComponent, index_url: str, dest: Path) -> None:
-    page = f"{index_url.rstrip('/')}/{canonicalize_name(comp.distribution)}/"
-    shown = strip_credentials(page)
+    shown = strip_credentials(f"{index_url.rstrip('/')}/{canonicalize_name(comp.distribution)}/")
     try:
         with httpx.Client(timeout=60, follow_redirects=True) as client:
-            listing = client.get(page)
-            listing.raise_for_status()
-            parser = IndexLinks()
-            parser.feed(listing.text)
-            href = parser.links.get(comp.filename)
+            page, links = project_links(client, index_url, comp.distribution)
+            href = links.get(comp.filename)
             if href is None:
                 raise InputError(f"{comp.name}: {comp.filename} is not listed at {shown}")
             with client.stream("GET", urljoin(page, href)) as resp, dest.open("wb") as fh:

@@ -33,7 +33,7 @@ from releasekit.lock import (
 )
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
-from releasekit.simple_index import IndexLinks
+from releasekit.simple_index import project_links
 
 
 def open_mirror(comp: GitComponent, loaded: LoadedManifest, *, cache_dir: Path | None, allow_local: bool, fetch: bool) -> Mirror:
@@ -115,21 +115,17 @@ def _wheel_filename_matches(filename: str, dist: str, version: str) -> bool:
 def _wheel_from_index(name: str, comp: WheelComponent, index_url: str) -> tuple[str, str]:
     """(filename, sha256) of the pinned wheel on a simple index; the file is hashed, not trusted by name."""
     dist, version = comp.distribution, comp.version
-    page = f"{index_url.rstrip('/')}/{canonicalize_name(dist)}/"
-    shown = strip_credentials(page)
+    shown = strip_credentials(f"{index_url.rstrip('/')}/{canonicalize_name(dist)}/")
     try:
         with httpx.Client(timeout=60, follow_redirects=True) as client:
-            listing = client.get(page)
-            listing.raise_for_status()
-            parser = IndexLinks()
-            parser.feed(listing.text)
-            names = [n for n in parser.links if (comp.filename is None or n == comp.filename) and _wheel_filename_matches(n, dist, version)]
+            page, links = project_links(client, index_url, dist)
+            names = [n for n in links if (comp.filename is None or n == comp.filename) and _wheel_filename_matches(n, dist, version)]
             if not names:
                 raise InputError(f"{name}: no wheel for {dist}=={version} listed at {shown}")
             if len(names) > 1:
                 raise InputError(f"{name}: {len(names)} wheels for {dist}=={version} at {shown}; name one with 'filename'")
             digest = hashlib.sha256()
-            with client.stream("GET", urljoin(page, parser.links[names[0]])) as resp:
+            with client.stream("GET", urljoin(page, links[names[0]])) as resp:
                 resp.raise_for_status()
                 for chunk in resp.iter_bytes():
                     digest.update(chunk)
