@@ -110,7 +110,7 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
         assert r.invocation is not None and r.invocation.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert ngram.metrics["acceptance.rate"].value > 0
     assert ngram.metrics["acceptance.drafts"].value > 0
-    assert len(ngram.metrics["decode.output_tok_s"].samples) == 3
+    assert len(ngram.metrics["decode.output_tok_s"].samples) == 1
     gate = next(g for g in ngram.gates if g.baseline == "spec-off")
     assert gate.passed and gate.baseline_value == off.metrics["decode.output_tok_s"].value
     assert "--speculative-config" in ngram.invocation.argv
