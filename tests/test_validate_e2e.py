@@ -110,7 +110,7 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
         assert r.invocation is not None and r.invocation.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert ngram.metrics["acceptance.rate"].value > 0
     assert ngram.metrics["acceptance.drafts"].value > 0
-    assert len(ngram.metrics["decode.output_tok_s"].samples) == 1
+    assert ngram.metrics["decode.output_tok_s"].value > 0
     gate = next(g for g in ngram.gates if g.baseline == "spec-off")
     assert gate.passed and gate.baseline_value == off.metrics["decode.output_tok_s"].value
     assert "--speculative-config" in ngram.invocation.argv
@@ -119,7 +119,7 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     from releasekit.validate.gates import BaselineValues, evaluate_gate
 
     spec_off = {"spec-off": BaselineValues(name="spec-off", values={k: m.value for k, m in off.metrics.items()})}
-    unmeetable = Gate(metric="decode.output_tok_s", baseline="spec-off", min_ratio=50.0, runs=3)
+    unmeetable = Gate(metric="decode.output_tok_s", baseline="spec-off", min_ratio=50.0, runs=1)
     result_gate, gate_findings = evaluate_gate(unmeetable, ngram.metrics, spec_off)
     assert not result_gate.passed and gate_findings.codes() == ["GATE_BELOW_BASELINE"]
     # Nothing left behind.
