@@ -50,6 +50,18 @@ class LockedCanonicalCommit(_Strict):
     commit: Sha1
 
 
+class LockedBuilder(_Strict):
+    """A component's builder image: its recipe (Dockerfile by sha256) and, when the engine had it, its digest."""
+
+    image: str
+    dockerfile: str | None = None  # as the manifest names it (relative to the manifest)
+    dockerfile_sha256: str | None = None
+    build_args: dict[str, str] = Field(default_factory=dict)
+    digest: str | None = None  # sha256:… pinned by the manifest, or the engine's registry digest
+    image_id: str | None = None  # the local image ID, when the engine had the image at lock time
+    note: str | None = None
+
+
 class LockedGitComponent(_Strict):
     kind: Literal["git"] = "git"
     name: str
@@ -63,6 +75,7 @@ class LockedGitComponent(_Strict):
     canonical_commits: list[LockedCanonicalCommit] = Field(default_factory=list)
     # Tree of the canonical head with every planned PR merged in order (``plan lock --compose``).
     composed_tree: Sha1 | None = None
+    builder: LockedBuilder | None = None  # environment.kind: image
 
 
 class LockedWheelSource(_Strict):

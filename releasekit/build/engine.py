@@ -127,3 +127,22 @@ class Engine:
         finally:
             container.remove(force=True)
 
+
+    def build_image(self, context: Path, dockerfile: str, *, tag: str, buildargs: dict[str, str]) -> tuple[str, str]:
+        """``docker build`` of ``context`` (no pulls: bases must be local); returns (image ID, build log)."""
+        lines: list[str] = []
+        try:
+            for chunk in self.client.api.build(
+                path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs, rm=True, forcerm=True,
+                pull=False, decode=True,
+            ):
+                if "stream" in chunk:
+                    lines.append(str(chunk["stream"]))
+                if "error" in chunk:
+                    raise EnvironmentProblem(f"building {tag} failed: {' '.join(str(chunk['error']).split())[:300]}")
+        except docker.errors.APIError as exc:
+            raise EnvironmentProblem(f"Docker Engine refused to build {tag}: {exc.explanation}") from None
+        found = self.image_id(tag)
+        if found is None:
+            raise EnvironmentProblem(f"docker build did not produce {tag}")
+        return found, "".join(lines)

@@ -28,6 +28,13 @@ class ComponentRecord(BaseModel):
     built: bool = False  # False: recorded only (a build repository, or a component without a recipe)
     cache: Literal["hit", "miss", "none"] = "none"
     log: str | None = None  # relative to OUTDIR
+    # Version policy (manifest build.version_policy): scm | stamp | static, and the manifest's reason.
+    version_policy: str | None = None
+    version_policy_reason: str | None = None
+    # Declared build-time modifications (stamp): file (repo path, sha256 before/after, git blob after) or env var.
+    modifications: list[dict[str, str | None]] = Field(default_factory=list)
+    builder_name: str | None = None  # the builder image's name (builder_image is its ID)
+    environment: dict[str, str] = Field(default_factory=dict)  # the build's environment, secrets redacted
 
 
 class BaseImageRecord(BaseModel):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +22,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from releasekit import __version__
-from releasekit.build import dockerfile
+from releasekit.build import dockerfile, stamp
+from releasekit.build.builders import ensure_builder
 from releasekit.build.cache import BuildCache, wheel_key
+from releasekit.build.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
 from releasekit.build.engine import Engine
 from releasekit.build.image import LAYER_FORMAT, SmokeReport, WheelInput, assemble, install_layer
 from releasekit.build.labels import image_labels
@@ -34,14 +37,14 @@ from releasekit.build.record import (
     ImageRecord,
 )
 from releasekit.build.release_notes import render_release_notes
-from releasekit.build.wheel import Builder as WheelBuilder
+from releasekit.build.stamp import Modification
 from releasekit.build.wheel import Log, build_wheel
 from releasekit.build.wheelhouse import fetch_pinned_wheel
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
 from releasekit.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
-from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
-from releasekit.manifest.models import BuildEnvironment, GitComponent, WheelComponent
+from releasekit.manifest import LoadedManifest, load_manifest
+from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
 from releasekit.provenance.statement import (
     BuildDefinition,
     Builder,
@@ -146,29 +149,6 @@ def resolve_base(engine: Engine, lock: Lock) -> BaseImageRecord:
     return BaseImageRecord(name=base.name, digest=base.digest, image_id=image_id)
 
 
-def resolve_builder(engine: Engine, component: str, environment: BuildEnvironment) -> WheelBuilder | None:
-    """The manifest's builder image as a local image ID (None: a venv build)."""
-    if environment.kind != "image":
-        return None
-    assert environment.image is not None
-    pinned = environment.digest if environment.digest and environment.digest != TO_BE_LOCKED else None
-    image_id = engine.image_id(environment.image)
-    if image_id is None and pinned:
-        image_id = engine.image_id(pinned)
-    if image_id is None:
-        raise EnvironmentProblem(
-            f"{component}: builder image {environment.image} is not in the Docker Engine",
-            hint="build or load it, then rerun",
-        )
-    if pinned and image_id != pinned:
-        repo_digests = [d.split("@", 1)[1] for d in engine.image_attrs(image_id).get("RepoDigests") or [] if "@" in d]
-        if pinned not in repo_digests:
-            raise EnvironmentProblem(
-                f"{component}: builder image {environment.image} is {image_id[:19]}, the manifest pins {pinned[:19]}"
-            )
-    return WheelBuilder(engine=engine, name=environment.image, image_id=image_id)
-
-
 def _build_git_component(
     name: str,
     locked: LockedGitComponent,
@@ -195,9 +175,15 @@ def _build_git_component(
     recipe = declared.build
     if recipe is None:
         return record
+    record.version_policy = recipe.version_policy.policy
+    record.version_policy_reason = recipe.version_policy.reason
+    stamp.check_policy_input(recipe, name)
     arches = list(recipe.cuda_arch_list or lock.toolchain.cuda_arch_list) if recipe.native else []
-    builder = resolve_builder(engine, name, recipe.environment)
+    builder = ensure_builder(
+        engine, name, recipe.environment, loaded.directory, locked.builder, outdir / "logs" / f"{name}-builder.log"
+    )
     record.builder_image = builder.image_id if builder else None
+    record.builder_name = builder.name if builder else None
     key = wheel_key(locked, recipe, lock.toolchain, arches, builder.image_id if builder else None)
     log_path = outdir / "logs" / f"{name}.log"
     record.log = f"logs/{name}.log"
@@ -214,6 +200,8 @@ def _build_git_component(
             # fresh_checkout refuses unless HEAD and tree are exactly the locked ones and the tree is clean.
             fresh_checkout(mirror, locked.commit, src, expect_tree=locked.tree)
             try:
+                # The version policy's stamp changes the build copy only, and is recorded.
+                stamped = stamp.apply(recipe, src, locked.commit, name)
                 wheel = build_wheel(
                     src,
                     outdir / "wheels",
@@ -224,8 +212,10 @@ def _build_git_component(
                     log=Log(log_path),
                     component=name,
                     builder=builder,
+                    extra_env=stamped.env,
                 )
-                _sources_untouched(name, src, recipe.generated_files, recipe.subdirectory)
+                wheel.modifications = [m.model_dump(mode="json") for m in stamped.modifications]
+                _sources_untouched(name, src, recipe.generated_files, recipe.subdirectory, stamped.modifications)
             finally:
                 shutil.rmtree(src, ignore_errors=True)
         cache.put_wheel(key, wheel, log_path)
@@ -239,15 +229,23 @@ def _build_git_component(
     record.wheel_filename = wheel.filename
     record.wheel_sha256 = wheel.sha256
     record.native_arches = arches
+    record.environment = dict(wheel.environment)
+    record.modifications = list(wheel.modifications)
     return record
 
 
-def _sources_untouched(name: str, src: Path, generated: list[str], subdirectory: str | None) -> None:
+def _sources_untouched(
+    name: str, src: Path, generated: list[str], subdirectory: str | None, stamped: list[Modification] | None = None
+) -> None:
     """A build may write its declared generated files and ignored files, never a tracked source.
 
-    A backend that edits tracked files ships sources that are not the locked commit's.
+    A backend that edits tracked files ships sources that are not the locked commit's. A
+    file the version policy stamped is allowed only with exactly the stamped content.
     """
     allowed = {g for g in generated} | {f"{subdirectory.rstrip('/')}/{g}" for g in generated if subdirectory}
+    for mod in stamped or []:
+        if mod.path and hashlib.sha256((src / mod.path).read_bytes()).hexdigest() == mod.after_sha256:
+            allowed.add(mod.path)
     status = Git(src).run("status", "--porcelain", "--untracked-files=no")
     changed = [line[3:] for line in status.splitlines() if line[3:] not in allowed]
     if changed:
@@ -255,6 +253,14 @@ def _sources_untouched(name: str, src: Path, generated: list[str], subdirectory:
             f"{name}: the build changed the checked-out sources ({', '.join(changed[:3])}); "
             "the wheel would not be the locked commit"
         )
+
+
+def check_host_environment(components: Mapping[str, GitComponent], host: Mapping[str, str]) -> None:
+    """Exit 2 before anything is built when a host variable would change the output undeclared."""
+    recipes: dict[str, BuildRecipe] = {n: c.build for n, c in components.items() if c.build is not None}
+    found = UndeclaredHostEnvironmentCheck().run(HostEnvironmentContext(host=host, recipes=recipes))
+    if not found.passed:
+        raise EnvironmentProblem(found.errors[0].message, hint="see docs/build.md, build-time environment")
 
 
 def _render_template(template: Path, base: BaseImageRecord, labels: dict[str, str]) -> str:
@@ -288,6 +294,7 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     lock_sha = lock_file_sha256(opts.lock)
     _consistent(loaded, lock)
     allow_local = local_repos_allowed(opts.allow_local_repos)
+    check_host_environment(loaded.manifest.git_components(), os.environ)
     engine = Engine()  # no engine: exit 2 now, before any wheel is built
     base = resolve_base(engine, lock)
     template = opts.template or dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
@@ -453,7 +460,7 @@ def provenance_statement(
             )
     for c in record.components:
         if c.builder_image:
-            deps.append(ResourceDescriptor(name=f"{c.name}-builder", uri="docker-image://builder",
+            deps.append(ResourceDescriptor(name=f"{c.name}-builder", uri=f"docker-image://{c.builder_name or 'builder'}",
                                            digest=sha256_digest(c.builder_image)))
     base = record.base_image
     base_digest = {"sha256": (base.digest or base.image_id).removeprefix("sha256:")}
@@ -473,6 +480,14 @@ def provenance_statement(
                     "sourceDateEpoch": record.image.source_date_epoch,
                     "toolchain": record.toolchain,
                     "cache": record.cache.model_dump(mode="json"),
+                    # Per built component: the builder's environment (secrets redacted), the version
+                    # policy, and the declared build-time modifications verify-provenance accepts.
+                    "builderEnvironment": {c.name: c.environment for c in record.components if c.built},
+                    "versionPolicies": {
+                        c.name: {"policy": c.version_policy, "reason": c.version_policy_reason}
+                        for c in record.components if c.version_policy
+                    },
+                    "buildModifications": {c.name: c.modifications for c in record.components if c.modifications},
                 },
                 resolvedDependencies=deps,
             ),

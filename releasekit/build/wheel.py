@@ -21,7 +21,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel
 
-from releasekit.build import native, wheelfile
+from releasekit.build import hygiene, native, stamp, wheelfile
 from releasekit.build.engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
 from releasekit.manifest.models import BuildRecipe
@@ -51,6 +51,9 @@ class BuiltWheel(BaseModel):
     version: str
     sha256: str
     native_arches: list[str] = []
+    # What the build ran with (cached with the wheel, so a cache hit records the same).
+    environment: dict[str, str] = {}
+    modifications: list[dict[str, str | None]] = []
 
 
 class Log:
@@ -92,7 +95,36 @@ def build_environment(recipe: BuildRecipe, source_date_epoch: int, commit: str, 
     if recipe.native:
         env.update(native.arch_environment(arches))
     env.update(recipe.env)
+    # Declared host variables (build.pass_env) pass with the host's value; nothing else does.
+    env.update({k: os.environ[k] for k in recipe.pass_env if k in os.environ})
     return env
+
+
+def container_environment(env: dict[str, str]) -> dict[str, str]:
+    """The part of the build environment a builder container gets (it has its own PATH and HOME)."""
+    return {k: v for k, v in env.items() if k not in ("PATH", "HOME", "TMPDIR")}
+
+
+def image_script(recipe: BuildRecipe) -> str:
+    """The exact shell command run in a builder container."""
+    workdir = f"{BUILD_SRC}/{recipe.subdirectory.strip('/')}" if recipe.subdirectory else BUILD_SRC
+    config = json.dumps(recipe.config_settings).replace("'", "'\\''")
+    return (
+        f"set -e; mkdir -p /releasekit-out/dist; cd {workdir}; "
+        "python3 /releasekit-tools/pep517_hooks.py get_requires_for_build_wheel /releasekit-out/requires.json; "
+        f"python3 /releasekit-tools/pep517_hooks.py build_wheel /releasekit-out/result.json /releasekit-out/dist '{config}'"
+    )
+
+
+def venv_commands(recipe: BuildRecipe) -> list[list[str]]:
+    """The commands of a venv build, with VENV, RESULT and DIST standing for its temporary paths."""
+    create = ["python3", "-m", "venv", *([] if recipe.environment.requirements else ["--without-pip"]), "VENV"]
+    out = [create]
+    if recipe.environment.requirements:
+        out.append(["VENV/bin/python", "-m", "pip", "install", "--no-input", *recipe.environment.requirements])
+    out.append(["VENV/bin/python", "pep517_hooks.py", "get_requires_for_build_wheel", "RESULT"])
+    out.append(["VENV/bin/python", "pep517_hooks.py", "build_wheel", "RESULT", "DIST", json.dumps(recipe.config_settings)])
+    return out
 
 
 def _check_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
@@ -155,15 +187,9 @@ def _in_image(
     tools = tmp / "tools"
     tools.mkdir()
     shutil.copyfile(HOOKS, tools / "pep517_hooks.py")
-    workdir = f"{BUILD_SRC}/{recipe.subdirectory.strip('/')}" if recipe.subdirectory else BUILD_SRC
-    config = json.dumps(recipe.config_settings).replace("'", "'\\''")
-    script = (
-        f"set -e; mkdir -p /releasekit-out/dist; cd {workdir}; "
-        "python3 /releasekit-tools/pep517_hooks.py get_requires_for_build_wheel /releasekit-out/requires.json; "
-        f"python3 /releasekit-tools/pep517_hooks.py build_wheel /releasekit-out/result.json /releasekit-out/dist '{config}'"
-    )
+    script = image_script(recipe)
     # The container has its own PATH and HOME; everything else is the same fixed environment.
-    inner = {k: v for k, v in env.items() if k not in ("PATH", "HOME", "TMPDIR")}
+    inner = container_environment(env)
     exported = tmp / "out.tar"
     log.write(f"$ [{builder.image_id[:19]}] sh -c {script}")
     run = builder.engine.run_throwaway(
@@ -198,6 +224,7 @@ def build_wheel(
     log: Log,
     component: str,
     builder: Builder | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> BuiltWheel:
     """Build one wheel from ``source`` into ``out_dir``; BuildFailed names the log on failure.
 
@@ -210,6 +237,7 @@ def build_wheel(
     if recipe.native and builder is None and shutil.which("nvcc") is None:
         raise EnvironmentProblem(f"{component} compiles CUDA code but nvcc is not on PATH", hint="install the CUDA toolkit")
     env = build_environment(recipe, source_date_epoch, commit, arches)
+    env.update(extra_env or {})  # the version policy's stamp, when it is an environment variable
     where = f"builder image {builder.name} ({builder.image_id})" if builder else "a fresh venv"
     log.write(f"# releasekit build of {component} at {commit} in {where}, SOURCE_DATE_EPOCH={source_date_epoch}")
     with tempfile.TemporaryDirectory(prefix="releasekit-wheel-") as tmp_name:
@@ -225,7 +253,8 @@ def build_wheel(
         final = out_dir / built.name
         shutil.move(str(built), final)
     info = wheelfile.inspect(final)
-    check_version_names_commit(component, info.version, commit)
+    if stamp.require_commit_named(recipe):
+        check_version_names_commit(component, info.version, commit)
     check_generated_files(component, final, recipe.generated_files, commit, recipe.subdirectory)
     arches_found: list[str] = []
     if recipe.native:
@@ -238,6 +267,7 @@ def build_wheel(
         version=info.version,
         sha256=info.sha256,
         native_arches=arches_found,
+        environment=hygiene.redact(container_environment(env) if builder else env),
     )
 
 
@@ -248,7 +278,8 @@ def check_version_names_commit(component: str, version: str, commit: str) -> Non
     if match is None:
         raise BuildFailed(
             f"{component}: built version {version} does not name its commit "
-            f"(expected a local label such as +g{commit[:12]})"
+            f"(expected a local label such as +g{commit[:12]}; version_policy is scm: a static version "
+            "needs version_policy stamp or static, with a reason)"
         )
     if not commit.startswith(match.group(1)):
         raise BuildFailed(f"{component}: built version {version} names commit {match.group(1)}, locked {commit[:12]}")

@@ -87,6 +87,14 @@ class BuildEnvironment(StrictModel):
     image: str | None = None
     digest: ImageDigest | ToBeLocked | None = None
     requirements: list[str] = Field(default_factory=list, description="pinned build requirements (name==version)")
+    dockerfile: str | None = Field(
+        default=None, description="the builder's recipe, relative to the manifest (e.g. ../dockerfiles/vllm-builder.Dockerfile)"
+    )
+    build_args: dict[str, str] = Field(default_factory=dict, description="build ARGs of the builder's Dockerfile")
+    context: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra directories copied into the builder's build context: name -> path (relative to the manifest)",
+    )
 
     @model_validator(mode="after")
     def _image_needs_name(self) -> BuildEnvironment:
@@ -95,8 +103,57 @@ class BuildEnvironment(StrictModel):
         return self
 
 
+VERSION_POLICIES = ("scm", "stamp", "static")
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+class VersionPolicy(StrictModel):
+    """How the built version names the commit: ``scm`` (the backend does), ``stamp`` (releasekit does), ``static`` (nothing does).
+
+    ``stamp`` says by which mechanism of the component's own: ``setuptools-scm``
+    (SETUPTOOLS_SCM_PRETEND_VERSION), ``pyproject`` (the static ``[project] version``),
+    ``env`` (a variable its setup.py reads) or ``file`` (a version.txt it reads).
+    """
+
+    policy: Literal["scm", "stamp", "static"] = "scm"
+    reason: str | None = Field(default=None, min_length=1, description="why this policy; required for stamp and static")
+    stamp: Literal["setuptools-scm", "pyproject", "env", "file"] | None = None
+    variable: EnvName | None = Field(default=None, description="stamp: env: the variable the build reads")
+    file: str | None = Field(default=None, description="stamp: file: the version file, relative to the project")
+    base: str | None = Field(default=None, description="stamp: setuptools-scm/env: the version before the local label")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: object) -> object:
+        return {"policy": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _complete(self) -> VersionPolicy:
+        if self.policy != "scm" and not self.reason:
+            raise ValueError(f"version policy {self.policy!r} needs a 'reason'")
+        if self.policy != "stamp":
+            if self.stamp or self.variable or self.file or self.base:
+                raise ValueError("'stamp', 'variable', 'file' and 'base' belong to the 'stamp' policy only")
+            return self
+        if self.stamp is None:
+            raise ValueError("the 'stamp' policy needs 'stamp': setuptools-scm, pyproject, env or file")
+        if self.stamp == "env" and not self.variable:
+            raise ValueError("stamp: env needs 'variable'")
+        if self.stamp == "file" and not self.file:
+            raise ValueError("stamp: file needs 'file'")
+        if self.stamp in ("setuptools-scm", "env") and not self.base:
+            raise ValueError(f"stamp: {self.stamp} needs 'base' (the version before +g<sha>)")
+        return self
+
+
 class BuildRecipe(StrictModel):
     backend: Literal["pep517"] = "pep517"
+    version_policy: VersionPolicy = Field(
+        default_factory=VersionPolicy, description="scm (default) | stamp | static, with a reason"
+    )
+    pass_env: list[EnvName] = Field(
+        default_factory=list, description="host variables the build may read (declared: recorded, not refused)"
+    )
     subdirectory: str | None = Field(default=None, description="where pyproject.toml is, relative to the repo root")
     environment: BuildEnvironment = Field(default_factory=BuildEnvironment)
     native: bool = Field(default=False, description="compiles CUDA code with nvcc for the CUDA arch list")

@@ -23,6 +23,7 @@ from releasekit.git.remote import strip_credentials
 from releasekit.lock import (
     Lock,
     LockedBaseImage,
+    LockedBuilder,
     LockedCanonicalCommit,
     LockedGitComponent,
     LockedManifest,
@@ -224,6 +225,28 @@ def resolve_base_image(name: str, digest: str) -> LockedBaseImage:
         return LockedBaseImage(name=name, digest=None, note=f"to-be-locked: Docker Engine not reachable ({type(exc).__name__})")
 
 
+def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | None:
+    """The builder image of an ``environment.kind: image`` recipe: its Dockerfile's sha256 and its digest."""
+    env = comp.build.environment if comp.build else None
+    if env is None or env.kind != "image" or not env.image:
+        return None
+    dockerfile_sha = None
+    if env.dockerfile:
+        path = loaded.directory / env.dockerfile
+        try:
+            dockerfile_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise InputError(f"builder {env.image}: cannot read {env.dockerfile}: {exc.strerror or exc}") from None
+    found = resolve_base_image(env.image, env.digest or TO_BE_LOCKED)
+    note = found.note
+    if found.digest is None and found.image_id is None and dockerfile_sha:
+        note = "built from its Dockerfile at build time (recipe locked by sha256)"
+    return LockedBuilder(
+        image=env.image, dockerfile=env.dockerfile, dockerfile_sha256=dockerfile_sha, build_args=dict(env.build_args),
+        digest=found.digest, image_id=found.image_id, note=note,
+    )
+
+
 def _composed_tree(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGitComponent) -> str:
     from releasekit.findings import Findings
     from releasekit.plan.compose import compose_component
@@ -252,6 +275,9 @@ def build_lock(
         if isinstance(comp, GitComponent):
             mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
             components[name] = locked = lock_git_component(name, comp, mirror)
+            builder = lock_builder(comp, loaded)
+            if builder is not None:
+                components[name] = locked = locked.model_copy(update={"builder": builder})
             if compose and comp.merge_plan:
                 components[name] = locked.model_copy(update={"composed_tree": _composed_tree(name, comp, mirror, locked)})
         else:
