@@ -16,6 +16,7 @@ def component_labels(comp: ComponentRecord) -> dict[str, str]:
         "tree": comp.tree,
         "version": comp.version,
         "wheel.sha256": comp.wheel_sha256,
+        "version-policy": comp.version_policy,
     }
     return {f"{prefix}.{k}": v for k, v in values.items() if v}
 

@@ -39,6 +39,13 @@ Image `{{ r.image_id }}`{% if r.image_tag %} tagged `{{ r.image_tag }}`{% endif 
 {% endif %}
 - **{{ c.name }}**: `{{ c.wheel_filename }}` from `{{ c.repo }}` at `{{ c.commit }}` (tree `{{ c.tree }}`)
 {%- if c.native_arches %}, CUDA code for {{ c.native_arches | join(", ") }}{% endif %}.
+{% if c.version_policy == "static" %}
+  Version policy **static** ({{ c.version_policy_reason }}): the version `{{ c.version }}` does not name the commit;
+  the commit is proven by the image labels, the provenance and the source-blob check of verify-provenance.
+{% elif c.version_policy == "stamp" %}
+  Version policy **stamp** ({{ c.version_policy_reason }}): releasekit stamped `{{ c.version }}` at build time
+{%- for m in c.modifications %}; {% if m.path %}`{{ m.path }}` sha256 {{ m.before_sha256[:12] }} -> {{ m.after_sha256[:12] }}{% else %}`{{ m.variable }}={{ m.value }}`{% endif %}{% endfor %}.
+{% endif %}
 {% endfor %}
 """
 

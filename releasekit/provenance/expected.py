@@ -33,6 +33,8 @@ class ExpectedComponent(BaseModel):
     generated_files: list[str] = Field(default_factory=list)
     subdirectory: str | None = None
     installed: bool = True  # False for build repositories that ship nothing into the image
+    version_policy: str | None = None  # scm | stamp | static (manifest build.version_policy)
+    modifications: list[dict[str, Any]] = Field(default_factory=list)  # declared build-time changes (stamp)
 
 
 class BuildRecordView(BaseModel):
@@ -100,6 +102,8 @@ def expected_components(lock: Lock, record: BuildRecordView | None, manifest: An
         exp.import_names = list(_pick(b, "import_names") or [])
         exp.native_arches = list(_pick(b, "native_arches", "native.arches") or [])
         exp.generated_files = list(_pick(b, "generated_files") or [])
+        exp.version_policy = _pick(b, "version_policy")
+        exp.modifications = [m for m in (_pick(b, "modifications") or []) if isinstance(m, dict)]
         if m is not None:
             exp.distribution = exp.distribution or getattr(m, "distribution", None)
             exp.import_names = exp.import_names or list(getattr(m, "import_names", []) or [])
@@ -107,6 +111,8 @@ def expected_components(lock: Lock, record: BuildRecordView | None, manifest: An
             if recipe is not None:
                 exp.generated_files = sorted({*exp.generated_files, *recipe.generated_files})
                 exp.subdirectory = recipe.subdirectory
+                policy = getattr(recipe, "version_policy", None)
+                exp.version_policy = getattr(policy, "policy", None) or exp.version_policy
                 if recipe.native and not exp.native_arches:
                     exp.native_arches = list(recipe.cuda_arch_list or toolchain_arches)
             if getattr(m, "role", "runtime") == "build-repo":

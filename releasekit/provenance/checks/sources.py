@@ -3,7 +3,10 @@
 The comparison is by git object id (sha1 of ``blob <size>\\0<bytes>``), computed on the
 host while the image's filesystem streams past, against ``git ls-tree -r`` of the locked
 commit in a mirror. No checkout is needed and nothing from the image touches the disk.
-Files the build generates (manifest ``build.generated_files``) are excluded.
+Files the build generates (manifest ``build.generated_files``) are excluded. A file the
+version policy ``stamp`` changed (a declared build-time modification in build.json) must
+be exactly the stamped content (its recorded git blob), and is accepted only when the
+manifest's policy for that component is ``stamp``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def locked_blobs(repo: str, commit: str, *, allow_local: bool, cache_dir: str | 
 
 class SourceBlobCheck:
     name = "source-blobs"
-    codes = ("SOURCE_BLOB_MISMATCH", "SOURCE_NOT_IN_COMMIT", "SOURCE_UNVERIFIABLE")
+    codes = ("SOURCE_BLOB_MISMATCH", "SOURCE_NOT_IN_COMMIT", "SOURCE_UNVERIFIABLE", "SOURCE_MODIFICATION_UNDECLARED")
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
@@ -59,10 +62,33 @@ class SourceBlobCheck:
                 found.add("SOURCE_UNVERIFIABLE", f"cannot read the locked commit's tree: {exc}",
                           component=name, commit=comp.commit)
                 continue
-            self._compare(ctx, name, comp, dist, blobs, found)
+            stamped = self._declared_modifications(name, comp, blobs, found)
+            self._compare(ctx, name, comp, dist, blobs, found, stamped)
         return found
 
-    def _compare(self, ctx, name, comp, dist, blobs: dict[str, str], found: Findings) -> None:
+    @staticmethod
+    def _declared_modifications(name: str, comp, blobs: dict[str, str], found: Findings) -> dict[str, str]:
+        """repo path -> the blob a stamped file must have; a modification the policy does not declare is a finding."""
+        stamped: dict[str, str] = {}
+        for mod in comp.modifications:
+            path, blob = mod.get("path"), mod.get("after_blob")
+            if not path:
+                continue  # an environment stamp changes no file
+            if comp.version_policy != "stamp":
+                found.add("SOURCE_MODIFICATION_UNDECLARED",
+                          f"the build record declares a change of {path}, but the version policy is "
+                          f"{comp.version_policy or 'scm'}, not stamp", component=name, commit=comp.commit, path=path)
+            elif path not in blobs:
+                found.add("SOURCE_MODIFICATION_UNDECLARED",
+                          f"the build record declares a change of {path}, which the locked commit does not have",
+                          component=name, commit=comp.commit, path=path)
+            elif isinstance(blob, str):
+                stamped[path] = blob
+        return stamped
+
+    def _compare(
+        self, ctx, name, comp, dist, blobs: dict[str, str], found: Findings, stamped: dict[str, str] | None = None
+    ) -> None:
         sub = (comp.subdirectory or "").strip("/")
         prefixes = [p for p in (f"{sub}/" if sub else "", f"{sub}/src/" if sub else "src/")]
         generated = {g.strip("/") for g in comp.generated_files}
@@ -80,6 +106,9 @@ class SourceBlobCheck:
             repo_path = next((f"{p}{rel}" for p in prefixes if f"{p}{rel}" in blobs), None)
             if repo_path is None:
                 missing.append(rel)
+            elif repo_path in (stamped or {}):
+                if (stamped or {})[repo_path] != entry.blob:
+                    mismatched.append(rel)  # not even the declared stamped content
             elif blobs[repo_path] != entry.blob:
                 mismatched.append(rel)
         for rel in mismatched[:_LIMIT]:

@@ -32,7 +32,12 @@ class VersionCommitCheck:
                 continue
             local = dist.version.partition("+")[2]
             named = _LOCAL_COMMIT.findall("+" + local) if local else []
-            if not named:
+            if not named and comp.version_policy == "static":
+                # Declared: the commit is proven by the labels and the source-blob check instead.
+                found.add("VERSION_COMMIT_MISSING",
+                          f"{dist.name} {dist.version} does not name a commit (version policy static)",
+                          severity=Severity.info, component=name, path=dist.dist_info)
+            elif not named:
                 found.add("VERSION_COMMIT_MISSING",
                           f"{dist.name} {dist.version} does not name a commit (+g<sha>)",
                           severity=Severity.warning, component=name, path=dist.dist_info)
