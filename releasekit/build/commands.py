@@ -9,8 +9,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from releasekit.build.plan import BuildPlan, make_plan
 from releasekit.build.record import BuildRecord
 from releasekit.build.service import BuildOptions, run_build
+from releasekit.errors import InputError
 from releasekit.report import findings_table, print_json, stdout_console
 
 
@@ -34,13 +36,45 @@ def render_record(record: BuildRecord, outdir: Path) -> None:
     console.print(f"outputs in {escape(str(outdir))}: build.json, provenance.intoto.json, RELEASE.md, wheels/, logs/")
 
 
+def render_plan(plan: BuildPlan) -> None:
+    console = stdout_console()
+    rows = [
+        [
+            c.name,
+            f"{c.repo or ''}\n{c.ref or ''} @ {c.commit}" + (f"\ntree {c.tree}" if c.tree else ""),
+            (f"{c.builder.kind}: {c.builder.image}@{c.builder.digest}" if c.builder.kind == "image" else c.builder.kind)
+            + (f"\n{c.builder.dockerfile}" if c.builder.dockerfile else ""),
+            (c.version_policy or "") + (f"\n{c.version_policy_reason}" if c.version_policy_reason else ""),
+            c.expected_wheel or "",
+        ]
+        for c in plan.components
+    ]
+    title = f"build plan {plan.name} (lock {plan.lock_sha256[:12] if plan.lock_sha256 else 'none: to-be-locked'})"
+    console.print(findings_table(title, ["component", "fresh checkout", "builder", "version policy", "expected wheel"], rows))
+    console.print(f"base image {escape(plan.base_image)}")
+    for c in plan.components:
+        if not c.command:
+            continue
+        console.print(f"\n[bold]{escape(c.name)}[/bold]" + (f" in {escape(c.checkout)}" if c.checkout else ""))
+        for key, value in c.environment.items():
+            console.print(f"  env {escape(key)}={escape(value)}")
+        for change in c.modifications:
+            console.print(f"  stamp {escape(change)}")
+        for command in c.command:
+            console.print(f"  $ {escape(command)}")
+    unresolved = plan.unresolved()
+    if unresolved:
+        console.print(f"\nto-be-locked: {escape(', '.join(unresolved))} (run `releasekit plan lock` and pass --lock)")
+
+
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the root app."""
 
     @app.command("build")
     def build_cmd(
         file: Path = typer.Argument(..., help="the manifest YAML file", show_default=False),
-        lock: Path = typer.Option(..., "--lock", help="the lock written by `releasekit plan lock`"),
+        lock: Path = typer.Option(None, "--lock", help="the lock written by `releasekit plan lock`"),
+        plan: bool = typer.Option(False, "--plan", help="print what would run for each component; build nothing"),
         outdir: Path = typer.Option(None, "-o", "--output", help="release directory (default: release/<name>)"),
         tag: str = typer.Option(None, "--tag", help="tag the image with this name once everything passed"),
         no_cache: bool = typer.Option(False, "--no-cache", help="rebuild every wheel and the image layer"),
@@ -54,6 +88,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image."""
         err = Console(file=sys.stderr, highlight=False)
+        if plan:
+            build_plan = make_plan(file, lock)
+            if as_json:
+                print_json(build_plan.model_dump(mode="json", by_alias=True))
+            else:
+                render_plan(build_plan)
+            raise typer.Exit(0)
+        if lock is None:
+            raise InputError("build needs --lock LOCK (only --plan runs without one)")
         opts = BuildOptions(
             manifest=file,
             lock=lock,
