@@ -57,6 +57,7 @@ class LockedBuilder(_Strict):
     dockerfile: str | None = None  # as the manifest names it (relative to the manifest)
     dockerfile_sha256: str | None = None
     build_args: dict[str, str] = Field(default_factory=dict)
+    base: LockedBaseImage | None = None  # the builder's base (the BASE_IMAGE build ARG)
     digest: str | None = None  # sha256:… pinned by the manifest, or the engine's registry digest
     image_id: str | None = None  # the local image ID, when the engine had the image at lock time
     note: str | None = None
@@ -104,6 +105,10 @@ class LockedBaseImage(_Strict):
     digest: str | None = None  # sha256:… when the manifest pins or the lock resolved it
     image_id: str | None = None  # the local Docker Engine's image ID, when it had the image
     note: str | None = None  # why the digest is missing, when it is
+
+
+LockedBuilder.model_rebuild()
+LockedGitComponent.model_rebuild()
 
 
 class LockedToolchain(_Strict):

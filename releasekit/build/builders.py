@@ -26,7 +26,36 @@ def dockerfile_path(environment: BuildEnvironment, manifest_dir: Path) -> Path |
     return (manifest_dir / environment.dockerfile) if environment.dockerfile else None
 
 
-def build_from_dockerfile(engine: Engine, environment: BuildEnvironment, manifest_dir: Path, log: Path | None = None) -> str:
+TOOLKIT = "toolkit"  # a context directory every builder build has (empty unless the manifest gives one)
+
+
+def base_image_arg(environment: BuildEnvironment, locked: LockedBuilder | None) -> str | None:
+    """The BASE_IMAGE build ARG: name@registry-digest, or the local image ID the lock recorded."""
+    if locked is not None and locked.base is not None:
+        if locked.base.digest:
+            return f"{locked.base.name.split('@')[0]}@{locked.base.digest}"
+        return locked.base.image_id or locked.base.name
+    base = environment.base
+    if base is None:
+        return None
+    return f"{base.name}@{base.digest}" if base.digest != TO_BE_LOCKED else base.name
+
+
+def build_args(environment: BuildEnvironment, locked: LockedBuilder | None) -> dict[str, str]:
+    args = dict(environment.build_args)
+    base = base_image_arg(environment, locked)
+    if base:
+        args["BASE_IMAGE"] = base
+    return args
+
+
+def build_from_dockerfile(
+    engine: Engine,
+    environment: BuildEnvironment,
+    manifest_dir: Path,
+    log: Path | None = None,
+    locked: LockedBuilder | None = None,
+) -> str:
     """Build the builder image from its Dockerfile, tagged with its name; returns the image ID."""
     assert environment.image is not None
     dockerfile = dockerfile_path(environment, manifest_dir)
@@ -40,7 +69,10 @@ def build_from_dockerfile(engine: Engine, environment: BuildEnvironment, manifes
             if not src.is_dir() or "/" in name or name in ("", ".", "..", "Dockerfile"):
                 raise InputError(f"builder {environment.image}: context {name}: {where} is not a directory")
             shutil.copytree(src, context / name, symlinks=True)
-        image_id, output = engine.build_image(context, "Dockerfile", tag=environment.image, buildargs=environment.build_args)
+        (context / TOOLKIT).mkdir(exist_ok=True)
+        image_id, output = engine.build_image(
+            context, "Dockerfile", tag=environment.image, buildargs=build_args(environment, locked)
+        )
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(output, encoding="utf-8")
@@ -74,7 +106,7 @@ def ensure_builder(
     if image_id is None and pinned:
         image_id = engine.image_id(pinned)
     if image_id is None and environment.dockerfile:
-        image_id = build_from_dockerfile(engine, environment, manifest_dir, log)
+        image_id = build_from_dockerfile(engine, environment, manifest_dir, log, locked)
     if image_id is None:
         raise EnvironmentProblem(
             f"{component}: builder image {environment.image} is not in the Docker Engine",

@@ -151,3 +151,81 @@ def image_settings(text: str) -> ImageSettings:
         elif ins.keyword == "USER":
             settings.user = ins.args
     return settings
+
+
+_PIP_TOKEN_SKIP = re.compile(r"^(-|\$\{?[A-Za-z_]|install$|pip3?$|/)")
+
+
+def _pip_requirements(run: str) -> list[str]:
+    """The requirement arguments of each ``pip install`` in a RUN (options and paths left out)."""
+    out: list[str] = []
+    for part in re.split(r"&&|;|\|", run):
+        try:
+            tokens = shlex.split(part)
+        except ValueError:
+            continue
+        if "install" not in tokens or not any(t.rsplit("/", 1)[-1] in ("pip", "pip3") for t in tokens):
+            continue
+        args = tokens[tokens.index("install") + 1:]
+        skip_next = False
+        for token in args:
+            if skip_next:
+                skip_next = False
+                continue
+            if token in ("--index-url", "-i", "--extra-index-url", "-c", "-r", "--constraint", "--requirement"):
+                skip_next = True
+                continue
+            if _PIP_TOKEN_SKIP.match(token) or token in ("then", "fi", "else"):
+                continue
+            out.append(token)
+    return out
+
+
+def lint_builder(text: str, name: str) -> Findings:
+    """Rules for builder Dockerfiles (dockerfiles/*-builder.Dockerfile): what makes a builder reproducible.
+
+    The base is a digest or a ``BASE_IMAGE`` ARG without a default (the manifest passes it
+    by digest); every pip requirement is pinned with ``==``; apt installs are
+    non-interactive, without recommends, in the RUN that updated the lists and removes
+    them; ADD (URLs, archives) is refused; RUN with a pipe sets ``pipefail``.
+    """
+    findings = Findings()
+    instructions = parse(text)
+    arg_defaults: dict[str, str | None] = {}
+    pipefail = False
+    for ins in instructions:
+        where = {"file": name, "line": ins.line}
+        if ins.keyword == "ARG":
+            key, eq, value = ins.args.partition("=")
+            arg_defaults[key.strip()] = value.strip() if eq else None
+        elif ins.keyword == "SHELL" and "pipefail" in ins.args:
+            pipefail = True
+        elif ins.keyword == "FROM":
+            ref = ins.args.split()[0]
+            variable = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", ref)
+            if variable:
+                default = arg_defaults.get(variable.group(1), "")
+                if default and not re.search(r"@sha256:[0-9a-f]{64}$", default):
+                    findings.add("DOCKERFILE_BASE_NOT_BY_DIGEST",
+                                 f"ARG {variable.group(1)} defaults to {default}, not a digest", **where)
+                elif variable.group(1) not in arg_defaults:
+                    findings.add("DOCKERFILE_BASE_NOT_BY_DIGEST", f"FROM {ref}: no ARG {variable.group(1)} declared", **where)
+            elif not re.search(r"@sha256:[0-9a-f]{64}$", ref):
+                findings.add("DOCKERFILE_BASE_NOT_BY_DIGEST", f"FROM {ref}: the base image must be named by digest", **where)
+        elif ins.keyword == "ADD":
+            findings.add("DOCKERFILE_ADD", "ADD fetches URLs and unpacks archives: use COPY of the build context", **where)
+        elif ins.keyword == "RUN":
+            unpinned = [r for r in _pip_requirements(ins.args) if "==" not in r]
+            if unpinned:
+                findings.add("DOCKERFILE_INSTALL_UNPINNED",
+                             f"pip install of {', '.join(unpinned)}: pin every requirement with ==", **where)
+            if re.search(r"\bapt-get\s+install\b", ins.args):
+                missing = [f for f in ("-y", "--no-install-recommends") if f not in ins.args.split()]
+                if missing:
+                    findings.add("DOCKERFILE_APT", f"apt-get install without {' and '.join(missing)}", **where)
+                if "apt-get update" not in ins.args or "rm -rf /var/lib/apt/lists" not in ins.args:
+                    findings.add("DOCKERFILE_APT",
+                                 "apt-get install must follow apt-get update in the same RUN and remove the lists", **where)
+            if re.search(r"(?<!\|)\|(?!\|)", ins.args) and not pipefail:
+                findings.add("DOCKERFILE_PIPEFAIL", "RUN with a pipe needs SHELL [... -o pipefail ...]", **where)
+    return findings

@@ -90,6 +90,9 @@ class BuildEnvironment(StrictModel):
     dockerfile: str | None = Field(
         default=None, description="the builder's recipe, relative to the manifest (e.g. ../dockerfiles/vllm-builder.Dockerfile)"
     )
+    base: BaseImage | None = Field(
+        default=None, description="the builder's base image by digest: passed as the BASE_IMAGE build ARG"
+    )
     build_args: dict[str, str] = Field(default_factory=dict, description="build ARGs of the builder's Dockerfile")
     context: dict[str, str] = Field(
         default_factory=dict,
@@ -307,6 +310,11 @@ class Provenance(StrictModel):
     """What the release documentation and image labels must record (seed 003, step 3)."""
 
     record: list[str] = Field(default_factory=list)
+
+
+BuildEnvironment.model_rebuild()
+BuildRecipe.model_rebuild()
+GitComponent.model_rebuild()
 
 
 class Manifest(StrictModel):

@@ -241,9 +241,10 @@ def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | 
     note = found.note
     if found.digest is None and found.image_id is None and dockerfile_sha:
         note = "built from its Dockerfile at build time (recipe locked by sha256)"
+    base = resolve_base_image(env.base.name, env.base.digest) if env.base else None
     return LockedBuilder(
         image=env.image, dockerfile=env.dockerfile, dockerfile_sha256=dockerfile_sha, build_args=dict(env.build_args),
-        digest=found.digest, image_id=found.image_id, note=note,
+        base=base, digest=found.digest, image_id=found.image_id, note=note,
     )
 
 
