@@ -21,8 +21,15 @@ RUN if ! command -v python3 >/dev/null || ! python3 -c "import venv, ensurepip" 
         && rm -rf /var/lib/apt/lists/*; \
     fi
 
-RUN python3 -m venv /opt/builder \
-    && /opt/builder/bin/pip install --no-cache-dir \
+# `wheels/` in the build context: a wheelhouse of exactly these pins, installed without an
+# index when present (offline builders, tests); empty: the pins come from the index.
+COPY wheels/ /opt/releasekit-wheels/
+RUN offline=() \
+    && if compgen -G "/opt/releasekit-wheels/*.whl" >/dev/null; then \
+        offline=(--no-index --find-links /opt/releasekit-wheels); \
+    fi \
+    && python3 -m venv /opt/builder \
+    && /opt/builder/bin/pip install --no-cache-dir "${offline[@]}" \
         "setuptools==${SETUPTOOLS_VERSION}" "setuptools-scm==${SETUPTOOLS_SCM_VERSION}" \
         "wheel==${WHEEL_VERSION}" "packaging==${PACKAGING_VERSION}"
 

@@ -26,7 +26,9 @@ def dockerfile_path(environment: BuildEnvironment, manifest_dir: Path) -> Path |
     return (manifest_dir / environment.dockerfile) if environment.dockerfile else None
 
 
-TOOLKIT = "toolkit"  # a context directory every builder build has (empty unless the manifest gives one)
+# Context directories every builder build has, empty unless the manifest's build.environment.context
+# gives them: a CUDA toolkit (when the base has none) and a wheelhouse of the builder's pins.
+CONTEXT_DIRS = ("toolkit", "wheels")
 
 
 def base_image_arg(environment: BuildEnvironment, locked: LockedBuilder | None) -> str | None:
@@ -69,7 +71,8 @@ def build_from_dockerfile(
             if not src.is_dir() or "/" in name or name in ("", ".", "..", "Dockerfile"):
                 raise InputError(f"builder {environment.image}: context {name}: {where} is not a directory")
             shutil.copytree(src, context / name, symlinks=True)
-        (context / TOOLKIT).mkdir(exist_ok=True)
+        for name in CONTEXT_DIRS:
+            (context / name).mkdir(exist_ok=True)
         image_id, output = engine.build_image(
             context, "Dockerfile", tag=environment.image, buildargs=build_args(environment, locked)
         )
