@@ -56,6 +56,8 @@ def render_plan(plan: BuildPlan) -> None:
         if not c.command:
             continue
         console.print(f"\n[bold]{escape(c.name)}[/bold]" + (f" in {escape(c.checkout)}" if c.checkout else ""))
+        for key, value in c.builder.build_args.items():
+            console.print(f"  builder ARG {escape(key)}={escape(value)}")
         for key, value in c.environment.items():
             console.print(f"  env {escape(key)}={escape(value)}")
         for change in c.modifications:

@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, Field
 
 from releasekit.build import hygiene, stamp
+from releasekit.build.builders import build_args
 from releasekit.build.service import _consistent, check_host_environment, default_build_root
 from releasekit.build.wheel import build_environment, container_environment, image_script, venv_commands
 from releasekit.lock import (
@@ -43,6 +44,7 @@ class PlannedBuilder(BaseModel):
     dockerfile_sha256: str | None = None
     digest: str | None = None  # sha256:…, or to-be-locked
     requirements: list[str] = Field(default_factory=list)
+    build_args: dict[str, str] = Field(default_factory=dict)  # incl. BASE_IMAGE, when built from its Dockerfile
     note: str | None = None
 
 
@@ -139,15 +141,20 @@ def _builder(recipe: BuildRecipe, locked: LockedBuilder | None, manifest_dir: Pa
     note = None
     if locked is not None:
         digest = digest or locked.digest or locked.image_id
+        if locked.base is not None and not (locked.base.digest or locked.base.image_id):
+            note = f"builder base {locked.base.name}: {TO_BE_LOCKED} ({locked.base.note or 'not resolved'})"
         dockerfile_sha = locked.dockerfile_sha256
         note = locked.note
     elif env.dockerfile and (manifest_dir / env.dockerfile).is_file():
         dockerfile_sha = hashlib.sha256((manifest_dir / env.dockerfile).read_bytes()).hexdigest()
     if digest is None and locked is not None and dockerfile_sha:
         digest = f"built from {env.dockerfile} (sha256:{dockerfile_sha[:12]}) when absent"
+    args = build_args(env, locked) if env.dockerfile else {}
+    if env.base is not None and locked is None and env.base.digest == TO_BE_LOCKED:
+        args["BASE_IMAGE"] = f"{env.base.name}@{TO_BE_LOCKED}"
     return PlannedBuilder(
         kind="image", image=env.image, dockerfile=env.dockerfile, dockerfile_sha256=dockerfile_sha,
-        digest=digest or TO_BE_LOCKED, requirements=list(env.requirements), note=note,
+        digest=digest or TO_BE_LOCKED, requirements=list(env.requirements), build_args=args, note=note,
     )
 
 
