@@ -5,7 +5,8 @@ returns what it changed, so that the change is a declared build-time modificatio
 build.json and the provenance (verify-provenance then expects exactly that content):
 
 - ``pyproject``: ``[project] version = "X.Y.Z"`` becomes ``"X.Y.Z+g<sha12>"``;
-- ``file``: a version file holding ``X.Y.Z`` becomes ``X.Y.Z+g<sha12>``;
+- ``file``: a version file holding ``X.Y.Z`` (or one ``__version__ = "X.Y.Z"`` line) becomes
+  ``X.Y.Z+g<sha12>``; with ``pyproject``, ``file`` names a second file stamped alike;
 - ``setuptools-scm``: ``SETUPTOOLS_SCM_PRETEND_VERSION=<base>+g<sha12>`` (no file changes);
 - ``env``: the declared variable is set to ``<base>+g<sha12>`` (no file changes).
 """
@@ -26,6 +27,7 @@ from releasekit.manifest.models import BuildRecipe, VersionPolicy
 SHORT = 12
 _STATIC_VERSION = re.compile(r'^(?P<lead>version\s*=\s*)(?P<q>["\'])(?P<v>[^"\']+)(?P=q)', re.MULTILINE)
 _PLAIN_VERSION = re.compile(r"^[0-9][0-9A-Za-z.!_-]*$")
+_ASSIGNED_VERSION = re.compile(r'^(?:__version__|VERSION|version)\s*(?::\s*str\s*)?=\s*(?P<q>["\'])(?P<v>[0-9][^"\']*)(?P=q)', re.MULTILINE)
 
 
 class Modification(BaseModel):
@@ -93,9 +95,14 @@ def _rewrite_file(project: Path, root: Path, rel: str, policy: VersionPolicy, co
         after_text = text[: match.start("v")] + new + text[match.end("v"):]
     else:
         value = text.strip()
-        if not _PLAIN_VERSION.match(value):
-            raise BuildFailed(f"{component}: {rel} does not hold a plain version (found {value[:40]!r})")
-        after_text = text.replace(value, stamped_version(value, commit), 1)
+        assigned = list(_ASSIGNED_VERSION.finditer(text))
+        if _PLAIN_VERSION.match(value):
+            after_text = text.replace(value, stamped_version(value, commit), 1)
+        elif len(assigned) == 1:
+            match = assigned[0]
+            after_text = text[: match.start("v")] + stamped_version(match.group("v"), commit) + text[match.end("v"):]
+        else:
+            raise BuildFailed(f"{component}: {rel} holds neither a plain version nor one __version__ = \"X.Y.Z\" line")
     after = after_text.encode("utf-8")
     path.write_bytes(after)
     return Modification(
@@ -116,6 +123,9 @@ def apply(recipe: BuildRecipe, source: Path, commit: str, component: str) -> Sta
     project = source / recipe.subdirectory if recipe.subdirectory else source
     if policy.stamp == "pyproject":
         out.modifications.append(_rewrite_file(project, source, "pyproject.toml", policy, commit, component))
+        if policy.file:
+            as_file = policy.model_copy(update={"stamp": "file"})
+            out.modifications.append(_rewrite_file(project, source, policy.file, as_file, commit, component))
     elif policy.stamp == "file":
         assert policy.file is not None
         out.modifications.append(_rewrite_file(project, source, policy.file, policy, commit, component))
@@ -136,9 +146,9 @@ def planned(recipe: BuildRecipe, commit: str | None) -> tuple[dict[str, str], li
     if policy.policy != "stamp":
         return {}, []
     if policy.stamp in ("pyproject", "file"):
-        rel = "pyproject.toml" if policy.stamp == "pyproject" else policy.file or ""
-        full = f"{recipe.subdirectory.rstrip('/')}/{rel}" if recipe.subdirectory else rel
-        return {}, [f"{full}: version X.Y.Z -> X.Y.Z+{label}"]
+        rels = (["pyproject.toml"] if policy.stamp == "pyproject" else []) + ([policy.file] if policy.file else [])
+        sub = f"{recipe.subdirectory.rstrip('/')}/" if recipe.subdirectory else ""
+        return {}, [f"{sub}{rel}: version X.Y.Z -> X.Y.Z+{label}" for rel in rels]
     variable = "SETUPTOOLS_SCM_PRETEND_VERSION" if policy.stamp == "setuptools-scm" else policy.variable or ""
     return {variable: f"{policy.base}+{label}"}, []
 

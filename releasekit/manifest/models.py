@@ -122,7 +122,10 @@ class VersionPolicy(StrictModel):
     reason: str | None = Field(default=None, min_length=1, description="why this policy; required for stamp and static")
     stamp: Literal["setuptools-scm", "pyproject", "env", "file"] | None = None
     variable: EnvName | None = Field(default=None, description="stamp: env: the variable the build reads")
-    file: str | None = Field(default=None, description="stamp: file: the version file, relative to the project")
+    file: str | None = Field(
+        default=None,
+        description="stamp: file: the version file, relative to the project (with pyproject: a second file to stamp)",
+    )
     base: str | None = Field(default=None, description="stamp: setuptools-scm/env: the version before the local label")
 
     @model_validator(mode="before")
@@ -134,6 +137,8 @@ class VersionPolicy(StrictModel):
     def _complete(self) -> VersionPolicy:
         if self.policy != "scm" and not self.reason:
             raise ValueError(f"version policy {self.policy!r} needs a 'reason'")
+        if self.file and self.stamp not in (None, "file", "pyproject"):
+            raise ValueError("'file' belongs to stamp: file or stamp: pyproject")
         if self.policy != "stamp":
             if self.stamp or self.variable or self.file or self.base:
                 raise ValueError("'stamp', 'variable', 'file' and 'base' belong to the 'stamp' policy only")
