@@ -34,9 +34,9 @@ def main() -> int:
     from releasekit.build.engine import Engine
     from releasekit.build.service import BuildOptions, run_build
     from releasekit.demo.example import make_example
-    from releasekit.lock import write_lock
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
+    from releasekit.records.lock import write_lock
 
     engine = Engine()
     base = ensure_base_image(engine, DEFAULT_BASE)

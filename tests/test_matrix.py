@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from releasekit.manifest.validation import Cell
-from releasekit.validate.receipt import CheckResult, GateResult, Metric, Receipt, cell_sha256, write_receipt
+from releasekit.records.receipt import CheckResult, GateResult, Metric, Receipt, cell_sha256, write_receipt
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from releasekit.manifest import load_manifest
+from releasekit.records.receipt import read_receipt
 from releasekit.validate.cpu_matrix import FORBIDDEN_ENV
 from releasekit.validate.demo_stage import add_cpu_validation
-from releasekit.validate.receipt import read_receipt
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -44,8 +44,8 @@ def candidate(cpu_engine_image) -> Iterator[Candidate]:
 
     from releasekit.build.service import BuildOptions, run_build
     from releasekit.demo.example import make_example
-    from releasekit.lock import write_lock
     from releasekit.plan.locking import build_lock
+    from releasekit.records.lock import write_lock
 
     os.environ["RELEASEKIT_ALLOW_LOCAL_REPOS"] = "1"
     # Not pytest's tmp_path: on a shared machine other pytest runs rotate those away mid-test.
@@ -83,7 +83,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, docker_client) -> None:
-    from releasekit.lock import lock_file_sha256
+    from releasekit.records.lock import lock_file_sha256
 
     labels = docker_client.images.get(candidate.image_id).labels
     assert labels["io.releasekit.component.runtime.commit"]  # the component `releasekit build` made

@@ -261,10 +261,10 @@ def test_probe_reports_imports_paths_and_distributions():
 
 
 def _toolchain_ctx(toolchain: dict, pytorch: str | None, cuda: str | None):
-    from releasekit.lock import Lock, LockedBaseImage, LockedManifest, LockedToolchain
     from releasekit.provenance.context import VerifyContext
     from releasekit.provenance.image import ImageFacts, ProbeRun
     from releasekit.provenance.inventory import Inventory
+    from releasekit.records.lock import Lock, LockedBaseImage, LockedManifest, LockedToolchain
 
     lock = Lock(name="t", manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"), locked_at="x",
                 components={}, toolchain=LockedToolchain(base_image=LockedBaseImage(name="b"), pytorch=pytorch,

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from releasekit.build.record import BuildRecord
 from releasekit.build.service import BuildOptions, run_build
+from releasekit.records.build import BuildRecord
 from releasekit.report import findings_table, print_json, stdout_console
 
 

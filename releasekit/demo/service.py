@@ -21,10 +21,10 @@ from releasekit.build.engine import Engine
 from releasekit.build.service import BuildOptions, run_build
 from releasekit.demo.example import DemoExample, make_example
 from releasekit.findings import Findings
-from releasekit.lock import lock_file_sha256, read_lock, write_lock
 from releasekit.manifest import load_manifest
 from releasekit.plan.check import check_plan
 from releasekit.plan.locking import build_lock
+from releasekit.records.lock import lock_file_sha256, read_lock, write_lock
 
 # Tagged by lock: demos made elsewhere on the same engine (other directories) do not move each other's tag.
 DEMO_REPOSITORY = "releasekit-demo/rkdemo"

@@ -20,7 +20,9 @@ from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
 from releasekit.git.remote import strip_credentials
-from releasekit.lock import (
+from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
+from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
+from releasekit.records.lock import (
     Lock,
     LockedBaseImage,
     LockedCanonicalCommit,
@@ -31,8 +33,6 @@ from releasekit.lock import (
     LockedWheelComponent,
     LockedWheelSource,
 )
-from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
-from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
 from releasekit.simple_index import project_links
 
 

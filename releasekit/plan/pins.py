@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.manifest.models import Manifest, Pin
-from releasekit.plan.models import PinAuditResult, PinOccurrence
+from releasekit.records.plan_check import PinAuditResult, PinOccurrence
 
 Scope = Literal["build", "runtime", "release"]
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}

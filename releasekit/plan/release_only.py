@@ -31,7 +31,7 @@ from releasekit.git.history import (
     rev_list,
 )
 from releasekit.git.runner import Git, git_env
-from releasekit.plan.models import ReleaseOnlyCommit, ReleaseOnlyReport
+from releasekit.records.plan_check import ReleaseOnlyCommit, ReleaseOnlyReport
 
 
 def _auto_merge_tree(git: Git, first: str, second: str) -> str | None:

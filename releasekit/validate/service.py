@@ -19,15 +19,10 @@ from pydantic import BaseModel, Field
 
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings, Location, Severity
-from releasekit.lock import lock_file_sha256
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.validation import Cell, ForbiddenSwitches, ValidationSpec
-from releasekit.validate.checks import CheckContext, check_for
-from releasekit.validate.client import EngineClient
-from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
-from releasekit.validate.engines import engine_for
-from releasekit.validate.gates import evaluate_gate, resolve_baseline
-from releasekit.validate.receipt import (
+from releasekit.records.lock import lock_file_sha256
+from releasekit.records.receipt import (
     CheckResult,
     Invocation,
     Metric,
@@ -35,6 +30,11 @@ from releasekit.validate.receipt import (
     cell_sha256,
     write_receipt,
 )
+from releasekit.validate.checks import CheckContext, check_for
+from releasekit.validate.client import EngineClient
+from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
+from releasekit.validate.engines import engine_for
+from releasekit.validate.gates import evaluate_gate, resolve_baseline
 from releasekit.validate.scheduler import Job, run_packed
 from releasekit.validate.stats import t_interval
 
