@@ -268,3 +268,31 @@ def test_not_json_and_no_schema_are_one_line_input_errors(record: type[Record], 
     path.write_text("{}")
     with pytest.raises(RecordError, match=rf"not a {record.schema_version()} file"):
         load_record(record, path)
+
+
+def test_publish_record_made_from_a_real_gate_report_round_trips(release: Release) -> None:
+    from test_publish_support import IMAGE_CMD, IMAGE_ENV
+
+    from releasekit.manifest import load_manifest
+    from releasekit.publish.engine import ImageFacts
+    from releasekit.publish.evidence import load_evidence
+    from releasekit.publish.gate import policy_from_manifest
+    from releasekit.publish.service import PublishResult, evaluate_gate, publish_record
+
+    loaded = load_manifest(release.manifest)
+    report = evaluate_gate(
+        ImageFacts(id=IMAGE_ID, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)),
+        release.lock_sha256,
+        load_evidence(release.evidence, release.receipts),
+        policy_from_manifest(loaded.manifest),
+        manifest_sha256=loaded.sha256,
+        lock_manifest_sha256=read_lock(release.lock).manifest.sha256,
+    )
+    assert report.passed
+    result = PublishResult(
+        published=True, image_id=IMAGE_ID, lock_sha256=release.lock_sha256,
+        repository="127.0.0.1:5000/releasekit-test/records", tags=["1.0"], digest="sha256:" + "e" * 64, gate=report,
+    )
+    record = publish_record(result)
+    assert record.gate.cells == ["tiny-tp1", "tiny-tp1-ngram"]
+    assert_round_trip(record, release.root / "publish.json")
