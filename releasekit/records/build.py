@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from releasekit.records.base import Record, Strict, load_record, write_record
 
-BUILD_RECORD_SCHEMA = "releasekit.build/v1"
+BUILD_RECORD_SCHEMA: Final = "releasekit.build/v1"
 
 
 class ComponentRecord(Strict):

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
 from releasekit.records.base import Record, Strict, load_record, write_record
 
-LOCK_SCHEMA = "releasekit.lock/v1"
+LOCK_SCHEMA: Final = "releasekit.lock/v1"
 
 Sha1 = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]

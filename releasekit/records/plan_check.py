@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from releasekit.findings import Findings, Severity
 from releasekit.records.base import Record, Strict
 
-PLAN_CHECK_SCHEMA = "releasekit.plan-check/v1"
+PLAN_CHECK_SCHEMA: Final = "releasekit.plan-check/v1"
 
 MergeHow = Literal["ancestry", "patch-id", "squash"]
 

@@ -10,14 +10,14 @@ what the verification summary names its policy and input attestations with.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field
 
 from releasekit.records.base import Record, Strict, load_record, write_record
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
+STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"
+SLSA_PROVENANCE_V1: Final = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://releasekit.dev/build/image/v1"
 
 

@@ -7,14 +7,14 @@ keeps the verdict per check and every finding.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from releasekit.findings import Findings
 from releasekit.records.base import Record, Strict
 
-PUBLISH_SCHEMA = "releasekit.publish/v1"
+PUBLISH_SCHEMA: Final = "releasekit.publish/v1"
 
 
 class GateCheckOutcome(Strict):

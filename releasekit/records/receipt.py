@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -17,7 +17,7 @@ from releasekit.findings import Finding
 from releasekit.manifest.validation import Cell
 from releasekit.records.base import Record, Strict, load_record, write_record
 
-RECEIPT_SCHEMA = "releasekit.receipt/v1"
+RECEIPT_SCHEMA: Final = "releasekit.receipt/v1"
 
 
 class Metric(Strict):

@@ -8,7 +8,7 @@ wrapped in an in-toto Statement (``predicate`` holding the summary, ``subject`` 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, PrivateAttr
 
@@ -17,7 +17,7 @@ from releasekit.findings import Finding, Severity
 from releasekit.records.base import Record, Strict
 from releasekit.records.provenance import ResourceDescriptor
 
-VERIFICATION_SCHEMA = "releasekit.verification-summary/v1"
+VERIFICATION_SCHEMA: Final = "releasekit.verification-summary/v1"
 VERIFIER_ID = "https://github.com/releasekit/releasekit/verify-provenance"
 POLICY_URI = "releasekit:verify-provenance/v1"
 
