@@ -7,8 +7,8 @@ import json
 import pytest
 from test_publish_support import IMAGE_CMD, IMAGE_ENV, Release
 
+from releasekit.docker_engine import ImageFacts
 from releasekit.manifest import load_manifest
-from releasekit.publish.engine import ImageFacts
 from releasekit.publish.evidence import load_evidence
 from releasekit.publish.gate import policy_from_manifest
 from releasekit.publish.service import evaluate_gate

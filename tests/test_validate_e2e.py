@@ -26,9 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def cpu_engine_image(docker_client, base_image):
+    from releasekit.docker_engine import Engine
     from releasekit.validate.cpu_image import ensure_cpu_engine_image
 
-    return ensure_cpu_engine_image(docker_client, base_image.name)
+    return ensure_cpu_engine_image(Engine(docker_client), base_image.name)
 
 
 class Candidate:

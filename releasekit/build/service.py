@@ -23,7 +23,6 @@ from pydantic import BaseModel, Field
 from releasekit import __version__
 from releasekit.build import dockerfile
 from releasekit.build.cache import BuildCache, wheel_key
-from releasekit.build.engine import Engine
 from releasekit.build.image import LAYER_FORMAT, SmokeReport, WheelInput, assemble, install_layer
 from releasekit.build.labels import image_labels
 from releasekit.build.release_notes import render_release_notes
@@ -31,6 +30,7 @@ from releasekit.build.statement import git_dependency
 from releasekit.build.wheel import Builder as WheelBuilder
 from releasekit.build.wheel import Log, build_wheel
 from releasekit.build.wheelhouse import fetch_pinned_wheel
+from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
