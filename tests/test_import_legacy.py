@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from forge import Forge
+
 from releasekit.lock import read_lock
 from releasekit.manifest import load_manifest
 from releasekit.records.legacy import read_integration_lock, read_merge_manifest, read_validation_receipt
