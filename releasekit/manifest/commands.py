@@ -188,6 +188,7 @@ def import_cmd(
         write_lock(converted, lock_out)
         written_lock = str(lock_out)
     comp = checked.manifest.components[component]
+    assert isinstance(comp, GitComponent)
     if as_json:
         print_json({"output": str(output), "sha256": checked.sha256, "lock": written_lock, "findings": checked.findings})
     else:
