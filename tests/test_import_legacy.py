@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from forge import Forge
-from releasekit.lock import read_lock
 
 from releasekit.manifest import load_manifest
 from releasekit.records.legacy import read_integration_lock, read_merge_manifest, read_validation_receipt
+from releasekit.records.lock import read_lock
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO.parent / "shared" / "reference"
