@@ -31,12 +31,12 @@ def main() -> int:
     os.environ["RELEASEKIT_CACHE"] = str(root / "cache")
 
     from releasekit.build.baseimage import DEFAULT_BASE, ensure_base_image
-    from releasekit.build.engine import Engine
     from releasekit.build.service import BuildOptions, run_build
     from releasekit.demo.example import make_example
-    from releasekit.lock import write_lock
+    from releasekit.docker_engine import Engine
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
+    from releasekit.records.lock import write_lock
 
     engine = Engine()
     base = ensure_base_image(engine, DEFAULT_BASE)

@@ -11,6 +11,14 @@ cherry-picked onto canonical. Then, in the same run and on the same repository:
 
 Usage (from the repository root):  python benchmarks/bench_plan.py [--commits 20000] [--repeat 3]
 Prints a table and the ratios; ``--json FILE`` also writes them.
+
+``--fork-shape`` instead builds a history shaped like a real vLLM fork's release branch
+(large diffs, many files): ``--commits`` canonical commits (default 4,000 there), a
+229-commit release branch touching 860 files with ~117k inserted lines, 1,000 canonical
+commits after the fork with real-sized diffs, and 5 release commits cherry-picked onto
+canonical. It times the whole CLI, interpreter start included
+(``python -m releasekit audit release-only --repo R --release release --canonical main --json``)
+against ``git cherry main release``; goal: <= 1.5x git cherry + 0.2 s, same answer.
 """
 
 from __future__ import annotations
@@ -115,6 +123,83 @@ def build_repo(root: Path, base_commits: int) -> dict:
     return {"repo": repo, "commits_on_main": total, "pr_methods": pr_methods}
 
 
+FORK_RELEASE_COMMITS = 229
+FORK_FILES = 860
+FORK_LINES = 117_000
+FORK_PICKS = 5
+
+
+def build_fork_repo(root: Path, base_commits: int) -> dict:
+    """Canonical + a release branch with large diffs over many files (see --fork-shape)."""
+    repo = root / "fork.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(repo)], check=True)
+    s = Stream()
+    canon = None
+    for i in range(base_commits):
+        body = "".join(f"base {i} line {n}\n" for n in range(20))
+        canon = s.commit("refs/heads/main", f"base {i}", {f"vllm/m{i % 1500}/f{i % 7}.py": body}, parent=canon)
+    rel = canon
+    per_commit = FORK_LINES // FORK_RELEASE_COMMITS
+    release_changes = []
+    for k in range(FORK_RELEASE_COMMITS):
+        files = {}
+        for f in range(4):
+            index = (k * 4 + f) % FORK_FILES
+            files[f"vllm/release/d{index % 40}/r{index}.py"] = "".join(f"# release {k} file {index} line {n}\n" for n in range(per_commit // 4))
+        rel = s.commit("refs/heads/release", f"release {k}", files, parent=rel)
+        release_changes.append(files)
+    picks = {int(FORK_RELEASE_COMMITS * (p + 1) / (FORK_PICKS + 1)): p for p in range(FORK_PICKS)}
+    for j in range(1000):
+        body = "".join(f"upstream {j} line {n}\n" for n in range(60))
+        canon = s.commit("refs/heads/main", f"upstream {j}", {f"vllm/u{j % 800}/g{j % 5}.py": body}, parent=canon)
+        if j % 150 == 0 and picks:
+            k = next(iter(picks))
+            del picks[k]
+            canon = s.commit("refs/heads/main", f"cherry-pick release {k}", release_changes[k], parent=canon)
+    proc = subprocess.run(["git", "--git-dir", str(repo), "fast-import", "--quiet"], input=s.bytes(), capture_output=True)
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr.decode())
+    stat = subprocess.run(["git", "--git-dir", str(repo), "diff", "--shortstat", "main...release"], capture_output=True, text=True, check=True).stdout.strip()
+    return {"repo": repo, "stat": stat}
+
+
+def fork_shape(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="releasekit-bench-fork-") as tmp:
+        start = time.perf_counter()
+        built = build_fork_repo(Path(tmp), args.commits if args.commits != 20_000 else 4_000)
+        build_s = time.perf_counter() - start
+        repo = str(built["repo"])
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        argv = [sys.executable, "-m", "releasekit", "audit", "release-only", "--repo", repo, "--release", "release", "--canonical", "main", "--json"]
+
+        def cli() -> list[str]:
+            out = subprocess.run(argv, capture_output=True, text=True, env=env)
+            if out.returncode not in (0, 1):
+                raise SystemExit(out.stderr)
+            return [c["commit"] for c in json.loads(out.stdout)["release_only"]]
+
+        cli()  # warm the page cache and bytecode, as for git below
+        ours_s, ours = timed(cli, args.repeat)
+        git_cherry(Path(repo), "main", "release")
+        cherry_s, plus = timed(lambda: git_cherry(Path(repo), "main", "release"), args.repeat)
+        git = Git(Path(repo), bare=True)
+        canonical, release = git.run("rev-parse", "main").strip(), git.run("rev-parse", "release").strip()
+        core_s, _ = timed(lambda: find_release_only(git, release, canonical, repo="bench"), args.repeat)
+        help_s, _ = timed(lambda: subprocess.run([sys.executable, "-m", "releasekit", "--help"], capture_output=True, env=env), args.repeat)
+    goal = 1.5 * cherry_s + 0.2
+    figures = {"release_commits": FORK_RELEASE_COMMITS, "diff": built["stat"], "build_repo_s": round(build_s, 2),
+               "releasekit_cli_s": round(ours_s, 3), "in_process_s": round(core_s, 3), "cli_start_s": round(help_s, 3), "git_cherry_s": round(cherry_s, 3), "goal_s": round(goal, 3),
+               "same_answer": ours == plus, "release_only_found": len(ours or [])}
+    print(f"fork shape: {FORK_RELEASE_COMMITS} release commits ({built['stat']}), built in {figures['build_repo_s']} s")
+    print(f"audit release-only CLI end to end: {figures['releasekit_cli_s']} s, git cherry {figures['git_cherry_s']} s, "
+          f"goal <= {figures['goal_s']} s (1.5x + 0.2 s), same answer: {figures['same_answer']} ({figures['release_only_found']} release-only)")
+    print(f"  of which: find_release_only in process {figures['in_process_s']} s; 'releasekit --help' (interpreter + imports) {figures['cli_start_s']} s")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    if not figures["same_answer"]:
+        raise SystemExit("answers differ from git cherry")
+
+
 def timed(fn, repeat: int) -> tuple[float, object]:
     times, result = [], None
     for _ in range(repeat):
@@ -134,7 +219,11 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=20_000, help="base commits on canonical before the release fork")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--fork-shape", action="store_true", help="large-diff release branch, whole-CLI timing (see above)")
     args = parser.parse_args()
+    if args.fork_shape:
+        fork_shape(args)
+        return
     with tempfile.TemporaryDirectory(prefix="releasekit-bench-") as tmp:
         root = Path(tmp)
         start = time.perf_counter()

@@ -42,6 +42,6 @@ def docker_client():
 def base_image(docker_client):
     """``BaseImage(name, image_id, created)`` of the shared test/demo base image."""
     from releasekit.build.baseimage import DEFAULT_BASE, ensure_base_image
-    from releasekit.build.engine import Engine
+    from releasekit.docker_engine import Engine
 
     return ensure_base_image(Engine(docker_client), DEFAULT_BASE)

@@ -90,3 +90,131 @@ def test_each_disagreeing_file_line_is_listed(tmp_path: Path, manifest: Path) ->
 def test_missing_repo_is_exit_2(tmp_path: Path, manifest: Path) -> None:
     r = _cli("audit", "pins", str(manifest), "--repo", str(tmp_path / "nope"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+# --- seed 000's #640 and the other real shapes ------------------------------------------
+
+SEED_MANIFEST = {
+    "schema": "releasekit/v1",
+    "name": "pins-seed-000",
+    "components": {
+        "flashinfer": {"kind": "wheel", "requirement": "flashinfer-python==0.6.14", "sha256": "to-be-locked"},
+        "deepgemm": {"kind": "wheel", "requirement": "tokenspeed-deepgemm==2.5.0.post20260629", "sha256": "to-be-locked"},
+    },
+    "toolchain": {"base_image": {"name": "x", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
+    "policy": {"forbid_vcs_dependencies": True},
+    "pins": [{"package": "apache-tvm-ffi", "version": "0.1.12"}],
+}
+
+SEED_REPO = {
+    # 1: the #640 shape: the pin on a continuation line of a multi-line workflow install.
+    ".github/workflows/release.yml": (
+        "jobs:\n"
+        "  wheel:\n"
+        "    steps:\n"
+        "      - name: deps\n"
+        "        run: |\n"
+        "          # pip install apache-tvm-ffi==0.1.1 is an old comment\n"
+        "          python -m pip install --upgrade \\\n"
+        "            build \\\n"
+        '            "apache-tvm-ffi>=0.1.5,<=0.1.11" \\\n'
+        "            flashinfer-python==0.6.14\n"
+    ),
+    # 2: Dockerfile RUN with continuations; PEP 440 equality (0.1.12.0 == 0.1.12).
+    "docker/Dockerfile": (
+        "FROM scratch\n"
+        "RUN pip install --no-cache-dir \\\n"
+        "    apache-tvm-ffi==0.1.12.0 \\\n"
+        "    tokenspeed-deepgemm==2.5.0.post20260601 && \\\n"
+        "    echo done\n"
+    ),
+    # 3: nested requirement folders and an -r include; a constraints file.
+    "python/requirements/common.txt": "# apache-tvm-ffi==0.0.9 commented out\n-r cuda.txt\nnumpy\napache-tvm-ffi<=0.1.11\n",
+    "python/requirements/cuda.txt": "flashinfer-python==0.6.13  # the old one\n",
+    "constraints.txt": "apache-tvm-ffi==0.1.12\ntokenspeed-deepgemm!=2.5.0.post20260629\n",
+    "extra/deps.in": "-c ../constraints.txt\n",
+    # 4: setup.py reads a requirement file and lists install_requires (ast, not text).
+    "setup.py": (
+        '"""Old notes: apache-tvm-ffi==0.1.3 was used once."""\n'
+        "from pathlib import Path\n"
+        "from setuptools import setup\n"
+        'EXTRA = open("third_party/reqs.txt").read()\n'
+        "RUNTIME = [\n"
+        '    "apache-tvm-ffi==0.1.12",\n'
+        '    "flashinfer-python",\n'
+        "]\n"
+        'setup(name="x", install_requires=RUNTIME, setup_requires=["tokenspeed-deepgemm==2.5.0.post20260629"])\n'
+    ),
+    "third_party/reqs.txt": "apache_tvm_ffi == 0.1.10\nbad@https://example.com/bad.whl\n",
+    # 5: pixi.toml with feature tables and both value forms.
+    "pixi.toml": (
+        '[workspace]\nname = "x"\n\n'
+        "[dependencies]\n"
+        'python = "3.12.*"\n'
+        "# apache-tvm-ffi = \"==0.1.1\"\n"
+        "\n[pypi-dependencies]\n"
+        'apache-tvm-ffi = "==0.1.11"\n'
+        'flashinfer-python = { version = "==0.6.14" }\n'
+        "\n[feature.cuda.pypi-dependencies]\n"
+        'tokenspeed-deepgemm = { git = "https://github.com/org/deepgemm", rev = "abc" }\n'
+        'apache-tvm-ffi = { version = ">=0.1.12,<0.1.13" }\n'
+    ),
+    # Unrelated mentions: a module docstring and a markdown file.
+    "python/tokenspeed/about.py": '"""Needs apache-tvm-ffi==0.1.11 (old note)."""\n',
+    "docs/install.md": "pip install apache-tvm-ffi==0.1.11\n",
+}
+
+
+def test_seed_000_shapes_each_at_their_file_line(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(SEED_MANIFEST))
+    repo = tmp_path / "repo"
+    _write(repo, SEED_REPO)
+    r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    data = json.loads(r.stdout)
+    got = sorted((f["code"], f["location"]["file"], f["location"]["line"]) for f in data["findings"]["findings"])
+    assert got == [
+        ("PIN_MISMATCH", ".github/workflows/release.yml", 9),  # the continuation line, not the 'pip install' line
+        ("PIN_MISMATCH", "constraints.txt", 2),  # a specifier set that excludes the wheel's version
+        ("PIN_MISMATCH", "docker/Dockerfile", 4),  # wheel component version, on its continuation line
+        ("PIN_MISMATCH", "pixi.toml", 9),
+        ("PIN_MISMATCH", "pixi.toml", 14),  # admits 0.1.12 but also 0.1.12.x
+        ("PIN_MISMATCH", "python/requirements/common.txt", 4),
+        ("PIN_MISMATCH", "python/requirements/cuda.txt", 1),  # reached through -r
+        ("PIN_MISMATCH", "third_party/reqs.txt", 1),  # the file setup.py opens
+        ("PIN_UNPINNED", "setup.py", 7),
+        ("VCS_DEPENDENCY", "pixi.toml", 13),
+        ("VCS_DEPENDENCY", "third_party/reqs.txt", 2),  # name@https without spaces
+    ]
+    agreeing = {(o["file"], o["line"]) for o in data["occurrences"] if o["agrees"]}
+    assert ("docker/Dockerfile", 3) in agreeing  # ==0.1.12.0 is 0.1.12 (PEP 440)
+    assert {("setup.py", 6), ("setup.py", 9), ("constraints.txt", 1), ("pixi.toml", 10)} <= agreeing
+    assert (".github/workflows/release.yml", 10) in agreeing
+    # Comments, docstrings and prose are not release inputs.
+    files = {o["file"] for o in data["occurrences"]}
+    assert not files & {"python/tokenspeed/about.py", "docs/install.md"}
+    assert not any(o["file"] == "setup.py" and o["line"] == 1 for o in data["occurrences"])
+    assert not any(o["file"] == ".github/workflows/release.yml" and o["line"] == 6 for o in data["occurrences"])
+    assert not any(o["file"] == "pixi.toml" and o["line"] == 6 for o in data["occurrences"])
+    text = _cli("audit", "pins", str(manifest), "--repo", str(repo))
+    assert ".github/workflows/release.yml:9" in text.stdout and "wheel component deepgemm" in text.stdout
+
+
+def test_fixed_seed_000_repo_passes(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(SEED_MANIFEST))
+    repo = tmp_path / "repo"
+    _write(
+        repo,
+        {
+            ".github/workflows/release.yml": SEED_REPO[".github/workflows/release.yml"].replace('"apache-tvm-ffi>=0.1.5,<=0.1.11"', '"apache-tvm-ffi==0.1.12"'),
+            "requirements/cuda-thirdparty.txt": "apache-tvm-ffi===0.1.12\nflashinfer-python==0.6.14.0\n",
+            "pixi.toml": '[pypi-dependencies]\napache-tvm-ffi = "==0.1.12"\n[feature.gpu.dependencies]\ntokenspeed-deepgemm = "2.5.0.post20260629"\n',
+        },
+    )
+    r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
+    assert r.returncode == 0, r.stdout
+    assert {o["file"] for o in json.loads(r.stdout)["occurrences"]} == {
+        ".github/workflows/release.yml", "requirements/cuda-thirdparty.txt", "pixi.toml"
+    }

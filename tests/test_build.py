@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from releasekit.build.native import fatbin_arches
-from releasekit.build.record import BuildRecord
 from releasekit.build.service import BuildOptions, run_build
 from releasekit.demo.example import DemoRepository, make_example
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
-from releasekit.lock import Lock, lock_file_sha256, read_lock, write_lock
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
+from releasekit.records.build import BuildRecord
+from releasekit.records.lock import Lock, lock_file_sha256, read_lock, write_lock
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TAG = "releasekit-test/build:module"

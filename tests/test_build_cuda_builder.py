@@ -24,10 +24,10 @@ from forge import Forge
 from releasekit.build.native import fatbin_arches
 from releasekit.build.plan import make_plan
 from releasekit.build.service import BuildOptions, run_build
-from releasekit.lock import write_lock
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
 from releasekit.provenance.verify import VerifyOptions, verify_provenance
+from releasekit.records.lock import write_lock
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -22,7 +22,9 @@ from releasekit.build.checks.host_env import HostEnvironmentContext, UndeclaredH
 from releasekit.build.dockerfile import lint_builder
 from releasekit.build.hygiene import REDACTED, redact
 from releasekit.build.plan import make_plan
-from releasekit.lock import (
+from releasekit.manifest import load_manifest
+from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
+from releasekit.records.lock import (
     Lock,
     LockedBaseImage,
     LockedBuilder,
@@ -32,8 +34,6 @@ from releasekit.lock import (
     LockedWheelComponent,
     write_lock,
 )
-from releasekit.manifest import load_manifest
-from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFESTS = [REPO / "manifests" / "ff-next.yaml", REPO / "manifests" / "ds4-sm120.yaml"]

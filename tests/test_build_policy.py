@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from forge import Forge
 
-from releasekit.build.record import BuildRecord
 from releasekit.build.service import BuildOptions, run_build
 from releasekit.errors import BuildFailed
-from releasekit.lock import write_lock
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
 from releasekit.provenance.verify import VerifyOptions, verify_provenance
+from releasekit.records.build import BuildRecord
+from releasekit.records.lock import write_lock
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

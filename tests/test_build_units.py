@@ -17,7 +17,7 @@ from releasekit.build.wheel import _check_requirements, check_version_names_comm
 from releasekit.build.wheelfile import inspect, normalise, record_mismatches
 from releasekit.build.wheelhouse import fetch_pinned_wheel
 from releasekit.errors import BuildFailed, InputError
-from releasekit.lock import LockedWheelComponent
+from releasekit.records.lock import LockedWheelComponent
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -164,7 +164,7 @@ def test_pinned_wheel_is_refused_on_hash_mismatch(tmp_path):
 
 def test_secrets_in_urls_never_reach_labels():
     from releasekit.build.labels import image_labels
-    from releasekit.build.record import BaseImageRecord, ComponentRecord
+    from releasekit.records.build import BaseImageRecord, ComponentRecord
 
     comp = ComponentRecord(name="vllm", kind="git", role="runtime", built=True, commit=COMMIT, tree=COMMIT,
                            repo="https://user:s3cret-token@github.com/org/vllm.git", version="1+g0123456789ab")
@@ -209,7 +209,7 @@ def test_pinned_wheel_from_a_simple_index_is_hash_checked(tmp_path):
 
     from releasekit.build.wheelhouse import fetch_pinned_wheel
     from releasekit.errors import BuildFailed
-    from releasekit.lock import LockedWheelComponent
+    from releasekit.records.lock import LockedWheelComponent
 
     project = tmp_path / "simple" / "demo-wheel"
     project.mkdir(parents=True)

@@ -85,6 +85,29 @@ def test_real_manifests_validate_exit_0():
     for path in (FF_NEXT, DS4):
         r = cli("manifest", "validate", str(path))
         assert r.returncode == 0, r.stdout + r.stderr
+        assert "SCALAR_CUT_BY_COMMENT" not in r.stdout, r.stdout
+
+
+def test_plain_scalar_cut_by_a_pr_number_comment_is_reported(tmp_path):
+    text = write(tmp_path, BASE).read_text()
+    text += (
+        "exclusions:\n"
+        "- id: upstream-sp\n"
+        "  description: Upstream PR #47979 sequence-parallel experiments\n"
+        "  upstream: 'vllm-project/vllm#47979'  #3 a real comment after a quoted value\n"
+        "  disposition: deferred  # plain note, not a number\n"
+        "  reason: |\n"
+        "    block text #5 is text, not a comment\n"
+    )
+    path = tmp_path / "cut.yaml"
+    path.write_text(text)
+    loaded = validate_manifest(path)
+    cut = [f for f in loaded.findings if f.code == "SCALAR_CUT_BY_COMMENT"]
+    line = text.splitlines().index("  description: Upstream PR #47979 sequence-parallel experiments") + 1
+    assert [(f.location.line, f.location.field, f.severity.value) for f in cut] == [(line, "exclusions[0].description", "warning")]
+    assert loaded.manifest.exclusions[0].description == "Upstream PR"  # what YAML really read
+    r = cli("manifest", "validate", str(path))
+    assert r.returncode == 0 and f"cut.yaml:{line}:" in r.stdout
 
 
 def test_ff_next_encodes_seed_003_vllm_plan():
@@ -361,8 +384,10 @@ def test_import_reference_manifest(tmp_path):
     assert [p.head for p in plan] == [p["head"] for p in ref["pull_requests"]]
     assert m.components["vllm"].canonical_branch == "dev/gilded-gnosis"
     by_pr = {e.pr: e for e in m.exclusions}
-    assert set(by_pr) == {e["number"] for e in ref["reviewed_exclusions"]}
-    assert by_pr[240].disposition == "out-of-scope" and by_pr[165].commits == [ref["reviewed_exclusions"][3]["head"]]
+    superseded = {s for p in plan for s in p.supersedes}
+    # A reviewed PR that a planned PR superseded is a supersession (tests/test_import_legacy.py), the rest exclusions.
+    assert set(by_pr) | superseded == {e["number"] for e in ref["reviewed_exclusions"]} and not set(by_pr) & superseded
+    assert by_pr[240].disposition == "out-of-scope" and by_pr[171].commits == [ref["reviewed_exclusions"][4]["head"]]
 
 
 def test_import_refuses_what_is_not_a_reference_manifest(tmp_path):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from releasekit.manifest.validation import Cell
-from releasekit.validate.receipt import CheckResult, GateResult, Metric, Receipt, cell_sha256, write_receipt
+from releasekit.records.receipt import CheckResult, GateResult, Metric, Receipt, cell_sha256, write_receipt
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -113,4 +113,4 @@ def test_aggregate_refuses_mixed_images_and_failed_cells(tmp_path: Path) -> None
 def test_aggregate_of_a_broken_receipt_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text('{"schema": "releasekit.receipt/v1"}')
     proc = cli("validate", "aggregate", str(tmp_path))
-    assert proc.returncode == 2 and "not a releasekit.receipt/v1 receipt" in proc.stderr
+    assert proc.returncode == 2 and "not a valid releasekit.receipt/v1 file" in proc.stderr

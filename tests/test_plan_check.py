@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from plan_world import FF, VLLM_PLAN, World
 
-from releasekit.lock import read_lock
 from releasekit.manifest import load_manifest
 from releasekit.plan.check import check_plan
 from releasekit.plan.locking import build_lock
+from releasekit.records.lock import read_lock
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ import json
 import pytest
 from test_publish_support import IMAGE_CMD, IMAGE_ENV, Release
 
+from releasekit.docker_engine import ImageFacts
 from releasekit.manifest import load_manifest
-from releasekit.publish.engine import ImageFacts
 from releasekit.publish.evidence import load_evidence
 from releasekit.publish.gate import policy_from_manifest
 from releasekit.publish.service import evaluate_gate
@@ -53,20 +53,32 @@ def test_an_optional_cell_without_receipt_is_not_a_finding(release):
 
 
 def test_a_plan_check_that_claims_to_pass_while_listing_errors_fails(release):
-    data = {"lock_sha256": release.lock_sha256, "passed": True, "findings": [{"code": "PR_NOT_MERGED"}]}
-    (release.evidence / "plan-check.json").write_text(json.dumps(data))
+    release.write_plan_check(errors=["PR_NOT_MERGED"], passed=True)
     assert "PLAN_CHECK_FAILED" in codes(gate(release))
 
 
 def test_plan_check_warnings_do_not_block(release):
-    data = {"lock_sha256": release.lock_sha256, "findings": [{"code": "NOTE", "severity": "warning"}]}
-    (release.evidence / "plan-check.json").write_text(json.dumps(data))
+    release.write_plan_check(warnings=["NOTE"])
     assert gate(release).passed
 
 
 def test_a_plan_check_that_names_no_lock_is_not_trusted(release):
-    (release.evidence / "plan-check.json").write_text(json.dumps({"findings": []}))
+    path = release.evidence / "plan-check.json"
+    data = json.loads(path.read_text())
+    data["lock_sha256"] = None
+    path.write_text(json.dumps(data))
     assert codes(gate(release)) == ["PLAN_CHECK_WRONG_LOCK"]
+
+
+def test_a_plan_check_with_a_renamed_field_is_unusable_not_read_as_none(release):
+    path = release.evidence / "plan-check.json"
+    data = json.loads(path.read_text())
+    data["lock"] = data.pop("lock_sha256")
+    path.write_text(json.dumps(data))
+    report = gate(release)
+    assert codes(report) == ["PLAN_CHECK_MISSING"]
+    message = next(f.message for f in report.findings if f.code == "PLAN_CHECK_MISSING")
+    assert "unknown field 'lock'" in message and "\n" not in message
 
 
 def test_verification_summary_listing_errors_is_not_verified(release):

@@ -13,7 +13,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from releasekit.lock import (
+from releasekit.records.lock import (
     Lock,
     LockedBaseImage,
     LockedGitComponent,
@@ -111,16 +111,36 @@ class Release:
         for cell in REQUIRED_CELLS:
             self.write_receipt(cell)
 
-    def write_plan_check(self, *, lock_sha256: str | None = None, errors: list[str] = ()) -> None:
-        data = {
-            "lock_sha256": lock_sha256 or self.lock_sha256,
-            "findings": [{"code": c, "severity": "error", "message": "x", "location": {}} for c in errors],
-        }
-        (self.evidence / "plan-check.json").write_text(json.dumps(data), encoding="utf-8")
+    def write_plan_check(
+        self,
+        *,
+        lock_sha256: str | None = None,
+        errors: list[str] = (),
+        warnings: list[str] = (),
+        passed: bool | None = None,
+    ) -> None:
+        """The result as ``plan check -o`` writes it (its record model)."""
+        from releasekit.findings import Findings, Severity
+        from releasekit.records.base import write_record
+        from releasekit.records.plan_check import PlanCheckResult
+
+        findings = Findings()
+        for code in errors:
+            findings.add(code, "x")
+        for code in warnings:
+            findings.add(code, "x", severity=Severity.warning)
+        result = PlanCheckResult(
+            passed=not errors if passed is None else passed,
+            manifest_sha256="0" * 64,
+            lock_sha256=lock_sha256 or self.lock_sha256,
+            findings=findings,
+        )
+        write_record(result, self.evidence / "plan-check.json")
 
     def write_verification(self, *, image_id: str | None = None, result: str = "PASSED") -> None:
         """The summary as verify-provenance writes it (its own model), over this provenance file."""
-        from releasekit.provenance.summary import ReleasekitBlock, make_summary, write_summary
+        from releasekit.provenance.summary import make_summary, write_summary
+        from releasekit.records.verification import ReleasekitBlock
 
         summary = make_summary(
             image_id=image_id or self.image_id,
@@ -153,7 +173,7 @@ class Release:
     ) -> Path:
         """A real releasekit.receipt/v1 receipt, made with the validate stage's own model."""
         from releasekit.manifest import load_manifest
-        from releasekit.validate import receipt as rc
+        from releasekit.records import receipt as rc
 
         loaded = load_manifest(self.manifest)
         definition = loaded.manifest.validation.cell(cell)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from releasekit.manifest import load_manifest
+from releasekit.records.receipt import read_receipt
 from releasekit.validate.cpu_matrix import FORBIDDEN_ENV
 from releasekit.validate.demo_stage import add_cpu_validation
-from releasekit.validate.receipt import read_receipt
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -26,9 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def cpu_engine_image(docker_client, base_image):
+    from releasekit.docker_engine import Engine
     from releasekit.validate.cpu_image import ensure_cpu_engine_image
 
-    return ensure_cpu_engine_image(docker_client, base_image.name)
+    return ensure_cpu_engine_image(Engine(docker_client), base_image.name)
 
 
 class Candidate:
@@ -44,8 +45,8 @@ def candidate(cpu_engine_image) -> Iterator[Candidate]:
 
     from releasekit.build.service import BuildOptions, run_build
     from releasekit.demo.example import make_example
-    from releasekit.lock import write_lock
     from releasekit.plan.locking import build_lock
+    from releasekit.records.lock import write_lock
 
     os.environ["RELEASEKIT_ALLOW_LOCAL_REPOS"] = "1"
     # Not pytest's tmp_path: on a shared machine other pytest runs rotate those away mid-test.
@@ -83,7 +84,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, docker_client) -> None:
-    from releasekit.lock import lock_file_sha256
+    from releasekit.records.lock import lock_file_sha256
 
     labels = docker_client.images.get(candidate.image_id).labels
     assert labels["io.releasekit.component.runtime.commit"]  # the component `releasekit build` made

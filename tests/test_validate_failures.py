@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from releasekit.validate.receipt import read_receipt
+from releasekit.records.receipt import read_receipt
 
 pytestmark = [pytest.mark.docker]
 

@@ -8,6 +8,7 @@ import pytest
 
 from releasekit.manifest import load_manifest
 from releasekit.manifest.validation import Baseline, Cell, ForbiddenSwitches, Gate
+from releasekit.records.receipt import Metric
 from releasekit.validate import scoring
 from releasekit.validate.checks.decode import decode_rate, stream_tpot_ms, target_step_rate
 from releasekit.validate.checks.gsm8k import score_outputs
@@ -23,7 +24,6 @@ from releasekit.validate.gates import (
     resolve_baseline,
 )
 from releasekit.validate.metrics import SpecCounters, acceptance, parse_prometheus
-from releasekit.validate.receipt import Metric
 from releasekit.validate.service import forbidden_switches
 from releasekit.validate.stats import percentile, t_interval, wilson_lower, wilson_upper
 
@@ -274,7 +274,7 @@ def test_forbidden_switches_in_effective_env_and_argv() -> None:
 
 
 def test_repeated_runs_merge_into_samples_and_an_interval() -> None:
-    from releasekit.validate.receipt import CheckResult
+    from releasekit.records.receipt import CheckResult
     from releasekit.validate.service import _merge_runs, _runs_for
 
     runs = [
@@ -300,7 +300,7 @@ def test_model_directories_are_mounted_read_only_under_models(tmp_path: Path) ->
 
 
 def test_cell_identity_is_stable_and_content_bound() -> None:
-    from releasekit.validate.receipt import cell_sha256
+    from releasekit.records.receipt import cell_sha256
 
     cells = _ff_next()
     a = cells["ds4-tp2-mtp0"]

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from releasekit.fatbin import arch_to_sm, parse_fatbin_section, read_fatbin
 from releasekit.provenance.checks.toolchain import version_agrees
 from releasekit.provenance.checks.version import _LOCAL_COMMIT, commit_agrees
-from releasekit.provenance.fatbin import arch_to_sm, parse_fatbin_section, read_fatbin
 from releasekit.provenance.installed import parse_record, record_target
 from releasekit.provenance.inventory import (
     ExportAborted,
@@ -261,10 +261,11 @@ def test_probe_reports_imports_paths_and_distributions():
 
 
 def _toolchain_ctx(toolchain: dict, pytorch: str | None, cuda: str | None):
-    from releasekit.lock import Lock, LockedBaseImage, LockedManifest, LockedToolchain
+    from releasekit.docker_engine import ImageFacts
     from releasekit.provenance.context import VerifyContext
-    from releasekit.provenance.image import ImageFacts, ProbeRun
+    from releasekit.provenance.image import ProbeRun
     from releasekit.provenance.inventory import Inventory
+    from releasekit.records.lock import Lock, LockedBaseImage, LockedManifest, LockedToolchain
 
     lock = Lock(name="t", manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"), locked_at="x",
                 components={}, toolchain=LockedToolchain(base_image=LockedBaseImage(name="b"), pytorch=pytorch,

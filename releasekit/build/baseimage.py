@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from releasekit.build.engine import Engine
+from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem
 
 DEFAULT_BASE = "releasekit/base-python:bookworm"

@@ -14,12 +14,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from releasekit.build.engine import Engine
 from releasekit.build.wheel import Builder
+from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.lock import LockedBuilder
 from releasekit.manifest import TO_BE_LOCKED
 from releasekit.manifest.models import BuildEnvironment
+from releasekit.records.lock import LockedBuilder
 
 
 def dockerfile_path(environment: BuildEnvironment, manifest_dir: Path) -> Path | None:

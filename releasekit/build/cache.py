@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from releasekit.build.wheel import BuiltWheel
 from releasekit.build.wheelfile import sha256_file
-from releasekit.lock import LockedGitComponent, LockedToolchain, canonical_json
 from releasekit.manifest.models import BuildRecipe
+from releasekit.records.lock import LockedGitComponent, LockedToolchain, canonical_json
 
 # Bump when the way wheels are built or normalised changes: old entries then miss.
 CACHE_FORMAT = "releasekit.build-cache/v1"

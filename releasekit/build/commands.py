@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from releasekit.build.plan import BuildPlan, make_plan
-from releasekit.build.record import BuildRecord
 from releasekit.build.service import BuildOptions, run_build
 from releasekit.errors import InputError
+from releasekit.records.build import BuildRecord
 from releasekit.report import findings_table, print_json, stdout_console
 
 

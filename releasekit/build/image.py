@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from releasekit.build.dockerfile import ImageSettings
-from releasekit.build.engine import Engine
+from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
 
 SMOKE_PROBE = Path(__file__).with_name("smoke_probe.py")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from releasekit.build.record import BaseImageRecord, ComponentRecord
 from releasekit.git.remote import strip_credentials
+from releasekit.records.build import BaseImageRecord, ComponentRecord
 
 NS = "io.releasekit"
 

@@ -23,7 +23,9 @@ from releasekit.build import hygiene, stamp
 from releasekit.build.builders import build_args
 from releasekit.build.service import _consistent, check_host_environment, default_build_root
 from releasekit.build.wheel import build_environment, container_environment, image_script, venv_commands
-from releasekit.lock import (
+from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
+from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
+from releasekit.records.lock import (
     Lock,
     LockedBuilder,
     LockedGitComponent,
@@ -31,8 +33,6 @@ from releasekit.lock import (
     lock_file_sha256,
     read_lock,
 )
-from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
-from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
 
 PLAN_SCHEMA = "releasekit.build-plan/v1"
 

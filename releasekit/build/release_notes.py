@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jinja2
 
-from releasekit.build.record import BuildRecord
+from releasekit.records.build import BuildRecord
 
 TEMPLATE = """\
 # Release {{ r.name }}

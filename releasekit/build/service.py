@@ -26,26 +26,27 @@ from releasekit.build import dockerfile, stamp
 from releasekit.build.builders import ensure_builder
 from releasekit.build.cache import BuildCache, wheel_key
 from releasekit.build.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
-from releasekit.build.engine import Engine
 from releasekit.build.image import LAYER_FORMAT, SmokeReport, WheelInput, assemble, install_layer
 from releasekit.build.labels import image_labels
-from releasekit.build.record import (
+from releasekit.build.release_notes import render_release_notes
+from releasekit.build.stamp import Modification
+from releasekit.build.statement import git_dependency
+from releasekit.build.wheel import Log, build_wheel
+from releasekit.build.wheelhouse import fetch_pinned_wheel
+from releasekit.docker_engine import Engine
+from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
+from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
+from releasekit.manifest import LoadedManifest, load_manifest
+from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
+from releasekit.records.build import (
     BaseImageRecord,
     BuildRecord,
     CacheReport,
     ComponentRecord,
     ImageRecord,
 )
-from releasekit.build.release_notes import render_release_notes
-from releasekit.build.stamp import Modification
-from releasekit.build.wheel import Log, build_wheel
-from releasekit.build.wheelhouse import fetch_pinned_wheel
-from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
-from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
-from releasekit.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
-from releasekit.manifest import LoadedManifest, load_manifest
-from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
-from releasekit.provenance.statement import (
+from releasekit.records.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
+from releasekit.records.provenance import (
     BuildDefinition,
     Builder,
     BuildMetadata,
@@ -53,7 +54,6 @@ from releasekit.provenance.statement import (
     ResourceDescriptor,
     RunDetails,
     Statement,
-    git_dependency,
     sha256_digest,
     write_statement,
 )

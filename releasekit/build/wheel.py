@@ -22,7 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel
 
 from releasekit.build import hygiene, native, stamp, wheelfile
-from releasekit.build.engine import Engine
+from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
 from releasekit.manifest.models import BuildRecipe
 

@@ -13,7 +13,7 @@ from packaging.utils import canonicalize_name
 from releasekit.build.wheelfile import sha256_file
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git.remote import strip_credentials
-from releasekit.lock import LockedWheelComponent
+from releasekit.records.lock import LockedWheelComponent
 from releasekit.simple_index import project_links
 
 

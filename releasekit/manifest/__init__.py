@@ -20,6 +20,7 @@ from releasekit.manifest.loader import (
     SourceMap,
     load_yaml,
     parse_yaml,
+    scalar_comment_findings,
     validation_error_lines,
 )
 from releasekit.manifest.models import TO_BE_LOCKED, Manifest
@@ -65,6 +66,7 @@ def validate_manifest(path: Path) -> LoadedManifest:
     loaded = load_yaml(path)
     manifest = _typed(loaded, str(path))
     findings = check_rules(manifest, loaded.data, loaded.source)
+    findings.extend(scalar_comment_findings(loaded.source))
     return LoadedManifest(manifest, path, loaded.sha256, loaded.source, findings)
 
 
@@ -72,6 +74,7 @@ def validate_manifest_bytes(raw: bytes, name: str = "<manifest>") -> LoadedManif
     loaded = parse_yaml(raw, name)
     manifest = _typed(loaded, name)
     findings = check_rules(manifest, loaded.data, loaded.source)
+    findings.extend(scalar_comment_findings(loaded.source))
     return LoadedManifest(manifest, Path(name), loaded.sha256, loaded.source, findings)
 
 

@@ -10,10 +10,12 @@ from pydantic import BaseModel
 from rich.markup import escape
 from rich.table import Table
 
+from releasekit.errors import InputError
 from releasekit.findings import Findings, exit_code_for
 from releasekit.manifest import LoadedManifest, validate_manifest, validate_manifest_bytes
-from releasekit.manifest.importer import dump_yaml, import_reference_manifest
+from releasekit.manifest.importer import dump_yaml, import_reference_manifest, legacy_lock_to_lock
 from releasekit.manifest.models import GitComponent, Manifest, WheelComponent
+from releasekit.records.lock import write_lock
 from releasekit.report import print_json, render_findings, stdout_console
 
 manifest_app = typer.Typer(help="Read, check and explain a release manifest.", no_args_is_help=True)
@@ -157,22 +159,48 @@ def import_cmd(
     component: str = typer.Option("vllm", help="the component name for its repository"),
     base_image: str = typer.Option(..., "--base-image", help="the runtime base image name (its digest is locked later)"),
     cuda_arch: list[str] = typer.Option(["12.0a"], "--cuda-arch", help="CUDA arch (repeatable)"),
+    lock: Path | None = typer.Option(None, "--lock", help="today's integration lock: its base commit becomes the pinned commit"),
+    lock_out: Path | None = typer.Option(None, "--lock-out", help="also write --lock as a releasekit lock (reads trees from the repository)"),
+    receipt: Path | None = typer.Option(None, "--receipt", help="today's validation receipt: its numbers become a named baseline"),
+    repo: str | None = typer.Option(None, "--repo", help="read the repository from here instead of the manifest's URL (--lock-out)"),
+    allow_local_repos: bool = typer.Option(False, "--allow-local-repos", help="accept a local path or file:// for --repo"),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Convert today's tool's merge manifest into a releasekit manifest, then validate it."""
-    data = import_reference_manifest(file, component=component, base_image=base_image, cuda_arch_list=cuda_arch)
+    """Convert today's tool's files into a releasekit manifest (and lock), then validate it."""
+    if lock_out is not None and lock is None:
+        raise InputError("--lock-out needs --lock (today's integration lock)")
+    data = import_reference_manifest(
+        file, component=component, base_image=base_image, cuda_arch_list=cuda_arch, lock_path=lock, receipt_path=receipt
+    )
     text = dump_yaml(data)
     checked = validate_manifest_bytes(text.encode(), str(output))
+    written_lock: str | None = None
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
+    if lock is not None and lock_out is not None:
+        from releasekit.git import Mirror, local_repos_allowed
+
+        mirror = Mirror(repo or data["components"][component]["repo"], allow_local=allow_local_repos or local_repos_allowed()).ensure()
+        converted = legacy_lock_to_lock(
+            lock, output, checked.sha256, checked.manifest.name, component=component, mirror=mirror,
+            base_image=base_image, cuda_arch_list=cuda_arch,
+        )
+        write_lock(converted, lock_out)
+        written_lock = str(lock_out)
     comp = checked.manifest.components[component]
+    assert isinstance(comp, GitComponent)
     if as_json:
-        print_json({"output": str(output), "sha256": checked.sha256, "findings": checked.findings})
+        print_json({"output": str(output), "sha256": checked.sha256, "lock": written_lock, "findings": checked.findings})
     else:
         console = stdout_console()
+        supersessions = sum(len(p.supersedes) for p in comp.merge_plan)
         console.print(
-            f"wrote {output}: {len(comp.merge_plan)} planned PRs, {len(checked.manifest.exclusions)} reviewed exclusions"
+            f"wrote {output}: {len(comp.merge_plan)} planned PRs, {supersessions} supersessions, "
+            f"{len(checked.manifest.exclusions)} reviewed exclusions"
+            + (f", baseline(s) {', '.join(checked.manifest.validation.baselines)}" if checked.manifest.validation.baselines else "")
         )
+        if written_lock:
+            console.print(f"wrote {written_lock}: today's integration lock as a releasekit lock")
         render_findings(checked.findings, console, ok_message=f"{output} validates")
     raise typer.Exit(exit_code_for(checked.findings))
 

@@ -4,6 +4,11 @@ Manifests are reviewed by people, so every error names file:line:column and the 
 path. The loader also defends against hostile input: non-UTF-8 bytes, duplicate keys,
 alias bombs ("billion laughs"), recursive aliases, custom tags and huge files are all
 refused with one line, never a traceback or a hang.
+
+A plain (unquoted) scalar ends at `` #``: ``description: Upstream PR #47979 experiments``
+silently means ``Upstream PR``. The loader records every plain scalar followed on its line
+by a comment that begins like a PR or issue number (``#123``); the manifest stage reports
+each as ``SCALAR_CUT_BY_COMMENT`` (warning) at its file:line:column. Quote the value.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +24,10 @@ from typing import Any
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.tokens import CommentToken
 
 from releasekit.errors import InputError
+from releasekit.findings import Findings, Severity
 
 MAX_BYTES = 4 * 1024 * 1024
 # Nodes after alias expansion. A real manifest has a few thousand; a bomb has billions.
@@ -42,6 +50,8 @@ class SourceMap:
 
     file: str
     positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    # (line, column, field path, comment text) of plain scalars a ``#123`` comment cut short.
+    cut_scalars: list[tuple[int, int, Path_, str]] = field(default_factory=list)
 
     def locate(self, path: Path_) -> tuple[int | None, int | None]:
         # The longest prefix that has a position: a missing key points at its parent.
@@ -112,8 +122,37 @@ def _expanded_size(node: Any, memo: dict[int, int], stack: set[int], depth: int)
     return total
 
 
-def _plain(node: Any, path: Path_, source: SourceMap, depth: int = 0) -> Any:
+_NUMBER_COMMENT = re.compile(r"#\d")
+
+
+def _comment_tokens(entry: Any) -> Iterator[CommentToken]:
+    if isinstance(entry, CommentToken):
+        yield entry
+    elif isinstance(entry, list):
+        for item in entry:
+            yield from _comment_tokens(item)
+
+
+def _note_cut_scalars(node: CommentedMap | CommentedSeq, path: Path_, source: SourceMap, lines: list[str]) -> None:
+    """Record plain scalars whose line goes on with a ``#<digit>`` comment (the text YAML dropped)."""
+    for key, entry in node.ca.items.items():
+        for token in _comment_tokens(entry):
+            text = str(token.value).lstrip()
+            if not _NUMBER_COMMENT.match(text):
+                continue
+            line, col = token.start_mark.line, token.start_mark.column
+            if line >= len(lines):
+                continue
+            before = lines[line][:col].rstrip()
+            if not before or before.endswith(("\"", "'", ":", "-", "|", ">", "[", "{", ",")) or before.lstrip().startswith("#"):
+                continue  # a quoted value, an empty value or a comment line: nothing was cut
+            source.cut_scalars.append((line + 1, col + 1, (*path, key), text.splitlines()[0]))
+
+
+def _plain(node: Any, path: Path_, source: SourceMap, depth: int = 0, lines: list[str] | None = None) -> Any:
     """Convert ruamel's round-trip objects to plain Python, recording positions."""
+    if lines is not None and isinstance(node, CommentedMap | CommentedSeq):
+        _note_cut_scalars(node, path, source, lines)
     if isinstance(node, CommentedMap):
         out: dict[str, Any] = {}
         for key in node:
@@ -126,7 +165,7 @@ def _plain(node: Any, path: Path_, source: SourceMap, depth: int = 0) -> Any:
                 source.positions[(*path, key)] = (line + 1, col + 1)
             except (KeyError, TypeError, AttributeError):
                 pass
-            out[key] = _plain(node[key], (*path, key), source, depth + 1)
+            out[key] = _plain(node[key], (*path, key), source, depth + 1, lines)
         return out
     if isinstance(node, CommentedSeq):
         items = []
@@ -136,7 +175,7 @@ def _plain(node: Any, path: Path_, source: SourceMap, depth: int = 0) -> Any:
                 source.positions[(*path, i)] = (line + 1, col + 1)
             except (KeyError, TypeError, AttributeError, IndexError):
                 pass
-            items.append(_plain(item, (*path, i), source, depth + 1))
+            items.append(_plain(item, (*path, i), source, depth + 1, lines))
         return items
     if isinstance(node, dict):
         return {str(k): _plain(v, (*path, str(k)), source, depth + 1) for k, v in node.items()}
@@ -208,12 +247,28 @@ def parse_yaml(raw: bytes, name: str) -> LoadedYaml:
                 f"{name}: YAML expands to more than {MAX_EXPANDED_NODES} nodes through aliases (an alias bomb?)"
             )
         source = SourceMap(file=name)
-        data = _plain(doc, (), source)
+        data = _plain(doc, (), source, 0, text.splitlines())
     except RecursionError:
         raise InputError(f"{name}: YAML nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{name}:1:1: a manifest is a mapping at the top level, not {type(data).__name__}")
     return LoadedYaml(data=data, source=source, sha256=hashlib.sha256(raw).hexdigest(), raw=raw)
+
+
+def scalar_comment_findings(source: SourceMap) -> Findings:
+    """``SCALAR_CUT_BY_COMMENT`` (warning) for each plain scalar a ``#123`` comment cut short."""
+    findings = Findings()
+    for line, col, path, comment in source.cut_scalars:
+        findings.add(
+            "SCALAR_CUT_BY_COMMENT",
+            f"the value ends before '{comment[:60]}': YAML reads ' #' as a comment; quote the whole value",
+            severity=Severity.warning,
+            file=source.file,
+            line=line,
+            column=col,
+            field=field_path(path),
+        )
+    return findings
 
 
 def _hint(err: dict[str, Any]) -> str:

@@ -11,8 +11,8 @@ from releasekit.git.runner import Git, GitFailed
 from releasekit.manifest import load_manifest
 from releasekit.manifest.models import GitComponent
 from releasekit.plan.merged import CanonicalHistory
-from releasekit.plan.models import ReleaseOnlyReport
 from releasekit.plan.release_only import find_release_only
+from releasekit.records.plan_check import ReleaseOnlyReport
 
 
 def _resolve(git: Git, rev: str, repo: str) -> str:

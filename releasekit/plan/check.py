@@ -18,14 +18,14 @@ from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import commit_info, diff_patch_id, is_ancestor, merge_base, patch_ids
 from releasekit.git.mirror import Mirror
-from releasekit.lock import Lock, LockedGitComponent
 from releasekit.manifest import LoadedManifest, parse_pr_reference
 from releasekit.manifest.models import TO_BE_LOCKED, Exclusion, GitComponent
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.merged import CanonicalHistory, MergeState
-from releasekit.plan.models import ComponentCheck, PlanCheckResult, PRStatus, ReleaseOnlyReport
 from releasekit.plan.pins import audit_pins
 from releasekit.plan.release_only import find_release_only
+from releasekit.records.lock import Lock, LockedGitComponent
+from releasekit.records.plan_check import ComponentCheck, PlanCheckResult, PRStatus, ReleaseOnlyReport
 
 
 @dataclass

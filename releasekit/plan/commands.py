@@ -5,15 +5,15 @@ Each command parses, calls one service function, renders the returned model.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings
-from releasekit.lock import lock_file_sha256, read_lock, write_lock
 from releasekit.manifest import load_manifest
+from releasekit.records.base import write_record
+from releasekit.records.lock import lock_file_sha256, read_lock, write_lock
 from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
 plan_app = typer.Typer(help="Lock and check the merge plan against git.", no_args_is_help=True)
@@ -114,8 +114,7 @@ def check_cmd(
         pins_repo=pins_repo,
     )
     if output:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n", encoding="utf-8")
+        write_record(result, output)
     if as_json:
         print_json(result.model_dump(mode="json", by_alias=True))
     else:

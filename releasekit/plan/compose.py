@@ -17,11 +17,11 @@ from releasekit.git.checkout import fresh_checkout
 from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
 from releasekit.git.runner import Git, GitFailed
-from releasekit.lock import Lock, LockedGitComponent
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import GitComponent
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.models import ComponentCompose, ComposeResult, ComposeStep
+from releasekit.records.lock import Lock, LockedGitComponent
 
 # Fixed identity and time: the composed commits (not only their trees) are reproducible.
 _FIXED = {"GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z"}

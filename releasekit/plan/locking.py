@@ -20,7 +20,9 @@ from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
 from releasekit.git.remote import strip_credentials
-from releasekit.lock import (
+from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
+from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
+from releasekit.records.lock import (
     Lock,
     LockedBaseImage,
     LockedBuilder,
@@ -32,8 +34,6 @@ from releasekit.lock import (
     LockedWheelComponent,
     LockedWheelSource,
 )
-from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
-from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
 from releasekit.simple_index import project_links
 
 
@@ -205,24 +205,22 @@ def resolve_base_image(name: str, digest: str) -> LockedBaseImage:
     """Keep a pinned digest; for ``to-be-locked`` ask the local Docker Engine (no registry here)."""
     if digest != TO_BE_LOCKED:
         return LockedBaseImage(name=name, digest=digest)
-    try:
-        import docker
-        from docker.errors import DockerException, ImageNotFound
+    from releasekit.docker_engine import EngineError, EngineUnreachable, NoSuchImage, connect
 
-        client = docker.from_env()
-        try:
-            image = client.images.get(name)
-        except ImageNotFound:
-            return LockedBaseImage(name=name, digest=None, note="to-be-locked: image not present in the local Docker Engine")
-        repo_digests = [d.split("@", 1)[1] for d in image.attrs.get("RepoDigests") or [] if "@" in d]
-        return LockedBaseImage(
-            name=name,
-            digest=repo_digests[0] if repo_digests else None,
-            image_id=image.id,
-            note=None if repo_digests else "local image without a registry digest: image_id recorded instead",
-        )
-    except (DockerException, OSError) as exc:
-        return LockedBaseImage(name=name, digest=None, note=f"to-be-locked: Docker Engine not reachable ({type(exc).__name__})")
+    try:
+        facts = connect(timeout=60).inspect(name)
+    except EngineUnreachable as exc:
+        return LockedBaseImage(name=name, digest=None, note=f"to-be-locked: Docker Engine not reachable ({exc.cause})")
+    except NoSuchImage:
+        return LockedBaseImage(name=name, digest=None, note="to-be-locked: image not present in the local Docker Engine")
+    except EngineError:
+        return LockedBaseImage(name=name, digest=None, note="to-be-locked: Docker Engine not reachable (APIError)")
+    return LockedBaseImage(
+        name=name,
+        digest=facts.repo_digests[0] if facts.repo_digests else None,
+        image_id=facts.id,
+        note=None if facts.repo_digests else "local image without a registry digest: image_id recorded instead",
+    )
 
 
 def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | None:

@@ -24,7 +24,7 @@ from releasekit.git.history import (
     patch_ids,
 )
 from releasekit.git.runner import Git
-from releasekit.plan.models import MergeHow
+from releasekit.records.plan_check import MergeHow
 
 
 @dataclass

@@ -24,6 +24,7 @@ import subprocess
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import (
     EMPTY_PATCH,
+    cherry,
     diff_patch_id,
     graph_with_subjects,
     patch_id_set,
@@ -31,7 +32,7 @@ from releasekit.git.history import (
     rev_list,
 )
 from releasekit.git.runner import Git, git_env
-from releasekit.plan.models import ReleaseOnlyCommit, ReleaseOnlyReport
+from releasekit.records.plan_check import ReleaseOnlyCommit, ReleaseOnlyReport
 
 
 def _auto_merge_tree(git: Git, first: str, second: str) -> str | None:
@@ -60,6 +61,11 @@ def find_release_only(
     walk = graph_with_subjects(git, release, f"^{canonical}")
     graph = {c: parents for c, (parents, _) in walk.items()}
     singles = [c for c, parents in graph.items() if len(parents) < 2]
+    if len(singles) == len(graph):
+        # No merges on the release side: git cherry's own answer, in one process (it reads
+        # full diffs of the canonical side only where the changed paths could match).
+        plus, _ = cherry(git, canonical, release)
+        return _report(walk, set(plus), set(), set(), release, canonical, repo, release_name, canonical_name, carried)
     release_pids = patch_ids(git, release, f"^{canonical}", commits=singles)
     canonical_pids = patch_id_set(git, canonical, f"^{release}")
     # Empty commits give no patch-id line; git cherry counts them equal to any empty canonical
@@ -82,24 +88,36 @@ def find_release_only(
             if auto != tree:
                 own_merges.append(commit)
         # Octopus merges cannot conflict-resolve (git refuses); they add nothing of their own.
-    order = list(reversed(graph))  # oldest first, like git cherry
+    alone = {c for c, pid in release_pids.items() if pid not in canonical_pids and c not in covered}
+    return _report(walk, alone, set(own_merges), covered, release, canonical, repo, release_name, canonical_name, carried)
+
+
+def _report(
+    walk: dict[str, tuple[list[str], str]],
+    alone: set[str],
+    own_merges: set[str],
+    covered: set[str],
+    release: str,
+    canonical: str,
+    repo: str,
+    release_name: str | None,
+    canonical_name: str | None,
+    carried: dict[str, int] | None,
+) -> ReleaseOnlyReport:
+    """The report from the release-side walk and the commits found to be release-only."""
+    order = list(reversed(walk))  # oldest first, like git cherry
     carried = carried or {}
     findings = Findings()
     result: list[ReleaseOnlyCommit] = []
     equivalent = 0
     for commit in order:
-        if commit in covered:
-            equivalent += 1
-            continue
-        if commit in release_pids:
-            pid = release_pids[commit]
-            if pid in canonical_pids:
-                equivalent += 1
-                continue
+        if commit in alone:
             kind = "commit"
-        elif commit in own_merges:
+        elif commit in own_merges and commit not in covered:
             kind = "merge-resolution"
         else:
+            if len(walk[commit][0]) < 2 or commit in covered:
+                equivalent += 1
             continue
         subject = walk[commit][1]
         carrier = next((pr for prefix, pr in carried.items() if commit.startswith(prefix)), None)

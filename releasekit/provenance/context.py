@@ -8,11 +8,12 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from releasekit.lock import Lock
-from releasekit.provenance.expected import BuildRecordView, ExpectedComponent
+from releasekit.provenance.expected import ExpectedComponent
 from releasekit.provenance.image import ImageFacts, ProbeRun
 from releasekit.provenance.installed import InstalledDist, WheelRecord, canonical_name
 from releasekit.provenance.inventory import Inventory
+from releasekit.records.build import BuildRecord
+from releasekit.records.lock import Lock
 
 
 @dataclass
@@ -21,7 +22,7 @@ class VerifyContext:
     lock: Lock
     lock_sha256: str
     manifest: Any | None  # releasekit.manifest.Manifest
-    record: BuildRecordView | None
+    record: BuildRecord | None
     components: dict[str, ExpectedComponent]
     wheels: dict[str, WheelRecord]  # component name -> the wheel the build wrote
     wheel_errors: dict[str, str]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from releasekit.provenance.fatbin import FatbinReport, read_fatbin
+from releasekit.fatbin import FatbinReport, read_fatbin
 
 CHUNK = 1024 * 1024
 KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)

@@ -17,15 +17,9 @@ from pydantic import BaseModel, Field
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
-from releasekit.lock import Lock, lock_file_sha256, read_lock
 from releasekit.provenance.checks import all_checks
 from releasekit.provenance.context import VerifyContext
-from releasekit.provenance.expected import (
-    BuildRecordView,
-    ExpectedComponent,
-    expected_components,
-    read_build_record,
-)
+from releasekit.provenance.expected import ExpectedComponent, expected_components
 from releasekit.provenance.image import ImageAdapter, ImageFacts, ProbeRun, docker_client
 from releasekit.provenance.installed import (
     WheelRecord,
@@ -34,7 +28,10 @@ from releasekit.provenance.installed import (
     read_wheel_record,
 )
 from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
-from releasekit.provenance.summary import CheckOutcome, ReleasekitBlock, make_summary, write_summary
+from releasekit.provenance.summary import make_summary, write_summary
+from releasekit.records.build import BuildRecord, read_build_record
+from releasekit.records.lock import Lock, lock_file_sha256, read_lock
+from releasekit.records.verification import CheckOutcome, ReleasekitBlock
 
 SUMMARY_NAME = "verification_summary.json"
 _PREFIX = re.compile(r"^(/.*?)/lib/python3[^/]*/(?:site|dist)-packages$")
@@ -198,7 +195,7 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     lock_sha = lock_file_sha256(opts.lock)
     notes = Findings()
     manifest = _load_manifest(opts, lock, notes)
-    record: BuildRecordView | None = None
+    record: BuildRecord | None = None
     provenance: Path | None = None
     if opts.artifacts is not None:
         if not opts.artifacts.is_dir():

@@ -3,13 +3,11 @@
 The contract with the earlier stages (see docs/publish.md):
 
 ``--evidence DIR`` holds
-  * ``plan-check.json``  what ``releasekit plan check --json`` printed for this lock:
-    ``findings`` (the findings list, or an object with one), ``passed`` (optional: derived
-    from the findings' severities when absent) and ``lock_sha256`` (or ``lock.sha256``),
-    the sha256 of the lock file's bytes it checked;
-  * ``verification_summary.json``  the SLSA Verification Summary that ``verify-provenance``
-    wrote, bare or wrapped in an in-toto Statement: ``resourceUri`` ending in the image ID,
-    ``verificationResult`` ``PASSED``/``FAILED``, optional releasekit ``findings``;
+  * ``plan-check.json``  what ``releasekit plan check --json`` printed for this lock: a
+    ``releasekit.plan-check/v1`` record (``releasekit.records.plan_check``);
+  * ``verification_summary.json``  the ``releasekit.verification-summary/v1`` record that
+    ``verify-provenance`` wrote (``releasekit.records.verification``), bare or wrapped in an
+    in-toto Statement;
   * ``provenance.intoto.json``  the provenance statement of the build (attached as is);
   * ``RELEASE.md``  (optional) the build's release notes, folded into the published notes.
 
@@ -27,11 +25,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from releasekit.records.plan_check import PlanCheckResult
+from releasekit.records.receipt import RECEIPT_SCHEMA, Receipt
+from releasekit.records.verification import VerificationSummary
+
+__all__ = ["Evidence", "LoadedJson", "PlanCheckEvidence", "ReceiptView", "VerificationSummary", "load_evidence"]
+
 PLAN_CHECK_FILE = "plan-check.json"
 VERIFICATION_SUMMARY_FILE = "verification_summary.json"
 PROVENANCE_FILE = "provenance.intoto.json"
 BUILD_NOTES_FILE = "RELEASE.md"
-RECEIPT_SCHEMA = "releasekit.receipt/v1"
 
 # Receipt statuses that mean the cell passed (today's tool writes "qualified").
 _PASSING = {"passed", "pass", "qualified", "ok", "success"}
@@ -74,103 +77,26 @@ def parse_json(name: str, raw: bytes) -> LoadedJson:
 
 
 class PlanCheckEvidence(BaseModel):
+    """What the gate concludes from a plan-check record."""
+
     passed: bool
     lock_sha256: str | None
     error_codes: list[str] = Field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: Any) -> PlanCheckEvidence:
-        if not isinstance(data, dict):
-            raise ValueError("expected a JSON object")
-        raw_findings = data.get("findings", [])
-        if isinstance(raw_findings, dict):
-            raw_findings = raw_findings.get("findings", [])
-        if not isinstance(raw_findings, list):
-            raise ValueError("'findings' is not a list")
-        errors = [
-            str(f.get("code", "?"))
-            for f in raw_findings
-            if isinstance(f, dict) and f.get("severity", "error") == "error"
-        ]
-        passed = data.get("passed")
-        if passed is None:
-            passed = not errors
-        lock = data.get("lock")
-        lock_sha = data.get("lock_sha256") or (lock.get("sha256") if isinstance(lock, dict) else None)
+        """Raises ``ValueError`` (one line) when the data is not a plan-check record."""
+        result = PlanCheckResult.from_json(data, PLAN_CHECK_FILE)
+        errors = result.error_codes()
         # A file that says "passed" while listing errors is not trusted.
-        return cls(passed=bool(passed) and not errors, lock_sha256=lock_sha, error_codes=errors)
-
-
-class VerificationSummary(BaseModel):
-    """The fields of an SLSA Verification Summary (v1) the gate relies on.
-
-    ``verify-provenance`` writes it bare, with a ``releasekit`` block (lock_sha256,
-    findings) and the provenance it verified under ``inputAttestations``; an in-toto
-    Statement wrapping the same predicate is read too.
-    """
-
-    verifier: str | None = None
-    time_verified: str | None = None
-    resource_uri: str
-    result: str
-    policy: Any = None
-    subject_sha256: list[str] = Field(default_factory=list)
-    lock_sha256: str | None = None
-    error_codes: list[str] = Field(default_factory=list)
-    input_attestations: dict[str, str] = Field(default_factory=dict)  # file name -> sha256
-
-    @classmethod
-    def from_json(cls, data: Any) -> VerificationSummary:
-        if not isinstance(data, dict):
-            raise ValueError("expected a JSON object")
-        subjects: list[str] = []
-        body = data
-        if "predicate" in data:  # an in-toto Statement around the summary
-            body = data["predicate"]
-            for subject in data.get("subject") or []:
-                digest = (subject or {}).get("digest", {}).get("sha256")
-                if digest:
-                    subjects.append(str(digest))
-        if not isinstance(body, dict):
-            raise ValueError("the summary is not a JSON object")
-        if "resourceUri" not in body or "verificationResult" not in body:
-            raise ValueError("missing resourceUri or verificationResult")
-        block = body.get("releasekit") if isinstance(body.get("releasekit"), dict) else {}
-        verifier = body.get("verifier")
-        raw_findings = body.get("findings", block.get("findings", data.get("findings", [])))
-        if isinstance(raw_findings, dict):
-            raw_findings = raw_findings.get("findings", [])
-        errors = [
-            str(f.get("code", "?"))
-            for f in raw_findings or []
-            if isinstance(f, dict) and f.get("severity", "error") == "error"
-        ]
-        attestations: dict[str, str] = {}
-        for item in body.get("inputAttestations") or []:
-            if isinstance(item, dict) and item.get("uri") and (item.get("digest") or {}).get("sha256"):
-                attestations[str(item["uri"]).rsplit("/", 1)[-1]] = str(item["digest"]["sha256"])
-        return cls(
-            verifier=verifier.get("id") if isinstance(verifier, dict) else verifier,
-            time_verified=body.get("timeVerified"),
-            resource_uri=str(body["resourceUri"]),
-            result=str(body["verificationResult"]),
-            policy=body.get("policy"),
-            subject_sha256=subjects,
-            lock_sha256=body.get("lock_sha256") or block.get("lock_sha256") or data.get("lock_sha256"),
-            error_codes=errors,
-            input_attestations=attestations,
-        )
-
-    def names_image(self, image_id: str) -> bool:
-        hex_id = image_id.removeprefix("sha256:")
-        return self.resource_uri.endswith(image_id) or (bool(self.subject_sha256) and hex_id in self.subject_sha256)
+        return cls(passed=result.passed and not errors, lock_sha256=result.lock_sha256, error_codes=errors)
 
 
 class ReceiptView(BaseModel):
     """What the gate reads from a validation receipt, whatever else the receipt holds.
 
-    A ``releasekit.receipt/v1`` receipt is validated strictly against the validate stage's
-    model (``releasekit.validate.receipt.Receipt``); a receipt of today's tool (``status:
+    A ``releasekit.receipt/v1`` receipt is validated strictly against its record
+    (``releasekit.records.receipt.Receipt``); a receipt of today's tool (``status:
     qualified``, no schema) is read for the few facts the gate needs, so old releases can
     be checked too.
     """
@@ -200,16 +126,7 @@ class ReceiptView(BaseModel):
 
     @classmethod
     def _from_v1(cls, loaded: LoadedJson) -> ReceiptView:
-        from pydantic import ValidationError
-
-        from releasekit.validate.receipt import Receipt
-
-        try:
-            receipt = Receipt.model_validate(loaded.data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"not a valid {RECEIPT_SCHEMA} receipt: {where}: {first['msg']}") from None
+        receipt = Receipt.from_json(loaded.data, loaded.path)
         headlines: list[dict[str, Any]] = [
             {"name": g.metric, "value": g.candidate, "baseline": g.baseline_value, "passed": g.passed}
             for g in receipt.gates

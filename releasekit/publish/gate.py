@@ -456,7 +456,7 @@ def publish_gate() -> AllOf:
 
 def policy_from_manifest(manifest: object) -> GatePolicy:
     """The gate's view of ``Manifest.validation``: required cells, declared and forbidden switches."""
-    from releasekit.validate.receipt import cell_sha256
+    from releasekit.records.receipt import cell_sha256
 
     validation = manifest.validation  # type: ignore[attr-defined]
     return GatePolicy(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from releasekit.docker_engine import config_credentials
 from releasekit.errors import EnvironmentProblem, InputError
 
 MANIFEST_TYPES = (
@@ -101,15 +102,8 @@ def resolve_credentials(host: str) -> RegistryCredentials | None:
     user, password = os.environ.get(ENV_USERNAME), os.environ.get(ENV_PASSWORD)
     if user and password:
         return RegistryCredentials(user, password)
-    try:
-        from docker import auth as docker_auth
-
-        entry = docker_auth.resolve_authconfig(docker_auth.load_config(), host)
-    except Exception:  # noqa: BLE001 - a broken Docker config means "no credentials", not a crash
-        return None
-    if entry and entry.get("username") and entry.get("password"):
-        return RegistryCredentials(entry["username"], entry["password"])
-    return None
+    stored = config_credentials(host)
+    return RegistryCredentials(*stored) if stored else None
 
 
 def _basic_header(credentials: RegistryCredentials) -> str:

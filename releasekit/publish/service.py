@@ -24,13 +24,15 @@ from pydantic import BaseModel, Field
 
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
-from releasekit.lock import lock_file_sha256, read_lock
 from releasekit.publish.attachments import Attached, attach, fetch_attachments
 from releasekit.publish.engine import DockerEngine, ImageFacts, staging_tag
 from releasekit.publish.evidence import Evidence, load_evidence
 from releasekit.publish.gate import GatePolicy, GateReport, GateSubject, policy_from_manifest, publish_gate
 from releasekit.publish.notes import release_notes
 from releasekit.publish.registry import Reference, RegistryClient, resolve_credentials
+from releasekit.records.base import write_record
+from releasekit.records.lock import lock_file_sha256, read_lock
+from releasekit.records.publish import AttachmentRecord, GateCheckOutcome, GateOutcome, PublishRecord
 
 RESULT_FILE = "publish.json"
 NOTES_FILE = "RELEASE.md"
@@ -250,8 +252,31 @@ def publish(
     result.attachment = attached
     result.moved_tags = moved
     result.release_notes = str(notes_path)
-    (out_dir / RESULT_FILE).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_record(publish_record(result), out_dir / RESULT_FILE)
     return result
+
+
+def publish_record(result: PublishResult) -> PublishRecord:
+    """publish.json: the result, with the gate's verdict per check (the full report is in gate.json)."""
+    report = result.gate
+    return PublishRecord(
+        published=result.published,
+        image_id=result.image_id,
+        lock_sha256=result.lock_sha256,
+        repository=result.repository,
+        tags=list(result.tags),
+        digest=result.digest,
+        staging_tag=result.staging_tag,
+        attachment=AttachmentRecord(**result.attachment.model_dump()) if result.attachment else None,
+        moved_tags=dict(result.moved_tags),
+        release_notes=result.release_notes,
+        gate=GateOutcome(
+            passed=report.passed,
+            checks=[GateCheckOutcome(name=c.name, passed=c.passed, findings=c.findings) for c in report.checks],
+            findings=report.findings,
+            cells=sorted({r.cell for r in report.receipts if r.cell}),
+        ),
+    )
 
 
 def promote(*, source: str, target: str, manifest_path: Path | None = None) -> PromoteResult:

@@ -1,6 +1,6 @@
 """The Docker adapter: one engine server in one container of the candidate image.
 
-Everything goes through the ``docker`` SDK. The server gets a deadline to become
+Everything goes through ``releasekit.docker_engine``. The server gets a deadline to become
 healthy, its log is kept, and the container is removed whatever happens (the
 ``with`` block), so a failed, crashed or hung server never outlives the cell.
 """
@@ -14,7 +14,8 @@ from contextlib import contextmanager, suppress
 import httpx
 from pydantic import BaseModel, Field
 
-from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.docker_engine import Container, Engine, NoSuchImage, connect
+from releasekit.errors import InputError
 
 LABEL = "io.releasekit.validate.cell"
 
@@ -40,49 +41,36 @@ class ContainerSpec(BaseModel):
     cpuset: str | None = None
 
 
-def docker_client():  # -> docker.DockerClient; typed loosely to keep the import lazy
-    import docker
-
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure here means "no usable engine"
-        raise EnvironmentProblem(f"no Docker Engine reachable: {' '.join(str(exc).split())[:200]}") from None
-    return client
+def docker_client() -> Engine:
+    return connect(timeout=60)
 
 
-def image_facts(client, image: str) -> tuple[str, dict[str, str]]:
+def image_facts(engine: Engine, image: str) -> tuple[str, dict[str, str]]:
     """(image id, the image's own ENV) — the ENV is part of what the server runs with."""
-    import docker.errors
-
     try:
-        img = client.images.get(image)
-    except docker.errors.ImageNotFound:
+        facts = engine.inspect(image)
+    except NoSuchImage:
         raise InputError(f"image '{image}' is not in the local Docker Engine") from None
-    env: dict[str, str] = {}
-    for item in img.attrs.get("Config", {}).get("Env") or []:
-        name, _, value = item.partition("=")
-        env[name] = value
-    return img.id, env
+    return facts.id, facts.env
 
 
 class RunningServer:
-    def __init__(self, container, spec: ContainerSpec) -> None:
+    def __init__(self, container: Container, spec: ContainerSpec) -> None:
         self.container = container
         self.spec = spec
         self.base_url = ""
 
     def _host_port(self) -> int:
-        self.container.reload()
-        bindings = (self.container.attrs.get("NetworkSettings", {}).get("Ports") or {}).get(f"{self.spec.port}/tcp")
-        if not bindings:
-            raise ServerFailed("SERVER_EXITED", f"the container has no published port (status {self.container.status})")
-        return int(bindings[0]["HostPort"])
+        port = self.container.host_port(self.spec.port)
+        if port is None:
+            status, _ = self.container.state()
+            raise ServerFailed("SERVER_EXITED", f"the container has no published port (status {status})")
+        return port
 
     def alive(self) -> tuple[bool, int | None]:
-        self.container.reload()
-        if self.container.status in ("exited", "dead"):
-            return False, self.container.attrs.get("State", {}).get("ExitCode")
+        status, code = self.container.state()
+        if status in ("exited", "dead"):
+            return False, code
         return True, None
 
     def healthy(self, path: str, timeout_s: float = 5.0) -> bool:
@@ -124,33 +112,27 @@ class RunningServer:
 
     def logs(self) -> str:
         try:
-            return self.container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+            return self.container.logs().decode("utf-8", "replace")
         except Exception:  # noqa: BLE001 - a vanished container has no log to give
             return ""
 
 
 @contextmanager
-def serve(client, spec: ContainerSpec) -> Iterator[RunningServer]:
-    from docker.types import DeviceRequest
-
-    kwargs: dict[str, object] = {}
-    if spec.gpus:
-        kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])]
-        # NCCL between the TP ranks of one server needs the host IPC namespace.
-        kwargs["ipc_mode"] = "host"
-    else:
-        kwargs["shm_size"] = spec.shm_size
-    if spec.cpuset:
-        kwargs["cpuset_cpus"] = spec.cpuset
-    container = client.containers.create(
+def serve(engine: Engine, spec: ContainerSpec) -> Iterator[RunningServer]:
+    """The server's container, started; EngineError when the engine refuses it (no GPU runtime)."""
+    container = engine.create(
         spec.image,
         entrypoint=spec.argv[:1],
         command=spec.argv[1:],
         environment=spec.env,
-        ports={f"{spec.port}/tcp": ("127.0.0.1", None)},
-        volumes={host: {"bind": inside, "mode": "ro"} for host, inside in spec.mounts.items()},
+        publish_port=spec.port,
+        read_only_mounts=spec.mounts,
         labels={LABEL: spec.cell_id},
-        **kwargs,
+        gpus=spec.gpus or None,
+        # NCCL between the TP ranks of one server needs the host IPC namespace.
+        ipc_mode="host" if spec.gpus else None,
+        shm_size=None if spec.gpus else spec.shm_size,
+        cpuset=spec.cpuset,
     )
     try:
         # Created and started separately: a start the engine refuses (no GPU runtime) must
@@ -159,5 +141,4 @@ def serve(client, spec: ContainerSpec) -> Iterator[RunningServer]:
         yield RunningServer(container, spec)
     finally:
         # Already gone is fine; anything else cannot be fixed from here.
-        with suppress(Exception):
-            container.remove(force=True, v=True)
+        container.remove(volumes=True)

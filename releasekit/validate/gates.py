@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import Baseline, Gate
-from releasekit.validate.receipt import GateResult, Metric, read_receipt
+from releasekit.records.receipt import GateResult, Metric, read_receipt
 from releasekit.validate.stats import t_interval
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from releasekit.findings import Finding, Findings
-from releasekit.validate.receipt import Receipt, read_receipts
+from releasekit.records.receipt import Receipt, read_receipts
 
 AGGREGATE_SCHEMA = "releasekit.validation-summary/v1"
 

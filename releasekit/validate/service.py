@@ -17,17 +17,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from releasekit.docker_engine import EngineError
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings, Location, Severity
-from releasekit.lock import lock_file_sha256
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.validation import Cell, ForbiddenSwitches, ValidationSpec
-from releasekit.validate.checks import CheckContext, check_for
-from releasekit.validate.client import EngineClient
-from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
-from releasekit.validate.engines import engine_for
-from releasekit.validate.gates import evaluate_gate, resolve_baseline
-from releasekit.validate.receipt import (
+from releasekit.records.lock import lock_file_sha256
+from releasekit.records.receipt import (
     CheckResult,
     Invocation,
     Metric,
@@ -35,6 +31,11 @@ from releasekit.validate.receipt import (
     cell_sha256,
     write_receipt,
 )
+from releasekit.validate.checks import CheckContext, check_for
+from releasekit.validate.client import EngineClient
+from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
+from releasekit.validate.engines import engine_for
+from releasekit.validate.gates import evaluate_gate, resolve_baseline
 from releasekit.validate.scheduler import Job, run_packed
 from releasekit.validate.stats import t_interval
 
@@ -181,8 +182,6 @@ class CellRunner:
                 image=self.image_id, argv=command.argv, env=container_env, port=command.port,
                 gpus=gpus, mounts=mounts, cell_id=cell.id,
             )
-            import docker.errors
-
             try:
                 with serve(self.client, spec) as server:
                     try:
@@ -192,7 +191,7 @@ class CellRunner:
                         server_failed = True
                         findings.add(exc.code, exc.message, **where)
                     log = server.logs()
-            except docker.errors.APIError as exc:
+            except EngineError as exc:
                 # e.g. "could not select device driver" for a GPU cell on a host without the NVIDIA runtime.
                 server_failed = True
                 findings.add("SERVER_NOT_STARTED", f"the engine refused the container: {exc.explanation or exc}", **where)
@@ -302,7 +301,7 @@ def run_validation(
     client = client or docker_client()
     image_id, image_env = image_facts(client, image)
     findings = Findings()
-    labels = client.images.get(image_id).labels or {}
+    labels = client.inspect(image_id).labels
     if lock_sha is not None and labels.get(LOCK_LABEL) and labels[LOCK_LABEL] != lock_sha:
         findings.add(
             "IMAGE_LOCK_MISMATCH",

@@ -7,9 +7,9 @@ import json
 from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest.validation import AcceptanceCheck
+from releasekit.records.receipt import Metric
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
 from releasekit.validate.metrics import SpecCounters, acceptance
-from releasekit.validate.receipt import Metric
 
 # A fixed prompt set, so acceptance compares across releases at temperature 0. Structured,
 # repetitive text on purpose: it is what drafters (ngram, MTP) are judged on in practice.

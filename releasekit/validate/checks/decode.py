@@ -19,11 +19,11 @@ from statistics import fmean
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import DecodeCheck
+from releasekit.records.receipt import Metric
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
 from releasekit.validate.checks.prompts import random_prompts, token_pool
 from releasekit.validate.client import Completion
 from releasekit.validate.metrics import SpecCounters, acceptance
-from releasekit.validate.receipt import Metric
 
 
 def decode_rate(long: list[Completion], short: list[Completion]) -> float | None:

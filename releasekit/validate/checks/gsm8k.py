@@ -11,10 +11,10 @@ from pydantic import BaseModel
 from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest.validation import Gsm8kCheck
+from releasekit.records.receipt import Metric
 from releasekit.validate import scoring
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
 from releasekit.validate.gates import accuracy_against_baseline, resolve_baseline
-from releasekit.validate.receipt import Metric
 from releasekit.validate.stats import wilson_lower, wilson_upper
 
 # lm-eval's gsm8k generation stops here; a model that keeps going would otherwise

@@ -11,8 +11,8 @@ from typing import ClassVar
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import Cell, ValidationSpec
+from releasekit.records.receipt import CheckResult, Metric
 from releasekit.validate.client import EngineClient
-from releasekit.validate.receipt import CheckResult, Metric
 
 
 @dataclass

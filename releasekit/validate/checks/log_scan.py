@@ -6,8 +6,8 @@ import re
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import LogScanCheck
+from releasekit.records.receipt import Metric
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
-from releasekit.validate.receipt import Metric
 
 
 def scan(log: str, forbid: list[str], require: list[str]) -> tuple[list[tuple[str, str]], list[str]]:

@@ -7,8 +7,8 @@ import re
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import LongContextCheck
+from releasekit.records.receipt import Metric
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
-from releasekit.validate.receipt import Metric
 
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
 QUESTION = "\nWhat is the pass key? The pass key is"

@@ -8,10 +8,10 @@ from pydantic import BaseModel
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import ThroughputCheck
+from releasekit.records.receipt import Metric
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
 from releasekit.validate.checks.prompts import random_prompts, token_pool
 from releasekit.validate.client import Completion
-from releasekit.validate.receipt import Metric
 from releasekit.validate.stats import percentile
 
 

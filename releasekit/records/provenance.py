@@ -1,25 +1,28 @@
-"""The build's provenance: an in-toto Statement v1 with a SLSA Provenance v1 predicate.
+"""``provenance.intoto.json``: an in-toto Statement v1 with a SLSA Provenance v1 predicate.
 
 Subjects are what the build produced (the image, by its ID, and every wheel);
 ``resolvedDependencies`` are what it was made from (one entry per component as
 ``git+URL@ref`` with its ``gitCommit``, every pinned wheel, the base image, the lock).
+The build stage fills it in (``releasekit.build.service``); ``ResourceDescriptor`` is also
+what the verification summary names its policy and input attestations with.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
+from releasekit.records.base import Record, Strict, load_record, write_record
+
+STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"
+SLSA_PROVENANCE_V1: Final = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://releasekit.dev/build/image/v1"
 
 
-class ResourceDescriptor(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ResourceDescriptor(Strict):
+    """An in-toto ResourceDescriptor: something named by URI and/or name, and its digests."""
 
     name: str | None = None
     uri: str | None = None
@@ -27,41 +30,44 @@ class ResourceDescriptor(BaseModel):
     annotations: dict[str, Any] | None = None
 
 
-class Builder(BaseModel):
+class Builder(Strict):
     id: str
     version: dict[str, str] = Field(default_factory=dict)
 
 
-class BuildMetadata(BaseModel):
+class BuildMetadata(Strict):
     invocationId: str | None = None  # noqa: N815 - SLSA's field names
     startedOn: str | None = None  # noqa: N815
     finishedOn: str | None = None  # noqa: N815
 
 
-class RunDetails(BaseModel):
+class RunDetails(Strict):
     builder: Builder
     metadata: BuildMetadata = Field(default_factory=BuildMetadata)
     byproducts: list[ResourceDescriptor] = Field(default_factory=list)
 
 
-class BuildDefinition(BaseModel):
+class BuildDefinition(Strict):
     buildType: str = BUILD_TYPE  # noqa: N815
     externalParameters: dict[str, Any]  # noqa: N815
     internalParameters: dict[str, Any] = Field(default_factory=dict)  # noqa: N815
     resolvedDependencies: list[ResourceDescriptor]  # noqa: N815
 
 
-class Predicate(BaseModel):
+class Predicate(Strict):
     buildDefinition: BuildDefinition  # noqa: N815
     runDetails: RunDetails  # noqa: N815
 
 
-class Statement(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
+class Statement(Record):
+    """The schema version is the in-toto ``_type`` (with ``predicateType`` fixed too)."""
 
-    type_: str = Field(default=STATEMENT_TYPE, alias="_type")
+    schema_field: ClassVar[str] = "_type"
+    kind = "provenance statement"
+
+    type_: Literal["https://in-toto.io/Statement/v1"] = Field(default=STATEMENT_TYPE, alias="_type")
     subject: list[ResourceDescriptor]
-    predicateType: str = SLSA_PROVENANCE_V1  # noqa: N815
+    predicateType: Literal["https://slsa.dev/provenance/v1"] = SLSA_PROVENANCE_V1  # noqa: N815
     predicate: Predicate
 
 
@@ -70,16 +76,9 @@ def sha256_digest(value: str) -> dict[str, str]:
     return {"sha256": value.removeprefix("sha256:")}
 
 
-def git_dependency(name: str, repo: str, ref: str | None, commit: str, tree: str | None = None) -> ResourceDescriptor:
-    uri = f"git+{repo}" + (f"@{ref}" if ref else "")
-    annotations = {"tree": tree} if tree else None
-    return ResourceDescriptor(name=name, uri=uri, digest={"gitCommit": commit}, annotations=annotations)
-
-
 def write_statement(statement: Statement, path: Path) -> None:
-    data = statement.model_dump(mode="json", by_alias=True, exclude_none=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_record(statement, path, exclude_none=True)
 
 
 def read_statement(path: Path) -> Statement:
-    return Statement.model_validate_json(path.read_text(encoding="utf-8"))
+    return load_record(Statement, path)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-BUILD_RECORD_SCHEMA = "releasekit.build/v1"
+from releasekit.records.base import Record, Strict, load_record, write_record
+
+BUILD_RECORD_SCHEMA: Final = "releasekit.build/v1"
 
 
-class ComponentRecord(BaseModel):
+class ComponentRecord(Strict):
     name: str
     kind: Literal["git", "wheel"]
     role: str | None = None
@@ -37,13 +39,13 @@ class ComponentRecord(BaseModel):
     environment: dict[str, str] = Field(default_factory=dict)  # the build's environment, secrets redacted
 
 
-class BaseImageRecord(BaseModel):
+class BaseImageRecord(Strict):
     name: str
     digest: str | None = None  # registry digest when there is one
     image_id: str  # the local image ID (sha256 of its config): what was actually built on
 
 
-class ImageRecord(BaseModel):
+class ImageRecord(Strict):
     created: str
     source_date_epoch: int
     wheels_layer_digest: str
@@ -52,13 +54,15 @@ class ImageRecord(BaseModel):
     archive: str | None = None  # relative to OUTDIR when kept
 
 
-class CacheReport(BaseModel):
+class CacheReport(Strict):
     hits: list[str] = Field(default_factory=list)
     misses: list[str] = Field(default_factory=list)
     layer: Literal["hit", "miss", "none"] = "none"
 
 
-class BuildRecord(BaseModel):
+class BuildRecord(Record):
+    kind = "build record"
+
     schema_: Literal["releasekit.build/v1"] = Field(default=BUILD_RECORD_SCHEMA, alias="schema")
     name: str
     lock_sha256: str
@@ -74,18 +78,9 @@ class BuildRecord(BaseModel):
     smoke: dict[str, object]
     outputs: dict[str, str]  # name -> path relative to OUTDIR
 
-    model_config = {"populate_by_name": True}
-
     def write(self, path: Path) -> None:
-        path.write_text(self.model_dump_json(indent=2, by_alias=True) + "\n", encoding="utf-8")
+        write_record(self, path)
 
 
 def read_build_record(path: Path) -> BuildRecord:
-    from releasekit.errors import InputError
-
-    try:
-        return BuildRecord.model_validate_json(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read build record {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise InputError(f"{path}: not a releasekit build record: {str(exc).splitlines()[0]}") from None
+    return load_record(BuildRecord, path)

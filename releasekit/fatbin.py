@@ -1,5 +1,6 @@
 """Read the CUDA fat binary (``.nv_fatbin``) of an ELF shared library: which GPU arches it carries.
 
+Stage-neutral: the build checks its wheels with it, verify-provenance the image's libraries.
 No cuobjdump needed. The section holds one or more fatbin containers; each is a 16-byte
 header (magic 0xBA55ED50, version u16, header size u16, payload size u64) followed by
 entries. Each entry header starts with kind u16 (1 = PTX, 2 = cubin / machine code),
@@ -40,6 +41,10 @@ class FatbinEntry(BaseModel):
 class FatbinReport(BaseModel):
     entries: list[FatbinEntry] = Field(default_factory=list)
     malformed: bool = False
+
+    def targets(self) -> set[str]:
+        """``sm_NNN[a|f]`` for every cubin and ``compute_NNN[a|f]`` for every PTX."""
+        return {e.target for e in self.entries}
 
     def cubin_targets(self) -> list[str]:
         return sorted({e.target for e in self.entries if e.kind == "cubin"})

@@ -9,30 +9,26 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from releasekit.errors import InputError
+from releasekit.records.base import Record, Strict, load_record, write_record
 
-LOCK_SCHEMA = "releasekit.lock/v1"
+LOCK_SCHEMA: Final = "releasekit.lock/v1"
 
 Sha1 = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 ImageDigest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
-
-
-class LockedManifest(_Strict):
+class LockedManifest(Strict):
     path: str
     sha256: Sha256Hex
     name: str
 
 
-class LockedPR(_Strict):
+class LockedPR(Strict):
     """One pull request of a merge plan (or a superseded/closed one), resolved."""
 
     number: int
@@ -43,14 +39,14 @@ class LockedPR(_Strict):
     role: Literal["planned", "superseded", "closed", "already_canonical"] = "planned"
 
 
-class LockedCanonicalCommit(_Strict):
+class LockedCanonicalCommit(Strict):
     """An already-canonical change named by commit (e.g. d437a23cfd), resolved to a full SHA."""
 
     given: str
     commit: Sha1
 
 
-class LockedBuilder(_Strict):
+class LockedBuilder(Strict):
     """A component's builder image: its recipe (Dockerfile by sha256) and, when the engine had it, its digest."""
 
     image: str
@@ -63,7 +59,7 @@ class LockedBuilder(_Strict):
     note: str | None = None
 
 
-class LockedGitComponent(_Strict):
+class LockedGitComponent(Strict):
     kind: Literal["git"] = "git"
     name: str
     repo: str  # credentials stripped
@@ -79,7 +75,7 @@ class LockedGitComponent(_Strict):
     builder: LockedBuilder | None = None  # environment.kind: image
 
 
-class LockedWheelSource(_Strict):
+class LockedWheelSource(Strict):
     repo: str
     ref: str | None = None
     commit: str | None = None
@@ -87,7 +83,7 @@ class LockedWheelSource(_Strict):
     verified: bool = False
 
 
-class LockedWheelComponent(_Strict):
+class LockedWheelComponent(Strict):
     kind: Literal["wheel"] = "wheel"
     name: str
     distribution: str
@@ -100,7 +96,7 @@ class LockedWheelComponent(_Strict):
 LockedComponent = Annotated[LockedGitComponent | LockedWheelComponent, Field(discriminator="kind")]
 
 
-class LockedBaseImage(_Strict):
+class LockedBaseImage(Strict):
     name: str
     digest: str | None = None  # sha256:… when the manifest pins or the lock resolved it
     image_id: str | None = None  # the local Docker Engine's image ID, when it had the image
@@ -111,7 +107,7 @@ LockedBuilder.model_rebuild()
 LockedGitComponent.model_rebuild()
 
 
-class LockedToolchain(_Strict):
+class LockedToolchain(Strict):
     base_image: LockedBaseImage
     cuda: str | None = None
     nccl: str | None = None
@@ -119,15 +115,15 @@ class LockedToolchain(_Strict):
     cuda_arch_list: list[str] = Field(default_factory=list)
 
 
-class Lock(_Strict):
+class Lock(Record):
+    kind = "lock"
+
     schema_: Literal["releasekit.lock/v1"] = Field(default=LOCK_SCHEMA, alias="schema")
     name: str
     manifest: LockedManifest
     locked_at: str  # RFC 3339, informational; never used as a build input
     components: dict[str, LockedComponent]
     toolchain: LockedToolchain
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     def git_components(self) -> dict[str, LockedGitComponent]:
         return {k: v for k, v in self.components.items() if isinstance(v, LockedGitComponent)}
@@ -146,10 +142,7 @@ def canonical_json(data: object) -> bytes:
 
 def write_lock(lock: Lock, path: Path) -> str:
     """Write the lock (pretty, sorted, trailing newline) and return its sha256."""
-    data = json.dumps(lock.model_dump(mode="json", by_alias=True), indent=2, sort_keys=True) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(data, encoding="utf-8")
-    return hashlib.sha256(data.encode()).hexdigest()
+    return hashlib.sha256(write_record(lock, path).encode()).hexdigest()
 
 
 def lock_file_sha256(path: Path) -> str:
@@ -158,19 +151,4 @@ def lock_file_sha256(path: Path) -> str:
 
 
 def read_lock(path: Path) -> Lock:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read lock {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a JSON lock file: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema") != LOCK_SCHEMA:
-        raise InputError(f"{path}: not a releasekit lock (expected \"schema\": \"{LOCK_SCHEMA}\")")
-    try:
-        return Lock.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{path}: invalid lock at {loc}: {err['msg']}") from None
+    return load_record(Lock, path)

@@ -1,29 +1,26 @@
-"""The receipt: what one validation cell measured, bound to the image, the lock and the cell.
+"""``receipts/<cell-id>.json``: what one validation cell measured, bound to the image, the lock and the cell.
 
-One JSON file per cell under ``RECEIPTS_DIR/<cell-id>.json``. Publish reads these files
-(never our internals), so the schema is versioned and strict, and additive only.
+The validate stage writes one per cell; publish reads these files (never validate's internals),
+so the schema is versioned and strict, and additive only.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from releasekit.errors import InputError
 from releasekit.findings import Finding
 from releasekit.manifest.validation import Cell
+from releasekit.records.base import Record, Strict, load_record, write_record
 
-RECEIPT_SCHEMA = "releasekit.receipt/v1"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+RECEIPT_SCHEMA: Final = "releasekit.receipt/v1"
 
 
-class Metric(_Strict):
+class Metric(Strict):
     """One measured quantity. ``samples`` holds every run's value when the check was repeated."""
 
     name: str
@@ -34,7 +31,7 @@ class Metric(_Strict):
     high: float | None = None
 
 
-class CheckResult(_Strict):
+class CheckResult(Strict):
     name: str
     kind: str
     passed: bool
@@ -45,7 +42,7 @@ class CheckResult(_Strict):
     duration_s: float = 0.0
 
 
-class GateResult(_Strict):
+class GateResult(Strict):
     metric: str
     passed: bool
     candidate: float | None = None
@@ -60,7 +57,7 @@ class GateResult(_Strict):
     note: str | None = None
 
 
-class Invocation(_Strict):
+class Invocation(Strict):
     """Exactly what was run: nothing may influence the server that is not written here."""
 
     engine: str
@@ -72,7 +69,9 @@ class Invocation(_Strict):
     mounts: dict[str, str] = Field(default_factory=dict, description="container path -> what it holds")
 
 
-class Receipt(_Strict):
+class Receipt(Record):
+    kind = "receipt"
+
     schema_: Literal["releasekit.receipt/v1"] = Field(default=RECEIPT_SCHEMA, alias="schema")
     cell_id: str
     cell: Cell
@@ -96,8 +95,6 @@ class Receipt(_Strict):
     log_tail: list[str] = Field(default_factory=list)
     host: dict[str, str] = Field(default_factory=dict)
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
 
 def cell_sha256(cell: Cell) -> str:
     import hashlib
@@ -107,23 +104,13 @@ def cell_sha256(cell: Cell) -> str:
 
 
 def write_receipt(receipt: Receipt, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{receipt.cell_id}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(receipt.model_dump(mode="json", by_alias=True), indent=2, sort_keys=False) + "\n")
-    tmp.replace(path)
+    write_record(receipt, path)
     return path
 
 
 def read_receipt(path: Path) -> Receipt:
-    try:
-        return Receipt.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such receipt") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"{path}: not a {RECEIPT_SCHEMA} receipt: {where}: {first['msg']}") from None
+    return load_record(Receipt, path)
 
 
 def read_receipts(directory: Path) -> list[Receipt]:

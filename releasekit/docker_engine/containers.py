@@ -1,0 +1,309 @@
+"""Containers: create/start/wait/logs/kill/remove, runs with a timeout, throwaway runs, export streams.
+
+A ``Container`` wraps one SDK container and turns the SDK's exceptions into ``EngineError``
+(``ContainerTimeout`` for a wait that ran out), so no caller handles a ``docker`` exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from releasekit.docker_engine.errors import ContainerTimeout, EngineError, NoSuchImage, explain
+
+if TYPE_CHECKING:
+    import docker
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    output: str
+    timed_out: bool = False
+
+
+class Container:
+    """One container in the engine."""
+
+    def __init__(self, sdk_container: Any) -> None:
+        self._c = sdk_container
+
+    @property
+    def id(self) -> str:
+        return str(self._c.id)
+
+    def start(self) -> None:
+        import docker.errors
+
+        try:
+            self._c.start()
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; ContainerTimeout when it has not exited within ``timeout`` seconds."""
+        import docker.errors
+
+        try:
+            status = self._c.wait(timeout=timeout) if timeout is not None else self._c.wait()
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - requests' ReadTimeout / ConnectionError: it hung
+            raise ContainerTimeout(f"the container did not exit within {timeout} s ({type(exc).__name__})") from None
+        return int(status.get("StatusCode", -1))
+
+    def logs(self, *, stdout: bool = True, stderr: bool = True, tail: int | None = None) -> bytes:
+        import docker.errors
+
+        options: dict[str, Any] = {"stdout": stdout, "stderr": stderr}
+        if tail is not None:
+            options["tail"] = tail
+        try:
+            return bytes(self._c.logs(**options))
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+
+    def stream_logs(self, *, stdout: bool = True, stderr: bool = True) -> Iterator[bytes]:
+        """The log as it is read, chunk by chunk (bounded reads of a chatty container)."""
+        import docker.errors
+
+        try:
+            yield from self._c.logs(stdout=stdout, stderr=stderr, stream=True)
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+
+    def state(self) -> tuple[str, int | None]:
+        """(status, exit code once exited), freshly read from the engine."""
+        import docker.errors
+
+        try:
+            self._c.reload()
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+        status = str(self._c.status)
+        code = self._c.attrs.get("State", {}).get("ExitCode") if status in ("exited", "dead") else None
+        return status, code
+
+    def host_port(self, port: int) -> int | None:
+        """The loopback port the engine published ``port/tcp`` on, if any."""
+        self.state()
+        bindings = (self._c.attrs.get("NetworkSettings", {}).get("Ports") or {}).get(f"{port}/tcp")
+        return int(bindings[0]["HostPort"]) if bindings else None
+
+    def kill(self) -> None:
+        """Kill it now; a container that already exited is fine."""
+        with contextlib.suppress(Exception):
+            self._c.kill()
+
+    def remove(self, *, volumes: bool = False) -> None:
+        """Remove it whatever its state; already gone is fine."""
+        with contextlib.suppress(Exception):
+            self._c.remove(force=True, v=volumes)
+
+    def put_directory(self, dest: str, src: Path) -> None:
+        """Copy the host directory ``src`` to the container path ``dest`` (before start)."""
+        # Spooled to disk: a source tree (a vLLM checkout) can be large.
+        with tempfile.TemporaryFile() as archive:
+            with tarfile.open(fileobj=archive, mode="w") as tar:
+                tar.add(str(src), arcname=dest.rsplit("/", 1)[1])
+            archive.seek(0)
+            self._c.put_archive(dest.rsplit("/", 1)[0] or "/", archive)
+
+    def archive_to(self, path: str, out: Path) -> None:
+        """Stream ``path`` of the container's filesystem to ``out`` as a tar."""
+        stream, _ = self._c.get_archive(path)
+        with out.open("wb") as fh:
+            for chunk in stream:
+                fh.write(chunk)
+
+    def export(self, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
+        """The container's flattened filesystem as a tar stream (``docker export``)."""
+        return iter(self._c.export(chunk_size=chunk_size))
+
+    def commit(self, repository: str, tag: str, changes: list[str]) -> str:
+        """``docker commit`` with Dockerfile-style ``changes``; returns the new image ID."""
+        import docker.errors
+
+        try:
+            return str(self._c.commit(repository=repository, tag=tag, changes=changes).id)
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+
+
+class ContainerOperations:
+    """Container operations of ``Engine`` (``client`` is the SDK client)."""
+
+    client: docker.DockerClient
+
+    def create(
+        self,
+        image: str,
+        *,
+        entrypoint: list[str] | None = None,
+        command: list[str] | None = None,
+        environment: dict[str, str] | None = None,
+        user: str | None = None,
+        network: bool = True,
+        publish_port: int | None = None,
+        read_only_mounts: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        gpus: list[int] | None = None,
+        ipc_mode: str | None = None,
+        shm_size: str | None = None,
+        cpuset: str | None = None,
+        read_only_root: bool = False,
+        tmpfs: dict[str, str] | None = None,
+        cap_drop: list[str] | None = None,
+        security_opt: list[str] | None = None,
+        mem_limit: str | None = None,
+        pids_limit: int | None = None,
+        log_max_size: str | None = None,
+    ) -> Container:
+        """A created (not started) container.
+
+        ``network=False``: no network at all. ``publish_port``: that container port on a random
+        127.0.0.1 port (see ``Container.host_port``). ``read_only_mounts``: host path -> container
+        path. ``gpus``: NVIDIA device IDs handed in through a device request.
+        """
+        import docker.errors
+
+        kwargs: dict[str, Any] = {"detach": True}
+        if entrypoint is not None:
+            kwargs["entrypoint"] = entrypoint
+        if command is not None:
+            kwargs["command"] = command
+        if environment is not None:
+            kwargs["environment"] = environment
+        if user is not None:
+            kwargs["user"] = user
+        if not network:
+            kwargs["network_mode"] = "none"
+        if publish_port is not None:
+            kwargs["ports"] = {f"{publish_port}/tcp": ("127.0.0.1", None)}
+        if read_only_mounts:
+            kwargs["volumes"] = {host: {"bind": inside, "mode": "ro"} for host, inside in read_only_mounts.items()}
+        if labels:
+            kwargs["labels"] = labels
+        if gpus:
+            from docker.types import DeviceRequest
+
+            kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])]
+        if ipc_mode is not None:
+            kwargs["ipc_mode"] = ipc_mode
+        if shm_size is not None:
+            kwargs["shm_size"] = shm_size
+        if cpuset is not None:
+            kwargs["cpuset_cpus"] = cpuset
+        if read_only_root:
+            kwargs["read_only"] = True
+        if tmpfs:
+            kwargs["tmpfs"] = tmpfs
+        if cap_drop:
+            kwargs["cap_drop"] = cap_drop
+        if security_opt:
+            kwargs["security_opt"] = security_opt
+        if mem_limit is not None:
+            kwargs["mem_limit"] = mem_limit
+        if pids_limit is not None:
+            kwargs["pids_limit"] = pids_limit
+        if log_max_size is not None:
+            # The engine's log file is on the host: bound it so a chatty container cannot fill the disk.
+            kwargs["log_config"] = {"type": "json-file", "config": {"max-size": log_max_size, "max-file": "1"}}
+        try:
+            return Container(self.client.containers.create(image, **kwargs))
+        except docker.errors.ImageNotFound:
+            raise NoSuchImage(image) from None
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+
+    def run(
+        self,
+        image: str,
+        command: list[str],
+        *,
+        timeout: float,
+        entrypoint: list[str] | None = None,
+        environment: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> RunResult:
+        """Run ``command`` without network; killed when it runs past ``timeout`` seconds; always removed."""
+        container = self.create(
+            image, entrypoint=entrypoint, command=command, environment=environment, network=False, labels=labels
+        )
+        try:
+            container.start()
+            try:
+                code, timed_out = container.wait(timeout), False
+            except ContainerTimeout:
+                container.kill()
+                code, timed_out = -1, True
+            output = container.logs().decode("utf-8", "replace")
+            return RunResult(code, output, timed_out)
+        finally:
+            container.remove()
+
+    def run_throwaway(
+        self,
+        image: str,
+        command: list[str],
+        *,
+        inputs: dict[str, Path] | None = None,
+        export: str | None = None,
+        export_to: Path | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> RunResult:
+        """Run one command as root in a new container of ``image`` and always remove it.
+
+        ``inputs`` maps a container directory to a host directory copied in before start;
+        ``export`` is a container path streamed out as a tar to ``export_to`` after a
+        successful run. No network: the release install never reaches an index.
+        """
+        container = Container(
+            self.client.containers.create(
+                image, command, network_disabled=True, environment=environment or {}, user="0:0"
+            )
+        )
+        try:
+            for dest, src in (inputs or {}).items():
+                container.put_directory(dest, src)
+            container.start()
+            code = container.wait()
+            output = container.logs().decode("utf-8", "replace")
+            if code == 0 and export and export_to is not None:
+                container.archive_to(export, export_to)
+            return RunResult(code, output)
+        finally:
+            container.remove()
+
+    def export_stream(self, image: str, *, deadline: float, labels: dict[str, str] | None = None) -> Iterator[bytes]:
+        """An image's flattened filesystem as tar bytes, from a created, never started container.
+
+        Nothing of the image runs. ``deadline`` (``time.monotonic()``): a stalled engine is cut
+        off by removing the container, which ends the stream. Any failure is an EngineError.
+        """
+        try:
+            container = self.create(image, entrypoint=["/nonexistent"], command=[], network=False, labels=labels)
+        except EngineError as exc:  # any engine refusal means: nothing to read
+            raise EngineError(f"cannot create a container to export: {exc}") from None
+        expired = threading.Event()
+
+        def _watch() -> None:
+            if not expired.wait(max(0.0, deadline - time.monotonic())):
+                container.remove()
+
+        watchdog = threading.Thread(target=_watch, daemon=True)
+        watchdog.start()
+        try:
+            yield from container.export()
+        except Exception as exc:  # noqa: BLE001 - the engine or the watchdog broke the stream
+            raise EngineError(f"the export stream broke: {type(exc).__name__}: {exc}") from None
+        finally:
+            expired.set()
+            container.remove()

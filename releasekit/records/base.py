@@ -1,0 +1,120 @@
+"""The strict base of every record and the one way to read and write a record file.
+
+A record forbids fields it does not know and carries a schema-version field whose value is a
+fixed literal, so a renamed field, a missing one or a file of another version is refused with
+one line naming the file and the field, never read as ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from releasekit.errors import InputError
+
+
+class Strict(BaseModel):
+    """A part of a record: unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Record(Strict):
+    """A whole file of the release directory.
+
+    Subclasses declare their schema-version field (a ``Literal`` with a default) and name it in
+    ``schema_field`` (the name as written in the file); ``kind`` says what the file is, for messages.
+    """
+
+    schema_field: ClassVar[str] = "schema"
+    kind: ClassVar[str] = "record"
+
+    @classmethod
+    def schema_version(cls) -> str:
+        for name, field in cls.model_fields.items():
+            if (field.alias or name) == cls.schema_field:
+                return str(field.default)
+        raise TypeError(f"{cls.__name__} declares no {cls.schema_field!r} field")
+
+    @classmethod
+    def from_json(cls: type[R], data: Any, source: str | None = None) -> R:
+        """Validate parsed JSON; a mismatch raises :class:`RecordError` with one line."""
+        return parse_record(cls, data, source or cls.kind)
+
+
+R = TypeVar("R", bound=Record)
+
+
+class RecordError(InputError, ValueError):
+    """A file that is not the record it should be (exit 2). Also a ``ValueError``, for gates that
+    turn an unusable file into a finding."""
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def describe(exc: ValidationError, limit: int = 3) -> str:
+    """The validation errors as one line: ``unknown field 'x'; missing field 'y'``."""
+    parts: list[str] = []
+    for err in exc.errors()[:limit]:
+        where = _where(tuple(err["loc"]))
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown field '{where}'")
+        elif err["type"] == "missing":
+            parts.append(f"missing field '{where}'")
+        else:
+            parts.append(f"field '{where}': {' '.join(str(err['msg']).split())}")
+    more = exc.error_count() - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+def parse_record(cls: type[R], data: Any, source: str) -> R:
+    version = cls.schema_version()
+    if not isinstance(data, dict):
+        raise RecordError(f"{source}: not a {version} file (expected a JSON object)")
+    found = data.get(cls.schema_field)
+    if found is None:
+        raise RecordError(f"{source}: not a {version} file (no '{cls.schema_field}' field)")
+    if found != version:
+        raise RecordError(f"{source}: field '{cls.schema_field}' is {found!r}, expected {version!r}")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise RecordError(f"{source}: not a valid {version} file: {describe(exc)}") from None
+
+
+def load_record(cls: type[R], path: Path) -> R:
+    """Read and validate one record file; anything wrong raises :class:`RecordError` (exit 2)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such file (expected a {cls.schema_version()} file)") from None
+    except OSError as exc:
+        raise RecordError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path}: not JSON ({exc})") from None
+    return parse_record(cls, data, str(path))
+
+
+def dump_record(obj: Record, *, exclude_none: bool = False) -> str:
+    """The file's text: by alias, sorted keys, two-space indent, trailing newline."""
+    data = obj.model_dump(mode="json", by_alias=True, exclude_none=exclude_none)
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def write_record(obj: Record, path: Path, *, exclude_none: bool = False) -> str:
+    """Write the record (atomically: a temporary file, then rename) and return the text written."""
+    text = dump_record(obj, exclude_none=exclude_none)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return text

@@ -1,0 +1,161 @@
+"""Today's tool's files, as typed models: the ONE place that reads them.
+
+Three files of the tool people use today (``shared/reference/`` holds one of each):
+
+- the merge manifest (``*.manifest.<component>.<name>.json``): repository, base ref, the
+  PRs to merge in order, reviewed exclusions (whose reason may say which PR superseded it);
+- the integration lock (``*.integration.lock.<name>-rN.json``): the base commit, each PR's
+  head as merged, the composed tree and the patch's sha256;
+- the validation receipt (``*.validation-receipt.<name>-rN.json``): the qualified image,
+  the source composition and the measured numbers (``evidence``).
+
+Each reader refuses a file that is not that format with one line (``InputError``, exit 2).
+Fields releasekit does not use are kept (``extra="allow"``) but never interpreted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from releasekit.errors import InputError
+
+_SHA1 = r"^[0-9a-f]{40}$"
+
+
+class _Legacy(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class LegacyPR(_Legacy):
+    number: int = Field(ge=1)
+    head: str = Field(pattern=_SHA1)
+    title: str = Field(min_length=1)
+
+
+class LegacyExclusion(_Legacy):
+    number: int = Field(ge=1)
+    head: str = Field(pattern=_SHA1)
+    disposition: str
+    reason: str = Field(min_length=1)
+
+    def superseded_by(self, planned: set[int]) -> int | None:
+        """The planned PR this one went into, when the reason says so (``Superseded by PR #280``,
+        ``Included ... in PR #254``, ``consolidated in PR #229``); None otherwise."""
+        if self.disposition.lower() != "superseded":
+            return None
+        for m in re.finditer(r"\b(?:superseded by|included\b[^.]*?\bin|consolidated in|retained in)\s+PR\s+#(\d+)", self.reason, re.IGNORECASE):
+            number = int(m.group(1))
+            if number in planned:
+                return number
+        return None
+
+
+class LegacyMergeManifest(_Legacy):
+    schema_version: Literal[1]
+    name: str = Field(min_length=1)
+    repository: str = Field(min_length=1)
+    base_ref: str = Field(min_length=1)
+    pull_requests: list[LegacyPR]
+    reviewed_exclusions: list[LegacyExclusion] = Field(default_factory=list)
+
+
+class LegacyLockBase(_Legacy):
+    repository: str
+    ref: str
+    commit: str = Field(pattern=_SHA1)
+
+
+class LegacyLockPR(_Legacy):
+    number: int = Field(ge=1)
+    ref: str
+    head: str = Field(pattern=_SHA1)
+    title: str | None = None
+    disposition: str
+
+
+class LegacyLockResult(_Legacy):
+    tree: str = Field(pattern=_SHA1)
+    patch: str | None = None
+    patch_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+class LegacyLockManifestRef(_Legacy):
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class LegacyIntegrationLock(_Legacy):
+    schema_version: Literal[1]
+    name: str = Field(min_length=1)
+    base: LegacyLockBase
+    manifest: LegacyLockManifestRef
+    pull_requests: list[LegacyLockPR]
+    result: LegacyLockResult
+
+
+class LegacyValidationReceipt(_Legacy):
+    schema_version: Literal[1]
+    status: str
+    image: str
+    image_id: str | None = None
+    registry_digest: str | None = None
+    validated_at: str | None = None
+    source_composition: dict[str, Any] = Field(default_factory=dict)
+    runtime_packages: dict[str, str] = Field(default_factory=dict)
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        """Every number of ``evidence`` as ``<profile>.<name>[.<key>]`` (e.g. ``mtp0.decode_tps.c1``).
+
+        Strings, lists and booleans are left out: a baseline holds numbers only.
+        """
+        out: dict[str, float] = {}
+
+        def walk(prefix: str, value: Any) -> None:
+            if isinstance(value, bool):
+                return
+            if isinstance(value, int | float):
+                out[prefix] = float(value)
+            elif isinstance(value, dict):
+                for key, sub in value.items():
+                    part = re.sub(r"[^a-z0-9_]+", "_", str(key).lower()).strip("_") or "_"
+                    walk(f"{prefix}.{part}" if prefix else part, sub)
+
+        walk("", self.evidence)
+        return out
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _read(path: Path, model: type[M], what: str) -> M:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON {what} of today's tool: {exc}") from None
+    if isinstance(raw, dict) and raw.get("schema_version") not in (None, 1):
+        raise InputError(f"{path}: {what} schema_version {raw.get('schema_version')} is not supported (1 is)")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise InputError(f"{path}: not a {what} of today's tool: {where}: {err['msg']}") from None
+
+
+def read_merge_manifest(path: Path) -> LegacyMergeManifest:
+    return _read(path, LegacyMergeManifest, "reference merge manifest")
+
+
+def read_integration_lock(path: Path) -> LegacyIntegrationLock:
+    return _read(path, LegacyIntegrationLock, "integration lock")
+
+
+def read_validation_receipt(path: Path) -> LegacyValidationReceipt:
+    return _read(path, LegacyValidationReceipt, "validation receipt")

@@ -1,0 +1,100 @@
+"""``plan-check.json``: the result of ``plan check`` (with its folded audits), read by publish."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import Field
+
+from releasekit.findings import Findings, Severity
+from releasekit.records.base import Record, Strict
+
+PLAN_CHECK_SCHEMA: Final = "releasekit.plan-check/v1"
+
+MergeHow = Literal["ancestry", "patch-id", "squash"]
+
+
+class PRStatus(Strict):
+    """One pull request (or named change) as found on the canonical branch."""
+
+    component: str
+    pr: int | None = None
+    commit: str | None = None  # for changes named by commit
+    role: Literal["planned", "superseded", "closed", "already_canonical", "excluded"]
+    title: str | None = None
+    head: str | None = None
+    state: Literal["merged", "not-merged", "partial", "present", "absent", "unknown"]
+    how: MergeHow | None = None
+    landed_at: str | None = None  # the first-parent commit of canonical that brought it in
+    landed_position: int | None = None  # index of that commit in canonical's first-parent history
+    landed_time: int | None = None  # its committer time (cross-component order)
+    codes: list[str] = Field(default_factory=list)
+
+
+class ComponentCheck(Strict):
+    component: str
+    repo: str
+    canonical_branch: str
+    checked_commit: str  # the commit whose history was checked (lock commit, pin or canonical head)
+    canonical_head: str
+    statuses: list[PRStatus] = Field(default_factory=list)
+
+
+class PlanCheckResult(Record):
+    """plan-check.json: what ``plan check --json`` prints for a manifest (and lock)."""
+
+    kind = "plan-check result"
+
+    schema_: Literal["releasekit.plan-check/v1"] = Field(default=PLAN_CHECK_SCHEMA, alias="schema")
+    passed: bool
+    manifest_sha256: str
+    lock_sha256: str | None = None
+    components: list[ComponentCheck] = Field(default_factory=list)
+    # With --release COMPONENT=REF / --pins-repo DIR: the audits, folded into one gate result.
+    release_only: list[ReleaseOnlyReport] = Field(default_factory=list)
+    pins: PinAuditResult | None = None
+    findings: Findings = Field(default_factory=Findings)
+
+    def error_codes(self) -> list[str]:
+        return [f.code for f in self.findings if f.severity == Severity.error]
+
+
+class ReleaseOnlyCommit(Strict):
+    commit: str
+    subject: str
+    kind: Literal["commit", "merge-resolution"] = "commit"
+    carried_by: int | None = None  # the merged PR whose `carries:` names it
+
+
+class ReleaseOnlyReport(Strict):
+    repo: str
+    release: str
+    canonical: str
+    release_commit: str
+    canonical_commit: str
+    examined: int  # commits on the release side not reachable from canonical
+    equivalent: int  # of those, how many have a patch-equivalent on canonical
+    release_only: list[ReleaseOnlyCommit] = Field(default_factory=list)
+    passed: bool
+    findings: Findings = Field(default_factory=Findings)
+
+
+class PinOccurrence(Strict):
+    file: str
+    line: int
+    package: str
+    found: str  # the text as written, e.g. "==0.1.11", ">=0.1", "" (unpinned)
+    expected: str
+    agrees: bool
+    scope: Literal["build", "runtime", "release"]
+
+
+class PinAuditResult(Strict):
+    root: str
+    files_scanned: int
+    occurrences: list[PinOccurrence] = Field(default_factory=list)
+    passed: bool
+    findings: Findings = Field(default_factory=Findings)
+
+
+PlanCheckResult.model_rebuild()

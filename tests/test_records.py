@@ -1,0 +1,298 @@
+"""Every file of the release directory round-trips through its record, and a renamed field is refused.
+
+The files are made by the code that writes them (or from the same models, filled in as a real
+run fills them); a renamed field must be a one-line input error (exit 2), never read as ``None``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from test_publish_support import Release
+
+from releasekit.errors import InputError
+from releasekit.findings import Findings, Severity
+from releasekit.records.base import Record, RecordError, load_record, write_record
+from releasekit.records.build import (
+    BaseImageRecord,
+    BuildRecord,
+    CacheReport,
+    ComponentRecord,
+    ImageRecord,
+    read_build_record,
+)
+from releasekit.records.lock import Lock, read_lock
+from releasekit.records.plan_check import ComponentCheck, PlanCheckResult, PRStatus
+from releasekit.records.provenance import Statement, read_statement, write_statement
+from releasekit.records.publish import GateCheckOutcome, GateOutcome, PublishRecord
+from releasekit.records.receipt import Receipt, read_receipt
+from releasekit.records.verification import VerificationSummary
+
+IMAGE_ID = "sha256:" + "4" * 64
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def release(tmp_path: Path) -> Release:
+    return Release(tmp_path / "rel", IMAGE_ID)
+
+
+def build_record(release: Release) -> BuildRecord:
+    lock = read_lock(release.lock)
+    tiny = lock.git_components()["tiny"]
+    return BuildRecord(
+        name="pubtest",
+        lock_sha256=release.lock_sha256,
+        manifest_sha256=lock.manifest.sha256,
+        image_id=IMAGE_ID,
+        image_tag="releasekit-test/records:1",
+        toolchain=lock.toolchain.model_dump(mode="json", exclude={"base_image"}),
+        base_image=BaseImageRecord(name="scratch", image_id="sha256:" + "b" * 64),
+        image=ImageRecord(
+            created="2026-12-02T00:00:00Z",
+            source_date_epoch=1_700_000_000,
+            wheels_layer_digest="sha256:" + "c" * 64,
+            wheels_layer_size=1234,
+            base_layers_size=0,
+        ),
+        components=[
+            ComponentRecord(
+                name="tiny", kind="git", repo=tiny.repo, ref=tiny.canonical_branch, commit=tiny.commit,
+                tree=tiny.tree, version="0.1.0", distribution="tiny", import_names=["tiny"],
+                wheel_filename="tiny-0.1.0-py3-none-any.whl", wheel_sha256="d" * 64, built=True, cache="miss",
+            )
+        ],
+        labels={"io.releasekit.lock.sha256": release.lock_sha256},
+        cache=CacheReport(misses=["tiny"], layer="miss"),
+        smoke={"passed": True},
+        outputs={"build_record": "build.json"},
+    )
+
+
+def rename_field(path: Path, old: str, new: str) -> None:
+    data = json.loads(path.read_text())
+    data[new] = data.pop(old)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def assert_one_line_refusal(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "Traceback" not in lines[0]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def assert_round_trip(obj: Record, path: Path) -> None:
+    write_record(obj, path)
+    assert load_record(type(obj), path) == obj
+
+
+# --- lock.json -----------------------------------------------------------------------------------
+
+
+def test_lock_round_trips(release: Release) -> None:
+    lock = read_lock(release.lock)  # written by write_lock, the writer plan lock uses
+    assert_round_trip(lock, release.root / "again.json")
+    assert read_lock(release.root / "again.json") == lock
+
+
+def test_a_lock_with_a_renamed_field_is_refused_by_publish(release: Release) -> None:
+    rename_field(release.lock, "locked_at", "lockedAt")
+    proc = cli("publish", "--image", IMAGE_ID, "--lock", release.lock, "--receipts", release.receipts, cwd=release.root)
+    assert_one_line_refusal(proc, str(release.lock), "lockedAt", "locked_at")
+
+
+def test_a_lock_of_another_schema_version_is_refused(release: Release) -> None:
+    data = json.loads(release.lock.read_text())
+    data["schema"] = "releasekit.lock/v2"
+    release.lock.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"field 'schema' is 'releasekit.lock/v2', expected 'releasekit.lock/v1'"):
+        read_lock(release.lock)
+
+
+# --- build.json ----------------------------------------------------------------------------------
+
+
+def test_build_record_round_trips(release: Release) -> None:
+    record = build_record(release)
+    path = release.evidence / "build.json"
+    record.write(path)  # the build stage's writer
+    assert read_build_record(path) == record
+
+
+def test_a_build_record_with_a_renamed_field_is_refused_by_verify_provenance(release: Release) -> None:
+    path = release.evidence / "build.json"
+    build_record(release).write(path)
+    data = json.loads(path.read_text())
+    data["components"][0]["wheel"] = data["components"][0].pop("wheel_sha256")
+    path.write_text(json.dumps(data))
+    proc = cli("verify-provenance", IMAGE_ID, "--lock", release.lock, "--artifacts", release.evidence, cwd=release.root)
+    assert_one_line_refusal(proc, str(path), "components.0.wheel")
+
+
+# --- provenance.intoto.json ----------------------------------------------------------------------
+
+
+def test_provenance_statement_made_by_the_build_round_trips(release: Release) -> None:
+    from releasekit.build.service import BuildOptions, provenance_statement
+
+    lock = read_lock(release.lock)
+    opts = BuildOptions(manifest=release.manifest, lock=release.lock, tag="releasekit-test/records:1")
+    statement = provenance_statement(build_record(release), lock, opts, release.lock_sha256, datetime.now(UTC))
+    path = release.evidence / "provenance.intoto.json"
+    write_statement(statement, path)
+    assert read_statement(path) == statement
+    rename_field(path, "subject", "subjects")
+    with pytest.raises(RecordError, match=r"unknown field 'subjects'") as caught:
+        read_statement(path)
+    assert "\n" not in caught.value.one_line()
+
+
+# --- plan-check.json -----------------------------------------------------------------------------
+
+
+def test_plan_check_result_round_trips_and_a_renamed_field_is_refused(release: Release, tmp_path: Path) -> None:
+    findings = Findings()
+    findings.add("PR_NOT_MERGED", "tiny#7 is not on main", component="tiny", pr=7)
+    result = PlanCheckResult(
+        passed=False,
+        manifest_sha256="0" * 64,
+        lock_sha256=release.lock_sha256,
+        components=[
+            ComponentCheck(
+                component="tiny", repo="https://example.invalid/tiny.git", canonical_branch="main",
+                checked_commit="a" * 40, canonical_head="a" * 40,
+                statuses=[PRStatus(component="tiny", pr=7, role="planned", state="not-merged", codes=["PR_NOT_MERGED"])],
+            )
+        ],
+        findings=findings,
+    )
+    path = tmp_path / "plan-check.json"
+    assert_round_trip(result, path)
+    assert load_record(PlanCheckResult, path).error_codes() == ["PR_NOT_MERGED"]
+    rename_field(path, "passed", "ok")
+    with pytest.raises(RecordError, match=r"(?=.*unknown field 'ok')(?=.*missing field 'passed')"):
+        load_record(PlanCheckResult, path)
+
+
+# --- verification_summary.json -------------------------------------------------------------------
+
+
+def test_verification_summary_round_trips_and_a_renamed_field_is_refused(release: Release) -> None:
+    path = release.evidence / "verification_summary.json"  # written by verify-provenance's writer
+    summary = load_record(VerificationSummary, path)
+    assert summary.resource_uri == IMAGE_ID and summary.result == "PASSED"
+    provenance = (release.evidence / "provenance.intoto.json").read_bytes()
+    assert summary.input_attestations["provenance.intoto.json"] == hashlib.sha256(provenance).hexdigest()
+    assert_round_trip(summary, release.root / "again.json")
+    rename_field(path, "verificationResult", "result")
+    with pytest.raises(RecordError, match=r"(?=.*unknown field 'result')(?=.*missing field 'verificationResult')"):
+        load_record(VerificationSummary, path)
+
+
+def test_a_summary_finding_with_a_renamed_field_is_refused(release: Release) -> None:
+    path = release.evidence / "verification_summary.json"
+    data = json.loads(path.read_text())
+    data["releasekit"]["findings"] = [{"code": "X", "severity": "error", "msg": "renamed"}]
+    path.write_text(json.dumps(data))
+    with pytest.raises(RecordError, match=r"releasekit.findings.0"):
+        load_record(VerificationSummary, path)
+
+
+# --- receipts/<cell>.json ------------------------------------------------------------------------
+
+
+def test_receipt_round_trips_and_a_renamed_field_is_refused(release: Release) -> None:
+    path = release.receipts / "tiny-tp1.json"  # written by write_receipt, the validate stage's writer
+    receipt = read_receipt(path)
+    assert receipt.cell_id == "tiny-tp1" and receipt.lock_sha256 == release.lock_sha256
+    assert_round_trip(receipt, release.root / "again.json")
+    rename_field(path, "lock_sha256", "lock")
+    with pytest.raises(RecordError, match=r"(?=.*tiny-tp1.json: .*unknown field 'lock')(?=.*missing field 'lock_sha256')"):
+        read_receipt(path)
+
+
+# --- publish.json --------------------------------------------------------------------------------
+
+
+def test_publish_record_round_trips_and_a_renamed_field_is_refused(tmp_path: Path) -> None:
+    findings = Findings()
+    findings.add("RECEIPT_UNKNOWN_CELL", "no such cell", severity=Severity.warning, cell="retired")
+    record = PublishRecord(
+        published=True,
+        image_id=IMAGE_ID,
+        lock_sha256="1" * 64,
+        repository="127.0.0.1:5000/releasekit-test/records",
+        tags=["1.0"],
+        digest="sha256:" + "e" * 64,
+        gate=GateOutcome(
+            passed=True,
+            checks=[GateCheckOutcome(name="plan check passed for this lock", passed=True)],
+            findings=findings,
+            cells=["tiny-tp1"],
+        ),
+    )
+    path = tmp_path / "publish.json"
+    assert_round_trip(record, path)
+    rename_field(path, "digest", "manifest_digest")
+    with pytest.raises(RecordError, match=r"unknown field 'manifest_digest'"):
+        load_record(PublishRecord, path)
+
+
+# --- what every record refuses -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("record", [Lock, BuildRecord, Statement, PlanCheckResult, VerificationSummary, Receipt, PublishRecord])
+def test_not_json_and_no_schema_are_one_line_input_errors(record: type[Record], tmp_path: Path) -> None:
+    path = tmp_path / "file.json"
+    path.write_text("{not json")
+    with pytest.raises(RecordError, match=r"file.json: not JSON") as caught:
+        load_record(record, path)
+    assert caught.value.exit_code == 2 and "\n" not in caught.value.one_line()
+    path.write_text("{}")
+    with pytest.raises(RecordError, match=rf"not a {record.schema_version()} file"):
+        load_record(record, path)
+
+
+def test_publish_record_made_from_a_real_gate_report_round_trips(release: Release) -> None:
+    from test_publish_support import IMAGE_CMD, IMAGE_ENV
+
+    from releasekit.manifest import load_manifest
+    from releasekit.publish.engine import ImageFacts
+    from releasekit.publish.evidence import load_evidence
+    from releasekit.publish.gate import policy_from_manifest
+    from releasekit.publish.service import PublishResult, evaluate_gate, publish_record
+
+    loaded = load_manifest(release.manifest)
+    report = evaluate_gate(
+        ImageFacts(id=IMAGE_ID, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)),
+        release.lock_sha256,
+        load_evidence(release.evidence, release.receipts),
+        policy_from_manifest(loaded.manifest),
+        manifest_sha256=loaded.sha256,
+        lock_manifest_sha256=read_lock(release.lock).manifest.sha256,
+    )
+    assert report.passed
+    result = PublishResult(
+        published=True, image_id=IMAGE_ID, lock_sha256=release.lock_sha256,
+        repository="127.0.0.1:5000/releasekit-test/records", tags=["1.0"], digest="sha256:" + "e" * 64, gate=report,
+    )
+    record = publish_record(result)
+    assert record.gate.cells == ["tiny-tp1", "tiny-tp1-ngram"]
+    assert_round_trip(record, release.root / "publish.json")
