@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import jinja2
 from pydantic import BaseModel, Field
@@ -194,7 +195,7 @@ def lint_builder(text: str, name: str) -> Findings:
     arg_defaults: dict[str, str | None] = {}
     pipefail = False
     for ins in instructions:
-        where = {"file": name, "line": ins.line}
+        where: dict[str, Any] = {"file": name, "line": ins.line}
         if ins.keyword == "ARG":
             key, eq, value = ins.args.partition("=")
             arg_defaults[key.strip()] = value.strip() if eq else None
