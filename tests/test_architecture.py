@@ -7,7 +7,7 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
 - a stage never imports a later stage (manifest < plan < build < provenance < test <
   validate < publish);
 - nothing imports ``demo``; ``demo`` may import anything;
-- the shared modules (errors, findings, checks, records, git, docker_engine, report,
+- the shared modules (errors, findings, checks, records, git, docker_engine, fatbin, report,
   simple_index) import no stage; ``cli`` may import only stage ``commands`` modules;
 - every top-level module is a stage, ``demo`` or a shared module;
 - only ``releasekit/docker_engine/`` imports ``docker``.
@@ -29,7 +29,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 STAGES = ("manifest", "plan", "build", "provenance", "test", "validate", "publish")
-SHARED = frozenset({"errors", "findings", "checks", "records", "git", "docker_engine", "report", "simple_index"})
+SHARED = frozenset(
+    {"errors", "findings", "checks", "records", "git", "docker_engine", "fatbin", "report", "simple_index"}
+)
 ENTRY = frozenset({"cli", "__main__"})  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
 DEMO = "demo"
 ADAPTER = "docker_engine"
