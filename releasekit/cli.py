@@ -1,22 +1,124 @@
 """The command-line shell: parse, call one service function, render its result.
 
 Each pipeline stage registers its own commands from ``releasekit/<stage>/commands.py``
-so that the stages stay independent of one another and of this file.
+so that the stages stay independent of one another and of this file. A stage's
+commands module is imported only when one of its commands runs (or its own ``--help``
+is asked for): ``releasekit --version`` and ``releasekit --help`` import no stage, and
+no Docker SDK, HTTP client or plotting library. The root help lists the commands from
+the static table ``COMMANDS`` below; ``tests/test_architecture.py`` holds it equal to
+what the stage modules register.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
+from difflib import get_close_matches
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from releasekit import __version__
 from releasekit.errors import ReleasekitError
 
+# (command, the module whose ``register(app)`` adds it, its one-line help), in pipeline order.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("manifest", "releasekit.manifest.commands", "Read, check and explain a release manifest."),
+    ("plan", "releasekit.plan.commands", "Lock and check the merge plan against git."),
+    ("audit", "releasekit.plan.commands", "Audit release inputs: release-only commits, version pins."),
+    (
+        "build",
+        "releasekit.build.commands",
+        "Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image.",
+    ),
+    (
+        "verify-provenance",
+        "releasekit.provenance.commands",
+        "Prove that what IMAGE imports is exactly what the locked commits produce.",
+    ),
+    ("matrix", "releasekit.validate.commands", "List the validation cells of a manifest."),
+    (
+        "validate",
+        "releasekit.validate.commands",
+        "Run matrix cells against a candidate image (default: run), or aggregate receipts.",
+    ),
+    (
+        "publish",
+        "releasekit.publish.commands",
+        "Push IMAGE and tag it, only if every gate passed for this exact image ID and lock.",
+    ),
+    (
+        "promote",
+        "releasekit.publish.commands",
+        "Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds.",
+    ),
+    (
+        "demo",
+        "releasekit.demo.commands",
+        "Make a self-contained example release and run the whole pipeline on it: "
+        "lock, check, build, verify, validate, publish.",
+    ),
+)
+_MODULE = {name: module for name, module, _help in COMMANDS}
+_HELP = {name: text for name, _module, text in COMMANDS}
+
+
+def stage_commands(module_name: str) -> dict[str, Any]:
+    """Import one stage's commands module and return the click commands its ``register`` adds."""
+    module = importlib.import_module(module_name)
+    scratch = typer.Typer()
+    module.register(scratch)
+    return dict(typer.main.get_group(scratch).commands)
+
+
+class LazyStages(TyperGroup):
+    """The root group: commands come from ``COMMANDS``; a stage is imported when it is used."""
+
+    _listing = False  # True while the root help is being written: stubs, no stage imports
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [name for name, _module, _help in COMMANDS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        module = _MODULE.get(cmd_name)
+        if module is None:
+            return None
+        if self._listing:
+            return TyperCommand(name=cmd_name, help=_HELP[cmd_name])
+        for name, command in stage_commands(module).items():
+            self.commands.setdefault(name, command)
+        return self.commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as exc:
+            # Typer suggests from the commands already loaded; suggest from the whole table.
+            # (Matched by name: typer may raise its vendored click's UsageError or click's own.)
+            message = getattr(exc, "message", None)
+            usage_error = any(k.__name__ == "UsageError" for k in type(exc).__mro__)
+            if usage_error and args and isinstance(message, str) and "Did you mean" not in message:
+                matches = get_close_matches(args[0], list(_MODULE))
+                if matches:
+                    exc.message = f"{message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"  # type: ignore[attr-defined]
+            raise
+
+
 app = typer.Typer(
     name="releasekit",
+    cls=LazyStages,
     help="Release GPU LLM-serving images as a function of public commits.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -35,31 +137,6 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """Manifest -> lock -> build -> verify-provenance -> validate -> publish."""
-
-
-def _register_stages() -> None:
-    # Import order is the pipeline order; a stage never imports a later one.
-    from releasekit.manifest import commands as manifest_commands  # noqa: I001
-    from releasekit.plan import commands as plan_commands
-    from releasekit.build import commands as build_commands
-    from releasekit.provenance import commands as provenance_commands
-    from releasekit.validate import commands as validate_commands
-    from releasekit.publish import commands as publish_commands
-    from releasekit.demo import commands as demo_commands
-
-    for module in (
-        manifest_commands,
-        plan_commands,
-        build_commands,
-        provenance_commands,
-        validate_commands,
-        publish_commands,
-        demo_commands,
-    ):
-        module.register(app)
-
-
-_register_stages()
 
 
 def _click_error(exc: BaseException) -> tuple[int, str] | None:

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from test_publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args, run_cli
 
+from releasekit.demo.localregistry import Credentials, start_local_registry
 from releasekit.errors import EnvironmentProblem
-from releasekit.publish.localregistry import Credentials, start_local_registry
 from releasekit.publish.registry import RegistryClient, RegistryCredentials
 
 pytestmark = pytest.mark.docker
@@ -422,7 +422,7 @@ def _has_upload_data(uploads: Path) -> bool:
 
 
 def test_the_demo_helper_publishes_and_promotes_on_its_own_registry(tmp_path, image):
-    from releasekit.publish.local_release import publish_locally
+    from releasekit.demo.publish_stage import publish_locally
 
     release = Release(tmp_path / "rel", image)
     outcome = publish_locally(

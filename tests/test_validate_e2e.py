@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from releasekit.demo.cpu_matrix import FORBIDDEN_ENV
+from releasekit.demo.validate_stage import add_cpu_validation
 from releasekit.manifest import load_manifest
 from releasekit.records.receipt import read_receipt
-from releasekit.validate.cpu_matrix import FORBIDDEN_ENV
-from releasekit.validate.demo_stage import add_cpu_validation
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def cpu_engine_image(docker_client, base_image):
+    from releasekit.demo.cpu_image import ensure_cpu_engine_image
     from releasekit.docker_engine import Engine
-    from releasekit.validate.cpu_image import ensure_cpu_engine_image
 
     return ensure_cpu_engine_image(Engine(docker_client), base_image.name)
 

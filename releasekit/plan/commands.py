@@ -6,15 +6,14 @@ Each command parses, calls one service function, renders the returned model.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from releasekit.errors import InputError
-from releasekit.findings import Findings
-from releasekit.manifest import load_manifest
-from releasekit.records.base import write_record
-from releasekit.records.lock import lock_file_sha256, read_lock, write_lock
-from releasekit.report import findings_table, print_json, render_findings, stdout_console
+
+if TYPE_CHECKING:
+    from releasekit.findings import Findings
 
 plan_app = typer.Typer(help="Lock and check the merge plan against git.", no_args_is_help=True)
 audit_app = typer.Typer(help="Audit release inputs: release-only commits, version pins.", no_args_is_help=True)
@@ -41,7 +40,10 @@ def lock_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
+    from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
+    from releasekit.records.lock import write_lock
+    from releasekit.report import findings_table, print_json, stdout_console
 
     loaded = load_manifest(manifest)
     lock = build_lock(loaded, cache_dir=cache, wheelhouses=wheelhouse, allow_local=allow_local_repos, fetch=not no_fetch, compose=compose)
@@ -63,6 +65,8 @@ def lock_cmd(
 
 
 def _render_check(result) -> None:  # noqa: ANN001 - PlanCheckResult
+    from releasekit.report import findings_table, render_findings, stdout_console
+
     console = stdout_console()
     for comp in result.components:
         rows = []
@@ -93,7 +97,11 @@ def check_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
+    from releasekit.manifest import load_manifest
     from releasekit.plan.check import check_plan
+    from releasekit.records.base import write_record
+    from releasekit.records.lock import lock_file_sha256, read_lock
+    from releasekit.report import print_json
 
     releases: dict[str, str] = {}
     for item in release:
@@ -133,7 +141,10 @@ def compose_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Merge the planned PRs in order onto a fresh checkout of the base; report conflicts and the tree."""
+    from releasekit.manifest import load_manifest
     from releasekit.plan.compose import compose_plan
+    from releasekit.records.lock import lock_file_sha256, read_lock
+    from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
     loaded = load_manifest(manifest)
     unknown = [c for c in component if c not in loaded.manifest.git_components()]
@@ -176,6 +187,7 @@ def release_only_cmd(
 ) -> None:
     """List commits of the release side whose change is not on canonical (git cherry, across merges too)."""
     from releasekit.plan.audit import release_only_audit
+    from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
     report = release_only_audit(
         repo,
@@ -207,7 +219,9 @@ def pins_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Every pin must appear with the same version in every build, runtime and release input."""
+    from releasekit.manifest import load_manifest
     from releasekit.plan.pins import audit_pins
+    from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
     loaded = load_manifest(manifest)
     result = audit_pins(loaded.manifest, repo)

@@ -19,7 +19,7 @@ from releasekit.git.mirror import Mirror
 from releasekit.git.runner import Git, GitFailed
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import GitComponent
-from releasekit.plan.locking import open_mirror
+from releasekit.plan.mirrors import open_mirror
 from releasekit.plan.models import ComponentCompose, ComposeResult, ComposeStep
 from releasekit.records.lock import Lock, LockedGitComponent
 

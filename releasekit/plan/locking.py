@@ -22,6 +22,7 @@ from releasekit.git.mirror import Mirror
 from releasekit.git.remote import strip_credentials
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
+from releasekit.plan.mirrors import open_mirror
 from releasekit.records.lock import (
     Lock,
     LockedBaseImage,
@@ -35,11 +36,6 @@ from releasekit.records.lock import (
     LockedWheelSource,
 )
 from releasekit.simple_index import project_links
-
-
-def open_mirror(comp: GitComponent, loaded: LoadedManifest, *, cache_dir: Path | None, allow_local: bool, fetch: bool) -> Mirror:
-    mirror = Mirror(comp.repo, cache_dir, allow_local=allow_local, base_dir=loaded.directory)
-    return mirror.update() if fetch else mirror.ensure()
 
 
 def _lock_pr(mirror: Mirror, name: str, number: int, given_head: str | None, role: str, title: str | None, *, required: bool) -> LockedPR | None:

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 
-from releasekit.report import print_json, render_findings, stdout_console
-
 
 def verify_provenance_command(
     image: str = typer.Argument(..., help="Image ID or tag in the local Docker Engine."),
@@ -26,6 +24,7 @@ def verify_provenance_command(
     """Prove that what IMAGE imports is exactly what the locked commits produce."""
     from releasekit.git import local_repos_allowed
     from releasekit.provenance.verify import VerifyOptions, verify_provenance
+    from releasekit.report import print_json, render_findings, stdout_console
 
     result = verify_provenance(
         VerifyOptions(

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from releasekit.findings import exit_code_for
-from releasekit.publish.gate import GateReport
-from releasekit.publish.service import PromoteResult, PublishResult, promote, publish
-from releasekit.report import print_json, render_findings, stdout_console
+if TYPE_CHECKING:
+    from releasekit.publish.gate import GateReport
+    from releasekit.publish.service import PromoteResult, PublishResult
 
 JsonOpt = typer.Option(False, "--json", help="machine-readable output")
 
 
 def _render_gate(report: GateReport) -> None:
+    from releasekit.report import render_findings, stdout_console
+
     console = stdout_console()
     for check in report.checks:
         mark = "[green]pass[/green]" if check.passed else "[bold red]FAIL[/bold red]"
@@ -23,6 +25,8 @@ def _render_gate(report: GateReport) -> None:
 
 
 def _render_publish(result: PublishResult) -> None:
+    from releasekit.report import stdout_console
+
     _render_gate(result.gate)
     console = stdout_console()
     if result.published:
@@ -38,6 +42,8 @@ def _render_publish(result: PublishResult) -> None:
 
 
 def _render_promote(result: PromoteResult) -> None:
+    from releasekit.report import render_findings, stdout_console
+
     console = stdout_console()
     if result.gate is not None:
         _render_gate(result.gate)
@@ -64,6 +70,10 @@ def publish_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Push IMAGE and tag it, only if every gate passed for this exact image ID and lock."""
+    from releasekit.findings import exit_code_for
+    from releasekit.publish.service import publish
+    from releasekit.report import print_json
+
     result = publish(
         image=image,
         lock_path=lock,
@@ -90,6 +100,10 @@ def promote_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds."""
+    from releasekit.findings import exit_code_for
+    from releasekit.publish.service import promote
+    from releasekit.report import print_json
+
     result = promote(source=source, target=target, manifest_path=manifest)
     if as_json:
         print_json(result)

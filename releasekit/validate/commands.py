@@ -12,8 +12,6 @@ from pathlib import Path
 import typer
 from typer.core import TyperGroup
 
-from releasekit.report import findings_table, print_json, render_findings, stdout_console
-
 
 class _RunByDefault(TyperGroup):
     """``releasekit validate FILE ...`` means ``validate run FILE ...``; named subcommands win."""
@@ -55,6 +53,7 @@ def matrix(
 ) -> None:
     """List the validation cells of a manifest."""
     from releasekit.manifest import load_manifest
+    from releasekit.report import findings_table, print_json, stdout_console
     from releasekit.validate.matrix import github_matrix, matrix_rows
 
     loaded = load_manifest(file)
@@ -92,6 +91,7 @@ def run(
 ) -> None:
     """Run cells in containers of IMAGE; one receipt per cell in -o DIR."""
     from releasekit.manifest import load_manifest
+    from releasekit.report import findings_table, print_json, stdout_console
     from releasekit.validate.service import run_validation
 
     loaded = load_manifest(file)
@@ -123,6 +123,7 @@ def aggregate(
 ) -> None:
     """Merge receipts: one verdict, a markdown report, throughput and candidate-vs-baseline plots."""
     from releasekit.findings import Findings
+    from releasekit.report import findings_table, print_json, render_findings, stdout_console
     from releasekit.validate.report import aggregate_directory
 
     agg = aggregate_directory(receipts, output)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from releasekit.validate.tiny_model import write_tiny_llama
+from releasekit.demo.tiny_model import write_tiny_llama
 
 DATASET = Path(__file__).resolve().parents[2] / "validation" / "datasets" / "gsm8k-mini.jsonl"
 FORBIDDEN_ENV = "VLLM_DISABLE_SHARED_EXPERTS_STREAM"

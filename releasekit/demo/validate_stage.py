@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
+from releasekit.demo.cpu_image import ensure_cpu_engine_image
+from releasekit.demo.cpu_matrix import cpu_validation_section, write_cpu_assets
 from releasekit.manifest import load_manifest
-from releasekit.validate.cpu_image import ensure_cpu_engine_image
-from releasekit.validate.cpu_matrix import cpu_validation_section, write_cpu_assets
 from releasekit.validate.report import aggregate_directory
 from releasekit.validate.service import run_validation
 
@@ -36,7 +36,7 @@ def add_cpu_validation(manifest: Path, receipts_dir: Path) -> None:
 
 
 def validate_stage(ctx):  # ctx: releasekit.demo.service.DemoContext -> StageResult
-    from releasekit.demo.service import StageResult
+    from releasekit.demo.result import StageResult
     from releasekit.findings import Findings
 
     assert ctx.manifest is not None and ctx.image_id is not None and ctx.release is not None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from releasekit.publish.localregistry import start_local_registry
+from releasekit.demo.localregistry import start_local_registry
 from releasekit.publish.service import PromoteResult, PublishResult, promote, publish
 
 

@@ -1,0 +1,283 @@
+"""The layout rules of docs/architecture.md, checked on the import graph of ``releasekit/``.
+
+Every ``import`` and ``from ... import`` counts, at module level and inside functions
+(a lazy import is still a dependency). The rules:
+
+- no import cycle between modules;
+- a stage never imports a later stage (manifest < plan < build < provenance < test <
+  validate < publish);
+- nothing imports ``demo``; ``demo`` may import anything;
+- the shared modules (errors, findings, checks, records, git, docker_engine, fatbin, report,
+  simple_index) import no stage, except that ``records`` may embed the manifest's models (the
+  manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands`` modules;
+- every top-level module is a stage, ``demo`` or a shared module;
+- only ``releasekit/docker_engine/`` imports ``docker``.
+
+The checker is proven able to fail on a small package made in tmp_path for each rule.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+STAGES = ("manifest", "plan", "build", "provenance", "test", "validate", "publish")
+SHARED = frozenset(
+    {"errors", "findings", "checks", "records", "git", "docker_engine", "fatbin", "report", "simple_index"}
+)
+ENTRY = frozenset({"cli", "__main__"})  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
+DEMO = "demo"
+ADAPTER = "docker_engine"
+
+
+@dataclass(frozen=True, order=True)
+class Violation:
+    rule: str  # cycle | later-stage | imports-demo | shared-imports-stage | unplaced | docker
+    module: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.module}: {self.message}"
+
+
+def module_names(root: Path, package: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the package at ``root``."""
+    out: dict[str, Path] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join([package, *parts])] = path
+    return out
+
+
+def imports_of(name: str, path: Path) -> list[tuple[str, tuple[str, ...], int]]:
+    """Every import statement in the file, anywhere in it: (module, names taken from it, line)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    found: list[tuple[str, tuple[str, ...], int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, (), node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            found.append((target, tuple(alias.name for alias in node.names), node.lineno))
+    return found
+
+
+def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
+    """Edges between the package's own modules, and every (module, imported module, line).
+
+    ``from pkg import mod`` is an edge to ``pkg.mod`` when that is a module, else to ``pkg``.
+    """
+    modules = module_names(root, package)
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    raw: list[tuple[str, str, int]] = []
+    for name, path in modules.items():
+        for target, names, line in imports_of(name, path):
+            raw.append((name, target, line))
+            submodules = {f"{target}.{n}" for n in names if f"{target}.{n}" in modules}
+            plain = not names or len(submodules) < len(names)
+            for dst in submodules | ({target} if plain else set()):
+                if dst in modules and dst != name:
+                    edges[name].add(dst)
+    return edges, raw
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component: list[str] = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def layer(module: str, package: str) -> str:
+    """The top-level part a module belongs to: a stage, demo, a shared module, cli, or the package root."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == package else ""
+
+
+def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
+    edges, raw = import_graph(root, package)
+    out: list[Violation] = []
+    for component in cycles(edges):
+        out.append(Violation("cycle", component[0], "import cycle: " + " <-> ".join(component)))
+    placed = {*STAGES, *SHARED, *ENTRY, DEMO, ""}
+    for module in sorted(edges):
+        if layer(module, package) not in placed:
+            out.append(Violation("unplaced", module, "not in a stage, demo/, or a shared module"))
+    for module in sorted(edges):
+        src = layer(module, package)
+        for target in sorted(edges[module]):
+            dst = layer(target, package)
+            if src in (dst, DEMO):
+                continue
+            if dst == DEMO and not (src == "cli" and target == f"{package}.{DEMO}.commands"):
+                out.append(Violation("imports-demo", module, f"imports {target}: nothing depends on the demo"))
+            elif src in STAGES and dst in STAGES and STAGES.index(dst) > STAGES.index(src):
+                out.append(Violation("later-stage", module, f"imports {target}: stage {src} comes before {dst}"))
+            elif src == "cli" and dst in STAGES and target != f"{package}.{dst}.commands":
+                out.append(Violation("shared-imports-stage", module, f"imports {target}: cli imports only <stage>.commands"))
+            elif src == "records" and dst == "manifest":
+                continue  # a record may embed the manifest's own models (a receipt is bound to its cell)
+            elif src in SHARED | {"__main__", ""} and dst in STAGES:
+                out.append(Violation("shared-imports-stage", module, f"imports {target}: a shared module imports no stage"))
+    for module, target, line in raw:
+        if (target == "docker" or target.startswith("docker.")) and layer(module, package) != ADAPTER:
+            out.append(Violation("docker", module, f"line {line}: imports {target}: only {package}/{ADAPTER}/ may"))
+    return sorted(set(out))
+
+
+# --- the real tree ------------------------------------------------------------------------------
+
+
+def test_releasekit_follows_the_layout_rules():
+    found = check_package(REPO / "releasekit")
+    assert not found, "layout rules broken (docs/architecture.md):\n" + "\n".join(map(str, found))
+
+
+def test_the_real_tree_is_actually_walked():
+    edges, raw = import_graph(REPO / "releasekit", "releasekit")
+    assert "releasekit.cli" in edges and len(edges) > 50
+    # function-level imports are seen: plan/commands.py imports its services inside the commands
+    assert "releasekit.plan.locking" in edges["releasekit.plan.commands"]
+
+
+# --- the checker can fail -----------------------------------------------------------------------
+
+
+def make_package(root: Path, files: dict[str, str]) -> Path:
+    pkg = root / "releasekit"
+    base = {
+        "__init__.py": "",
+        "errors.py": "",
+        "cli.py": "def main():\n    from releasekit.plan import commands\n",
+        "__main__.py": "from releasekit.cli import main\n",
+        "docker_engine/__init__.py": "import docker\nfrom docker.errors import NotFound\n",
+        "demo/__init__.py": "",
+        "demo/service.py": "from releasekit.publish import service\nfrom releasekit.plan import service as plan\n",
+        **{f"{s}/__init__.py": "" for s in STAGES},
+        **{f"{s}/service.py": "from releasekit.errors import *\nfrom releasekit import docker_engine\n" for s in STAGES},
+        "plan/commands.py": "def run():\n    from releasekit.plan.service import x\n",
+        "publish/service.py": "from releasekit.build import service\nfrom ..manifest import service as m\n",
+    }
+    for rel, text in {**base, **files}.items():
+        path = pkg / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return pkg
+
+
+def test_a_package_that_follows_the_rules_has_no_findings(tmp_path):
+    assert check_package(make_package(tmp_path, {})) == []
+
+
+CASES = {
+    "cycle": {
+        # only one side imports at module level; the other inside a function
+        "plan/a.py": "from releasekit.plan.b import helper\n",
+        "plan/b.py": "def helper():\n    from releasekit.plan import a\n",
+    },
+    "later-stage": {"build/service.py": "def f():\n    from releasekit.provenance.service import x\n"},
+    "imports-demo": {"validate/service.py": "from releasekit.demo.service import x\n"},
+    "shared-imports-stage": {"findings.py": "def f():\n    from releasekit.plan import service\n"},
+    "unplaced": {"lock.py": ""},
+    "docker": {"validate/container.py": "def run():\n    import docker.errors\n"},
+}
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_each_rule_reports_its_violation(tmp_path, rule):
+    found = check_package(make_package(tmp_path, CASES[rule]))
+    assert [v.rule for v in found] == [rule], found
+
+
+def test_relative_imports_are_resolved(tmp_path):
+    pkg = make_package(tmp_path, {"build/service.py": "from ..validate import service\n"})
+    assert [(v.rule, v.module) for v in check_package(pkg)] == [("later-stage", "releasekit.build.service")]
+
+
+def test_cli_may_import_stage_commands_only(tmp_path):
+    pkg = make_package(tmp_path, {"cli.py": "from releasekit.plan import commands\nfrom releasekit.build import service\n"})
+    found = check_package(pkg)
+    assert [(v.rule, v.message.split(":")[0]) for v in found] == [("shared-imports-stage", "imports releasekit.build.service")]
+
+
+# --- the lazy CLI -------------------------------------------------------------------------------
+
+HEAVY = ("docker", "httpx", "matplotlib", "jinja2", "elftools")  # rich.table: typer draws --help with it
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"]])
+def test_version_and_help_import_no_stage_and_no_heavy_library(argv):
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from releasekit import cli
+        try:
+            cli.main({argv!r})
+        except SystemExit:
+            pass
+        sys.stderr.write("\\n".join(sorted(sys.modules)))
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    loaded = set(r.stderr.split())
+    stages = sorted(m for m in loaded if layer(m, "releasekit") in {*STAGES, DEMO})
+    heavy = sorted(m for m in loaded if m in HEAVY)
+    assert r.stdout.strip(), r.stderr[-2000:]
+    assert stages == [] and heavy == [], (stages, heavy)
+
+
+def test_the_static_command_table_is_what_the_stages_register():
+    from releasekit.cli import COMMANDS, stage_commands
+
+    registered: dict[str, str] = {}
+    for module in dict.fromkeys(m for _n, m, _h in COMMANDS):
+        for name, command in stage_commands(module).items():
+            registered[name] = " ".join((command.help or "").split("\n\n")[0].split())
+    assert {n: h for n, _m, h in COMMANDS} == registered
