@@ -100,7 +100,7 @@ def _copy_sources(args: str) -> list[str]:
 def lint(text: str, name: str) -> Findings:
     findings = Findings()
     for ins in parse(text):
-        where = {"file": name, "line": ins.line}
+        where: dict[str, Any] = {"file": name, "line": ins.line}
         if ins.keyword == "FROM" and not re.search(r"@sha256:[0-9a-f]{64}(\s|$)", ins.args):
             findings.add("DOCKERFILE_BASE_NOT_BY_DIGEST", f"FROM {ins.args}: the base image must be named by digest", **where)
         if ins.keyword in ("COPY", "ADD"):

@@ -18,6 +18,7 @@ import tarfile
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 from pydantic import BaseModel
 
@@ -123,7 +124,8 @@ def repack(src: Path, dest: Path, *, strip: str, mtime: int) -> None:
             name = name[len(strip):].rstrip("/")
             if not name:
                 continue
-            data = tin.extractfile(m).read() if m.isfile() else None
+            fh = tin.extractfile(m) if m.isfile() else None
+            data = fh.read() if fh is not None else None
             members.append((name, m, data))
     with dest.open("wb") as fh, tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tout:
         for name, m, data in sorted(members, key=lambda x: x[0]):
@@ -192,15 +194,15 @@ def base_layers(engine: Engine, base_id: str, into: Path, *, keep_layers: bool) 
             fh.write(chunk)
     size = 0
     with tarfile.open(archive) as tar:
-        manifest = json.load(tar.extractfile("manifest.json"))[0]
-        config = json.load(tar.extractfile(manifest["Config"]))
+        manifest = json.load(_member(tar, "manifest.json"))[0]
+        config = json.load(_member(tar, manifest["Config"]))
         diff_ids = config["rootfs"]["diff_ids"]
         for layer_name, diff_id in zip(manifest["Layers"], diff_ids, strict=True):
             member = tar.getmember(layer_name)
             size += member.size
             if keep_layers:
                 target = into / f"{diff_id.split(':')[1]}.tar"
-                with tar.extractfile(member) as src, target.open("wb") as dst:
+                with _member(tar, member) as src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst)
     archive.unlink()
     return BaseLayers(config=config, diff_ids=diff_ids, size=size)
@@ -295,3 +297,11 @@ def assemble(
         created=created,
         smoke=smoke,
     )
+
+
+def _member(tar: tarfile.TarFile, member: str | tarfile.TarInfo) -> IO[bytes]:
+    """A regular file of a docker-save tar; anything else means the engine wrote something unexpected."""
+    fh = tar.extractfile(member)
+    if fh is None:
+        raise BuildFailed(f"the saved base image has no regular file {getattr(member, 'name', member)}")
+    return fh

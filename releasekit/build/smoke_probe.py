@@ -15,6 +15,7 @@ import importlib.metadata
 import json
 import os
 import sys
+from typing import Any
 
 
 def main() -> int:
@@ -24,7 +25,7 @@ def main() -> int:
         + glob.glob(os.path.join(root, "usr/local/lib/python3*/site-packages"))
     )
     sys.path[:0] = sites
-    report = {"site_dirs": [s[len(root):] for s in sites], "distributions": [], "problems": []}
+    report: dict[str, Any] = {"site_dirs": [s[len(root):] for s in sites], "distributions": [], "problems": []}
     for want in expected:
         entry = {"distribution": want["distribution"], "files": 0}
         try:

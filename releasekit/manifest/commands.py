@@ -91,7 +91,7 @@ def plan_view(loaded: LoadedManifest) -> dict[str, object]:
                     for c in comp.already_canonical
                 ],
                 "must_not_merge": sorted(
-                    {s for e in [*comp.merge_plan, *comp.already_canonical] for s in e.supersedes}
+                    {s for e in comp.superseding() for s in e.supersedes}
                     | {c.pr for c in comp.closed}
                 ),
             }
@@ -150,11 +150,11 @@ def show_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
             ref = f"#{c.pr}" if c.pr is not None else f"commit {c.commit}"
             sup = f" (supersedes {', '.join(f'#{s}' for s in c.supersedes)})" if c.supersedes else ""
             console.print(f"  already canonical: {ref} {c.title}{sup}", markup=False)
-        superseded = sorted({s for e in [*comp.merge_plan, *comp.already_canonical] for s in e.supersedes})
+        superseded = sorted({s for e in comp.superseding() for s in e.supersedes})
         if superseded:
             console.print(f"  must not be merged (superseded): {', '.join(f'#{s}' for s in superseded)}", markup=False)
-        for c in comp.closed:
-            console.print(f"  must not be merged (closed): #{c.pr} {c.title}: {c.reason}", markup=False)
+        for closed in comp.closed:
+            console.print(f"  must not be merged (closed): #{closed.pr} {closed.title}: {closed.reason}", markup=False)
     if m.exclusions:
         console.print("\n[bold]explicit exclusions[/bold]")
         for e in m.exclusions:

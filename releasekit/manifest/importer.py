@@ -213,7 +213,7 @@ def legacy_lock_to_lock(
 def dump_yaml(data: dict[str, Any]) -> str:
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # keep the plan's order
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keep the plan's order
     buf = io.StringIO()
     yaml.dump(data, buf)
     return buf.getvalue()

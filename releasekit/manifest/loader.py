@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -271,7 +271,7 @@ def scalar_comment_findings(source: SourceMap) -> Findings:
     return findings
 
 
-def _hint(err: dict[str, Any]) -> str:
+def _hint(err: Mapping[str, Any]) -> str:
     msg = str(err.get("msg", "invalid"))
     if err.get("type") == "string_type" and isinstance(err.get("input"), int | float) and not isinstance(
         err.get("input"), bool

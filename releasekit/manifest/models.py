@@ -192,6 +192,10 @@ class GitComponent(StrictModel):
     closed: list[ClosedPR] = Field(default_factory=list)
     note: str | None = None
 
+    def superseding(self) -> list[PlannedPR | CanonicalChange]:
+        """Every entry that may supersede older PRs: the merge plan, then what is already canonical."""
+        return [*self.merge_plan, *self.already_canonical]
+
     @model_validator(mode="after")
     def _built_needs_distribution(self) -> GitComponent:
         if self.build is not None and self.role == "runtime" and not self.distribution:
@@ -258,14 +262,16 @@ class Toolchain(StrictModel):
     cuda_arch_list: list[ArchName] = Field(min_length=1)
 
 
+PinScope = Literal["build", "runtime", "release"]
+PIN_SCOPES: tuple[PinScope, ...] = ("build", "runtime", "release")
+
+
 class Pin(StrictModel):
     """A package version that every build, runtime and release input must agree on."""
 
     package: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     version: str = Field(min_length=1)
-    scopes: list[Literal["build", "runtime", "release"]] = Field(
-        default_factory=lambda: ["build", "runtime", "release"]
-    )
+    scopes: list[PinScope] = Field(default_factory=lambda: list(PIN_SCOPES))
     reason: str | None = None
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,14 @@ from packaging.utils import canonicalize_name
 
 from releasekit.findings import Findings, Severity
 from releasekit.manifest.loader import Path_, SourceMap, field_path
-from releasekit.manifest.models import LOCKABLE_KEYS, TO_BE_LOCKED, GitComponent, Manifest
+from releasekit.manifest.models import (
+    LOCKABLE_KEYS,
+    TO_BE_LOCKED,
+    CanonicalChange,
+    GitComponent,
+    Manifest,
+    PlannedPR,
+)
 
 
 @dataclass(frozen=True)
@@ -99,9 +106,9 @@ def _known_prs(ctx: RuleContext) -> dict[PRKey, str]:
         for c in comp.already_canonical:
             if c.pr is not None:
                 known[PRKey(name, c.pr)] = "already canonical"
-        for c in comp.closed:
-            known.setdefault(PRKey(name, c.pr), "closed")
-        for entry in [*comp.merge_plan, *comp.already_canonical]:
+        for closed in comp.closed:
+            known.setdefault(PRKey(name, closed.pr), "closed")
+        for entry in comp.superseding():
             for s in entry.supersedes:
                 known.setdefault(PRKey(name, s), "superseded")
     return known
@@ -201,7 +208,11 @@ def rule_superseded_not_planned(ctx: RuleContext) -> None:
     for name, comp in _git(ctx):
         planned = {p.pr for p in comp.merge_plan}
         canonical = {c.pr for c in comp.already_canonical if c.pr is not None}
-        for section, entries in (("merge_plan", comp.merge_plan), ("already_canonical", comp.already_canonical)):
+        sections: tuple[tuple[str, Sequence[PlannedPR | CanonicalChange]], ...] = (
+            ("merge_plan", comp.merge_plan),
+            ("already_canonical", comp.already_canonical),
+        )
+        for section, entries in sections:
             for i, entry in enumerate(entries):
                 label = f"#{entry.pr}" if entry.pr is not None else f"commit {getattr(entry, 'commit', '')}"
                 for j, sup in enumerate(entry.supersedes):

@@ -68,7 +68,7 @@ def lock_git_component(name: str, comp: GitComponent, mirror: Mirror) -> LockedG
         locked = _lock_pr(mirror, name, planned.pr, planned.head, "planned", planned.title, required=True)
         assert locked is not None
         prs.append(locked)
-    superseded = {s for entry in [*comp.merge_plan, *comp.already_canonical] for s in entry.supersedes}
+    superseded = {s for entry in comp.superseding() for s in entry.supersedes}
     for change in comp.already_canonical:
         if change.pr is not None:
             locked = _lock_pr(mirror, name, change.pr, None, "already_canonical", change.title, required=False)

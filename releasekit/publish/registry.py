@@ -57,7 +57,8 @@ class Reference:
 
     @classmethod
     def parse(cls, text: str, *, want_tag: bool = False) -> Reference:
-        rest, digest = (text.split("@", 1) + [None])[:2] if "@" in text else (text, None)
+        rest, _, digest_part = text.partition("@")
+        digest = digest_part if "@" in text else None
         host, sep, path = rest.partition("/")
         if not sep or not ("." in host or ":" in host or host == "localhost"):
             raise InputError(f"{text!r}: expected REGISTRY/REPO[:TAG] with an explicit registry host")

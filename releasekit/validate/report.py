@@ -92,7 +92,8 @@ def _throughput_levels(r: Receipt) -> list[dict]:
         if c.kind == "throughput":
             details = c.details
             if "levels" in details:
-                return list(details["levels"])  # type: ignore[arg-type]
+                levels = details["levels"]
+                return list(levels) if isinstance(levels, list) else []
             runs = details.get("runs")
             if isinstance(runs, list) and runs and "levels" in runs[0]:
                 return list(runs[0]["levels"])
