@@ -43,6 +43,7 @@ def _register_stages() -> None:
     from releasekit.plan import commands as plan_commands
     from releasekit.build import commands as build_commands
     from releasekit.provenance import commands as provenance_commands
+    from releasekit.test import commands as test_commands
     from releasekit.validate import commands as validate_commands
     from releasekit.publish import commands as publish_commands
     from releasekit.demo import commands as demo_commands
@@ -52,6 +53,7 @@ def _register_stages() -> None:
         plan_commands,
         build_commands,
         provenance_commands,
+        test_commands,
         validate_commands,
         publish_commands,
         demo_commands,
