@@ -79,7 +79,7 @@ class SuiteRun(_Record):
 class TestReceipt(_Record):
     __test__ = False
 
-    schema_version: Literal["releasekit/test-receipt/v1"] = TEST_RECEIPT_SCHEMA
+    schema_version: Literal["releasekit/test-receipt/v1"] = "releasekit/test-receipt/v1"
     component: str
     suite: str
     required: bool = True
@@ -123,7 +123,7 @@ class HygieneComponent(_Record):
 
 
 class HygieneReceipt(_Record):
-    schema_version: Literal["releasekit/hygiene/v1"] = HYGIENE_SCHEMA
+    schema_version: Literal["releasekit/hygiene/v1"] = "releasekit/hygiene/v1"
     status: Literal["passed", "failed", "incomplete"]
     lock_sha256: str
     components: list[HygieneComponent] = Field(default_factory=list)

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
@@ -112,7 +113,7 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
             base, head, tree_id = composed_tree(name, comp, locked, loaded, tree,
                                                 allow_local=opts.allow_local_repos, cache_dir=opts.cache_dir)
             files = _files(Git(tree), base, hygiene.scope)
-            tools = {tool: ensure_tool(tool, version, opts.tool_dir) for tool, version in hygiene.tools.items()}
+            tools: dict[str, Path] = {tool: ensure_tool(tool, version, opts.tool_dir) for tool, version in hygiene.tools.items()}
             ctx = HygieneContext(component=name, tree=tree, base=base, head=head, files=files, hygiene=hygiene, tools=tools)
             record = HygieneComponent(component=name, repo=locked.repo, base=base, composed_commit=head,
                                       composed_tree=tree_id, scope=hygiene.scope, files=files)
@@ -120,6 +121,7 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
                 check = checks[step]
                 found = check.run(ctx)
                 tool = "ruff" if step.startswith("ruff") else (hygiene.hook_runner if step == "pre-commit" else "git")
+                status: Literal["passed", "failed", "not-runnable"]
                 if found.errors:
                     status = "failed"
                 elif any(f.code in _NOT_RUNNABLE for f in found):
@@ -133,8 +135,10 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
                 findings.extend(found)
             components.append(record)
     steps = [s for c in components for s in c.steps]
-    status = "failed" if not findings.passed else ("incomplete" if any(s.status != "passed" for s in steps) else "passed")
-    receipt = HygieneReceipt(status=status, lock_sha256=lock_file_sha256(opts.lock), components=components,
+    overall: Literal["passed", "failed", "incomplete"] = (
+        "failed" if not findings.passed else ("incomplete" if any(s.status != "passed" for s in steps) else "passed")
+    )
+    receipt = HygieneReceipt(status=overall, lock_sha256=lock_file_sha256(opts.lock), components=components,
                              findings=findings)
     write_record(receipt, opts.outdir / "hygiene.json")
     return receipt

@@ -35,17 +35,17 @@ def stage_suite(checkout: Path, suite: TestSuite, dest: Path) -> None:
     """Copy the suite's test paths (not the package: the image's installed code is under test) into ``dest``."""
     wanted: list[PurePosixPath] = [PurePosixPath(n) for n in _CONFIG_FILES]
     for rel in [*(suite.pytest.paths if suite.pytest else []), *suite.files]:
-        path = _safe(rel.split("::")[0])
-        wanted.append(path)
-        for parent in list(path.parents)[:-1]:
+        rel_path = _safe(rel.split("::")[0])
+        wanted.append(rel_path)
+        for parent in list(rel_path.parents)[:-1]:
             wanted.append(parent / "conftest.py")
             wanted.append(parent / "__init__.py")
     dest.mkdir(parents=True, exist_ok=True)
-    for rel in dict.fromkeys(wanted):
-        src = checkout / rel
+    for wanted_path in dict.fromkeys(wanted):
+        src = checkout / wanted_path
         if src.is_symlink() or not src.exists():
             continue
-        target = dest / rel
+        target = dest / wanted_path
         target.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
             shutil.copytree(src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".git"))

@@ -175,11 +175,11 @@ def judge_suite(component: str, suite: TestSuite, image: str, image_id: str, sta
     failing = [c for c in first.cases if c.outcome in ("failed", "error")]
     allowed = {a.test: a for a in suite.allowlist}
     selection = [c.id for c in failing] if suite.pytest is not None else None
+    rerun: _Run | None = None
+    base_run: _Run | None = None
     if failing and len(failing) <= _RERUN_LIMIT:
         rerun = _run(image_id, suite, staged, selection)
         base_run = _run(baseline[1], suite, staged, selection) if baseline else None
-    else:
-        rerun = base_run = None
     # Reruns on the baseline only matter for tests that failed twice; one baseline run covers them all.
     for case in failing:
         again = _evidence(rerun, case.id) if rerun else None

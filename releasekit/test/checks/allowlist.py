@@ -8,7 +8,7 @@ from releasekit.test.context import SuiteContext
 
 class AllowlistCheck:
     name = "allowlist"
-    codes = ("ALLOWLIST_EXPIRED", "ALLOWLIST_STALE")
+    codes: tuple[str, ...] = ("ALLOWLIST_EXPIRED", "ALLOWLIST_STALE")
 
     def run(self, ctx: SuiteContext) -> Findings:
         found = Findings()

@@ -26,7 +26,7 @@ def evaluate_rules(rules: list[str], counts: Counts) -> list[CountRuleResult]:
 
 class CountRulesCheck:
     name = "count-rules"
-    codes = ("COUNT_RULE_FAILED",)
+    codes: tuple[str, ...] = ("COUNT_RULE_FAILED",)
 
     def run(self, ctx: SuiteContext) -> Findings:
         found = Findings()

@@ -14,7 +14,7 @@ _LINE = re.compile(r"^(.+?):(\d+): (.+)$")
 
 class DiffCheck:
     name = "git-diff-check"
-    codes = ("WHITESPACE_ERROR",)
+    codes: tuple[str, ...] = ("WHITESPACE_ERROR",)
 
     def run(self, ctx: HygieneContext) -> Findings:
         found = Findings()

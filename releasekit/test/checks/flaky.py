@@ -8,7 +8,7 @@ from releasekit.test.context import SuiteContext
 
 class FlakyCheck:
     name = "flaky"
-    codes = ("FLAKY_TEST",)
+    codes: tuple[str, ...] = ("FLAKY_TEST",)
 
     def run(self, ctx: SuiteContext) -> Findings:
         found = Findings()

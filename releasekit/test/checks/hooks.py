@@ -43,7 +43,7 @@ def _cached(repo: str, rev: str) -> bool:
 
 class HooksCheck:
     name = "pre-commit"
-    codes = ("HOOK_FAILED", "HOOK_NOT_RUNNABLE", "HOOKS_NO_CONFIG", "HOOKS_CONFIG_INVALID")
+    codes: tuple[str, ...] = ("HOOK_FAILED", "HOOK_NOT_RUNNABLE", "HOOKS_NO_CONFIG", "HOOKS_CONFIG_INVALID")
 
     def run(self, ctx: HygieneContext) -> Findings:
         found = Findings()

@@ -8,7 +8,7 @@ from releasekit.test.context import SuiteContext
 
 class RegressionCheck:
     name = "regressions"
-    codes = ("TEST_REGRESSION", "FAILURE_UNJUDGED", "PRE_EXISTING_FAILURE")
+    codes: tuple[str, ...] = ("TEST_REGRESSION", "FAILURE_UNJUDGED", "PRE_EXISTING_FAILURE")
 
     def run(self, ctx: SuiteContext) -> Findings:
         found = Findings()

@@ -12,7 +12,7 @@ from releasekit.test.context import HygieneContext
 
 class RuffCheck:
     name = "ruff-check"
-    codes = ("RUFF", "HYGIENE_TOOL_FAILED")
+    codes: tuple[str, ...] = ("RUFF", "HYGIENE_TOOL_FAILED")
 
     def run(self, ctx: HygieneContext) -> Findings:
         found = Findings()

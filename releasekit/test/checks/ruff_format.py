@@ -40,7 +40,7 @@ def diff_hunks(diff: str) -> list[tuple[str, int]]:
 
 class RuffFormatCheck:
     name = "ruff-format"
-    codes = ("RUFF_FORMAT", "HYGIENE_TOOL_FAILED")
+    codes: tuple[str, ...] = ("RUFF_FORMAT", "HYGIENE_TOOL_FAILED")
 
     def run(self, ctx: HygieneContext) -> Findings:
         found = Findings()

@@ -8,7 +8,7 @@ from releasekit.test.context import SuiteContext
 
 class SuiteRunCheck:
     name = "suite-run"
-    codes = ("SUITE_TIMED_OUT", "SUITE_NO_REPORT", "SUITE_SKIPPED", "SUITE_EMPTY")
+    codes: tuple[str, ...] = ("SUITE_TIMED_OUT", "SUITE_NO_REPORT", "SUITE_SKIPPED", "SUITE_EMPTY")
 
     def run(self, ctx: SuiteContext) -> Findings:
         found = Findings()
