@@ -79,6 +79,9 @@ def test_workflow_runs_the_pipeline_in_order():
     assert "releasekit matrix" in commands("lock") and "--format github" in commands("lock")
     assert needs("build") == {"lock"}
     assert "releasekit build" in commands("build") and "releasekit verify-provenance" in commands("build")
+    # The test stage runs on the built image between verify-provenance and validate.
+    assert needs("test") == {"lock", "build"} and "test" in needs("validate")
+    assert "releasekit test" in commands("test") and "releasekit hygiene" in commands("test")
     # One validation job per cell, on self-hosted GPU runners, from the matrix command's output.
     assert jobs["validate"]["strategy"]["matrix"] == "${{ fromJSON(needs.lock.outputs.matrix) }}"
     assert jobs["validate"]["runs-on"] == "${{ matrix.runs-on }}"

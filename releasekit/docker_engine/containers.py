@@ -108,13 +108,35 @@ class Container:
             self._c.remove(force=True, v=volumes)
 
     def put_directory(self, dest: str, src: Path) -> None:
-        """Copy the host directory ``src`` to the container path ``dest`` (before start)."""
-        # Spooled to disk: a source tree (a vLLM checkout) can be large.
+        """Copy the host directory ``src`` to the container path ``dest`` (before start); missing parents are made."""
+        # Spooled to disk: a source tree (a vLLM checkout) can be large. Rooted at / so that the
+        # engine creates any parent of ``dest`` the image does not have.
         with tempfile.TemporaryFile() as archive:
-            with tarfile.open(fileobj=archive, mode="w") as tar:
-                tar.add(str(src), arcname=dest.rsplit("/", 1)[1])
+            with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                tar.add(str(src), arcname=dest.strip("/"))
             archive.seek(0)
-            self._c.put_archive(dest.rsplit("/", 1)[0] or "/", archive)
+            self._c.put_archive("/", archive)
+
+    def read_file(self, path: str) -> bytes | None:
+        """The content of the regular file at ``path`` in the container, or None when there is none."""
+        import docker.errors
+
+        try:
+            stream, _ = self._c.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+        with tempfile.TemporaryFile() as spool:
+            for chunk in stream:
+                spool.write(chunk)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool) as tar:
+                for member in tar:
+                    if member.isfile():
+                        handle = tar.extractfile(member)
+                        return handle.read() if handle is not None else None
+        return None
 
     def archive_to(self, path: str, out: Path) -> None:
         """Stream ``path`` of the container's filesystem to ``out`` as a tar."""
@@ -155,6 +177,9 @@ class ContainerOperations:
         read_only_mounts: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
         gpus: list[int] | None = None,
+        gpu_count: int = 0,
+        devices: list[str] | None = None,
+        workdir: str | None = None,
         ipc_mode: str | None = None,
         shm_size: str | None = None,
         cpuset: str | None = None,
@@ -195,6 +220,14 @@ class ContainerOperations:
             from docker.types import DeviceRequest
 
             kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])]
+        elif gpu_count:
+            from docker.types import DeviceRequest
+
+            kwargs["device_requests"] = [DeviceRequest(count=gpu_count, capabilities=[["gpu"]])]
+        if devices:
+            kwargs["devices"] = [f"{d}:{d}:rwm" for d in devices]
+        if workdir is not None:
+            kwargs["working_dir"] = workdir
         if ipc_mode is not None:
             kwargs["ipc_mode"] = ipc_mode
         if shm_size is not None:

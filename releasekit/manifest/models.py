@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from releasekit.manifest.testing import Hygiene, TestSuites
 from releasekit.manifest.validation import ValidationSpec
 
 SCHEMA_V1 = "releasekit/v1"
@@ -190,6 +191,8 @@ class GitComponent(StrictModel):
     merge_plan: list[PlannedPR] = Field(default_factory=list)
     already_canonical: list[CanonicalChange] = Field(default_factory=list)
     closed: list[ClosedPR] = Field(default_factory=list)
+    tests: TestSuites = Field(default_factory=list, description="suites run in the candidate image (releasekit test)")
+    hygiene: Hygiene | None = Field(default=None, description="linters on the composed tree (releasekit hygiene)")
     note: str | None = None
 
     def superseding(self) -> list[PlannedPR | CanonicalChange]:

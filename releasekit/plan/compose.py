@@ -39,35 +39,8 @@ def compose_component(
 ) -> ComponentCompose:
     if base is None:
         base = locked.canonical_head if locked else mirror.branch_head(comp.canonical_branch or mirror.default_branch())
-    heads = {p.number: p.head for p in (locked.pull_requests if locked else []) if p.role == "planned"}
-    result = ComponentCompose(component=name, repo=mirror.url, base=base)
     with tempfile.TemporaryDirectory(prefix="releasekit-compose-") as tmp:
-        work = fresh_checkout(mirror, base, Path(tmp) / "tree")
-        git = Git(work.path)
-        for planned in comp.merge_plan:
-            head = heads.get(planned.pr) or mirror.pr_head(planned.pr)
-            if head is None:
-                findings.add("PR_MISSING", f"no refs/pull/{planned.pr}/head to compose", component=name, pr=planned.pr)
-                continue
-            if is_ancestor(git, head, "HEAD"):
-                result.steps.append(ComposeStep(pr=planned.pr, head=head, result="already-contained", tree=_tree(git)))
-                continue
-            try:
-                git.run("merge", "--no-ff", "--no-edit", "-m", f"compose: merge #{planned.pr}", head, extra_env=_FIXED)
-            except GitFailed:
-                files = [f for f in git.run("diff", "--name-only", "--diff-filter=U").splitlines() if f]
-                git.run("merge", "--abort", check=False)
-                findings.add(
-                    "MERGE_CONFLICT",
-                    f"merging PR #{planned.pr} in plan order conflicts in {', '.join(files) or 'the index'}",
-                    component=name,
-                    pr=planned.pr,
-                    path=files[0] if files else None,
-                )
-                result.steps.append(ComposeStep(pr=planned.pr, head=head, result="conflict", conflicts=files, tree=_tree(git)))
-                continue
-            result.steps.append(ComposeStep(pr=planned.pr, head=head, result="merged", tree=_tree(git)))
-        result.tree = _tree(git)
+        result = compose_into(name, comp, mirror, locked, findings, Path(tmp) / "tree", base=base)
     if locked is not None and compare:
         result.expected_tree = locked.composed_tree or locked.tree
         result.matches_lock = result.tree == result.expected_tree
@@ -77,6 +50,48 @@ def compose_component(
                 f"base {base[:12]} + planned PRs gives tree {result.tree}, the lock expects {result.expected_tree}",
                 component=name,
             )
+    return result
+
+
+def compose_into(
+    name: str,
+    comp: GitComponent,
+    mirror: Mirror,
+    locked: LockedGitComponent | None,
+    findings: Findings,
+    dest: Path,
+    *,
+    base: str,
+) -> ComponentCompose:
+    """Compose in ``dest`` (a new directory) and leave the work tree there."""
+    heads = {p.number: p.head for p in (locked.pull_requests if locked else []) if p.role == "planned"}
+    result = ComponentCompose(component=name, repo=mirror.url, base=base)
+    work = fresh_checkout(mirror, base, dest)
+    git = Git(work.path)
+    for planned in comp.merge_plan:
+        head = heads.get(planned.pr) or mirror.pr_head(planned.pr)
+        if head is None:
+            findings.add("PR_MISSING", f"no refs/pull/{planned.pr}/head to compose", component=name, pr=planned.pr)
+            continue
+        if is_ancestor(git, head, "HEAD"):
+            result.steps.append(ComposeStep(pr=planned.pr, head=head, result="already-contained", tree=_tree(git)))
+            continue
+        try:
+            git.run("merge", "--no-ff", "--no-edit", "-m", f"compose: merge #{planned.pr}", head, extra_env=_FIXED)
+        except GitFailed:
+            files = [f for f in git.run("diff", "--name-only", "--diff-filter=U").splitlines() if f]
+            git.run("merge", "--abort", check=False)
+            findings.add(
+                "MERGE_CONFLICT",
+                f"merging PR #{planned.pr} in plan order conflicts in {', '.join(files) or 'the index'}",
+                component=name,
+                pr=planned.pr,
+                path=files[0] if files else None,
+            )
+            result.steps.append(ComposeStep(pr=planned.pr, head=head, result="conflict", conflicts=files, tree=_tree(git)))
+            continue
+        result.steps.append(ComposeStep(pr=planned.pr, head=head, result="merged", tree=_tree(git)))
+    result.tree = _tree(git)
     return result
 
 

@@ -1,0 +1,1 @@
+"""The test stage: component test suites in the candidate image, judged against a baseline; source hygiene."""

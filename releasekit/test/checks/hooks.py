@@ -1,0 +1,100 @@
+"""pre-commit / prek hooks of the repository's own config, on the composed tree.
+
+``repo: local`` and ``repo: meta`` hooks run, and so do hooks of a remote repository
+whose environment pre-commit has already cached; any other hook would have to be fetched
+from the network and is reported as not runnable here (a warning: never a pass).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML, YAMLError
+
+from releasekit.findings import Findings, Severity
+from releasekit.test.checks._tool import run_tool
+from releasekit.test.context import HygieneContext
+
+CONFIG = ".pre-commit-config.yaml"
+_SPOT = re.compile(r"^([^\s:][^:]*):(\d+):(?:(\d+):)?\s*(.*)$")
+
+
+def _pre_commit_home() -> Path:
+    if os.environ.get("PRE_COMMIT_HOME"):
+        return Path(os.environ["PRE_COMMIT_HOME"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pre-commit"
+
+
+def _cached(repo: str, rev: str) -> bool:
+    db = _pre_commit_home() / "db.db"
+    if not db.is_file():
+        return False
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            row = conn.execute("SELECT path FROM repos WHERE repo = ? AND ref = ?", (repo, rev)).fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(row) and Path(row[0]).is_dir()
+
+
+class HooksCheck:
+    name = "pre-commit"
+    codes: tuple[str, ...] = ("HOOK_FAILED", "HOOK_NOT_RUNNABLE", "HOOKS_NO_CONFIG", "HOOKS_CONFIG_INVALID")
+
+    def run(self, ctx: HygieneContext) -> Findings:
+        found = Findings()
+        config_path = ctx.tree / CONFIG
+        if not config_path.is_file():
+            found.add("HOOKS_NO_CONFIG", f"the repository has no {CONFIG}; no hook ran",
+                      severity=Severity.warning, component=ctx.component)
+            return found
+        try:
+            config: Any = YAML(typ="safe").load(config_path.read_text(encoding="utf-8"))
+            repos = list(config["repos"])
+        except (YAMLError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            found.add("HOOKS_CONFIG_INVALID", f"{CONFIG} cannot be read: {exc}", component=ctx.component, file=CONFIG)
+            return found
+        runnable: list[dict[str, Any]] = []
+        for repo in repos:
+            url = str(repo.get("repo", ""))
+            hooks = [h for h in repo.get("hooks") or [] if isinstance(h, dict)]
+            if url in ("local", "meta") or (ctx.hygiene.hook_runner == "pre-commit" and _cached(url, str(repo.get("rev")))):
+                runnable.append(repo)
+                continue
+            for hook in hooks:
+                found.add("HOOK_NOT_RUNNABLE",
+                          f"hook {hook.get('id')} of {url}@{repo.get('rev')} must be fetched from the network: not runnable here",
+                          severity=Severity.warning, component=ctx.component, file=CONFIG)
+        if not runnable:
+            return found
+        # The runnable subset as its own config, beside (not in) the work tree's files.
+        subset = ctx.tree / ".git" / "releasekit-hooks.yaml"
+        with subset.open("w", encoding="utf-8") as handle:
+            YAML(typ="safe", pure=True).dump({**config, "repos": runnable}, handle)
+        runner = str(ctx.tools[ctx.hygiene.hook_runner])
+        scope = ["--all-files"] if ctx.hygiene.scope == "all" else ["--files", *ctx.files]
+        if ctx.hygiene.scope == "changed" and not ctx.files:
+            return found
+        for repo in runnable:
+            for hook in repo.get("hooks") or []:
+                hook_id = str(hook.get("id"))
+                code, out, err = run_tool([runner, "run", hook_id, "--config", str(subset), *scope], ctx.tree,
+                                          env={"SKIP": "", "PRE_COMMIT_COLOR": "never", "NO_COLOR": "1"})
+                if code == 0:
+                    continue
+                spots = 0
+                for text in (out + "\n" + err).splitlines():
+                    match = _SPOT.match(text.strip())
+                    if match and (ctx.tree / match.group(1)).is_file():
+                        spots += 1
+                        found.add("HOOK_FAILED", f"{hook_id}: {match.group(4) or 'reported'}", component=ctx.component,
+                                  file=match.group(1), line=int(match.group(2)),
+                                  column=int(match.group(3)) if match.group(3) else None)
+                if not spots:
+                    tail = " ".join((out + " " + err).split())[-300:]
+                    found.add("HOOK_FAILED", f"{hook_id} failed: {tail}", component=ctx.component)
+        return found

@@ -1,0 +1,145 @@
+"""``releasekit hygiene``: the manifest's linters on each component's composed tree, at pinned versions.
+
+The tree is the canonical head the lock recorded with the planned PRs merged in order
+(what ``plan compose`` makes); the files in scope are those the plan changes (``git diff
+--name-only base..composed``) or every tracked file. Tools come from PyPI at the versions
+the manifest pins, installed once into a cache (a tool already on PATH at exactly that
+version is used as it is).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.findings import Findings
+from releasekit.git.runner import Git
+from releasekit.lock import lock_file_sha256, read_lock
+from releasekit.manifest import load_manifest
+from releasekit.records.test_receipt import HygieneComponent, HygieneReceipt, HygieneStepResult, write_record
+from releasekit.test.checks import hygiene_checks
+from releasekit.test.context import HygieneContext
+from releasekit.test.sources import composed_tree
+
+_DIST = {"ruff": "ruff", "pre-commit": "pre-commit", "prek": "prek"}
+_NOT_RUNNABLE = {"HOOK_NOT_RUNNABLE", "HOOKS_NO_CONFIG"}
+
+
+@dataclass
+class HygieneOptions:
+    manifest: Path
+    lock: Path
+    outdir: Path
+    components: list[str] = field(default_factory=list)
+    allow_local_repos: bool = False
+    cache_dir: Path | None = None
+    tool_dir: Path | None = None
+
+
+def _tools_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "releasekit" / "tools"
+
+
+def _version_of(exe: str) -> str | None:
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = out.split()
+    return words[-1] if words else None
+
+
+def ensure_tool(name: str, version: str, tool_dir: Path | None = None) -> Path:
+    """The executable of ``name`` at exactly ``version``: from PATH if it is that version, else from a cached venv."""
+    on_path = shutil.which(name)
+    if on_path and _version_of(on_path) == version:
+        return Path(on_path)
+    venv = (tool_dir or _tools_dir()) / f"{name}-{version}"
+    exe = venv / "bin" / name
+    if exe.is_file() and _version_of(str(exe)) == version:
+        return exe
+    shutil.rmtree(venv, ignore_errors=True)
+    steps = [[sys.executable, "-m", "venv", str(venv)],
+             [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{_DIST[name]}=={version}"]]
+    for argv in steps:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+        if proc.returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            tail = " ".join((proc.stderr or proc.stdout).split())[-300:]
+            raise EnvironmentProblem(f"cannot install {name}=={version} (pinned by the manifest): {tail}")
+    if _version_of(str(exe)) != version:
+        raise EnvironmentProblem(f"{exe} does not report version {version}")
+    return exe
+
+
+def _files(git: Git, base: str, scope: str) -> list[str]:
+    if scope == "all":
+        out = git.run("ls-files", "-z")
+    else:
+        out = git.run("diff", "-z", "--name-only", "--diff-filter=ACMR", base, "HEAD")
+    return sorted(f for f in out.split("\0") if f)
+
+
+def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
+    loaded = load_manifest(opts.manifest)
+    lock = read_lock(opts.lock)
+    if lock.manifest.sha256 != loaded.sha256:
+        raise InputError(f"{opts.lock} was made from another manifest, not {opts.manifest}")
+    targets = {
+        name: comp for name, comp in loaded.manifest.git_components().items()
+        if comp.hygiene is not None and (not opts.components or name in opts.components)
+    }
+    if not targets:
+        raise InputError(f"{opts.manifest}: no component has a hygiene: section" +
+                         (f" among {', '.join(opts.components)}" if opts.components else ""))
+    checks = hygiene_checks()
+    findings = Findings()
+    components: list[HygieneComponent] = []
+    with tempfile.TemporaryDirectory(prefix="releasekit-hygiene-") as tmp:
+        for name, comp in targets.items():
+            hygiene = comp.hygiene
+            assert hygiene is not None
+            locked = lock.git_components().get(name)
+            if locked is None:
+                raise InputError(f"the lock has no git component {name!r}")
+            tree = Path(tmp) / name
+            base, head, tree_id = composed_tree(name, comp, locked, loaded, tree,
+                                                allow_local=opts.allow_local_repos, cache_dir=opts.cache_dir)
+            files = _files(Git(tree), base, hygiene.scope)
+            tools: dict[str, Path] = {tool: ensure_tool(tool, version, opts.tool_dir) for tool, version in hygiene.tools.items()}
+            ctx = HygieneContext(component=name, tree=tree, base=base, head=head, files=files, hygiene=hygiene, tools=tools)
+            record = HygieneComponent(component=name, repo=locked.repo, base=base, composed_commit=head,
+                                      composed_tree=tree_id, scope=hygiene.scope, files=files)
+            for step in hygiene.steps:
+                check = checks[step]
+                found = check.run(ctx)
+                tool = "ruff" if step.startswith("ruff") else (hygiene.hook_runner if step == "pre-commit" else "git")
+                status: Literal["passed", "failed", "not-runnable"]
+                if found.errors:
+                    status = "failed"
+                elif any(f.code in _NOT_RUNNABLE for f in found):
+                    status = "not-runnable"
+                else:
+                    status = "passed"
+                record.steps.append(HygieneStepResult(
+                    step=step, tool=tool, version=hygiene.tools.get(tool) if tool != "git" else None, status=status,
+                    files=len(files), detail=f"{len(found.errors)} finding(s)" if found.errors else None,
+                ))
+                findings.extend(found)
+            components.append(record)
+    steps = [s for c in components for s in c.steps]
+    overall: Literal["passed", "failed", "incomplete"] = (
+        "failed" if not findings.passed else ("incomplete" if any(s.status != "passed" for s in steps) else "passed")
+    )
+    receipt = HygieneReceipt(status=overall, lock_sha256=lock_file_sha256(opts.lock), components=components,
+                             findings=findings)
+    write_record(receipt, opts.outdir / "hygiene.json")
+    return receipt
+

@@ -1,0 +1,80 @@
+"""The test stage's container run, through the Docker adapter.
+
+``run_in_image`` creates a container from an image with networking disabled, copies the
+test files in (no bind mount: works with a remote engine too), starts it, kills it at
+the timeout, copies the report files out, keeps the log tail, and removes the container.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from releasekit.docker_engine import ContainerTimeout, Engine, EngineError, NoSuchImage
+from releasekit.errors import EnvironmentProblem
+
+_LOG_TAIL = 20_000
+
+
+@dataclass
+class ContainerRun:
+    exit_code: int | None
+    timed_out: bool
+    logs: str
+    seconds: float
+    files: dict[str, bytes] = field(default_factory=dict)  # container path -> content (those that existed)
+
+
+def image_id(ref: str) -> str | None:
+    """The local engine's ID of ``ref``, or None when the image is not there."""
+    return Engine(timeout=120).image_id(ref)
+
+
+def run_in_image(
+    image: str,
+    command: list[str],
+    *,
+    source: Path | None = None,
+    source_dest: str = "/releasekit/src",
+    workdir: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 1800,
+    gpus: int = 0,
+    devices: list[str] | None = None,
+    collect: list[str] | None = None,
+) -> ContainerRun:
+    """Run ``command`` in ``image`` with no network; kill it after ``timeout`` seconds."""
+    engine = Engine(timeout=120)
+    try:
+        container = engine.create(
+            image, command=command, workdir=workdir, environment=env or {}, network=False,
+            labels={"io.releasekit.stage": "test"}, gpu_count=gpus, devices=devices,
+        )
+    except NoSuchImage:
+        raise EnvironmentProblem(f"image {image} is not in the local Docker Engine") from None
+    except EngineError as exc:
+        raise EnvironmentProblem(f"cannot create a container from {image}: {exc}") from None
+    started = time.monotonic()
+    timed_out = False
+    exit_code: int | None = None
+    files: dict[str, bytes] = {}
+    try:
+        if source is not None:
+            container.put_directory(source_dest, source)
+        container.start()
+        try:
+            exit_code = container.wait(timeout)
+        except ContainerTimeout:
+            timed_out = True
+            container.kill()
+            container.wait(60)
+        seconds = time.monotonic() - started
+        logs = container.logs().decode("utf-8", "replace")[-_LOG_TAIL:]
+        for path in collect or []:
+            content = container.read_file(path)
+            if content is not None:
+                files[path] = content
+    finally:
+        container.remove()
+    return ContainerRun(exit_code=exit_code, timed_out=timed_out, logs=logs, seconds=seconds, files=files)
