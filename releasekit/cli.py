@@ -39,8 +39,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "releasekit.provenance.commands",
         "Prove that what IMAGE imports is exactly what the locked commits produce.",
     ),
-    ("test", "releasekit.test.commands", "Run the components' own test suites inside the candidate image, judged on a baseline."),
-    ("hygiene", "releasekit.test.commands", "Lint the composed tree: ruff, ruff format, git diff --check, pre-commit hooks."),
+    ("test", "releasekit.test.commands", "Run the components' test suites inside IMAGE; judge failures against the baseline image."),
+    (
+        "hygiene",
+        "releasekit.test.commands",
+        "Run ruff, ruff format --check, git diff --check and the repository's hooks on the composed tree.",
+    ),
     ("matrix", "releasekit.validate.commands", "List the validation cells of a manifest."),
     (
         "validate",

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 from forge import Forge
-from releasekit.lock import write_lock
 from ruamel.yaml import YAML
 
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
+from releasekit.records.lock import write_lock
 
 pytestmark = pytest.mark.docker
 

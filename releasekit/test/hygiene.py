@@ -21,8 +21,8 @@ from typing import Literal
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.git.runner import Git
-from releasekit.lock import lock_file_sha256, read_lock
 from releasekit.manifest import load_manifest
+from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.test_receipt import HygieneComponent, HygieneReceipt, HygieneStepResult, write_record
 from releasekit.test.checks import hygiene_checks
 from releasekit.test.context import HygieneContext

@@ -10,10 +10,10 @@ from releasekit.findings import Findings
 from releasekit.git.checkout import fresh_checkout
 from releasekit.git.mirror import Mirror
 from releasekit.git.runner import Git
-from releasekit.lock import LockedGitComponent
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import GitComponent
 from releasekit.manifest.testing import TestSuite
+from releasekit.records.lock import LockedGitComponent
 
 _CONFIG_FILES = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py")
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings
-from releasekit.lock import Lock, lock_file_sha256, read_lock
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import GitComponent
 from releasekit.manifest.testing import TestSuite
+from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.test_receipt import (
     Counts,
     FailedTest,
