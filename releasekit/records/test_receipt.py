@@ -6,27 +6,22 @@ Written by ``releasekit test`` / ``releasekit hygiene`` and read by whoever gate
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from releasekit.errors import InputError
 from releasekit.findings import Findings
+from releasekit.records.base import Record, Strict, load_record, write_record
 
-TEST_RECEIPT_SCHEMA = "releasekit/test-receipt/v1"
-HYGIENE_SCHEMA = "releasekit/hygiene/v1"
+TEST_RECEIPT_SCHEMA: Final = "releasekit.test-receipt/v1"
+HYGIENE_SCHEMA: Final = "releasekit.hygiene/v1"
 
 Outcome = Literal["passed", "failed", "error", "skipped", "missing"]
 Verdict = Literal["regression", "pre-existing", "flaky", "allowlisted", "unjudged"]
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Counts(_Record):
+class Counts(Strict):
     passed: int = 0
     failed: int = 0
     skipped: int = 0
@@ -40,7 +35,7 @@ class Counts(_Record):
         return self.total if key == "total" else int(getattr(self, key))
 
 
-class RunEvidence(_Record):
+class RunEvidence(Strict):
     """One run of one test: where (image), how it ended, and what it printed."""
 
     image_id: str
@@ -49,7 +44,7 @@ class RunEvidence(_Record):
     output: str | None = None
 
 
-class FailedTest(_Record):
+class FailedTest(Strict):
     test: str  # pytest node id (or classname::name for command suites)
     outcome: Literal["failed", "error"]
     message: str | None = None
@@ -60,13 +55,13 @@ class FailedTest(_Record):
     allowlist_reason: str | None = None
 
 
-class CountRuleResult(_Record):
+class CountRuleResult(Strict):
     rule: str
     actual: int
     ok: bool
 
 
-class SuiteRun(_Record):
+class SuiteRun(Strict):
     """How the suite's container ended."""
 
     exit_code: int | None = None
@@ -76,10 +71,11 @@ class SuiteRun(_Record):
     log_tail: str = ""
 
 
-class TestReceipt(_Record):
+class TestReceipt(Record):
     __test__ = False
+    kind: ClassVar[str] = "test receipt"
 
-    schema_version: Literal["releasekit/test-receipt/v1"] = "releasekit/test-receipt/v1"
+    schema_: Literal["releasekit.test-receipt/v1"] = Field(default=TEST_RECEIPT_SCHEMA, alias="schema")
     component: str
     suite: str
     required: bool = True
@@ -102,7 +98,7 @@ class TestReceipt(_Record):
     findings: Findings = Field(default_factory=Findings)
 
 
-class HygieneStepResult(_Record):
+class HygieneStepResult(Strict):
     step: str
     tool: str | None = None
     version: str | None = None
@@ -111,7 +107,7 @@ class HygieneStepResult(_Record):
     detail: str | None = None
 
 
-class HygieneComponent(_Record):
+class HygieneComponent(Strict):
     component: str
     repo: str
     base: str
@@ -122,39 +118,22 @@ class HygieneComponent(_Record):
     steps: list[HygieneStepResult] = Field(default_factory=list)
 
 
-class HygieneReceipt(_Record):
-    schema_version: Literal["releasekit/hygiene/v1"] = "releasekit/hygiene/v1"
+class HygieneReceipt(Record):
+    kind: ClassVar[str] = "hygiene receipt"
+
+    schema_: Literal["releasekit.hygiene/v1"] = Field(default=HYGIENE_SCHEMA, alias="schema")
     status: Literal["passed", "failed", "incomplete"]
     lock_sha256: str
     components: list[HygieneComponent] = Field(default_factory=list)
     findings: Findings = Field(default_factory=Findings)
 
 
-def write_record(record: BaseModel, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def _read(model: type[BaseModel], path: Path) -> BaseModel:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{path}: not a {model.__name__} record at {loc or '(top)'}: {err['msg']}") from None
-
-
 def read_test_receipt(path: Path) -> TestReceipt:
-    record = _read(TestReceipt, path)
-    assert isinstance(record, TestReceipt)
-    return record
+    return load_record(TestReceipt, path)
 
 
 def read_hygiene_receipt(path: Path) -> HygieneReceipt:
-    record = _read(HygieneReceipt, path)
-    assert isinstance(record, HygieneReceipt)
-    return record
+    return load_record(HygieneReceipt, path)
+
+
+__all__ = ["HygieneReceipt", "TestReceipt", "read_hygiene_receipt", "read_test_receipt", "write_record"]
