@@ -95,6 +95,9 @@ class Receipt(_Strict):
     findings: list[Finding] = Field(default_factory=list)
     log_tail: list[str] = Field(default_factory=list)
     host: dict[str, str] = Field(default_factory=dict)
+    # Which engine adapter (releasekit.validate.engines) judged this cell, and its version.
+    engine_adapter: str | None = None
+    engine_adapter_version: str | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
