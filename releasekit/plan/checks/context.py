@@ -158,10 +158,10 @@ def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGit
                 st = history.state_of(head, ignore_patches=ignore)
             states[-pr] = st  # negative keys: superseded/closed, never planned
         pending.append((pr, role, title, head, st))
-    landed = [st.landed_at for *_, st in pending if st is not None and st.landed_at]
+    landed = [found.landed_at for *_, found in pending if found is not None and found.landed_at]
     times = {c: t for c, (t, _) in commit_info(mirror.git, landed).items()}
-    for pr, role, title, head, st in pending:
-        statuses.append(_status_from(name, times, pr, role, title, head, st))
+    for pr, role, title, head, found in pending:
+        statuses.append(_status_from(name, times, pr, role, title, head, found))
     for change in comp.already_canonical:
         if change.commit is None:
             continue

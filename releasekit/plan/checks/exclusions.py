@@ -18,9 +18,8 @@ class ExclusionsAbsent:
     def run(self, ctx: PlanContext) -> Findings:
         findings = Findings()
         for excl in ctx.loaded.manifest.exclusions:
-            targets = [ctx.components[excl.component]] if excl.component in ctx.components else (
-                [] if excl.component else list(ctx.components.values())
-            )
+            named = ctx.components.get(excl.component) if excl.component else None
+            targets = [named] if named is not None else ([] if excl.component else list(ctx.components.values()))
             for cs in targets:
                 if cs.history is None:
                     continue
