@@ -273,8 +273,8 @@ def test_not_json_and_no_schema_are_one_line_input_errors(record: type[Record], 
 def test_publish_record_made_from_a_real_gate_report_round_trips(release: Release) -> None:
     from test_publish_support import IMAGE_CMD, IMAGE_ENV
 
+    from releasekit.docker_engine import ImageFacts
     from releasekit.manifest import load_manifest
-    from releasekit.publish.engine import ImageFacts
     from releasekit.publish.evidence import load_evidence
     from releasekit.publish.gate import policy_from_manifest
     from releasekit.publish.service import PublishResult, evaluate_gate, publish_record

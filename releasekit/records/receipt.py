@@ -94,6 +94,9 @@ class Receipt(Record):
     findings: list[Finding] = Field(default_factory=list)
     log_tail: list[str] = Field(default_factory=list)
     host: dict[str, str] = Field(default_factory=dict)
+    # Which engine adapter (releasekit.validate.engines) judged this cell, and its version.
+    engine_adapter: str | None = None
+    engine_adapter_version: str | None = None
 
 
 def cell_sha256(cell: Cell) -> str:

@@ -1,4 +1,6 @@
-"""Prometheus text parsing and the speculative-decoding counters vLLM exports on /metrics.
+"""Prometheus text parsing and an engine's speculative-decoding counters on /metrics.
+
+The counter names come from the engine adapter (``Engine.spec_decode_metrics``).
 
 Acceptance is measured as the *difference* of counters before and after our own
 requests, so whatever the server did before (warm-up, other checks) does not count.
@@ -10,13 +12,10 @@ import re
 
 from pydantic import BaseModel, Field
 
+from releasekit.validate.engines.interface import SpecDecodeMetricNames
+
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
-SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
-SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
-SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
 class Sample(BaseModel):
@@ -49,11 +48,12 @@ def _counter(samples: list[Sample], base: str) -> float:
     return sum(s.value for s in samples if s.name in (base, base + "_total"))
 
 
-def _per_position(samples: list[Sample]) -> dict[int, float]:
+def _per_position(samples: list[Sample], names: SpecDecodeMetricNames) -> dict[int, float]:
     out: dict[int, float] = {}
+    base, label = names.accepted_per_position, names.position_label
     for s in samples:
-        if s.name in (SPEC_ACCEPTED_PER_POS, SPEC_ACCEPTED_PER_POS + "_total") and "position" in s.labels:
-            pos = int(s.labels["position"])
+        if s.name in (base, base + "_total") and label in s.labels:
+            pos = int(s.labels[label])
             out[pos] = out.get(pos, 0.0) + s.value
     return out
 
@@ -66,14 +66,15 @@ class SpecCounters(BaseModel):
     present: bool = False
 
     @classmethod
-    def from_text(cls, text: str) -> SpecCounters:
+    def from_text(cls, text: str, names: SpecDecodeMetricNames) -> SpecCounters:
+        """The counters in ``text``, found by the engine adapter's metric ``names``."""
         samples = parse_prometheus(text)
-        present = any(s.name.startswith("vllm:spec_decode_") for s in samples)
+        present = any(s.name.startswith(names.prefix) for s in samples)
         return cls(
-            drafts=_counter(samples, SPEC_DRAFTS),
-            draft_tokens=_counter(samples, SPEC_DRAFT_TOKENS),
-            accepted_tokens=_counter(samples, SPEC_ACCEPTED),
-            accepted_per_position=_per_position(samples),
+            drafts=_counter(samples, names.drafts),
+            draft_tokens=_counter(samples, names.draft_tokens),
+            accepted_tokens=_counter(samples, names.accepted_tokens),
+            accepted_per_position=_per_position(samples, names),
             present=present,
         )
 

@@ -31,7 +31,7 @@ from releasekit.records.receipt import (
     cell_sha256,
     write_receipt,
 )
-from releasekit.validate.checks import CheckContext, check_for
+from releasekit.validate.checks import CheckContext, check_for, run_check
 from releasekit.validate.client import EngineClient
 from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
 from releasekit.validate.engines import engine_for
@@ -237,12 +237,14 @@ class CellRunner:
             findings=list(findings) + [f for c in checks for f in c.findings],
             log_tail=_tail(log),
             host={"hostname": platform.node(), "machine": platform.machine(), "cpus": str(os.cpu_count())},
+            engine_adapter=engine.name,
+            engine_adapter_version=engine.version,
         )
 
     def _checks(self, cell: Cell, server, engine, findings: Findings) -> list[CheckResult]:
         client = EngineClient(server.base_url, cell.model.name, timeout_s=cell.request_timeout_s)
         ctx = CheckContext(
-            cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=client,
+            cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=client, engine=engine,
             metrics_path=engine.metrics_path, read_log=server.logs, seed=self.seed,
         )
         # Log scans last: they judge everything the server wrote while the other checks ran.
@@ -253,7 +255,7 @@ class CellRunner:
             for _ in range(_runs_for(cell, config.kind)):
                 check = check_for(config)
                 try:
-                    runs.append(check.run(ctx))
+                    runs.append(run_check(check, ctx))
                 except InputError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - a check that crashes fails the cell, not the run

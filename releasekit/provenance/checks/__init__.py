@@ -1,25 +1,17 @@
 """The checks of verify-provenance: one small object per concern, each with its own finding codes.
 
-A check has a ``name``, the ``codes`` it may report, and ``run(ctx) -> Findings``. The
-verifier runs them all; the result passes when no check reports an error.
+Each is a ``releasekit.checks.Check`` over a ``VerifyContext``: a ``name``, the ``codes`` it
+may report, and ``run(ctx) -> Findings``. The verifier runs them all with ``AllOf``; the
+result passes when no check reports an error.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from releasekit.findings import Findings
+from releasekit.checks import Check
 from releasekit.provenance.context import VerifyContext
 
 
-class Check(Protocol):
-    name: str
-    codes: tuple[str, ...]
-
-    def run(self, ctx: VerifyContext) -> Findings: ...
-
-
-def all_checks() -> list[Check]:
+def all_checks() -> list[Check[VerifyContext]]:
     from releasekit.provenance.checks.labels import LabelsCheck
     from releasekit.provenance.checks.native import NativeArchCheck
     from releasekit.provenance.checks.policy import ForbiddenDistributionCheck

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from releasekit.validate.checks.acceptance import Acceptance
 from releasekit.validate.checks.decode import Decode
 from releasekit.validate.checks.gsm8k import Gsm8k
-from releasekit.validate.checks.interface import CellCheck, CheckContext
+from releasekit.validate.checks.interface import CellCheck, CheckContext, Measurements, run_check
 from releasekit.validate.checks.log_scan import LogScan
 from releasekit.validate.checks.long_context import LongContext
 from releasekit.validate.checks.throughput import Throughput
@@ -15,8 +17,8 @@ CHECKS: dict[str, type[CellCheck]] = {
 }
 
 
-def check_for(config) -> CellCheck:
+def check_for(config: Any) -> CellCheck:
     return CHECKS[config.kind](config)
 
 
-__all__ = ["CHECKS", "CellCheck", "CheckContext", "check_for"]
+__all__ = ["CHECKS", "CellCheck", "CheckContext", "Measurements", "check_for", "run_check"]

@@ -42,6 +42,7 @@ def load_prompts(ctx: CheckContext, name: str | None) -> list[str]:
 
 class Acceptance(CellCheck):
     kind = "acceptance"
+    codes = ("REQUEST_FAILED", "NO_SPEC_METRICS", "NO_DRAFTS", "ACCEPTANCE_BELOW_MIN")
     config: AcceptanceCheck
 
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:
@@ -49,13 +50,14 @@ class Acceptance(CellCheck):
         assert ctx.client is not None
         prompts = load_prompts(ctx, cfg.prompts)
         chosen = [prompts[i % len(prompts)] for i in range(cfg.num_prompts)]
-        before = SpecCounters.from_text(ctx.client.get_text(ctx.metrics_path))
+        names = ctx.engine.spec_decode_metrics
+        before = SpecCounters.from_text(ctx.client.get_text(ctx.metrics_path), names)
         errors = [r.error for r in (ctx.client.complete(p, cfg.max_tokens) for p in chosen) if not r.ok]
-        after = SpecCounters.from_text(ctx.client.get_text(ctx.metrics_path))
+        after = SpecCounters.from_text(ctx.client.get_text(ctx.metrics_path), names)
         if errors:
             findings.add("REQUEST_FAILED", f"{len(errors)} of {len(chosen)} acceptance requests failed: {errors[0]}")
         if not after.present:
-            findings.add("NO_SPEC_METRICS", "the server exports no vllm:spec_decode_* counters: is speculation on?")
+            findings.add("NO_SPEC_METRICS", f"the server exports no {names.prefix}* counters: is speculation on?")
             return [], {}
         acc = acceptance(after.minus(before))
         ctx.notes["acceptance"] = acc

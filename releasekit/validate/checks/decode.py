@@ -52,6 +52,7 @@ def target_step_rate(tok_s: float, mean_length: float | None) -> float:
 
 class Decode(CellCheck):
     kind = "decode"
+    codes = ("REQUEST_FAILED", "NO_MEASUREMENT", "DECODE_TOO_SLOW")
     config: DecodeCheck
 
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:
@@ -61,7 +62,8 @@ class Decode(CellCheck):
         short_len = max(1, cfg.output_len // 4)
         prompts = random_prompts(token_pool(client), 2 * cfg.num_prompts, cfg.input_len, ctx.seed)
         spec_on = ctx.cell.speculative.mode != "off"
-        before = SpecCounters.from_text(client.get_text(ctx.metrics_path)) if spec_on else None
+        names = ctx.engine.spec_decode_metrics
+        before = SpecCounters.from_text(client.get_text(ctx.metrics_path), names) if spec_on else None
         long, wall_long = asyncio.run(
             client.run_concurrent(prompts[: cfg.num_prompts], cfg.output_len, cfg.concurrency, ignore_eos=True)
         )
@@ -70,7 +72,7 @@ class Decode(CellCheck):
         )
         acc = None
         if before is not None:
-            acc = acceptance(SpecCounters.from_text(client.get_text(ctx.metrics_path)).minus(before))
+            acc = acceptance(SpecCounters.from_text(client.get_text(ctx.metrics_path), names).minus(before))
         failed = [r for r in long + short if not r.ok]
         if failed:
             findings.add("REQUEST_FAILED", f"{len(failed)} of {len(long) + len(short)} decode requests failed: {failed[0].error}")

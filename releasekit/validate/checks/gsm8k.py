@@ -88,6 +88,7 @@ def baseline_value(ctx: CheckContext, name: str) -> float | None:
 
 class Gsm8k(CellCheck):
     kind = "gsm8k"
+    codes = ("DATASET_CHANGED", "REQUEST_FAILED", "ACCURACY_BELOW_MIN", "BASELINE_UNAVAILABLE", "ACCURACY_BELOW_BASELINE")
     config: Gsm8kCheck
 
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:

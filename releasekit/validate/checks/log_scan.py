@@ -25,6 +25,7 @@ def scan(log: str, forbid: list[str], require: list[str]) -> tuple[list[tuple[st
 
 class LogScan(CellCheck):
     kind = "log_scan"
+    codes = ("LOG_ERROR", "LOG_MISSING")
     config: LogScanCheck
 
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:

@@ -37,6 +37,7 @@ def passkey_found(output: str, key: str) -> bool:
 
 class LongContext(CellCheck):
     kind = "long_context"
+    codes = ("REQUEST_FAILED", "PASSKEY_NOT_RETURNED")
     config: LongContextCheck
 
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:

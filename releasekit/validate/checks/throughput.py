@@ -80,6 +80,7 @@ def level_metrics(kind: str, level: Level) -> list[Metric]:
 
 class Throughput(CellCheck):
     kind = "throughput"
+    codes = ("REQUESTS_INCOMPLETE",)
     config: ThroughputCheck
 
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from releasekit.errors import InputError
-from releasekit.validate.engines.interface import Engine, ServeCommand
+from releasekit.validate.engines.interface import Engine, LogPatterns, ServeCommand, SpecDecodeMetricNames
 from releasekit.validate.engines.vllm import VllmEngine
 
 _ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine}
@@ -18,4 +18,10 @@ def engine_for(name: str) -> Engine:
         ) from None
 
 
-__all__ = ["Engine", "ServeCommand", "VllmEngine", "engine_for"]
+def adapter_for(name: str) -> Engine | None:
+    """The adapter for ``name``, or None when releasekit has none (for readers that judge, not run)."""
+    cls = _ENGINES.get(name)
+    return cls() if cls is not None else None
+
+
+__all__ = ["Engine", "LogPatterns", "ServeCommand", "SpecDecodeMetricNames", "VllmEngine", "adapter_for", "engine_for"]

@@ -1,15 +1,17 @@
 """What releasekit needs from a serving engine: how to start it and where it reports.
 
-An adapter renders a cell into a command and environment; the container runner, the
-checks and the gates are engine-neutral. SGLang or TokenSpeed adapters implement the
-same class.
+An adapter renders a cell into a command and environment, and owns its engine's
+vocabulary: the flags that only express a cell's coordinates and placement (the publish
+gate asks for them), the names of its metrics (the checks parse with them), where it
+reports readiness, and the log lines it prints. The container runner, the checks and the
+gates are engine-neutral. SGLang or TokenSpeed adapters implement the same class.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from releasekit.manifest.validation import Cell
 
@@ -22,11 +24,48 @@ class ServeCommand(BaseModel):
     problems: list[str] = Field(default_factory=list, description="cell settings the engine cannot express")
 
 
+class SpecDecodeMetricNames(BaseModel):
+    """Where an engine's /metrics reports speculative decoding (counters, summed over label sets)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prefix: str = Field(description="every speculative-decoding metric starts with this")
+    drafts: str
+    draft_tokens: str
+    accepted_tokens: str
+    accepted_per_position: str
+    position_label: str = "position"
+
+
+class LogPatterns(BaseModel):
+    """Regular expressions over the server log."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ready: str | None = Field(default=None, description="a line the server prints once it serves")
+    fatal: tuple[str, ...] = Field(default=(), description="lines that mean the server cannot serve")
+
+
 class Engine(ABC):
     name: str
+    # The adapter's own version: bump it when its vocabulary or its rendering of a cell
+    # changes, so a receipt says which adapter judged it.
+    version: str
     health_path: str = "/health"
     models_path: str = "/v1/models"
     metrics_path: str = "/metrics"
+    spec_decode_metrics: SpecDecodeMetricNames
+    log_patterns: LogPatterns = LogPatterns()
+
+    @property
+    def readiness_paths(self) -> list[str]:
+        """HTTP paths that all answer once the server is ready."""
+        return [self.health_path, self.models_path]
+
+    @abstractmethod
+    def placement_flags(self) -> frozenset[str]:
+        """Flags through which the adapter expresses a cell's own coordinates and where the server
+        runs and listens: passing them is the cell itself, not a hidden switch."""
 
     @abstractmethod
     def serve_command(self, cell: Cell, model_path: str, *, port: int = 8000) -> ServeCommand:

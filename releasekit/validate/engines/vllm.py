@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from releasekit.manifest.validation import Cell
-from releasekit.validate.engines.interface import Engine, ServeCommand
+from releasekit.validate.engines.interface import Engine, LogPatterns, ServeCommand, SpecDecodeMetricNames
 
 DEFAULT_LAUNCHER = ["vllm", "serve"]
 
@@ -30,8 +30,60 @@ _SPEC_METHOD = {
 _AUX_STREAMS_OFF_ENV = "VLLM_DISABLE_SHARED_EXPERTS_STREAM"
 
 
+# Flags through which vLLM expresses a cell's own coordinates (model, TP, DCP/EP,
+# speculative mode, quantisation, KV dtype) and where the server listens. A cell states
+# these in the manifest, so passing them is the cell itself, not a hidden switch.
+PLACEMENT_FLAGS = frozenset(
+    {
+        "--model",
+        "--served-model-name",
+        "--tokenizer",
+        "--revision",
+        "--load-format",
+        "--host",
+        "--port",
+        "--tensor-parallel-size",
+        "-tp",
+        "--pipeline-parallel-size",
+        "-pp",
+        "--decode-context-parallel-size",
+        "-dcp",
+        "--enable-expert-parallel",
+        "--expert-parallel-size",
+        "--speculative-config",
+        "--quantization",
+        "-q",
+        "--kv-cache-dtype",
+        "--max-model-len",
+        # The interpreter flag of the default launcher (python3 -m vllm.entrypoints.cli.main).
+        "-m",
+    }
+)
+
+# vLLM's speculative-decoding counters on /metrics (prometheus_client appends _total).
+SPEC_DECODE_METRICS = SpecDecodeMetricNames(
+    prefix="vllm:spec_decode_",
+    drafts="vllm:spec_decode_num_drafts",
+    draft_tokens="vllm:spec_decode_num_draft_tokens",
+    accepted_tokens="vllm:spec_decode_num_accepted_tokens",
+    accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos",
+    position_label="position",
+)
+
+LOG_PATTERNS = LogPatterns(
+    ready=r"Application startup complete",
+    fatal=(r"CUDA out of memory", r"Traceback \(most recent call last\)", r"EngineCore failed to start"),
+)
+
+
 class VllmEngine(Engine):
     name = "vllm"
+    version = "1"
+    spec_decode_metrics = SPEC_DECODE_METRICS
+    log_patterns = LOG_PATTERNS
+
+    def placement_flags(self) -> frozenset[str]:
+        return PLACEMENT_FLAGS
 
     def speculative_config(self, cell: Cell) -> dict[str, object] | None:
         spec = cell.speculative

@@ -1,0 +1,39 @@
+"""The checks of ``plan check``: one file per concern, each a ``releasekit.checks.Check``
+over a read-only ``PlanContext``, run in this order by ``AllOf``."""
+
+from __future__ import annotations
+
+from releasekit.checks import AllOf, Check
+from releasekit.plan.checks.already_canonical import AlreadyCanonicalPresent
+from releasekit.plan.checks.context import ComponentState, PlanContext, build_state
+from releasekit.plan.checks.exclusions import ExclusionsAbsent
+from releasekit.plan.checks.lock_manifest import LockMatchesManifest
+from releasekit.plan.checks.merge_order import MergeOrder
+from releasekit.plan.checks.pins import PinsAgree
+from releasekit.plan.checks.planned_merged import PlannedPRsMerged
+from releasekit.plan.checks.pr_heads import PRHeadsUnmoved
+from releasekit.plan.checks.published import CheckedCommitPublished
+from releasekit.plan.checks.release_only import ReleaseOnlyCommits
+from releasekit.plan.checks.superseded import SupersededAbsent
+
+
+def all_checks() -> list[Check[PlanContext]]:
+    return [
+        LockMatchesManifest(),
+        CheckedCommitPublished(),
+        PlannedPRsMerged(),
+        MergeOrder(),
+        SupersededAbsent(),
+        AlreadyCanonicalPresent(),
+        ExclusionsAbsent(),
+        PRHeadsUnmoved(),
+        ReleaseOnlyCommits(),
+        PinsAgree(),
+    ]
+
+
+def plan_checks() -> AllOf[PlanContext]:
+    return AllOf(*all_checks(), name="plan check")
+
+
+__all__ = ["ComponentState", "PlanContext", "all_checks", "build_state", "plan_checks"]

@@ -1,0 +1,178 @@
+"""What the plan checks read: the manifest, the lock, and per git component the facts read
+from its mirror once (canonical history, PR heads, where each named PR landed).
+
+Everything here is gathered before any check runs; checks only read it. The per-PR
+``statuses`` carry no finding codes: ``releasekit.plan.check.statuses_with_codes`` attaches
+them from the findings afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from releasekit.git.history import commit_info, diff_patch_id, is_ancestor, merge_base, patch_ids
+from releasekit.git.mirror import Mirror
+from releasekit.manifest import LoadedManifest
+from releasekit.manifest.models import TO_BE_LOCKED, GitComponent
+from releasekit.plan.merged import CanonicalHistory, MergeState
+from releasekit.records.lock import Lock, LockedGitComponent
+from releasekit.records.plan_check import PinAuditResult, PRStatus, ReleaseOnlyReport
+
+
+def short(sha: str | None) -> str:
+    return sha[:12] if sha else "?"
+
+
+@dataclass(frozen=True)
+class ComponentState:
+    name: str
+    comp: GitComponent
+    mirror: Mirror
+    locked: LockedGitComponent | None
+    branch: str
+    canonical_head: str
+    checked: str
+    history: CanonicalHistory | None = None
+    heads: Mapping[int, str] = field(default_factory=dict)  # PR -> head used for the check
+    # PR -> merge state; negative keys: superseded/closed PRs, never planned.
+    states: Mapping[int, MergeState] = field(default_factory=dict)
+    statuses: tuple[PRStatus, ...] = ()  # without codes
+    times: Mapping[str, int] = field(default_factory=dict)  # landing commit -> committer time
+
+    def status(self, pr: int, role: str) -> PRStatus | None:
+        return next((s for s in self.statuses if s.pr == pr and s.role == role), None)
+
+    def landed_time(self, pr: int) -> int | None:
+        st = self.states.get(pr)
+        if st and st.landed_at:
+            if st.landed_at in self.times:
+                return self.times[st.landed_at]
+            return commit_info(self.mirror.git, [st.landed_at])[st.landed_at][0]
+        return None
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    loaded: LoadedManifest
+    lock: Lock | None
+    components: Mapping[str, ComponentState]
+    # (component, report) per ``--release``; the reports' findings name their component.
+    release_only: tuple[tuple[str, ReleaseOnlyReport], ...] = ()
+    pins: PinAuditResult | None = None
+
+
+def _status_from(
+    name: str, times: Mapping[str, int], pr: int, role: str, title: str | None, head: str | None, st: MergeState | None
+) -> PRStatus:
+    if head is None or st is None:
+        return PRStatus(component=name, pr=pr, role=role, title=title, head=head, state="unknown")  # type: ignore[arg-type]
+    if role in ("superseded", "closed", "excluded"):
+        state = "present" if (st.merged or st.present) else "absent"
+    else:
+        state = "merged" if st.merged else ("partial" if st.present else "not-merged")
+    return PRStatus(
+        component=name,
+        pr=pr,
+        role=role,  # type: ignore[arg-type]
+        title=title,
+        head=head,
+        state=state,  # type: ignore[arg-type]
+        how=st.how,
+        landed_at=st.landed_at,
+        landed_position=st.landed_index,
+        landed_time=times.get(st.landed_at) if st.landed_at else None,
+    )
+
+
+def _superseder_patches(
+    mirror: Mirror, checked: str, heads: Mapping[int, str], states: Mapping[int, MergeState], superseder: int
+) -> tuple[frozenset[str], str | None]:
+    """Patch-ids a superseding PR brought (so a superseded PR's identical commits are not blamed), and its head."""
+    head = heads.get(superseder)
+    if head is None:
+        return frozenset(), None
+    git = mirror.git
+    st = states.get(superseder)
+    stop = f"{st.landed_at}^" if st and st.how == "ancestry" and st.landed_at else checked
+    own = patch_ids(git, head, f"^{stop}")
+    base = merge_base(git, head, stop)
+    squash = {diff_patch_id(git, base, head)} if base else set()
+    return frozenset(own.values()) | frozenset(squash), head
+
+
+def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGitComponent | None) -> ComponentState:
+    """Read one component's canonical history once and locate every PR and change it names."""
+    branch = (locked.canonical_branch if locked else None) or comp.canonical_branch or mirror.default_branch()
+    canonical_head = mirror.branch_head(branch)
+    if locked:
+        checked = locked.commit
+    elif comp.commit and comp.commit != TO_BE_LOCKED:
+        checked = comp.commit
+    else:
+        checked = canonical_head
+    if not mirror.has_commit(checked):
+        return ComponentState(name, comp, mirror, locked, branch, canonical_head, checked)
+    history = CanonicalHistory(mirror.git, checked)
+    heads: dict[int, str] = {}
+    states: dict[int, MergeState] = {}
+    statuses: list[PRStatus] = []
+    locked_heads = {p.number: p.head for p in (locked.pull_requests if locked else [])}
+    superseded_by: dict[int, int | None] = {}
+    for entry in comp.merge_plan:
+        for s in entry.supersedes:
+            superseded_by[s] = entry.pr
+    for change in comp.already_canonical:
+        for s in change.supersedes:
+            superseded_by.setdefault(s, change.pr)
+    named: list[tuple[int, str, str | None]] = [(p.pr, "planned", p.title) for p in comp.merge_plan]
+    named += [(c.pr, "already_canonical", c.title) for c in comp.already_canonical if c.pr is not None]
+    named += [(c.pr, "closed", c.title) for c in comp.closed]
+    named += [(s, "superseded", None) for s in sorted(superseded_by) if s not in {c.pr for c in comp.closed}]
+    remote_heads = mirror.refs("refs/pull/")
+    for pr, role, _ in named:
+        # The planned head is the locked one (what was reviewed); a moved head is its own finding.
+        head = locked_heads.get(pr) if role == "planned" else None
+        head = head or remote_heads.get(f"refs/pull/{pr}/head") or locked_heads.get(pr)
+        if head:
+            heads[pr] = head
+    history.prepare(list(heads.values()))
+    pending: list[tuple[int, str, str | None, str | None, MergeState | None]] = []
+    for pr, role, title in named:
+        head = heads.get(pr)
+        if head is None:
+            pending.append((pr, role, title, None, None))
+            continue
+        if role in ("planned", "already_canonical"):
+            st = history.state_of(head)
+            states[pr] = st
+        else:
+            ignore: frozenset[str] = frozenset()
+            sup_head: str | None = None
+            sup = superseded_by.get(pr)
+            if sup is not None:
+                ignore, sup_head = _superseder_patches(mirror, checked, heads, states, sup)
+            if sup_head and is_ancestor(mirror.git, head, sup_head):
+                st = MergeState(False)  # carried inside the superseding PR: not a separate merge
+            else:
+                st = history.state_of(head, ignore_patches=ignore)
+            states[-pr] = st  # negative keys: superseded/closed, never planned
+        pending.append((pr, role, title, head, st))
+    landed = [found.landed_at for *_, found in pending if found is not None and found.landed_at]
+    times = {c: t for c, (t, _) in commit_info(mirror.git, landed).items()}
+    for pr, role, title, head, found in pending:
+        statuses.append(_status_from(name, times, pr, role, title, head, found))
+    for change in comp.already_canonical:
+        if change.commit is None:
+            continue
+        present = mirror.has_commit(change.commit) and history.contains(mirror.resolve(change.commit))
+        if not present and mirror.has_commit(change.commit):
+            full = mirror.resolve(change.commit)
+            present = any(history.equivalents(p) for p in patch_ids(mirror.git, full, f"^{full}^").values())
+        statuses.append(
+            PRStatus(component=name, commit=change.commit, role="already_canonical", title=change.title, state="present" if present else "absent")
+        )
+    return ComponentState(
+        name, comp, mirror, locked, branch, canonical_head, checked,
+        history=history, heads=heads, states=states, statuses=tuple(statuses), times=times,
+    )

@@ -1,0 +1,65 @@
+"""An excluded change (by PR, commit, path glob or subject pattern) does not appear."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from releasekit.findings import Findings
+from releasekit.git.history import patch_ids
+from releasekit.manifest.models import Exclusion
+from releasekit.plan.checks.context import ComponentState, PlanContext, short
+
+
+class ExclusionsAbsent:
+    name = "exclusions-absent"
+    codes = ("EXCLUDED_CHANGE_PRESENT",)
+
+    def run(self, ctx: PlanContext) -> Findings:
+        findings = Findings()
+        for excl in ctx.loaded.manifest.exclusions:
+            named = ctx.components.get(excl.component) if excl.component else None
+            targets = [named] if named is not None else ([] if excl.component else list(ctx.components.values()))
+            for cs in targets:
+                if cs.history is None:
+                    continue
+                for hit in exclusion_hits(cs, excl, len(ctx.components) == 1):
+                    findings.add("EXCLUDED_CHANGE_PRESENT", f"exclusion '{excl.id}' ({excl.description}): {hit}", component=cs.name, pr=excl.pr)
+        return findings
+
+
+def exclusion_hits(cs: ComponentState, excl: Exclusion, single_component: bool) -> list[str]:
+    assert cs.history is not None
+    git, hist = cs.mirror.git, cs.history
+    hits: list[str] = []
+    # A PR number names a PR of one repository: without 'component' it is checked only when
+    # the manifest has a single git component.
+    pr_applies = excl.component is not None or single_component
+    if excl.pr is not None and pr_applies:
+        head = cs.mirror.pr_head(excl.pr)
+        if head:
+            st = hist.state_of(head)
+            if st.merged or st.present:
+                hits.append(f"PR #{excl.pr} is on {cs.branch} ({st.how or 'some commits'})")
+    for prefix in excl.commits:
+        if not cs.mirror.has_commit(prefix):
+            continue
+        full = cs.mirror.resolve(prefix)
+        if hist.contains(full):
+            hits.append(f"commit {prefix} is in the history of {cs.branch}")
+            continue
+        pid = patch_ids(git, full, f"^{full}^") if len(git.run("rev-list", "--parents", "-n1", full).split()) == 2 else {}
+        if pid and any(hist.equivalents(p) for p in pid.values()):
+            hits.append(f"a copy of commit {prefix} is on {cs.branch}")
+    if excl.paths:
+        files = git.run("ls-tree", "-r", "--name-only", "--full-tree", cs.checked).splitlines()
+        for pattern in excl.paths:
+            matched = [f for f in files if fnmatch.fnmatchcase(f, pattern)]
+            if matched:
+                hits.append(f"path {matched[0]} matches '{pattern}'" + (f" (+{len(matched) - 1} more)" if len(matched) > 1 else ""))
+    if excl.message_pattern:
+        regex = re.compile(excl.message_pattern)
+        for sha, subject in hist.range_subjects():
+            if regex.search(subject):
+                hits.append(f"commit {short(sha)} '{subject}' matches /{excl.message_pattern}/")
+    return hits

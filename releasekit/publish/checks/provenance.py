@@ -1,0 +1,75 @@
+"""verify-provenance passed for this image and lock, over the provenance statement that is published."""
+
+from __future__ import annotations
+
+from releasekit.findings import Findings
+from releasekit.publish.checks.context import GateSubject
+from releasekit.publish.evidence import PROVENANCE_FILE, VerificationSummary
+
+
+class ProvenanceVerified:
+    name = "verify-provenance passed for this image"
+    codes = (
+        "VERIFICATION_MISSING",
+        "VERIFICATION_WRONG_IMAGE",
+        "VERIFICATION_WRONG_LOCK",
+        "PROVENANCE_NOT_VERIFIED",
+        "PROVENANCE_MISSING",
+        "PROVENANCE_WRONG_IMAGE",
+    )
+
+    def run(self, subject: GateSubject) -> Findings:
+        out = Findings()
+        image_id = subject.image.id
+        loaded = subject.evidence.verification_summary
+        summary: VerificationSummary | None = None
+        if not loaded.ok:
+            out.add("VERIFICATION_MISSING", f"verification summary: {loaded.problem}", path=loaded.path)
+        else:
+            try:
+                summary = VerificationSummary.from_json(loaded.data)
+            except ValueError as exc:
+                summary = None
+                out.add("VERIFICATION_MISSING", f"verification summary unusable: {exc}", path=loaded.path)
+            else:
+                if not summary.names_image(image_id):
+                    out.add(
+                        "VERIFICATION_WRONG_IMAGE",
+                        f"the summary verified {summary.resource_uri}, not {image_id}",
+                        path=loaded.path,
+                    )
+                if summary.lock_sha256 and summary.lock_sha256 != subject.lock_sha256:
+                    out.add(
+                        "VERIFICATION_WRONG_LOCK",
+                        f"the summary was made against lock {summary.lock_sha256[:12]}…",
+                        path=loaded.path,
+                    )
+                if summary.result != "PASSED" or summary.error_codes:
+                    detail = ", ".join(sorted(set(summary.error_codes)))
+                    out.add(
+                        "PROVENANCE_NOT_VERIFIED",
+                        f"verificationResult {summary.result}" + (f" ({detail})" if detail else ""),
+                        path=loaded.path,
+                    )
+        statement = subject.evidence.provenance
+        verified_sha = summary.input_attestations.get(PROVENANCE_FILE) if loaded.ok and summary else None
+        if statement.ok and verified_sha and verified_sha != statement.sha256:
+            out.add(
+                "PROVENANCE_NOT_VERIFIED",
+                "provenance.intoto.json is not the file verify-provenance verified (its sha256 differs)",
+                path=statement.path,
+            )
+        if not statement.ok:
+            out.add("PROVENANCE_MISSING", f"provenance statement: {statement.problem}", path=statement.path)
+        elif isinstance(statement.data, dict):
+            subjects = statement.data.get("subject") or []
+            digests = {str((s or {}).get("digest", {}).get("sha256")) for s in subjects if isinstance(s, dict)}
+            if subjects and image_id.removeprefix("sha256:") not in digests:
+                out.add(
+                    "PROVENANCE_WRONG_IMAGE",
+                    f"the provenance statement's subjects do not include {image_id}",
+                    path=statement.path,
+                )
+        else:
+            out.add("PROVENANCE_MISSING", "provenance statement is not a JSON object", path=statement.path)
+        return out
