@@ -46,6 +46,7 @@ def _register_stages() -> None:
     from releasekit.validate import commands as validate_commands
     from releasekit.publish import commands as publish_commands
     from releasekit.demo import commands as demo_commands
+    from releasekit.signing import commands as signing_commands
 
     for module in (
         manifest_commands,
@@ -55,6 +56,7 @@ def _register_stages() -> None:
         validate_commands,
         publish_commands,
         demo_commands,
+        signing_commands,
     ):
         module.register(app)
 
