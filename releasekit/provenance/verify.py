@@ -35,6 +35,8 @@ from releasekit.provenance.installed import (
 )
 from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
 from releasekit.provenance.summary import CheckOutcome, ReleasekitBlock, make_summary, write_summary
+from releasekit.signing import load_signer
+from releasekit.signing.statements import sign_summary_file
 
 SUMMARY_NAME = "verification_summary.json"
 _PREFIX = re.compile(r"^(/.*?)/lib/python3[^/]*/(?:site|dist)-packages$")
@@ -46,6 +48,7 @@ class VerifyOptions(BaseModel):
     artifacts: Path | None = None
     manifest: Path | None = None
     summary: Path | None = None  # default: ARTIFACTS/verification_summary.json
+    signing_key: Path | None = None  # else $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned
     allow_local_repos: bool = False
     cache_dir: str | None = None
     probe_timeout: float = 120.0
@@ -194,6 +197,7 @@ def _dpkg(inv: Inventory) -> tuple[set[str], dict[str, str]]:
 
 def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     started = time.monotonic()
+    signer = load_signer(opts.signing_key)  # a bad key fails now, before the image is read
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
     notes = Findings()
@@ -276,5 +280,6 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
                                 checks=outcomes, findings=list(findings))
         write_summary(make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
                       summary_path)
+        sign_summary_file(signer, summary_path, facts.id)  # -> verification_summary.dsse.json
         result.summary_path = str(summary_path)
     return result
