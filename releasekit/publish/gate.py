@@ -105,6 +105,7 @@ class GatePolicy(BaseModel):
     forbidden_env: list[str] = Field(default_factory=list)
     forbidden_args: list[str] = Field(default_factory=list)
     forbidden_reason: str | None = None
+    signed: bool = False  # publish.signed: the evidence must carry signatures by a trusted key
 
     def cell(self, cell_id: str) -> CellPolicy | None:
         return next((c for c in self.cells if c.id == cell_id), None)
@@ -473,4 +474,5 @@ def policy_from_manifest(manifest: object) -> GatePolicy:
         forbidden_env=list(validation.forbidden.env),
         forbidden_args=list(validation.forbidden.args),
         forbidden_reason=validation.forbidden.reason,
+        signed=bool(getattr(getattr(manifest, "publish", None), "signed", False)),
     )
