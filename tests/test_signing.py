@@ -248,3 +248,44 @@ def test_keys_generate_and_show_public(tmp_path, kind):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     missing = cli("keys", "show-public", str(tmp_path / "none.pem"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+@pytest.mark.docker
+def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, base_image):
+    """A real verify-provenance run (the base image against a lock it does not match: findings,
+    exit 1) with the private key in the environment: the summary is signed, and the key's
+    base64 body is in no output, no file written, no stdout or stderr."""
+    from test_publish_support import Release
+
+    private, public, keyid = write_key_pair(tmp_path / "keys", "ecdsa-p256")
+    pem = private.read_text()
+    body = "".join(line for line in pem.splitlines() if "-----" not in line)
+    image_id = base_image.image_id
+    release = Release(tmp_path / "rel", image_id)
+    out = tmp_path / "out"
+    runs = []
+    for extra in (["--json"], []):
+        r = cli("verify-provenance", image_id, "--lock", str(release.lock), "--summary",
+                str(out / "verification_summary.json"), *extra, env={ENV_KEY: pem})
+        assert r.returncode == 1, r.stdout + r.stderr
+        runs.append(r)
+    envelope = (out / "verification_summary.dsse.json").read_bytes()
+    statement = json.loads(sslib_verify(envelope, public))
+    assert statement["subject"][0]["digest"]["sha256"] == image_id.removeprefix("sha256:")
+    assert statement["predicate"] == json.loads((out / "verification_summary.json").read_text())
+    assert json.loads(envelope)["signatures"][0]["keyid"] == keyid
+
+    pieces = [body] + [body[i : i + 24] for i in range(0, len(body) - 24, 24)]
+    for r in runs:
+        for piece in pieces:
+            assert piece not in r.stdout and piece not in r.stderr
+    for path in [*out.rglob("*"), *release.root.rglob("*")]:
+        if path.is_file() and path != private:
+            data = path.read_bytes()
+            assert not any(piece.encode() in data for piece in pieces), path
+
+    # A damaged key is one line, exit 2, before the image is touched, and does not echo the key.
+    broken = pem.replace(body[20:60], "B" * 40)
+    bad = cli("verify-provenance", image_id, "--lock", str(release.lock), env={ENV_KEY: broken})
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and ENV_KEY in bad.stderr
+    assert not any(piece in bad.stderr for piece in pieces[1:] if "B" * 8 not in piece)
