@@ -289,3 +289,18 @@ def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, b
     bad = cli("verify-provenance", image_id, "--lock", str(release.lock), env={ENV_KEY: broken})
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and ENV_KEY in bad.stderr
     assert not any(piece in bad.stderr for piece in pieces[1:] if "B" * 8 not in piece)
+
+
+@pytest.mark.parametrize("command", ["build", "verify-provenance"])
+def test_a_bad_signing_key_stops_build_and_verify_before_any_work(tmp_path, command):
+    """The key is loaded first: a damaged one is exit 2, one line, naming where it came from."""
+    from test_publish_support import Release
+
+    release = Release(tmp_path / "rel", "sha256:" + "e" * 64)
+    bad = tmp_path / "bad.key"
+    bad.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    args = [str(release.manifest), "--lock", str(release.lock)] if command == "build" else [
+        "sha256:" + "e" * 64, "--lock", str(release.lock)]
+    r = cli(command, *args, "--signing-key", str(bad), env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and f"signing key {bad}" in r.stderr and "not a PEM private key" in r.stderr

@@ -76,7 +76,7 @@ class Signer:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> object:  # never pickled into a cache or a subprocess
+    def __reduce__(self) -> str | tuple[object, ...]:  # never pickled into a cache or a subprocess
         raise TypeError("a Signer cannot be serialised")
 
 
