@@ -61,6 +61,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "releasekit.publish.commands",
         "Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds.",
     ),
+    ("keys", "releasekit.signing.commands", "Signing keys for the evidence (DSSE envelopes)."),
     (
         "demo",
         "releasekit.demo.commands",

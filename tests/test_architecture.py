@@ -8,7 +8,7 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   validate < publish);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, fatbin, report,
-  simple_index) import no stage, except that ``records`` may embed the manifest's models (the
+  simple_index, signing) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands`` modules;
 - every top-level module is a stage, ``demo`` or a shared module;
 - only ``releasekit/docker_engine/`` imports ``docker``.
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 STAGES = ("manifest", "plan", "build", "provenance", "test", "validate", "publish")
 SHARED = frozenset(
-    {"errors", "findings", "checks", "records", "git", "docker_engine", "fatbin", "report", "simple_index"}
+    {"errors", "findings", "checks", "records", "git", "docker_engine", "fatbin", "report", "simple_index", "signing"}
 )
 ENTRY = frozenset({"cli", "__main__"})  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
 DEMO = "demo"

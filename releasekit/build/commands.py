@@ -91,6 +91,10 @@ def register(app: typer.Typer) -> None:
         ),
         save_image: bool = typer.Option(False, "--save-image", help="keep the image as OUTDIR/image.tar"),
         template: Path = typer.Option(None, "--template", help="Dockerfile template (default: dockerfiles/release.Dockerfile.j2)"),
+        signing_key: Path = typer.Option(
+            None, "--signing-key", help="PEM private key (ECDSA P-256 or Ed25519) to sign provenance.intoto.dsse.json"
+            " [default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned]"
+        ),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output (the build record)"),
     ) -> None:
         """Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image."""
@@ -122,6 +126,7 @@ def register(app: typer.Typer) -> None:
             allow_local_repos=allow_local_repos,
             keep_image_archive=save_image,
             template=template,
+            signing_key=signing_key,
         )
         record = run_build(opts, progress=(lambda _msg: None) if as_json else (lambda msg: err.print(escape(msg))))
         if as_json:

@@ -57,6 +57,8 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
+from releasekit.signing import load_signer
+from releasekit.signing.statements import sign_statement_file
 
 BUILDER_ID = "https://releasekit.dev/builder/local"
 
@@ -75,6 +77,8 @@ class BuildOptions(BaseModel):
     template: Path | None = None
     # Where sources are checked out and built. Fixed, so that paths compiled into binaries are too.
     build_root: Path | None = None
+    # A PEM private key; without it, $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned.
+    signing_key: Path | None = None
 
 
 Progress = Callable[[str], None]
@@ -117,7 +121,7 @@ def _consistent(loaded: LoadedManifest, lock: Lock) -> None:
 def _prepare_outdir(outdir: Path) -> None:
     """Remove what a previous build here wrote, so that nothing stale is mistaken for this build."""
     outdir.mkdir(parents=True, exist_ok=True)
-    for name in ("build.json", "provenance.intoto.json", "RELEASE.md", "Dockerfile", "image.tar"):
+    for name in ("build.json", "provenance.intoto.json", "provenance.intoto.dsse.json", "RELEASE.md", "Dockerfile", "image.tar"):
         (outdir / name).unlink(missing_ok=True)
     for sub in ("wheels", "logs"):
         shutil.rmtree(outdir / sub, ignore_errors=True)
@@ -293,6 +297,7 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
     _consistent(loaded, lock)
+    signer = load_signer(opts.signing_key)  # a bad key fails now, before anything is built
     allow_local = local_repos_allowed(opts.allow_local_repos)
     check_host_environment(loaded.manifest.git_components(), os.environ)
     engine = Engine()  # no engine: exit 2 now, before any wheel is built
@@ -427,6 +432,7 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     )
     statement = provenance_statement(record, lock, opts, lock_sha, started)
     write_statement(statement, outdir / "provenance.intoto.json")
+    sign_statement_file(signer, outdir / "provenance.intoto.json")  # -> provenance.intoto.dsse.json
     (outdir / "RELEASE.md").write_text(render_release_notes(record), encoding="utf-8")
     record.write(outdir / "build.json")
     if opts.tag:

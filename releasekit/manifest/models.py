@@ -318,6 +318,7 @@ class PublishTarget(StrictModel):
     repository: str = Field(min_length=1, description="REGISTRY/REPO")
     tags: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.{}-]{0,127}$")]] = Field(default_factory=list)
     promote: dict[str, str] = Field(default_factory=dict, description="channel moves, e.g. beta: stable")
+    signed: bool = Field(False, description="publish and promote require signed evidence (DSSE, --trusted-key)")
 
 
 class Provenance(StrictModel):

@@ -15,6 +15,10 @@ def verify_provenance_command(
     ),
     manifest: Path | None = typer.Option(None, "--manifest", help="The manifest (default: the one the lock names)."),
     summary: Path | None = typer.Option(None, "--summary", help="Where to write the verification summary."),
+    signing_key: Path | None = typer.Option(
+        None, "--signing-key", help="PEM private key to sign verification_summary.dsse.json "
+        "[default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned]."
+    ),
     allow_local_repos: bool = typer.Option(
         False, "--allow-local-repos", help="Allow file:// and local-path repositories (tests, demo)."
     ),
@@ -28,7 +32,7 @@ def verify_provenance_command(
 
     result = verify_provenance(
         VerifyOptions(
-            image=image, lock=lock, artifacts=artifacts, manifest=manifest, summary=summary,
+            image=image, lock=lock, artifacts=artifacts, manifest=manifest, summary=summary, signing_key=signing_key,
             allow_local_repos=local_repos_allowed(allow_local_repos), probe_timeout=probe_timeout,
         )
     )

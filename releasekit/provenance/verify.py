@@ -33,6 +33,8 @@ from releasekit.provenance.summary import make_summary, write_summary
 from releasekit.records.build import BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.verification import CheckOutcome, ReleasekitBlock
+from releasekit.signing import load_signer
+from releasekit.signing.statements import sign_summary_file
 
 SUMMARY_NAME = "verification_summary.json"
 _PREFIX = re.compile(r"^(/.*?)/lib/python3[^/]*/(?:site|dist)-packages$")
@@ -44,6 +46,7 @@ class VerifyOptions(BaseModel):
     artifacts: Path | None = None
     manifest: Path | None = None
     summary: Path | None = None  # default: ARTIFACTS/verification_summary.json
+    signing_key: Path | None = None  # else $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned
     allow_local_repos: bool = False
     cache_dir: str | None = None
     probe_timeout: float = 120.0
@@ -192,6 +195,7 @@ def _dpkg(inv: Inventory) -> tuple[set[str], dict[str, str]]:
 
 def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     started = time.monotonic()
+    signer = load_signer(opts.signing_key)  # a bad key fails now, before the image is read
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
     notes = Findings()
@@ -273,5 +277,6 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
                                 checks=outcomes, findings=list(findings))
         write_summary(make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
                       summary_path)
+        sign_summary_file(signer, summary_path, facts.id)  # -> verification_summary.dsse.json
         result.summary_path = str(summary_path)
     return result

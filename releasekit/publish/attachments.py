@@ -13,6 +13,7 @@ gate again, so a promotion needs nothing but the registry.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from pydantic import BaseModel
@@ -145,3 +146,95 @@ def fetch_attachments(client: RegistryClient, repository: str, image_digest: str
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)} is malformed: {exc}") from None
     return FetchedAttachments(digest=blob.digest, files=files)
+
+
+# -- signed evidence: the DSSE envelopes, as their own OCI 1.1 artifact ---------------------
+
+SIGNED_ARTIFACT_TYPE = "application/vnd.dsse.envelope.v1+json"
+SIGNED_CONFIG_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY_CONFIG = b"{}"
+REFERRERS_API = "referrers-api"
+TAG_FALLBACK = "tag-fallback"
+
+
+def signed_tag(image_digest: str) -> str:
+    """``sha256-<hex>.att``: where registries without the referrers API keep the envelopes."""
+    return image_digest.replace(":", "-") + ".att"
+
+
+class SignedAttached(BaseModel):
+    digest: str  # the artifact manifest's digest
+    method: str  # "referrers-api" (the registry lists it as a referrer) or "tag-fallback"
+    tag: str | None = None  # the fallback tag, when that is how it can be found
+    files: list[str]
+
+
+def attach_signed(client: RegistryClient, repository: str, image: ManifestBlob, envelopes: dict[str, bytes]) -> SignedAttached:
+    """Push the envelopes as an artifact whose ``subject`` is the image; findable by referrers or by tag.
+
+    The manifest is put by digest first. If the registry then lists it among the image's
+    referrers, that is how promote finds it; otherwise (distribution 2.x has no referrers
+    API) it is also put under ``sha256-<hex>.att``.
+    """
+    config_digest = client.push_blob(repository, EMPTY_CONFIG)
+    layers = []
+    for name, data in sorted(envelopes.items()):
+        digest = client.push_blob(repository, data)
+        layers.append({"mediaType": SIGNED_ARTIFACT_TYPE, "digest": digest, "size": len(data), "annotations": {TITLE: name}})
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": SIGNED_ARTIFACT_TYPE,
+        "config": {"mediaType": SIGNED_CONFIG_TYPE, "digest": config_digest, "size": len(EMPTY_CONFIG)},
+        "layers": layers,
+        "subject": {"mediaType": image.media_type, "digest": image.digest, "size": len(image.data)},
+    }
+    body = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    client.put_manifest(repository, digest, body, OCI_MANIFEST)
+    referrers = client.referrers(repository, image.digest)
+    if referrers is not None and any(r.get("digest") == digest for r in referrers):
+        return SignedAttached(digest=digest, method=REFERRERS_API, files=sorted(envelopes))
+    tag = signed_tag(image.digest)
+    client.put_manifest(repository, tag, body, OCI_MANIFEST)
+    return SignedAttached(digest=digest, method=TAG_FALLBACK, tag=tag, files=sorted(envelopes))
+
+
+class FetchedSigned(BaseModel):
+    digest: str
+    method: str
+    files: dict[str, bytes]  # title -> envelope bytes
+
+
+def _read_signed(client: RegistryClient, repository: str, reference: str, image_digest: str) -> dict[str, bytes] | None:
+    blob = client.get_manifest(repository, reference)
+    if blob is None:
+        return None
+    try:
+        manifest = json.loads(blob.data)
+        if manifest.get("artifactType") != SIGNED_ARTIFACT_TYPE:
+            return None
+        if manifest.get("subject", {}).get("digest") != image_digest:
+            raise EnvironmentProblem(f"signed evidence {reference} names another subject than {image_digest}")
+        return {
+            layer["annotations"][TITLE]: client.get_blob(repository, layer["digest"])
+            for layer in manifest.get("layers", [])
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise EnvironmentProblem(f"signed evidence {reference} is malformed: {exc}") from None
+
+
+def fetch_signed(client: RegistryClient, repository: str, image_digest: str) -> FetchedSigned | None:
+    """The envelopes attached to ``image_digest``: through the referrers API, else the ``.att`` tag."""
+    referrers = client.referrers(repository, image_digest)
+    for ref in referrers or []:
+        if ref.get("artifactType") == SIGNED_ARTIFACT_TYPE and isinstance(ref.get("digest"), str):
+            files = _read_signed(client, repository, str(ref["digest"]), image_digest)
+            if files is not None:
+                return FetchedSigned(digest=str(ref["digest"]), method=REFERRERS_API, files=files)
+    tag = signed_tag(image_digest)
+    files = _read_signed(client, repository, tag, image_digest)
+    if files is None:
+        return None
+    blob = client.get_manifest(repository, tag)
+    return FetchedSigned(digest=blob.digest if blob else "", method=TAG_FALLBACK, files=files)

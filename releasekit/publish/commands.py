@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from releasekit.publish.service import PromoteResult, PublishResult
 
 JsonOpt = typer.Option(False, "--json", help="machine-readable output")
+TrustedKeyOpt = typer.Option(
+    [], "--trusted-key", help="public key (PEM) whose signatures on the evidence are accepted (repeatable); "
+    "required when the evidence is signed or the manifest sets publish.signed"
+)
 
 
 def _render_gate(report: GateReport) -> None:
@@ -36,6 +40,9 @@ def _render_publish(result: PublishResult) -> None:
             console.print(f"  tag {result.repository}:{tag}" + (f" (moved from {was})" if was else ""))
         if result.attachment:
             console.print(f"  evidence {result.repository}:{result.attachment.tag} ({result.attachment.digest})")
+        if result.signed:
+            where = f"tag {result.signed.tag}" if result.signed.tag else "referrers API"
+            console.print(f"  signed evidence {result.signed.digest} via {where}: {', '.join(result.signed.files)}")
         console.print(f"  release notes {result.release_notes}")
     else:
         console.print(f"refused: nothing was pushed to {result.repository}")
@@ -50,6 +57,8 @@ def _render_promote(result: PromoteResult) -> None:
     else:
         render_findings(result.findings, console)
     if result.promoted:
+        for name, keyid in result.signers.items():
+            console.print(f"  {name}: signature by {keyid[:16]} verified ({result.signed_via})")
         console.print(f"promoted {result.source} -> {result.target} ({result.digest})")
     else:
         console.print(f"refused: {result.target} was not changed")
@@ -67,6 +76,7 @@ def publish_cmd(
     ),
     manifest: Path | None = typer.Option(None, "--manifest", help="the manifest [default: the one the lock names]"),
     out: Path | None = typer.Option(None, "-o", "--out", help="where RELEASE.md and publish.json go [default: EVIDENCE/published]"),
+    trusted_key: list[Path] = TrustedKeyOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Push IMAGE and tag it, only if every gate passed for this exact image ID and lock."""
@@ -83,6 +93,7 @@ def publish_cmd(
         to=to,
         tags=tag,
         out_dir=out,
+        trusted_key_files=trusted_key,
     )
     if as_json:
         print_json(result)
@@ -97,6 +108,7 @@ def promote_cmd(
     manifest: Path | None = typer.Option(
         None, "--manifest", help="hold the release to this manifest's matrix [default: the one it was published with]"
     ),
+    trusted_key: list[Path] = TrustedKeyOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds."""
@@ -104,7 +116,7 @@ def promote_cmd(
     from releasekit.publish.service import promote
     from releasekit.report import print_json
 
-    result = promote(source=source, target=target, manifest_path=manifest)
+    result = promote(source=source, target=target, manifest_path=manifest, trusted_key_files=trusted_key)
     if as_json:
         print_json(result)
     else:

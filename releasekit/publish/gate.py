@@ -105,6 +105,7 @@ def policy_from_manifest(manifest: object) -> GatePolicy:
         forbidden_env=list(validation.forbidden.env),
         forbidden_args=list(validation.forbidden.args),
         forbidden_reason=validation.forbidden.reason,
+        signed=bool(getattr(getattr(manifest, "publish", None), "signed", False)),
     )
 
 

@@ -295,3 +295,16 @@ class RegistryClient:
         if response.status_code != 200:
             raise self._fail(response, f"list tags of {repository}")
         return sorted(response.json().get("tags") or [])
+
+    def referrers(self, repository: str, digest: str) -> list[dict[str, object]] | None:
+        """OCI 1.1 referrers of ``digest`` (descriptors), or None when the registry has no referrers API."""
+        response = self._request(
+            "GET", f"/v2/{repository}/referrers/{digest}", headers={"Accept": "application/vnd.oci.image.index.v1+json"}
+        )
+        if response.status_code != 200:
+            return None  # a registry with the API never answers 404 here (OCI distribution spec 1.1)
+        try:
+            manifests = response.json().get("manifests") or []
+        except ValueError:
+            return None
+        return [m for m in manifests if isinstance(m, dict)]

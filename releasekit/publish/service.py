@@ -24,15 +24,42 @@ from pydantic import BaseModel, Field
 
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
-from releasekit.publish.attachments import Attached, attach, fetch_attachments
+from releasekit.publish.attachments import (
+    Attached,
+    SignedAttached,
+    attach,
+    attach_signed,
+    fetch_attachments,
+    fetch_signed,
+)
 from releasekit.publish.engine import DockerEngine, ImageFacts, staging_tag
-from releasekit.publish.evidence import Evidence, load_evidence
-from releasekit.publish.gate import GatePolicy, GateReport, GateSubject, policy_from_manifest, publish_gate
+from releasekit.publish.evidence import PROVENANCE_FILE, VERIFICATION_SUMMARY_FILE, Evidence, load_evidence
+from releasekit.publish.gate import (
+    CheckResult,
+    GatePolicy,
+    GateReport,
+    GateSubject,
+    policy_from_manifest,
+    publish_gate,
+)
 from releasekit.publish.notes import release_notes
 from releasekit.publish.registry import Reference, RegistryClient, resolve_credentials
+from releasekit.publish.signatures import (
+    CHECK_NAME,
+    SignedVerdict,
+    check_signed,
+    local_envelopes,
+    trusted_keys,
+)
 from releasekit.records.base import write_record
 from releasekit.records.lock import lock_file_sha256, read_lock
-from releasekit.records.publish import AttachmentRecord, GateCheckOutcome, GateOutcome, PublishRecord
+from releasekit.records.publish import (
+    AttachmentRecord,
+    GateCheckOutcome,
+    GateOutcome,
+    PublishRecord,
+    SignedAttachmentRecord,
+)
 
 RESULT_FILE = "publish.json"
 NOTES_FILE = "RELEASE.md"
@@ -49,6 +76,8 @@ class PublishResult(BaseModel):
     attachment: Attached | None = None
     moved_tags: dict[str, str] = Field(default_factory=dict)  # tag -> the digest it pointed at before
     release_notes: str | None = None  # path of the RELEASE.md written
+    signed: SignedAttached | None = None  # the DSSE envelopes, and whether referrers API or .att tag
+    signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
     gate: GateReport
 
 
@@ -59,6 +88,8 @@ class PromoteResult(BaseModel):
     digest: str | None = None
     image_id: str | None = None
     gate: GateReport | None = None
+    signed_via: str | None = None  # referrers-api or tag-fallback, when signed evidence was found
+    signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
     findings: Findings = Field(default_factory=Findings)
 
 
@@ -136,6 +167,13 @@ def check_pushed(client: RegistryClient, target: Reference, digest: str, image_i
     return blob
 
 
+def _add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
+    """The signature check joins the gate's checks, so a refusal reads like any other gate's."""
+    report.checks.append(CheckResult(name=CHECK_NAME, passed=verdict.findings.passed, findings=verdict.findings))
+    report.findings.extend(verdict.findings)
+    report.passed = report.passed and verdict.findings.passed
+
+
 def _mentions(evidence: Evidence, secret: str) -> bool:
     texts = [evidence.build_notes or ""]
     texts += [item.text or "" for item in (evidence.plan_check, evidence.verification_summary, evidence.provenance)]
@@ -153,6 +191,7 @@ def publish(
     to: str | None = None,
     tags: list[str] | None = None,
     out_dir: Path | None = None,
+    trusted_key_files: list[Path] | None = None,
 ) -> PublishResult:
     lock = read_lock(lock_path)
     lock_sha = lock_file_sha256(lock_path)
@@ -176,6 +215,9 @@ def publish(
     final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
     policy = policy_from_manifest(manifest)
     evidence = load_evidence(evidence_dir, receipts_dir)
+    envelopes = local_envelopes(evidence_dir)
+    trusted = trusted_keys(list(trusted_key_files or []), signed=bool(envelopes), policy_signed=policy.signed,
+                           what="publish")
     report = evaluate_gate(
         facts,
         lock_sha,
@@ -184,6 +226,11 @@ def publish(
         manifest_sha256=loaded.sha256,
         lock_manifest_sha256=lock.manifest.sha256,
     )
+    verdict = SignedVerdict()
+    if trusted is not None:
+        verdict = check_signed(envelopes, trusted, image_id=facts.id, provenance=evidence.provenance.text,
+                               summary=evidence.verification_summary.text, where="")
+        _add_signed_check(report, verdict)
     result = PublishResult(
         published=False,
         image_id=facts.id,
@@ -236,6 +283,7 @@ def publish(
             gate_json=record.model_dump_json(indent=2).encode(),
             release_notes=notes,
         )
+        signed = attach_signed(client, target.repository, blob, envelopes) if envelopes else None
         moved: dict[str, str] = {}
         for tag in final_tags:
             before = client.get_manifest(target.repository, tag)
@@ -250,6 +298,8 @@ def publish(
     result.digest = digest
     result.staging_tag = staging_tag(facts.id)
     result.attachment = attached
+    result.signed = signed
+    result.signers = verdict.signers
     result.moved_tags = moved
     result.release_notes = str(notes_path)
     write_record(publish_record(result), out_dir / RESULT_FILE)
@@ -268,6 +318,8 @@ def publish_record(result: PublishResult) -> PublishRecord:
         digest=result.digest,
         staging_tag=result.staging_tag,
         attachment=AttachmentRecord(**result.attachment.model_dump()) if result.attachment else None,
+        signed=SignedAttachmentRecord(**result.signed.model_dump()) if result.signed else None,
+        signers=dict(result.signers),
         moved_tags=dict(result.moved_tags),
         release_notes=result.release_notes,
         gate=GateOutcome(
@@ -279,7 +331,9 @@ def publish_record(result: PublishResult) -> PublishRecord:
     )
 
 
-def promote(*, source: str, target: str, manifest_path: Path | None = None) -> PromoteResult:
+def promote(
+    *, source: str, target: str, manifest_path: Path | None = None, trusted_key_files: list[Path] | None = None
+) -> PromoteResult:
     src = Reference.parse(source, want_tag=True)
     dst = Reference.parse(target, want_tag=True)
     if dst.digest or not dst.tag:
@@ -332,6 +386,18 @@ def promote(*, source: str, target: str, manifest_path: Path | None = None) -> P
             manifest_sha256=manifest_sha,
             lock_manifest_sha256=record.manifest_sha256,
         )
+        # Signed evidence: verified whenever it is there, required when the policy (as published,
+        # or as --manifest says) or a --trusted-key asks for it. No key to check with: exit 2.
+        signed = fetch_signed(client, src.repository, blob.digest)
+        trusted = trusted_keys(list(trusted_key_files or []), signed=signed is not None,
+                               policy_signed=policy.signed or record.policy.signed, what=str(src))
+        if trusted is not None:
+            verdict = check_signed(signed.files if signed else {}, trusted, image_id=image_id,
+                                   provenance=fetched.files.get(PROVENANCE_FILE),
+                                   summary=fetched.files.get(VERIFICATION_SUMMARY_FILE), where="attached:")
+            _add_signed_check(result.gate, verdict)
+            result.signers = verdict.signers
+            result.signed_via = signed.method if signed else None
         result.findings.extend(result.gate.findings)
         if not result.gate.passed:
             return result

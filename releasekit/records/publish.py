@@ -36,6 +36,15 @@ class AttachmentRecord(Strict):
     files: list[str]
 
 
+class SignedAttachmentRecord(Strict):
+    """The DSSE envelopes attached to the pushed digest, and how a verifier finds them."""
+
+    digest: str  # the artifact manifest's digest
+    method: Literal["referrers-api", "tag-fallback"]
+    tag: str | None = None  # the fallback tag, when that is how it can be found
+    files: list[str]
+
+
 class PublishRecord(Record):
     kind = "publish record"
 
@@ -50,4 +59,6 @@ class PublishRecord(Record):
     attachment: AttachmentRecord | None = None
     moved_tags: dict[str, str] = Field(default_factory=dict)  # tag -> the digest it pointed at before
     release_notes: str | None = None  # path of the RELEASE.md written
+    signed: SignedAttachmentRecord | None = None
+    signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
     gate: GateOutcome

@@ -40,6 +40,7 @@ class GatePolicy(BaseModel):
     forbidden_env: list[str] = Field(default_factory=list)
     forbidden_args: list[str] = Field(default_factory=list)
     forbidden_reason: str | None = None
+    signed: bool = False  # publish.signed: the evidence must carry signatures by a trusted key
 
     def cell(self, cell_id: str) -> CellPolicy | None:
         return next((c for c in self.cells if c.id == cell_id), None)

@@ -1,0 +1,72 @@
+"""``releasekit keys``: make a signing key pair, show a key's public half and keyid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from releasekit.errors import InputError
+from releasekit.signing.keys import (
+    KeyType,
+    key_type,
+    keyid_of,
+    private_from_pem,
+    public_from_pem,
+    public_pem,
+    read_key_file,
+    write_key_pair,
+)
+
+keys_app = typer.Typer(help="Signing keys for the evidence (DSSE envelopes).", no_args_is_help=True)
+
+
+def _print(as_json: bool, data: dict[str, str], text: str) -> None:
+    if as_json:
+        import json
+
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        typer.echo(text)
+
+
+@keys_app.command("generate")
+def generate_cmd(
+    out: Path = typer.Option(..., "--out", help="directory for releasekit.key (mode 0600) and releasekit.pub"),
+    type_: str = typer.Option("ecdsa-p256", "--type", help="ecdsa-p256 or ed25519"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Create a new key pair; prints its keyid. The private key is written, never printed."""
+    if type_ not in ("ecdsa-p256", "ed25519"):
+        raise InputError(f"--type {type_!r}: expected ecdsa-p256 or ed25519")
+    kind: KeyType = "ed25519" if type_ == "ed25519" else "ecdsa-p256"
+    private_path, public_path, keyid = write_key_pair(out, kind)
+    _print(
+        as_json,
+        {"keyid": keyid, "type": kind, "private_key": str(private_path), "public_key": str(public_path)},
+        f"keyid {keyid} ({kind})\nprivate key {private_path} (keep it secret)\npublic key {public_path}",
+    )
+
+
+@keys_app.command("show-public")
+def show_public_cmd(
+    file: Path = typer.Argument(..., help="a PEM private or public key file", show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Print the public key (PEM) and keyid of a private or public key file."""
+    data = read_key_file(file, "key file")
+    if b"PRIVATE KEY" in data:
+        public = private_from_pem(data, f"key file {file}").public_key()
+    else:
+        public = public_from_pem(data, f"key file {file}")
+    pem = public_pem(public).decode("ascii")
+    _print(
+        as_json,
+        {"keyid": keyid_of(public), "type": key_type(public), "public_key_pem": pem},
+        f"keyid {keyid_of(public)} ({key_type(public)})\n{pem.rstrip()}",
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``releasekit keys ...`` to the root app."""
+    app.add_typer(keys_app, name="keys")

@@ -1,0 +1,142 @@
+"""DSSE (Dead Simple Signing Envelope) v1: sign and verify a payload with its type.
+
+The signature covers the pre-authentication encoding (PAE) of type and payload::
+
+    "DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload
+
+where LEN is the byte length in ASCII decimal and SP one space. The envelope is JSON:
+``{"payload": b64, "payloadType": type, "signatures": [{"keyid": id, "sig": b64}]}``
+(standard base64 with padding). Payloads here are in-toto statements
+(``application/vnd.in-toto+json``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from releasekit.errors import ReleasekitError
+from releasekit.signing.keys import Signer, TrustedKeys
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+ENVELOPE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
+
+
+class SignatureError(ReleasekitError):
+    """An envelope that does not verify against the trusted keys: a check failure, exit 1."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, code: str = "SIGNATURE_INVALID") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+class EnvelopeSignature(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    keyid: str = ""
+    sig: str
+
+
+class Envelope(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    payload: str
+    payload_type: str = Field(alias="payloadType")
+    signatures: list[EnvelopeSignature] = Field(default_factory=list)
+
+    def to_json(self) -> bytes:
+        data = {
+            "payload": self.payload,
+            "payloadType": self.payload_type,
+            "signatures": [{"keyid": s.keyid, "sig": s.sig} for s in self.signatures],
+        }
+        return (json.dumps(data, indent=2) + "\n").encode("utf-8")
+
+    @classmethod
+    def parse(cls, data: bytes, where: str = "envelope") -> Envelope:
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            spot = ".".join(str(p) for p in first.get("loc", ())) or "(top)"
+            raise SignatureError(f"{where}: not a DSSE envelope ({spot}: {first.get('msg')})") from None
+
+
+def sign_payload(signer: Signer, payload: bytes, payload_type: str = PAYLOAD_TYPE) -> Envelope:
+    signature = signer.sign(pae(payload_type, payload))
+    return Envelope(
+        payload=base64.b64encode(payload).decode("ascii"),
+        payloadType=payload_type,
+        signatures=[EnvelopeSignature(keyid=signer.keyid, sig=base64.b64encode(signature).decode("ascii"))],
+    )
+
+
+def _b64(text: str, what: str, where: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        try:  # DSSE readers accept URL-safe base64 too
+            return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except (binascii.Error, ValueError):
+            raise SignatureError(f"{where}: {what} is not base64") from None
+
+
+@dataclass(frozen=True)
+class Verified:
+    payload: bytes
+    payload_type: str
+    keyid: str
+
+
+def verify_envelope(
+    data: bytes | Envelope,
+    trusted: TrustedKeys,
+    *,
+    where: str = "envelope",
+    payload_type: str = PAYLOAD_TYPE,
+) -> Verified:
+    """The payload, only if a signature by one of ``trusted`` verifies over PAE(type, payload).
+
+    Raises SignatureError (one line) otherwise: ``SIGNER_UNTRUSTED`` when no signature names
+    a trusted key, ``SIGNATURE_INVALID`` for everything else.
+    """
+    if not trusted:
+        raise SignatureError(f"{where}: no trusted public key to verify with", code="SIGNER_UNTRUSTED")
+    envelope = data if isinstance(data, Envelope) else Envelope.parse(data, where)
+    if envelope.payload_type != payload_type:
+        raise SignatureError(f"{where}: payloadType is {envelope.payload_type!r}, expected {payload_type!r}")
+    if not envelope.signatures:
+        raise SignatureError(f"{where}: the envelope has no signature", code="SIGNATURE_MISSING")
+    payload = _b64(envelope.payload, "payload", where)
+    message = pae(envelope.payload_type, payload)
+    tried: list[str] = []
+    for signature in envelope.signatures:
+        # A signature without a keyid may be by any trusted key; one with a keyid only by that key.
+        candidates = [signature.keyid] if signature.keyid else trusted.keyids
+        raw = _b64(signature.sig, "a signature", where)
+        for keyid in candidates:
+            if keyid not in trusted.keys:
+                continue
+            tried.append(keyid)
+            if trusted.verify(keyid, raw, message):
+                return Verified(payload=payload, payload_type=envelope.payload_type, keyid=keyid)
+    if tried:
+        raise SignatureError(
+            f"{where}: the signature by trusted key {tried[0][:16]} does not verify (payload or signature altered)"
+        )
+    signers = ", ".join(s.keyid[:16] or "(no keyid)" for s in envelope.signatures)
+    trusted_ids = ", ".join(k[:16] for k in trusted.keyids)
+    raise SignatureError(
+        f"{where}: signed by {signers}, which is not a trusted key (trusted: {trusted_ids})", code="SIGNER_UNTRUSTED"
+    )
