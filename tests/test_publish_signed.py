@@ -12,11 +12,11 @@ from pathlib import Path
 
 import docker
 import pytest
-from releasekit.publish.localregistry import start_local_registry
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import SSlibKey
 from test_publish_support import MANIFEST, Release, build_image, publish_args, run_cli
 
+from releasekit.demo.localregistry import start_local_registry
 from releasekit.publish.attachments import attach_signed, signed_tag
 from releasekit.publish.registry import RegistryClient
 from releasekit.signing import keyid_of, load_signer
