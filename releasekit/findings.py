@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -83,10 +84,12 @@ class Findings(BaseModel):
         code: str,
         message: str,
         *,
-        severity: Severity = Severity.error,
-        **where: object,
+        severity: Severity | str = Severity.error,
+        **where: Any,
     ) -> Finding:
-        finding = Finding(code=code, message=message, severity=severity, location=Location(**where))
+        # ``where`` is typed loosely so callers can pass a prepared mapping (``**where``);
+        # Location validates every value.
+        finding = Finding(code=code, message=message, severity=Severity(severity), location=Location(**where))
         self.findings.append(finding)
         return finding
 

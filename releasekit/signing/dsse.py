@@ -77,7 +77,7 @@ def sign_payload(signer: Signer, payload: bytes, payload_type: str = PAYLOAD_TYP
     signature = signer.sign(pae(payload_type, payload))
     return Envelope(
         payload=base64.b64encode(payload).decode("ascii"),
-        payloadType=payload_type,
+        payload_type=payload_type,
         signatures=[EnvelopeSignature(keyid=signer.keyid, sig=base64.b64encode(signature).decode("ascii"))],
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 
 import httpx
 from pydantic import BaseModel, Field
@@ -109,7 +110,7 @@ class EngineClient:
         return out
 
     async def run_concurrent(
-        self, prompts: list[list[int] | str], max_tokens: int, concurrency: int, **extra: object
+        self, prompts: Sequence[list[int] | str], max_tokens: int, concurrency: int, **extra: object
     ) -> tuple[list[Completion], float]:
         """All prompts with at most ``concurrency`` in flight; (results in order, wall seconds)."""
         gate = asyncio.Semaphore(concurrency)

@@ -29,12 +29,12 @@ class RecordCheck:
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
-        for dist in ctx.dists:
-            if f"{dist.dist_info}/RECORD" in ctx.dpkg_owned:
+        for installed in ctx.dists:
+            if f"{installed.dist_info}/RECORD" in ctx.dpkg_owned:
                 # A Debian-packaged distribution: dpkg moved its scripts and owns its files;
                 # its md5sums are the reference (UnownedFilesCheck verifies them).
                 continue
-            verify_installed_files(ctx.inventory, dist, found)
+            verify_installed_files(ctx.inventory, installed, found)
         for name, comp in ctx.components.items():
             if not comp.installed:
                 continue

@@ -24,13 +24,13 @@ class ToolchainCheck:
         found = Findings()
         tc = ctx.lock.toolchain
         manifest_tc = getattr(ctx.manifest, "toolchain", None)
-        wanted = {
+        candidates: dict[str, str | None] = {
             "torch": tc.pytorch,
             "cuda": tc.cuda,
             "nccl": tc.nccl,
             "cudnn": getattr(manifest_tc, "cudnn", None),
         }
-        wanted = {k: v for k, v in wanted.items() if v}
+        wanted = {k: str(v) for k, v in candidates.items() if v}
         if not wanted:
             return found
         info = (ctx.probe.report or {}).get("toolchain") or {}
@@ -39,11 +39,12 @@ class ToolchainCheck:
                       severity=Severity.info)
             return found
         for key, want in wanted.items():
-            have = info.get(key)
+            raw = info.get(key)
+            have = None if raw is None else str(raw)
             if key == "cudnn" and have and have.isdigit() and "." in want:
                 # torch reports cuDNN as one integer, e.g. 90800 for 9.8.0
                 n = int(have)
                 have = f"{n // 10000}.{n // 100 % 100}.{n % 100}"
-            if not version_agrees(have if have is None else str(have), want):
+            if not version_agrees(have, want):
                 found.add("TOOLCHAIN_MISMATCH", f"the image's torch reports {key} {have}; the lock says {want}", field=key)
         return found

@@ -41,7 +41,7 @@ def stream_tpot_ms(results: list[Completion]) -> float | None:
     tpots = [
         (c.latency_s - c.ttft_s) * 1000 / (c.completion_tokens - 1)
         for c in results
-        if c.ok and c.ttft_s is not None and (c.completion_tokens or 0) > 1
+        if c.ok and c.ttft_s is not None and c.completion_tokens is not None and c.completion_tokens > 1
     ]
     return fmean(tpots) if tpots else None
 

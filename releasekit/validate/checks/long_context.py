@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import LongContextCheck
@@ -49,7 +50,7 @@ class LongContext(CellCheck):
         per_filler = max(1, len(client.tokenize(FILLER)))
         budget = cfg.context_len - cfg.max_tokens - 64
         repeats = max(1, budget // per_filler)
-        results = []
+        results: list[dict[str, Any]] = []
         for depth in cfg.needle_depths:
             key = str(rng.randint(10000, 99999))
             prompt = build_prompt(repeats, depth, key)

@@ -43,7 +43,7 @@ def summarise(concurrency: int, results: list[Completion], wall_s: float) -> Lev
     tpot = [
         (r.latency_s - r.ttft_s) * 1000 / (r.completion_tokens - 1)
         for r in ok
-        if r.ttft_s is not None and (r.completion_tokens or 0) > 1
+        if r.ttft_s is not None and r.completion_tokens is not None and r.completion_tokens > 1
     ]
     itl = [
         (b - a) * 1000 for r in ok for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:], strict=False)
