@@ -73,10 +73,10 @@ class Release:
         self.manifest = root / "demo" / "example" / "manifest.yaml"
         self.artifacts = root / "demo" / "release"
 
-    def derive(self, script: str, *, files: dict[str, bytes] | None = None, changes: list[str] | None = None,
-               keep_entrypoint: bool = False) -> str:
+    def derive(self, script: str, *, files: dict[str, bytes] | None = None, changes: list[str] | None = None) -> str:
+        # The release has no entrypoint: the script runs as the command, and the commit restores CMD.
         container = self.client.containers.create(
-            self.image_id, entrypoint=["sh", "-c", script], command=[], network_mode="none", user="root"
+            self.image_id, command=["sh", "-c", script], network_mode="none"
         )
         try:
             if files:
@@ -85,16 +85,9 @@ class Release:
             status = container.wait(timeout=300)
             if status.get("StatusCode") != 0:
                 raise AssertionError(container.logs().decode(errors="replace"))
-            image = container.commit()
+            image = container.commit(changes=['CMD ["python3"]', *(changes or [])])
         finally:
             container.remove(force=True)
-        # Restore the release's own entrypoint and command, then apply the attack's config changes.
-        fixed = self.client.containers.create(image.id, entrypoint=["true"], command=[], network_mode="none")
-        try:
-            restore = [] if keep_entrypoint else ["ENTRYPOINT []", 'CMD ["python3"]']
-            image = fixed.commit(changes=[*restore, *(changes or [])])
-        finally:
-            fixed.remove(force=True)
         self.images.append(image.id)
         return image.id
 

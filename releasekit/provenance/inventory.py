@@ -262,7 +262,8 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
     inv = Inventory()
     reader = _ChunkReader(chunks, plan)
     try:
-        tar = tarfile.open(fileobj=reader, mode="r|")  # type: ignore[call-overload]  # noqa: SIM115
+        # 1 MiB blocks: tarfile's default of 10 KiB costs a Python call per 10 KiB of the image.
+        tar = tarfile.open(fileobj=reader, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]  # noqa: SIM115
     except tarfile.TarError as exc:
         raise ExportAborted(f"the image's filesystem is not a tar stream: {exc}") from None
     with tar:
