@@ -151,31 +151,82 @@ def safe_member_path(name: str) -> str | None:
 
 
 class _ChunkReader:
-    """A file object over an iterator of byte chunks (what tarfile's stream mode needs)."""
+    """A forward-only file object over an iterator of byte chunks.
+
+    tarfile's stream mode re-slices its whole buffer on every read (quadratic in its block
+    size), so the tar is read in plain mode over this reader: it answers ``tell`` and seeks
+    forward (skipping) or back within the current chunk, which is all tarfile does when each
+    member's data is read in order. Reads slice the current chunk; whole chunks pass uncopied.
+    """
 
     def __init__(self, chunks: Iterable[bytes], plan: ReadPlan) -> None:
         self._chunks: Iterator[bytes] = iter(chunks)
-        self._buffer = bytearray()
         self._plan = plan
-        self.total = 0
+        self._cur = b""
+        self._off = 0
+        self.total = 0  # bytes received from the stream
+        self.pos = 0  # bytes consumed
+
+    def _next(self) -> bool:
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            return False
+        self.total += len(chunk)
+        if self.total > self._plan.max_total_bytes:
+            raise ExportAborted(f"the image's filesystem exceeds {self._plan.max_total_bytes} bytes")
+        if self._plan.deadline is not None and time.monotonic() > self._plan.deadline:
+            raise ExportAborted("reading the image's filesystem ran past its time limit")
+        self._cur, self._off = chunk, 0
+        return True
 
     def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._buffer) < size:
-            try:
-                chunk = next(self._chunks)
-            except StopIteration:
-                break
-            self.total += len(chunk)
-            if self.total > self._plan.max_total_bytes:
-                raise ExportAborted(f"the image's filesystem exceeds {self._plan.max_total_bytes} bytes")
-            if self._plan.deadline is not None and time.monotonic() > self._plan.deadline:
-                raise ExportAborted("reading the image's filesystem ran past its time limit")
-            self._buffer.extend(chunk)
-        if size < 0:
-            size = len(self._buffer)
-        out = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return out
+        need = size if size >= 0 else 1 << 62
+        parts: list[bytes] = []
+        got = 0
+        while got < need:
+            avail = len(self._cur) - self._off
+            if avail <= 0:
+                if not self._next():
+                    break
+                continue
+            take = min(avail, need - got)
+            if self._off == 0 and take == len(self._cur):
+                parts.append(self._cur)
+            else:
+                parts.append(self._cur[self._off:self._off + take])
+            self._off += take
+            got += take
+        self.pos += got
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else self.pos + offset
+        if whence not in (0, 1):
+            raise OSError("a stream cannot seek from its end")
+        if target < self.pos:
+            back = self.pos - target
+            if back > self._off:
+                raise OSError("a stream cannot seek back past its current chunk")
+            self._off -= back
+            self.pos = target
+            return target
+        while self.pos < target:
+            avail = len(self._cur) - self._off
+            if avail <= 0:
+                if not self._next():
+                    break
+                continue
+            step = min(avail, target - self.pos)
+            self._off += step
+            self.pos += step
+        return self.pos
 
 
 def _wants_keep(path: str, plan: ReadPlan, in_root: bool) -> bool:
@@ -262,13 +313,13 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
     inv = Inventory()
     reader = _ChunkReader(chunks, plan)
     try:
-        # 1 MiB blocks: tarfile's default of 10 KiB costs a Python call per 10 KiB of the image.
-        tar = tarfile.open(fileobj=reader, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]  # noqa: SIM115
+        tar = tarfile.open(fileobj=reader, mode="r:")  # type: ignore[call-overload]  # noqa: SIM115
     except tarfile.TarError as exc:
         raise ExportAborted(f"the image's filesystem is not a tar stream: {exc}") from None
     with tar:
         try:
-            for member in tar:
+            while (member := tar.next()) is not None:
+                tar.members.clear()  # tarfile keeps every header it read: the inventory is the table
                 path = safe_member_path(member.name)
                 if path is None:
                     if len(inv.refused) < 1000:
@@ -301,9 +352,11 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
                     if root is not None and _bytecode(path) and not plan.hash_all:
                         root = None  # no reference hash exists for byte-code; ownership needs no bytes
                     if root is not None or keep or plan.hash_all:
-                        handle = tar.extractfile(member)
-                        assert handle is not None
-                        _consume(handle.read, member.size, path=path, plan=plan, inv=inv, entry=entry,
+                        if member.sparse is not None:
+                            inv.refused.append(member.name[:300])  # GNU sparse: never in an image export
+                            continue
+                        reader.seek(member.offset_data)
+                        _consume(reader.read, member.size, path=path, plan=plan, inv=inv, entry=entry,
                                  keep=keep, native=native, hash_it=root is not None or plan.hash_all,
                                  blob_it=root is not None)
                 else:
