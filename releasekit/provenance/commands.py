@@ -23,6 +23,10 @@ def verify_provenance_command(
         False, "--allow-local-repos", help="Allow file:// and local-path repositories (tests, demo)."
     ),
     probe_timeout: float = typer.Option(120.0, "--probe-timeout", help="Seconds the in-image probe may run."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Rebuild every wheel and the release layer (no build cache)."),
+    deadline: float = typer.Option(3600.0, "--deadline", help="Seconds for the whole run; past it, a finding."),
+    max_kept_mb: int = typer.Option(128, "--max-kept-mb", help="Metadata files kept in memory, MB in all."),
+    max_roots: int = typer.Option(256, "--max-roots", help="sys.path entries and site directories examined."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Prove that what IMAGE imports is exactly what the locked commits produce."""
@@ -34,6 +38,7 @@ def verify_provenance_command(
         VerifyOptions(
             image=image, lock=lock, artifacts=artifacts, manifest=manifest, summary=summary, signing_key=signing_key,
             allow_local_repos=local_repos_allowed(allow_local_repos), probe_timeout=probe_timeout,
+            no_cache=no_cache, deadline=deadline, max_kept_bytes=max_kept_mb * 1024 * 1024, max_roots=max_roots,
         )
     )
     if json_out:

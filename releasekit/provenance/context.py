@@ -8,10 +8,12 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from releasekit.provenance.accounting import Expected
 from releasekit.provenance.expected import ExpectedComponent
 from releasekit.provenance.image import ImageFacts, ProbeRun
 from releasekit.provenance.installed import InstalledDist, WheelRecord, canonical_name
 from releasekit.provenance.inventory import Inventory
+from releasekit.provenance.reproduce import Reproduction
 from releasekit.records.build import BuildRecord
 from releasekit.records.lock import Lock
 
@@ -36,6 +38,13 @@ class VerifyContext:
     dpkg_md5: dict[str, str] = field(default_factory=dict)
     allow_local_repos: bool = False
     cache_dir: str | None = None
+    # Verification by reproduction: what the lock and manifest rebuild, and the engine's own view
+    # of the candidate (its config and layer digests), never the candidate's files or build.json.
+    reproduction: Reproduction | None = None
+    image_config: dict[str, Any] = field(default_factory=dict)
+    layers: list[str] = field(default_factory=list)
+    expected_files: dict[str, Expected] | None = None
+    limits: list[str] = field(default_factory=list)  # bounds the verifier hit (each a sentence)
 
     def dist_for(self, component: ExpectedComponent) -> InstalledDist | None:
         if not component.distribution:

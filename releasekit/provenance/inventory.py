@@ -41,6 +41,9 @@ class FileEntry:
     sha256: bytes | None = None
     blob: str | None = None  # git blob id, for .py files
     md5: str | None = None  # for files dpkg may own: its md5sums are the reference
+    mode: int = 0  # permission bits (0o7777), for the file-level accounting
+    uid: int = 0
+    gid: int = 0
 
 
 @dataclass
@@ -55,6 +58,10 @@ class ReadPlan:
     max_file_bytes: int = 8 * 1024**3
     max_total_bytes: int = 256 * 1024**3
     deadline: float | None = None  # time.monotonic() value
+    # Full-image accounting: a sha256 of every regular file, not only those under the Python roots.
+    hash_all: bool = False
+    max_kept_bytes: int = 128 * 1024 * 1024  # all kept metadata files together (the rest is not kept)
+    max_entries: int = 5_000_000  # paths in the table
 
     def under_root(self, path: str) -> str | None:
         for root in self.python_roots:
@@ -74,6 +81,19 @@ class Inventory:
     too_large: list[str] = field(default_factory=list)
     total_bytes: int = 0
     hashed_bytes: int = 0
+    kept_bytes: int = 0
+    limits: list[str] = field(default_factory=list)  # limits hit while reading (each a sentence)
+    _children: dict[str, list[str]] | None = field(default=None, repr=False)
+
+    def children(self, directory: str) -> list[str]:
+        """Names directly inside ``directory`` (no symlink resolution): a per-directory index, built once."""
+        if self._children is None:
+            index: dict[str, list[str]] = {}
+            for path in self.files:
+                parent, _, name = path.rpartition("/")
+                index.setdefault(parent or "/", []).append(name)
+            self._children = index
+        return self._children.get(directory.rstrip("/") or "/", [])
 
     def resolve(self, path: str, *, follow_last: bool = True) -> str | None:
         """The path with every symlink followed inside the image (None: a loop or too deep)."""
@@ -117,8 +137,7 @@ class Inventory:
 
     def listdir(self, directory: str) -> list[str]:
         real = self.resolve(directory) or directory
-        prefix = real.rstrip("/") + "/"
-        return sorted({p[len(prefix):].split("/", 1)[0] for p in self.files if p.startswith(prefix)})
+        return sorted(set(self.children(real)))
 
 
 def safe_member_path(name: str) -> str | None:
@@ -132,31 +151,82 @@ def safe_member_path(name: str) -> str | None:
 
 
 class _ChunkReader:
-    """A file object over an iterator of byte chunks (what tarfile's stream mode needs)."""
+    """A forward-only file object over an iterator of byte chunks.
+
+    tarfile's stream mode re-slices its whole buffer on every read (quadratic in its block
+    size), so the tar is read in plain mode over this reader: it answers ``tell`` and seeks
+    forward (skipping) or back within the current chunk, which is all tarfile does when each
+    member's data is read in order. Reads slice the current chunk; whole chunks pass uncopied.
+    """
 
     def __init__(self, chunks: Iterable[bytes], plan: ReadPlan) -> None:
         self._chunks: Iterator[bytes] = iter(chunks)
-        self._buffer = bytearray()
         self._plan = plan
-        self.total = 0
+        self._cur = b""
+        self._off = 0
+        self.total = 0  # bytes received from the stream
+        self.pos = 0  # bytes consumed
+
+    def _next(self) -> bool:
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            return False
+        self.total += len(chunk)
+        if self.total > self._plan.max_total_bytes:
+            raise ExportAborted(f"the image's filesystem exceeds {self._plan.max_total_bytes} bytes")
+        if self._plan.deadline is not None and time.monotonic() > self._plan.deadline:
+            raise ExportAborted("reading the image's filesystem ran past its time limit")
+        self._cur, self._off = chunk, 0
+        return True
 
     def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._buffer) < size:
-            try:
-                chunk = next(self._chunks)
-            except StopIteration:
-                break
-            self.total += len(chunk)
-            if self.total > self._plan.max_total_bytes:
-                raise ExportAborted(f"the image's filesystem exceeds {self._plan.max_total_bytes} bytes")
-            if self._plan.deadline is not None and time.monotonic() > self._plan.deadline:
-                raise ExportAborted("reading the image's filesystem ran past its time limit")
-            self._buffer.extend(chunk)
-        if size < 0:
-            size = len(self._buffer)
-        out = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return out
+        need = size if size >= 0 else 1 << 62
+        parts: list[bytes] = []
+        got = 0
+        while got < need:
+            avail = len(self._cur) - self._off
+            if avail <= 0:
+                if not self._next():
+                    break
+                continue
+            take = min(avail, need - got)
+            if self._off == 0 and take == len(self._cur):
+                parts.append(self._cur)
+            else:
+                parts.append(self._cur[self._off:self._off + take])
+            self._off += take
+            got += take
+        self.pos += got
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else self.pos + offset
+        if whence not in (0, 1):
+            raise OSError("a stream cannot seek from its end")
+        if target < self.pos:
+            back = self.pos - target
+            if back > self._off:
+                raise OSError("a stream cannot seek back past its current chunk")
+            self._off -= back
+            self.pos = target
+            return target
+        while self.pos < target:
+            avail = len(self._cur) - self._off
+            if avail <= 0:
+                if not self._next():
+                    break
+                continue
+            step = min(avail, target - self.pos)
+            self._off += step
+            self.pos += step
+        return self.pos
 
 
 def _wants_keep(path: str, plan: ReadPlan, in_root: bool) -> bool:
@@ -185,16 +255,23 @@ def _is_native(path: str, root: str, plan: ReadPlan) -> bool:
 
 
 def _consume(read: Callable[[int], bytes], size: int, *, path: str, plan: ReadPlan, inv: Inventory,
-             entry: FileEntry, keep: bool, native: bool, hash_it: bool) -> None:
+             entry: FileEntry, keep: bool, native: bool, hash_it: bool, blob_it: bool = True) -> None:
     if hash_it and size > plan.max_file_bytes:
         inv.too_large.append(path)
         hash_it = keep = native = False
     sha = hashlib.sha256() if hash_it else None
     blob = None
-    if hash_it and path.endswith(".py"):
+    if hash_it and blob_it and path.endswith(".py"):
         blob = hashlib.sha1(b"blob %d\0" % size)  # git's object id of the file's bytes
     md5 = hashlib.md5() if hash_it and path.startswith(plan.md5_prefixes) else None  # noqa: S324 - dpkg's format
+    if keep and inv.kept_bytes + size > plan.max_kept_bytes:
+        if not any(m.startswith("kept-bytes") for m in inv.limits):
+            inv.limits.append(f"kept-bytes: metadata files above {plan.max_kept_bytes} bytes in all were not kept "
+                              f"(first: {path})")
+        keep = False
     kept = bytearray() if keep and size <= KEEP_CAP else None
+    if kept is not None:
+        inv.kept_bytes += size
     spool = tempfile.TemporaryFile() if native else None  # noqa: SIM115 - closed in finally
     try:
         remaining = size
@@ -236,18 +313,23 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
     inv = Inventory()
     reader = _ChunkReader(chunks, plan)
     try:
-        tar = tarfile.open(fileobj=reader, mode="r|")  # type: ignore[call-overload]  # noqa: SIM115
+        tar = tarfile.open(fileobj=reader, mode="r:")  # type: ignore[call-overload]  # noqa: SIM115
     except tarfile.TarError as exc:
         raise ExportAborted(f"the image's filesystem is not a tar stream: {exc}") from None
     with tar:
         try:
-            for member in tar:
+            while (member := tar.next()) is not None:
+                tar.members.clear()  # tarfile keeps every header it read: the inventory is the table
                 path = safe_member_path(member.name)
                 if path is None:
-                    inv.refused.append(member.name[:300])
+                    if len(inv.refused) < 1000:
+                        inv.refused.append(member.name[:300])
                     continue
+                if len(inv.files) >= plan.max_entries:
+                    raise ExportAborted(f"the image's filesystem has more than {plan.max_entries} paths")
+                mode, uid, gid = member.mode & 0o7777, member.uid, member.gid
                 if member.issym():
-                    inv.files[path] = FileEntry(path, "symlink", link=member.linkname)
+                    inv.files[path] = FileEntry(path, "symlink", link=member.linkname, mode=mode, uid=uid, gid=gid)
                 elif member.islnk():
                     target = safe_member_path(member.linkname)
                     original = inv.files.get(target) if target else None
@@ -255,27 +337,32 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
                         inv.refused.append(member.name[:300])
                         continue
                     inv.files[path] = FileEntry(path, "file", original.size, None, original.sha256, original.blob,
-                                                original.md5)
+                                                original.md5, mode, uid, gid)
                     if target in inv.contents:
                         inv.contents[path] = inv.contents[target]
                 elif member.isdir():
-                    inv.files[path] = FileEntry(path, "dir")
+                    inv.files[path] = FileEntry(path, "dir", mode=mode, uid=uid, gid=gid)
                 elif member.isreg():
-                    entry = FileEntry(path, "file", member.size)
+                    entry = FileEntry(path, "file", member.size, mode=mode, uid=uid, gid=gid)
                     inv.files[path] = entry
                     inv.total_bytes += member.size
                     root = plan.under_root(path)
                     keep = _wants_keep(path, plan, root is not None)
                     native = root is not None and _is_native(path, root, plan)
-                    if root is not None and _bytecode(path):
+                    if root is not None and _bytecode(path) and not plan.hash_all:
                         root = None  # no reference hash exists for byte-code; ownership needs no bytes
-                    if root is not None or keep:
-                        handle = tar.extractfile(member)
-                        assert handle is not None
-                        _consume(handle.read, member.size, path=path, plan=plan, inv=inv, entry=entry,
-                                 keep=keep, native=native, hash_it=root is not None)
+                    if root is not None or keep or plan.hash_all:
+                        if member.sparse is not None:
+                            inv.refused.append(member.name[:300])  # GNU sparse: never in an image export
+                            continue
+                        reader.seek(member.offset_data)
+                        _consume(reader.read, member.size, path=path, plan=plan, inv=inv, entry=entry,
+                                 keep=keep, native=native, hash_it=root is not None or plan.hash_all,
+                                 blob_it=root is not None)
                 else:
-                    inv.files[path] = FileEntry(path, "other")
+                    kind = "chr" if member.ischr() else "blk" if member.isblk() else "fifo" if member.isfifo() else "other"
+                    inv.files[path] = FileEntry(path, kind, link=f"{member.devmajor}:{member.devminor}"
+                                                if kind in ("chr", "blk") else None, mode=mode, uid=uid, gid=gid)
         except tarfile.TarError as exc:
             raise ExportAborted(f"the image's filesystem stream is corrupt: {exc}") from None
     return inv

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from pydantic import BaseModel, Field
 from releasekit.checks import AllOf
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
+from releasekit.provenance.accounting import Expected, layer_table, load_table, overlay, save_table, table
 from releasekit.provenance.checks import all_checks
 from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.expected import ExpectedComponent, expected_components
@@ -29,6 +31,7 @@ from releasekit.provenance.installed import (
     read_wheel_record,
 )
 from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
+from releasekit.provenance.reproduce import ReproduceOptions, Reproduction, reproduce
 from releasekit.provenance.summary import make_summary, write_summary
 from releasekit.records.build import BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
@@ -51,6 +54,15 @@ class VerifyOptions(BaseModel):
     cache_dir: str | None = None
     probe_timeout: float = 120.0
     export_timeout: float = 1800.0
+    # Reproduction: the build cache (keyed by inputs) may answer; --no-cache rebuilds everything.
+    build_cache_dir: Path | None = None
+    no_cache: bool = False
+    template: Path | None = None
+    # Bounds on the verifier itself: one deadline over the whole run, what is kept, how many roots.
+    deadline: float = 3600.0
+    max_kept_bytes: int = 128 * 1024 * 1024
+    max_roots: int = 256
+    max_entries: int = 5_000_000
 
 
 class ProbeSummary(BaseModel):
@@ -70,6 +82,7 @@ class VerifyStats(BaseModel):
     files: int = 0
     bytes_total: int = 0
     bytes_hashed: int = 0
+    kept_bytes: int = 0
     distributions: int = 0
     seconds_probe: float = 0.0
     seconds_export: float = 0.0
@@ -91,20 +104,34 @@ class VerifyResult(BaseModel):
     summary_path: str | None = None
 
 
+def _manifest_candidates(opts: VerifyOptions, lock: Lock) -> list[Path]:
+    """Where the lock's manifest may be: beside the lock, the working directory, the release directory,
+    and one directory below the lock's and the release directory's parents (the demo's layout). Only a
+    file with the lock's sha256 is taken, so looking around is safe."""
+    given = Path(lock.manifest.path)
+    if given.is_absolute():
+        return [given]
+    dirs = [opts.lock.parent, Path.cwd()]
+    if opts.artifacts is not None:
+        dirs += [opts.artifacts, opts.artifacts.parent]
+    out = [d / given for d in dirs]
+    for d in dict.fromkeys(dirs[:1] + dirs[2:]):
+        try:
+            out += sorted(p / given for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))[:64]
+        except OSError:
+            continue
+    return list(dict.fromkeys(out))
+
+
 def _load_manifest(opts: VerifyOptions, lock: Lock, findings: Findings) -> Any | None:
     from releasekit.manifest import load_manifest
 
-    candidates: list[Path] = []
-    if opts.manifest is not None:
-        candidates = [opts.manifest]
-    else:
-        given = Path(lock.manifest.path)
-        candidates = [given] if given.is_absolute() else [opts.lock.parent / given, Path.cwd() / given]
-        if opts.artifacts is not None and not given.is_absolute():
-            candidates.append(opts.artifacts / given)
+    candidates = [opts.manifest] if opts.manifest is not None else _manifest_candidates(opts, lock)
     for path in candidates:
         if not path.is_file():
             continue
+        if opts.manifest is None and lock_file_sha256(path) != lock.manifest.sha256:
+            continue  # another file of that name: not the lock's manifest
         loaded = load_manifest(path)
         if loaded.sha256 != lock.manifest.sha256:
             if opts.manifest is not None:
@@ -113,7 +140,7 @@ def _load_manifest(opts: VerifyOptions, lock: Lock, findings: Findings) -> Any |
                     f"{lock.manifest.sha256[:12]})"
                 )
             continue
-        return loaded.manifest
+        return loaded
     findings.add("MANIFEST_UNAVAILABLE",
                  "the lock's manifest was not found (pass --manifest): policy, generated files and arch lists "
                  "come from the lock and build record only", severity=Severity.warning)
@@ -193,13 +220,51 @@ def _dpkg(inv: Inventory) -> tuple[set[str], dict[str, str]]:
     return owned, md5
 
 
+def _reproduce(opts: VerifyOptions, engine: Any, loaded: Any | None, lock: Lock, lock_sha: str) -> Reproduction:
+    if loaded is None:
+        return Reproduction(error="the lock's manifest is needed to rebuild (its build recipes); pass --manifest")
+    with tempfile.TemporaryDirectory(prefix="releasekit-reproduce-") as tmp:
+        wheelhouses = [opts.artifacts / "wheels"] if opts.artifacts is not None else []
+        return reproduce(engine, loaded, lock, ReproduceOptions(
+            lock_path=opts.lock, lock_sha256=lock_sha, workdir=Path(tmp), wheelhouses=wheelhouses,
+            build_cache_dir=opts.build_cache_dir, git_cache_dir=Path(opts.cache_dir) if opts.cache_dir else None,
+            no_cache=opts.no_cache, allow_local_repos=opts.allow_local_repos, template=opts.template,
+        ))
+
+
+def _reference_files(opts: VerifyOptions, engine: Any, rep: Reproduction, deadline: float,
+                     limits: list[str]) -> dict[str, Expected] | None:
+    """The locked base's own export (cached by its image ID) overlaid with the reproduced release layer."""
+    from releasekit.build.cache import BuildCache
+    from releasekit.docker_engine import EngineError
+
+    assert rep.base is not None and rep.layer is not None
+    entry = BuildCache(opts.build_cache_dir).root / "bases" / f"{rep.base.image_id.removeprefix('sha256:')}.files.jsonl"
+    base = None if opts.no_cache else load_table(entry)
+    try:
+        if base is None:
+            plan = ReadPlan(python_roots=[], hash_all=True, deadline=deadline, max_kept_bytes=0,
+                            max_entries=opts.max_entries)
+            stream = engine.export_stream(rep.base.image_id, deadline=deadline,
+                                          labels={"io.releasekit.verify-provenance": "export-base"})
+            base = table(inventory_from_tar(stream, plan))
+            save_table(base, entry)
+        return overlay(base, layer_table(rep.layer, deadline))
+    except (ExportAborted, EngineError, OSError) as exc:
+        limits.append(f"reference: the locked base's filesystem could not be read: {exc}")
+        return None
+
+
 def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     started = time.monotonic()
     signer = load_signer(opts.signing_key)  # a bad key fails now, before the image is read
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
+    deadline = started + opts.deadline
     notes = Findings()
-    manifest = _load_manifest(opts, lock, notes)
+    limits: list[str] = []
+    loaded = _load_manifest(opts, lock, notes)
+    manifest = loaded.manifest if loaded is not None else None
     record: BuildRecord | None = None
     provenance: Path | None = None
     if opts.artifacts is not None:
@@ -216,14 +281,23 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     client = docker_client()
     adapter = ImageAdapter(client, opts.image)
     facts = adapter.facts
+    attrs = client.image_attrs(facts.id)
+    image_config = dict(attrs.get("Config") or {})
+    layers = [str(d) for d in (attrs.get("RootFS") or {}).get("Layers") or []]
+    reproduction = _reproduce(opts, client, loaded, lock, lock_sha)
     import_names = sorted({n for c in comps.values() if c.installed for n in c.import_names})
-    probe = adapter.run_probe(import_names, timeout=opts.probe_timeout)
+    probe = adapter.run_probe(import_names, timeout=max(1.0, min(opts.probe_timeout, deadline - time.monotonic())))
     sys_path, sites, stdlib = _python_roots(probe, facts)
+    if len(sys_path) > opts.max_roots:
+        limits.append(f"roots: the probe reported {len(sys_path)} sys.path entries; only the first "
+                      f"{opts.max_roots} are scanned (--max-roots)")
+        sys_path = sys_path[: opts.max_roots]
     native = {n for c in comps.values() if c.native_arches for n in c.import_names}
     # Console scripts live in the prefix's bin/: hash them too, so RECORD can vouch for them.
     bins = sorted({m.group(1) + "/bin" for s in sites if (m := _PREFIX.match(s))})
-    plan = ReadPlan(python_roots=[p for p in [*sys_path, *bins] if p != "/"], native_names=native,
-                    deadline=time.monotonic() + opts.export_timeout)
+    plan = ReadPlan(python_roots=[p for p in [*sys_path, *bins[: opts.max_roots]] if p != "/"], native_names=native,
+                    deadline=min(time.monotonic() + opts.export_timeout, deadline), hash_all=True,
+                    max_kept_bytes=opts.max_kept_bytes, max_entries=opts.max_entries)
     export_started = time.monotonic()
     inventory: Inventory
     try:
@@ -237,6 +311,10 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     # Site directories that exist in the image but the probe did not mention (a lying probe).
     static_sites = sorted(p for p, e in inventory.files.items()
                           if e.kind == "dir" and p.rsplit("/", 1)[-1] in ("site-packages", "dist-packages"))
+    if len(static_sites) > opts.max_roots:
+        limits.append(f"roots: the image has {len(static_sites)} directories named site-packages/dist-packages; "
+                      f"only {opts.max_roots} are examined (--max-roots)")
+        static_sites = [s for s in static_sites if s in sites][: opts.max_roots] or static_sites[: opts.max_roots]
     real_sites = list(dict.fromkeys(inventory.resolve(s) or s for s in [*sites, *static_sites]))
     dists = installed_distributions(inventory, real_sites)
     owned, md5 = _dpkg(inventory) if dpkg_status else (set(), {})
@@ -246,13 +324,22 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
         sys_path=[inventory.resolve(p) or p for p in sys_path],
         stdlib=[inventory.resolve(p) or p for p in stdlib], dists=dists, dpkg_owned=owned, dpkg_md5=md5,
         allow_local_repos=opts.allow_local_repos, cache_dir=opts.cache_dir,
+        reproduction=reproduction, image_config=image_config, layers=layers, limits=limits,
     )
+    if dpkg_status and reproduction.ok and reproduction.image_id != facts.id:
+        ctx.expected_files = _reference_files(opts, client, reproduction, deadline, limits)
     findings = Findings()
     findings.extend(notes)
     outcomes: list[CheckOutcome] = []
-    # Nothing was read when the export aborted: only the labels can still be judged.
-    checks = AllOf(*(c for c in all_checks() if dpkg_status or c.name in ("labels",)), name="verify-provenance")
-    for check, got in checks.each(ctx):
+    # Nothing was read when the export aborted: only what needs no files can still be judged.
+    checks = AllOf(*(c for c in all_checks() if dpkg_status or c.name in ("labels", "reproduction", "image-config")),
+                   name="verify-provenance")
+    for check in checks.checks:
+        if time.monotonic() > deadline:
+            findings.add("VERIFY_LIMIT_REACHED", f"deadline: the run passed its {opts.deadline:.0f} s deadline "
+                         f"(--deadline) before the {check.name} check")
+            break
+        got = check.run(ctx)
         findings.extend(got)
         outcomes.append(CheckOutcome(name=check.name, passed=got.passed, findings=len(got),
                                      codes=sorted(set(got.codes()))))
@@ -268,7 +355,7 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
             specs=report.get("specs") or [], seconds=probe.seconds,
         ),
         stats=VerifyStats(files=len(inventory.files), bytes_total=inventory.total_bytes,
-                          bytes_hashed=inventory.hashed_bytes, distributions=len(dists), seconds_probe=probe.seconds,
+                          bytes_hashed=inventory.hashed_bytes, kept_bytes=inventory.kept_bytes, distributions=len(dists), seconds_probe=probe.seconds,
                           seconds_export=export_seconds, seconds_total=time.monotonic() - started),
     )
     summary_path = opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)

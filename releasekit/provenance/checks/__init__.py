@@ -12,10 +12,14 @@ from releasekit.provenance.context import VerifyContext
 
 
 def all_checks() -> list[Check[VerifyContext]]:
+    from releasekit.provenance.checks.accounting import FileAccountingCheck
+    from releasekit.provenance.checks.config import ConfigCheck
     from releasekit.provenance.checks.labels import LabelsCheck
+    from releasekit.provenance.checks.limits import LimitsCheck
     from releasekit.provenance.checks.native import NativeArchCheck
     from releasekit.provenance.checks.policy import ForbiddenDistributionCheck
     from releasekit.provenance.checks.records import RecordCheck
+    from releasekit.provenance.checks.reproduction import ReproductionCheck
     from releasekit.provenance.checks.shadowing import ShadowingCheck
     from releasekit.provenance.checks.sources import SourceBlobCheck
     from releasekit.provenance.checks.toolchain import ToolchainCheck
@@ -23,6 +27,10 @@ def all_checks() -> list[Check[VerifyContext]]:
     from releasekit.provenance.checks.version import VersionCommitCheck
 
     return [
+        ReproductionCheck(),
+        ConfigCheck(),
+        FileAccountingCheck(),
+        LimitsCheck(),
         LabelsCheck(),
         RecordCheck(),
         UnownedFilesCheck(),

@@ -1,0 +1,349 @@
+"""verify-provenance against an attacker who controls the build, and so writes build.json too.
+
+One clean release per module (``releasekit demo``'s pipeline up to ``releasekit build``, as in
+test_verify_tamper.py). Every attack derives an image from it (a container with a few shell
+steps, committed) and then rewrites the release directory's ``build.json`` to describe the
+derived image, as a build the attacker runs would. Each must still be an error: the
+verifier rebuilds the image from the lock and the manifest, compares layers and config by
+digest and key, and accounts for every file of the export against the locked base's export
+plus the reproduced layer. The host-resource cases must finish within their caps.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+SP = "/usr/local/lib/python3.11/dist-packages"
+RUNTIME = f"{SP}/rkdemo_runtime"
+KERNELS = f"{SP}/rkdemo_kernels"
+KERNEL = "__global__ void scale(float *a, float b) { a[threadIdx.x] *= b; }\n"
+
+
+def _docker():
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"no Docker Engine: {exc}")
+    return client
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+class Release:
+    def __init__(self, client, root: Path) -> None:
+        self.client = client
+        self.root = root
+        self.images: list[str] = []
+        self.image_id = ""
+        self.lock = root / "demo" / "lock.json"
+        self.manifest = root / "demo" / "example" / "manifest.yaml"
+        self.artifacts = root / "demo" / "release"
+
+    def derive(self, script: str, *, files: dict[str, bytes] | None = None, changes: list[str] | None = None) -> str:
+        # The release has no entrypoint: the script runs as the command, and the commit restores CMD.
+        container = self.client.containers.create(
+            self.image_id, command=["sh", "-c", script], network_mode="none"
+        )
+        try:
+            if files:
+                container.put_archive("/", _tar(files))
+            container.start()
+            status = container.wait(timeout=300)
+            if status.get("StatusCode") != 0:
+                raise AssertionError(container.logs().decode(errors="replace"))
+            image = container.commit(changes=['CMD ["python3"]', *(changes or [])])
+        finally:
+            container.remove(force=True)
+        self.images.append(image.id)
+        return image.id
+
+    def forge(self, image: str, into: Path, *, wheel: tuple[str, Path] | None = None) -> Path:
+        """The attacker's release directory: build.json (and labels it records) rewritten for ``image``."""
+        forged = into / "forged-release"
+        shutil.copytree(self.artifacts, forged)
+        record = json.loads((forged / "build.json").read_text())
+        record["image_id"] = image
+        if wheel is not None:
+            name, path = wheel
+            shutil.copyfile(path, forged / "wheels" / path.name)
+            sha = hashlib.sha256(path.read_bytes()).hexdigest()
+            for comp in record["components"]:
+                if comp["name"] == name:
+                    (forged / "wheels" / comp["wheel_filename"]).unlink()
+                    comp["wheel_filename"], comp["wheel_sha256"] = path.name, sha
+                    record["labels"][f"io.releasekit.component.{name}.wheel.sha256"] = sha
+        (forged / "build.json").write_text(json.dumps(record, indent=2))
+        return forged
+
+    def verify(self, image: str, artifacts: Path | None = None, **kwargs) -> VerifyResult:
+        opts = VerifyOptions(image=image, lock=self.lock, artifacts=artifacts or self.artifacts,
+                             allow_local_repos=True, cache_dir=str(self.root / "git-cache"),
+                             summary=self.root / f"summary-{image[7:19]}.json", **kwargs)
+        return verify_provenance(opts)
+
+    def attack(self, tmp_path: Path, script: str, **kwargs) -> VerifyResult:
+        wheel = kwargs.pop("wheel", None)
+        image = self.derive(script, **kwargs)
+        return self.verify(image, self.forge(image, tmp_path, wheel=wheel))
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    client = _docker()
+    from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
+
+    root = tmp_path_factory.mktemp("redteam")
+    os.environ.setdefault("RELEASEKIT_CACHE", str(root / "cache"))
+    plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
+    names = [s.name for s in plain]
+    demo = run_demo(root / "demo", stages=plain[: names.index("build") + 1])
+    assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
+    rel = Release(client, root)
+    rel.image_id = demo.image_id
+    yield rel
+    for image in rel.images:
+        with contextlib.suppress(Exception):
+            client.images.remove(image, force=True)
+
+
+def _errors(result: VerifyResult) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in result.findings.errors:
+        out.setdefault(f.code, []).append(f.location.path or f.location.field or f.message)
+    return out
+
+
+def _caught(result: VerifyResult, **expected: str) -> None:
+    """Not verified (exit 1), not reproduced, and each CODE=path-or-field fragment reported."""
+    errors = _errors(result)
+    shown = "\n".join(f.render() for f in result.findings)
+    assert not result.passed, shown
+    assert "IMAGE_NOT_REPRODUCED" in errors, shown
+    for code, fragment in expected.items():
+        code = code.rstrip("_0123456789")  # several fragments of one code: FILE_MODIFIED_1=...
+        assert any(fragment in where for where in errors.get(code, [])), f"{code} {fragment}:\n{shown}"
+
+
+def test_clean_image_verifies_with_zero_warnings_and_no_manifest_option(release):
+    opts = VerifyOptions(image=release.image_id, lock=release.lock, artifacts=release.artifacts,
+                         allow_local_repos=True, cache_dir=str(release.root / "git-cache"),
+                         summary=release.root / "clean-summary.json")
+    result = verify_provenance(opts)  # no --manifest: found from the demo's layout by its sha256
+    assert result.passed, "\n".join(f.render() for f in result.findings)
+    assert list(result.findings) == [], "\n".join(f.render() for f in result.findings)
+    assert {"reproduction", "image-config", "file-accounting"} <= {c.name for c in result.checks}
+
+
+def test_cli_rebuilt_image_is_the_candidate(release):
+    env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
+    out = subprocess.run([sys.executable, "-m", "releasekit", "verify-provenance", release.image_id,
+                          "--lock", str(release.lock), "--summary", str(release.root / "cli.json"), "--json"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr
+    assert json.loads(out.stdout)["passed"] is True
+
+
+# --- one test per class of the issue, each with a forged build.json ---------------------------
+
+
+def test_bytecode_poisoning(release, tmp_path):
+    src = tmp_path / "scale.py"
+    src.write_text("def scale(x, k=2):\n    return x * 3\n")
+    pyc = tmp_path / "scale.pyc"
+    py_compile.compile(str(src), cfile=str(pyc))
+    result = release.attack(
+        tmp_path,
+        f"mkdir -p {RUNTIME}/__pycache__ && cp /p.pyc {RUNTIME}/__pycache__/scale.cpython-311.pyc && "
+        "cp /p.pyc /usr/lib/python3.11/__pycache__/os.cpython-311.pyc && "
+        "mkdir -p /var/cache/pyc && ln -s /var/cache/pyc /opt/pycache && rm /p.pyc",
+        files={"/p.pyc": pyc.read_bytes()},
+        changes=["ENV PYTHONPYCACHEPREFIX=/opt/pycache"],
+    )
+    _caught(result, FILE_UNACCOUNTED=f"{RUNTIME}/__pycache__/scale.cpython-311.pyc",
+            FILE_MODIFIED="/usr/lib/python3.11/__pycache__/os.cpython-311.pyc",
+            FILE_UNACCOUNTED_1="/opt/pycache", CONFIG_MISMATCH="Env.PYTHONPYCACHEPREFIX")
+
+
+def test_trust_anchors_from_the_candidate(release, tmp_path):
+    # A fake dist-info RECORD owning a .pth, a dpkg list owning another, and a stdlib edit with its md5 fixed.
+    pth = b"import os; os.system('id')\n"
+    script = (
+        f"mkdir -p {SP}/fake-1.0.dist-info && printf 'Metadata-Version: 2.1\\nName: fake\\nVersion: 1.0\\n' "
+        f"> {SP}/fake-1.0.dist-info/METADATA && cp /x.pth {SP}/fake.pth && "
+        f"echo 'fake.pth,{_record_hash(pth)},{len(pth)}' > {SP}/fake-1.0.dist-info/RECORD && "
+        "cp /x.pth /usr/lib/python3/dist-packages/zz-dpkg.pth && "
+        "echo /usr/lib/python3/dist-packages/zz-dpkg.pth > /var/lib/dpkg/info/fakepkg.list && "
+        "echo '# edited' >> /usr/lib/python3.11/json/__init__.py && "
+        "m=$(md5sum /usr/lib/python3.11/json/__init__.py | cut -d' ' -f1) && "
+        "f=$(grep -l 'usr/lib/python3.11/json/__init__.py' /var/lib/dpkg/info/*.md5sums) && "
+        "sed -i \"s#^[0-9a-f]*  usr/lib/python3.11/json/__init__.py#$m  usr/lib/python3.11/json/__init__.py#\" $f "
+        "&& rm /x.pth"
+    )
+    result = release.attack(tmp_path, script, files={"/x.pth": pth})
+    _caught(result, FILE_UNACCOUNTED=f"{SP}/fake.pth", FILE_UNACCOUNTED_1="/var/lib/dpkg/info/fakepkg.list",
+            FILE_UNACCOUNTED_2="/usr/lib/python3/dist-packages/zz-dpkg.pth",
+            FILE_MODIFIED="/usr/lib/python3.11/json/__init__.py", FILE_MODIFIED_1=".md5sums")
+
+
+@pytest.mark.parametrize("kind", ["ld-so-preload", "extension-lib", "usr-bin-env", "python3-wrapper"])
+def test_code_outside_the_python_roots(release, tmp_path, kind):
+    wrapper = b"#!/bin/sh\nexec /usr/bin/python3.11 \"$@\"\n"
+    attacks = {
+        "ld-so-preload": ("cp /bin/true /usr/lib/libtrojan.so && echo /usr/lib/libtrojan.so > /etc/ld.so.preload",
+                          {"FILE_UNACCOUNTED": "/etc/ld.so.preload", "FILE_UNACCOUNTED_1": "/usr/lib/libtrojan.so"}),
+        "extension-lib": (f"cp /bin/true /usr/local/lib/libiomp5.so && d=$(ls -d {SP}/rkdemo_runtime-*.dist-info) && "
+                          "echo '../../libiomp5.so,,' >> $d/RECORD",
+                          {"FILE_UNACCOUNTED": "/usr/local/lib/libiomp5.so", "FILE_MODIFIED": "/RECORD"}),
+        "usr-bin-env": ("cp /w /usr/bin/env && rm /w", {"FILE_MODIFIED": "/usr/bin/env"}),
+        "python3-wrapper": ("cp /w /usr/local/bin/python3 && rm /w", {"FILE_UNACCOUNTED": "/usr/local/bin/python3"}),
+    }
+    script, expected = attacks[kind]
+    _caught(release.attack(tmp_path, script, files={"/w": wrapper}), **expected)
+
+
+def test_record_exemptions(release, tmp_path):
+    evil = b"#!/usr/bin/python3\nimport os\n"
+    script = (
+        f"d=$(ls -d {SP}/rkdemo_runtime-*.dist-info) && cp /e /usr/local/bin/rkdemo-evil && "
+        "echo '../../../bin/rkdemo-evil,,' >> $d/RECORD && "
+        f"echo 'import os' > {SP}/zz-hashless.pth && echo 'zz-hashless.pth,,' >> $d/RECORD && rm /e"
+    )
+    _caught(release.attack(tmp_path, script, files={"/e": evil}),
+            FILE_UNACCOUNTED="/usr/local/bin/rkdemo-evil", FILE_UNACCOUNTED_1=f"{SP}/zz-hashless.pth",
+            FILE_MODIFIED="/RECORD")
+
+
+@pytest.mark.parametrize("kind", ["ld-audit", "ld-library-path", "entrypoint-wrapper", "sh-c-export"])
+def test_image_config_by_allowlist(release, tmp_path, kind):
+    attacks = {
+        "ld-audit": ("cp /bin/true /usr/lib/audit.so", ["ENV LD_AUDIT=/usr/lib/audit.so"], "Env.LD_AUDIT"),
+        "ld-library-path": ("mkdir -p /opt/tl && cp /bin/true /opt/tl/libexpat.so.1",
+                            ["ENV LD_LIBRARY_PATH=/opt/tl"], "Env.LD_LIBRARY_PATH"),
+        "entrypoint-wrapper": ("printf '#!/bin/sh\\nexec \"$@\"\\n' > /entry.sh && chmod +x /entry.sh",
+                               ['ENTRYPOINT ["/entry.sh"]'], "Entrypoint"),
+        "sh-c-export": ("true", ['ENTRYPOINT ["sh", "-c", "export PYTHONINSPECT=1; exec python3"]'], "Entrypoint"),
+    }
+    script, changes, field = attacks[kind]
+    _caught(release.attack(tmp_path, script, changes=changes), CONFIG_MISMATCH=field)
+
+
+def test_sys_path_zip_and_root_cwd(release, tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("sitecustomize.py", "import os\n")
+    script = "cp /z /usr/lib/python311.zip && echo 'import os' > /rkdemo_runtime.py && rm /z"
+    _caught(release.attack(tmp_path, script, files={"/z": buf.getvalue()}, changes=["WORKDIR /"]),
+            FILE_UNACCOUNTED="/usr/lib/python311.zip", FILE_UNACCOUNTED_1="/rkdemo_runtime.py")
+
+
+def test_native_code_tied_to_its_commit(release, tmp_path):
+    if shutil.which("nvcc") is None or shutil.which("cc") is None:
+        pytest.skip("nvcc and a C compiler are needed to make a real extension with an extra DT_NEEDED")
+    lock = json.loads(release.lock.read_text())
+    if "kernels" not in lock["components"]:
+        pytest.skip("the demo has no CUDA component")
+    (tmp_path / "t.c").write_text("int trojan(void) { return 1; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libtrojan.so"), str(tmp_path / "t.c")], check=True)
+    (tmp_path / "k.cu").write_text(KERNEL)
+    so = tmp_path / "librkdemo_kernels.so"
+    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "none", "-gencode",
+                    "arch=compute_120a,code=sm_120a", "-o", str(so), str(tmp_path / "k.cu"),
+                    "-Xlinker", "--no-as-needed", f"-L{tmp_path}", "-ltrojan"], check=True, capture_output=True)
+    needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True).stdout
+    assert "libtrojan.so" in needed
+    # The attacker's wheel: the same files with the new .so and a matching RECORD; build.json names it.
+    original = next((release.artifacts / "wheels").glob("rkdemo_kernels-*.whl"))
+    forged_wheel = tmp_path / "wheel" / original.name
+    forged_wheel.parent.mkdir()
+    with zipfile.ZipFile(original) as src, zipfile.ZipFile(forged_wheel, "w") as out:
+        for item in src.infolist():
+            data = so.read_bytes() if item.filename.endswith("librkdemo_kernels.so") else src.read(item)
+            if item.filename.endswith(".dist-info/RECORD"):
+                rows = []
+                for line in data.decode().splitlines():
+                    if line.startswith("rkdemo_kernels/librkdemo_kernels.so,"):
+                        line = f"rkdemo_kernels/librkdemo_kernels.so,{_record_hash(so.read_bytes())},{so.stat().st_size}"
+                    rows.append(line)
+                data = ("\n".join(rows) + "\n").encode()
+            out.writestr(item, data)
+    script = "cp /so " + KERNELS + "/librkdemo_kernels.so && cp /t /usr/lib/libtrojan.so && rm /so /t"
+    result = release.attack(tmp_path, script, files={"/so": so.read_bytes(), "/t": (tmp_path / "libtrojan.so").read_bytes()},
+                            wheel=("kernels", forged_wheel))
+    _caught(result, FILE_MODIFIED=f"{KERNELS}/librkdemo_kernels.so", FILE_UNACCOUNTED="/usr/lib/libtrojan.so",
+            BUILD_CLAIM_MISMATCH="wheel_sha256")
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_links_from_owned_paths(release, tmp_path, kind):
+    if kind == "symlink":
+        script = f"echo 'import os' > /opt/evil.py && rm {RUNTIME}/scale.py && ln -s /opt/evil.py {RUNTIME}/scale.py"
+    else:
+        script = f"echo 'import os' > /opt/evil.py && rm {RUNTIME}/scale.py && ln /opt/evil.py {RUNTIME}/scale.py"
+    _caught(release.attack(tmp_path, script), FILE_MODIFIED=f"{RUNTIME}/scale.py", FILE_UNACCOUNTED="/opt/evil.py")
+
+
+# --- the verifier's host --------------------------------------------------------------------
+
+
+def test_many_site_packages_directories_are_bounded(release, tmp_path):
+    script = ("python3 -c \"import os\nfor i in range(20000): os.makedirs(f'/srv/t/{i}/site-packages')\"")
+    image = release.derive(script)
+    started = time.monotonic()
+    result = release.verify(image, release.forge(image, tmp_path), max_roots=64)
+    seconds = time.monotonic() - started
+    assert seconds < 150, seconds
+    errors = _errors(result)
+    assert "VERIFY_LIMIT_REACHED" in errors and "FILE_UNACCOUNTED" in errors, list(errors)
+
+
+def test_big_sitecustomize_files_are_bounded(release, tmp_path):
+    script = (f"for i in 1 2 3 4 5 6 7 8; do mkdir -p /srv/s$i && head -c 16000000 /dev/zero > /srv/s$i/sitecustomize.py; done"
+              f" && head -c 16000000 /dev/zero > {SP}/sitecustomize.py")
+    image = release.derive(script)
+    result = release.verify(image, release.forge(image, tmp_path), max_kept_bytes=8 * 1024 * 1024)
+    assert result.stats.kept_bytes <= 8 * 1024 * 1024
+    errors = _errors(result)
+    assert "VERIFY_LIMIT_REACHED" in errors and "FILE_UNACCOUNTED" in errors, list(errors)
+
+
+def test_one_deadline_over_the_whole_run(release, tmp_path):
+    image = release.derive("true")
+    started = time.monotonic()
+    result = release.verify(image, release.forge(image, tmp_path), deadline=0.5)
+    assert time.monotonic() - started < 120
+    assert not result.passed
+    assert {"VERIFY_LIMIT_REACHED", "EXPORT_ABORTED"} & set(_errors(result))
