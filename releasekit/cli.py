@@ -45,6 +45,7 @@ def _register_stages() -> None:
     from releasekit.provenance import commands as provenance_commands
     from releasekit.validate import commands as validate_commands
     from releasekit.publish import commands as publish_commands
+    from releasekit.reproduce import commands as reproduce_commands
     from releasekit.demo import commands as demo_commands
 
     for module in (
@@ -54,6 +55,7 @@ def _register_stages() -> None:
         provenance_commands,
         validate_commands,
         publish_commands,
+        reproduce_commands,
         demo_commands,
     ):
         module.register(app)
