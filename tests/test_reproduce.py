@@ -260,3 +260,78 @@ def test_pull_back_of_another_manifest_fails_the_publish_with_nothing_tagged(wor
         tags = client.tags(PULLBACK_REPO)
     assert "r1" not in tags and "beta" not in tags
     assert not any(t.endswith(".releasekit") for t in tags), tags
+
+
+def _layer(path: Path, files: dict[str, bytes]) -> Path:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_first_difference_names_the_file_and_the_component_that_installs_it(tmp_path):
+    import zipfile
+
+    from releasekit.reproduce.compare import first_file_difference, owner_of, tar_files
+
+    sp = "usr/local/lib/python3.11/dist-packages"
+    published = _layer(tmp_path / "p.tar", {f"{sp}/rkdemo_runtime/scale.py": b"x = 1\n", f"{sp}/k/__init__.py": b""})
+    rebuilt = _layer(tmp_path / "r.tar", {f"{sp}/rkdemo_runtime/scale.py": b"x = 2\n", f"{sp}/k/__init__.py": b""})
+    found = first_file_difference(tar_files(published), tar_files(rebuilt))
+    assert found is not None and found[0] == f"{sp}/rkdemo_runtime/scale.py"
+    wheel = tmp_path / "rkdemo_runtime-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("rkdemo_runtime/scale.py", "x = 2\n")
+    other = tmp_path / "k-1-py3-none-any.whl"
+    with zipfile.ZipFile(other, "w") as zf:
+        zf.writestr("k/__init__.py", "")
+    assert owner_of(found[0], {"kernels": other, "runtime": wheel}) == "runtime"
+    assert first_file_difference(tar_files(published), tar_files(published)) is None
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True, env=env).stdout.strip()
+
+
+def test_bundle_of_a_locked_commit_is_complete_and_an_incomplete_one_is_an_error(tmp_path):
+    from releasekit.errors import InputError
+    from releasekit.git import Mirror, check_bundle, create_bundle
+
+    work = tmp_path / "src"
+    work.mkdir()
+    _git(work, "init", "-q", "-b", "main")
+    (work / "a.txt").write_text("one\n")
+    _git(work, "add", "a.txt")
+    _git(work, "commit", "-qm", "one")
+    (work / "a.txt").write_text("two\n")
+    _git(work, "commit", "-qam", "two")
+    commit, tree = _git(work, "rev-parse", "HEAD"), _git(work, "rev-parse", "HEAD^{tree}")
+    _git(work, "checkout", "-qb", "side")
+    (work / "b.txt").write_text("side\n")
+    _git(work, "add", "b.txt")
+    _git(work, "commit", "-qm", "side")
+    side = _git(work, "rev-parse", "HEAD")
+
+    mirror = Mirror(str(work), tmp_path / "cache", allow_local=True).update()
+    bundle = tmp_path / "out" / "c.bundle"
+    create_bundle(mirror, commit, "refs/releasekit/locked/c", bundle)
+    # The remote is named by a URL that cannot be reached: only the bundle is read.
+    checkout = check_bundle(bundle, "https://example.invalid/c.git", commit, tree, tmp_path / "check")
+    assert checkout.tree == tree and (checkout.path / "a.txt").read_text() == "two\n"
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    _git(probe, "init", "-q", "--bare")
+    _git(probe, "fetch", "-q", str(bundle), "refs/*:refs/*")
+    assert subprocess.run(["git", "-C", str(probe), "cat-file", "-e", side]).returncode != 0  # nothing else
+
+    thin = tmp_path / "thin.bundle"  # needs the parent commit from elsewhere
+    _git(work, "bundle", "create", "-q", str(thin), f"{commit}~1..main")
+    with pytest.raises(InputError, match="bundle verify"):
+        check_bundle(thin, "https://example.invalid/c.git", commit, tree, tmp_path / "check2")
