@@ -18,6 +18,7 @@ from pathlib import Path
 from releasekit.errors import BuildFailed, InputError
 from releasekit.git import Mirror, bundle_ref, check_bundle, create_bundle
 from releasekit.manifest import LoadedManifest
+from releasekit.manifest.models import GitComponent
 from releasekit.records.archive import (
     ARCHIVE_DIR,
     ARCHIVE_FILE,
@@ -55,6 +56,7 @@ def make_archive(
     for name, locked in lock.components.items():
         if isinstance(locked, LockedGitComponent):
             declared = loaded.manifest.components[name]
+            assert isinstance(declared, GitComponent)
             mirror = Mirror(declared.repo, git_cache_dir, allow_local=allow_local, base_dir=loaded.directory)
             if not mirror.exists() or not mirror.has_commit(locked.commit):
                 mirror.update()
