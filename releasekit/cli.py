@@ -61,6 +61,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "releasekit.publish.commands",
         "Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds.",
     ),
+    ("reproduce", "releasekit.reproduce.commands", "Rebuild a published image from its attached source archive alone; exit 0 same, 1 different."),
     ("keys", "releasekit.signing.commands", "Signing keys for the evidence (DSSE envelopes)."),
     (
         "demo",

@@ -5,7 +5,7 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
 
 - no import cycle between modules;
 - a stage never imports a later stage (manifest < plan < build < provenance < test <
-  validate < publish);
+  validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, fatbin, report,
   simple_index, signing) import no stage, except that ``records`` may embed the manifest's models (the
@@ -29,7 +29,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-STAGES = ("manifest", "plan", "build", "provenance", "test", "validate", "publish")
+STAGES = ("manifest", "plan", "build", "provenance", "test", "validate", "publish", "reproduce")
 SHARED = frozenset(
     {"errors", "findings", "checks", "records", "git", "docker_engine", "fatbin", "report", "simple_index", "signing"}
 )

@@ -35,6 +35,24 @@ def render_record(record: BuildRecord, outdir: Path) -> None:
         f"cache: {len(record.cache.hits)} hit(s), {len(record.cache.misses)} miss(es), wheels layer {record.cache.layer}"
     )
     console.print(f"outputs in {escape(str(outdir))}: build.json, provenance.intoto.json, RELEASE.md, wheels/, logs/")
+    render_archive(outdir)
+
+
+def render_archive(outdir: Path) -> None:
+    """The release source archive's size and contents (archive.json)."""
+    from rich.markup import escape
+
+    from releasekit.records.archive import ARCHIVE_FILE, read_archive
+    from releasekit.report import stdout_console
+
+    if not (outdir / ARCHIVE_FILE).is_file():
+        return
+    index = read_archive(outdir / ARCHIVE_FILE)
+    console = stdout_console()
+    console.print(f"source archive: {len(index.entries)} file(s), {index.total_size:,} B ({ARCHIVE_FILE})")
+    for e in index.entries:
+        what = f"{e.component} {e.commit[:12]}" if e.commit and e.component else (e.component or e.kind)
+        console.print(f"  {escape(e.path)}  {e.size:,} B  sha256 {e.sha256[:16]}  {escape(what)}")
 
 
 def render_plan(plan: BuildPlan) -> None:

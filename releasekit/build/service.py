@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from releasekit import __version__
 from releasekit.build import dockerfile, stamp
+from releasekit.build.archive import archive_byproducts, make_archive
 from releasekit.build.builders import ensure_builder
 from releasekit.build.cache import BuildCache, wheel_key
 from releasekit.build.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
@@ -121,7 +122,7 @@ def _consistent(loaded: LoadedManifest, lock: Lock) -> None:
 def _prepare_outdir(outdir: Path) -> None:
     """Remove what a previous build here wrote, so that nothing stale is mistaken for this build."""
     outdir.mkdir(parents=True, exist_ok=True)
-    for name in ("build.json", "provenance.intoto.json", "provenance.intoto.dsse.json", "RELEASE.md", "Dockerfile", "image.tar"):
+    for name in ("build.json", "provenance.intoto.json", "provenance.intoto.dsse.json", "RELEASE.md", "Dockerfile", "image.tar", "archive.json"):
         (outdir / name).unlink(missing_ok=True)
     for sub in ("wheels", "logs"):
         shutil.rmtree(outdir / sub, ignore_errors=True)
@@ -352,6 +353,9 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
             )
     if not wheels:
         raise InputError(f"{loaded.path.name}: no component produces a wheel to install; nothing to build")
+    # The release source archive: bundles of the locked commits, locked wheels, manifest, lock; proven complete now.
+    archive = make_archive(outdir=outdir, loaded=loaded, lock=lock, lock_path=opts.lock, lock_sha256=lock_sha,
+                           git_cache_dir=opts.git_cache_dir, allow_local=allow_local, progress=progress)
 
     git_times = [c.commit_time for c in lock.git_components().values()]
     # The newest source commit: the image is no older than what it contains, and it is the same every build.
@@ -428,9 +432,12 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
             "dockerfile": "Dockerfile",
             "wheels": "wheels/",
             "logs": "logs/",
+            "archive": "archive.json",
         },
+        archive=archive,
     )
     statement = provenance_statement(record, lock, opts, lock_sha, started)
+    statement.predicate.runDetails.byproducts.extend(archive_byproducts(archive, outdir))
     write_statement(statement, outdir / "provenance.intoto.json")
     sign_statement_file(signer, outdir / "provenance.intoto.json")  # -> provenance.intoto.dsse.json
     (outdir / "RELEASE.md").write_text(render_release_notes(record), encoding="utf-8")

@@ -11,8 +11,11 @@ Public API (what other stages use):
   (path, repo, commit, tree): a new directory holding exactly that commit, verified.
 - ``check_remote(url, allow_local=False)`` / ``check_ref(ref)`` / ``strip_credentials``:
   input safety, applied before git sees anything.
+- ``create_bundle`` / ``mirror_from_bundle`` / ``check_bundle``: a locked commit as one bundle
+  file, and a mirror filled from such a file without contacting the remote.
 """
 
+from releasekit.git.bundle import bundle_heads, bundle_ref, check_bundle, create_bundle, mirror_from_bundle
 from releasekit.git.checkout import Checkout, fresh_checkout
 from releasekit.git.mirror import Mirror, default_cache_dir
 from releasekit.git.remote import RemoteURL, check_ref, check_remote, local_repos_allowed, strip_credentials
@@ -24,10 +27,15 @@ __all__ = [
     "GitFailed",
     "Mirror",
     "RemoteURL",
+    "bundle_heads",
+    "bundle_ref",
+    "check_bundle",
     "check_ref",
     "check_remote",
+    "create_bundle",
     "default_cache_dir",
     "fresh_checkout",
     "local_repos_allowed",
+    "mirror_from_bundle",
     "strip_credentials",
 ]

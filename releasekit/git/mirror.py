@@ -89,12 +89,7 @@ class Mirror:
     def update(self) -> Mirror:
         """Create the mirror if needed and fetch every branch, tag and PR head (pruning deleted ones)."""
         with self._locked():
-            if not self.exists():
-                run_git(["init", "--quiet", "--bare", str(self.path)])
-                self.git.run("config", "releasekit.url", self.remote.public)
-                # fresh_checkout fetches single commits from the mirror, whether or not a ref names them.
-                self.git.run("config", "uploadpack.allowAnySHA1InWant", "true")
-                self.git.run("config", "gc.auto", "0")
+            self._create()
             try:
                 self.git.run("fetch", "--quiet", "--prune", "--force", "--no-write-fetch-head", "--", self.remote.url, *FETCH_REFSPECS)
             except GitFailed as exc:
@@ -104,6 +99,15 @@ class Mirror:
                 raise InputError(f"cannot fetch {self.url}: {reason}") from None
             self._record_default_branch()
         return self
+
+    def _create(self) -> None:
+        """An empty bare mirror (nothing fetched yet), if there is none. Call with the lock held."""
+        if not self.exists():
+            run_git(["init", "--quiet", "--bare", str(self.path)])
+            self.git.run("config", "releasekit.url", self.remote.public)
+            # fresh_checkout fetches single commits from the mirror, whether or not a ref names them.
+            self.git.run("config", "uploadpack.allowAnySHA1InWant", "true")
+            self.git.run("config", "gc.auto", "0")
 
     def ensure(self) -> Mirror:
         """Fetch only if the mirror has never been fetched (for commands that work offline on a cache)."""

@@ -9,12 +9,18 @@ Layers, each titled with ``org.opencontainers.image.title``: the provenance stat
 the verification summary, the plan-check result, every receipt, the gate report (with the
 policy it applied) and the release notes. ``promote`` reads them back and runs the same
 gate again, so a promotion needs nothing but the registry.
+
+When the release directory has a source archive, ``archive.json`` is attached too, and each
+archive file (git bundles, locked wheels, manifest, lock) is one more layer titled with its
+path (``archive/...``) and typed ``ARCHIVE_BLOB_MEDIA``; those binary layers are read only by
+``fetch_archive_blobs`` (``releasekit reproduce``), never by the text reader.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -45,6 +51,10 @@ _MEDIA = {
     NOTES_FILE: "text/markdown",
 }
 RECEIPT_MEDIA = "application/vnd.releasekit.receipt+json"
+ARCHIVE_INDEX_FILE = "archive.json"
+ARCHIVE_INDEX_MEDIA = "application/vnd.releasekit.archive+json"
+ARCHIVE_BLOB_MEDIA = "application/vnd.releasekit.archive.blob"
+ARCHIVE_PREFIX = "archive/"
 
 
 def attachment_tag(image_digest: str) -> str:
@@ -73,6 +83,8 @@ def attach(
     evidence: Evidence,
     gate_json: bytes,
     release_notes: str,
+    archive_dir: Path | None = None,
+    archive_files: list[str] | None = None,
 ) -> Attached:
     files: list[tuple[str, str, bytes]] = []
     for name, loaded in (
@@ -89,6 +101,11 @@ def attach(
             files.append((RECEIPT_PREFIX + receipt.path.replace("\\", "/").rsplit("/", 1)[-1], RECEIPT_MEDIA, data))
     files.append((GATE_FILE, _MEDIA[GATE_FILE], gate_json))
     files.append((NOTES_FILE, _MEDIA[NOTES_FILE], release_notes.encode()))
+    if archive_dir is not None:
+        # The release source archive: its index, then each file (relative to the release directory).
+        files.append((ARCHIVE_INDEX_FILE, ARCHIVE_INDEX_MEDIA, (archive_dir / ARCHIVE_INDEX_FILE).read_bytes()))
+        for rel in archive_files or []:
+            files.append((rel, ARCHIVE_BLOB_MEDIA, (archive_dir / rel).read_bytes()))
 
     config = json.dumps({"image_id": image_id, "lock_sha256": lock_sha256, "subject": image.digest}).encode()
     config_digest = client.push_blob(repository, config)
@@ -142,6 +159,7 @@ def fetch_attachments(client: RegistryClient, repository: str, image_digest: str
         files = {
             layer["annotations"][TITLE]: client.get_blob(repository, layer["digest"]).decode("utf-8")
             for layer in manifest.get("layers", [])
+            if layer.get("mediaType") != ARCHIVE_BLOB_MEDIA
         }
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)} is malformed: {exc}") from None
@@ -238,3 +256,31 @@ def fetch_signed(client: RegistryClient, repository: str, image_digest: str) -> 
         return None
     blob = client.get_manifest(repository, tag)
     return FetchedSigned(digest=blob.digest if blob else "", method=TAG_FALLBACK, files=files)
+
+
+def fetch_archive_blobs(client: RegistryClient, repository: str, image_digest: str, dest: Path) -> list[str]:
+    """Download the archive files attached to ``image_digest`` into ``dest`` (by title); returns the titles.
+
+    Each blob is checked against its layer digest by the registry client; whether it is the file
+    ``archive.json`` lists is for the caller to check.
+    """
+    blob = client.get_manifest(repository, attachment_tag(image_digest))
+    if blob is None:
+        return []
+    titles: list[str] = []
+    try:
+        manifest = json.loads(blob.data)
+        for layer in manifest.get("layers", []):
+            if layer.get("mediaType") != ARCHIVE_BLOB_MEDIA:
+                continue
+            title = str(layer["annotations"][TITLE])
+            parts = title.split("/")
+            if not title.startswith(ARCHIVE_PREFIX) or any(p in ("", ".", "..") for p in parts) or "\\" in title:
+                raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)}: unsafe archive path {title!r}")
+            out = dest / title
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(client.get_blob(repository, layer["digest"]))
+            titles.append(title)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)} is malformed: {exc}") from None
+    return titles

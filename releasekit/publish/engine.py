@@ -50,3 +50,15 @@ class DockerEngine:
         return self.engine.push(
             image_id, target.name, staging_tag(image_id), where=target.host, auth=auth, on_retry=on_retry
         )
+
+    def pull_back(self, target: Reference, digest: str, credentials: RegistryCredentials | None) -> ImageFacts:
+        """Pull ``REGISTRY/REPO@digest`` (a name only the digest makes: no tag is involved) and inspect it."""
+        reference = f"{target.name}@{digest}"
+        auth = (credentials.username, credentials.password) if credentials else None
+        try:
+            image_id = self.engine.pull(reference, auth=auth)
+            return self.engine.inspect(image_id)
+        except NoSuchImage:
+            raise EnvironmentProblem(f"pull-back of {reference}: the registry does not serve it", hint="nothing was tagged") from None
+        except EngineError as exc:
+            raise EnvironmentProblem(f"pull-back of {reference} failed: {exc.explanation}", hint="nothing was tagged") from None

@@ -6,8 +6,10 @@ Publish, in order (each step only after the previous one succeeded):
   2. push the image through the Docker Engine under a staging tag named after the image ID
      (``releasekit-staging-<id12>``); the engine reports the manifest digest;
   3. read that manifest back by digest and check it is the image (config digest = image ID)
-     and complete (every blob present);
-  4. attach the evidence to the digest (``sha256-<hex>.releasekit``, see attachments.py);
+     and complete (every blob present); then pull it back through the engine by digest and
+     compare its image ID, digest and labels with the built image (``pull_back_check``);
+  4. attach the evidence (and the release source archive, when the release directory has one)
+     to the digest (``sha256-<hex>.releasekit``, see attachments.py);
   5. put the same manifest bytes under each release tag.
 A failure in 2-4 leaves no release tag; a rerun resumes (blobs already there are skipped).
 
@@ -51,6 +53,7 @@ from releasekit.publish.signatures import (
     local_envelopes,
     trusted_keys,
 )
+from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, safe_entry_path
 from releasekit.records.base import write_record
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.publish import (
@@ -174,6 +177,36 @@ def _add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
     report.passed = report.passed and verdict.findings.passed
 
 
+def pull_back_check(built: ImageFacts, pulled: ImageFacts, reference: str, digest: str) -> None:
+    """The image pulled back by digest is the one built: same image ID, the pushed digest, same labels."""
+    problems: list[str] = []
+    if pulled.id != built.id:
+        problems.append(f"image ID {pulled.id} is not the built {built.id}")
+    if digest not in pulled.repo_digests:
+        problems.append(f"the engine does not record digest {digest} for it")
+    if pulled.labels != built.labels:
+        changed = sorted(k for k in set(pulled.labels) | set(built.labels) if pulled.labels.get(k) != built.labels.get(k))
+        problems.append(f"labels differ ({', '.join(changed[:3])})")
+    if problems:
+        raise EnvironmentProblem(f"pull-back of {reference}: {'; '.join(problems)}", hint="nothing was tagged")
+
+
+def archive_files(evidence_dir: Path) -> list[str] | None:
+    """The release source archive's files (relative paths), each checked against archive.json; None without one."""
+    if not (evidence_dir / ARCHIVE_FILE).is_file():
+        return None
+    index = read_archive(evidence_dir / ARCHIVE_FILE)
+    for entry in index.entries:
+        path = evidence_dir / entry.path
+        if not safe_entry_path(entry.path):
+            raise InputError(f"{ARCHIVE_FILE}: unsafe path {entry.path!r}")
+        if not path.is_file():
+            raise InputError(f"{ARCHIVE_FILE} lists {entry.path}, which is missing")
+        if file_sha256(path) != entry.sha256:
+            raise InputError(f"{entry.path} is not the file {ARCHIVE_FILE} lists (sha256 differs); refusing to publish it")
+    return [e.path for e in index.entries]
+
+
 def _mentions(evidence: Evidence, secret: str) -> bool:
     texts = [evidence.build_notes or ""]
     texts += [item.text or "" for item in (evidence.plan_check, evidence.verification_summary, evidence.provenance)]
@@ -242,6 +275,7 @@ def publish(
     if not report.passed:
         return result
 
+    archived = archive_files(evidence_dir)
     credentials = resolve_credentials(target.host)
     if credentials is not None and _mentions(evidence, credentials.password):
         raise InputError("the evidence contains the registry password; refusing to push and attach it")
@@ -258,6 +292,8 @@ def publish(
 
         digest = engine.push_staged(facts.id, target, credentials, on_retry=registry_still_there)
         blob = check_pushed(client, target, digest, facts.id)
+        pulled = engine.pull_back(target, digest, credentials)
+        pull_back_check(facts, pulled, f"{target.name}@{digest}", digest)
         notes = release_notes(
             build_notes=evidence.build_notes,
             report=report,
@@ -282,6 +318,8 @@ def publish(
             evidence=evidence,
             gate_json=record.model_dump_json(indent=2).encode(),
             release_notes=notes,
+            archive_dir=evidence_dir if archived is not None else None,
+            archive_files=archived,
         )
         signed = attach_signed(client, target.repository, blob, envelopes) if envelopes else None
         moved: dict[str, str] = {}

@@ -7,6 +7,7 @@ from typing import Final, Literal
 
 from pydantic import Field
 
+from releasekit.records.archive import ArchiveIndex
 from releasekit.records.base import Record, Strict, load_record, write_record
 
 BUILD_RECORD_SCHEMA: Final = "releasekit.build/v1"
@@ -77,6 +78,7 @@ class BuildRecord(Record):
     cache: CacheReport
     smoke: dict[str, object]
     outputs: dict[str, str]  # name -> path relative to OUTDIR
+    archive: ArchiveIndex | None = None  # the release source archive (also OUTDIR/archive.json)
 
     def write(self, path: Path) -> None:
         write_record(self, path)

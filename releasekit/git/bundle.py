@@ -1,0 +1,111 @@
+"""git bundles: a locked commit (and exactly what it needs) as one file, and mirrors made from such files.
+
+A release archive holds one bundle per git component: the locked commit with every object
+reachable from it (its history, trees and blobs) under one ref, and nothing else: no other
+branch, no pull-request head. A bundle is read back into an ordinary releasekit mirror, so a
+build from it is the same code path as a build from the network, only without the network:
+``mirror_from_bundle`` never contacts the remote the mirror is named after.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from releasekit.errors import InputError
+from releasekit.git.checkout import Checkout, fresh_checkout
+from releasekit.git.mirror import Mirror
+from releasekit.git.runner import Git, GitFailed, run_git
+
+BUNDLE_REF_PREFIX = "refs/releasekit/locked/"
+
+
+def bundle_ref(component: str) -> str:
+    return BUNDLE_REF_PREFIX + component
+
+
+def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> None:
+    """Write ``out``: ``commit`` and every object reachable from it, under ``ref``.
+
+    The mirror is only read: a throw-away repository borrows its objects (alternates), names
+    the commit with ``ref`` and bundles that one ref.
+    """
+    if not mirror.has_commit(commit):
+        raise InputError(f"{mirror.url}: commit {commit} is not in the mirror; cannot bundle it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="releasekit-bundle-") as tmp:
+        repo = Path(tmp) / "bundle.git"
+        run_git(["init", "--quiet", "--bare", str(repo)])
+        (repo / "objects" / "info" / "alternates").write_text(str((mirror.path / "objects").resolve()) + "\n")
+        git = Git(repo, bare=True)
+        try:
+            git.run("update-ref", ref, commit)
+            git.run("bundle", "create", "--quiet", str(out.resolve()), ref)
+        except GitFailed as exc:
+            raise InputError(f"cannot bundle {mirror.url}@{commit[:12]}: {exc}") from None
+
+
+def bundle_heads(bundle: Path) -> dict[str, str]:
+    """ref -> commit recorded in the bundle."""
+    try:
+        out = run_git(["bundle", "list-heads", str(bundle.resolve())])
+    except GitFailed as exc:
+        raise InputError(f"{bundle.name} is not a readable git bundle: {exc}") from None
+    heads: dict[str, str] = {}
+    for line in out.splitlines():
+        sha, _, ref = line.partition(" ")
+        if ref:
+            heads[ref] = sha
+    return heads
+
+
+def verify_bundle_alone(bundle: Path) -> None:
+    """``git bundle verify`` in an empty repository: passes only if the bundle needs no other objects."""
+    with tempfile.TemporaryDirectory(prefix="releasekit-bundle-verify-") as tmp:
+        repo = Path(tmp) / "empty.git"
+        run_git(["init", "--quiet", "--bare", str(repo)])
+        try:
+            Git(repo, bare=True, allow_file=True).run("bundle", "verify", "--quiet", str(bundle.resolve()))
+        except GitFailed as exc:
+            raise InputError(f"{bundle.name}: git bundle verify failed: {exc.stderr.splitlines()[-1] if exc.stderr else exc}") from None
+
+
+def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
+    """Create ``mirror`` if needed and fetch every ref of ``bundle`` into it; returns the bundle's heads.
+
+    Only the bundle file is read: the remote the mirror is named after is never contacted.
+    """
+    heads = bundle_heads(bundle)
+    with mirror._locked():
+        mirror._create()
+        try:
+            Git(mirror.path, allow_file=True, bare=True).run(
+                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", str(bundle.resolve()), "+refs/*:refs/*"
+            )
+        except GitFailed as exc:
+            reason = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
+            raise InputError(f"{bundle.name}: cannot fetch from the bundle: {reason}") from None
+    return heads
+
+
+def mirror_from_bundle(url: str, bundle: Path, cache_dir: Path, commits: Iterable[str]) -> Mirror:
+    """The mirror of ``url`` in ``cache_dir``, filled from ``bundle`` alone; every commit in ``commits`` must be there.
+
+    A file or path ``url`` is accepted: it names the mirror and is never fetched from.
+    """
+    mirror = Mirror(url, cache_dir, allow_local=True)
+    fetch_bundle(mirror, bundle)
+    for commit in commits:
+        if not mirror.has_commit(commit):
+            raise InputError(f"{bundle.name}: commit {commit} is not in the bundle")
+    return mirror
+
+
+def check_bundle(bundle: Path, url: str, commit: str, tree: str, workdir: Path) -> Checkout:
+    """Prove that ``bundle`` alone rebuilds the checkout of ``commit``: verify it in an empty repository,
+    fetch it into an empty mirror, check the commit out and compare its tree with ``tree``."""
+    verify_bundle_alone(bundle)
+    mirror = mirror_from_bundle(url, bundle, workdir / "git", [commit])
+    return fresh_checkout(mirror, commit, workdir / "checkout", expect_tree=tree)

@@ -1,0 +1,207 @@
+"""The evidence ``reproduce`` starts from: attached to a digest in a registry, or a local release directory.
+
+Either way it ends as one directory holding ``archive.json``, ``archive/...`` and the
+provenance, plus what the published image is (image ID, layer diff IDs, and a way to get a
+published layer's tar for the file-level comparison). ``verify_evidence`` checks every hash
+before anything is built: each archive file against ``archive.json``, the index and each file
+against the provenance's byproducts, the provenance's subject against the published image ID,
+and the lock against the bundles and wheels. Anything that does not match is refused with the
+file (and, for a bundle, git's word on the object) named.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from releasekit.build.image import base_layers
+from releasekit.docker_engine import Engine
+from releasekit.errors import InputError
+from releasekit.git.bundle import verify_bundle_alone
+from releasekit.publish.attachments import (
+    ARCHIVE_INDEX_FILE,
+    fetch_archive_blobs,
+    fetch_attachments,
+)
+from releasekit.publish.evidence import PROVENANCE_FILE
+from releasekit.publish.registry import Reference, RegistryClient, resolve_credentials
+from releasekit.records.archive import ARCHIVE_FILE, ArchiveIndex, file_sha256, read_archive, safe_entry_path
+from releasekit.records.base import parse_record
+from releasekit.records.build import read_build_record
+from releasekit.records.lock import LockedGitComponent, read_lock
+from releasekit.records.provenance import Statement, read_statement
+
+LayerTar = Callable[[int, Path], Path | None]  # (layer index, scratch dir) -> an uncompressed layer tar, or None
+
+SIGNATURES_NOTE = "not checked: this releasekit attaches and verifies no signatures (hashes only)"
+
+
+@dataclass
+class Published:
+    source: str  # what the user named: REGISTRY/REPO@DIGEST or the directory
+    directory: Path  # holds archive.json, archive/ and provenance.intoto.json
+    index: ArchiveIndex
+    statement: Statement
+    image_id: str
+    digest: str | None = None
+    diff_ids: list[str] | None = None
+    layer_tar: LayerTar | None = None
+    signatures: str = SIGNATURES_NOTE
+    notes: list[str] = field(default_factory=list)
+
+
+def _engine_layer_tar(image_id: str) -> LayerTar:
+    """Layer tars of an image the local Docker Engine has (``docker save``)."""
+
+    def get(index: int, scratch: Path) -> Path | None:
+        engine = Engine()
+        if engine.image_id(image_id) is None:
+            return None
+        into = scratch / f"saved-{image_id[7:19]}"
+        into.mkdir(parents=True, exist_ok=True)
+        layers = base_layers(engine, image_id, into, keep_layers=True)
+        if index >= len(layers.diff_ids):
+            return None
+        return into / f"{layers.diff_ids[index].split(':')[1]}.tar"
+
+    return get
+
+
+def from_directory(directory: Path) -> Published:
+    """A local release directory: archive.json, archive/, provenance.intoto.json and build.json."""
+    if not directory.is_dir():
+        raise InputError(f"--from {directory}: not a directory")
+    index = read_archive(directory / ARCHIVE_FILE)
+    statement = read_statement(directory / PROVENANCE_FILE)
+    build = read_build_record(directory / "build.json")
+    published = Published(source=str(directory), directory=directory, index=index, statement=statement,
+                          image_id=build.image_id)
+    engine = Engine()
+    if engine.image_id(build.image_id) is not None:
+        attrs = engine.image_attrs(build.image_id)
+        published.diff_ids = list((attrs.get("RootFS") or {}).get("Layers") or [])
+        published.layer_tar = _engine_layer_tar(build.image_id)
+    else:
+        published.notes.append(f"the built image {build.image_id[:19]} is not in the Docker Engine: "
+                               "layers are compared by build.json's wheels layer only")
+        published.diff_ids = None
+    return published
+
+
+def from_registry(text: str, scratch: Path) -> Published:
+    """REGISTRY/REPO@DIGEST or REGISTRY/REPO:TAG (resolved to its digest first): the image and its attachments."""
+    ref = Reference.parse(text)
+    if not ref.digest and not ref.tag:
+        raise InputError(f"{text!r}: expected REGISTRY/REPO@DIGEST or REGISTRY/REPO:TAG")
+    credentials = resolve_credentials(ref.host)
+    with RegistryClient(ref.host, credentials) as client:
+        client.ping()
+        blob = client.get_manifest(ref.repository, ref.digest or ref.tag or "")
+        if blob is None:
+            raise InputError(f"{text} does not exist in the registry")
+        try:
+            manifest = json.loads(blob.data)
+            image_id = str(manifest["config"]["digest"])
+            layers = [dict(layer) for layer in manifest["layers"]]
+            config = json.loads(client.get_blob(ref.repository, image_id))
+            diff_ids = [str(d) for d in config["rootfs"]["diff_ids"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{text} is not a single image manifest ({exc})") from None
+        fetched = fetch_attachments(client, ref.repository, blob.digest)
+        if fetched is None:
+            raise InputError(f"{ref.name}@{blob.digest} has no releasekit evidence attached")
+        if ARCHIVE_INDEX_FILE not in fetched.files:
+            raise InputError(f"{ref.name}@{blob.digest}: the attached evidence has no source archive ({ARCHIVE_INDEX_FILE})")
+        if PROVENANCE_FILE not in fetched.files:
+            raise InputError(f"{ref.name}@{blob.digest}: the attached evidence has no {PROVENANCE_FILE}")
+        directory = scratch / "evidence"
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in (ARCHIVE_INDEX_FILE, PROVENANCE_FILE):
+            (directory / name).write_text(fetched.files[name], encoding="utf-8")
+        fetch_archive_blobs(client, ref.repository, blob.digest, directory)
+    index = read_archive(directory / ARCHIVE_FILE)
+    try:
+        statement = parse_record(Statement, json.loads(fetched.files[PROVENANCE_FILE]), f"attached {PROVENANCE_FILE}")
+    except json.JSONDecodeError as exc:
+        raise InputError(f"attached {PROVENANCE_FILE}: not JSON ({exc})") from None
+
+    def layer_tar(i: int, where: Path) -> Path | None:
+        if i >= len(layers):
+            return None
+        with RegistryClient(ref.host, credentials) as again:
+            data = again.get_blob(ref.repository, str(layers[i]["digest"]))
+        out = where / f"published-layer-{i}.tar"
+        out.write_bytes(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+        return out
+
+    return Published(source=f"{ref.name}@{blob.digest}", directory=directory, index=index, statement=statement,
+                     image_id=image_id, digest=blob.digest, diff_ids=diff_ids, layer_tar=layer_tar)
+
+
+def _refuse(message: str) -> InputError:
+    return InputError(message, hint="refusing to rebuild from evidence that does not verify")
+
+
+def verify_evidence(pub: Published) -> None:
+    """Every hash, before anything is built; InputError (exit 2) naming the first file that does not match."""
+    index = pub.index
+    byproducts = {b.name: (b.digest or {}).get("sha256") for b in pub.statement.predicate.runDetails.byproducts}
+    if not byproducts:
+        raise _refuse("the provenance lists no source archive (no byproducts): this release has no archive to reproduce from")
+    index_sha = file_sha256(pub.directory / ARCHIVE_FILE)
+    if byproducts.get(ARCHIVE_FILE) != index_sha:
+        raise _refuse(f"{ARCHIVE_FILE} is sha256 {index_sha}, the provenance lists {byproducts.get(ARCHIVE_FILE)}")
+    subjects = [s.digest.get("sha256") for s in pub.statement.subject]
+    if not subjects or f"sha256:{subjects[0]}" != pub.image_id:
+        raise _refuse(f"the provenance's subject is not the published image {pub.image_id}")
+    for entry in index.entries:
+        if not safe_entry_path(entry.path):
+            raise _refuse(f"{ARCHIVE_FILE}: unsafe path {entry.path!r}")
+        path = pub.directory / entry.path
+        if not path.is_file():
+            raise _refuse(f"archive file {entry.path} is missing")
+        actual = file_sha256(path)
+        if actual != entry.sha256:
+            detail = ""
+            if entry.kind == "git-bundle":
+                try:
+                    verify_bundle_alone(path)
+                except InputError as exc:
+                    detail = f"; git: {exc.message}"
+                what = f" (component {entry.component}, commit {entry.commit})"
+            else:
+                what = f" (component {entry.component})" if entry.component else ""
+            raise _refuse(f"archive file {entry.path}{what} is sha256 {actual}, {ARCHIVE_FILE} lists {entry.sha256}{detail}")
+        if byproducts.get(entry.path) != entry.sha256:
+            raise _refuse(f"archive file {entry.path}: the provenance lists sha256 {byproducts.get(entry.path)}, "
+                          f"{ARCHIVE_FILE} {entry.sha256}")
+    lock_entry, manifest_entry = index.entry("lock"), index.entry("manifest")
+    if lock_entry.sha256 != index.lock_sha256 or manifest_entry.sha256 != index.manifest_sha256:
+        raise _refuse(f"{ARCHIVE_FILE}: the lock or manifest file is not the one the index names")
+    lock = read_lock(pub.directory / lock_entry.path)
+    bundles = {e.component: e for e in index.bundles()}
+    wheels = {e.component: e for e in index.wheels()}
+    for name, locked in lock.components.items():
+        if isinstance(locked, LockedGitComponent):
+            entry_b = bundles.get(name)
+            if entry_b is None or entry_b.commit != locked.commit or entry_b.tree != locked.tree or entry_b.repo != locked.repo:
+                raise _refuse(f"{name}: the archive has no bundle of the locked commit {locked.commit}")
+        else:
+            entry_w = wheels.get(name)
+            if entry_w is None or entry_w.sha256 != locked.sha256:
+                raise _refuse(f"{name}: the archive has no wheel with the locked sha256 {locked.sha256}")
+
+
+def scratch_dir(workdir: Path | None) -> Path:
+    if workdir is None:
+        return Path(tempfile.mkdtemp(prefix="releasekit-reproduce-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    if any(workdir.iterdir()):
+        raise InputError(f"--workdir {workdir} is not empty")
+    return workdir
+
+
