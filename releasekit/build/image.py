@@ -151,6 +151,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+# The history comment of the release layer: part of the config, so of the image ID.
+HISTORY_COMMENT = "releasekit build: wheels installed by hash"
+
+
 def image_config(base_config: dict, layer_diff_id: str, settings: ImageSettings, created: str, comment: str) -> bytes:
     config = {
         key: base_config[key] for key in ("architecture", "os", "variant", "os.version") if key in base_config
@@ -272,7 +276,7 @@ def assemble(
     created = rfc3339(source_date_epoch)
     layer_diff = "sha256:" + _sha256(layer)
     base = cached_base(engine, base_id, base_cache)
-    config = image_config(base.config, layer_diff, settings, created, "releasekit build: wheels installed by hash")
+    config = image_config(base.config, layer_diff, settings, created, HISTORY_COMMENT)
     config_hex = hashlib.sha256(config).hexdigest()
     image_id = f"sha256:{config_hex}"
     diff_ids = [*base.diff_ids, layer_diff]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -292,38 +293,46 @@ def _layer_key(base_id: str, wheels: list[WheelInput], sde: int) -> str:
     return hashlib.sha256(canonical_json(material)).hexdigest()
 
 
-def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
-    started = datetime.now(UTC)
-    loaded = load_manifest(opts.manifest)
-    lock = read_lock(opts.lock)
-    lock_sha = lock_file_sha256(opts.lock)
-    _consistent(loaded, lock)
-    signer = load_signer(opts.signing_key)  # a bad key fails now, before anything is built
-    allow_local = local_repos_allowed(opts.allow_local_repos)
-    check_host_environment(loaded.manifest.git_components(), os.environ)
-    engine = Engine()  # no engine: exit 2 now, before any wheel is built
-    base = resolve_base(engine, lock)
-    template = opts.template or dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
-    # Lint first: a template that would copy sources in fails before anything is built or written.
-    _render_template(template, base, {})
-    outdir = opts.outdir or Path("release") / lock.name
-    _prepare_outdir(outdir)
-    cache = BuildCache(opts.cache_dir, enabled=not opts.no_cache)
-    manifest = loaded.manifest
+class ReleaseSettings(BaseModel):
+    """What the release image is told besides its files: labels, the rendered template, its settings."""
 
+    model_config = {"arbitrary_types_allowed": True}
+
+    source_date_epoch: int
+    labels: dict[str, str]
+    rendered: str
+    image: dockerfile.ImageSettings
+
+
+def build_components(
+    loaded: LoadedManifest,
+    lock: Lock,
+    opts: BuildOptions,
+    cache: BuildCache,
+    outdir: Path,
+    allow_local: bool,
+    engine: Engine,
+    progress: Progress = _quiet,
+) -> tuple[list[ComponentRecord], list[WheelInput]]:
+    """Every locked component built (or its pinned wheel fetched) into ``outdir/wheels``, in lock order."""
+    manifest = loaded.manifest
     components: list[ComponentRecord] = []
     wheels: list[WheelInput] = []
     for name, locked in lock.components.items():
-        declared = manifest.components[name]
+        declared = manifest.components.get(name)
+        if declared is None:
+            raise InputError(f"the manifest has no component {name}")
         if isinstance(locked, LockedGitComponent):
-            assert isinstance(declared, GitComponent)
+            if not isinstance(declared, GitComponent):
+                raise InputError(f"{name}: the lock has a git component, the manifest another kind")
             progress(f"{name}: {locked.commit[:12]}")
             record = _build_git_component(
                 name, locked, declared, loaded, lock, opts, cache, outdir, allow_local, engine
             )
             progress(f"{name}: {record.wheel_filename or 'recorded (no build recipe)'} [{record.cache}]")
         else:
-            assert isinstance(declared, WheelComponent)
+            if not isinstance(declared, WheelComponent):
+                raise InputError(f"{name}: the lock has a pinned wheel, the manifest another kind")
             path = fetch_pinned_wheel(locked, opts.wheelhouses, declared.index_url, outdir / "wheels")
             record = ComponentRecord(
                 name=name,
@@ -351,12 +360,14 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
                     import_names=record.import_names,
                 )
             )
-    if not wheels:
-        raise InputError(f"{loaded.path.name}: no component produces a wheel to install; nothing to build")
-    # The release source archive: bundles of the locked commits, locked wheels, manifest, lock; proven complete now.
-    archive = make_archive(outdir=outdir, loaded=loaded, lock=lock, lock_path=opts.lock, lock_sha256=lock_sha,
-                           git_cache_dir=opts.git_cache_dir, allow_local=allow_local, progress=progress)
+    return components, wheels
 
+
+def release_settings(
+    loaded: LoadedManifest, lock: Lock, lock_sha: str, components: list[ComponentRecord], base: BaseImageRecord,
+    template: Path,
+) -> ReleaseSettings:
+    """Labels and image settings of the release, all derived from the lock (the same on every build)."""
     git_times = [c.commit_time for c in lock.git_components().values()]
     # The newest source commit: the image is no older than what it contains, and it is the same every build.
     sde = max(git_times) if git_times else 0
@@ -370,39 +381,76 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
         release_name=lock.name,
     )
     rendered = _render_template(template, base, labels)
-    (outdir / "Dockerfile").write_text(rendered, encoding="utf-8")
-    settings = dockerfile.image_settings(rendered)
+    return ReleaseSettings(source_date_epoch=sde, labels=labels, rendered=rendered,
+                           image=dockerfile.image_settings(rendered))
 
+
+def release_layer(
+    engine: Engine, cache: BuildCache, base: BaseImageRecord, wheels: list[WheelInput], sde: int, outdir: Path,
+    progress: Progress = _quiet,
+) -> tuple[Path, SmokeReport, Literal["hit", "miss"]]:
+    """The wheels layer (from the cache, keyed by base, wheels and time, or installed now): path, smoke report, hit/miss."""
     layer_key = _layer_key(base.image_id, wheels, sde)
+    layer = cache.get_file("layers", layer_key, "layer.tar")
+    smoke_file = cache.get_file("layers", layer_key, "smoke.json")
+    if layer is not None and smoke_file is not None:
+        progress("image: wheels layer from cache (installed and smoke-tested before)")
+        return layer, SmokeReport.model_validate_json(smoke_file.read_text()), "hit"
+    progress(f"image: installing {len(wheels)} wheel(s) into a clean {base.name} container")
+    with tempfile.TemporaryDirectory(prefix="releasekit-layer-") as tmp:
+        fresh = Path(tmp) / "layer.tar"
+        smoke = install_layer(engine, base.image_id, wheels, sde, fresh, outdir / "logs" / "image.log")
+        layer = cache.put_file("layers", layer_key, "layer.tar", fresh)
+        report = Path(tmp) / "smoke.json"
+        report.write_text(smoke.model_dump_json())
+        cache.put_file("layers", layer_key, "smoke.json", report)
+    return layer, smoke, "miss"
+
+
+def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
+    started = datetime.now(UTC)
+    loaded = load_manifest(opts.manifest)
+    lock = read_lock(opts.lock)
+    lock_sha = lock_file_sha256(opts.lock)
+    _consistent(loaded, lock)
+    signer = load_signer(opts.signing_key)  # a bad key fails now, before anything is built
+    allow_local = local_repos_allowed(opts.allow_local_repos)
+    check_host_environment(loaded.manifest.git_components(), os.environ)
+    engine = Engine()  # no engine: exit 2 now, before any wheel is built
+    base = resolve_base(engine, lock)
+    template = opts.template or dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
+    # Lint first: a template that would copy sources in fails before anything is built or written.
+    _render_template(template, base, {})
+    outdir = opts.outdir or Path("release") / lock.name
+    _prepare_outdir(outdir)
+    cache = BuildCache(opts.cache_dir, enabled=not opts.no_cache)
+
+    components, wheels = build_components(loaded, lock, opts, cache, outdir, allow_local, engine, progress)
+    if not wheels:
+        raise InputError(f"{loaded.path.name}: no component produces a wheel to install; nothing to build")
+    # The release source archive: bundles of the locked commits, locked wheels, manifest, lock; proven complete now.
+    archive = make_archive(outdir=outdir, loaded=loaded, lock=lock, lock_path=opts.lock, lock_sha256=lock_sha,
+                           git_cache_dir=opts.git_cache_dir, allow_local=allow_local, progress=progress)
+
+    settings = release_settings(loaded, lock, lock_sha, components, base, template)
+    (outdir / "Dockerfile").write_text(settings.rendered, encoding="utf-8")
+    sde = settings.source_date_epoch
+    labels = settings.labels
+
     cache_report = CacheReport(
         hits=[c.name for c in components if c.cache == "hit"], misses=[c.name for c in components if c.cache == "miss"]
     )
-    with tempfile.TemporaryDirectory(prefix="releasekit-assemble-") as tmp:
-        layer = cache.get_file("layers", layer_key, "layer.tar")
-        smoke_file = cache.get_file("layers", layer_key, "smoke.json")
-        if layer is not None and smoke_file is not None:
-            cache_report.layer = "hit"
-            smoke = SmokeReport.model_validate_json(smoke_file.read_text())
-            progress("image: wheels layer from cache (installed and smoke-tested before)")
-        else:
-            cache_report.layer = "miss"
-            progress(f"image: installing {len(wheels)} wheel(s) into a clean {base.name} container")
-            fresh = Path(tmp) / "layer.tar"
-            smoke = install_layer(engine, base.image_id, wheels, sde, fresh, outdir / "logs" / "image.log")
-            layer = cache.put_file("layers", layer_key, "layer.tar", fresh)
-            report = Path(tmp) / "smoke.json"
-            report.write_text(smoke.model_dump_json())
-            cache.put_file("layers", layer_key, "smoke.json", report)
-        image = assemble(
-            engine,
-            base_id=base.image_id,
-            layer=layer,
-            settings=settings,
-            source_date_epoch=sde,
-            archive_out=outdir / "image.tar" if opts.keep_image_archive else None,
-            smoke=smoke,
-            base_cache=cache.root / "bases",
-        )
+    layer, smoke, cache_report.layer = release_layer(engine, cache, base, wheels, sde, outdir, progress)
+    image = assemble(
+        engine,
+        base_id=base.image_id,
+        layer=layer,
+        settings=settings.image,
+        source_date_epoch=sde,
+        archive_out=outdir / "image.tar" if opts.keep_image_archive else None,
+        smoke=smoke,
+        base_cache=cache.root / "bases",
+    )
     progress(f"image: {image.image_id}")
 
     record = BuildRecord(
