@@ -291,10 +291,11 @@ def run_validation(
 ) -> ValidationResult:
     spec = loaded.manifest.validation
     if cells:
-        unknown = [c for c in cells if spec.cell(c) is None]
+        found = {c: spec.cell(c) for c in cells}
+        unknown = [c for c, cell in found.items() if cell is None]
         if unknown:
             raise InputError(f"no cell '{unknown[0]}' in {loaded.path} (see `releasekit matrix {loaded.path}`)")
-        chosen = [spec.cell(c) for c in cells]
+        chosen = [cell for cell in found.values() if cell is not None]
     else:
         chosen = list(spec.cells)
     if not chosen:
