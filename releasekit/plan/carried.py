@@ -10,13 +10,35 @@ turns the release-only finding for that commit into information.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from releasekit.git.history import EMPTY_PATCH, diff_patch_id, merge_base, patch_ids
+from releasekit.git.mirror import Mirror
+from releasekit.manifest.models import GitComponent
+from releasekit.plan.merged import CanonicalHistory
 
-if TYPE_CHECKING:
-    from releasekit.plan.checks.context import ComponentState
+
+class ComponentFacts(Protocol):
+    """What the verification reads of a component (``releasekit.plan.checks.context.ComponentState``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def comp(self) -> GitComponent: ...
+    @property
+    def mirror(self) -> Mirror: ...
+    @property
+    def checked(self) -> str: ...
+    @property
+    def history(self) -> CanonicalHistory | None: ...
+    @property
+    def heads(self) -> Mapping[int, str]: ...
+    @property
+    def pr_patches(self) -> Mapping[int, Mapping[str, str]]: ...
+    @property
+    def pr_stops(self) -> Mapping[int, str]: ...
 
 Verdict = Literal["verified", "missing", "absent", "unchecked"]
 
@@ -35,7 +57,7 @@ class CarriedVerdict:
         return self.verdict == "verified"
 
 
-def _commit_patch_id(cs: ComponentState, commit: str) -> str | None:
+def _commit_patch_id(cs: ComponentFacts, commit: str) -> str | None:
     """The carried commit's own patch-id (None for a merge or root commit: nothing to compare)."""
     parents = cs.mirror.git.run("rev-list", "--parents", "-n1", commit).split()[1:]
     if len(parents) != 1:
@@ -43,7 +65,7 @@ def _commit_patch_id(cs: ComponentState, commit: str) -> str | None:
     return patch_ids(cs.mirror.git, commit, f"^{parents[0]}").get(commit)
 
 
-def verify_carried(cs: ComponentState) -> list[CarriedVerdict]:
+def verify_carried(cs: ComponentFacts) -> list[CarriedVerdict]:
     """One verdict per ``carries:`` entry of the component's merge plan."""
     verdicts: list[CarriedVerdict] = []
     git = cs.mirror.git
