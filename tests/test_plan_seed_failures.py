@@ -237,3 +237,42 @@ def test_an_unreachable_upstream_is_a_warning_and_listed_patch_ids_still_count(w
     assert [f.severity for f in _found(result, "EXCLUSION_UPSTREAM_UNREAD")] == [Severity.warning]
     hits = _found(result, "EXCLUDED_CHANGE_PRESENT")
     assert len(hits) == 1 and planted[:12] in hits[0].message
+
+
+# --- release notes ---------------------------------------------------------------------------
+
+
+def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world: World) -> None:
+    from releasekit.build.release_notes import notes_plan, render_release_notes
+    from releasekit.plan.locking import build_lock
+    from releasekit.records.build import BaseImageRecord, BuildRecord, CacheReport, ImageRecord
+
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN, methods={109: "squash"})
+    data = world.manifest()
+    data["components"]["vllm"]["release_refs"] = ["release/v17"]
+    loaded = load_manifest(world.write_manifest(data))
+    lock = build_lock(loaded)
+    result = check_plan(loaded, lock=lock, lock_sha256="a" * 64)
+    record = BuildRecord(
+        name="ff-next-test", lock_sha256="a" * 64, manifest_sha256=loaded.sha256, image_id="sha256:" + "b" * 64,
+        toolchain=lock.toolchain.model_dump(mode="json", exclude={"base_image"}), base_image=BaseImageRecord(name="scratch", image_id="sha256:" + "c" * 64),
+        image=ImageRecord(created="2026-01-01T00:00:00Z", source_date_epoch=1, wheels_layer_digest="sha256:" + "d" * 64,
+                          wheels_layer_size=1, base_layers_size=0),
+        components=[], labels={}, cache=CacheReport(), smoke={}, outputs={},
+    )
+    notes = render_release_notes(record, notes_plan(lock, loaded.manifest.exclusions, result, "a" * 64))
+    head108 = world.vllm.pr_head(108)[:12]
+    assert f"| vllm | #108 | PR 108 | `{head108}` | planned | own merge at" in notes
+    assert "| vllm | #109 | PR 109 |" in notes and "| squash at" in notes
+    assert "| vllm | #105 | `" in notes and "| superseded | absent |" in notes
+    assert "| closed | absent |" in notes  # #88
+    assert "- **launchers** (excluded, vllm): Deployment launchers." in notes
+    assert "Plan check: failed." in notes  # the launcher is release-only
+    assert f"`{world.release_only[:12]}` Remove fixed-width MTP host sync: carried onto canonical by #97" in notes
+    assert f"`{world.launcher[:12]}` Deployment launcher with NUMA pinning: **on the release side only**" in notes
+    # Another lock's plan-check.json is not used; without one the landing is "not checked".
+    other = notes_plan(lock, [], result, "f" * 64)
+    assert other.plan_check.startswith("plan-check.json is for another lock") and not other.release_only
+    bare = render_release_notes(record, notes_plan(lock, [], None, "a" * 64))
+    assert "not checked (no plan-check.json)" in bare and "No release branch was audited (no plan-check.json" in bare
