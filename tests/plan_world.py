@@ -61,8 +61,9 @@ class World:
         self.vllm.switch(FF)
         for n in VLLM_PLAN:
             if n == 97:
-                # Re-extracts the release-only change onto canonical, adapted (not a cherry-pick).
-                self.vllm.open_pr(97, [{"vllm/mtp.py": "SYNC = False\nFIXED_WIDTH = True\n"}])
+                # Re-extracts the release-only change onto canonical together with new work: no commit
+                # of it is a cherry-pick, but its change to vllm/mtp.py is the release-only commit's.
+                self.vllm.open_pr(97, [{"vllm/mtp.py": "SYNC = False  # fixed-width host sync removed\n", "vllm/mtp_width.py": "FIXED_WIDTH = True\n"}])
             elif n == 103:
                 self.vllm.open_pr(103, [{"vllm/pr103_0.py": "A = 1\n"}, {"vllm/pr103_1.py": "B = 2\n"}])
             elif n == 109:

@@ -1,10 +1,78 @@
-"""RELEASE.md: the release documentation seed 003 step 3 asks for, rendered from a template."""
+"""RELEASE.md: the release documentation seed 003 step 3 asks for, rendered from a template.
+
+Besides the image and its components it lists what a release engineer reads first: which
+pull requests were merged (number, head, how each landed), which were superseded, closed
+or excluded, and what the release-only audit found. How each PR landed and the audit come
+from ``plan-check.json`` (``releasekit.records.plan_check``) when ``plan check --output``
+wrote one into the release directory for this lock (the workflow runs it before build);
+without it, the lock's PRs and heads are listed and the landing is "not checked".
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import jinja2
 
+from releasekit.manifest.models import Exclusion
 from releasekit.records.build import BuildRecord
+from releasekit.records.lock import Lock
+from releasekit.records.plan_check import PlanCheckResult, ReleaseOnlyReport
+
+
+@dataclass
+class PRLine:
+    component: str
+    number: int
+    title: str
+    head: str
+    role: str
+    landed: str  # how and where it landed, or why not known
+    codes: str = ""
+
+
+@dataclass
+class ReleaseNotesPlan:
+    """The merge-plan part of RELEASE.md, gathered from the lock, the manifest and plan-check.json."""
+
+    merged: list[PRLine] = field(default_factory=list)
+    not_merged: list[PRLine] = field(default_factory=list)  # superseded, closed
+    exclusions: list[Exclusion] = field(default_factory=list)
+    release_only: list[ReleaseOnlyReport] = field(default_factory=list)
+    plan_check: str = "not run"  # "passed" / "failed" / "not run" / a reason it was not used
+
+
+def _landed(arrival: str | None, inside: int | None, how: str | None, at: str | None, state: str) -> str:
+    if state not in ("merged",):
+        return state
+    words = {"merge": "own merge", "fast-forward": "fast-forward", "squash": "squash", "rebase": "rebase / cherry-pick"}
+    text = f"inside #{inside}" if arrival == "inside" and inside else words.get(arrival or "", how or "merged")
+    return f"{text} at `{at[:12]}`" if at else text
+
+
+def notes_plan(lock: Lock, exclusions: list[Exclusion], plan_check: PlanCheckResult | None, lock_sha256: str) -> ReleaseNotesPlan:
+    plan = ReleaseNotesPlan(exclusions=list(exclusions))
+    usable = plan_check is not None and plan_check.lock_sha256 in (None, lock_sha256)
+    if plan_check is not None and not usable:
+        plan.plan_check = "plan-check.json is for another lock: not used"
+    elif plan_check is not None:
+        plan.plan_check = "passed" if plan_check.passed else "failed"
+        plan.release_only = list(plan_check.release_only)
+    statuses = {}
+    if usable and plan_check is not None:
+        statuses = {(c.component, s.pr, s.role): s for c in plan_check.components for s in c.statuses if s.pr is not None}
+    for name, comp in lock.git_components().items():
+        for pr in comp.pull_requests:
+            st = statuses.get((name, pr.number, pr.role))
+            if st is None:
+                landed = "not checked (no plan-check.json)"
+                codes = ""
+            else:
+                landed = _landed(st.arrival, st.arrived_inside, st.how, st.landed_at, st.state)
+                codes = ", ".join(st.codes)
+            line = PRLine(name, pr.number, pr.title or "", pr.head, pr.role, landed, codes)
+            (plan.merged if pr.role in ("planned", "already_canonical") else plan.not_merged).append(line)
+    return plan
 
 TEMPLATE = """\
 # Release {{ r.name }}
@@ -47,9 +115,52 @@ Image `{{ r.image_id }}`{% if r.image_tag %} tagged `{{ r.image_tag }}`{% endif 
 {%- for m in c.modifications %}; {% if m.path %}`{{ m.path }}` sha256 {{ m.before_sha256[:12] }} -> {{ m.after_sha256[:12] }}{% else %}`{{ m.variable }}={{ m.value }}`{% endif %}{% endfor %}.
 {% endif %}
 {% endfor %}
+
+## Pull requests
+
+Plan check: {{ p.plan_check }}.
+
+| component | PR | title | head | role | how it landed | findings |
+|---|---|---|---|---|---|---|
+{% for l in p.merged %}
+| {{ l.component }} | #{{ l.number }} | {{ l.title }} | `{{ l.head[:12] }}` | {{ l.role }} | {{ l.landed }} | {{ l.codes or "-" }} |
+{% else %}
+| | | no merge plan | | | | |
+{% endfor %}
+
+{% if p.not_merged %}
+### Superseded and closed (must not be merged)
+
+| component | PR | head | role | on canonical |
+|---|---|---|---|---|
+{% for l in p.not_merged %}
+| {{ l.component }} | #{{ l.number }} | `{{ l.head[:12] }}` | {{ l.role }} | {{ l.landed }} |
+{% endfor %}
+
+{% endif %}
+{% if p.exclusions %}
+### Excluded changes
+
+{% for e in p.exclusions %}
+- **{{ e.id }}** ({{ e.disposition }}{% if e.component %}, {{ e.component }}{% endif %}): {{ e.description }}. {{ e.reason }}
+{% endfor %}
+
+{% endif %}
+## Release-only audit
+
+{% for r in p.release_only %}
+- `{{ r.release }}` (`{{ r.release_commit[:12] }}`) against `{{ r.canonical }}`: {{ r.examined }} commits examined,
+  {{ r.equivalent }} with a patch-equivalent on canonical, {{ r.release_only | length }} release-only.
+{% for c in r.release_only %}
+  - `{{ c.commit[:12] }}` {{ c.subject }}{% if c.carried_by %}: carried onto canonical by #{{ c.carried_by }}{% else %}: **on the release side only**{% endif %}
+
+{% endfor %}
+{% else %}
+No release branch was audited{% if p.plan_check == "not run" %} (no plan-check.json in the release directory){% endif %}.
+{% endfor %}
 """
 
 
-def render_release_notes(record: BuildRecord) -> str:
+def render_release_notes(record: BuildRecord, plan: ReleaseNotesPlan | None = None) -> str:
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, autoescape=False, undefined=jinja2.StrictUndefined)  # noqa: S701
-    return env.from_string(TEMPLATE).render(r=record)
+    return env.from_string(TEMPLATE).render(r=record, p=plan or ReleaseNotesPlan())

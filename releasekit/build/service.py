@@ -30,7 +30,7 @@ from releasekit.build.cache import BuildCache, wheel_key
 from releasekit.build.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
 from releasekit.build.image import LAYER_FORMAT, SmokeReport, WheelInput, assemble, install_layer
 from releasekit.build.labels import image_labels
-from releasekit.build.release_notes import render_release_notes
+from releasekit.build.release_notes import notes_plan, render_release_notes
 from releasekit.build.stamp import Modification
 from releasekit.build.statement import git_dependency
 from releasekit.build.wheel import Log, build_wheel
@@ -40,6 +40,7 @@ from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
+from releasekit.records.base import load_record
 from releasekit.records.build import (
     BaseImageRecord,
     BuildRecord,
@@ -48,6 +49,7 @@ from releasekit.records.build import (
     ImageRecord,
 )
 from releasekit.records.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
+from releasekit.records.plan_check import PlanCheckResult
 from releasekit.records.provenance import (
     BuildDefinition,
     Builder,
@@ -488,7 +490,10 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     statement.predicate.runDetails.byproducts.extend(archive_byproducts(archive, outdir))
     write_statement(statement, outdir / "provenance.intoto.json")
     sign_statement_file(signer, outdir / "provenance.intoto.json")  # -> provenance.intoto.dsse.json
-    (outdir / "RELEASE.md").write_text(render_release_notes(record), encoding="utf-8")
+    # plan check runs before build and may have left its record here (an earlier stage's file).
+    plan_check = load_record(PlanCheckResult, outdir / "plan-check.json") if (outdir / "plan-check.json").is_file() else None
+    notes = notes_plan(lock, loaded.manifest.exclusions, plan_check, lock_sha)
+    (outdir / "RELEASE.md").write_text(render_release_notes(record, notes), encoding="utf-8")
     record.write(outdir / "build.json")
     if opts.tag:
         engine.tag(image.image_id, opts.tag)

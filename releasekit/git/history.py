@@ -144,9 +144,9 @@ def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]
     return graph
 
 
-def diff_patch_id(git: Git, old: str, new: str) -> str:
-    """The patch-id of the combined change old..new (a squash of the whole range)."""
-    argv = git.argv(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary", old, new, "--"])
+def diff_patch_id(git: Git, old: str, new: str, paths: Sequence[str] = ()) -> str:
+    """The patch-id of the combined change old..new (a squash of the whole range); ``paths``: only those files."""
+    argv = git.argv(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary", old, new, "--", *paths])
     # patch-id needs a commit line to attribute the diff to; a fixed placeholder does.
     env = git_env()
     diff = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL)

@@ -193,6 +193,10 @@ class GitComponent(StrictModel):
     closed: list[ClosedPR] = Field(default_factory=list)
     tests: TestSuites = Field(default_factory=list, description="suites run in the candidate image (releasekit test)")
     hygiene: Hygiene | None = Field(default=None, description="linters on the composed tree (releasekit hygiene)")
+    release_refs: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
+        default_factory=list,
+        description="release branches/refs that plan check always audits for release-only commits (e.g. release/v17)",
+    )
     note: str | None = None
 
     def superseding(self) -> list[PlannedPR | CanonicalChange]:
@@ -278,6 +282,44 @@ class Pin(StrictModel):
     reason: str | None = None
 
 
+# Dispositions whose change must not appear: a ``manifest validate`` warning when plan check
+# cannot recognise it (EXCLUSION_NOT_CHECKABLE); the others are recorded decisions (info).
+REQUIRED_DISPOSITIONS = frozenset({"excluded", "own-pr-required", "superseded"})
+PatchId = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="a git patch-id (git patch-id --stable)")]
+_UPSTREAM_SHORT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)#([1-9][0-9]{0,7})$")
+
+
+class UpstreamChange(StrictModel):
+    """An upstream pull request whose commits must not appear, recognised by their patch-ids.
+
+    The PR's commits are read from ``refs/pull/<pr>/head`` of ``repo`` when that repository
+    is reachable (fetched into the component's mirror: a fork shares its history);
+    ``patch_ids`` (and ``commits``, when present in the component's mirror) need no network.
+    The short form ``owner/name#N`` means ``https://github.com/owner/name.git`` PR N.
+    """
+
+    repo: str = Field(min_length=1, max_length=2000)
+    pr: PRNumber | None = None
+    commits: list[CommitPrefix] = Field(default_factory=list)
+    patch_ids: list[PatchId] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: object) -> object:
+        if isinstance(value, str):
+            m = _UPSTREAM_SHORT.match(value.strip())
+            if not m:
+                raise ValueError("an upstream change is owner/name#N or {repo, pr, commits, patch_ids}")
+            return {"repo": f"https://github.com/{m.group(1)}.git", "pr": int(m.group(2))}
+        return value
+
+    @model_validator(mode="after")
+    def _something(self) -> UpstreamChange:
+        if self.pr is None and not self.commits and not self.patch_ids:
+            raise ValueError("an upstream change needs 'pr', 'commits' or 'patch_ids'")
+        return self
+
+
 class Exclusion(StrictModel):
     """A change that is deliberately NOT part of this release."""
 
@@ -290,8 +332,11 @@ class Exclusion(StrictModel):
     component: str | None = Field(default=None, description="where it would appear; absent: any component")
     # How plan check recognises it if it shows up anyway. None of them: it is recorded, not checkable.
     pr: PRNumber | None = None
-    upstream: str | None = Field(default=None, description="e.g. vllm-project/vllm#47979")
+    upstream: UpstreamChange | None = Field(
+        default=None, description="an upstream PR: vllm-project/vllm#47979, or {repo, pr, commits, patch_ids}"
+    )
     commits: list[CommitPrefix] = Field(default_factory=list)
+    patch_ids: list[PatchId] = Field(default_factory=list, description="patch-ids of the excluded change's commits")
     paths: list[str] = Field(default_factory=list, description="glob patterns of files that must not appear")
     message_pattern: str | None = Field(default=None, description="regex over commit subjects")
 
@@ -304,6 +349,10 @@ class Exclusion(StrictModel):
             except re.error as exc:
                 raise ValueError(f"not a regular expression: {exc}") from None
         return value
+
+    def checkable(self) -> bool:
+        """Does plan check have anything to recognise this change by?"""
+        return bool(self.pr or self.upstream or self.commits or self.patch_ids or self.paths or self.message_pattern)
 
 
 class Policy(StrictModel):

@@ -18,6 +18,7 @@ from releasekit.findings import Findings, Severity
 from releasekit.manifest.loader import Path_, SourceMap, field_path
 from releasekit.manifest.models import (
     LOCKABLE_KEYS,
+    REQUIRED_DISPOSITIONS,
     TO_BE_LOCKED,
     CanonicalChange,
     GitComponent,
@@ -300,12 +301,14 @@ def rule_exclusions(ctx: RuleContext) -> None:
             comp = ctx.manifest.components.get(ex.component)
             if isinstance(comp, GitComponent) and ex.pr in {p.pr for p in comp.merge_plan}:
                 ctx.add("EXCLUDED_PR_PLANNED", f"PR #{ex.pr} is both excluded ('{ex.id}') and in the merge plan", (*path, "pr"), component=ex.component, pr=ex.pr)
-        if not (ex.pr or ex.upstream or ex.commits or ex.paths or ex.message_pattern):
+        if not ex.checkable():
+            required = ex.disposition in REQUIRED_DISPOSITIONS
             ctx.add(
                 "EXCLUSION_NOT_CHECKABLE",
-                f"exclusion '{ex.id}' gives no pr, upstream, commits, paths or message_pattern: it is recorded, but plan check cannot detect it",
+                f"exclusion '{ex.id}' ({ex.disposition}) gives no pr, upstream, commits, patch_ids, paths or message_pattern: "
+                "it is recorded, but plan check cannot detect it",
                 path,
-                severity=Severity.info,
+                severity=Severity.warning if required else Severity.info,
             )
 
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from releasekit.errors import InputError
 from releasekit.git.mirror import Mirror
 from releasekit.git.remote import check_ref
 from releasekit.git.runner import Git, GitFailed
-from releasekit.manifest import load_manifest
-from releasekit.manifest.models import GitComponent
-from releasekit.plan.merged import CanonicalHistory
 from releasekit.plan.release_only import find_release_only
-from releasekit.records.plan_check import ReleaseOnlyReport
+
+if TYPE_CHECKING:
+    from releasekit.manifest.models import GitComponent
+    from releasekit.records.plan_check import ReleaseOnlyReport
+
+# The manifest (its pydantic models cost a third of the command's start) is imported only
+# when --manifest is given: ``audit release-only --repo`` is timed against ``git cherry``.
 
 
 def _resolve(git: Git, rev: str, repo: str) -> str:
@@ -38,6 +42,8 @@ def release_only_audit(
 ) -> ReleaseOnlyReport:
     comp: GitComponent | None = None
     if manifest is not None:
+        from releasekit.manifest import load_manifest
+
         loaded = load_manifest(manifest)
         gits = loaded.manifest.git_components()
         if component is None:
@@ -63,6 +69,8 @@ def release_only_audit(
     canonical_sha = _resolve(git, canonical, public)
     carried: dict[str, int] = {}
     if comp is not None and any(p.carries for p in comp.merge_plan):
+        from releasekit.plan.merged import CanonicalHistory
+
         history = CanonicalHistory(git, canonical_sha)
         for planned in comp.merge_plan:
             if not planned.carries:

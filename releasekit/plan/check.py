@@ -14,10 +14,12 @@ from pathlib import Path
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings
 from releasekit.manifest import LoadedManifest
+from releasekit.plan.carried import CarriedVerdict, verify_carried
 from releasekit.plan.checks import ComponentState, PlanContext, build_state, plan_checks
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.pins import audit_pins
 from releasekit.plan.release_only import find_release_only
+from releasekit.plan.upstream import UpstreamPatches, read_upstream
 from releasekit.records.lock import Lock
 from releasekit.records.plan_check import ComponentCheck, PlanCheckResult, PRStatus, ReleaseOnlyReport
 
@@ -31,6 +33,10 @@ STATUS_ROLE: dict[str, str] = {
     "SUPERSEDED_PR_MERGED": "superseded",
     "CLOSED_PR_MERGED": "closed",
     "ALREADY_CANONICAL_MISSING": "already_canonical",
+    "CARRIED_COMMIT_MISSING": "planned",
+    "CARRIED_CHANGE_ABSENT": "planned",
+    "DUPLICATED_PREREQUISITE_COMMIT": "planned",
+    "PR_ARRIVED_INSIDE_ANOTHER": "planned",
 }
 
 
@@ -61,13 +67,16 @@ def statuses_with_codes(cs: ComponentState, findings: Findings) -> list[PRStatus
     return [st.model_copy(update={"codes": got}) for st, got in zip(cs.statuses, codes, strict=True)]
 
 
-def _release_only(cs: ComponentState, ref: str) -> ReleaseOnlyReport:
-    """Release-only commits of ``ref`` against the checked commit, with this plan's ``carries:``."""
+def _release_only(cs: ComponentState, ref: str, verdicts: tuple[CarriedVerdict, ...]) -> ReleaseOnlyReport:
+    """Release-only commits of ``ref`` against the checked commit, with this plan's verified ``carries:``.
+
+    Only a carried commit whose change the merged PR really contains (``verify_carried``)
+    counts as canonicalised; a false ``carries:`` leaves the commit release-only.
+    """
     carried = {
-        prefix: planned.pr
-        for planned in cs.comp.merge_plan
-        if planned.pr in cs.states and cs.states[planned.pr].merged
-        for prefix in planned.carries
+        v.commit: v.pr
+        for v in verdicts
+        if v.component == cs.name and v.verified and v.commit and v.pr in cs.states and cs.states[v.pr].merged
     }
     report = find_release_only(
         cs.mirror.git,
@@ -102,9 +111,42 @@ def plan_context(
         mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
         locked = lock.git_components().get(name) if lock else None
         components[name] = build_state(name, comp, mirror, locked)
-    reports = tuple((name, _release_only(components[name], ref)) for name, ref in (releases or {}).items())
+    carried = tuple(v for cs in components.values() for v in verify_carried(cs))
+    # The manifest's release refs are always audited; --release adds to them.
+    audits: list[tuple[str, str]] = []
+    missing: list[tuple[str, str]] = []
+    for name, comp in loaded.manifest.git_components().items():
+        for ref in comp.release_refs:
+            try:
+                components[name].mirror.resolve(ref)
+            except InputError:
+                missing.append((name, ref))
+            else:
+                audits.append((name, ref))
+    for name, ref in (releases or {}).items():
+        if (name, ref) not in audits:
+            audits.append((name, ref))
+    reports = tuple((name, _release_only(components[name], ref, carried)) for name, ref in audits)
+    upstream: dict[tuple[str, str], UpstreamPatches] = {}
+    for excl in loaded.manifest.exclusions:
+        if excl.upstream is None:
+            continue
+        for name in [excl.component] if excl.component else list(components):
+            if name in components:
+                upstream[(excl.id, name)] = read_upstream(
+                    components[name].mirror, excl.upstream, allow_local=allow_local, base_dir=loaded.directory, fetch=fetch
+                )
     pins = audit_pins(loaded.manifest, pins_repo) if pins_repo is not None else None
-    return PlanContext(loaded=loaded, lock=lock, components=components, release_only=reports, pins=pins)
+    return PlanContext(
+        loaded=loaded,
+        lock=lock,
+        components=components,
+        release_only=reports,
+        release_missing=tuple(missing),
+        pins=pins,
+        carried=carried,
+        upstream=upstream,
+    )
 
 
 def check_plan(

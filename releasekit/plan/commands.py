@@ -187,7 +187,6 @@ def release_only_cmd(
 ) -> None:
     """List commits of the release side whose change is not on canonical (git cherry, across merges too)."""
     from releasekit.plan.audit import release_only_audit
-    from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
     report = release_only_audit(
         repo,
@@ -200,8 +199,14 @@ def release_only_cmd(
         fetch=not no_fetch,
     )
     if as_json:
-        print_json(report)
+        # Plain json, no rich: this command's start is timed against git cherry (docs/plan.md).
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
     else:
+        from releasekit.report import findings_table, render_findings, stdout_console
+
         console = stdout_console()
         rows = [[c.commit[:12], c.kind, f"#{c.carried_by}" if c.carried_by else "-", c.subject] for c in report.release_only]
         console.print(findings_table(

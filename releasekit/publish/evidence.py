@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from releasekit.records.legacy import legacy_receipt_facts
 from releasekit.records.plan_check import PlanCheckResult
 from releasekit.records.receipt import RECEIPT_SCHEMA, Receipt
 from releasekit.records.verification import VerificationSummary
@@ -35,10 +36,6 @@ PLAN_CHECK_FILE = "plan-check.json"
 VERIFICATION_SUMMARY_FILE = "verification_summary.json"
 PROVENANCE_FILE = "provenance.intoto.json"
 BUILD_NOTES_FILE = "RELEASE.md"
-
-# Receipt statuses that mean the cell passed (today's tool writes "qualified").
-_PASSING = {"passed", "pass", "qualified", "ok", "success"}
-
 
 class LoadedJson(BaseModel):
     """A JSON file read for the gate: the data, or why it could not be read."""
@@ -151,32 +148,8 @@ class ReceiptView(BaseModel):
 
     @classmethod
     def _from_legacy(cls, loaded: LoadedJson) -> ReceiptView:
-        data = loaded.data
-        cell = data.get("cell") or data.get("cell_id")
-        if isinstance(cell, dict):
-            cell = cell.get("id")
-        lock = data.get("lock")
-        lock_sha = data.get("lock_sha256") or (lock.get("sha256") if isinstance(lock, dict) else None)
-        passed = data.get("passed")
-        if passed is None:
-            passed = str(data.get("status", "")).lower() in _PASSING
-        runtime = data.get("runtime") if isinstance(data.get("runtime"), dict) else {}
-        env = runtime.get("env", data.get("env", {})) or {}
-        args = runtime.get("args", data.get("args", [])) or []
-        if not isinstance(env, dict) or not isinstance(args, list):
-            raise ValueError("runtime.env must be an object and runtime.args a list")
-        metrics = data.get("metrics") or []
-        return cls(
-            path=loaded.path,
-            sha256=loaded.sha256 or "",
-            cell=str(cell) if cell else None,
-            image_id=str(data["image_id"]) if data.get("image_id") else None,
-            lock_sha256=str(lock_sha) if lock_sha else None,
-            passed=passed is True,
-            env={str(k): str(v) for k, v in env.items()},
-            args=[str(a) for a in args],
-            metrics=[m for m in metrics if isinstance(m, dict)] if isinstance(metrics, list) else [],
-        )
+        facts = legacy_receipt_facts(loaded.data)  # today's tool's files are read in records/legacy.py only
+        return cls(path=loaded.path, sha256=loaded.sha256 or "", **facts.model_dump())
 
 
 class Evidence(BaseModel):

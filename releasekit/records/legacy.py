@@ -159,3 +159,50 @@ def read_integration_lock(path: Path) -> LegacyIntegrationLock:
 
 def read_validation_receipt(path: Path) -> LegacyValidationReceipt:
     return _read(path, LegacyValidationReceipt, "validation receipt")
+
+
+# Receipt statuses that mean the cell passed (today's tool writes "qualified").
+LEGACY_PASSING = frozenset({"passed", "pass", "qualified", "ok", "success"})
+
+
+class LegacyReceiptFacts(BaseModel):
+    """The few facts the publish gate reads from a receipt of today's tool (no ``schema`` key)."""
+
+    cell: str | None
+    image_id: str | None
+    lock_sha256: str | None
+    passed: bool
+    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = Field(default_factory=list)
+    metrics: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def legacy_receipt_facts(data: dict[str, Any]) -> LegacyReceiptFacts:
+    """Read a receipt of today's tool leniently: its cell, image, lock, pass/fail and runtime.
+
+    Raises ``ValueError`` (one line) when the runtime it records has the wrong shape.
+    """
+    cell = data.get("cell") or data.get("cell_id")
+    if isinstance(cell, dict):
+        cell = cell.get("id")
+    lock = data.get("lock")
+    lock_sha = data.get("lock_sha256") or (lock.get("sha256") if isinstance(lock, dict) else None)
+    passed = data.get("passed")
+    if passed is None:
+        passed = str(data.get("status", "")).lower() in LEGACY_PASSING
+    found = data.get("runtime")
+    runtime: dict[str, Any] = found if isinstance(found, dict) else {}
+    env = runtime.get("env", data.get("env", {})) or {}
+    args = runtime.get("args", data.get("args", [])) or []
+    if not isinstance(env, dict) or not isinstance(args, list):
+        raise ValueError("runtime.env must be an object and runtime.args a list")
+    metrics = data.get("metrics") or []
+    return LegacyReceiptFacts(
+        cell=str(cell) if cell else None,
+        image_id=str(data["image_id"]) if data.get("image_id") else None,
+        lock_sha256=str(lock_sha) if lock_sha else None,
+        passed=passed is True,
+        env={str(k): str(v) for k, v in env.items()},
+        args=[str(a) for a in args],
+        metrics=[m for m in metrics if isinstance(m, dict)] if isinstance(metrics, list) else [],
+    )

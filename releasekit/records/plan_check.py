@@ -12,6 +12,10 @@ from releasekit.records.base import Record, Strict
 PLAN_CHECK_SCHEMA: Final = "releasekit.plan-check/v1"
 
 MergeHow = Literal["ancestry", "patch-id", "squash"]
+# How a merged PR actually arrived on the canonical branch: its own merge commit, a
+# fast-forward to its head, a squash commit, rebased/cherry-picked commits, or inside
+# another PR's merge (``arrived_inside`` names it when that PR is one the manifest names).
+Arrival = Literal["merge", "fast-forward", "squash", "rebase", "inside"]
 
 
 class PRStatus(Strict):
@@ -28,6 +32,8 @@ class PRStatus(Strict):
     landed_at: str | None = None  # the first-parent commit of canonical that brought it in
     landed_position: int | None = None  # index of that commit in canonical's first-parent history
     landed_time: int | None = None  # its committer time (cross-component order)
+    arrival: Arrival | None = None  # how it arrived (merged PRs)
+    arrived_inside: int | None = None  # arrival "inside": the PR whose merge brought it
     codes: list[str] = Field(default_factory=list)
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from releasekit.checks import AllOf, Check
 from releasekit.plan.checks.already_canonical import AlreadyCanonicalPresent
+from releasekit.plan.checks.arrival import PRsArrivedOnTheirOwn
+from releasekit.plan.checks.carried import CarriedCommitsVerified
 from releasekit.plan.checks.context import ComponentState, PlanContext, build_state
+from releasekit.plan.checks.duplicated_prerequisite import DuplicatedPrerequisiteCommits
 from releasekit.plan.checks.exclusions import ExclusionsAbsent
 from releasekit.plan.checks.lock_manifest import LockMatchesManifest
 from releasekit.plan.checks.merge_order import MergeOrder
@@ -23,10 +26,13 @@ def all_checks() -> list[Check[PlanContext]]:
         CheckedCommitPublished(),
         PlannedPRsMerged(),
         MergeOrder(),
+        PRsArrivedOnTheirOwn(),
+        DuplicatedPrerequisiteCommits(),
         SupersededAbsent(),
         AlreadyCanonicalPresent(),
         ExclusionsAbsent(),
         PRHeadsUnmoved(),
+        CarriedCommitsVerified(),
         ReleaseOnlyCommits(),
         PinsAgree(),
     ]

@@ -15,9 +15,11 @@ from releasekit.git.history import commit_info, diff_patch_id, is_ancestor, merg
 from releasekit.git.mirror import Mirror
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import TO_BE_LOCKED, GitComponent
+from releasekit.plan.carried import CarriedVerdict
 from releasekit.plan.merged import CanonicalHistory, MergeState
+from releasekit.plan.upstream import UpstreamPatches
 from releasekit.records.lock import Lock, LockedGitComponent
-from releasekit.records.plan_check import PinAuditResult, PRStatus, ReleaseOnlyReport
+from releasekit.records.plan_check import Arrival, PinAuditResult, PRStatus, ReleaseOnlyReport
 
 
 def short(sha: str | None) -> str:
@@ -39,6 +41,10 @@ class ComponentState:
     states: Mapping[int, MergeState] = field(default_factory=dict)
     statuses: tuple[PRStatus, ...] = ()  # without codes
     times: Mapping[str, int] = field(default_factory=dict)  # landing commit -> committer time
+    # Named PR (planned or already canonical) -> its own commits -> patch-id, and the commit
+    # its range stops at (the first parent of its landing merge, else the checked commit).
+    pr_patches: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    pr_stops: Mapping[int, str] = field(default_factory=dict)
 
     def status(self, pr: int, role: str) -> PRStatus | None:
         return next((s for s in self.statuses if s.pr == pr and s.role == role), None)
@@ -59,7 +65,13 @@ class PlanContext:
     components: Mapping[str, ComponentState]
     # (component, report) per ``--release``; the reports' findings name their component.
     release_only: tuple[tuple[str, ReleaseOnlyReport], ...] = ()
+    # (component, ref) of a manifest ``release_refs`` entry that the mirror does not have.
+    release_missing: tuple[tuple[str, str], ...] = ()
     pins: PinAuditResult | None = None
+    # Every ``carries:`` entry, verified (releasekit.plan.carried).
+    carried: tuple[CarriedVerdict, ...] = ()
+    # (exclusion id, component) -> the upstream change's commits as read (releasekit.plan.upstream).
+    upstream: Mapping[tuple[str, str], UpstreamPatches] = field(default_factory=dict)
 
 
 def _status_from(
@@ -160,8 +172,15 @@ def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGit
         pending.append((pr, role, title, head, st))
     landed = [found.landed_at for *_, found in pending if found is not None and found.landed_at]
     times = {c: t for c, (t, _) in commit_info(mirror.git, landed).items()}
+    own_prs = [(pr, role) for pr, role, *_ in pending if role in ("planned", "already_canonical") and pr in heads]
+    pr_patches, pr_stops = _own_commits(mirror, checked, history, heads, states, [pr for pr, _ in own_prs])
+    arrivals = _arrivals(mirror, heads, states, pr_patches, pending)
     for pr, role, title, head, found in pending:
-        statuses.append(_status_from(name, times, pr, role, title, head, found))
+        status = _status_from(name, times, pr, role, title, head, found)
+        if role in ("planned", "already_canonical") and pr in arrivals:
+            arrival, inside = arrivals[pr]
+            status = status.model_copy(update={"arrival": arrival, "arrived_inside": inside})
+        statuses.append(status)
     for change in comp.already_canonical:
         if change.commit is None:
             continue
@@ -175,4 +194,77 @@ def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGit
     return ComponentState(
         name, comp, mirror, locked, branch, canonical_head, checked,
         history=history, heads=heads, states=states, statuses=tuple(statuses), times=times,
+        pr_patches=pr_patches, pr_stops=pr_stops,
     )
+
+
+def _own_commits(
+    mirror: Mirror, checked: str, history: CanonicalHistory, heads: Mapping[int, str], states: Mapping[int, MergeState], prs: list[int]
+) -> tuple[dict[int, dict[str, str]], dict[int, str]]:
+    """Each PR's own commits with their patch-ids: from its head back to where it forked.
+
+    A PR merged by ancestry stops at the first parent of the merge that brought it (its
+    commits are canonical now); any other stops at the checked commit (what ``state_of`` read).
+    """
+    patches: dict[int, dict[str, str]] = {}
+    stops: dict[int, str] = {}
+    for pr in prs:
+        head, st = heads[pr], states.get(pr)
+        if st is not None and st.how == "ancestry" and st.landed_index is not None:
+            # The first-parent chain is oldest first: the commit before the landing is its first parent.
+            stop = history.landing.chain[st.landed_index - 1] if st.landed_index > 0 else ""
+            patches[pr] = patch_ids(mirror.git, head, f"^{stop}") if stop else patch_ids(mirror.git, head)
+        else:
+            stop = checked
+            patches[pr] = dict(st.patch_ids) if st is not None and st.patch_ids else patch_ids(mirror.git, head, f"^{stop}")
+        stops[pr] = stop
+    return patches, stops
+
+
+def _arrivals(
+    mirror: Mirror,
+    heads: Mapping[int, str],
+    states: Mapping[int, MergeState],
+    pr_patches: Mapping[int, Mapping[str, str]],
+    pending: list[tuple[int, str, str | None, str | None, MergeState | None]],
+) -> dict[int, tuple[Arrival, int | None]]:
+    """How each planned or already-canonical PR arrived: its own merge, a squash, a rebase, or inside another's merge."""
+    named = [pr for pr, role, *_ in pending if role in ("planned", "already_canonical") and pr in heads]
+    landings = {states[pr].landed_at for pr in named if pr in states and states[pr].merged and states[pr].landed_at}
+    parents: dict[str, list[str]] = {}
+    if landings:
+        out = mirror.git.run("log", "--no-walk=unsorted", "--format=%H %P", *sorted(c for c in landings if c), "--")
+        for line in out.splitlines():
+            sha, *rest = line.split()
+            parents[sha] = rest
+    # Whose own merge each landing commit is: the PR whose head is one of its merged-in parents.
+    own_merge: dict[str, int] = {}
+    for pr in named:
+        st = states.get(pr)
+        if st and st.merged and st.how == "ancestry" and st.landed_at and heads[pr] in parents.get(st.landed_at, [])[1:]:
+            own_merge[st.landed_at] = pr
+    arrivals: dict[int, tuple[Arrival, int | None]] = {}
+    for pr in named:
+        st = states.get(pr)
+        if st is None:
+            continue
+        if not st.merged:
+            # Stacked under a PR that was squashed: its commits arrived inside that squash.
+            for other in named:
+                ot = states.get(other)
+                if other != pr and ot is not None and ot.merged and ot.how == "squash" and heads[pr] in pr_patches.get(other, {}):
+                    arrivals[pr] = ("inside", other)
+                    break
+            continue
+        if st.how == "squash":
+            arrivals[pr] = ("squash", None)
+        elif st.how == "patch-id":
+            arrivals[pr] = ("rebase", None)
+        elif st.landed_at == heads[pr]:
+            arrivals[pr] = ("fast-forward", None)
+        elif st.landed_at and heads[pr] in parents.get(st.landed_at, [])[1:]:
+            arrivals[pr] = ("merge", None)
+        else:
+            carrier = own_merge.get(st.landed_at or "")
+            arrivals[pr] = ("inside", carrier if carrier != pr else None)
+    return arrivals

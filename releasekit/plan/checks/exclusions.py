@@ -1,19 +1,20 @@
-"""An excluded change (by PR, commit, path glob or subject pattern) does not appear."""
+"""An excluded change (by PR, commit, patch-id, upstream PR, path glob or subject pattern) does not appear."""
 
 from __future__ import annotations
 
 import fnmatch
 import re
 
-from releasekit.findings import Findings
+from releasekit.findings import Findings, Severity
 from releasekit.git.history import patch_ids
 from releasekit.manifest.models import Exclusion
 from releasekit.plan.checks.context import ComponentState, PlanContext, short
+from releasekit.plan.upstream import UpstreamPatches
 
 
 class ExclusionsAbsent:
     name = "exclusions-absent"
-    codes = ("EXCLUDED_CHANGE_PRESENT",)
+    codes = ("EXCLUDED_CHANGE_PRESENT", "EXCLUSION_UPSTREAM_UNREAD")
 
     def run(self, ctx: PlanContext) -> Findings:
         findings = Findings()
@@ -23,9 +24,35 @@ class ExclusionsAbsent:
             for cs in targets:
                 if cs.history is None:
                     continue
-                for hit in exclusion_hits(cs, excl, len(ctx.components) == 1):
+                upstream = ctx.upstream.get((excl.id, cs.name))
+                if upstream is not None and upstream.unreachable:
+                    findings.add(
+                        "EXCLUSION_UPSTREAM_UNREAD",
+                        f"exclusion '{excl.id}': the commits of {upstream.repo} PR #{upstream.pr} could not be read "
+                        f"({upstream.unreachable}); only its listed commits/patch_ids are checked",
+                        severity=Severity.warning,
+                        component=cs.name,
+                    )
+                hits = exclusion_hits(cs, excl, len(ctx.components) == 1)
+                hits += _patch_hits(cs, excl.patch_ids, upstream)
+                for hit in hits:
                     findings.add("EXCLUDED_CHANGE_PRESENT", f"exclusion '{excl.id}' ({excl.description}): {hit}", component=cs.name, pr=excl.pr)
         return findings
+
+
+def _patch_hits(cs: ComponentState, listed: list[str], upstream: UpstreamPatches | None) -> list[str]:
+    """Canonical commits patch-equivalent to the exclusion's patch-ids or to its upstream PR's commits."""
+    assert cs.history is not None
+    wanted: dict[str, str] = {pid: "listed patch-id" for pid in listed}
+    if upstream is not None:
+        for pid, origin in upstream.patch_ids.items():
+            where = f"upstream {upstream.repo}" + (f" PR #{upstream.pr}" if upstream.pr else "")
+            wanted.setdefault(pid, f"{where} commit {short(origin)}" if origin != "manifest" else f"{where} patch-id {pid[:12]}")
+    hits: list[str] = []
+    for pid, origin in wanted.items():
+        for commit in cs.history.equivalents(pid):
+            hits.append(f"commit {short(commit)} on {cs.branch} is patch-equivalent to {origin}")
+    return hits
 
 
 def exclusion_hits(cs: ComponentState, excl: Exclusion, single_component: bool) -> list[str]:

@@ -1,0 +1,73 @@
+"""The commits of an excluded upstream change, read so plan check can recognise copies of them.
+
+An exclusion's ``upstream`` block names a repository and a PR (and/or commits, patch-ids).
+The PR head is fetched into the component's own mirror (a fork shares its history with
+upstream, so this moves only the PR's objects) under ``refs/releasekit/upstream/``, with
+the upstream default branch to bound the PR's own commits. When the upstream repository
+cannot be reached, the patch-ids and commits written in the manifest are still used and
+the result says what could not be read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from releasekit.errors import InputError
+from releasekit.git.history import EMPTY_PATCH, merge_base, patch_ids
+from releasekit.git.mirror import Mirror
+from releasekit.git.remote import check_remote
+from releasekit.git.runner import Git, GitFailed
+from releasekit.manifest.models import UpstreamChange
+
+
+@dataclass(frozen=True)
+class UpstreamPatches:
+    repo: str
+    pr: int | None
+    patch_ids: dict[str, str] = field(default_factory=dict)  # patch-id -> the upstream commit (or "manifest")
+    unreachable: str | None = None  # why the PR's commits could not be read
+
+
+def read_upstream(
+    mirror: Mirror, change: UpstreamChange, *, allow_local: bool, base_dir: Path | None, fetch: bool
+) -> UpstreamPatches:
+    pids: dict[str, str] = {pid: "manifest" for pid in change.patch_ids}
+    for prefix in change.commits:
+        if mirror.has_commit(prefix):
+            full = mirror.resolve(prefix)
+            parents = mirror.git.run("rev-list", "--parents", "-n1", full).split()[1:]
+            if len(parents) == 1:
+                for pid in patch_ids(mirror.git, full, f"^{parents[0]}").values():
+                    pids.setdefault(pid, full)
+    if change.pr is None:
+        return UpstreamPatches(change.repo, None, pids)
+    slug = hashlib.sha256(change.repo.encode()).hexdigest()[:16]
+    pr_ref, base_ref = f"refs/releasekit/upstream/{slug}/pull/{change.pr}", f"refs/releasekit/upstream/{slug}/HEAD"
+    unreachable: str | None = None
+    if fetch:
+        try:
+            remote = check_remote(change.repo, allow_local=allow_local, base_dir=base_dir)
+            git = Git(mirror.path, allow_file=remote.is_local, bare=True)
+            git.run("fetch", "--quiet", "--force", "--no-write-fetch-head", "--", remote.url, f"+refs/pull/{change.pr}/head:{pr_ref}")
+            # Without a default branch to bound the PR, its most recent commits are read.
+            with contextlib.suppress(GitFailed):
+                git.run("fetch", "--quiet", "--force", "--no-write-fetch-head", "--", remote.url, f"+HEAD:{base_ref}")
+        except (InputError, GitFailed) as exc:
+            text = exc.stderr if isinstance(exc, GitFailed) else str(exc)
+            unreachable = (text.strip().splitlines() or ["fetch failed"])[-1]
+    head = mirror.git.run("rev-parse", "--verify", "--quiet", f"{pr_ref}^{{commit}}", check=False).strip()
+    if not head:
+        return UpstreamPatches(change.repo, change.pr, pids, unreachable or f"no refs/pull/{change.pr}/head read from {change.repo}")
+    base = mirror.git.run("rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}", check=False).strip()
+    stop = merge_base(mirror.git, head, base) if base else None
+    if stop == head:
+        why = f"PR #{change.pr} of {change.repo} is merged there by ancestry: name its commits or patch_ids"
+        return UpstreamPatches(change.repo, change.pr, pids, why)
+    revs = [head, f"^{stop}"] if stop else [head, "--max-count=500"]
+    for commit, pid in patch_ids(mirror.git, *revs).items():
+        if pid != EMPTY_PATCH:
+            pids.setdefault(pid, commit)
+    return UpstreamPatches(change.repo, change.pr, pids, None)
