@@ -10,6 +10,7 @@ pulls; its pinned build requirements come from a wheelhouse in its build context
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -202,8 +203,11 @@ def test_stamp_names_the_commit_records_the_change_and_verifies(world: World, do
     lonely.mkdir()
     (lonely / "lock.json").write_bytes(lock.read_bytes())
     build_json.write_text(json.dumps(data))
+    # The release directory away from the manifest (without the source archive, which holds a copy):
+    # verify-provenance looks beside the lock and the release directory and finds nothing here.
+    shutil.copytree(world.root / "stamp", lonely / "release", ignore=shutil.ignore_patterns("archive"))
     undeclared = verify_provenance(VerifyOptions(
-        image=record.image_id, lock=lonely / "lock.json", artifacts=world.root / "stamp",
+        image=record.image_id, lock=lonely / "lock.json", artifacts=lonely / "release",
         allow_local_repos=True, cache_dir=str(world.root / "git"), summary=lonely / "summary.json",
     ))
     assert "SOURCE_MODIFICATION_UNDECLARED" in {f.code for f in undeclared.findings.findings}

@@ -10,29 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from releasekit.records.build import BuildRecord, ComponentRecord
+from releasekit.records.build import BuildRecord, ComponentIdentity, ComponentRecord
 from releasekit.records.lock import Lock, LockedGitComponent
 
 
-class ExpectedComponent(BaseModel):
-    name: str
-    kind: str  # git | wheel
-    repo: str | None = None
-    commit: str | None = None
-    tree: str | None = None
-    version: str | None = None
-    distribution: str | None = None
-    import_names: list[str] = Field(default_factory=list)
-    wheel_filename: str | None = None
-    wheel_sha256: str | None = None
-    native_arches: list[str] = Field(default_factory=list)
+class ExpectedComponent(ComponentIdentity):
+    """A component as the image should hold it: its identity plus where and what to look for."""
+
     generated_files: list[str] = Field(default_factory=list)
     subdirectory: str | None = None
     installed: bool = True  # False for build repositories that ship nothing into the image
-    version_policy: str | None = None  # scm | stamp | static (manifest build.version_policy)
-    modifications: list[dict[str, Any]] = Field(default_factory=list)  # declared build-time changes (stamp)
 
 
 def expected_components(lock: Lock, record: BuildRecord | None, manifest: Any | None) -> dict[str, ExpectedComponent]:

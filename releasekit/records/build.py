@@ -13,12 +13,13 @@ from releasekit.records.base import Record, Strict, load_record, write_record
 BUILD_RECORD_SCHEMA: Final = "releasekit.build/v1"
 
 
-class ComponentRecord(Strict):
+class ComponentIdentity(Strict):
+    """What names a component's output: its source and the wheel it makes. Shared by the build
+    record and by what verify-provenance expects (``provenance/expected.py``)."""
+
     name: str
     kind: Literal["git", "wheel"]
-    role: str | None = None
     repo: str | None = None
-    ref: str | None = None  # canonical branch (git) or the wheel's declared source ref
     commit: str | None = None
     tree: str | None = None
     version: str | None = None
@@ -27,15 +28,20 @@ class ComponentRecord(Strict):
     wheel_filename: str | None = None
     wheel_sha256: str | None = None
     native_arches: list[str] = Field(default_factory=list)
+    # Version policy (manifest build.version_policy): scm | stamp | static.
+    version_policy: str | None = None
+    # Declared build-time modifications (stamp): file (repo path, sha256 before/after, git blob after) or env var.
+    modifications: list[dict[str, str | None]] = Field(default_factory=list)
+
+
+class ComponentRecord(ComponentIdentity):
+    role: str | None = None
+    ref: str | None = None  # canonical branch (git) or the wheel's declared source ref
     builder_image: str | None = None  # image ID of the builder image (None: a fresh venv on the build host)
     built: bool = False  # False: recorded only (a build repository, or a component without a recipe)
     cache: Literal["hit", "miss", "none"] = "none"
     log: str | None = None  # relative to OUTDIR
-    # Version policy (manifest build.version_policy): scm | stamp | static, and the manifest's reason.
-    version_policy: str | None = None
-    version_policy_reason: str | None = None
-    # Declared build-time modifications (stamp): file (repo path, sha256 before/after, git blob after) or env var.
-    modifications: list[dict[str, str | None]] = Field(default_factory=list)
+    version_policy_reason: str | None = None  # the manifest's reason for the version policy
     builder_name: str | None = None  # the builder image's name (builder_image is its ID)
     environment: dict[str, str] = Field(default_factory=dict)  # the build's environment, secrets redacted
 
