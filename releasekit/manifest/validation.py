@@ -307,7 +307,7 @@ class ValidationSpec(_Strict):
             data["cells"] = [merge_defaults(defaults, c) if isinstance(c, dict) else c for c in data["cells"]]
         if isinstance(data, dict) and isinstance(data.get("cells"), list):
             # `model: KEY` names an entry of `models` (one pinned definition, many cells).
-            models = data.get("models") if isinstance(data.get("models"), dict) else {}
+            models: dict[str, Any] = data["models"] if isinstance(data.get("models"), dict) else {}
             cells = []
             for c in data["cells"]:
                 if isinstance(c, dict) and isinstance(c.get("model"), str):

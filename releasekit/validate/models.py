@@ -70,27 +70,27 @@ def resolve_model(model: ModelRef, manifest_dir: Path) -> ResolvedModel:
     return ResolvedModel(engine_arg=model.name)
 
 
-def static_model_findings(model: ModelRef, **where: str) -> Findings:
+def static_model_findings(model: ModelRef, *, cell: str | None = None, image: str | None = None) -> Findings:
     """What is wrong with a model's pinning without looking at any file (matrix, dry-run, runner)."""
     findings = Findings()
     if model.source is None:
         findings.add(
             "MODEL_SOURCE_MISSING",
             f"model '{model.name}' names no hub repository or path: the engine is given its name",
-            severity=Severity.warning, **where,
+            severity=Severity.warning, cell=cell, image=image,
         )
     if model.hub and not model.path and model.revision in (None, TO_BE_LOCKED):
         findings.add(
             "MODEL_NOT_PINNED",
             f"model '{model.name}' ({model.hub}) has no revision commit (revision: {model.revision or 'absent'})",
-            **where,
+            cell=cell, image=image,
         )
     unpinned = sorted(f for f, h in model.sha256.items() if h == TO_BE_LOCKED)
     if unpinned:
         findings.add(
             "MODEL_NOT_PINNED",
             f"model '{model.name}': sha256 of {', '.join(unpinned)} is to-be-locked",
-            **where,
+            cell=cell, image=image,
         )
     return findings
 
@@ -103,9 +103,11 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_model(model: ModelRef, resolved: ResolvedModel, **where: str) -> tuple[ModelRecord, Findings]:
+def check_model(
+    model: ModelRef, resolved: ResolvedModel, *, cell: str | None = None, image: str | None = None
+) -> tuple[ModelRecord, Findings]:
     """Hash the pinned (and identity) files of the model directory; refuse missing or different ones."""
-    findings = static_model_findings(model, **where)
+    findings = static_model_findings(model, cell=cell, image=image)
     pinned = {f: h for f, h in model.sha256.items() if h != TO_BE_LOCKED}
     observed: dict[str, str] = {}
     directory = Path(resolved.directory) if resolved.directory else None
@@ -115,21 +117,21 @@ def check_model(model: ModelRef, resolved: ResolvedModel, **where: str) -> tuple
                 "MODEL_FILE_MISSING",
                 f"model '{model.name}' pins {len(model.sha256)} file(s), but no model directory is on this runner "
                 f"(looked for {model.path or f'{model.hub}@{model.revision} in {hub_cache()}'})",
-                **where,
+                cell=cell, image=image,
             )
     else:
         for name in sorted({*model.sha256, *IDENTITY_FILES}):
             file = directory / name
             if not file.is_file():
                 if name in model.sha256:
-                    findings.add("MODEL_FILE_MISSING", f"model '{model.name}': {name} is not in {directory}", **where)
+                    findings.add("MODEL_FILE_MISSING", f"model '{model.name}': {name} is not in {directory}", cell=cell, image=image)
                 continue
             observed[name] = file_sha256(file)
             if name in pinned and observed[name] != pinned[name]:
                 findings.add(
                     "MODEL_HASH_MISMATCH",
                     f"model '{model.name}': {name} has sha256 {observed[name][:12]}, the manifest pins {pinned[name][:12]}",
-                    **where,
+                    cell=cell, image=image,
                 )
     verified = bool(model.sha256) and findings.passed and all(observed.get(f) == h for f, h in model.sha256.items())
     record = ModelRecord(

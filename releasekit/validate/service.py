@@ -155,7 +155,7 @@ class CellRunner:
         )
         where = {"cell": cell.id, "image": self.image_id}
         # The model is a pinned input: a directory whose pinned files differ is refused before serving.
-        model_record, model_findings = check_model(cell.model, resolved, **where)
+        model_record, model_findings = check_model(cell.model, resolved, cell=cell.id, image=self.image_id)
         findings.extend(model_findings)
         for hit in forbidden_switches(command.argv, env, self.spec.forbidden):
             findings.add(
