@@ -125,7 +125,9 @@ def _parse_in_image(
     try:
         run = client.run(
             image_id, [json.dumps(payload)], timeout=timeout_s, entrypoint=["python3", "-c", script],
-            environment={"HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""},
+            # The container has no network at all. HF_HUB_OFFLINE=1 (which the image may set) would make
+            # the engine-argument constructor resolve the model in the local hub cache, i.e. look for a model.
+            environment={"HF_HUB_OFFLINE": "0", "CUDA_VISIBLE_DEVICES": ""},
             labels={"io.releasekit.validate.preflight": engine.name},
         )
     except EngineError as exc:

