@@ -220,3 +220,11 @@ def test_a_model_whose_files_differ_is_refused_before_the_server_starts(tmp_path
     assert receipt.model is not None and receipt.model.path == "weights" and not receipt.model.verified
     assert receipt.model.expected == {"config.json": "1" * 64, "tokenizer.json": "2" * 64}
     assert receipt.model.observed == {"config.json": _sha(b'{"model_type": "llama"}')}
+
+
+def test_a_schemes_arguments_are_declared_switches_for_the_publish_gate() -> None:
+    from releasekit.publish.gate import policy_from_manifest
+
+    policy = policy_from_manifest(load_manifest(REPO / "manifests" / "ff-next.yaml").manifest)
+    a4 = policy.cell("glm52-tp6-dcp2-mtp3-a4")
+    assert a4 is not None and a4.args == ["--moe-act-dtype", "fp4"]

@@ -321,6 +321,10 @@ class ValidationSpec(_Strict):
     def cell(self, cell_id: str) -> Cell | None:
         return next((c for c in self.cells if c.id == cell_id), None)
 
+    def scheme_of(self, cell: Cell) -> QuantizationScheme | None:
+        """The argument set of the cell's quantisation scheme: declared switches, like its extra_args."""
+        return self.quantization_schemes.get(cell.quantization.scheme) if cell.quantization.scheme else None
+
 
 def merge_defaults(defaults: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
     """Deep merge: mappings merge key by key, everything else (lists included) is replaced by the cell's."""
