@@ -33,7 +33,7 @@ def test_ff_next_yields_every_cell_of_seed_003_items_5_to_8() -> None:
     # Item 6: TP6 with MTP and DCP; A4, A16, online quantisation, NVFP4 KV, NF3 hybrid.
     tp6 = [c for c in cells.values() if c["tp"] == 6]
     assert all(c["dcp"] > 1 and c["speculative"].startswith("mtp") for c in tp6)
-    assert {c["quantization"] for c in tp6} >= {"a4", "a16", "online", "nf3-hybrid"}
+    assert {c["quantization"] for c in tp6} >= {"a4", "a16", "online-fp8+online", "nf3-hybrid"}
     assert any(c["kv_cache_dtype"] == "nvfp4" for c in tp6)
     assert next(c for c in tp6 if c["quantization"] == "nf3-hybrid")["where_applicable"]
     # Item 7: DS4 TP2 and TP4 x MTP-off, MTP:2, DSpark; long context and throughput.

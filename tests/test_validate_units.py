@@ -289,14 +289,13 @@ def test_repeated_runs_merge_into_samples_and_an_interval() -> None:
 
 
 def test_model_directories_are_mounted_read_only_under_models(tmp_path: Path) -> None:
-    from releasekit.validate.service import _model_mount
+    from releasekit.validate.models import resolve_model
 
     (tmp_path / "tiny").mkdir()
-    local = Cell(id="c", model={"name": "tiny", "path": "tiny"})
-    arg, mounts = _model_mount(local, tmp_path)
-    assert arg == "/models/tiny" and mounts == {str((tmp_path / "tiny").resolve()): "/models/tiny"}
-    hub = Cell(id="h", model={"name": "GLM-5.2", "path": "zai-org/GLM-5.2"})
-    assert _model_mount(hub, tmp_path) == ("zai-org/GLM-5.2", {})
+    local = resolve_model(Cell(id="c", model={"name": "tiny", "path": "tiny"}).model, tmp_path)
+    assert local.engine_arg == "/models/tiny" and local.mounts == {str((tmp_path / "tiny").resolve()): "/models/tiny"}
+    hub = resolve_model(Cell(id="h", model={"name": "GLM-5.2", "hub": "zai-org/GLM-5.2"}).model, tmp_path)
+    assert (hub.engine_arg, hub.mounts) == ("zai-org/GLM-5.2", {})
 
 
 def test_cell_identity_is_stable_and_content_bound() -> None:

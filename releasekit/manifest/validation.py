@@ -19,13 +19,68 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+# A model's served name: an identifier, never a display name (no spaces).
+ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+/-]*$")]
+# A model path or hub repository: never whitespace, so never a display name.
+ModelPath = Annotated[str, Field(min_length=1, max_length=1000, pattern=r"^[^\s]+$")]
+HubRepo = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
+# sha256 of one file of the model directory, or a pin still to be made.
+FileHash = Annotated[str, Field(pattern=r"^([0-9a-f]{64}|to-be-locked)$")]
+TO_BE_LOCKED = "to-be-locked"
+
+
+class ModelFile(_Strict):
+    path: ModelPath = Field(description="relative to the model directory, e.g. config.json")
+    sha256: FileHash
+
+    @model_validator(mode="after")
+    def _relative(self) -> ModelFile:
+        if self.path.startswith("/") or ".." in self.path.split("/"):
+            raise ValueError(f"model file '{self.path}' must be relative to the model directory")
+        return self
+
+
 class ModelRef(_Strict):
-    name: str = Field(min_length=1)
-    path: str | None = Field(default=None, description="local path or hub id the engine loads")
-    revision: str | None = None
+    """A model as a pinned input: where its files come from, which revision, and their expected hashes.
+
+    ``name`` is what the server is asked for (``--served-model-name``); ``display_name`` is for
+    people. The source is ``hub`` + ``revision`` (a commit SHA, or ``to-be-locked``) or ``path``
+    (a directory on the runner, relative to the manifest or absolute), or both (``path`` is the
+    runner's local copy of that hub revision). ``files`` pins files of the model directory
+    (``config.json``, tokenizer files, the weight index, weight shards) by sha256: the runner
+    refuses a directory whose files are missing or differ before the server starts.
+    """
+
+    name: ModelName
+    display_name: str | None = None
+    hub: HubRepo | None = Field(default=None, description="hub repository, org/name")
+    path: ModelPath | None = Field(default=None, description="the model directory on the runner")
+    revision: str | None = Field(default=None, pattern=r"^([0-9a-f]{40}|to-be-locked)$", description="a commit SHA")
+    files: list[ModelFile] = Field(default_factory=list, description="files of the model directory and their sha256")
     load_format: str | None = None
-    tokenizer: str | None = None
+    tokenizer: ModelPath | None = None
     note: str | None = None
+
+    @model_validator(mode="after")
+    def _source(self) -> ModelRef:
+        if self.revision is not None and self.hub is None:
+            raise ValueError("a model revision needs 'hub' (the repository the revision belongs to)")
+        if self.display_name is not None and self.path is not None and self.display_name == self.path:
+            raise ValueError("a model path must not be its display name")
+        names = [f.path for f in self.files]
+        if len(set(names)) != len(names):
+            raise ValueError("a model file is listed twice")
+        return self
+
+    @property
+    def sha256(self) -> dict[str, str]:
+        """file -> pinned sha256 (or ``to-be-locked``)."""
+        return {f.path: f.sha256 for f in self.files}
+
+    @property
+    def source(self) -> str | None:
+        """Where the engine loads the model from: the path, else the hub repository."""
+        return self.path or self.hub
 
 
 class Parallelism(_Strict):
@@ -60,9 +115,24 @@ class Speculative(_Strict):
 
 
 class Quantization(_Strict):
-    scheme: str | None = Field(default=None, description="e.g. a4, a16, a8-w4a8, nf3-hybrid, nvfp4, mxfp4")
-    method: str | None = Field(default=None, description="the engine's --quantization value")
-    online: bool = False
+    scheme: str | None = Field(default=None, description="a name under validation.quantization_schemes")
+    method: str | None = Field(default=None, description="the engine's --quantization value (without a scheme)")
+    online: bool = Field(default=False, description="weights quantised when the server loads them")
+
+
+class QuantizationScheme(_Strict):
+    """Exactly which engine arguments a quantisation scheme means (the fork's options have no upstream name).
+
+    The adapter of ``engine`` renders ``method`` as its quantisation argument, then ``args``
+    verbatim, and adds ``env``; pre-flight checks that the engine parsed ``method``.
+    """
+
+    engine: Literal["vllm", "sglang", "tokenspeed"] = "vllm"
+    method: str | None = Field(default=None, description="the engine's quantisation method (vLLM: --quantization)")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    online: bool = Field(default=False, description="the scheme quantises weights at load time")
+    note: str | None = Field(default=None, description="what is assumed and must be confirmed against the engine")
 
 
 class _Check(_Strict):
@@ -217,6 +287,12 @@ class ForbiddenSwitches(_Strict):
 
 class ValidationSpec(_Strict):
     datasets: dict[str, Dataset] = Field(default_factory=dict)
+    quantization_schemes: dict[str, QuantizationScheme] = Field(
+        default_factory=dict, description="scheme name -> the engine arguments it means"
+    )
+    models: dict[str, ModelRef] = Field(
+        default_factory=dict, description="models as pinned inputs; a cell's `model: KEY` names one"
+    )
     baselines: dict[str, Baseline] = Field(default_factory=dict)
     forbidden: ForbiddenSwitches = Field(default_factory=ForbiddenSwitches)
     defaults: dict[str, Any] = Field(default_factory=dict, description="deep-merged into every cell")
@@ -229,10 +305,25 @@ class ValidationSpec(_Strict):
             defaults = data["defaults"]
             data = dict(data)
             data["cells"] = [merge_defaults(defaults, c) if isinstance(c, dict) else c for c in data["cells"]]
+        if isinstance(data, dict) and isinstance(data.get("cells"), list):
+            # `model: KEY` names an entry of `models` (one pinned definition, many cells).
+            models: dict[str, Any] = data["models"] if isinstance(data.get("models"), dict) else {}
+            cells = []
+            for c in data["cells"]:
+                if isinstance(c, dict) and isinstance(c.get("model"), str):
+                    if c["model"] not in models:
+                        raise ValueError(f"cell '{c.get('id')}': model '{c['model']}' is not a key of validation.models")
+                    c = {**c, "model": models[c["model"]]}
+                cells.append(c)
+            data = {**data, "cells": cells}
         return data
 
     def cell(self, cell_id: str) -> Cell | None:
         return next((c for c in self.cells if c.id == cell_id), None)
+
+    def scheme_of(self, cell: Cell) -> QuantizationScheme | None:
+        """The argument set of the cell's quantisation scheme: declared switches, like its extra_args."""
+        return self.quantization_schemes.get(cell.quantization.scheme) if cell.quantization.scheme else None
 
 
 def merge_defaults(defaults: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:

@@ -97,10 +97,12 @@ def policy_from_manifest(manifest: object) -> GatePolicy:
                 sha256=cell_sha256(c),
                 required=c.required,
                 engine=c.engine,
-                env=dict(c.env),
-                args=list(c.engine_command or []) + list(c.extra_args),
+                # A quantisation scheme's arguments and env are declared in the manifest, like extra_args.
+                env={**(scheme.env if scheme else {}), **c.env},
+                args=list(c.engine_command or []) + list(scheme.args if scheme else []) + list(c.extra_args),
             )
             for c in validation.cells
+            for scheme in [validation.scheme_of(c)]
         ],
         forbidden_env=list(validation.forbidden.env),
         forbidden_args=list(validation.forbidden.args),

@@ -69,6 +69,21 @@ class Invocation(Strict):
     mounts: dict[str, str] = Field(default_factory=dict, description="container path -> what it holds")
 
 
+class ModelRecord(Strict):
+    """The model a cell served: its source, revision, and every file hash the runner checked."""
+
+    name: str
+    display_name: str | None = None
+    hub: str | None = None
+    revision: str | None = None
+    path: str | None = Field(default=None, description="the manifest's path")
+    directory: str | None = Field(default=None, description="the model directory checked on the runner")
+    engine_arg: str = Field(description="what the engine was told to load")
+    expected: dict[str, str] = Field(default_factory=dict, description="file -> sha256 the manifest pins")
+    observed: dict[str, str] = Field(default_factory=dict, description="file -> sha256 measured before serving")
+    verified: bool = Field(default=False, description="every pinned file was present with its pinned sha256")
+
+
 class Receipt(Record):
     kind = "receipt"
 
@@ -97,6 +112,8 @@ class Receipt(Record):
     # Which engine adapter (releasekit.validate.engines) judged this cell, and its version.
     engine_adapter: str | None = None
     engine_adapter_version: str | None = None
+    # The model as a pinned input (additive): source, revision, the hashes checked before serving.
+    model: ModelRecord | None = None
 
 
 def cell_sha256(cell: Cell) -> str:

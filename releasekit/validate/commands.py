@@ -87,6 +87,10 @@ def run(
     output: Path = typer.Option(Path("receipts"), "-o", "--output", help="Directory for the receipts."),
     gpus: int | None = typer.Option(None, "--gpus", help="GPUs to pack cells onto (default: nvidia-smi's count)."),
     seed: int = typer.Option(0, "--seed", help="Seed for random prompts and pass keys."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run",
+        help="Start no server: render every cell and have IMAGE's own engine parse it (pre-flight); no receipts.",
+    ),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Run cells in containers of IMAGE; one receipt per cell in -o DIR."""
@@ -95,6 +99,8 @@ def run(
     from releasekit.validate.service import run_validation
 
     loaded = load_manifest(file)
+    if dry_run:
+        _dry_run(loaded, image, cell or None, json_out)
     result = run_validation(
         loaded, image, lock, output, cells=cell or None, gpus=_gpu_count() if gpus is None else gpus, seed=seed
     )
@@ -112,6 +118,29 @@ def run(
         for f in result.findings:
             console.print(f.render())
         console.print("[green]passed[/green]" if result.passed else "[bold red]failed[/bold red]")
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def _dry_run(loaded, image: str, cells: list[str] | None, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+    from releasekit.report import findings_table, print_json, stdout_console
+    from releasekit.validate.preflight import run_preflight
+
+    result = run_preflight(loaded, image, cells)
+    if json_out:
+        print_json(result)
+    else:
+        console = stdout_console()
+        console.print(
+            findings_table(
+                f"pre-flight of {loaded.manifest.name} in {result.image_id[:19]}",
+                ["cell", "engine", "parsed", "findings"],
+                [[c.cell_id, c.engine, "yes" if c.parsed is not None else "no",
+                  ", ".join(sorted({f.code for f in c.findings})) or "-"] for c in result.cells],
+            )
+        )
+        for f in [*result.findings, *(f for c in result.cells for f in c.findings)]:
+            console.print(f.render())
+        console.print("[green]every cell parsed as meant[/green]" if result.passed else "[bold red]failed[/bold red]")
     raise typer.Exit(0 if result.passed else 1)
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import BaseModel, Field
 
-from releasekit.manifest.validation import Cell, ValidationSpec
+from releasekit.manifest.validation import Cell, QuantizationScheme, ValidationSpec
 from releasekit.validate.engines import engine_for
+from releasekit.validate.models import static_model_findings
 
 # Self-hosted runners are labelled by how many GPUs a job may take; a cell goes to the
 # smallest size that holds it (a TP6 cell takes an 8-GPU runner).
@@ -16,6 +19,8 @@ CPU_RUNNER = ["ubuntu-latest"]
 class MatrixRow(BaseModel):
     id: str
     model: str
+    model_source: str | None = Field(default=None, description="hub repository or path the weights come from")
+    model_revision: str | None = None
     engine: str
     tp: int
     pp: int
@@ -32,7 +37,9 @@ class MatrixRow(BaseModel):
     source: str | None
     where_applicable: str | None = None
     serve_argv: list[str] = Field(default_factory=list, description="what the engine adapter would run")
-    serve_problems: list[str] = Field(default_factory=list)
+    serve_env: dict[str, str] = Field(default_factory=dict, description="the cell's env plus what the adapter adds")
+    serve_problems: list[str] = Field(default_factory=list, description="cell settings not rendered (a finding when run)")
+    model_problems: list[str] = Field(default_factory=list, description="CODE: message, for the model's pinning")
 
 
 def quantization_label(cell: Cell) -> str | None:
@@ -41,16 +48,25 @@ def quantization_label(cell: Cell) -> str | None:
     return "+".join(parts) or None
 
 
-def row_for(cell: Cell) -> MatrixRow:
+def row_for(cell: Cell, schemes: Mapping[str, QuantizationScheme] | None = None) -> MatrixRow:
+    """One cell, rendered by its engine adapter with the manifest's quantisation schemes.
+
+    The model argument is the manifest's source (path, else hub repository, else the name);
+    on a runner it becomes the mounted directory (``releasekit.validate.models``).
+    """
+    env: dict[str, str] = dict(cell.env)
     try:
         engine = engine_for(cell.engine)
-        command = engine.serve_command(cell, cell.model.path or cell.model.name)
+        command = engine.serve_command(cell, cell.model.source or cell.model.name, schemes=schemes)
         argv, problems = command.argv, command.problems
+        env.update(command.env)
     except Exception as exc:  # noqa: BLE001 - an engine without an adapter is listed, not fatal
         argv, problems = [], [str(exc)]
     return MatrixRow(
         id=cell.id,
         model=cell.model.name,
+        model_source=cell.model.source,
+        model_revision=cell.model.revision,
         engine=cell.engine,
         tp=cell.parallel.tp,
         pp=cell.parallel.pp,
@@ -67,12 +83,14 @@ def row_for(cell: Cell) -> MatrixRow:
         source=cell.source,
         where_applicable=cell.where_applicable,
         serve_argv=argv,
+        serve_env=env,
         serve_problems=problems,
+        model_problems=[f"{f.code}: {f.message}" for f in static_model_findings(cell.model)],
     )
 
 
 def matrix_rows(spec: ValidationSpec) -> list[MatrixRow]:
-    return [row_for(c) for c in spec.cells]
+    return [row_for(c, spec.quantization_schemes) for c in spec.cells]
 
 
 def runner_labels(gpus: int, prefix: str = "gpu") -> list[str]:

@@ -36,11 +36,11 @@ from releasekit.validate.client import EngineClient
 from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
 from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import evaluate_gate, resolve_baseline
+from releasekit.validate.models import check_model, resolve_model
 from releasekit.validate.scheduler import Job, run_packed
 from releasekit.validate.stats import t_interval
 
 LOG_TAIL_LINES = 60
-MODEL_MOUNT = "/models"
 LOCK_LABEL = "io.releasekit.lock.sha256"
 
 
@@ -77,16 +77,6 @@ def forbidden_switches(argv: list[str], env: dict[str, str], forbidden: Forbidde
             if arg == flag or arg.startswith(flag + "="):
                 hits.append(f"flag {arg}")
     return hits
-
-
-def _model_mount(cell: Cell, manifest_dir: Path) -> tuple[str, dict[str, str]]:
-    """The model argument inside the container, and the bind mount that makes it exist there."""
-    ref = cell.model.path or cell.model.name
-    local = (manifest_dir / ref).resolve()
-    if cell.model.path and local.is_dir():
-        inside = f"{MODEL_MOUNT}/{local.name}"
-        return inside, {str(local): inside}
-    return ref, {}
 
 
 def _runs_for(cell: Cell, kind: str) -> int:
@@ -152,8 +142,9 @@ class CellRunner:
         t0 = time.monotonic()
         findings = Findings()
         engine = engine_for(cell.engine)
-        model_arg, mounts = _model_mount(cell, self.loaded.directory)
-        command = engine.serve_command(cell, model_arg)
+        resolved = resolve_model(cell.model, self.loaded.directory)
+        mounts = resolved.mounts
+        command = engine.serve_command(cell, resolved.engine_arg, schemes=self.spec.quantization_schemes)
         env = {**self.image_env, **cell.env, **command.env}
         container_env = {**cell.env, **command.env}
         if gpus:
@@ -163,6 +154,9 @@ class CellRunner:
             cell_env={**cell.env, **command.env}, gpus=gpus, mounts={v: k for k, v in mounts.items()},
         )
         where = {"cell": cell.id, "image": self.image_id}
+        # The model is a pinned input: a directory whose pinned files differ is refused before serving.
+        model_record, model_findings = check_model(cell.model, resolved, cell=cell.id, image=self.image_id)
+        findings.extend(model_findings)
         for hit in forbidden_switches(command.argv, env, self.spec.forbidden):
             findings.add(
                 "FORBIDDEN_SWITCH",
@@ -170,7 +164,7 @@ class CellRunner:
                 **where,
             )
         for problem in command.problems:
-            findings.add("ENGINE_CANNOT_EXPRESS", f"{cell.engine}: {problem}", **where)
+            findings.add("CELL_SETTING_NOT_RENDERED", f"{cell.engine}: {problem}", **where)
         if cell.gpu_count > 0 and len(gpus) < cell.gpu_count:
             findings.add("NOT_ENOUGH_GPUS", f"the cell needs {cell.gpu_count} GPUs, {len(gpus)} were given", **where)
         checks: list[CheckResult] = []
@@ -239,6 +233,7 @@ class CellRunner:
             host={"hostname": platform.node(), "machine": platform.machine(), "cpus": str(os.cpu_count())},
             engine_adapter=engine.name,
             engine_adapter_version=engine.version,
+            model=model_record,
         )
 
     def _checks(self, cell: Cell, server, engine, findings: Findings) -> list[CheckResult]:

@@ -10,10 +10,11 @@ gates are engine-neutral. SGLang or TokenSpeed adapters implement the same class
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from releasekit.manifest.validation import Cell
+from releasekit.manifest.validation import Cell, QuantizationScheme
 
 
 class ServeCommand(BaseModel):
@@ -22,6 +23,10 @@ class ServeCommand(BaseModel):
     port: int
     served_model_name: str
     problems: list[str] = Field(default_factory=list, description="cell settings the engine cannot express")
+    expected: dict[str, object] = Field(
+        default_factory=dict,
+        description="engine-argument values this command must parse to (pre-flight compares them), by the engine's own field names",
+    )
 
 
 class SpecDecodeMetricNames(BaseModel):
@@ -68,5 +73,31 @@ class Engine(ABC):
         runs and listens: passing them is the cell itself, not a hidden switch."""
 
     @abstractmethod
-    def serve_command(self, cell: Cell, model_path: str, *, port: int = 8000) -> ServeCommand:
-        """The argv (inside the image) and the extra environment that start this cell's server."""
+    def serve_command(
+        self,
+        cell: Cell,
+        model_path: str,
+        *,
+        port: int = 8000,
+        schemes: Mapping[str, QuantizationScheme] | None = None,
+    ) -> ServeCommand:
+        """The argv (inside the image) and the extra environment that start this cell's server.
+
+        ``schemes``: the manifest's ``validation.quantization_schemes`` (what a scheme's arguments are).
+        Every cell setting is rendered or named in ``problems``; none is dropped.
+        """
+
+    def preflight_script(self) -> str | None:
+        """Python source run inside the candidate image (no network, no GPU, no model load) that parses
+        rendered commands with the image's own engine; None: this engine has no pre-flight yet.
+
+        Protocol: ``python3 -c SCRIPT JSON`` where JSON is ``[{"id", "argv"}]``; the script prints one
+        line ``PREFLIGHT_MARKER`` + ``[{"id", "error": str|None, "values": {field: value}}]``."""
+        return None
+
+    def preflight_args(self, cell: Cell, command: ServeCommand) -> list[str]:
+        """What the pre-flight script parses for ``command``: by default the whole argv."""
+        return list(command.argv)
+
+
+PREFLIGHT_MARKER = "RELEASEKIT-PREFLIGHT "

