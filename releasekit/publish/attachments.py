@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Final
 
 from pydantic import BaseModel
 
@@ -35,6 +36,7 @@ from releasekit.publish.evidence import (
     parse_json,
 )
 from releasekit.publish.registry import ManifestBlob, RegistryClient
+from releasekit.records.publish import AttachmentRecord, SignedAttachmentRecord
 
 ARTIFACT_TYPE = "application/vnd.releasekit.attestations.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -61,10 +63,8 @@ def attachment_tag(image_digest: str) -> str:
     return image_digest.replace(":", "-") + ".releasekit"
 
 
-class Attached(BaseModel):
-    tag: str
-    digest: str
-    files: list[str]
+# What publish attached, as publish.json records it.
+Attached = AttachmentRecord
 
 
 def _raw(loaded: LoadedJson) -> bytes | None:
@@ -171,8 +171,8 @@ def fetch_attachments(client: RegistryClient, repository: str, image_digest: str
 SIGNED_ARTIFACT_TYPE = "application/vnd.dsse.envelope.v1+json"
 SIGNED_CONFIG_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY_CONFIG = b"{}"
-REFERRERS_API = "referrers-api"
-TAG_FALLBACK = "tag-fallback"
+REFERRERS_API: Final = "referrers-api"
+TAG_FALLBACK: Final = "tag-fallback"
 
 
 def signed_tag(image_digest: str) -> str:
@@ -180,11 +180,7 @@ def signed_tag(image_digest: str) -> str:
     return image_digest.replace(":", "-") + ".att"
 
 
-class SignedAttached(BaseModel):
-    digest: str  # the artifact manifest's digest
-    method: str  # "referrers-api" (the registry lists it as a referrer) or "tag-fallback"
-    tag: str | None = None  # the fallback tag, when that is how it can be found
-    files: list[str]
+SignedAttached = SignedAttachmentRecord  # referrers-api (the registry lists it) or tag-fallback (.att tag)
 
 
 def attach_signed(client: RegistryClient, repository: str, image: ManifestBlob, envelopes: dict[str, bytes]) -> SignedAttached:

@@ -27,8 +27,6 @@ from pydantic import BaseModel, Field
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.publish.attachments import (
-    Attached,
-    SignedAttached,
     attach,
     attach_signed,
     fetch_attachments,
@@ -57,31 +55,18 @@ from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, 
 from releasekit.records.base import write_record
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.publish import (
-    AttachmentRecord,
     GateCheckOutcome,
     GateOutcome,
+    Published,
     PublishRecord,
-    SignedAttachmentRecord,
 )
 
 RESULT_FILE = "publish.json"
 NOTES_FILE = "RELEASE.md"
 
 
-class PublishResult(BaseModel):
-    published: bool
-    image_id: str
-    lock_sha256: str
-    repository: str
-    tags: list[str]
-    digest: str | None = None
-    staging_tag: str | None = None
-    attachment: Attached | None = None
-    moved_tags: dict[str, str] = Field(default_factory=dict)  # tag -> the digest it pointed at before
-    release_notes: str | None = None  # path of the RELEASE.md written
-    signed: SignedAttached | None = None  # the DSSE envelopes, and whether referrers API or .att tag
-    signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
-    gate: GateReport
+class PublishResult(Published):
+    gate: GateReport  # the whole report; publish.json keeps the verdict per check
 
 
 class PromoteResult(BaseModel):
@@ -348,18 +333,7 @@ def publish_record(result: PublishResult) -> PublishRecord:
     """publish.json: the result, with the gate's verdict per check (the full report is in gate.json)."""
     report = result.gate
     return PublishRecord(
-        published=result.published,
-        image_id=result.image_id,
-        lock_sha256=result.lock_sha256,
-        repository=result.repository,
-        tags=list(result.tags),
-        digest=result.digest,
-        staging_tag=result.staging_tag,
-        attachment=AttachmentRecord(**result.attachment.model_dump()) if result.attachment else None,
-        signed=SignedAttachmentRecord(**result.signed.model_dump()) if result.signed else None,
-        signers=dict(result.signers),
-        moved_tags=dict(result.moved_tags),
-        release_notes=result.release_notes,
+        **{name: value for name, value in result if name != "gate"},  # the Published fields, as they are
         gate=GateOutcome(
             passed=report.passed,
             checks=[GateCheckOutcome(name=c.name, passed=c.passed, findings=c.findings) for c in report.checks],

@@ -45,10 +45,9 @@ class SignedAttachmentRecord(Strict):
     files: list[str]
 
 
-class PublishRecord(Record):
-    kind = "publish record"
+class Published(Strict):
+    """What a publish did: shared by the stage's result and by ``publish.json``."""
 
-    schema_: Literal["releasekit.publish/v1"] = Field(default=PUBLISH_SCHEMA, alias="schema")
     published: bool
     image_id: str
     lock_sha256: str
@@ -59,6 +58,12 @@ class PublishRecord(Record):
     attachment: AttachmentRecord | None = None
     moved_tags: dict[str, str] = Field(default_factory=dict)  # tag -> the digest it pointed at before
     release_notes: str | None = None  # path of the RELEASE.md written
-    signed: SignedAttachmentRecord | None = None
+    signed: SignedAttachmentRecord | None = None  # the DSSE envelopes, and whether referrers API or .att tag
     signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
+
+
+class PublishRecord(Record, Published):
+    kind = "publish record"
+
+    schema_: Literal["releasekit.publish/v1"] = Field(default=PUBLISH_SCHEMA, alias="schema")
     gate: GateOutcome
