@@ -245,3 +245,43 @@ def test_attached_test_records_come_back_as_the_same_evidence(tmp_path):
     evidence = FetchedAttachments(digest="sha256:" + "c" * 64, files=files).evidence()
     assert sorted(e.path for e in evidence.test_receipts) == ["attached:tests/tiny.gpu.json", "attached:tests/tiny.unit.json"]
     assert evidence.hygiene is not None and evidence.hygiene.ok
+
+
+def test_release_notes_show_the_counts_next_to_the_plans_stated_counts(tmp_path):
+    from releasekit.manifest import load_manifest
+    from releasekit.publish.evidence import load_evidence
+    from releasekit.publish.gate import policy_from_manifest
+    from releasekit.publish.notes import release_notes
+
+    release = release_with(tmp_path, gpu_required=False)
+    release.all_green()
+    release.test_receipt("unit", counts=Counts(passed=3, failed=1), expected=[
+        CountRuleResult(rule="passed >= 3", actual=3, ok=True)], failures=[FailedTest(
+            test="tests/unit/test_a.py::test_old", outcome="failed", verdict="pre-existing")])
+    release.test_receipt("gpu", status="skipped", skip_reason="needs 2 GPU(s); this host has 0", counts=Counts())
+    report = gate(release)
+    evidence = load_evidence(release.evidence, release.receipts)
+    notes = release_notes(build_notes=None, report=report, policy=policy_from_manifest(load_manifest(release.manifest).manifest),
+                          repository="r/x", digest="sha256:" + "d" * 64, tags=["beta"], evidence=evidence)
+    assert "| tiny/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok | 1 pre-existing |" in notes
+    assert "| tiny/gpu | skipped: needs 2 GPU(s); this host has 0 (optional) |" in notes
+    assert "| tiny | git-diff-check passed, pre-commit passed |" in notes
+    # Without tests: or hygiene: in the manifest the notes have no tests section.
+    plain = TestRelease(tmp_path / "plain", IMAGE_ID)
+    policy = policy_from_manifest(load_manifest(plain.manifest).manifest)
+    text = release_notes(build_notes=None, report=gate(plain), policy=policy, repository="r/x",
+                         digest="sha256:" + "d" * 64, tags=["beta"], evidence=load_evidence(plain.evidence, plain.receipts))
+    assert "## Tests" not in text
+
+
+def test_the_validation_report_lists_the_suites_with_the_stated_counts(tmp_path):
+    from releasekit.validate.report import aggregate_directory, markdown
+
+    release = release_with(tmp_path)
+    release.test_receipt("unit", counts=Counts(passed=2), expected=[CountRuleResult(rule="passed >= 3", actual=2, ok=False)])
+    receipts = tmp_path / "out" / "receipts"
+    receipts.mkdir()
+    agg = aggregate_directory(receipts, None)  # tests/ beside receipts/ in the release directory
+    assert [(s.component, s.suite, s.stated) for s in agg.suites] == [("tiny", "unit", "passed >= 3: 2 NOT MET")]
+    text = markdown(agg, [], [])
+    assert "| tiny/unit | passed | 2 passed, 0 failed, 0 errors, 0 skipped | passed >= 3: 2 NOT MET | - |" in text

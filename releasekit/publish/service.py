@@ -266,6 +266,7 @@ def publish(
             repository=target.name,
             digest=digest,
             tags=final_tags,
+            evidence=evidence,
         )
         record = GateRecord(
             image_id=facts.id,
