@@ -83,7 +83,8 @@ def with_pytest(engine: Engine, image: str, cache: Path | None = None) -> str:
     wheels = pytest_wheels(cache or _cache_root())
     install = (f"python3 -m pip install --quiet --no-index --no-compile --break-system-packages --disable-pip-version-check "
                f"--find-links {MOUNT} {PYTEST} && cd / && python3 -m pytest --version")
-    container = engine.create(facts.id, entrypoint=["/bin/sh", "-c"], command=[install], network=False,
+    # The image's own entrypoint stays (vllm-cpu's is /usr/bin/env, which runs the shell as well).
+    container = engine.create(facts.id, command=["/bin/sh", "-c", install], network=False,
                               read_only_mounts={str(wheels): MOUNT})
     try:
         container.start()
@@ -91,9 +92,8 @@ def with_pytest(engine: Engine, image: str, cache: Path | None = None) -> str:
             tail = container.logs().decode("utf-8", "replace").strip().splitlines()[-3:]
             raise EnvironmentProblem(f"installing {PYTEST} into {image} failed: {' '.join(tail)[:300]}")
         repository, _, version = tag.partition(":")
-        # The commit would keep this container's "sh -c": restore the base image's own entrypoint and command.
-        changes = [f"ENTRYPOINT {json.dumps(facts.entrypoint)}" if facts.entrypoint else 'ENTRYPOINT []',
-                   f"CMD {json.dumps(facts.cmd)}" if facts.cmd else 'CMD []']
+        # The commit would keep this container's install command: restore the base image's own.
+        changes = [f"CMD {json.dumps(facts.cmd)}"] if facts.cmd else ["CMD []"]
         container.commit(repository=repository, tag=version, changes=changes)
     finally:
         container.remove()
