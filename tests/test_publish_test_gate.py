@@ -285,3 +285,18 @@ def test_the_validation_report_lists_the_suites_with_the_stated_counts(tmp_path)
     assert [(s.component, s.suite, s.stated) for s in agg.suites] == [("tiny", "unit", "passed >= 3: 2 NOT MET")]
     text = markdown(agg, [], [])
     assert "| tiny/unit | passed | 2 passed, 0 failed, 0 errors, 0 skipped | passed >= 3: 2 NOT MET | - |" in text
+
+
+def test_the_release_workflow_hands_the_test_records_to_the_publish_gate():
+    from pathlib import Path
+
+    from ruamel.yaml import YAML
+
+    workflow = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "release.yml"
+    jobs = YAML(typ="safe").load(workflow.read_text(encoding="utf-8"))["jobs"]
+    uploads = [s for s in jobs["test"]["steps"] if s.get("with", {}).get("name") == "test-evidence"]
+    assert uploads and "/tests/" in uploads[0]["with"]["path"] and "hygiene.json" in uploads[0]["with"]["path"]
+    downloads = [s for s in jobs["publish"]["steps"] if s.get("with", {}).get("name") == "test-evidence"]
+    # Into the evidence directory the publish step passes as --evidence.
+    assert downloads and downloads[0]["with"]["path"] == "${{ env.OUT }}"
+    assert any('--evidence "$OUT"' in s.get("run", "") for s in jobs["publish"]["steps"])
