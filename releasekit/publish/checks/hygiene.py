@@ -59,7 +59,8 @@ class HygienePassed:
             steps = {s.step: s for s in comp.steps}
             failed = [s.step for s in comp.steps if s.status == "failed"]
             if failed:
-                problems = [f.render() for f in receipt.findings.errors if f.location.component == policy.component]
+                problems = [f"{f.location.file or '?'}:{f.location.line or '?'} {f.code} {f.message}"
+                            for f in receipt.findings.errors if f.location.component == policy.component]
                 shown = "; ".join(problems[:3]) + (f"; … {len(problems) - 3} more" if len(problems) > 3 else "")
                 out.add("HYGIENE_FAILED", f"{', '.join(failed)} failed" + (f": {shown}" if shown else "") + note,
                         severity=severity, component=name, field="hygiene", path=path)
