@@ -27,7 +27,7 @@ def test_demo_runs_green(tmp_path, base_image, docker_client):
         [sys.executable, "-m", "releasekit", "demo", "--dir", str(tmp_path / "demo"), "--json"],
         capture_output=True, text=True, env=env,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stderr + proc.stdout[-4000:]
     result = json.loads(proc.stdout)
     assert result["passed"] is True
     assert [s["name"] for s in result["stages"]] == [
