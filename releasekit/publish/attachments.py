@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from releasekit.errors import EnvironmentProblem
 from releasekit.publish.evidence import (
     BUILD_NOTES_FILE,
+    HYGIENE_FILE,
     PLAN_CHECK_FILE,
     PROVENANCE_FILE,
     VERIFICATION_SUMMARY_FILE,
@@ -44,6 +45,9 @@ TITLE = "org.opencontainers.image.title"
 GATE_FILE = "gate.json"
 NOTES_FILE = "RELEASE.md"
 RECEIPT_PREFIX = "receipts/"
+TEST_RECEIPT_PREFIX = "tests/"
+TEST_RECEIPT_MEDIA = "application/vnd.releasekit.test-receipt+json"
+HYGIENE_MEDIA = "application/vnd.releasekit.hygiene+json"
 
 _MEDIA = {
     PROVENANCE_FILE: "application/vnd.in-toto+json",
@@ -99,6 +103,14 @@ def attach(
         data = _raw(receipt)
         if data is not None:
             files.append((RECEIPT_PREFIX + receipt.path.replace("\\", "/").rsplit("/", 1)[-1], RECEIPT_MEDIA, data))
+    for test_receipt in evidence.test_receipts:
+        data = _raw(test_receipt)
+        if data is not None:
+            name = test_receipt.path.replace("\\", "/").rsplit("/", 1)[-1]
+            files.append((TEST_RECEIPT_PREFIX + name, TEST_RECEIPT_MEDIA, data))
+    hygiene = _raw(evidence.hygiene) if evidence.hygiene is not None else None
+    if hygiene is not None:
+        files.append((HYGIENE_FILE, HYGIENE_MEDIA, hygiene))
     files.append((GATE_FILE, _MEDIA[GATE_FILE], gate_json))
     files.append((NOTES_FILE, _MEDIA[NOTES_FILE], release_notes.encode()))
     if archive_dir is not None:
@@ -145,6 +157,8 @@ class FetchedAttachments(BaseModel):
             provenance=loaded(PROVENANCE_FILE),
             build_notes=self.files.get(BUILD_NOTES_FILE),
             receipts=[loaded(name) for name in sorted(self.files) if name.startswith(RECEIPT_PREFIX)],
+            test_receipts=[loaded(name) for name in sorted(self.files) if name.startswith(TEST_RECEIPT_PREFIX)],
+            hygiene=loaded(HYGIENE_FILE) if HYGIENE_FILE in self.files else None,
         )
 
 

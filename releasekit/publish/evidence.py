@@ -13,6 +13,11 @@ The contract with the earlier stages (see docs/publish.md):
 
 ``--receipts DIR`` holds one JSON receipt per validation cell (any ``*.json`` file there).
 
+The test stage's records sit in the evidence directory too (``releasekit test`` and
+``releasekit hygiene`` write them there): ``tests/<component>.<suite>.json``
+(``releasekit.records.test_receipt.TestReceipt``) and ``hygiene.json``
+(``HygieneReceipt``). Both are optional for a manifest without ``tests:``/``hygiene:``.
+
 Unreadable files do not crash the gate: they become "missing" for the check that needs
 them, with the reason in the finding's message.
 """
@@ -36,6 +41,8 @@ PLAN_CHECK_FILE = "plan-check.json"
 VERIFICATION_SUMMARY_FILE = "verification_summary.json"
 PROVENANCE_FILE = "provenance.intoto.json"
 BUILD_NOTES_FILE = "RELEASE.md"
+TESTS_DIR = "tests"
+HYGIENE_FILE = "hygiene.json"
 
 class LoadedJson(BaseModel):
     """A JSON file read for the gate: the data, or why it could not be read."""
@@ -160,6 +167,9 @@ class Evidence(BaseModel):
     provenance: LoadedJson
     build_notes: str | None = None
     receipts: list[LoadedJson] = Field(default_factory=list)
+    # The test stage's records (tests/*.json, hygiene.json): read by the gate's test and hygiene rules.
+    test_receipts: list[LoadedJson] = Field(default_factory=list)
+    hygiene: LoadedJson | None = None
 
 
 def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
@@ -173,4 +183,6 @@ def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
         provenance=read_json(evidence_dir / PROVENANCE_FILE),
         build_notes=notes_path.read_text(encoding="utf-8") if notes_path.is_file() else None,
         receipts=receipts,
+        test_receipts=[read_json(p) for p in sorted((evidence_dir / TESTS_DIR).glob("*.json")) if p.is_file()],
+        hygiene=read_json(evidence_dir / HYGIENE_FILE) if (evidence_dir / HYGIENE_FILE).exists() else None,
     )

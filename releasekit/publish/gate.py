@@ -27,16 +27,39 @@ Finding codes (stable):
   CREDENTIAL_IN_RECEIPT      a receipt recorded a token/password-like env var with a value
   HIDDEN_SWITCH              a receipt ran with an env var or flag that neither the image's
                              own defaults nor the cell's definition records
+  TEST_RECEIPT_INVALID       a tests/*.json file that is not a test receipt
+  TEST_RECEIPT_FOR_OTHER_IMAGE  a test receipt bound to another image ID
+  TEST_RECEIPT_FOR_OTHER_LOCK   a test receipt bound to another lock (or to none)
+  TEST_RECEIPT_UNKNOWN_SUITE (warning) a test receipt for a suite the manifest does not have
+  TEST_RECEIPT_MISSING       a required suite without a receipt for this image and lock
+  TEST_SUITE_SKIPPED         a required suite that did not run (e.g. the host had no GPU)
+  TEST_SUITE_FAILED          a required suite with a regression, an unjudged failure, a timeout
+                             or an unmet count rule
+  HYGIENE_MISSING            no readable hygiene.json, or no entry for a component
+  HYGIENE_INVALID            hygiene.json is not a hygiene receipt
+  HYGIENE_WRONG_LOCK         hygiene.json checked another lock
+  HYGIENE_FAILED             a hygiene step found problems (file:line in the message)
+  HYGIENE_INCOMPLETE         a hygiene step was not runnable here or not run: never a pass
+  (test and hygiene findings are warnings for suites/components marked required: false)
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from releasekit.checks import AllOf
 from releasekit.findings import Findings
 from releasekit.publish.checks import all_checks
-from releasekit.publish.checks.context import CellPolicy, GatePolicy, GateSubject, read_receipts
+from releasekit.publish.checks.context import (
+    CellPolicy,
+    GatePolicy,
+    GateSubject,
+    HygienePolicy,
+    SuitePolicy,
+    read_receipts,
+)
 from releasekit.publish.evidence import ReceiptView
 
 
@@ -108,7 +131,21 @@ def policy_from_manifest(manifest: object) -> GatePolicy:
         forbidden_args=list(validation.forbidden.args),
         forbidden_reason=validation.forbidden.reason,
         signed=bool(getattr(getattr(manifest, "publish", None), "signed", False)),
+        **_test_policy(manifest),
     )
+
+
+def _test_policy(manifest: object) -> dict[str, Any]:
+    """The gate's view of each git component's ``tests:`` and ``hygiene:`` (none: nothing required)."""
+    suites: list[SuitePolicy] = []
+    hygiene: list[HygienePolicy] = []
+    for name, comp in manifest.git_components().items():  # type: ignore[attr-defined]
+        for suite in comp.tests:
+            suites.append(SuitePolicy(component=name, suite=suite.name, required=suite.required,
+                                      gpus=suite.needs.gpus, expect=list(suite.expect)))
+        if comp.hygiene is not None:
+            hygiene.append(HygienePolicy(component=name, steps=list(comp.hygiene.steps), required=comp.hygiene.required))
+    return {"suites": suites, "hygiene": hygiene}
 
 
 __all__ = ["CellPolicy", "CheckResult", "GatePolicy", "GateReport", "GateSubject", "PublishGate", "policy_from_manifest", "publish_gate"]

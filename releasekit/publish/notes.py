@@ -2,13 +2,21 @@
 
 The validation part has one row per cell of the matrix (pass, fail or missing) and the
 headline numbers each receipt reports, next to their baseline where the receipt gives one.
+The tests part has one row per suite of the manifest: what ran in this image (passed,
+failed, errors, skipped) next to the counts the plan states, the failures accepted as
+pre-existing or flaky, and the hygiene steps per component.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from releasekit.docker_engine import ImageFacts
+from releasekit.publish.checks.component_tests import read_test_receipts
+from releasekit.publish.checks.context import GateSubject
+from releasekit.publish.evidence import Evidence
 from releasekit.publish.gate import GatePolicy, GateReport
+from releasekit.records.test_receipt import HygieneReceipt
 
 _MAX_HEADLINES = 4
 
@@ -37,6 +45,48 @@ def _headline(metric: dict[str, Any]) -> str | None:
     return text
 
 
+def _tests_section(subject: GateSubject) -> list[str]:
+    """Rows for the manifest's suites and hygiene; empty when the manifest has neither."""
+    policy = subject.policy
+    if not policy.suites and not policy.hygiene:
+        return []
+    receipts, _ = read_test_receipts(subject)
+    bound = {
+        f"{r.component}/{r.suite}": r for _, r in receipts
+        if r.image_id == subject.image.id and r.lock_sha256 == subject.lock_sha256
+    }
+    lines = ["", "## Tests", ""]
+    if policy.suites:
+        lines += ["| suite | result | counts | plan states | accepted failures |", "| --- | --- | --- | --- | --- |"]
+    for suite in policy.suites:
+        receipt = bound.get(suite.key)
+        optional = "" if suite.required else " (optional)"
+        if receipt is None:
+            stated = "; ".join(suite.expect) or "-"
+            lines.append(f"| {suite.key} | {'not run' if optional else 'MISSING'}{optional} | - | {stated} | - |")
+            continue
+        result = receipt.status + (f": {receipt.skip_reason}" if receipt.skip_reason else "") + optional
+        lines.append(f"| {suite.key} | {result} | {receipt.counts_text()} | {receipt.stated_text()} | "
+                     f"{receipt.accepted_text()} |")
+    loaded = subject.evidence.hygiene
+    if policy.hygiene:
+        hygiene: HygieneReceipt | None = None
+        if loaded is not None and loaded.ok:
+            try:
+                hygiene = HygieneReceipt.from_json(loaded.data, loaded.path)
+            except ValueError:
+                hygiene = None
+        if hygiene is not None and hygiene.lock_sha256 != subject.lock_sha256:
+            hygiene = None
+        lines += ["", "| hygiene | steps |", "| --- | --- |"]
+        entries = {c.component: c for c in hygiene.components} if hygiene else {}
+        for item in policy.hygiene:
+            comp = entries.get(item.component)
+            steps = ", ".join(f"{s.step} {s.status}" for s in comp.steps) if comp else "MISSING"
+            lines.append(f"| {item.component}{'' if item.required else ' (optional)'} | {steps} |")
+    return lines
+
+
 def release_notes(
     *,
     build_notes: str | None,
@@ -45,6 +95,7 @@ def release_notes(
     repository: str,
     digest: str,
     tags: list[str],
+    evidence: Evidence | None = None,
 ) -> str:
     lines: list[str] = []
     if build_notes:
@@ -78,6 +129,10 @@ def release_notes(
             result = "pass" if receipt.passed else "FAIL"
             heads = "; ".join(h for h in (_headline(m) for m in receipt.metrics[:_MAX_HEADLINES]) if h)
         lines.append(f"| {cell_id} | {result} | {heads} |")
+    if evidence is not None:
+        subject = GateSubject(image=ImageFacts(id=report.image_id), lock_sha256=report.lock_sha256,
+                              evidence=evidence, policy=policy)
+        lines += _tests_section(subject)
     lines += ["", "## Gate", ""]
     for check in report.checks:
         lines.append(f"- {'pass' if check.passed else 'FAIL'}: {check.name}")

@@ -196,6 +196,7 @@ def _mentions(evidence: Evidence, secret: str) -> bool:
     texts = [evidence.build_notes or ""]
     texts += [item.text or "" for item in (evidence.plan_check, evidence.verification_summary, evidence.provenance)]
     texts += [item.text or "" for item in evidence.receipts]
+    texts += [item.text or "" for item in [*evidence.test_receipts, *([evidence.hygiene] if evidence.hygiene else [])]]
     return bool(secret) and any(secret in text for text in texts)
 
 
@@ -286,6 +287,7 @@ def publish(
             repository=target.name,
             digest=digest,
             tags=final_tags,
+            evidence=evidence,
         )
         record = GateRecord(
             image_id=facts.id,

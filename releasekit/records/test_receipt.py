@@ -97,6 +97,29 @@ class TestReceipt(Record):
     duration_s: float = 0.0
     findings: Findings = Field(default_factory=Findings)
 
+    def counts_text(self) -> str:
+        c = self.counts
+        return f"{c.passed} passed, {c.failed} failed, {c.errors} errors, {c.skipped} skipped"
+
+    def stated_text(self) -> str:
+        """The plan's stated counts next to what ran: ``passed >= 366: 366 ok``; "-" when the plan states none."""
+        return "; ".join(f"{r.rule}: {r.actual} {'ok' if r.ok else 'NOT MET'}" for r in self.expected) or "-"
+
+    def accepted_text(self) -> str:
+        """Failures that did not fail the suite, by verdict: ``1 pre-existing, 2 flaky``; "-" when none."""
+        verdicts: dict[str, int] = {}
+        for failure in self.failures:
+            if failure.verdict in ("pre-existing", "flaky", "allowlisted"):
+                verdicts[failure.verdict] = verdicts.get(failure.verdict, 0) + 1
+        return ", ".join(f"{n} {v}" for v, n in verdicts.items()) or "-"
+
+
+def read_test_receipt_dir(directory: Path) -> list[TestReceipt]:
+    """Every ``*.json`` test receipt in ``directory`` (none when it does not exist); a bad file is a RecordError."""
+    if not directory.is_dir():
+        return []
+    return [load_record(TestReceipt, p) for p in sorted(directory.glob("*.json")) if p.is_file()]
+
 
 class HygieneStepResult(Strict):
     step: str
@@ -136,4 +159,5 @@ def read_hygiene_receipt(path: Path) -> HygieneReceipt:
     return load_record(HygieneReceipt, path)
 
 
-__all__ = ["HygieneReceipt", "TestReceipt", "read_hygiene_receipt", "read_test_receipt", "write_record"]
+__all__ = ["HygieneReceipt", "TestReceipt", "read_hygiene_receipt", "read_test_receipt", "read_test_receipt_dir",
+           "write_record"]

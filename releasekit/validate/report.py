@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from releasekit.findings import Finding, Findings
 from releasekit.records.receipt import Receipt, read_receipts
+from releasekit.records.test_receipt import TestReceipt, read_test_receipt_dir
 
 AGGREGATE_SCHEMA = "releasekit.validation-summary/v1"
 
@@ -25,12 +26,26 @@ class CellRow(BaseModel):
     codes: list[str] = Field(default_factory=list)
 
 
+class SuiteRow(BaseModel):
+    """A component test suite (``releasekit test``) of the same image: its counts next to the plan's stated counts."""
+
+    component: str
+    suite: str
+    status: str
+    required: bool
+    counts: str
+    stated: str  # the plan's count rules with the actual numbers ("passed >= 366: 366 ok"), "-" when none
+    accepted: str  # failures accepted as pre-existing/flaky/allowlisted
+    skip_reason: str | None = None
+
+
 class Aggregate(BaseModel):
     schema_: str = Field(default=AGGREGATE_SCHEMA, alias="schema")
     image_id: str | None
     lock_sha256: str | None
     manifest_sha256: str | None
     cells: list[CellRow]
+    suites: list[SuiteRow] = Field(default_factory=list)
     passed: bool
     findings: list[Finding] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
@@ -57,7 +72,17 @@ def _headline(r: Receipt) -> dict[str, float | None]:
     return out
 
 
-def aggregate(receipts: list[Receipt]) -> Aggregate:
+def suite_rows(tests: list[TestReceipt], image_id: str | None) -> list[SuiteRow]:
+    """Rows for the test receipts of ``image_id`` (all of them when it is not known)."""
+    return [
+        SuiteRow(component=t.component, suite=t.suite, status=t.status, required=t.required, counts=t.counts_text(),
+                 stated=t.stated_text(), accepted=t.accepted_text(), skip_reason=t.skip_reason)
+        for t in tests
+        if image_id is None or t.image_id == image_id
+    ]
+
+
+def aggregate(receipts: list[Receipt], tests: list[TestReceipt] | None = None) -> Aggregate:
     findings = Findings()
     for field in ("image_id", "lock_sha256", "manifest_sha256"):
         values = {getattr(r, field) for r in receipts}
@@ -82,6 +107,7 @@ def aggregate(receipts: list[Receipt]) -> Aggregate:
         lock_sha256=first.lock_sha256 if first else None,
         manifest_sha256=first.manifest_sha256 if first else None,
         cells=rows,
+        suites=suite_rows(list(tests or []), first.image_id if first else None),
         passed=findings.passed,
         findings=list(findings),
     )
@@ -179,6 +205,12 @@ def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
             base = f"{g.baseline} = {g.baseline_value:.4g}" if g.baseline_value is not None else (g.baseline or "-")
             ratio = f"{g.ratio:.4f} ({g.ratio_low:.4f})" if g.ratio is not None and g.ratio_low is not None else "-"
             lines.append(f"| {cid} | {g.metric} | {cand} | {base} | {ratio} | {g.bound} | {'pass' if g.passed else 'FAIL'} |")
+    if agg.suites:
+        lines += ["", "## Component tests", "", "| suite | status | counts | plan states | accepted failures |",
+                  "|---|---|---|---|---|"]
+        for t in agg.suites:
+            status = t.status + (f" ({t.skip_reason})" if t.skip_reason else "") + ("" if t.required else ", optional")
+            lines.append(f"| {t.component}/{t.suite} | {status} | {t.counts} | {t.stated} | {t.accepted} |")
     if agg.findings:
         lines += ["", "## Findings", ""] + [f"- {f.render()}" for f in agg.findings]
     for img in images:
@@ -186,9 +218,11 @@ def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def aggregate_directory(receipts_dir: Path, report_dir: Path | None) -> Aggregate:
+def aggregate_directory(receipts_dir: Path, report_dir: Path | None, tests_dir: Path | None = None) -> Aggregate:
+    """``tests_dir``: the test stage's receipts (default: ``tests/`` beside ``receipts_dir`` in the release directory)."""
     receipts = read_receipts(receipts_dir)
-    agg = aggregate(receipts)
+    tests = read_test_receipt_dir(tests_dir if tests_dir is not None else receipts_dir.resolve().parent / "tests")
+    agg = aggregate(receipts, tests)
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)
         images = []

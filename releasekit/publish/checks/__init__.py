@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from releasekit.checks import Check
+from releasekit.publish.checks.component_tests import TestSuitesPassed
 from releasekit.publish.checks.context import CellPolicy, GatePolicy, GateSubject, flags_of, read_receipts
 from releasekit.publish.checks.credentials import NoCredentialsInEvidence
 from releasekit.publish.checks.forbidden import NoForbiddenSwitches
 from releasekit.publish.checks.hidden import NoHiddenSwitches
+from releasekit.publish.checks.hygiene import HygienePassed
 from releasekit.publish.checks.manifest_lock import ManifestMatchesLock
 from releasekit.publish.checks.plan_check import PlanCheckPassed
 from releasekit.publish.checks.provenance import ProvenanceVerified
@@ -20,6 +22,8 @@ def all_checks() -> list[Check[GateSubject]]:
         PlanCheckPassed(),
         ProvenanceVerified(),
         ReceiptsComplete(),
+        TestSuitesPassed(),
+        HygienePassed(),
         NoForbiddenSwitches(),
         NoHiddenSwitches(),
         NoCredentialsInEvidence(),

@@ -33,10 +33,34 @@ class CellPolicy(BaseModel):
     args: list[str] = Field(default_factory=list)
 
 
+class SuitePolicy(BaseModel):
+    """A component's test suite (manifest ``tests:``): required suites need a passed receipt."""
+
+    component: str
+    suite: str
+    required: bool = True
+    gpus: int = 0  # what the suite needs: said in a refusal, so the reader knows where to run it
+    expect: list[str] = Field(default_factory=list)  # the plan's stated counts ("passed >= 366")
+
+    @property
+    def key(self) -> str:
+        return f"{self.component}/{self.suite}"
+
+
+class HygienePolicy(BaseModel):
+    """A component's hygiene (manifest ``hygiene:``): required components need every step passed."""
+
+    component: str
+    steps: list[str] = Field(default_factory=list)
+    required: bool = True
+
+
 class GatePolicy(BaseModel):
-    """What the manifest asks of a release: its cells and the switches it forbids."""
+    """What the manifest asks of a release: its cells, suites, hygiene and the switches it forbids."""
 
     cells: list[CellPolicy] = Field(default_factory=list)
+    suites: list[SuitePolicy] = Field(default_factory=list)
+    hygiene: list[HygienePolicy] = Field(default_factory=list)
     forbidden_env: list[str] = Field(default_factory=list)
     forbidden_args: list[str] = Field(default_factory=list)
     forbidden_reason: str | None = None

@@ -1,0 +1,122 @@
+"""Every required test suite has a passed receipt (``tests/<component>.<suite>.json``) for this image and lock.
+
+Policy (docs/publish.md):
+  * a suite's receipt counts only when it names this image ID and this lock's sha256;
+  * ``passed`` is the only passing status; failures the receipt judged ``pre-existing``,
+    ``flaky`` or ``allowlisted`` are accepted as the receipt says, a ``regression`` or an
+    ``unjudged`` failure is not (a receipt that says passed while listing one is not trusted);
+    a count rule the receipt marks unmet fails the suite;
+  * a skipped suite (the host lacked the GPUs or devices it needs) did not pass: for a
+    required suite that is an error. There is no command-line override: to publish without
+    it, the manifest marks the suite ``required: false`` (which changes the manifest, so the
+    lock, so the release records the decision);
+  * suites with ``required: false`` are reported (warnings) but never block.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from releasekit.findings import Findings, Severity
+from releasekit.publish.checks.context import GateSubject, SuitePolicy
+from releasekit.records.base import RecordError
+from releasekit.records.test_receipt import TestReceipt
+
+_ACCEPTED = {"pre-existing", "flaky", "allowlisted"}
+
+
+def read_test_receipts(subject: GateSubject) -> tuple[list[tuple[str, TestReceipt]], list[tuple[str, str]]]:
+    """(path, receipt) for each readable test receipt; (path, problem) for each that is not."""
+    good: list[tuple[str, TestReceipt]] = []
+    bad: list[tuple[str, str]] = []
+    for loaded in subject.evidence.test_receipts:
+        if not loaded.ok:
+            bad.append((loaded.path, loaded.problem or "unreadable"))
+            continue
+        try:
+            good.append((loaded.path, TestReceipt.from_json(loaded.data, loaded.path)))
+        except (RecordError, ValidationError, ValueError) as exc:
+            bad.append((loaded.path, str(exc)))
+    return good, bad
+
+
+def suite_problems(receipt: TestReceipt) -> list[str]:
+    """Why this receipt is not a pass (empty: it passed)."""
+    problems: list[str] = []
+    if receipt.status != "passed":
+        problems.append(f"status {receipt.status}" + (f" ({receipt.skip_reason})" if receipt.skip_reason else ""))
+    unaccepted = [f for f in receipt.failures if f.verdict not in _ACCEPTED]
+    for failure in unaccepted[:5]:
+        problems.append(f"{failure.verdict}: {failure.test}")
+    if len(unaccepted) > 5:
+        problems.append(f"… and {len(unaccepted) - 5} more")
+    problems += [f"count rule '{rule.rule}' not met (actual {rule.actual})" for rule in receipt.expected if not rule.ok]
+    return problems
+
+
+class TestSuitesPassed:
+    __test__ = False  # not a pytest class
+
+    name = "every required test suite passed in this image"
+    codes = (
+        "TEST_RECEIPT_INVALID",
+        "TEST_RECEIPT_FOR_OTHER_IMAGE",
+        "TEST_RECEIPT_FOR_OTHER_LOCK",
+        "TEST_RECEIPT_UNKNOWN_SUITE",
+        "TEST_RECEIPT_MISSING",
+        "TEST_SUITE_SKIPPED",
+        "TEST_SUITE_FAILED",
+    )
+
+    def run(self, subject: GateSubject) -> Findings:
+        out = Findings()
+        policies = {p.key: p for p in subject.policy.suites}
+
+        def severity(policy: SuitePolicy | None) -> Severity:
+            return Severity.error if policy is not None and policy.required else Severity.warning
+
+        receipts, invalid = read_test_receipts(subject)
+        for path, problem in invalid:
+            out.add("TEST_RECEIPT_INVALID", problem, path=path)
+        bound: dict[str, list[tuple[str, TestReceipt]]] = {}
+        for path, receipt in receipts:
+            key = f"{receipt.component}/{receipt.suite}"
+            policy = policies.get(key)
+            comp, field = receipt.component, f"tests.{receipt.suite}"
+            if policy is None:
+                out.add("TEST_RECEIPT_UNKNOWN_SUITE", "the manifest has no such suite", severity=Severity.warning,
+                        component=comp, field=field, path=path)
+                continue
+            if receipt.image_id != subject.image.id:
+                out.add("TEST_RECEIPT_FOR_OTHER_IMAGE",
+                        f"the suite ran in image {receipt.image_id or '(none recorded)'}, publishing {subject.image.id}",
+                        severity=severity(policy), component=comp, field=field, path=path)
+                continue
+            if receipt.lock_sha256 != subject.lock_sha256:
+                said = f"lock {receipt.lock_sha256[:12]}…" if receipt.lock_sha256 else "no lock (run without --lock)"
+                out.add("TEST_RECEIPT_FOR_OTHER_LOCK", f"the receipt names {said}, this lock is {subject.lock_sha256[:12]}…",
+                        severity=severity(policy), component=comp, field=field, path=path)
+                continue
+            bound.setdefault(key, []).append((path, receipt))
+        for policy in subject.policy.suites:
+            comp, field = policy.component, f"tests.{policy.suite}"
+            found = bound.get(policy.key, [])
+            if not found:
+                if policy.required:
+                    out.add("TEST_RECEIPT_MISSING", "no test receipt for this image and lock: run `releasekit test`",
+                            component=comp, field=field)
+                continue
+            # Every receipt for the suite must pass: a failed run beside a passed one is not averaged away.
+            for path, receipt in found:
+                problems = suite_problems(receipt)
+                if not problems:
+                    continue
+                if receipt.status == "skipped" and len(problems) == 1:
+                    hint = ("; run it on a host that has what it needs, or mark it required: false in the manifest"
+                            if policy.required else " (required: false)")
+                    out.add("TEST_SUITE_SKIPPED", f"the suite did not run: {receipt.skip_reason or 'skipped'}{hint}",
+                            severity=severity(policy), path=path, component=comp, field=field)
+                    continue
+                out.add("TEST_SUITE_FAILED", "; ".join(problems) + ("" if policy.required else " (required: false)"),
+                        severity=severity(policy), path=path, component=comp, field=field)
+        return out
