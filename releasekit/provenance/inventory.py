@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import posixpath
-import tarfile
+import re
+import struct
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from releasekit.fatbin import FatbinReport, read_fatbin
 
 CHUNK = 1024 * 1024
+Buffer = bytes | bytearray | memoryview  # what a chunk's slice is
 KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)
 _KEEP_NAMES = {"RECORD", "METADATA", "direct_url.json", "INSTALLER", "top_level.txt", "entry_points.txt"}
 
@@ -144,93 +145,18 @@ def safe_member_path(name: str) -> str | None:
     """An archive member name as an absolute path in the virtual root, or None when unsafe."""
     if "\x00" in name or name.startswith("/"):
         return None
+    plain = name[2:] if name.startswith("./") else name
+    plain = plain.rstrip("/")
+    if plain and "//" not in plain and "." not in (plain[0], plain[-1]) and "/." not in plain and "./" not in plain:
+        return "/" + plain  # the usual form, with nothing to normalise (the general case below agrees)
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
         return None
     return "/" + "/".join(parts)
 
 
-class _ChunkReader:
-    """A forward-only file object over an iterator of byte chunks.
-
-    tarfile's stream mode re-slices its whole buffer on every read (quadratic in its block
-    size), so the tar is read in plain mode over this reader: it answers ``tell`` and seeks
-    forward (skipping) or back within the current chunk, which is all tarfile does when each
-    member's data is read in order. Reads slice the current chunk; whole chunks pass uncopied.
-    """
-
-    def __init__(self, chunks: Iterable[bytes], plan: ReadPlan) -> None:
-        self._chunks: Iterator[bytes] = iter(chunks)
-        self._plan = plan
-        self._cur = b""
-        self._off = 0
-        self.total = 0  # bytes received from the stream
-        self.pos = 0  # bytes consumed
-
-    def _next(self) -> bool:
-        try:
-            chunk = next(self._chunks)
-        except StopIteration:
-            return False
-        self.total += len(chunk)
-        if self.total > self._plan.max_total_bytes:
-            raise ExportAborted(f"the image's filesystem exceeds {self._plan.max_total_bytes} bytes")
-        if self._plan.deadline is not None and time.monotonic() > self._plan.deadline:
-            raise ExportAborted("reading the image's filesystem ran past its time limit")
-        self._cur, self._off = chunk, 0
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        need = size if size >= 0 else 1 << 62
-        parts: list[bytes] = []
-        got = 0
-        while got < need:
-            avail = len(self._cur) - self._off
-            if avail <= 0:
-                if not self._next():
-                    break
-                continue
-            take = min(avail, need - got)
-            if self._off == 0 and take == len(self._cur):
-                parts.append(self._cur)
-            else:
-                parts.append(self._cur[self._off:self._off + take])
-            self._off += take
-            got += take
-        self.pos += got
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        target = offset if whence == 0 else self.pos + offset
-        if whence not in (0, 1):
-            raise OSError("a stream cannot seek from its end")
-        if target < self.pos:
-            back = self.pos - target
-            if back > self._off:
-                raise OSError("a stream cannot seek back past its current chunk")
-            self._off -= back
-            self.pos = target
-            return target
-        while self.pos < target:
-            avail = len(self._cur) - self._off
-            if avail <= 0:
-                if not self._next():
-                    break
-                continue
-            step = min(avail, target - self.pos)
-            self._off += step
-            self.pos += step
-        return self.pos
-
-
 def _wants_keep(path: str, plan: ReadPlan, in_root: bool) -> bool:
-    name = posixpath.basename(path)
+    name = path.rpartition("/")[2]
     if in_root and (name in _KEEP_NAMES and ".dist-info/" in path):
         return True
     if in_root and name.endswith(plan.keep_suffixes):
@@ -247,124 +173,417 @@ def _bytecode(path: str) -> bool:
 
 
 def _is_native(path: str, root: str, plan: ReadPlan) -> bool:
-    if not (path.endswith(".so") or ".so." in posixpath.basename(path)):
+    if not (path.endswith(".so") or ".so." in path.rpartition("/")[2]):
         return False
     top = path[len(root) + 1:].split("/", 1)[0]
     top = top.split(".", 1)[0]
     return top in plan.native_names
 
 
+class _Sink:
+    """Where one regular file's bytes go while they stream past: hashes, a kept copy, a spool."""
+
+    __slots__ = ("sha", "blob", "md5", "kept", "spool", "update")
+
+    def __init__(self, size: int, *, path: str, plan: ReadPlan, inv: Inventory, keep: bool, native: bool,
+                 hash_it: bool, blob_it: bool) -> None:
+        if hash_it and size > plan.max_file_bytes:
+            inv.too_large.append(path)
+            hash_it = keep = native = False
+        self.sha = hashlib.sha256() if hash_it else None
+        self.blob = None
+        if hash_it and blob_it and path.endswith(".py"):
+            self.blob = hashlib.sha1(b"blob %d\0" % size)  # git's object id of the file's bytes
+        self.md5 = hashlib.md5() if hash_it and path.startswith(plan.md5_prefixes) else None  # noqa: S324 - dpkg's format
+        if keep and inv.kept_bytes + size > plan.max_kept_bytes:
+            if not any(m.startswith("kept-bytes") for m in inv.limits):
+                inv.limits.append(f"kept-bytes: metadata files above {plan.max_kept_bytes} bytes in all were not kept "
+                                  f"(first: {path})")
+            keep = False
+        self.kept = bytearray() if keep and size <= KEEP_CAP else None
+        if self.kept is not None:
+            inv.kept_bytes += size
+        self.spool = tempfile.TemporaryFile() if native else None  # noqa: SIM115 - closed in finish/close
+        updates: list[Callable[[Buffer], object]] = [
+            u for u in (self.sha.update if self.sha is not None else None,
+                        self.blob.update if self.blob is not None else None,
+                        self.md5.update if self.md5 is not None else None,
+                        self.kept.extend if self.kept is not None else None,
+                        self.spool.write if self.spool is not None else None) if u is not None]
+        self.update: Callable[[Buffer], object] | None
+        if not updates:
+            self.update = None
+        elif len(updates) == 1:
+            self.update = updates[0]  # the common case (hash only): no call in between
+        else:
+            def update(data: Buffer) -> None:
+                for u in updates:
+                    u(data)
+            self.update = update
+
+    def finish(self, path: str, size: int, inv: Inventory, entry: FileEntry) -> None:
+        try:
+            if self.sha is not None:
+                entry.sha256 = self.sha.digest()
+                inv.hashed_bytes += size  # the directory walk recounts this after its threads finish
+            if self.blob is not None:
+                entry.blob = self.blob.hexdigest()
+            if self.md5 is not None:
+                entry.md5 = self.md5.hexdigest()
+            if self.kept is not None:
+                inv.contents[path] = bytes(self.kept)
+            if self.spool is not None:
+                self.spool.seek(0)
+                report = read_fatbin(self.spool)
+                if report is not None:
+                    inv.fatbins[path] = report
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
+            self.spool = None
+
+
 def _consume(read: Callable[[int], bytes], size: int, *, path: str, plan: ReadPlan, inv: Inventory,
              entry: FileEntry, keep: bool, native: bool, hash_it: bool, blob_it: bool = True) -> None:
-    if hash_it and size > plan.max_file_bytes:
-        inv.too_large.append(path)
-        hash_it = keep = native = False
-    sha = hashlib.sha256() if hash_it else None
-    blob = None
-    if hash_it and blob_it and path.endswith(".py"):
-        blob = hashlib.sha1(b"blob %d\0" % size)  # git's object id of the file's bytes
-    md5 = hashlib.md5() if hash_it and path.startswith(plan.md5_prefixes) else None  # noqa: S324 - dpkg's format
-    if keep and inv.kept_bytes + size > plan.max_kept_bytes:
-        if not any(m.startswith("kept-bytes") for m in inv.limits):
-            inv.limits.append(f"kept-bytes: metadata files above {plan.max_kept_bytes} bytes in all were not kept "
-                              f"(first: {path})")
-        keep = False
-    kept = bytearray() if keep and size <= KEEP_CAP else None
-    if kept is not None:
-        inv.kept_bytes += size
-    spool = tempfile.TemporaryFile() if native else None  # noqa: SIM115 - closed in finally
+    """One file of a directory tree, read through ``read``."""
+    sink = _Sink(size, path=path, plan=plan, inv=inv, keep=keep, native=native, hash_it=hash_it, blob_it=blob_it)
     try:
         remaining = size
-        while remaining > 0:
+        while remaining > 0 and sink.update is not None:
             data = read(min(CHUNK, remaining))
             if not data:
                 break
             remaining -= len(data)
-            if sha is not None:
-                sha.update(data)
-            if blob is not None:
-                blob.update(data)
-            if md5 is not None:
-                md5.update(data)
-            if kept is not None:
-                kept.extend(data)
-            if spool is not None:
-                spool.write(data)
-        if sha is not None:
-            entry.sha256 = sha.digest()
-            inv.hashed_bytes += size  # the directory walk recounts this after its threads finish
-        if blob is not None:
-            entry.blob = blob.hexdigest()
-        if md5 is not None:
-            entry.md5 = md5.hexdigest()
-        if kept is not None:
-            inv.contents[path] = bytes(kept)
-        if spool is not None:
-            spool.seek(0)
-            report = read_fatbin(spool)
-            if report is not None:
-                inv.fatbins[path] = report
+            sink.update(data)
+        sink.finish(path, size, inv, entry)
     finally:
-        if spool is not None:
-            spool.close()
+        sink.close()
+
+
+# --- the tar stream ----------------------------------------------------------------------------
+#
+# Our own reader, strict where tarfile is lenient (tarfile ends quietly at a bad header after
+# the first one, reads short data as the end of a file, and turns unknown types into plain
+# entries): every header's checksum is verified, numeric fields are octal or base-256 and
+# nothing else, the stream must end with a zero block followed by zeros only, and an entry
+# type that could carry data we do not account for (sparse files, volume headers, unknown
+# types, data on a link or a directory) stops the read. File data goes from the stream's
+# chunks straight into hashlib as memoryview slices, with no copy per entry.
+
+BLOCK = 512
+_ZERO_BLOCK = bytes(BLOCK)
+_META_CAP = 1024 * 1024  # pax / GNU long-name data: far above any real path
+_POSIX_MAGIC = b"ustar\x00"  # ustar and pax: a prefix field at 345:500
+_GNU_MAGIC = b"ustar  \x00"  # GNU: 345:500 holds times and sparse data, never a prefix
+_REGULAR = (b"0", b"\x00", b"7")
+_OTHER_KINDS = {b"3": "chr", b"4": "blk", b"6": "fifo"}
+# pax keywords that change what the table records; a global header may not set them
+_PAX_ENTRY_KEYS = ("path", "linkpath", "size", "uid", "gid")
+_OCTAL = b"01234567"
+
+
+class _Stream:
+    """A forward-only view of the stream's chunks: exact takes for headers, slices for data."""
+
+    __slots__ = ("_chunks", "_plan", "buf", "view", "off", "total")
+
+    def __init__(self, chunks: Iterable[bytes], plan: ReadPlan) -> None:
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._plan = plan
+        self.buf = b""
+        self.view = memoryview(self.buf)
+        self.off = 0
+        self.total = 0  # bytes received
+
+    @property
+    def pos(self) -> int:  # bytes consumed
+        return self.total - (len(self.buf) - self.off)
+
+    def _fill(self) -> bool:
+        for chunk in self._chunks:
+            if not chunk:
+                continue
+            self.total += len(chunk)
+            if self.total > self._plan.max_total_bytes:
+                raise ExportAborted(f"the image's filesystem exceeds {self._plan.max_total_bytes} bytes")
+            if self._plan.deadline is not None and time.monotonic() > self._plan.deadline:
+                raise ExportAborted("reading the image's filesystem ran past its time limit")
+            self.buf, self.view, self.off = chunk, memoryview(chunk), 0
+            return True
+        return False
+
+    def take(self, n: int, what: str) -> bytes:
+        """Exactly ``n`` bytes as one object (headers, pax records, long names)."""
+        end = self.off + n
+        if end <= len(self.buf):
+            data = self.buf[self.off:end]
+            self.off = end
+            return bytes(data)
+        parts: list[bytes] = []
+        need = n
+        while need:
+            avail = len(self.buf) - self.off
+            if not avail:
+                if not self._fill():
+                    raise _truncated(self.pos, what)
+                continue
+            step = min(avail, need)
+            parts.append(bytes(self.buf[self.off:self.off + step]))
+            self.off += step
+            need -= step
+        return b"".join(parts)
+
+    def feed(self, n: int, update: Callable[[Buffer], object] | None, what: str) -> None:
+        """``n`` bytes to ``update`` as slices of the chunks (or skipped when it is None)."""
+        while n:
+            avail = len(self.buf) - self.off
+            if not avail:
+                if not self._fill():
+                    raise _truncated(self.pos, what)
+                continue
+            step = avail if avail < n else n
+            if update is not None:
+                update(self.view[self.off:self.off + step])
+            self.off += step
+            n -= step
+
+    def rest_is_zero(self) -> bool:
+        while True:
+            if self.buf.count(0, self.off) != len(self.buf) - self.off:
+                return False
+            self.off = len(self.buf)
+            if not self._fill():
+                return True
+
+
+def _truncated(pos: int, what: str) -> ExportAborted:
+    return ExportAborted(f"the image's filesystem stream is truncated at byte {pos} (in {what})")
+
+
+def _corrupt(pos: int, why: str) -> ExportAborted:
+    return ExportAborted(f"the image's filesystem stream is corrupt at byte {pos}: {why}")
+
+
+def _text(raw: bytes) -> str:
+    end = raw.find(0)
+    return (raw if end < 0 else raw[:end]).decode("utf-8", "surrogateescape")
+
+
+def _number(field: bytes, pos: int, what: str) -> int:
+    """A numeric header field: octal digits (space/NUL padded) or GNU base-256."""
+    if field[-1] == 0 and field.translate(None, _OCTAL) == b"\x00":
+        return int(field[:-1], 8)  # the usual form: octal digits and one NUL
+    first = field[0]
+    if first == 0x80 or first == 0xFF:
+        n = int.from_bytes(field[1:], "big")
+        return n - (1 << (8 * (len(field) - 1))) if first == 0xFF else n
+    end = field.find(0)
+    digits = (field if end < 0 else field[:end]).strip()
+    if not digits:
+        return 0
+    if digits.translate(None, _OCTAL):
+        raise _corrupt(pos, f"the {what} field is not an octal number ({bytes(field)!r})")
+    return int(digits, 8)
+
+
+def _signed_sum(header: bytes) -> int:
+    return 256 + sum(struct.unpack_from("148b8x356b", header))  # some tars sum signed bytes
+
+
+# The form every common writer uses for mode, uid, gid, size, mtime and the checksum.
+_USUAL_NUMBERS = re.compile(rb"([0-7]{7})\x00([0-7]{7})\x00([0-7]{7})\x00([0-7]{11})\x00[0-7]{11}\x00([0-7]{6})\x00 ")
+
+
+def _pax_records(data: bytes, pos: int) -> dict[str, str]:
+    """``"%d %s=%s\\n"`` records; only NUL padding may follow the last one."""
+    out: dict[str, str] = {}
+    at = 0
+    while at < len(data):
+        if data[at] == 0 and data.count(0, at) == len(data) - at:
+            break
+        space = data.find(b" ", at, at + 24)
+        length_text = data[at:space] if space > at else b""
+        if not length_text.isdigit():
+            raise _corrupt(pos, "a pax record has no length")
+        length = int(length_text)
+        record = data[space + 1:at + length]
+        if length <= space + 1 - at or at + length > len(data) or not record.endswith(b"\n"):
+            raise _corrupt(pos, "a pax record's length does not match its contents")
+        key, eq, value = record[:-1].partition(b"=")
+        if not eq or not key:
+            raise _corrupt(pos, "a pax record has no keyword")
+        out[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        at += length
+    return out
+
+
+def _pax_number(pax: dict[str, str], key: str, pos: int, default: int) -> int:
+    value = pax.get(key)
+    if value is None:
+        return default
+    if not value.isascii() or not value.isdigit():
+        raise _corrupt(pos, f"the pax {key} {value[:40]!r} is not a number")
+    return int(value)
 
 
 def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
     inv = Inventory()
-    reader = _ChunkReader(chunks, plan)
-    try:
-        tar = tarfile.open(fileobj=reader, mode="r:")  # type: ignore[call-overload]  # noqa: SIM115
-    except tarfile.TarError as exc:
-        raise ExportAborted(f"the image's filesystem is not a tar stream: {exc}") from None
-    with tar:
-        try:
-            while (member := tar.next()) is not None:
-                tar.members.clear()  # tarfile keeps every header it read: the inventory is the table
-                path = safe_member_path(member.name)
-                if path is None:
-                    if len(inv.refused) < 1000:
-                        inv.refused.append(member.name[:300])
-                    continue
-                if len(inv.files) >= plan.max_entries:
-                    raise ExportAborted(f"the image's filesystem has more than {plan.max_entries} paths")
-                mode, uid, gid = member.mode & 0o7777, member.uid, member.gid
-                if member.issym():
-                    inv.files[path] = FileEntry(path, "symlink", link=member.linkname, mode=mode, uid=uid, gid=gid)
-                elif member.islnk():
-                    target = safe_member_path(member.linkname)
-                    original = inv.files.get(target) if target else None
-                    if original is None:
-                        inv.refused.append(member.name[:300])
-                        continue
-                    inv.files[path] = FileEntry(path, "file", original.size, None, original.sha256, original.blob,
-                                                original.md5, mode, uid, gid)
-                    if target in inv.contents:
-                        inv.contents[path] = inv.contents[target]
-                elif member.isdir():
-                    inv.files[path] = FileEntry(path, "dir", mode=mode, uid=uid, gid=gid)
-                elif member.isreg():
-                    entry = FileEntry(path, "file", member.size, mode=mode, uid=uid, gid=gid)
-                    inv.files[path] = entry
-                    inv.total_bytes += member.size
-                    root = plan.under_root(path)
-                    keep = _wants_keep(path, plan, root is not None)
-                    native = root is not None and _is_native(path, root, plan)
-                    if root is not None and _bytecode(path) and not plan.hash_all:
-                        root = None  # no reference hash exists for byte-code; ownership needs no bytes
-                    if root is not None or keep or plan.hash_all:
-                        if member.sparse is not None:
-                            inv.refused.append(member.name[:300])  # GNU sparse: never in an image export
-                            continue
-                        reader.seek(member.offset_data)
-                        _consume(reader.read, member.size, path=path, plan=plan, inv=inv, entry=entry,
-                                 keep=keep, native=native, hash_it=root is not None or plan.hash_all,
-                                 blob_it=root is not None)
+    stream = _Stream(chunks, plan)
+    files = inv.files
+    long_name: str | None = None
+    long_link: str | None = None
+    pax: dict[str, str] | None = None
+    max_file_bytes, md5_prefixes, hash_all = plan.max_file_bytes, plan.md5_prefixes, plan.hash_all
+    while True:
+        at = stream.pos
+        header = stream.take(BLOCK, "a header")
+        if header == _ZERO_BLOCK:
+            if long_name is not None or long_link is not None or pax is not None:
+                raise _corrupt(at, "the archive ends after an extended header, before its entry")
+            if not stream.rest_is_zero():
+                raise _corrupt(stream.pos, "data follows the end-of-archive marker")
+            break
+        magic = header[257:265]
+        posix = magic[:6] == _POSIX_MAGIC
+        if not posix and magic != _GNU_MAGIC:
+            raise _corrupt(at, "not a ustar, pax or GNU tar header" if at else "not a tar stream")
+        usual = _USUAL_NUMBERS.match(header, 100, 157)
+        if usual is not None:  # octal with one NUL each: mode, uid, gid, size, (mtime), checksum
+            mode_text, uid_text, gid_text, size_text, sum_text = usual.groups()
+            size, checksum = int(size_text, 8), int(sum_text, 8)
+        else:
+            mode_text = uid_text = gid_text = None
+            size, checksum = _number(header[124:136], at, "size"), _number(header[148:156], at, "checksum")
+        if checksum != 256 + sum(header) - sum(header[148:156]) and checksum != _signed_sum(header):
+            raise _corrupt(at, "the header checksum does not match")
+        kind = header[156:157]
+        if size < 0:
+            raise _corrupt(at, f"negative size {size}")
+        padded = -size % BLOCK
+        if kind in (b"x", b"X", b"g", b"L", b"K"):
+            if size > _META_CAP:
+                raise _corrupt(at, f"an extended header of {size} bytes")
+            data = stream.take(size, "an extended header")
+            stream.feed(padded, None, "an extended header")
+            if kind == b"L" or kind == b"K":
+                if (long_name if kind == b"L" else long_link) is not None:
+                    raise _corrupt(at, "two GNU long-name headers for one entry")
+                if kind == b"L":
+                    long_name = _text(data)
                 else:
-                    kind = "chr" if member.ischr() else "blk" if member.isblk() else "fifo" if member.isfifo() else "other"
-                    inv.files[path] = FileEntry(path, kind, link=f"{member.devmajor}:{member.devminor}"
-                                                if kind in ("chr", "blk") else None, mode=mode, uid=uid, gid=gid)
-        except tarfile.TarError as exc:
-            raise ExportAborted(f"the image's filesystem stream is corrupt: {exc}") from None
+                    long_link = _text(data)
+                continue
+            records = _pax_records(data, at)
+            if any(k.startswith("GNU.sparse.") for k in records):
+                raise _corrupt(at, "a GNU sparse file (never in an image export)")
+            if kind == b"g":
+                bad = [k for k in _PAX_ENTRY_KEYS if k in records]
+                if bad:
+                    raise _corrupt(at, f"a global pax header sets {', '.join(bad)} for every entry")
+                continue
+            if pax is not None:
+                raise _corrupt(at, "two pax extended headers for one entry")
+            pax = records
+            continue
+        # An entry: its name, link target and size, with any extended header applied.
+        name = _text(header[0:100])
+        if posix and header[345] != 0:
+            name = _text(header[345:500]) + "/" + name
+        link = _text(header[157:257])
+        if uid_text is not None and gid_text is not None:
+            uid, gid = int(uid_text, 8), int(gid_text, 8)
+        else:
+            uid, gid = _number(header[108:116], at, "uid"), _number(header[116:124], at, "gid")
+        if pax is not None:
+            if "path" in pax:
+                if long_name is not None:
+                    raise _corrupt(at, "both a pax path and a GNU long name")
+                name = pax["path"]
+            if "linkpath" in pax:
+                if long_link is not None:
+                    raise _corrupt(at, "both a pax linkpath and a GNU long link")
+                link = pax["linkpath"]
+            size = _pax_number(pax, "size", at, size)
+            padded = -size % BLOCK
+            uid = _pax_number(pax, "uid", at, uid)
+            gid = _pax_number(pax, "gid", at, gid)
+        if long_name is not None:
+            name = long_name
+        if long_link is not None:
+            link = long_link
+        long_name = long_link = pax = None
+        if kind == b"\x00" and name.endswith("/"):
+            kind = b"5"  # a v7 directory
+        regular = kind in _REGULAR
+        if not regular:
+            if kind not in (b"1", b"2", b"5") and kind not in _OTHER_KINDS:
+                what = "a GNU sparse file" if kind == b"S" else f"unknown entry type {kind!r}"
+                raise _corrupt(at, f"{what} ({name[:200]!r}): its data cannot be accounted for")
+            if size:
+                raise _corrupt(at, f"a non-file entry ({name[:200]!r}, type {kind!r}) carries {size} bytes of data")
+            if kind == b"5":
+                name = name.rstrip("/")
+        mode = (int(mode_text, 8) if mode_text is not None else _number(header[100:108], at, "mode")) & 0o7777
+        path = safe_member_path(name)
+        if path is None:
+            if len(inv.refused) < 1000:
+                inv.refused.append(name[:300])
+            if regular:
+                stream.feed(size + padded, None, name[:200])
+            continue
+        if len(files) >= plan.max_entries:
+            raise ExportAborted(f"the image's filesystem has more than {plan.max_entries} paths")
+        if regular:
+            entry = FileEntry(path, "file", size, mode=mode, uid=uid, gid=gid)
+            files[path] = entry
+            inv.total_bytes += size
+            root = plan.under_root(path)
+            keep = _wants_keep(path, plan, root is not None)
+            native = root is not None and _is_native(path, root, plan)
+            if root is not None and _bytecode(path) and not plan.hash_all:
+                root = None  # no reference hash exists for byte-code; ownership needs no bytes
+            if ((root is not None or hash_all) and not keep and not native and size <= max_file_bytes
+                    and (root is None or not path.endswith(".py")) and not path.startswith(md5_prefixes)):
+                # a sha256 and nothing else (most files): what _Sink would do, without building one
+                sha = hashlib.sha256()
+                stream.feed(size, sha.update, path)
+                entry.sha256 = sha.digest()
+                inv.hashed_bytes += size
+                stream.feed(padded, None, path)
+            elif root is not None or keep or plan.hash_all:
+                sink = _Sink(size, path=path, plan=plan, inv=inv, keep=keep, native=native,
+                             hash_it=root is not None or plan.hash_all, blob_it=root is not None)
+                try:
+                    stream.feed(size, sink.update, path)
+                    sink.finish(path, size, inv, entry)
+                finally:
+                    sink.close()
+                stream.feed(padded, None, path)
+            else:
+                stream.feed(size + padded, None, path)
+        elif kind == b"2":
+            files[path] = FileEntry(path, "symlink", link=link, mode=mode, uid=uid, gid=gid)
+        elif kind == b"1":
+            target = safe_member_path(link)
+            original = files.get(target) if target else None
+            if original is None:
+                inv.refused.append(name[:300])
+                continue
+            files[path] = FileEntry(path, "file", original.size, None, original.sha256, original.blob,
+                                    original.md5, mode, uid, gid)
+            if target in inv.contents:
+                inv.contents[path] = inv.contents[target]
+        elif kind == b"5":
+            files[path] = FileEntry(path, "dir", mode=mode, uid=uid, gid=gid)
+        else:
+            other = _OTHER_KINDS[kind]
+            device = None
+            if other != "fifo":
+                device = f"{_number(header[329:337], at, 'devmajor')}:{_number(header[337:345], at, 'devminor')}"
+            files[path] = FileEntry(path, other, link=device, mode=mode, uid=uid, gid=gid)
     return inv
 
 

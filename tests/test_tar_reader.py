@@ -1,0 +1,177 @@
+"""The image filesystem's tar reader against Python's tarfile, and its refusals of what tarfile lets pass."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from releasekit.provenance.accounting import Expected, table
+from releasekit.provenance.inventory import ExportAborted, ReadPlan, inventory_from_tar, safe_member_path
+
+
+def _reference(data: bytes) -> dict[str, Expected]:
+    """The table as tarfile reads it (the reader this one replaced)."""
+    out: dict[str, Expected] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for m in tar:
+            path = safe_member_path(m.name)
+            assert path is not None
+            mode = m.mode & 0o7777
+            if m.issym():
+                out[path] = Expected("symlink", mode, m.uid, m.gid, m.linkname, None, 0)
+            elif m.islnk():
+                target = out[safe_member_path(m.linkname) or ""]
+                out[path] = Expected("file", mode, m.uid, m.gid, None, target.sha256, target.size)
+            elif m.isdir():
+                out[path] = Expected("dir", mode, m.uid, m.gid, None, None, 0)
+            elif m.isreg():
+                body = tar.extractfile(m)
+                assert body is not None
+                out[path] = Expected("file", mode, m.uid, m.gid, None, hashlib.sha256(body.read()).hexdigest(), m.size)
+            else:
+                kind = "chr" if m.ischr() else "blk" if m.isblk() else "fifo"
+                out[path] = Expected(kind, mode, m.uid, m.gid,
+                                     f"{m.devmajor}:{m.devminor}" if kind != "fifo" else None, None, 0)
+    return out
+
+
+def _ours(data: bytes, chunk: int = 7001) -> dict[str, Expected]:
+    pieces = (data[i:i + chunk] for i in range(0, len(data), chunk))
+    return table(inventory_from_tar(pieces, ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0)))
+
+
+def _build(fmt: int, *, big_ids: bool = False) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        def add(info: tarfile.TarInfo, body: bytes | None = None) -> None:
+            if big_ids:
+                info.uid, info.gid = 3_000_000_000, 70_000  # base-256 in GNU format, pax records in pax
+            tar.addfile(info, io.BytesIO(body) if body is not None else None)
+
+        d = tarfile.TarInfo("usr/lib")
+        d.type, d.mode = tarfile.DIRTYPE, 0o755
+        add(d)
+        long_dir = "usr/lib/" + "d" * 120 + "/" + "e" * 130
+        for name, body in (("usr/lib/a.txt", b"hello\n"), (long_dir + "/file.bin", os.urandom(70_000)),
+                           ("usr/lib/empty", b""), ("usr/lib/ünï.py", b"x = 1\n")):
+            f = tarfile.TarInfo(name)
+            f.size, f.mode, f.uid, f.gid = len(body), 0o4755, 1000, 1001
+            add(f, body)
+        for name, target, kind in (("usr/lib/sym", "/etc/" + "t" * 150, tarfile.SYMTYPE),
+                                   ("usr/lib/hard", long_dir + "/file.bin", tarfile.LNKTYPE)):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = kind, target
+            add(link)
+        for name, kind in (("dev/null", tarfile.CHRTYPE), ("dev/sda", tarfile.BLKTYPE), ("run/fifo", tarfile.FIFOTYPE)):
+            dev = tarfile.TarInfo(name)
+            dev.type, dev.devmajor, dev.devminor = kind, 8, 3
+            add(dev)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_same_table_as_tarfile_for_long_names_links_and_devices(fmt):
+    if fmt == tarfile.USTAR_FORMAT:
+        with pytest.raises(ValueError):  # ustar cannot hold the long names: only GNU and pax are built
+            _build(fmt)
+        return
+    data = _build(fmt, big_ids=True)
+    assert _ours(data) == _reference(data)
+    assert _ours(data, 512) == _ours(data, 1 << 20)
+
+
+def test_same_table_as_tarfile_on_a_real_tar(tmp_path: Path):
+    import subprocess
+    import sys
+
+    tree = Path(sys.prefix) / "lib"
+    out = tmp_path / "t.tar"
+    # GNU tar, as an export writes it: a whole real tree (long names, symlinks, many small files).
+    subprocess.run(["tar", "--sort=name", "-cf", str(out), "-C", str(tree), "."], check=True,
+                   stderr=subprocess.DEVNULL)
+    data = out.read_bytes()
+    ours = _ours(data, 1 << 20)
+    assert len(ours) > 1000
+    assert ours == _reference(data)
+
+
+def _headers(data: bytes) -> int:
+    return data.index(b"hello\n") - 512  # the a.txt header
+
+
+def test_bad_checksum_is_refused():
+    data = bytearray(_build(tarfile.PAX_FORMAT))
+    at = _headers(bytes(data))
+    data[at + 1] ^= 0x01
+    with pytest.raises(ExportAborted, match="checksum"):
+        _ours(bytes(data))
+
+
+@pytest.mark.parametrize("where", ["header", "data", "no-end-marker"])
+def test_truncated_stream_is_refused(where):
+    data = _build(tarfile.GNU_FORMAT)
+    last = len(data.rstrip(b"\0"))
+    cut = {"header": 100, "data": _headers(data) + 512 + 3, "no-end-marker": last + -last % 512}[where]
+    with pytest.raises(ExportAborted, match="truncated"):
+        _ours(data[:cut])
+
+
+def test_not_a_tar_and_trailing_data_are_refused():
+    with pytest.raises(ExportAborted, match="not a tar"):
+        _ours(b"\x01" * 2048)
+    with pytest.raises(ExportAborted):
+        _ours(b"")
+    data = _build(tarfile.GNU_FORMAT)
+    with pytest.raises(ExportAborted, match="follows the end"):
+        _ours(data + b"hidden")
+
+
+def _one(info: tarfile.TarInfo, body: bytes = b"", fmt: int = tarfile.GNU_FORMAT) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        tar.addfile(info, io.BytesIO(body))
+    return buf.getvalue()
+
+
+def test_unknown_sparse_and_data_carrying_types_are_refused():
+    for kind in (b"S", b"V", b"M", b"D", b"Z"):
+        info = tarfile.TarInfo("x")
+        info.size = 1024
+        raw = bytearray(_one(info, b"\0" * 1024))
+        raw[156:157] = kind
+        raw[148:156] = b"        "
+        raw[148:155] = b"%06o\0" % (sum(raw[:512]) & 0o777777)
+        with pytest.raises(ExportAborted, match="sparse|unknown entry type"):
+            _ours(bytes(raw))
+    # a symlink header that carries data tarfile would read as the next header
+    raw = bytearray(_one(tarfile.TarInfo("x"), b""))
+    raw[156:157] = b"2"
+    raw[124:136] = b"%011o\0" % 512
+    raw[148:156] = b"        "
+    raw[148:155] = b"%06o\0" % sum(raw[:512])
+    with pytest.raises(ExportAborted, match="carries 512 bytes"):
+        _ours(bytes(raw[:512]) + bytes(512) + bytes(1024))
+    # pax sparse records, and a global header that renames every entry
+    info = tarfile.TarInfo("x")
+    info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}
+    with pytest.raises(ExportAborted, match="sparse"):
+        _ours(_one(info, fmt=tarfile.PAX_FORMAT))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"path": "etc/passwd"}) as tar:
+        tar.addfile(tarfile.TarInfo("x"), io.BytesIO(b""))
+    with pytest.raises(ExportAborted, match="global pax header"):
+        _ours(buf.getvalue())
+
+
+def test_non_octal_number_is_refused():
+    raw = bytearray(_one(tarfile.TarInfo("x")))
+    raw[100:108] = b"00-0644\0"
+    raw[148:156] = b"        "
+    raw[148:155] = b"%06o\0" % sum(raw[:512])
+    with pytest.raises(ExportAborted, match="mode field is not an octal"):
+        _ours(bytes(raw))
