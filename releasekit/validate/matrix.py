@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from releasekit.manifest.validation import Cell, ValidationSpec
 from releasekit.validate.engines import engine_for
+from releasekit.validate.topology import PortPlan, ProcessSpec, is_disaggregated
 
 # Self-hosted runners are labelled by how many GPUs a job may take; a cell goes to the
 # smallest size that holds it (a TP6 cell takes an 8-GPU runner).
@@ -33,6 +34,9 @@ class MatrixRow(BaseModel):
     where_applicable: str | None = None
     serve_argv: list[str] = Field(default_factory=list, description="what the engine adapter would run")
     serve_problems: list[str] = Field(default_factory=list)
+    processes: list[ProcessSpec] = Field(
+        default_factory=list, description="a prefill/decode cell's processes (serve_argv is its first worker's)"
+    )
 
 
 def quantization_label(cell: Cell) -> str | None:
@@ -46,8 +50,16 @@ def row_for(cell: Cell) -> MatrixRow:
         engine = engine_for(cell.engine)
         command = engine.serve_command(cell, cell.model.path or cell.model.name)
         argv, problems = command.argv, command.problems
+        processes: list[ProcessSpec] = []
+        if is_disaggregated(cell):
+            topology = engine.topology(cell, cell.model.path or cell.model.name, PortPlan(), list(range(cell.gpu_count)))
+            if topology is None:
+                problems = [*problems, f"{cell.engine}: the adapter has no prefill/decode topology"]
+            else:
+                processes, problems = topology.processes, topology.problems
+                argv = topology.workers[0].argv if topology.workers else argv
     except Exception as exc:  # noqa: BLE001 - an engine without an adapter is listed, not fatal
-        argv, problems = [], [str(exc)]
+        argv, problems, processes = [], [str(exc)], []
     return MatrixRow(
         id=cell.id,
         model=cell.model.name,
@@ -68,6 +80,7 @@ def row_for(cell: Cell) -> MatrixRow:
         where_applicable=cell.where_applicable,
         serve_argv=argv,
         serve_problems=problems,
+        processes=processes,
     )
 
 

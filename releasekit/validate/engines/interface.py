@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from pydantic import BaseModel, ConfigDict, Field
 
 from releasekit.manifest.validation import Cell
+from releasekit.validate.topology import PortPlan, Topology
 
 
 class ServeCommand(BaseModel):
@@ -70,3 +71,9 @@ class Engine(ABC):
     @abstractmethod
     def serve_command(self, cell: Cell, model_path: str, *, port: int = 8000) -> ServeCommand:
         """The argv (inside the image) and the extra environment that start this cell's server."""
+
+    def topology(self, cell: Cell, model_path: str, ports: PortPlan, gpus: list[int]) -> Topology | None:
+        """The processes of a prefill/decode cell (``validate/topology.py``): each worker's argv,
+        ports, GPUs, readiness and metric names, and the router or gateway in front. None: this
+        adapter has no prefill/decode topology."""
+        return None

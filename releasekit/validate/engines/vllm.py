@@ -11,6 +11,15 @@ import json
 
 from releasekit.manifest.validation import Cell
 from releasekit.validate.engines.interface import Engine, LogPatterns, ServeCommand, SpecDecodeMetricNames
+from releasekit.validate.topology import (
+    PortPlan,
+    ProcessSpec,
+    RouterSpec,
+    Topology,
+    is_disaggregated,
+    roles,
+    worker_gpus,
+)
 
 DEFAULT_LAUNCHER = ["vllm", "serve"]
 
@@ -28,6 +37,23 @@ _SPEC_METHOD = {
 # not listed here are reported rather than silently dropped: a switch that does not
 # reach the server is as bad as a hidden one.
 _AUX_STREAMS_OFF_ENV = "VLLM_DISABLE_SHARED_EXPERTS_STREAM"
+
+# Prefill/decode: cell options the topology renders, where the shared-storage connector keeps
+# KV inside each worker, the NIXL side-channel port variable, the fields vLLM's NIXL
+# connector expects on the prefill request (the decode request gets what prefill answers),
+# and the counters kept per process in the receipt.
+PD_OPTIONS = frozenset({"kv_connector"})
+KV_SHARED_DIR = "/releasekit-kv"
+_NIXL_SIDE_CHANNEL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+_NIXL_PREFILL_PARAMS: dict[str, object] = {
+    "do_remote_decode": True,
+    "do_remote_prefill": False,
+    "remote_engine_id": None,
+    "remote_block_ids": None,
+    "remote_host": None,
+    "remote_port": None,
+}
+PROCESS_METRICS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total")
 
 
 # Flags through which vLLM expresses a cell's own coordinates (model, TP, DCP/EP,
@@ -55,6 +81,7 @@ PLACEMENT_FLAGS = frozenset(
         "-q",
         "--kv-cache-dtype",
         "--max-model-len",
+        "--kv-transfer-config",
         # The interpreter flag of the default launcher (python3 -m vllm.entrypoints.cli.main).
         "-m",
     }
@@ -116,8 +143,6 @@ class VllmEngine(Engine):
             argv += ["--decode-context-parallel-size", str(par.dcp)]
         if par.ep is not None:
             argv += ["--enable-expert-parallel"]
-        if par.prefill_replicas or par.decode_replicas:
-            problems.append("prefill/decode disaggregation needs a router; the vLLM adapter runs one server")
         spec = self.speculative_config(cell)
         if spec is not None:
             argv += ["--speculative-config", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
@@ -138,7 +163,61 @@ class VllmEngine(Engine):
                 # On is vLLM's default; off is the stream-disabling workaround, made visible here.
                 if value is False:
                     env[_AUX_STREAMS_OFF_ENV] = "1"
+            elif option in PD_OPTIONS and is_disaggregated(cell):
+                continue  # rendered by topology()
             else:
                 problems.append(f"option '{option}' has no vLLM mapping")
         argv += list(cell.extra_args)
         return ServeCommand(argv=argv, env=env, port=port, served_model_name=served, problems=problems)
+
+    def topology(self, cell: Cell, model_path: str, ports: PortPlan, gpus: list[int]) -> Topology | None:
+        """Prefill and decode ``vllm serve`` workers joined by a KV connector, releasekit's router in front.
+
+        Every worker is this cell's own server (same flags) plus ``--kv-transfer-config`` for its
+        role. The connector is the cell option ``kv_connector``: ``NixlConnector`` (the default,
+        GPU hosts: KV moves over NIXL, the router hands the prefill response's
+        ``kv_transfer_params`` to decode) or ``ExampleConnector`` (prefill writes KV to a directory
+        the decode worker reads: runs on the CPU, used by the CPU test).
+        """
+        connector = str(cell.options.get("kv_connector", "NixlConnector"))
+        problems: list[str] = []
+        router_port = ports.take()
+        shared_dirs: dict[str, str] = {}
+        router = RouterSpec(prefill=[], decode=[])
+        if connector == "ExampleConnector":
+            shared_dirs["kv"] = KV_SHARED_DIR
+        elif connector == "NixlConnector":
+            router.prefill_fields = {"kv_transfer_params": dict(_NIXL_PREFILL_PARAMS)}
+            router.handoff_field = "kv_transfer_params"
+        else:
+            problems.append(f"kv_connector '{connector}' has no vLLM P/D rendering (known: ExampleConnector, NixlConnector)")
+        groups = worker_gpus(cell, gpus)
+        processes: list[ProcessSpec] = []
+        for name, role, index in roles(cell):
+            port = ports.take()
+            command = self.serve_command(cell, model_path, port=port)
+            problems += [p for p in command.problems if p not in problems]
+            kv: dict[str, object] = {"kv_connector": connector}
+            extra_ports: dict[str, int] = {}
+            env = dict(command.env)
+            if connector == "ExampleConnector":
+                kv["kv_role"] = "kv_producer" if role == "prefill" else "kv_consumer"
+                kv["kv_connector_extra_config"] = {"shared_storage_path": KV_SHARED_DIR}
+            else:
+                kv["kv_role"] = "kv_both"
+                side = ports.take()
+                extra_ports["kv_side_channel"] = side
+                env[_NIXL_SIDE_CHANNEL_PORT_ENV] = str(side)
+            argv = [*command.argv, "--kv-transfer-config", json.dumps(kv, sort_keys=True, separators=(",", ":"))]
+            processes.append(ProcessSpec(
+                name=name, role=role, argv=argv, env=env, port=port, ports=extra_ports, gpus=groups[index],
+                readiness_paths=self.readiness_paths, metrics_path=self.metrics_path,
+                metric_names=list(PROCESS_METRICS), shared_dirs=list(shared_dirs),
+            ))
+            (router.prefill if role == "prefill" else router.decode).append(name)
+        backends = [f"{p.role}=http://127.0.0.1:{p.port}" for p in processes]
+        processes.insert(0, ProcessSpec(
+            name="router", role="router", argv=["releasekit-router", f"--port={router_port}", *backends],
+            port=router_port, readiness_paths=self.readiness_paths, in_process=True,
+        ))
+        return Topology(processes=processes, entry="router", shared_dirs=shared_dirs, router=router, problems=problems)
