@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -144,6 +146,13 @@ def test_the_router_names_a_backend_that_does_not_answer() -> None:
 # -- a real 1P+1D vLLM cell on the CPU ------------------------------------------------------------
 
 
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """Not pytest's tmp_path: on a shared machine other pytest runs rotate those away mid-test."""
+    with tempfile.TemporaryDirectory(prefix="releasekit-pd-") as d:
+        yield Path(d)
+
+
 @pytest.fixture(scope="module")
 def cpu_engine_image(docker_client, base_image):
     from releasekit.demo.cpu_image import ensure_cpu_engine_image
@@ -193,20 +202,21 @@ def digest(receipt_path: Path) -> str:
     lines = [f"{r.status}: " + "; ".join(f"{f.code}: {f.message}" for f in r.findings)]
     for p in r.processes:
         lines.append(f"{p.name} {p.status} {p.exit_code} ready {p.ready_s} {p.metrics}")
+        lines += ["  " + ln for ln in p.log_tail if "ERROR" in ln or "Error" in ln]
         lines += ["  " + ln for ln in p.log_tail[-12:]]
     return "\n".join(lines)
 
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_1p1d_vllm_cell_serves_through_the_router(tmp_path: Path, cpu_engine_image, docker_client) -> None:
+def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_image, docker_client) -> None:
     checks = [
         {"kind": "gsm8k", "dataset": "gsm8k-mini", "limit": 4, "num_fewshot": 1, "max_tokens": 16, "min_accuracy": 0.0},
         {"kind": "throughput", "input_len": 64, "output_len": 16, "concurrency": [1, 2], "num_prompts": 2},
         {"kind": "log_scan"},
     ]
-    manifest = pd_manifest(tmp_path / "m", "cpu-1p1d", checks)
-    receipts = tmp_path / "receipts"
+    manifest = pd_manifest(workdir / "m", "cpu-1p1d", checks)
+    receipts = workdir / "receipts"
     proc = cli("validate", str(manifest), "--image", cpu_engine_image.tag, "-o", str(receipts), "--gpus", "0", "--json")
     path = receipts / "cpu-1p1d.json"
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:] + digest(path)
@@ -232,10 +242,10 @@ def test_a_1p1d_vllm_cell_serves_through_the_router(tmp_path: Path, cpu_engine_i
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_decode_process_killed_mid_run_is_reported_by_role(tmp_path: Path, cpu_engine_image, docker_client) -> None:
+def test_a_decode_process_killed_mid_run_is_reported_by_role(workdir: Path, cpu_engine_image, docker_client) -> None:
     checks = [{"kind": "gsm8k", "dataset": "gsm8k-mini", "limit": 40, "num_fewshot": 1, "max_tokens": 16, "min_accuracy": 0.0}]
-    manifest = pd_manifest(tmp_path / "m", "cpu-1p1d-kill", checks)
-    receipts = tmp_path / "receipts"
+    manifest = pd_manifest(workdir / "m", "cpu-1p1d-kill", checks)
+    receipts = workdir / "receipts"
     killed: list[str] = []
 
     def kill_decode_after_first_answer() -> None:

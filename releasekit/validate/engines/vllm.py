@@ -199,7 +199,7 @@ class VllmEngine(Engine):
             problems += [p for p in command.problems if p not in problems]
             kv: dict[str, object] = {"kv_connector": connector}
             extra_ports: dict[str, int] = {}
-            env = dict(command.env)
+            env = {**cell.env, **command.env}
             if connector == "ExampleConnector":
                 kv["kv_role"] = "kv_producer" if role == "prefill" else "kv_consumer"
                 kv["kv_connector_extra_config"] = {"shared_storage_path": KV_SHARED_DIR}
