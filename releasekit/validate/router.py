@@ -9,8 +9,9 @@ A completion request goes to a prefill worker first with ``max_tokens`` 1 and no
 (the prefill worker computes the prompt's KV cache and hands it over through the engine's
 KV connector), then the original request goes to a decode worker, whose answer — streamed
 or not — is passed through byte for byte. Workers are chosen round robin. ``/health`` is
-200 only while every backend's ``/health`` is; ``/v1/models`` and ``/metrics`` come from a
-decode worker. A backend that fails is answered with 502 and a JSON error naming it.
+200 only while every backend's ``/health`` is; every other path (``/v1/models``, ``/metrics``,
+``/tokenize``, ...) is answered by a decode worker (``/metrics`` by a prefill worker when
+the adapter says so). A backend that fails is answered with 502 and a JSON error naming it.
 """
 
 from __future__ import annotations
@@ -117,24 +118,29 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._json(200, {"status": "ok"})
             return
-        if self.path in ("/v1/models", "/metrics"):
-            name = owner.pick("decode") if self.path == "/v1/models" or owner.spec.metrics_from == "decode" else owner.pick("prefill")
-            try:
-                with httpx.stream("GET", owner.backends[name] + self.path, timeout=30) as r:
-                    self._relay(r)
-            except httpx.HTTPError as exc:
-                self._fail(name, f"did not answer {self.path}: {type(exc).__name__}")
-            return
-        self._json(404, {"error": {"message": f"router: no route {self.path}"}})
+        name = owner.pick("prefill") if self.path == "/metrics" and owner.spec.metrics_from == "prefill" else owner.pick("decode")
+        self._pass_through(name, "GET", None)
+
+    def _pass_through(self, name: str, method: str, body: bytes | None) -> None:
+        """Anything but a completion (models, metrics, tokenize, ...) is answered by one worker."""
+        owner = self.owner
+        try:
+            with httpx.stream(method, owner.backends[name] + self.path, content=body, timeout=owner.timeout_s,
+                              headers={"Content-Type": self.headers.get("Content-Type", "application/json")}) as r:
+                self._relay(r)
+        except httpx.HTTPError as exc:
+            if not self.relayed:
+                self._fail(name, f"did not answer {method} {self.path}: {type(exc).__name__}")
 
     def do_POST(self) -> None:  # noqa: N802 - the base class's name
         owner = self.owner
-        if self.path not in COMPLETION_PATHS:
-            self._json(404, {"error": {"message": f"router: no route {self.path}"}})
-            return
         length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path not in COMPLETION_PATHS:
+            self._pass_through(owner.pick("decode"), "POST", raw)
+            return
         try:
-            body = json.loads(self.rfile.read(length) or b"{}")
+            body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             self._json(400, {"error": {"message": "router: the request body is not JSON"}})
             return
