@@ -52,8 +52,8 @@ def test_ds4_sm120_yields_seed_000_qualification() -> None:
     (cell,) = cells.values()
     assert cell["tp"] == 2 and cell["ep"] == 2 and cell["engine"] == "tokenspeed"
     assert {"gsm8k", "throughput"} <= set(cell["checks"])
-    # No TokenSpeed adapter yet: listed, with the reason it cannot be served by this version.
-    assert cell["serve_argv"] == [] and "tokenspeed" in cell["serve_problems"][0]
+    # The TokenSpeed adapter renders the 1P+1D topology (tests/test_validate_pd.py checks it in full).
+    assert [p["role"] for p in cell["processes"]] == ["router", "prefill", "decode"] and cell["serve_problems"] == []
 
 
 def test_github_matrix_maps_cells_to_runner_sizes() -> None:

@@ -190,12 +190,17 @@ class ContainerOperations:
         mem_limit: str | None = None,
         pids_limit: int | None = None,
         log_max_size: str | None = None,
+        network_mode: str | None = None,
+        writable_volumes: dict[str, str] | None = None,
     ) -> Container:
         """A created (not started) container.
 
         ``network=False``: no network at all. ``publish_port``: that container port on a random
         127.0.0.1 port (see ``Container.host_port``). ``read_only_mounts``: host path -> container
-        path. ``gpus``: NVIDIA device IDs handed in through a device request.
+        path. ``gpus``: NVIDIA device IDs handed in through a device request. ``network_mode``:
+        e.g. ``host`` (the processes of one topology reach each other on 127.0.0.1; nothing is
+        published). ``writable_volumes``: named volume -> container path, read-write (made on
+        first use; ``remove_volume`` removes it).
         """
         import docker.errors
 
@@ -214,6 +219,12 @@ class ContainerOperations:
             kwargs["ports"] = {f"{publish_port}/tcp": ("127.0.0.1", None)}
         if read_only_mounts:
             kwargs["volumes"] = {host: {"bind": inside, "mode": "ro"} for host, inside in read_only_mounts.items()}
+        if writable_volumes:
+            kwargs.setdefault("volumes", {}).update(
+                {name: {"bind": inside, "mode": "rw"} for name, inside in writable_volumes.items()}
+            )
+        if network_mode is not None:
+            kwargs["network_mode"] = network_mode
         if labels:
             kwargs["labels"] = labels
         if gpus:
@@ -255,6 +266,11 @@ class ContainerOperations:
             raise NoSuchImage(image) from None
         except docker.errors.APIError as exc:
             raise EngineError(explain(exc)) from None
+
+    def remove_volume(self, name: str) -> None:
+        """Remove the named volume; already gone is fine."""
+        with contextlib.suppress(Exception):
+            self.client.volumes.get(name).remove(force=True)
 
     def run(
         self,

@@ -84,6 +84,24 @@ class ModelRecord(Strict):
     verified: bool = Field(default=False, description="every pinned file was present with its pinned sha256")
 
 
+class ProcessRecord(Strict):
+    """One process of a cell's topology (a prefill or decode worker, the router): what ran and how it ended."""
+
+    name: str = Field(description="e.g. prefill-0, decode-0, router")
+    role: str = Field(description="server | prefill | decode | router")
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict, description="what the cell and the adapter set for it")
+    gpus: list[int] = Field(default_factory=list)
+    port: int | None = None
+    ports: dict[str, int] = Field(default_factory=dict, description="further named ports (bootstrap, metrics, ...)")
+    where: str = Field(default="container", description="container | in-process (releasekit's own router)")
+    ready_s: float | None = Field(default=None, description="seconds from start until it was ready; None: never")
+    status: str = Field(default="not-started", description="running | exited | not-started, when the cell ended")
+    exit_code: int | None = None
+    metrics: dict[str, float] = Field(default_factory=dict, description="its own /metrics, scraped at the end")
+    log_tail: list[str] = Field(default_factory=list)
+
+
 class Receipt(Record):
     kind = "receipt"
 
@@ -114,6 +132,8 @@ class Receipt(Record):
     engine_adapter_version: str | None = None
     # The model as a pinned input (additive): source, revision, the hashes checked before serving.
     model: ModelRecord | None = None
+    # Every process of a prefill/decode topology (empty for a single-server cell).
+    processes: list[ProcessRecord] = Field(default_factory=list)
 
 
 def cell_sha256(cell: Cell) -> str:

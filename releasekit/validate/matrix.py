@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from releasekit.manifest.validation import Cell, QuantizationScheme, ValidationSpec
 from releasekit.validate.engines import engine_for
 from releasekit.validate.models import static_model_findings
+from releasekit.validate.topology import PortPlan, ProcessSpec, is_disaggregated
 
 # Self-hosted runners are labelled by how many GPUs a job may take; a cell goes to the
 # smallest size that holds it (a TP6 cell takes an 8-GPU runner).
@@ -40,6 +41,9 @@ class MatrixRow(BaseModel):
     serve_env: dict[str, str] = Field(default_factory=dict, description="the cell's env plus what the adapter adds")
     serve_problems: list[str] = Field(default_factory=list, description="cell settings not rendered (a finding when run)")
     model_problems: list[str] = Field(default_factory=list, description="CODE: message, for the model's pinning")
+    processes: list[ProcessSpec] = Field(
+        default_factory=list, description="a prefill/decode cell's processes (serve_argv is its first worker's)"
+    )
 
 
 def quantization_label(cell: Cell) -> str | None:
@@ -60,8 +64,16 @@ def row_for(cell: Cell, schemes: Mapping[str, QuantizationScheme] | None = None)
         command = engine.serve_command(cell, cell.model.source or cell.model.name, schemes=schemes)
         argv, problems = command.argv, command.problems
         env.update(command.env)
+        processes: list[ProcessSpec] = []
+        if is_disaggregated(cell):
+            topology = engine.topology(cell, cell.model.source or cell.model.name, PortPlan(), list(range(cell.gpu_count)))
+            if topology is None:
+                problems = [*problems, f"{cell.engine}: the adapter has no prefill/decode topology"]
+            else:
+                processes, problems = topology.processes, topology.problems
+                argv = topology.workers[0].argv if topology.workers else argv
     except Exception as exc:  # noqa: BLE001 - an engine without an adapter is listed, not fatal
-        argv, problems = [], [str(exc)]
+        argv, problems, processes = [], [str(exc)], []
     return MatrixRow(
         id=cell.id,
         model=cell.model.name,
@@ -86,6 +98,7 @@ def row_for(cell: Cell, schemes: Mapping[str, QuantizationScheme] | None = None)
         serve_env=env,
         serve_problems=problems,
         model_problems=[f"{f.code}: {f.message}" for f in static_model_findings(cell.model)],
+        processes=processes,
     )
 
 

@@ -27,6 +27,7 @@ from releasekit.records.receipt import (
     CheckResult,
     Invocation,
     Metric,
+    ProcessRecord,
     Receipt,
     cell_sha256,
     write_receipt,
@@ -39,6 +40,8 @@ from releasekit.validate.gates import evaluate_gate, resolve_baseline
 from releasekit.validate.models import check_model, resolve_model
 from releasekit.validate.scheduler import Job, run_packed
 from releasekit.validate.stats import t_interval
+from releasekit.validate.topology import PortPlan, is_disaggregated
+from releasekit.validate.topology_run import serve_topology
 
 LOG_TAIL_LINES = 60
 LOCK_LABEL = "io.releasekit.lock.sha256"
@@ -145,12 +148,16 @@ class CellRunner:
         resolved = resolve_model(cell.model, self.loaded.directory)
         mounts = resolved.mounts
         command = engine.serve_command(cell, resolved.engine_arg, schemes=self.spec.quantization_schemes)
+        # A prefill/decode cell is a topology of processes (validate/topology.py), a router in front.
+        topology = engine.topology(cell, resolved.engine_arg, PortPlan.free(), gpus) if is_disaggregated(cell) else None
+        processes: list[ProcessRecord] = []
         env = {**self.image_env, **cell.env, **command.env}
         container_env = {**cell.env, **command.env}
         if gpus:
             container_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(gpus)))
         invocation = Invocation(
-            engine=cell.engine, argv=command.argv, env=env, image_env=self.image_env,
+            # A topology's processes are each in ``Receipt.processes``; here its first worker's argv.
+            engine=cell.engine, argv=topology.workers[0].argv if topology and topology.workers else command.argv, env=env, image_env=self.image_env,
             cell_env={**cell.env, **command.env}, gpus=gpus, mounts={v: k for k, v in mounts.items()},
         )
         where = {"cell": cell.id, "image": self.image_id}
@@ -163,8 +170,13 @@ class CellRunner:
                 f"the server would run with {hit}, which the manifest forbids ({self.spec.forbidden.reason or 'no reason given'})",
                 **where,
             )
-        for problem in command.problems:
+        for problem in command.problems if topology is None else topology.problems:
             findings.add("CELL_SETTING_NOT_RENDERED", f"{cell.engine}: {problem}", **where)
+        if is_disaggregated(cell) and topology is None:
+            findings.add("CELL_SETTING_NOT_RENDERED", f"{cell.engine}: the adapter has no prefill/decode topology", **where)
+        for proc in topology.processes if topology is not None else []:
+            for hit in forbidden_switches(proc.argv, {**self.image_env, **proc.env}, self.spec.forbidden):
+                findings.add("FORBIDDEN_SWITCH", f"{proc.name} would run with {hit}, which the manifest forbids", **where)
         if cell.gpu_count > 0 and len(gpus) < cell.gpu_count:
             findings.add("NOT_ENOUGH_GPUS", f"the cell needs {cell.gpu_count} GPUs, {len(gpus)} were given", **where)
         checks: list[CheckResult] = []
@@ -176,14 +188,22 @@ class CellRunner:
                 image=self.image_id, argv=command.argv, env=container_env, port=command.port,
                 gpus=gpus, mounts=mounts, cell_id=cell.id,
             )
+            running = (
+                serve(self.client, spec) if topology is None else serve_topology(
+                    self.client, topology, image=self.image_id, cell_id=cell.id, mounts=mounts,
+                    request_timeout_s=cell.request_timeout_s, records=processes,
+                )
+            )
             try:
-                with serve(self.client, spec) as server:
+                with running as server:
                     try:
                         startup_s = server.wait_ready([engine.health_path, engine.models_path], cell.startup_timeout_s)
                         checks = self._checks(cell, server, engine, findings)
                     except ServerFailed as exc:
                         server_failed = True
                         findings.add(exc.code, exc.message, **where)
+                    if not server_failed and topology is not None and not server.alive()[0]:
+                        server_failed = True
                     log = server.logs()
             except EngineError as exc:
                 # e.g. "could not select device driver" for a GPU cell on a host without the NVIDIA runtime.
@@ -234,6 +254,7 @@ class CellRunner:
             engine_adapter=engine.name,
             engine_adapter_version=engine.version,
             model=model_record,
+            processes=processes,
         )
 
     def _checks(self, cell: Cell, server, engine, findings: Findings) -> list[CheckResult]:
@@ -266,7 +287,8 @@ class CellRunner:
                         results.append(_merge_runs(runs))
                         return results
                 if not alive:
-                    findings.add("SERVER_EXITED", f"the server exited with code {code} during the {config.kind} check", cell=cell.id)
+                    who = server.who_exited() if hasattr(server, "who_exited") else "the server"
+                    findings.add("SERVER_EXITED", f"{who} exited with code {code} during the {config.kind} check", cell=cell.id)
                     results.append(_merge_runs(runs))
                     return results
             results.append(_merge_runs(runs))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from releasekit.errors import InputError
 from releasekit.validate.engines.interface import Engine, LogPatterns, ServeCommand, SpecDecodeMetricNames
+from releasekit.validate.engines.tokenspeed import TokenSpeedEngine
 from releasekit.validate.engines.vllm import VllmEngine
 
-_ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine}
+_ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine, "tokenspeed": TokenSpeedEngine}
 
 
 def engine_for(name: str) -> Engine:
@@ -24,4 +25,4 @@ def adapter_for(name: str) -> Engine | None:
     return cls() if cls is not None else None
 
 
-__all__ = ["Engine", "LogPatterns", "ServeCommand", "SpecDecodeMetricNames", "VllmEngine", "adapter_for", "engine_for"]
+__all__ = ["Engine", "LogPatterns", "ServeCommand", "SpecDecodeMetricNames", "TokenSpeedEngine", "VllmEngine", "adapter_for", "engine_for"]

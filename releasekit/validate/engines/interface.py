@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from releasekit.manifest.validation import Cell, QuantizationScheme
+from releasekit.validate.topology import PortPlan, Topology
 
 
 class ServeCommand(BaseModel):
@@ -98,6 +99,12 @@ class Engine(ABC):
     def preflight_args(self, cell: Cell, command: ServeCommand) -> list[str]:
         """What the pre-flight script parses for ``command``: by default the whole argv."""
         return list(command.argv)
+
+    def topology(self, cell: Cell, model_path: str, ports: PortPlan, gpus: list[int]) -> Topology | None:
+        """The processes of a prefill/decode cell (``validate/topology.py``): each worker's argv,
+        ports, GPUs, readiness and metric names, and the router or gateway in front. None: this
+        adapter has no prefill/decode topology."""
+        return None
 
 
 PREFLIGHT_MARKER = "RELEASEKIT-PREFLIGHT "

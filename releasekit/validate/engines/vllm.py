@@ -18,6 +18,15 @@ from releasekit.validate.engines.interface import (
     ServeCommand,
     SpecDecodeMetricNames,
 )
+from releasekit.validate.topology import (
+    PortPlan,
+    ProcessSpec,
+    RouterSpec,
+    Topology,
+    is_disaggregated,
+    roles,
+    worker_gpus,
+)
 
 DEFAULT_LAUNCHER = ["vllm", "serve"]
 
@@ -38,6 +47,23 @@ _NEEDS_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3"})
 # reported rather than silently dropped: a switch that does not reach the server is as
 # bad as a hidden one.
 _AUX_STREAMS_OFF_ENV = "VLLM_DISABLE_SHARED_EXPERTS_STREAM"
+
+# Prefill/decode: cell options the topology renders, where the shared-storage connector keeps
+# KV inside each worker, the NIXL side-channel port variable, the fields vLLM's NIXL
+# connector expects on the prefill request (the decode request gets what prefill answers),
+# and the counters kept per process in the receipt.
+PD_OPTIONS = frozenset({"kv_connector"})
+KV_SHARED_DIR = "/releasekit-kv"
+_NIXL_SIDE_CHANNEL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+_NIXL_PREFILL_PARAMS: dict[str, object] = {
+    "do_remote_decode": True,
+    "do_remote_prefill": False,
+    "remote_engine_id": None,
+    "remote_block_ids": None,
+    "remote_host": None,
+    "remote_port": None,
+}
+PROCESS_METRICS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total")
 
 
 # Flags through which vLLM expresses a cell's own coordinates (model, TP, DCP/EP,
@@ -65,6 +91,7 @@ PLACEMENT_FLAGS = frozenset(
         "-q",
         "--kv-cache-dtype",
         "--max-model-len",
+        "--kv-transfer-config",
         # The interpreter flag of the default launcher (python3 -m vllm.entrypoints.cli.main).
         "-m",
     }
@@ -137,8 +164,6 @@ class VllmEngine(Engine):
             # vLLM has no EP size: with expert parallelism on, it is TP x DP (DP is 1 here).
             if par.ep != par.tp:
                 problems.append(f"expert parallel size {par.ep}: vLLM's EP size is TP x DP = {par.tp}")
-        if par.prefill_replicas or par.decode_replicas:
-            problems.append("prefill/decode disaggregation needs a router; the vLLM adapter runs one server")
         spec = self.speculative_config(cell)
         if spec is not None:
             if cell.speculative.mode in _NEEDS_DRAFT_MODEL and "model" not in spec:
@@ -169,6 +194,8 @@ class VllmEngine(Engine):
                     env[_AUX_STREAMS_OFF_ENV] = "1"
             elif option == "aux_streams":
                 problems.append(f"option 'aux_streams' must be true or false, not {value!r}")
+            elif option in PD_OPTIONS and is_disaggregated(cell):
+                continue  # rendered by topology()
             else:
                 problems.append(f"option '{option}' has no vLLM mapping")
         argv += list(cell.extra_args)
@@ -224,6 +251,59 @@ class VllmEngine(Engine):
         if launcher[-1] == "serve" and args:
             return ["--model", args[0], *args[1:]]
         return args
+
+
+    def topology(self, cell: Cell, model_path: str, ports: PortPlan, gpus: list[int]) -> Topology | None:
+        """Prefill and decode ``vllm serve`` workers joined by a KV connector, releasekit's router in front.
+
+        Every worker is this cell's own server (same flags) plus ``--kv-transfer-config`` for its
+        role. The connector is the cell option ``kv_connector``: ``NixlConnector`` (the default,
+        GPU hosts: KV moves over NIXL, the router hands the prefill response's
+        ``kv_transfer_params`` to decode) or ``ExampleConnector`` (prefill writes KV to a directory
+        the decode worker reads: runs on the CPU, used by the CPU test).
+        """
+        connector = str(cell.options.get("kv_connector", "NixlConnector"))
+        problems: list[str] = []
+        router_port = ports.take()
+        shared_dirs: dict[str, str] = {}
+        router = RouterSpec(prefill=[], decode=[])
+        if connector == "ExampleConnector":
+            shared_dirs["kv"] = KV_SHARED_DIR
+        elif connector == "NixlConnector":
+            router.prefill_fields = {"kv_transfer_params": dict(_NIXL_PREFILL_PARAMS)}
+            router.handoff_field = "kv_transfer_params"
+        else:
+            problems.append(f"kv_connector '{connector}' has no vLLM P/D rendering (known: ExampleConnector, NixlConnector)")
+        groups = worker_gpus(cell, gpus)
+        processes: list[ProcessSpec] = []
+        for name, role, index in roles(cell):
+            port = ports.take()
+            command = self.serve_command(cell, model_path, port=port)
+            problems += [p for p in command.problems if p not in problems]
+            kv: dict[str, object] = {"kv_connector": connector}
+            extra_ports: dict[str, int] = {}
+            env = {**cell.env, **command.env}
+            if connector == "ExampleConnector":
+                kv["kv_role"] = "kv_producer" if role == "prefill" else "kv_consumer"
+                kv["kv_connector_extra_config"] = {"shared_storage_path": KV_SHARED_DIR}
+            else:
+                kv["kv_role"] = "kv_both"
+                side = ports.take()
+                extra_ports["kv_side_channel"] = side
+                env[_NIXL_SIDE_CHANNEL_PORT_ENV] = str(side)
+            argv = [*command.argv, "--kv-transfer-config", json.dumps(kv, sort_keys=True, separators=(",", ":"))]
+            processes.append(ProcessSpec(
+                name=name, role=role, argv=argv, env=env, port=port, ports=extra_ports, gpus=groups[index],
+                readiness_paths=self.readiness_paths, metrics_path=self.metrics_path,
+                metric_names=list(PROCESS_METRICS), shared_dirs=list(shared_dirs),
+            ))
+            (router.prefill if role == "prefill" else router.decode).append(name)
+        backends = [f"{p.role}=http://127.0.0.1:{p.port}" for p in processes]
+        processes.insert(0, ProcessSpec(
+            name="router", role="router", argv=["releasekit-router", f"--port={router_port}", *backends],
+            port=router_port, readiness_paths=self.readiness_paths, in_process=True,
+        ))
+        return Topology(processes=processes, entry="router", shared_dirs=shared_dirs, router=router, problems=problems)
 
 
 # Runs inside the candidate image: vLLM's own ``serve`` argument parser and engine-argument
