@@ -250,3 +250,44 @@ def test_the_shipped_arithmetic_sets_score_perfectly_against_their_own_answers()
         problems, _ = read_problems(DATASETS / name)
         assert all(scoring.score(p.answer, p.answer)[1] for p in problems)
         assert all(isinstance(p, Problem) for p in problems)
+
+
+# --- baselines of the real manifests ---------------------------------------------------------------
+
+
+def test_every_mtp_cell_of_ff_next_has_acceptance_and_speed_gates_on_a_named_baseline() -> None:
+    from releasekit.manifest import load_manifest
+    from releasekit.validate.gates import evaluate_gate
+
+    loaded = load_manifest(REPO / "manifests" / "ff-next.yaml")
+    spec = loaded.manifest.validation
+    mtp = [c for c in spec.cells if c.speculative.mode == "mtp"]
+    assert len(mtp) == 8
+    for cell in mtp:
+        gated = {g.metric: g for g in cell.gates}
+        assert "acceptance.rate" in gated, cell.id
+        assert {"decode.target_step_rate", "decode.output_tok_s", "throughput.c32.output_tok_s"} & set(gated), cell.id
+        assert "acceptance" in [c.kind for c in cell.checks], cell.id
+        for gate in cell.gates:
+            assert gate.baseline in spec.baselines
+            # No invented numbers: every such baseline is a receipt that is not measured yet.
+            base = resolve_baseline(gate.baseline, spec.baselines[gate.baseline], loaded.directory)
+            assert base.problem is not None and not base.values
+            result, findings = evaluate_gate(gate, {}, {gate.baseline: base})
+            assert not result.passed
+    step = next(g for g in spec.cell("glm52-tp8-dcp1-mtp3").gates if g.metric == "decode.target_step_rate")
+    assert (step.baseline, step.min_ratio, step.runs) == ("v17-fixed-width-mtp3", 0.98, 3)
+
+
+def test_seed_000_figures_are_the_qualification_baseline() -> None:
+    from releasekit.manifest import load_manifest
+
+    spec = load_manifest(REPO / "manifests" / "ds4-sm120.yaml").manifest.validation
+    values = spec.baselines["seed-000-qualification"].values
+    assert values == {"gsm8k.accuracy": 0.9363, "gsm8k.n": 1319, "throughput.completed_ratio": 1.0,
+                      "throughput.c32.output_tok_s": 648.5}
+    cell = spec.cells[0]
+    gsm = next(c for c in cell.checks if isinstance(c, Gsm8kCheck))
+    assert (gsm.baseline, gsm.fewshot, gsm.num_fewshot) == ("seed-000-qualification", "gsm8k-train", 5)
+    assert spec.datasets["gsm8k"].samples == 1319 and spec.datasets["gsm8k"].sha256 is None
+    assert {g.metric for g in cell.gates} == {"throughput.c32.output_tok_s", "throughput.completed_ratio"}
