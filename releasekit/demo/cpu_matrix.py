@@ -64,7 +64,7 @@ def _model(path: str) -> dict[str, Any]:
 
 
 def _gsm8k(**extra: Any) -> dict[str, Any]:
-    return {"kind": "gsm8k", "dataset": "arith", "fewshot": "arith-train", "num_fewshot": 6, "max_tokens": 16, **extra}
+    return {"kind": "gsm8k", "dataset": "arith", "fewshot": "arith-train", "num_fewshot": 6, "max_tokens": 24, **extra}
 
 
 def cpu_validation_section(receipts: str = RECEIPTS) -> dict[str, Any]:
