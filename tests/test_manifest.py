@@ -245,7 +245,7 @@ def test_to_be_locked_is_allowed_only_in_lockable_fields(tmp_path):
 
 def test_validation_matrix_rules(tmp_path):
     cell = {"id": "c1", "model": {"name": "m"}, "env": {"NO_STREAMS": "1"}, "extra_args": ["--enforce-eager"],
-            "checks": [{"kind": "gsm8k", "dataset": "missing"}],
+            "checks": [{"kind": "gsm8k", "dataset": "missing", "fewshot": "missing-train"}],
             "gates": [{"metric": "decode.target_step_rate", "baseline": "nope", "min_ratio": 0.98}]}
     data = broken(lambda d: d.update(validation={"forbidden": {"env": ["NO_STREAMS"], "args": ["--enforce-eager"]},
                                                  "cells": [cell, dict(cell)]}))

@@ -29,7 +29,7 @@ def test_ff_next_yields_every_cell_of_seed_003_items_5_to_8() -> None:
     off, mtp3 = cells["glm52-tp8-dcp1-mtp0"], cells["glm52-tp8-dcp1-mtp3"]
     assert (off["tp"], off["dcp"], off["speculative"]) == (8, 1, "off")
     assert (mtp3["speculative"], "acceptance" in mtp3["checks"], "decode" in mtp3["checks"]) == ("mtp:3", True, True)
-    assert mtp3["gates"] == ["decode.target_step_rate vs v17-fixed-width-mtp3"]
+    assert mtp3["gates"] == ["decode.target_step_rate vs v17-fixed-width-mtp3", "acceptance.rate vs v17-fixed-width-mtp3"]
     # Item 6: TP6 with MTP and DCP; A4, A16, online quantisation, NVFP4 KV, NF3 hybrid.
     tp6 = [c for c in cells.values() if c["tp"] == 6]
     assert all(c["dcp"] > 1 and c["speculative"].startswith("mtp") for c in tp6)

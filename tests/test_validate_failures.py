@@ -7,6 +7,7 @@ to hang on demand, and these paths must be proven on every CI run in seconds.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import time
@@ -45,14 +46,16 @@ DIES = HANGS.replace(
 
 
 def manifest(tmp_path: Path, script: str) -> Path:
-    (tmp_path / "q.jsonl").write_text('{"question": "1 + 1?", "answer": "#### 2"}\n')
+    data_file = tmp_path / "q.jsonl"
+    data_file.write_text('{"question": "1 + 1?", "answer": "#### 2"}\n')
+    pin = {"sha256": hashlib.sha256(data_file.read_bytes()).hexdigest(), "samples": 1}
     data = {
         "schema": "releasekit/v1",
         "name": "failures",
         "components": {"app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}},
         "toolchain": {"base_image": {"name": "base", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
         "validation": {
-            "datasets": {"q": {"path": "q.jsonl"}},
+            "datasets": {"q": {"path": "q.jsonl", **pin}},
             "cells": [
                 {
                     "id": "stub",

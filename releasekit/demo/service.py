@@ -168,7 +168,7 @@ def _validation_matrix(ctx: DemoContext) -> StageResult:
     from releasekit.demo.validate_stage import add_cpu_validation
 
     assert ctx.manifest is not None
-    add_cpu_validation(ctx.manifest, ctx.root / "release" / "receipts")
+    add_cpu_validation(ctx.manifest, ctx.root / "release" / "receipts", ctx.engine, ctx.base_image)
     cells = [c.id for c in load_manifest(ctx.manifest).manifest.validation.cells]
     return StageResult(name="validation matrix", status="passed", summary=f"CPU cells {', '.join(cells)} added")
 

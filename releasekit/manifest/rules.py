@@ -332,11 +332,16 @@ def rule_validation_matrix(ctx: RuleContext) -> None:
             if flag in forbidden_args or arg in forbidden_args:
                 ctx.add("FORBIDDEN_SWITCH", f"cell '{cell.id}' passes {arg}, which the manifest forbids ({spec.forbidden.reason or 'forbidden switch'})", (*path, "extra_args", j), cell=cell.id)
         for j, check in enumerate(cell.checks):
-            dataset = getattr(check, "dataset", None) or getattr(check, "prompts", None)
-            if dataset is not None and dataset not in spec.datasets:
-                ctx.add("UNKNOWN_DATASET", f"cell '{cell.id}' check {check.kind} uses dataset '{dataset}', which validation.datasets does not define", (*path, "checks", j), cell=cell.id)
+            for dataset in (getattr(check, "dataset", None) or getattr(check, "prompts", None), getattr(check, "fewshot", None)):
+                if dataset is not None and dataset not in spec.datasets:
+                    ctx.add("UNKNOWN_DATASET", f"cell '{cell.id}' check {check.kind} uses dataset '{dataset}', which validation.datasets does not define", (*path, "checks", j), cell=cell.id)
+            named = getattr(check, "baseline", None)
+            if named is not None and named not in spec.baselines:
+                ctx.add("UNKNOWN_BASELINE", f"cell '{cell.id}' check {check.kind} names baseline '{named}', which validation.baselines does not define", (*path, "checks", j, "baseline"), cell=cell.id)
             baseline = getattr(check, "baseline_metric", None)
-            if baseline is not None and not any(baseline in b.values for b in spec.baselines.values()):
+            # A receipt baseline's values are known only when the cell runs.
+            candidates = [spec.baselines[named]] if named in spec.baselines else list(spec.baselines.values())
+            if baseline is not None and not any(baseline in b.values or b.receipt is not None for b in candidates):
                 ctx.add("UNKNOWN_BASELINE_METRIC", f"cell '{cell.id}' holds {check.kind} to baseline metric '{baseline}', which no baseline defines", (*path, "checks", j), cell=cell.id)
         for j, gate in enumerate(cell.gates):
             if gate.baseline is not None:

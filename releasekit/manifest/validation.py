@@ -140,16 +140,38 @@ class _Check(_Strict):
 
 
 class Gsm8kCheck(_Check):
+    """lm-eval's gsm8k protocol: every question of ``dataset`` scored, few-shot examples from a separate file.
+
+    The number of scored questions must equal the dataset's ``samples`` and, when a baseline
+    is named, the baseline's ``gsm8k.n``; both datasets must be pinned by sha256. All of that
+    is checked before the server starts.
+    """
+
     kind: Literal["gsm8k"]
-    dataset: str = Field(description="a name under validation.datasets")
-    limit: int | None = Field(default=None, ge=1, description="first N questions; None: all")
+    dataset: str = Field(description="a name under validation.datasets: the scored questions (all of them)")
+    fewshot: str | None = Field(
+        default=None,
+        description="a name under validation.datasets: the few-shot examples (its first num_fewshot records), "
+        "a separate file such as GSM8K's train split; never the scored file",
+    )
     num_fewshot: int = Field(default=5, ge=0, le=64)
     filter: Literal["flexible-extract", "strict-match"] = "flexible-extract"
     min_accuracy: float | None = Field(default=None, ge=0, le=1)
+    baseline: str | None = Field(default=None, description="a name under validation.baselines (default: any that has the metric)")
     baseline_metric: str | None = Field(default=None, description="baseline value the Wilson bound is held to")
     rtol: float = Field(default=0.08, ge=0, le=1)
     confidence: float = Field(default=0.95, gt=0, lt=1)
     max_tokens: int = Field(default=512, ge=1)
+
+    @model_validator(mode="after")
+    def _fewshot_is_separate(self) -> Gsm8kCheck:
+        if self.num_fewshot > 0 and self.fewshot is None:
+            raise ValueError("num_fewshot > 0 needs 'fewshot': a separate dataset (e.g. the train split) to take examples from")
+        if self.fewshot is not None and self.fewshot == self.dataset:
+            raise ValueError("'fewshot' names the scored dataset: few-shot examples must come from a separate file")
+        if self.baseline is not None and self.baseline_metric is None:
+            self.baseline_metric = "gsm8k.accuracy"
+        return self
 
 
 class AcceptanceCheck(_Check):
@@ -263,19 +285,29 @@ class Cell(_Strict):
 class Dataset(_Strict):
     path: str = Field(description="relative to the manifest's directory")
     format: Literal["gsm8k-jsonl", "prompts-jsonl"] = "gsm8k-jsonl"
-    sha256: str | None = None
-    samples: int | None = Field(default=None, ge=1, description="the number of items the full set has")
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description="the file's sha256; a scored set must have one")
+    samples: int | None = Field(default=None, ge=1, description="the number of records the file has (1,319 for GSM8K's test split)")
 
 
 class Baseline(_Strict):
+    """Named values, and/or a receipt to take values from: ours (``releasekit.receipt/v1``) or today's
+    tool's validation receipt (its ``evidence`` numbers, named ``<profile>.<name>[.<key>]``)."""
+
     source: str = Field(min_length=1, description="where the numbers come from")
-    receipt: str | None = Field(default=None, description="a receipt file to take values from")
+    receipt: str | None = Field(default=None, description="a receipt file to take values from, relative to the manifest")
+    receipt_metrics: dict[MetricName, str] = Field(
+        default_factory=dict,
+        description="our metric name -> the receipt's name for it, where they differ (e.g. a receipt of today's tool: "
+        "acceptance.rate: mtp3.strict_draft_acceptance)",
+    )
     values: dict[MetricName, float] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _has_values(self) -> Baseline:
         if self.receipt is None and not self.values:
             raise ValueError("a baseline needs 'values' or a 'receipt'")
+        if self.receipt_metrics and self.receipt is None:
+            raise ValueError("'receipt_metrics' without a 'receipt'")
         return self
 
 

@@ -24,20 +24,47 @@ class BaselineValues(BaseModel):
     problem: str | None = None
 
 
+def receipt_values(path: Path) -> dict[str, float]:
+    """Every number a receipt file holds: ours (its metrics) or today's tool's (its ``evidence``).
+
+    Which one it is, is decided by the file's own marker: ours has ``schema``
+    (``releasekit.receipt/v1``), today's tool's ``schema_version`` and ``evidence``.
+    Raises ``InputError`` (one line) for a file that is neither.
+    """
+    import json
+
+    from releasekit.errors import InputError
+    from releasekit.records.legacy import read_validation_receipt
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON receipt: {exc}") from None
+    if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
+        return read_validation_receipt(path).metrics()
+    receipt = read_receipt(path)
+    return {name: m.value for name, m in receipt.metrics.items() if m.value is not None}
+
+
 def resolve_baseline(name: str, baseline: Baseline, manifest_dir: Path) -> BaselineValues:
-    """Values from the manifest, overlaid on those of a baseline receipt when one is named."""
+    """Values from the manifest, overlaid on those of a baseline receipt when one is named.
+
+    ``receipt_metrics`` renames the receipt's numbers to ours (a receipt of today's tool
+    names them after its own profiles); a mapped name the receipt lacks stays unavailable.
+    """
     values: dict[str, float] = {}
     if baseline.receipt is not None:
         path = manifest_dir / baseline.receipt
         if not path.is_file():
             return BaselineValues(name=name, values=dict(baseline.values), problem=f"baseline receipt {baseline.receipt} does not exist")
         try:
-            receipt = read_receipt(path)
+            found = receipt_values(path)
         except Exception as exc:  # noqa: BLE001 - a broken baseline is reported on the gate, not fatal
             return BaselineValues(name=name, values=dict(baseline.values), problem=str(exc))
-        for metric_name, m in receipt.metrics.items():
-            if m.value is not None:
-                values[metric_name] = m.value
+        values.update(found)
+        for ours, theirs in baseline.receipt_metrics.items():
+            if theirs in found:
+                values[ours] = found[theirs]
     values.update(baseline.values)
     return BaselineValues(name=name, values=values)
 

@@ -179,6 +179,12 @@ class CellRunner:
                 findings.add("FORBIDDEN_SWITCH", f"{proc.name} would run with {hit}, which the manifest forbids", **where)
         if cell.gpu_count > 0 and len(gpus) < cell.gpu_count:
             findings.add("NOT_ENOUGH_GPUS", f"the cell needs {cell.gpu_count} GPUs, {len(gpus)} were given", **where)
+        # Inputs the checks can judge without a server (pinned datasets, their sizes): before any GPU hour.
+        before = CheckContext(cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=None, engine=engine)
+        for config in cell.checks:
+            for f in check_for(config).preflight(before):
+                f.location = Location(**where)
+                findings.findings.append(f)
         checks: list[CheckResult] = []
         log = ""
         startup_s: float | None = None

@@ -1,4 +1,13 @@
-"""GSM8K-style accuracy, scored like lm-eval's gsm8k task (flexible-extract by default)."""
+"""GSM8K-style accuracy, scored like lm-eval's gsm8k task (flexible-extract by default).
+
+The protocol, enforced before the server starts (``preflight``) and again before scoring:
+the scored file and the few-shot file are separate datasets, each pinned by sha256 and
+record count in the manifest; every record of the scored file is scored (no ``limit``), so
+the count equals the manifest's ``samples`` and the baseline's ``gsm8k.n``; the first
+``num_fewshot`` records of the train file are the examples (lm-eval's ``first_n``), and
+none of them may also be a scored question. A file that fails any of this is a finding
+(exit 1) in the cell's receipt, recorded with the hash actually found; no server starts.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +23,7 @@ from releasekit.manifest.validation import Gsm8kCheck
 from releasekit.records.receipt import Metric
 from releasekit.validate import scoring
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
-from releasekit.validate.gates import accuracy_against_baseline, resolve_baseline
+from releasekit.validate.gates import BaselineValues, accuracy_against_baseline, resolve_baseline
 from releasekit.validate.stats import wilson_lower, wilson_upper
 
 # lm-eval's gsm8k generation stops here; a model that keeps going would otherwise
@@ -78,35 +87,102 @@ def score_outputs(outputs: list[str], problems: list[Problem], filter_name: str,
     )
 
 
-def baseline_value(ctx: CheckContext, name: str) -> float | None:
-    for base_name, base in ctx.spec.baselines.items():
-        value = resolve_baseline(base_name, base, ctx.manifest_dir).values.get(name)
-        if value is not None:
-            return value
+class Prepared(BaseModel):
+    """What the protocol scores: every question of the pinned set, examples from the pinned train file."""
+
+    scored: list[Problem]
+    examples: list[Problem]
+    sha256: str
+    fewshot_sha256: str | None = None
+
+
+def _baseline(ctx: CheckContext, cfg: Gsm8kCheck) -> BaselineValues | None:
+    """The baseline the accuracy is held to: the named one, else the first that gives the metric."""
+    if cfg.baseline_metric is None:
+        return None
+    names = [cfg.baseline] if cfg.baseline is not None else list(ctx.spec.baselines)
+    for name in names:
+        base = ctx.spec.baselines.get(name)
+        if base is None:
+            continue
+        values = resolve_baseline(name, base, ctx.manifest_dir)
+        if cfg.baseline is not None or cfg.baseline_metric in values.values:
+            return values
     return None
+
+
+def _pinned(ctx: CheckContext, name: str, findings: Findings) -> tuple[list[Problem], str] | None:
+    """The records of dataset ``name`` if the file matches its pin (sha256 and record count); else a finding."""
+    dataset = ctx.spec.datasets.get(name)
+    if dataset is None:
+        raise InputError(f"cell {ctx.cell.id}: gsm8k dataset '{name}' is not in validation.datasets")
+    problems, digest = read_problems(ctx.manifest_dir / dataset.path)
+    if dataset.sha256 is None or dataset.samples is None:
+        findings.add("DATASET_NOT_PINNED", f"dataset '{name}' ({dataset.path}) needs sha256 and samples in the manifest; "
+                     f"the file has sha256 {digest} and {len(problems)} records")
+        return None
+    if dataset.sha256 != digest:
+        findings.add("DATASET_CHANGED", f"dataset '{name}' ({dataset.path}) has sha256 {digest}, the manifest pins {dataset.sha256}")
+        return None
+    if len(problems) != dataset.samples:
+        findings.add("DATASET_SIZE_MISMATCH", f"dataset '{name}' has {len(problems)} records, the manifest says {dataset.samples}")
+        return None
+    return problems, digest
+
+
+def prepare(ctx: CheckContext, cfg: Gsm8kCheck, findings: Findings) -> Prepared | None:
+    """The protocol's inputs, or None with findings: run before the server starts and again before scoring."""
+    scored = _pinned(ctx, cfg.dataset, findings)
+    examples: list[Problem] = []
+    fewshot_sha: str | None = None
+    if cfg.num_fewshot > 0:
+        assert cfg.fewshot is not None  # the manifest model requires it
+        train = _pinned(ctx, cfg.fewshot, findings)
+        if train is not None:
+            examples, fewshot_sha = train[0][: cfg.num_fewshot], train[1]
+            if len(examples) < cfg.num_fewshot:
+                findings.add("DATASET_SIZE_MISMATCH", f"few-shot dataset '{cfg.fewshot}' has {len(examples)} records, "
+                             f"{cfg.num_fewshot} are asked for")
+    if scored is None or findings.codes():
+        return None
+    problems, digest = scored
+    overlap = {p.question for p in examples} & {p.question for p in problems}
+    if overlap:
+        findings.add("FEWSHOT_OVERLAP", f"{len(overlap)} few-shot example(s) of '{cfg.fewshot}' are also scored questions "
+                     f"of '{cfg.dataset}', e.g. {sorted(overlap)[0][:80]!r}")
+        return None
+    base = _baseline(ctx, cfg)
+    if base is not None and base.problem is None and cfg.baseline_metric in base.values:
+        n = base.values.get("gsm8k.n")
+        if n is None:
+            findings.add("BASELINE_UNAVAILABLE", f"baseline '{base.name}' gives {cfg.baseline_metric} but not gsm8k.n: "
+                         "an accuracy measured on an unknown number of questions cannot be compared")
+            return None
+        if int(n) != len(problems):
+            findings.add("DATASET_SIZE_MISMATCH", f"{len(problems)} questions would be scored, baseline '{base.name}' "
+                         f"measured {cfg.baseline_metric} on {int(n)}")
+            return None
+    return Prepared(scored=problems, examples=examples, sha256=digest, fewshot_sha256=fewshot_sha)
 
 
 class Gsm8k(CellCheck):
     kind = "gsm8k"
-    codes = ("DATASET_CHANGED", "REQUEST_FAILED", "ACCURACY_BELOW_MIN", "BASELINE_UNAVAILABLE", "ACCURACY_BELOW_BASELINE")
+    codes = ("DATASET_NOT_PINNED", "DATASET_CHANGED", "DATASET_SIZE_MISMATCH", "FEWSHOT_OVERLAP", "REQUEST_FAILED",
+             "ACCURACY_BELOW_MIN", "BASELINE_UNAVAILABLE", "ACCURACY_BELOW_BASELINE")
     config: Gsm8kCheck
+
+    def preflight(self, ctx: CheckContext) -> Findings:
+        findings = Findings()
+        prepare(ctx, self.config, findings)
+        return findings
 
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:
         cfg = self.config
-        dataset = ctx.spec.datasets.get(cfg.dataset)
-        if dataset is None:
-            raise InputError(f"cell {ctx.cell.id}: gsm8k dataset '{cfg.dataset}' is not in validation.datasets")
-        problems, digest = read_problems(ctx.manifest_dir / dataset.path)
-        if dataset.sha256 and dataset.sha256 != digest:
-            findings.add("DATASET_CHANGED", f"dataset '{cfg.dataset}' has sha256 {digest}, the manifest pins {dataset.sha256}")
-            return [], {"dataset_sha256": digest}
-        # Few-shot examples come from the front of the file and are never scored.
-        examples, scored = problems[: cfg.num_fewshot], problems[cfg.num_fewshot :]
-        if cfg.limit is not None:
-            scored = scored[: cfg.limit]
-        if not scored:
-            raise InputError(f"cell {ctx.cell.id}: dataset '{cfg.dataset}' leaves no question after {cfg.num_fewshot} few-shot examples")
-        prefix = fewshot_prefix(examples)
+        ready = prepare(ctx, cfg, findings)
+        if ready is None:
+            return [], {"dataset": cfg.dataset}
+        scored = ready.scored
+        prefix = fewshot_prefix(ready.examples)
         outputs: list[str] = []
         errors = 0
         assert ctx.client is not None
@@ -124,9 +200,11 @@ class Gsm8k(CellCheck):
                 f"gsm8k {cfg.filter} accuracy {s.accuracy:.4f} ({s.correct}/{s.n}) is below {cfg.min_accuracy}",
             )
         if cfg.baseline_metric is not None:
-            expected = baseline_value(ctx, cfg.baseline_metric)
+            base = _baseline(ctx, cfg)
+            expected = base.values.get(cfg.baseline_metric) if base is not None else None
             if expected is None:
-                findings.add("BASELINE_UNAVAILABLE", f"no baseline gives {cfg.baseline_metric}")
+                why = base.problem if base is not None and base.problem else f"no baseline gives {cfg.baseline_metric}"
+                findings.add("BASELINE_UNAVAILABLE", why)
             elif not accuracy_against_baseline(s.wilson_low, expected, cfg.rtol):
                 findings.add(
                     "ACCURACY_BELOW_BASELINE",
@@ -144,5 +222,6 @@ class Gsm8k(CellCheck):
             for p, o in list(zip(scored, outputs, strict=True))[:3]
         ]
         ctx.notes["gsm8k"] = s
-        return metrics, {"dataset": cfg.dataset, "dataset_sha256": digest, "filter": cfg.filter,
+        return metrics, {"dataset": cfg.dataset, "dataset_sha256": ready.sha256, "fewshot": cfg.fewshot,
+                         "fewshot_sha256": ready.fewshot_sha256, "filter": cfg.filter,
                          "num_fewshot": cfg.num_fewshot, "request_errors": errors, "examples": examples_out}

@@ -67,6 +67,10 @@ class CellCheck(ABC):
             f.location.cell = ctx.cell.id
         return findings
 
+    def preflight(self, ctx: CheckContext) -> Findings:
+        """What can be judged before the server starts (``ctx.client`` is None); nothing by default."""
+        return Findings()
+
     @abstractmethod
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:
         """Talk to the server, add findings for what failed, return metrics (with units) and details."""
