@@ -124,12 +124,12 @@ def ensure_small_model(engine: Engine, engine_image: str, cache: Path | None = N
         container = engine.create(
             image.id,
             entrypoint=["python3"],
-            command=["/work/convert.py", "/work/gguf", Path(GGUF_IN_WHEEL).name, "/out"],
-            environment={"PYTHONPATH": "/work/site", "HF_HUB_OFFLINE": "1"},
+            command=["/rk-convert/convert.py", "/rk-convert/gguf", Path(GGUF_IN_WHEEL).name, "/out"],
+            environment={"PYTHONPATH": "/rk-convert/site", "HF_HUB_OFFLINE": "1"},
             network=False,
         )
         try:
-            container.put_directory("/work", stage)
+            container.put_directory("/rk-convert", stage)
             container.start()
             if container.wait(timeout=900) != 0:
                 tail = container.logs().decode("utf-8", "replace").strip().splitlines()[-3:]
