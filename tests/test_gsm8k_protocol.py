@@ -178,8 +178,9 @@ def test_a_wrong_dataset_is_refused_before_the_server_starts(tmp_path: Path, bas
     receipt = read_receipt(tmp_path / "receipts" / "wrong-data.json")
     assert receipt.startup_s is None and not receipt.checks and receipt.status == "failed"
     # Only the dataset is wrong (a model without a pinned source is a warning of its own).
-    assert [f.code for f in receipt.findings if f.severity == "error"] == ["DATASET_CHANGED"]
-    assert sha(tmp_path / "arith-test.jsonl") in receipt.findings[0].message
+    errors = [f for f in receipt.findings if f.severity == "error"]
+    assert [f.code for f in errors] == ["DATASET_CHANGED"]
+    assert sha(tmp_path / "arith-test.jsonl") in errors[0].message
 
 
 # --- lm-eval's own scorer as the reference ------------------------------------------------------
