@@ -162,16 +162,24 @@ def cpu_engine_image(docker_client, base_image):
 
 
 def pd_manifest(directory: Path, cell_id: str, checks: list[dict]) -> Path:
-    from releasekit.demo.cpu_matrix import write_cpu_assets
+    import shutil
 
-    write_cpu_assets(directory)
+    from releasekit.demo.cpu_matrix import DATASETS, SCORED, TRAIN, _records, _sha256
+    from releasekit.demo.tiny_model import write_tiny_llama
+
+    write_tiny_llama(directory / "tiny-llama")
+    for name in (SCORED, TRAIN):
+        shutil.copy(DATASETS / name, directory / name)
     data = {
         "schema": "releasekit/v1",
         "name": "pd-cpu",
         "components": {"app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}},
         "toolchain": {"base_image": {"name": "base", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
         "validation": {
-            "datasets": {"gsm8k-mini": {"path": "gsm8k-mini.jsonl"}},
+            "datasets": {
+                "gsm8k-mini": {"path": SCORED, "sha256": _sha256(DATASETS / SCORED), "samples": _records(DATASETS / SCORED)},
+                "gsm8k-train": {"path": TRAIN, "sha256": _sha256(DATASETS / TRAIN), "samples": _records(DATASETS / TRAIN)},
+            },
             "cells": [{
                 "id": cell_id,
                 "model": {"name": "tiny", "path": "tiny-llama", "load_format": "dummy"},
@@ -211,7 +219,7 @@ def digest(receipt_path: Path) -> str:
 @pytest.mark.slow
 def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_image, docker_client) -> None:
     checks = [
-        {"kind": "gsm8k", "dataset": "gsm8k-mini", "limit": 4, "num_fewshot": 1, "max_tokens": 16, "min_accuracy": 0.0},
+        {"kind": "gsm8k", "dataset": "gsm8k-mini", "fewshot": "gsm8k-train", "num_fewshot": 1, "max_tokens": 16, "min_accuracy": 0.0},
         {"kind": "throughput", "input_len": 64, "output_len": 16, "concurrency": [1, 2], "num_prompts": 2},
         {"kind": "log_scan"},
     ]
@@ -221,7 +229,7 @@ def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_im
     path = receipts / "cpu-1p1d.json"
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:] + digest(path)
     r = read_receipt(path)
-    assert r.passed and r.metrics["gsm8k.n"].value == 4 and r.metrics["throughput.c2.completed"].value == 2
+    assert r.passed and r.metrics["gsm8k.n"].value == 30 and r.metrics["throughput.c2.completed"].value == 2
     by_name = {p.name: p for p in r.processes}
     assert set(by_name) == {"router", "prefill-0", "decode-0"}
     prefill, decode, router = by_name["prefill-0"], by_name["decode-0"], by_name["router"]
@@ -230,7 +238,7 @@ def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_im
         assert "--kv-transfer-config" in p.argv and p.log_tail
     assert router.where == "in-process" and router.ready_s is not None
     # Both really served: prefill computed every prompt once more than decode generated (1 token each) ...
-    assert prefill.metrics["vllm:request_success_total"] >= 4 + 4  # gsm8k + throughput requests
+    assert prefill.metrics["vllm:request_success_total"] >= 30 + 4  # gsm8k + throughput requests
     assert prefill.metrics["vllm:generation_tokens_total"] == prefill.metrics["vllm:request_success_total"]
     # ... and decode produced the answers.
     assert decode.metrics["vllm:generation_tokens_total"] > decode.metrics["vllm:request_success_total"]
@@ -243,7 +251,7 @@ def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_im
 @pytest.mark.docker
 @pytest.mark.slow
 def test_a_decode_process_killed_mid_run_is_reported_by_role(workdir: Path, cpu_engine_image, docker_client) -> None:
-    checks = [{"kind": "gsm8k", "dataset": "gsm8k-mini", "limit": 40, "num_fewshot": 1, "max_tokens": 16, "min_accuracy": 0.0}]
+    checks = [{"kind": "gsm8k", "dataset": "gsm8k-mini", "fewshot": "gsm8k-train", "num_fewshot": 1, "max_tokens": 16, "min_accuracy": 0.0}]
     manifest = pd_manifest(workdir / "m", "cpu-1p1d-kill", checks)
     receipts = workdir / "receipts"
     killed: list[str] = []
