@@ -262,6 +262,10 @@ def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, b
     body = "".join(line for line in pem.splitlines() if "-----" not in line)
     image_id = base_image.image_id
     release = Release(tmp_path / "rel", image_id)
+    # verify-provenance rebuilds from the lock: its locked base must be in the engine (here: the image itself).
+    lock_data = json.loads(release.lock.read_text())
+    lock_data["toolchain"]["base_image"]["name"] = base_image.name
+    release.lock.write_text(json.dumps(lock_data, indent=2) + "\n")
     out = tmp_path / "out"
     runs = []
     for extra in (["--json"], []):
