@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import signal
 import tarfile
 from pathlib import Path
 
@@ -40,9 +41,9 @@ def _reference(data: bytes) -> dict[str, Expected]:
     return out
 
 
-def _ours(data: bytes, chunk: int = 7001) -> dict[str, Expected]:
+def _ours(data: bytes, chunk: int = 7001, **plan: int) -> dict[str, Expected]:
     pieces = (data[i:i + chunk] for i in range(0, len(data), chunk))
-    return table(inventory_from_tar(pieces, ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0)))
+    return table(inventory_from_tar(pieces, ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0, **plan)))
 
 
 def _build(fmt: int, *, big_ids: bool = False) -> bytes:
@@ -95,9 +96,74 @@ def test_same_table_as_tarfile_on_a_real_tar(tmp_path: Path):
     subprocess.run(["tar", "--sort=name", "-cf", str(out), "-C", str(tree), "."], check=True,
                    stderr=subprocess.DEVNULL)
     data = out.read_bytes()
-    ours = _ours(data, 1 << 20)
+    ours = _ours(data, 1 << 20, hash_processes=0)
     assert len(ours) > 1000
     assert ours == _reference(data)
+    # The same with helper processes hashing the larger files, through rings small enough that
+    # pieces wrap around and the reader waits for room.
+    assert _ours(data, 1 << 20, hash_processes=2, hash_ring_bytes=256 * 1024) == ours
+
+
+def _helpers_alive() -> list[int]:
+    """Helper processes of this test process (from /proc: children running hashworker.py)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and b"hashworker.py" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def _big_tree() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i, size in enumerate([0, 100, 70_000, 300_000, 3_000_000, 65_536, 1_500_000]):
+            info = tarfile.TarInfo(f"venv/lib/python3.11/site-packages/pkg/m{i}.py")
+            info.size = size
+            tar.addfile(info, io.BytesIO(os.urandom(size)))
+        link = tarfile.TarInfo("venv/lib/python3.11/site-packages/pkg/again.py")
+        link.type, link.linkname = tarfile.LNKTYPE, "venv/lib/python3.11/site-packages/pkg/m4.py"
+        tar.addfile(link)
+    return buf.getvalue()
+
+
+def test_helper_processes_give_the_same_digests_and_blob_ids():
+    data = _big_tree()
+    plan = {"python_roots": ["/venv/lib/python3.11/site-packages"], "hash_all": True, "max_kept_bytes": 0}
+    here = inventory_from_tar([data], ReadPlan(**plan, hash_processes=0))
+    helped = inventory_from_tar((data[i:i + 4096] for i in range(0, len(data), 4096)),
+                                ReadPlan(**plan, hash_processes=2, hash_ring_bytes=128 * 1024))
+    assert table(helped) == table(here)
+    for path, entry in here.files.items():
+        assert (helped.files[path].sha256, helped.files[path].blob) == (entry.sha256, entry.blob), path
+    big = here.files["/venv/lib/python3.11/site-packages/pkg/m4.py"]
+    assert big.blob is not None and helped.files["/venv/lib/python3.11/site-packages/pkg/again.py"].blob == big.blob
+    assert not _helpers_alive()
+
+
+def test_a_dead_helper_or_a_bad_stream_stops_the_read_and_leaves_no_helper():
+    data = _big_tree()
+    plan = ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0, hash_processes=1, hash_ring_bytes=128 * 1024)
+
+    def killing(pieces):
+        for n, piece in enumerate(pieces):
+            if n == 40:
+                for pid in _helpers_alive():
+                    os.kill(pid, signal.SIGKILL)
+            yield piece
+
+    with pytest.raises(ExportAborted, match="hashing helper process stopped"):
+        inventory_from_tar(killing(data[i:i + 4096] for i in range(0, len(data), 4096)), plan)
+    assert not _helpers_alive()
+    with pytest.raises(ExportAborted, match="truncated"):
+        inventory_from_tar([data[: len(data) // 2]], plan)  # cut inside a file a helper is hashing
+    assert not _helpers_alive()
 
 
 def _headers(data: bytes) -> int:

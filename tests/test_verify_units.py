@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from releasekit.fatbin import arch_to_sm, parse_fatbin_section, read_fatbin
+from releasekit.provenance.accounting import table
 from releasekit.provenance.checks.toolchain import version_agrees
 from releasekit.provenance.checks.version import _LOCAL_COMMIT, commit_agrees
 from releasekit.provenance.installed import parse_record, record_target
@@ -145,6 +146,21 @@ def test_inventory_hashes_and_blob_ids_agree_with_git(tmp_path):
     assert inv.files[f"{SITE}/pkg/same.py"].sha256 == entry.sha256  # hard link: same bytes
     assert inv.files["/etc/other"].sha256 is None  # outside the Python roots: listed, not hashed
     assert inv.hashed_bytes == len(source)
+
+
+def test_accounting_reads_carry_sha256_only_and_the_same_table():
+    """The base and release-layer reads skip git blob ids and dpkg md5s; their sha256 and table are unchanged."""
+    source = b"x = 1\n" * 5000
+    stdlib = b"import os\n" * 3000
+    stream = _tar([_file(f"{SITE[1:]}/pkg/mod.py", source), _file("usr/lib/python3.11/os2.py", stdlib),
+                   _link(f"{SITE[1:]}/pkg/same.py", f"{SITE[1:]}/pkg/mod.py", tarfile.LNKTYPE)])
+    full = inventory_from_tar(_chunks(stream), ReadPlan(python_roots=[SITE, "/usr/lib/python3.11"], hash_all=True))
+    lean = inventory_from_tar(_chunks(stream), ReadPlan(python_roots=[], hash_all=True, extra_digests=False))
+    assert full.files[f"{SITE}/pkg/mod.py"].blob is not None and full.files["/usr/lib/python3.11/os2.py"].md5
+    for path in (f"{SITE}/pkg/mod.py", f"{SITE}/pkg/same.py", "/usr/lib/python3.11/os2.py"):
+        assert lean.files[path].blob is None and lean.files[path].md5 is None
+        assert lean.files[path].sha256 == full.files[path].sha256 is not None
+    assert table(lean) == table(full)
 
 
 def test_inventory_refuses_unsafe_names_and_never_follows_links_out():

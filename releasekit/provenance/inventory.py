@@ -17,13 +17,17 @@ import re
 import struct
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from releasekit.fatbin import FatbinReport, read_fatbin
+from releasekit.provenance.hashpool import HashPool, HashPoolError
 
 CHUNK = 1024 * 1024
+OFFLOAD_BYTES = 64 * 1024  # a file at least this large is hashed by a helper process (when there is one)
 Buffer = bytes | bytearray | memoryview  # what a chunk's slice is
 KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)
 _KEEP_NAMES = {"RECORD", "METADATA", "direct_url.json", "INSTALLER", "top_level.txt", "entry_points.txt"}
@@ -61,8 +65,22 @@ class ReadPlan:
     deadline: float | None = None  # time.monotonic() value
     # Full-image accounting: a sha256 of every regular file, not only those under the Python roots.
     hash_all: bool = False
+    # git blob ids of .py files under the Python roots (compared with git) and md5 of Debian's Python
+    # files (compared with dpkg's md5sums); a read that only builds an accounting table (the locked
+    # base, the release layer) needs only sha256.
+    extra_digests: bool = True
     max_kept_bytes: int = 128 * 1024 * 1024  # all kept metadata files together (the rest is not kept)
     max_entries: int = 5_000_000  # paths in the table
+    # Helper processes that hash the larger files while this one parses the stream, each with a
+    # shared ring of ``hash_ring_bytes``. None: one helper on a host with 4 or more cores, none
+    # below (on 2 cores the copy into the ring costs what the helper saves); 0: hash here.
+    hash_processes: int | None = None
+    hash_ring_bytes: int = 64 * 1024 * 1024
+
+    def helpers(self) -> int:
+        if self.hash_processes is not None:
+            return max(0, self.hash_processes)
+        return 1 if (os.cpu_count() or 1) >= 4 else 0
 
     def under_root(self, path: str) -> str | None:
         for root in self.python_roots:
@@ -194,7 +212,7 @@ class _Sink:
         self.blob = None
         if hash_it and blob_it and path.endswith(".py"):
             self.blob = hashlib.sha1(b"blob %d\0" % size)  # git's object id of the file's bytes
-        self.md5 = hashlib.md5() if hash_it and path.startswith(plan.md5_prefixes) else None  # noqa: S324 - dpkg's format
+        self.md5 = hashlib.md5() if hash_it and plan.extra_digests and path.startswith(plan.md5_prefixes) else None  # noqa: S324 - dpkg's format
         if keep and inv.kept_bytes + size > plan.max_kept_bytes:
             if not any(m.startswith("kept-bytes") for m in inv.limits):
                 inv.limits.append(f"kept-bytes: metadata files above {plan.max_kept_bytes} bytes in all were not kept "
@@ -350,6 +368,22 @@ class _Stream:
             self.off += step
             n -= step
 
+    def feed_hashes(self, n: int, padded: int, sha: Any, blob: Any, what: str) -> None:
+        """A small file's bytes into its hashes here, then its padding skipped."""
+        end = self.off + n
+        if end + padded <= len(self.buf):  # the usual case: the file lies inside this chunk
+            data = self.view[self.off:end]
+            sha.update(data)
+            if blob is not None:
+                blob.update(data)
+            self.off = end + padded
+            return
+        if blob is None:
+            self.feed(n, sha.update, what)
+        else:
+            self.feed(n, lambda data: (sha.update(data), blob.update(data)), what)
+        self.feed(padded, None, what)
+
     def rest_is_zero(self) -> bool:
         while True:
             if self.buf.count(0, self.off) != len(self.buf) - self.off:
@@ -387,6 +421,13 @@ def _number(field: bytes, pos: int, what: str) -> int:
     if digits.translate(None, _OCTAL):
         raise _corrupt(pos, f"the {what} field is not an octal number ({bytes(field)!r})")
     return int(digits, 8)
+
+
+def _unsigned_sum(header: bytes) -> int:
+    """The checksum the header should carry: its bytes summed, the checksum field counted as spaces."""
+    # Every byte < 128 (the usual header): the sum is below 65521, so adler-32's low half is 1 + the sum.
+    total = (zlib.adler32(header) & 0xFFFF) - 1 if header.isascii() else sum(header)
+    return 256 + total - sum(header[148:156])
 
 
 def _signed_sum(header: bytes) -> int:
@@ -429,17 +470,53 @@ def _pax_number(pax: dict[str, str], key: str, pos: int, default: int) -> int:
     return int(value)
 
 
+def _directory_route(directory: str, plan: ReadPlan) -> tuple[str | None, bool, bool]:
+    """What every file directly in ``directory`` shares: (its Python root, in a .dist-info, in dpkg's info)."""
+    path = directory + "/x"  # any name: a root that equals the file's own path is checked per file
+    return plan.under_root(path), ".dist-info/" in path, path.startswith("/var/lib/dpkg/info/")
+
+
 def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
+    pool = HashPool(plan.helpers(), plan.hash_ring_bytes, plan.deadline)
+    pending_links: list[tuple[FileEntry, FileEntry]] = []
+    try:
+        inv = _read_tar(chunks, plan, pool, pending_links)
+        pool.close()
+    except HashPoolError as exc:
+        raise ExportAborted(f"hashing the image's files failed: {exc}") from None
+    finally:
+        pool.abort()
+    for link, original in pending_links:  # hard links to files a helper hashed
+        link.sha256, link.blob = original.sha256, original.blob
+    return inv
+
+
+def _digests_into(entry: FileEntry) -> Callable[[bytes, bytes], None]:
+    def sink(sha256: bytes, sha1: bytes) -> None:
+        entry.sha256 = sha256
+        if sha1:
+            entry.blob = sha1.hex()
+    return sink
+
+
+def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool,
+              pending_links: list[tuple[FileEntry, FileEntry]]) -> Inventory:
     inv = Inventory()
     stream = _Stream(chunks, plan)
     files = inv.files
     long_name: str | None = None
     long_link: str | None = None
     pax: dict[str, str] | None = None
-    max_file_bytes, md5_prefixes, hash_all = plan.max_file_bytes, plan.md5_prefixes, plan.hash_all
+    max_file_bytes, hash_all, max_entries = plan.max_file_bytes, plan.hash_all, plan.max_entries
+    blobs = plan.extra_digests
+    md5_prefixes = plan.md5_prefixes if blobs else ()
+    native_names = plan.native_names
+    routes: dict[str, tuple[str | None, bool, bool]] = {}
+    keep_suffixes, exact_roots = plan.keep_suffixes, set(plan.python_roots)
+    take, feed = stream.take, stream.feed
     while True:
-        at = stream.pos
-        header = stream.take(BLOCK, "a header")
+        header = take(BLOCK, "a header")
+        at = stream.pos - BLOCK
         if header == _ZERO_BLOCK:
             if long_name is not None or long_link is not None or pax is not None:
                 raise _corrupt(at, "the archive ends after an extended header, before its entry")
@@ -457,7 +534,7 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
         else:
             mode_text = uid_text = gid_text = None
             size, checksum = _number(header[124:136], at, "size"), _number(header[148:156], at, "checksum")
-        if checksum != 256 + sum(header) - sum(header[148:156]) and checksum != _signed_sum(header):
+        if checksum != _unsigned_sum(header) and checksum != _signed_sum(header):
             raise _corrupt(at, "the header checksum does not match")
         kind = header[156:157]
         if size < 0:
@@ -466,8 +543,8 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
         if kind in (b"x", b"X", b"g", b"L", b"K"):
             if size > _META_CAP:
                 raise _corrupt(at, f"an extended header of {size} bytes")
-            data = stream.take(size, "an extended header")
-            stream.feed(padded, None, "an extended header")
+            data = take(size, "an extended header")
+            feed(padded, None, "an extended header")
             if kind == b"L" or kind == b"K":
                 if (long_name if kind == b"L" else long_link) is not None:
                     raise _corrupt(at, "two GNU long-name headers for one entry")
@@ -492,7 +569,8 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
         name = _text(header[0:100])
         if posix and header[345] != 0:
             name = _text(header[345:500]) + "/" + name
-        link = _text(header[157:257])
+        regular = kind in _REGULAR
+        link = "" if regular and long_link is None and pax is None else _text(header[157:257])
         if uid_text is not None and gid_text is not None:
             uid, gid = int(uid_text, 8), int(gid_text, 8)
         else:
@@ -517,7 +595,7 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
         long_name = long_link = pax = None
         if kind == b"\x00" and name.endswith("/"):
             kind = b"5"  # a v7 directory
-        regular = kind in _REGULAR
+            regular = False
         if not regular:
             if kind not in (b"1", b"2", b"5") and kind not in _OTHER_KINDS:
                 what = "a GNU sparse file" if kind == b"S" else f"unknown entry type {kind!r}"
@@ -532,48 +610,66 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
             if len(inv.refused) < 1000:
                 inv.refused.append(name[:300])
             if regular:
-                stream.feed(size + padded, None, name[:200])
+                feed(size + padded, None, name[:200])
             continue
-        if len(files) >= plan.max_entries:
-            raise ExportAborted(f"the image's filesystem has more than {plan.max_entries} paths")
+        if len(files) >= max_entries:
+            raise ExportAborted(f"the image's filesystem has more than {max_entries} paths")
         if regular:
-            entry = FileEntry(path, "file", size, mode=mode, uid=uid, gid=gid)
+            entry = FileEntry(path, "file", size, None, None, None, None, mode, uid, gid)
             files[path] = entry
             inv.total_bytes += size
-            root = plan.under_root(path)
-            keep = _wants_keep(path, plan, root is not None)
-            native = root is not None and _is_native(path, root, plan)
-            if root is not None and _bytecode(path) and not plan.hash_all:
+            directory, _, base = path.rpartition("/")
+            route = routes.get(directory)
+            if route is None:
+                route = routes[directory] = _directory_route(directory, plan)
+            root, in_dist_info, in_dpkg_info = route
+            if path in exact_roots:
+                root = plan.under_root(path)  # a file on sys.path (a .zip)
+            keep = ((root is not None and ((in_dist_info and base in _KEEP_NAMES) or base.endswith(keep_suffixes)))
+                    or base in ("sitecustomize.py", "usercustomize.py") or path == "/var/lib/dpkg/status"
+                    or (in_dpkg_info and base.endswith((".list", ".md5sums"))))
+            native = root is not None and bool(native_names) and _is_native(path, root, plan)
+            if root is not None and not hash_all and base.endswith(".pyc") and "/__pycache__/" in path:
                 root = None  # no reference hash exists for byte-code; ownership needs no bytes
             if ((root is not None or hash_all) and not keep and not native and size <= max_file_bytes
-                    and (root is None or not path.endswith(".py")) and not path.startswith(md5_prefixes)):
-                # a sha256 and nothing else (most files): what _Sink would do, without building one
-                sha = hashlib.sha256()
-                stream.feed(size, sha.update, path)
-                entry.sha256 = sha.digest()
+                    and not path.startswith(md5_prefixes)):
+                # hashes and nothing else (most files): what _Sink would do, without building one
                 inv.hashed_bytes += size
-                stream.feed(padded, None, path)
-            elif root is not None or keep or plan.hash_all:
+                want_blob = blobs and root is not None and base.endswith(".py")
+                if size >= OFFLOAD_BYTES and pool.begin(size, want_blob, _digests_into(entry)):
+                    feed(size, pool.write, path)
+                    pool.end()
+                    feed(padded, None, path)
+                    continue
+                sha = hashlib.sha256()
+                blob = hashlib.sha1(b"blob %d\0" % size) if want_blob else None
+                stream.feed_hashes(size, padded, sha, blob, path)
+                entry.sha256 = sha.digest()
+                if blob is not None:
+                    entry.blob = blob.hexdigest()
+            elif root is not None or keep or hash_all:
                 sink = _Sink(size, path=path, plan=plan, inv=inv, keep=keep, native=native,
-                             hash_it=root is not None or plan.hash_all, blob_it=root is not None)
+                             hash_it=root is not None or hash_all, blob_it=blobs and root is not None)
                 try:
-                    stream.feed(size, sink.update, path)
+                    feed(size, sink.update, path)
                     sink.finish(path, size, inv, entry)
                 finally:
                     sink.close()
-                stream.feed(padded, None, path)
+                feed(padded, None, path)
             else:
-                stream.feed(size + padded, None, path)
+                feed(size + padded, None, path)
         elif kind == b"2":
             files[path] = FileEntry(path, "symlink", link=link, mode=mode, uid=uid, gid=gid)
         elif kind == b"1":
             target = safe_member_path(link)
             original = files.get(target) if target else None
-            if original is None:
+            if target is None or original is None:
                 inv.refused.append(name[:300])
                 continue
             files[path] = FileEntry(path, "file", original.size, None, original.sha256, original.blob,
                                     original.md5, mode, uid, gid)
+            if original.kind == "file" and original.sha256 is None:
+                pending_links.append((files[path], original))  # a helper may still be hashing it
             if target in inv.contents:
                 inv.contents[path] = inv.contents[target]
         elif kind == b"5":

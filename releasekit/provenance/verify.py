@@ -243,7 +243,7 @@ def _reference_files(opts: VerifyOptions, engine: Any, rep: Reproduction, deadli
     base = None if opts.no_cache else load_table(entry)
     try:
         if base is None:
-            plan = ReadPlan(python_roots=[], hash_all=True, deadline=deadline, max_kept_bytes=0,
+            plan = ReadPlan(python_roots=[], hash_all=True, extra_digests=False, deadline=deadline, max_kept_bytes=0,
                             max_entries=opts.max_entries)
             stream = engine.export_stream(rep.base.image_id, deadline=deadline,
                                           labels={"io.releasekit.verify-provenance": "export-base"})
