@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from releasekit.demo.cpu_matrix import BROKEN_CELL, FORBIDDEN_ENV, GOOD_CELL, MIN_ACCURACY
+from releasekit.demo.cpu_matrix import (
+    BROKEN_CELL,
+    CROSS_CHECK_TOLERANCE,
+    FORBIDDEN_ENV,
+    GOOD_CELL,
+    MIN_ACCURACY,
+)
 from releasekit.demo.validate_stage import add_cpu_validation
 from releasekit.manifest import load_manifest
 from releasekit.records.receipt import read_receipt
@@ -116,6 +122,15 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     assert off.metrics["gsm8k.accuracy"].low is not None
     assert off.checks[0].details["fewshot"] == "arith-train" and off.checks[0].details["num_fewshot"] == 6
     assert "--dtype" in off.invocation.argv and "float32" in off.invocation.argv
+    # The sweep's top level measured again by `vllm bench serve` in the server's container, same
+    # workload: the two output token rates agree within the manifest's tolerance.
+    theirs = off.metrics["throughput.c4.bench_serve_output_tok_s"].value
+    assert theirs is not None and theirs > 0
+    ours = off.metrics["throughput.c4.output_tok_s"].value
+    assert abs(ours - theirs) / theirs <= CROSS_CHECK_TOLERANCE
+    sweep = next(c for c in off.checks if c.kind == "throughput")
+    assert sweep.details["cross_check"]["c4"]["completed"] == 4 and sweep.passed
+    assert "throughput.c4.bench_serve_output_tok_s" not in ngram.metrics  # only the spec-off cell asks for it
     assert ngram.metrics["acceptance.rate"].value > 0
     assert ngram.metrics["acceptance.drafts"].value > 0
     assert ngram.metrics["decode.output_tok_s"].value > 0

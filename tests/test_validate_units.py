@@ -6,15 +6,24 @@ from pathlib import Path
 
 import pytest
 
+from releasekit.findings import Findings
 from releasekit.manifest import load_manifest
-from releasekit.manifest.validation import Baseline, Cell, ForbiddenSwitches, Gate
+from releasekit.manifest.validation import (
+    Baseline,
+    Cell,
+    ForbiddenSwitches,
+    Gate,
+    ThroughputCheck,
+    ValidationSpec,
+)
 from releasekit.records.receipt import Metric
 from releasekit.validate import scoring
 from releasekit.validate.checks.decode import decode_rate, stream_tpot_ms, target_step_rate
 from releasekit.validate.checks.gsm8k import score_outputs
+from releasekit.validate.checks.interface import CheckContext
 from releasekit.validate.checks.log_scan import scan
 from releasekit.validate.checks.long_context import build_prompt, passkey_found
-from releasekit.validate.checks.throughput import summarise
+from releasekit.validate.checks.throughput import disagreement, engine_benchmark, summarise
 from releasekit.validate.client import Completion, _absorb_event
 from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import (
@@ -169,6 +178,48 @@ def test_throughput_summary() -> None:
     assert level.ttft_ms_p50 == pytest.approx(200.0)
     assert level.itl_ms_p50 == pytest.approx(250.0)
     assert level.tpot_ms_p50 == pytest.approx((1.0 - 0.2) * 1000 / 4)
+
+
+def test_throughput_cross_check_tolerance_and_levels() -> None:
+    assert disagreement(100.0, 80.0, 0.3) is None
+    assert disagreement(100.0, 60.0, 0.3) == pytest.approx(40 / 60)
+    assert disagreement(50.0, 100.0, 0.3) == pytest.approx(0.5)
+    assert disagreement(5.0, 0.0, 0.3) == float("inf")  # the engine's benchmark produced nothing
+    cfg = {"kind": "throughput", "input_len": 64, "output_len": 16, "concurrency": [1, 4]}
+    assert ThroughputCheck.model_validate({**cfg, "cross_check": {"tolerance": 0.1}}).cross_check is not None
+    with pytest.raises(ValueError, match=r"cross_check.concurrency \[8\] is not among"):
+        ThroughputCheck.model_validate({**cfg, "cross_check": {"tolerance": 0.1, "concurrency": [8]}})
+
+
+def test_vllm_bench_serve_renders_the_same_workload() -> None:
+    argv = engine_for("vllm").bench_serve(port=8000, served_model="smol", tokenizer="/models/smol", input_len=64,
+                                          output_len=16, num_prompts=12, concurrency=4, seed=7)
+    assert argv is not None and argv[:2] == ["python3", "-c"] and "add_cli_args" in argv[2]
+    rest = argv[3:]
+    flags = {a: (b if not b.startswith("--") else "") for a, b in zip(rest, [*rest[1:], "--"], strict=True)
+             if a.startswith("--")}
+    assert flags["--base-url"] == "http://127.0.0.1:8000" and flags["--model"] == "smol"
+    assert flags["--tokenizer"] == "/models/smol" and flags["--dataset-name"] == "random"
+    assert (flags["--random-input-len"], flags["--random-output-len"], flags["--random-range-ratio"]) == ("64", "16", "0")
+    assert (flags["--num-prompts"], flags["--max-concurrency"], flags["--seed"]) == ("12", "4", "7")
+    assert flags["--ignore-eos"] == "" and flags["--request-rate"] == "inf"
+
+
+def test_a_cross_check_that_cannot_run_fails_instead_of_passing() -> None:
+    """TokenSpeed has no serving benchmark; a topology cell has no single container: both are failures."""
+    cfg = ThroughputCheck.model_validate({"kind": "throughput", "input_len": 8, "output_len": 4, "concurrency": [2],
+                                          "cross_check": {"tolerance": 0.2}})
+    cell = Cell(id="c", engine="tokenspeed", model={"name": "m", "path": "m"}, checks=[cfg.model_dump()])
+
+    def never(argv: list[str], timeout: float) -> tuple[int, str]:
+        raise AssertionError("nothing may run without a benchmark")
+
+    for engine, run in ((engine_for("tokenspeed"), never), (engine_for("vllm"), None)):
+        ctx = CheckContext(cell=cell, spec=ValidationSpec(cells=[cell]), manifest_dir=Path("."), client=None,
+                           engine=engine, run_in_server=run, server_port=8000, model_path="/models/m")
+        findings = Findings()
+        assert engine_benchmark(ctx, cfg, 2, 4, 0, findings) is None
+        assert [f.code for f in findings] == ["THROUGHPUT_CROSS_CHECK_FAILED"]
 
 
 def test_passkey_prompt_and_match() -> None:

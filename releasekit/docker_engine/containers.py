@@ -70,6 +70,21 @@ class Container:
         except docker.errors.APIError as exc:
             raise EngineError(explain(exc)) from None
 
+    def exec(self, argv: list[str], *, timeout_s: float) -> RunResult:
+        """``argv`` run inside this running container (``docker exec``), stopped after ``timeout_s``.
+
+        The limit is coreutils ``timeout`` inside the container (the exec API has none); exit 124
+        means it ran out. Output is stdout then stderr.
+        """
+        import docker.errors
+
+        try:
+            code, (out, err) = self._c.exec_run(["timeout", "-k", "5", str(int(max(1, timeout_s))), *argv], demux=True)
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+        text = (out or b"").decode("utf-8", "replace") + (err or b"").decode("utf-8", "replace")
+        return RunResult(exit_code=int(code if code is not None else -1), output=text, timed_out=code == 124)
+
     def stream_logs(self, *, stdout: bool = True, stderr: bool = True) -> Iterator[bytes]:
         """The log as it is read, chunk by chunk (bounded reads of a chatty container)."""
         import docker.errors

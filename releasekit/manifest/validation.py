@@ -192,6 +192,15 @@ class DecodeCheck(_Check):
     min_output_tok_s: float | None = Field(default=None, ge=0)
 
 
+class ThroughputCrossCheck(_Strict):
+    """The engine's own serving benchmark (``vllm bench serve``) on the same workload, in the server's
+    container: each listed level's output tok/s must agree with releasekit's within ``tolerance``."""
+
+    tolerance: float = Field(gt=0, le=1, description="largest allowed |ours - theirs| / theirs")
+    concurrency: list[int] | None = Field(default=None, description="levels to cross-check (default: every level)")
+    timeout_s: float = Field(default=600, gt=0, le=86_400)
+
+
 class ThroughputCheck(_Check):
     kind: Literal["throughput"]
     input_len: int = Field(ge=1, le=10_000_000)
@@ -200,6 +209,14 @@ class ThroughputCheck(_Check):
     num_prompts: int | None = Field(default=None, ge=1, description="per concurrency level, fixed")
     prompts_per_concurrency: int = Field(default=8, ge=1, le=1000, description="used when num_prompts is absent")
     require_all_complete: bool = True
+    cross_check: ThroughputCrossCheck | None = None
+
+    @model_validator(mode="after")
+    def _cross_checked_levels_are_measured(self) -> ThroughputCheck:
+        extra = sorted(set(self.cross_check.concurrency or []) - set(self.concurrency)) if self.cross_check else []
+        if extra:
+            raise ValueError(f"cross_check.concurrency {extra} is not among the sweep's levels {self.concurrency}")
+        return self
 
 
 class LongContextCheck(_Check):

@@ -110,6 +110,11 @@ class RunningServer:
                 )
             time.sleep(1.0)
 
+    def run_inside(self, argv: list[str], timeout_s: float) -> tuple[int, str]:
+        """``argv`` run in the server's own container (a tool of the image against the live server)."""
+        result = self.container.exec(argv, timeout_s=timeout_s)
+        return result.exit_code, result.output
+
     def logs(self) -> str:
         try:
             return self.container.logs().decode("utf-8", "replace")

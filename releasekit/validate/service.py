@@ -204,7 +204,7 @@ class CellRunner:
                 with running as server:
                     try:
                         startup_s = server.wait_ready([engine.health_path, engine.models_path], cell.startup_timeout_s)
-                        checks = self._checks(cell, server, engine, findings)
+                        checks = self._checks(cell, server, engine, findings, command.port, resolved.engine_arg)
                     except ServerFailed as exc:
                         server_failed = True
                         findings.add(exc.code, exc.message, **where)
@@ -263,11 +263,13 @@ class CellRunner:
             processes=processes,
         )
 
-    def _checks(self, cell: Cell, server, engine, findings: Findings) -> list[CheckResult]:
+    def _checks(self, cell: Cell, server, engine, findings: Findings, port: int, model_path: str) -> list[CheckResult]:
         client = EngineClient(server.base_url, cell.model.name, timeout_s=cell.request_timeout_s)
         ctx = CheckContext(
             cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=client, engine=engine,
             metrics_path=engine.metrics_path, read_log=server.logs, seed=self.seed,
+            # A topology has no one server container to run a tool in (RunningServer has).
+            run_in_server=getattr(server, "run_inside", None), server_port=port, model_path=model_path,
         )
         # Log scans last: they judge everything the server wrote while the other checks ran.
         ordered = [c for c in cell.checks if c.kind != "log_scan"] + [c for c in cell.checks if c.kind == "log_scan"]

@@ -45,6 +45,11 @@ class CheckContext:
     notes: dict[str, object] = field(default_factory=dict)
     # The running check's measurements; ``run_check`` gives each check its own.
     record: Measurements = field(default_factory=Measurements)
+    # argv run inside the server's container, with a time limit: (exit code, output). None when
+    # the cell has no single server container (a prefill/decode topology).
+    run_in_server: Callable[[list[str], float], tuple[int, str]] | None = None
+    server_port: int | None = None  # where the server listens inside its container
+    model_path: str | None = None  # the model as the server was given it (inside the container)
 
 
 class CellCheck(ABC):

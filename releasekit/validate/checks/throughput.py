@@ -1,8 +1,16 @@
-"""Throughput sweep: random N-in/M-out prompts at each concurrency, with latency percentiles."""
+"""Throughput sweep: random N-in/M-out prompts at each concurrency, with latency percentiles.
+
+With ``cross_check``, a level is measured a second time by the engine's own serving benchmark
+(``vllm bench serve``), run inside the server's container against the same server with the same
+workload (random prompts of exactly ``input_len`` tokens, exactly ``output_len`` out, the same
+number of requests and concurrency); the two output token rates must agree within the manifest's
+tolerance. A cross-check that was asked for and could not run is a failure, never a pass.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 from pydantic import BaseModel
 
@@ -12,6 +20,7 @@ from releasekit.records.receipt import Metric
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
 from releasekit.validate.checks.prompts import random_prompts, token_pool
 from releasekit.validate.client import Completion
+from releasekit.validate.engines.interface import BENCH_MARKER
 from releasekit.validate.stats import percentile
 
 
@@ -78,9 +87,46 @@ def level_metrics(kind: str, level: Level) -> list[Metric]:
     return out
 
 
+def disagreement(ours: float, theirs: float, tolerance: float) -> float | None:
+    """|ours - theirs| / theirs when it exceeds ``tolerance`` (None: they agree)."""
+    if theirs <= 0:
+        return float("inf")
+    apart = abs(ours - theirs) / theirs
+    return apart if apart > tolerance else None
+
+
+def engine_benchmark(ctx: CheckContext, cfg: ThroughputCheck, concurrency: int, count: int, seed: int,
+                     findings: Findings) -> dict | None:
+    """The engine's own benchmark of one level: its result, or None with a THROUGHPUT_CROSS_CHECK_FAILED."""
+    assert cfg.cross_check is not None
+    tool = ctx.engine.bench_name or f"{ctx.engine.name}'s benchmark"
+    argv = None
+    if ctx.run_in_server is not None and ctx.server_port is not None and ctx.model_path is not None:
+        argv = ctx.engine.bench_serve(port=ctx.server_port, served_model=ctx.cell.model.name, tokenizer=ctx.model_path,
+                                      input_len=cfg.input_len, output_len=cfg.output_len, num_prompts=count,
+                                      concurrency=concurrency, seed=seed)
+    if argv is None or ctx.run_in_server is None:
+        why = "the engine has no serving benchmark" if ctx.engine.bench_name is None else "the cell has no single server container"
+        findings.add("THROUGHPUT_CROSS_CHECK_FAILED", f"concurrency {concurrency}: cannot run {tool}: {why}")
+        return None
+    code, output = ctx.run_in_server(argv, cfg.cross_check.timeout_s)
+    line = next((x for x in output.splitlines() if x.startswith(BENCH_MARKER)), None)
+    if code != 0 or line is None:
+        tail = " | ".join(x.strip() for x in output.strip().splitlines()[-3:])[:300]
+        limit = f" (time limit {cfg.cross_check.timeout_s:.0f} s)" if code == 124 else ""
+        findings.add("THROUGHPUT_CROSS_CHECK_FAILED", f"concurrency {concurrency}: {tool} exited {code}{limit}: {tail}")
+        return None
+    result = json.loads(line[len(BENCH_MARKER):])
+    if result.get("completed") != count:
+        findings.add("THROUGHPUT_CROSS_CHECK_FAILED",
+                     f"concurrency {concurrency}: {tool} completed {result.get('completed')}/{count} requests")
+        return None
+    return dict(result)
+
+
 class Throughput(CellCheck):
     kind = "throughput"
-    codes = ("REQUESTS_INCOMPLETE",)
+    codes = ("REQUESTS_INCOMPLETE", "THROUGHPUT_CROSS_CHECK_MISMATCH", "THROUGHPUT_CROSS_CHECK_FAILED")
     config: ThroughputCheck
 
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:
@@ -90,6 +136,7 @@ class Throughput(CellCheck):
         pool = token_pool(client)
         levels: list[Level] = []
         metrics: list[Metric] = []
+        cross: dict[int, dict] = {}
         for i, c in enumerate(cfg.concurrency):
             count = cfg.num_prompts or cfg.prompts_per_concurrency * c
             prompts = random_prompts(pool, count, cfg.input_len, ctx.seed + i)
@@ -103,6 +150,22 @@ class Throughput(CellCheck):
                     "REQUESTS_INCOMPLETE",
                     f"concurrency {c}: {level.completed}/{level.total} requests completed ({first})",
                 )
+            if cfg.cross_check is not None and c in (cfg.cross_check.concurrency or cfg.concurrency):
+                theirs = engine_benchmark(ctx, cfg, c, count, ctx.seed + i, findings)
+                if theirs is not None:
+                    cross[c] = theirs
+                    rate = float(theirs["output_tok_s"])
+                    metrics.append(metric(self.kind, f"c{c}.bench_serve_output_tok_s", rate, "tok/s"))
+                    metrics.append(metric(self.kind, f"c{c}.bench_serve_ratio",
+                                          level.output_tok_s / rate if rate > 0 else 0.0, "ratio"))
+                    apart = disagreement(level.output_tok_s, rate, cfg.cross_check.tolerance)
+                    if apart is not None:
+                        findings.add(
+                            "THROUGHPUT_CROSS_CHECK_MISMATCH",
+                            f"concurrency {c}: releasekit measured {level.output_tok_s:.1f} output tok/s, "
+                            f"{ctx.engine.bench_name} {rate:.1f} on the same workload ({apart:.0%} apart; "
+                            f"tolerance {cfg.cross_check.tolerance:.0%})",
+                        )
         done = sum(lv.completed for lv in levels)
         total = sum(lv.total for lv in levels)
         metrics.append(metric(self.kind, "completed_ratio", done / total if total else 0.0, "fraction"))
@@ -110,4 +173,5 @@ class Throughput(CellCheck):
             "input_len": cfg.input_len,
             "output_len": cfg.output_len,
             "levels": [lv.model_dump() for lv in levels],
+            **({"cross_check": {f"c{c}": r for c, r in cross.items()}} if cross else {}),
         }

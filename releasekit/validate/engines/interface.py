@@ -62,6 +62,7 @@ class Engine(ABC):
     metrics_path: str = "/metrics"
     spec_decode_metrics: SpecDecodeMetricNames
     log_patterns: LogPatterns = LogPatterns()
+    bench_name: str | None = None  # the engine's own serving benchmark, as its users call it
 
     @property
     def readiness_paths(self) -> list[str]:
@@ -100,6 +101,15 @@ class Engine(ABC):
         """What the pre-flight script parses for ``command``: by default the whole argv."""
         return list(command.argv)
 
+    def bench_serve(self, *, port: int, served_model: str, tokenizer: str, input_len: int, output_len: int,
+                    num_prompts: int, concurrency: int, seed: int) -> list[str] | None:
+        """The engine's own serving benchmark for one throughput level, as argv run inside the server's
+        container against ``127.0.0.1:port``: random prompts of exactly ``input_len`` tokens, exactly
+        ``output_len`` tokens out (EOS ignored), ``num_prompts`` requests, ``concurrency`` in flight.
+        It prints one line ``BENCH_MARKER`` + JSON ``{"completed", "output_tokens", "duration_s",
+        "output_tok_s"}``. None: this engine has no such tool (the cross-check cannot run)."""
+        return None
+
     def topology(self, cell: Cell, model_path: str, ports: PortPlan, gpus: list[int]) -> Topology | None:
         """The processes of a prefill/decode cell (``validate/topology.py``): each worker's argv,
         ports, GPUs, readiness and metric names, and the router or gateway in front. None: this
@@ -108,3 +118,4 @@ class Engine(ABC):
 
 
 PREFLIGHT_MARKER = "RELEASEKIT-PREFLIGHT "
+BENCH_MARKER = "RELEASEKIT-BENCH "

