@@ -173,17 +173,37 @@ def safe_member_path(name: str) -> str | None:
     return "/" + "/".join(parts)
 
 
-def _wants_keep(path: str, plan: ReadPlan, in_root: bool) -> bool:
-    name = path.rpartition("/")[2]
-    if in_root and (name in _KEEP_NAMES and ".dist-info/" in path):
-        return True
-    if in_root and name.endswith(plan.keep_suffixes):
-        return True
-    if name in ("sitecustomize.py", "usercustomize.py"):
-        return True
-    if path == "/var/lib/dpkg/status":
-        return True
-    return path.startswith("/var/lib/dpkg/info/") and name.endswith((".list", ".md5sums"))
+class _Router:
+    """Where one regular file goes: (its Python root, kept in memory, its fatbin read).
+
+    The root and the ``.dist-info`` / dpkg ``info`` membership are the same for every file of a
+    directory, so they are looked up once per directory; a root that is the file itself (a
+    ``.zip`` on sys.path) is checked per file.
+    """
+
+    __slots__ = ("_plan", "_dirs", "_exact")
+
+    def __init__(self, plan: ReadPlan) -> None:
+        self._plan = plan
+        self._dirs: dict[str, tuple[str | None, bool, bool]] = {}
+        self._exact = set(plan.python_roots)
+
+    def route(self, path: str) -> tuple[str | None, bool, bool]:
+        plan = self._plan
+        directory, _, name = path.rpartition("/")
+        shared = self._dirs.get(directory)
+        if shared is None:
+            probe = directory + "/x"  # any name in the directory
+            shared = self._dirs[directory] = (plan.under_root(probe), ".dist-info/" in probe,
+                                              probe.startswith("/var/lib/dpkg/info/"))
+        root, in_dist_info, in_dpkg_info = shared
+        if path in self._exact:
+            root = plan.under_root(path)
+        keep = ((root is not None and ((in_dist_info and name in _KEEP_NAMES) or name.endswith(plan.keep_suffixes)))
+                or name in ("sitecustomize.py", "usercustomize.py") or path == "/var/lib/dpkg/status"
+                or (in_dpkg_info and name.endswith((".list", ".md5sums"))))
+        native = root is not None and bool(plan.native_names) and _is_native(path, root, plan)
+        return root, keep, native
 
 
 def _bytecode(path: str) -> bool:
@@ -470,12 +490,6 @@ def _pax_number(pax: dict[str, str], key: str, pos: int, default: int) -> int:
     return int(value)
 
 
-def _directory_route(directory: str, plan: ReadPlan) -> tuple[str | None, bool, bool]:
-    """What every file directly in ``directory`` shares: (its Python root, in a .dist-info, in dpkg's info)."""
-    path = directory + "/x"  # any name: a root that equals the file's own path is checked per file
-    return plan.under_root(path), ".dist-info/" in path, path.startswith("/var/lib/dpkg/info/")
-
-
 def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
     pool = HashPool(plan.helpers(), plan.hash_ring_bytes, plan.deadline)
     pending_links: list[tuple[FileEntry, FileEntry]] = []
@@ -510,9 +524,7 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool,
     max_file_bytes, hash_all, max_entries = plan.max_file_bytes, plan.hash_all, plan.max_entries
     blobs = plan.extra_digests
     md5_prefixes = plan.md5_prefixes if blobs else ()
-    native_names = plan.native_names
-    routes: dict[str, tuple[str | None, bool, bool]] = {}
-    keep_suffixes, exact_roots = plan.keep_suffixes, set(plan.python_roots)
+    router = _Router(plan)
     take, feed = stream.take, stream.feed
     while True:
         header = take(BLOCK, "a header")
@@ -618,24 +630,14 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool,
             entry = FileEntry(path, "file", size, None, None, None, None, mode, uid, gid)
             files[path] = entry
             inv.total_bytes += size
-            directory, _, base = path.rpartition("/")
-            route = routes.get(directory)
-            if route is None:
-                route = routes[directory] = _directory_route(directory, plan)
-            root, in_dist_info, in_dpkg_info = route
-            if path in exact_roots:
-                root = plan.under_root(path)  # a file on sys.path (a .zip)
-            keep = ((root is not None and ((in_dist_info and base in _KEEP_NAMES) or base.endswith(keep_suffixes)))
-                    or base in ("sitecustomize.py", "usercustomize.py") or path == "/var/lib/dpkg/status"
-                    or (in_dpkg_info and base.endswith((".list", ".md5sums"))))
-            native = root is not None and bool(native_names) and _is_native(path, root, plan)
-            if root is not None and not hash_all and base.endswith(".pyc") and "/__pycache__/" in path:
+            root, keep, native = router.route(path)
+            if root is not None and not hash_all and _bytecode(path):
                 root = None  # no reference hash exists for byte-code; ownership needs no bytes
             if ((root is not None or hash_all) and not keep and not native and size <= max_file_bytes
                     and not path.startswith(md5_prefixes)):
                 # hashes and nothing else (most files): what _Sink would do, without building one
                 inv.hashed_bytes += size
-                want_blob = blobs and root is not None and base.endswith(".py")
+                want_blob = blobs and root is not None and path.endswith(".py")
                 if size >= OFFLOAD_BYTES and pool.begin(size, want_blob, _digests_into(entry)):
                     feed(size, pool.write, path)
                     pool.end()
@@ -691,6 +693,7 @@ def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None =
     so hashing runs on every core while one thread walks the tree.
     """
     inv = Inventory()
+    router = _Router(plan)
     jobs: list[tuple[str, str, FileEntry, bool, bool, bool]] = []
     stack = [(os.path.abspath(root), "")]
     while stack:
@@ -708,9 +711,7 @@ def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None =
                     entry = FileEntry(path, "file", size)
                     inv.files[path] = entry
                     inv.total_bytes += size
-                    py_root = plan.under_root(path)
-                    keep = _wants_keep(path, plan, py_root is not None)
-                    native = py_root is not None and _is_native(path, py_root, plan)
+                    py_root, keep, native = router.route(path)
                     if py_root is not None and _bytecode(path):
                         py_root = None
                     if py_root is not None or keep:
