@@ -5,7 +5,10 @@ The repository is shaped like the vLLM fork: setuptools-scm versions it (version
 nvcc for the arch list it reads from TORCH_CUDA_ARCH_LIST (``12.0a`` -> sm_120a). The
 builder is built for real by releasekit from the same Dockerfile as the release's, on
 the local Debian test base (no registry pulls) with this machine's CUDA toolkit in its
-build context and its pinned build requirements from a wheelhouse.
+build context and its pinned build requirements from a wheelhouse. Each nvcc call comes
+after a random number of other processes, as in a parallel build, so the verifier's
+rebuild runs nvcc at other PIDs than the build did: it is byte-equal only because
+releasekit's builder environment keeps nvcc's PID out of the objects.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ version_file = "vllm/_version.py"
 SETUP = '''\
 """Like vLLM's setup.py: the CUDA extension is compiled for TORCH_CUDA_ARCH_LIST."""
 import os
+import random
 import subprocess
 from pathlib import Path
 
@@ -86,7 +90,17 @@ class NvccBuild(build_ext):
             sm = arch.replace(".", "")
             gencode += ["-gencode", f"arch=compute_{sm},code=sm_{sm}"]
         nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
-        subprocess.check_call([nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", *gencode, "-o", str(out), *ext.sources])
+        objects = []
+        for source in ext.sources:
+            # The other jobs of a parallel build take a varying number of PIDs before nvcc runs.
+            for _ in range(random.randrange(1, 40)):
+                subprocess.check_call(["true"])
+            obj = Path(self.build_temp) / (source + ".o")
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            # Compiled with -c, then linked: how CMake and torch's extension builder drive nvcc.
+            subprocess.check_call([nvcc, "-O2", "-Xcompiler", "-fPIC", *gencode, "-c", source, "-o", str(obj)])
+            objects.append(str(obj))
+        subprocess.check_call([nvcc, "-shared", *gencode, "-o", str(out), *objects])
 
 
 setup(ext_modules=[Extension("vllm._C", ["csrc/activation.cu"])], cmdclass={"build_ext": NvccBuild})
@@ -196,6 +210,8 @@ def test_vllm_like_cuda_component_builds_in_the_builder_image(tmp_path, toolkit,
         env = json.loads((tmp_path / "out" / "provenance.intoto.json").read_text())[
             "predicate"]["buildDefinition"]["internalParameters"]["builderEnvironment"]["vllm"]
         assert env["TORCH_CUDA_ARCH_LIST"] == "12.0a" and "PATH" not in env
+        # nvcc's temporary files are named after the object, not nvcc's PID: the rebuild below is byte-equal.
+        assert env["NVCC_APPEND_FLAGS"] == "--objdir-as-tempdir"
         result = verify_provenance(VerifyOptions(
             image=record.image_id, lock=lock, artifacts=tmp_path / "out", manifest=manifest, allow_local_repos=True,
             cache_dir=str(tmp_path / "git"), summary=tmp_path / "summary.json",

@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
+import shutil
+import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
@@ -13,10 +16,12 @@ import pytest
 
 from releasekit.build import dockerfile
 from releasekit.build.image import repack
-from releasekit.build.wheel import _check_requirements, check_version_names_commit
+from releasekit.build.native import REPRODUCIBLE_NVCC_FLAGS
+from releasekit.build.wheel import _check_requirements, build_environment, check_version_names_commit
 from releasekit.build.wheelfile import inspect, normalise, record_mismatches
 from releasekit.build.wheelhouse import fetch_pinned_wheel
 from releasekit.errors import BuildFailed, InputError
+from releasekit.manifest.models import BuildRecipe
 from releasekit.records.lock import LockedWheelComponent
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -230,3 +235,52 @@ def test_pinned_wheel_from_a_simple_index_is_hash_checked(tmp_path):
             fetch_pinned_wheel(bad, [], index, tmp_path / "out2")
     finally:
         server.shutdown()
+
+
+KERNEL = """\
+namespace { __device__ float scale = 2.0f; }
+__global__ void silu(float *out, const float *x, int d) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < d) { out[i] = scale * x[i] / (1.0f + __expf(-x[i])); }
+}
+void launch(float *o, const float *x, int d) { silu<<<(d + 127) / 128, 128>>>(o, x, d); }
+"""
+
+
+def _nvcc_objects(tmp_path: Path, env: dict[str, str], tag: str) -> list[bytes]:
+    """The same source compiled twice like CMake does (``nvcc -c``), the second time at a later PID."""
+    (tmp_path / "k.cu").write_text(KERNEL)
+    out = []
+    for run in range(2):
+        for _ in range(run * 7):  # other jobs of a parallel build take PIDs in between
+            subprocess.run(["true"], check=True)
+        obj = tmp_path / f"{tag}{run}" / "k.cu.o"
+        obj.parent.mkdir()
+        subprocess.run(
+            ["nvcc", "-O2", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_120a,code=sm_120a", "-c", "k.cu",
+             "-o", str(obj)],
+            cwd=tmp_path, env=env, check=True, capture_output=True,
+        )
+        out.append(obj.read_bytes())
+    return out
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_native_build_environment_makes_nvcc_objects_independent_of_the_pid(tmp_path):
+    env = build_environment(BuildRecipe(native=True), 1700000000, COMMIT, ["12.0a"])
+    env["PATH"] = os.environ["PATH"]
+    assert env["NVCC_APPEND_FLAGS"] == REPRODUCIBLE_NVCC_FLAGS
+    plain = {k: v for k, v in env.items() if k != "NVCC_APPEND_FLAGS"}
+    # Without the flag nvcc's temporary file, named after its PID, is in the symbol table.
+    first, second = _nvcc_objects(tmp_path, plain, "plain")
+    assert first != second and b"tmpxft_" in first
+    first, second = _nvcc_objects(tmp_path, env, "build")
+    assert first == second and b"tmpxft_" not in first
+
+
+def test_nvcc_flags_declared_by_the_recipe_are_kept():
+    recipe = BuildRecipe(native=True, env={"NVCC_APPEND_FLAGS": "-lineinfo"})
+    assert build_environment(recipe, 1, COMMIT, ["12.0a"])["NVCC_APPEND_FLAGS"] == f"-lineinfo {REPRODUCIBLE_NVCC_FLAGS}"
+    recipe = BuildRecipe(native=True, env={"NVCC_APPEND_FLAGS": "-objtemp"})
+    assert build_environment(recipe, 1, COMMIT, ["12.0a"])["NVCC_APPEND_FLAGS"] == "-objtemp"
+    assert "NVCC_APPEND_FLAGS" not in build_environment(BuildRecipe(), 1, COMMIT, [])

@@ -21,7 +21,7 @@ from releasekit.manifest.models import BuildRecipe
 from releasekit.records.lock import LockedGitComponent, LockedToolchain, canonical_json
 
 # Bump when the way wheels are built or normalised changes: old entries then miss.
-CACHE_FORMAT = "releasekit.build-cache/v1"
+CACHE_FORMAT = "releasekit.build-cache/v2"  # v2: NVCC_APPEND_FLAGS=--objdir-as-tempdir in native builds
 
 
 def default_cache_dir() -> Path:

@@ -4,6 +4,17 @@ The manifest writes arches as CUDA compute capabilities (``12.0a`` for SM120 wit
 arch-specific features). Build systems read them from different variables, so all
 the usual ones are set. After the build, the ``.nv_fatbin`` ELF section of every
 shared library in the wheel is read to confirm a cubin for each requested arch.
+
+nvcc names its intermediate files ``tmpxft_<pid>_<n>-<k>_<source>.cudafe1.cpp`` in
+``/tmp``, and the host compiler writes that name, PID included, into the object's
+symbol table; a parallel build (ninja, ``MAX_JOBS``) gives every run other PIDs, so
+two builds of one commit differ and verification by reproduction could never pass.
+``--objdir-as-tempdir`` (nvcc 12.x+) puts those files beside the object under the
+object's name instead: the same sources give the same bytes. It acts on every
+``nvcc -c``/``-dc`` call (what CMake and PyTorch's extension builder make); a build
+that compiles and links in one nvcc call keeps the PID and needs ``-c`` or a stripped
+symbol table. releasekit adds the flag through ``NVCC_APPEND_FLAGS``, after any flags
+the recipe sets there; it is recorded with the rest of the build environment.
 """
 
 from __future__ import annotations
@@ -20,6 +31,19 @@ def sm_name(arch: str) -> str:
     """``12.0a`` -> ``120a``."""
     major, _, rest = arch.partition(".")
     return major + rest
+
+
+# Appended to every nvcc command line of a native build (see the module docstring).
+REPRODUCIBLE_NVCC_FLAGS = "--objdir-as-tempdir"
+
+
+def nvcc_append_flags(declared: str | None) -> str:
+    """``NVCC_APPEND_FLAGS`` for a native build: the recipe's own flags, then releasekit's."""
+    if not declared:
+        return REPRODUCIBLE_NVCC_FLAGS
+    if REPRODUCIBLE_NVCC_FLAGS in declared.split() or "-objtemp" in declared.split():
+        return declared
+    return f"{declared} {REPRODUCIBLE_NVCC_FLAGS}"
 
 
 def arch_environment(arches: list[str]) -> dict[str, str]:

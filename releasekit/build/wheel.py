@@ -97,6 +97,8 @@ def build_environment(recipe: BuildRecipe, source_date_epoch: int, commit: str, 
     env.update(recipe.env)
     # Declared host variables (build.pass_env) pass with the host's value; nothing else does.
     env.update({k: os.environ[k] for k in recipe.pass_env if k in os.environ})
+    if recipe.native:
+        env["NVCC_APPEND_FLAGS"] = native.nvcc_append_flags(env.get("NVCC_APPEND_FLAGS"))
     return env
 
 
