@@ -147,7 +147,13 @@ class HashPool:
         flags = h.flags | (LAST if last else 0)
         record = REQUEST.pack(h.number, flags, h.piece_at % h.size, h.piece_len, self._file_size)
         h.sent.append((h.alloc, h.number, h.sink if last else None))
-        os.write(h.requests, record)  # never blocks: the requests in flight fit the pipe
+        try:
+            os.write(h.requests, record)  # never blocks: the requests in flight fit the pipe
+        except OSError as exc:  # the helper is gone (EPIPE): whichever of the pipes notices first
+            code = h.proc.poll()
+            how = f"exit {code}" if code is not None else type(exc).__name__
+            raise HashPoolError(f"a hashing helper process stopped ({how}) with {len(h.sent)} requests "
+                                "unanswered") from None
         h.flags &= ~FIRST
         h.piece_at, h.piece_len = h.alloc, 0
 
