@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from releasekit.provenance.accounting import Expected, table
+from releasekit.provenance.hashpool import HashPoolError
+from releasekit.provenance.hashthread import HashThread
 from releasekit.provenance.inventory import ExportAborted, ReadPlan, inventory_from_tar, safe_member_path
 
 
@@ -96,12 +98,14 @@ def test_same_table_as_tarfile_on_a_real_tar(tmp_path: Path):
     subprocess.run(["tar", "--sort=name", "-cf", str(out), "-C", str(tree), "."], check=True,
                    stderr=subprocess.DEVNULL)
     data = out.read_bytes()
-    ours = _ours(data, 1 << 20, hash_processes=0)
+    ours = _ours(data, 1 << 20, hash_processes=0, hash_thread_bytes=0)
     assert len(ours) > 1000
     assert ours == _reference(data)
     # The same with helper processes hashing the larger files, through rings small enough that
     # pieces wrap around and the reader waits for room.
     assert _ours(data, 1 << 20, hash_processes=2, hash_ring_bytes=256 * 1024) == ours
+    # The same with the larger files hashed on a thread of this process.
+    assert _ours(data, 1 << 20, hash_processes=0, hash_thread_bytes=64 * 1024) == ours
 
 
 def _helpers_alive() -> list[int]:
@@ -145,6 +149,55 @@ def test_helper_processes_give_the_same_digests_and_blob_ids():
     big = here.files["/venv/lib/python3.11/site-packages/pkg/m4.py"]
     assert big.blob is not None and helped.files["/venv/lib/python3.11/site-packages/pkg/again.py"].blob == big.blob
     assert not _helpers_alive()
+
+
+def _hash_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "releasekit-hash"]
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 20])
+def test_the_hashing_thread_gives_the_same_digests_and_blob_ids(chunk):
+    data = _big_tree()
+    plan = {"python_roots": ["/venv/lib/python3.11/site-packages"], "hash_all": True, "max_kept_bytes": 0,
+            "hash_processes": 0}
+    here = inventory_from_tar([data], ReadPlan(**plan, hash_thread_bytes=0))
+    threaded = inventory_from_tar((data[i:i + chunk] for i in range(0, len(data), chunk)),
+                                  ReadPlan(**plan, hash_thread_bytes=64 * 1024))
+    for path, entry in here.files.items():
+        assert (threaded.files[path].sha256, threaded.files[path].blob) == (entry.sha256, entry.blob), path
+    # The hard link to a thread-hashed file has its digests too, whenever the thread finished it.
+    big = here.files["/venv/lib/python3.11/site-packages/pkg/m4.py"]
+    assert big.blob is not None and threaded.files["/venv/lib/python3.11/site-packages/pkg/again.py"].blob == big.blob
+    assert not _hash_threads()
+    with pytest.raises(ExportAborted, match="truncated"):  # cut inside a file the thread is hashing
+        inventory_from_tar([data[: len(data) // 2]], ReadPlan(**plan, hash_thread_bytes=64 * 1024))
+    assert not _hash_threads()
+
+
+def test_the_hashing_thread_bounds_what_waits_and_reports_a_failure():
+    got: list[tuple[bytes, bytes]] = []
+    body = os.urandom(256 * 1024)
+    worker = HashThread(1, 16 * 1024, None)  # at most 16 KiB queued: the writer waits for the thread
+    assert worker.begin(len(body), True, lambda sha, sha1: got.append((sha, sha1)))
+    view = memoryview(body)
+    for at in range(0, len(body), 4096):
+        worker.write(view[at:at + 4096])
+        assert worker._pending <= 16 * 1024
+    worker.end()
+    worker.close()
+    assert got == [(hashlib.sha256(body).digest(), hashlib.sha1(b"blob %d\0" % len(body) + body).digest())]
+    assert not _hash_threads()
+    failing = HashThread(1, 16 * 1024, None)
+    assert failing.begin(3, False, lambda sha, sha1: 1 / 0)
+    failing.write(b"abc")
+    failing.end()
+    with pytest.raises(HashPoolError, match="hashing thread failed"):
+        failing.close()
+    failing.abort()
+    assert not _hash_threads()
+    assert not HashThread(0, 1, None).begin(10**9, False, lambda sha, sha1: None)  # 0: never
 
 
 def test_a_dead_helper_or_a_bad_stream_stops_the_read_and_leaves_no_helper():

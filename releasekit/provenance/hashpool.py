@@ -1,8 +1,9 @@
 """Hashing beside the tar reader: helper processes that hash file data while the reader parses headers.
 
-The tar reader is Python and holds the GIL; a helper thread that hashes had to win the GIL
-back after every buffer, and on two cores that cost more than it saved. Helper processes do
-not share a GIL. Each one owns a ring of shared memory (a memfd): the reader copies a file's
+The tar reader is Python and holds the GIL; a helper thread that hashes every file of 64 KiB
+and more has to win the GIL back after every buffer, and on two cores that cost more than it
+saved (``hashthread.py`` keeps a thread for the largest files only). Helper processes do not
+share a GIL. Each one owns a ring of shared memory (a memfd): the reader copies a file's
 bytes into the ring and sends one small request per piece through a pipe; the helper hashes
 the piece in place and answers every request, in order, so the reader knows which bytes of the
 ring are free again. A file goes to one helper (its pieces in order); the reader picks the

@@ -25,9 +25,11 @@ from typing import Any
 
 from releasekit.fatbin import FatbinReport, read_fatbin
 from releasekit.provenance.hashpool import HashPool, HashPoolError
+from releasekit.provenance.hashthread import HashThread
 
 CHUNK = 1024 * 1024
 OFFLOAD_BYTES = 64 * 1024  # a file at least this large is hashed by a helper process (when there is one)
+THREAD_BYTES = 4 * 1024 * 1024  # without helpers: a file at least this large is hashed on a thread
 Buffer = bytes | bytearray | memoryview  # what a chunk's slice is
 KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)
 _KEEP_NAMES = {"RECORD", "METADATA", "direct_url.json", "INSTALLER", "top_level.txt", "entry_points.txt"}
@@ -76,11 +78,22 @@ class ReadPlan:
     # below (on 2 cores the copy into the ring costs what the helper saves); 0: hash here.
     hash_processes: int | None = None
     hash_ring_bytes: int = 64 * 1024 * 1024
+    # Without helper processes, files of at least this many bytes are hashed on a thread of this
+    # process while the reader goes on (hashthread.py). None: THREAD_BYTES on a host with 2 or more
+    # cores; 0: never.
+    hash_thread_bytes: int | None = None
+    # The stream's chunks waiting for that thread, at most (they are held, not copied).
+    hash_thread_pending_bytes: int = 256 * 1024 * 1024
 
     def helpers(self) -> int:
         if self.hash_processes is not None:
             return max(0, self.hash_processes)
         return 1 if (os.cpu_count() or 1) >= 4 else 0
+
+    def thread_bytes(self) -> int:
+        if self.hash_thread_bytes is not None:
+            return max(0, self.hash_thread_bytes)
+        return THREAD_BYTES if (os.cpu_count() or 1) >= 2 else 0
 
     def under_root(self, path: str) -> str | None:
         for root in self.python_roots:
@@ -491,7 +504,12 @@ def _pax_number(pax: dict[str, str], key: str, pos: int, default: int) -> int:
 
 
 def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
-    pool = HashPool(plan.helpers(), plan.hash_ring_bytes, plan.deadline)
+    helpers = plan.helpers()
+    pool: HashPool | HashThread
+    if helpers:
+        pool = HashPool(helpers, plan.hash_ring_bytes, plan.deadline)
+    else:
+        pool = HashThread(plan.thread_bytes(), plan.hash_thread_pending_bytes, plan.deadline)
     pending_links: list[tuple[FileEntry, FileEntry]] = []
     try:
         inv = _read_tar(chunks, plan, pool, pending_links)
@@ -507,13 +525,14 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
 
 def _digests_into(entry: FileEntry) -> Callable[[bytes, bytes], None]:
     def sink(sha256: bytes, sha1: bytes) -> None:
-        entry.sha256 = sha256
+        # May run on the hashing thread: the blob id first, so a sha256 that is set means both are.
         if sha1:
             entry.blob = sha1.hex()
+        entry.sha256 = sha256
     return sink
 
 
-def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool,
+def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThread,
               pending_links: list[tuple[FileEntry, FileEntry]]) -> Inventory:
     inv = Inventory()
     stream = _Stream(chunks, plan)
@@ -668,9 +687,10 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool,
             if target is None or original is None:
                 inv.refused.append(name[:300])
                 continue
-            files[path] = FileEntry(path, "file", original.size, None, original.sha256, original.blob,
+            sha256 = original.sha256  # read once: the hashing thread may set it meanwhile
+            files[path] = FileEntry(path, "file", original.size, None, sha256, original.blob,
                                     original.md5, mode, uid, gid)
-            if original.kind == "file" and original.sha256 is None:
+            if original.kind == "file" and sha256 is None:
                 pending_links.append((files[path], original))  # a helper may still be hashing it
             if target in inv.contents:
                 inv.contents[path] = inv.contents[target]
@@ -725,10 +745,19 @@ def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None =
             _consume(handle.read, entry.size, path=path, plan=plan, inv=inv, entry=entry,
                      keep=keep, native=native, hash_it=hash_it)
 
-    # Big files first, so one large file does not end up alone on one thread at the end.
+    # Big files first, so one large file does not end up alone on one thread at the end. Each
+    # thread takes the next job from one shared iterator (a list iterator's next() is atomic under
+    # the GIL): one future per thread, not one per file (15,000 futures cost more than the hashing).
     jobs.sort(key=lambda job: job[2].size, reverse=True)
-    with ThreadPoolExecutor(max_workers=workers or min(8, os.cpu_count() or 2)) as pool:
-        for _ in pool.map(run, jobs, chunksize=64):
-            pass
+    pending = iter(jobs)
+
+    def drain() -> None:
+        for job in pending:
+            run(job)
+
+    threads = workers or min(8, os.cpu_count() or 2)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for future in [pool.submit(drain) for _ in range(threads)]:
+            future.result()
     inv.hashed_bytes = sum(e.size for e in inv.files.values() if e.sha256 is not None)
     return inv
