@@ -52,6 +52,7 @@ def test_demo_runs_green(tmp_path, base_image, docker_client):
     ).decode()
     assert greeting.strip() == f"hello from rkdemo 0.1.0+g{lock['components']['runtime']['commit'][:12]}"
     _check_test_stage(tmp_path / "demo", result, lock_sha)
+    _check_validate_stage(tmp_path / "demo", result, lock_sha)
     docker_client.images.remove(result["image_tag"])
 
 
@@ -85,6 +86,44 @@ def _check_test_stage(demo: Path, result: dict, lock_sha: str) -> None:
     assert "| runtime/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok; failed <= 1: 1 ok | 1 pre-existing |" in notes
     report = (release / "validation-report" / "REPORT.md").read_text()
     assert "| runtime/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok; failed <= 1: 1 ok |" in report
+
+
+def _check_validate_stage(demo: Path, result: dict, lock_sha: str) -> None:
+    """Both cells served by a real vLLM in the candidate; the ngram cell really speculated and was gated.
+
+    (tests/test_validate_e2e.py runs the spec-off cell and the broken candidate on their own image.)
+    """
+    from releasekit.records.receipt import read_receipt
+
+    receipts = demo / "release" / "receipts"
+    off = read_receipt(receipts / "cpu-spec-off.json")
+    ngram = read_receipt(receipts / "cpu-ngram3.json")
+    for r in (off, ngram):
+        assert (r.image_id, r.lock_sha256, r.passed, r.status) == (result["image_id"], lock_sha, True, "passed")
+        assert r.metrics["throughput.c4.completed"].value == 4
+        assert r.invocation is not None and r.invocation.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert off.metrics["throughput.c4.bench_serve_output_tok_s"].value > 0
+    assert "throughput.c4.bench_serve_output_tok_s" not in ngram.metrics  # only the spec-off cell asks for it
+    assert ngram.metrics["acceptance.rate"].value > 0
+    assert ngram.metrics["acceptance.drafts"].value > 0
+    assert ngram.metrics["decode.output_tok_s"].value > 0
+    assert ngram.invocation is not None and "--speculative-config" in ngram.invocation.argv
+    gate = next(g for g in ngram.gates if g.baseline == "spec-off")
+    assert gate.passed and gate.baseline_value == off.metrics["decode.output_tok_s"].value
+    # The same real measurements against a baseline they cannot meet: the gate fails with its code.
+    from releasekit.manifest.validation import Gate
+    from releasekit.validate.gates import BaselineValues, evaluate_gate
+
+    spec_off = {"spec-off": BaselineValues(name="spec-off", values={k: m.value for k, m in off.metrics.items()})}
+    unmeetable = Gate(metric="decode.output_tok_s", baseline="spec-off", min_ratio=50.0, runs=1)
+    result_gate, gate_findings = evaluate_gate(unmeetable, ngram.metrics, spec_off)
+    assert not result_gate.passed and gate_findings.codes() == ["GATE_BELOW_BASELINE"]
+    report = demo / "release" / "validation-report"
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["passed"] and sorted(c["cell_id"] for c in summary["cells"]) == ["cpu-ngram3", "cpu-spec-off"]
+    assert (report / "throughput.png").read_bytes()[:4] == b"\x89PNG"
+    assert (report / "gates.png").read_bytes()[:4] == b"\x89PNG"
+    assert "cpu-ngram3" in (report / "REPORT.md").read_text()
 
 
 def test_without_nvcc_the_cuda_component_is_left_out_with_a_reason(tmp_path, monkeypatch):

