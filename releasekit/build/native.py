@@ -41,7 +41,7 @@ def nvcc_append_flags(declared: str | None) -> str:
     """``NVCC_APPEND_FLAGS`` for a native build: the recipe's own flags, then releasekit's."""
     if not declared:
         return REPRODUCIBLE_NVCC_FLAGS
-    if REPRODUCIBLE_NVCC_FLAGS in declared.split() or "-objtemp" in declared.split():
+    if {REPRODUCIBLE_NVCC_FLAGS, "-objtemp"} & set(declared.split()):
         return declared
     return f"{declared} {REPRODUCIBLE_NVCC_FLAGS}"
 

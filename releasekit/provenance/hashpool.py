@@ -40,6 +40,16 @@ class HashPoolError(Exception):
     """A helper failed or the deadline passed: the read cannot be completed."""
 
 
+def wait_slice(deadline: float | None) -> float:
+    """How long one wait for a hasher may block: at most 1 s, never past ``deadline`` (then HashPoolError)."""
+    if deadline is None:
+        return 1.0
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise HashPoolError("hashing ran past the time limit")
+    return min(left, 1.0)
+
+
 class _Helper:
     __slots__ = ("proc", "ring", "size", "requests", "responses", "alloc", "freed", "sent", "answers",
                  "piece_at", "piece_len", "number", "flags", "sink")
@@ -164,13 +174,7 @@ class HashPool:
         """Block until ``h`` answers at least one request (or fail: dead helper, deadline)."""
         before = len(h.sent)
         while len(h.sent) == before:
-            timeout = 1.0
-            if self._deadline is not None:
-                timeout = self._deadline - time.monotonic()
-                if timeout <= 0:
-                    raise HashPoolError("hashing ran past the time limit")
-                timeout = min(timeout, 1.0)
-            select.select([h.responses], [], [], timeout)
+            select.select([h.responses], [], [], wait_slice(self._deadline))
             self._collect(h)
 
     def _collect(self, h: _Helper) -> None:
