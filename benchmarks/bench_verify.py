@@ -22,7 +22,8 @@ export`` sends; the tar is written once beside the environment), every entry's t
 owner, link and sha256 read (larger files hashed by helper processes where verify-provenance
 would use them; ``--hash-processes`` overrides) and compared with a reference table of the same
 tree; against ``sha256sum`` of every regular file of the tree and the floor for those same
-bytes (goal ≤ 1.3 × the floor).
+bytes (goal ≤ 1.3 × the floor). Each repeat starts once the last one's hashing thread has
+ended (it unmaps its ring after the digests are in, off the read's critical path).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -117,6 +119,13 @@ def all_files(env: Path) -> list[Path]:
                   and not (Path(d) / f).is_symlink())
 
 
+def settle() -> None:
+    """Wait for the previous read's hashing thread, which unmaps its ring after the digests are in."""
+    for thread in threading.enumerate():
+        if thread.name == "releasekit-hash":
+            thread.join()
+
+
 def run_accounting(tar: Path, reference: dict | None, helpers: int | None = None,
                    thread_bytes: int | None = None) -> tuple[float, int, int, dict]:
     def chunks():
@@ -124,6 +133,7 @@ def run_accounting(tar: Path, reference: dict | None, helpers: int | None = None
             while chunk := handle.read(CHUNK):
                 yield chunk
 
+    settle()  # each run starts with nothing of the last one still running
     started = time.perf_counter()
     # The plan verify-provenance reads the locked base with (accounting only: sha256, no git blob ids).
     inv = inventory_from_tar(chunks(), ReadPlan(python_roots=[], hash_all=True, extra_digests=False, max_kept_bytes=0,

@@ -134,7 +134,25 @@ def _big_tree() -> bytes:
         link = tarfile.TarInfo("venv/lib/python3.11/site-packages/pkg/again.py")
         link.type, link.linkname = tarfile.LNKTYPE, "venv/lib/python3.11/site-packages/pkg/m4.py"
         tar.addfile(link)
+        for name, size in (("venv/bin/tool", 100), ("venv/lib/python3.11/site-packages/pkg/data.bin", 2000)):
+            info = tarfile.TarInfo(name)  # files after a hard link, on the reader's own small-file path
+            info.size = size
+            tar.addfile(info, io.BytesIO(os.urandom(size)))
     return buf.getvalue()
+
+
+def _tarfile_digests(data: bytes) -> dict[str, bytes]:
+    """Every regular file's sha256 as the standard library's tarfile reads it (an independent reference)."""
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar:
+            if member.isfile():
+                handle = tar.extractfile(member)
+                assert handle is not None
+                out["/" + member.name] = hashlib.sha256(handle.read()).digest()
+            elif member.islnk():
+                out["/" + member.name] = out["/" + member.linkname]
+    return out
 
 
 def test_helper_processes_give_the_same_digests_and_blob_ids():
@@ -152,8 +170,12 @@ def test_helper_processes_give_the_same_digests_and_blob_ids():
 
 
 def _hash_threads() -> list[str]:
+    """Hashing threads still alive a moment after the read (a finished one unmaps its ring on its way out)."""
     import threading
 
+    for thread in threading.enumerate():
+        if thread.name == "releasekit-hash":
+            thread.join(timeout=10)
     return [t.name for t in threading.enumerate() if t.name == "releasekit-hash"]
 
 
@@ -165,6 +187,7 @@ def test_the_hashing_thread_gives_the_same_digests_and_blob_ids(chunk):
     here = inventory_from_tar([data], ReadPlan(**plan, hash_thread_bytes=0))
     threaded = inventory_from_tar((data[i:i + chunk] for i in range(0, len(data), chunk)),
                                   ReadPlan(**plan, hash_thread_bytes=64 * 1024))
+    assert {p: e.sha256 for p, e in threaded.files.items() if e.kind == "file"} == _tarfile_digests(data)
     for path, entry in here.files.items():
         assert (threaded.files[path].sha256, threaded.files[path].blob) == (entry.sha256, entry.blob), path
     # The hard link to a thread-hashed file has its digests too, whenever the thread finished it.
@@ -176,18 +199,25 @@ def test_the_hashing_thread_gives_the_same_digests_and_blob_ids(chunk):
     assert not _hash_threads()
 
 
-def test_the_hashing_thread_bounds_what_waits_and_reports_a_failure():
+@pytest.mark.parametrize(("ring", "piece", "post"),
+                         [(16 * 1024, 4096, 8192), (10_000, 4096, 8192), (10_000, 30_000, 8192),
+                          (8 << 20, 1 << 20, 4 << 20)])
+def test_the_hashing_thread_bounds_what_waits_and_reports_a_failure(ring, piece, post):
+    # Rings that wrap many times, end mid-piece (10,000 bytes), are smaller than one piece, or
+    # are larger than the thread's faulting steps (the writer takes parts the thread has not reached).
     got: list[tuple[bytes, bytes]] = []
-    body = os.urandom(256 * 1024)
-    worker = HashThread(1, 16 * 1024, None)  # at most 16 KiB queued: the writer waits for the thread
-    assert worker.begin(len(body), True, lambda sha, sha1: got.append((sha, sha1)))
-    view = memoryview(body)
-    for at in range(0, len(body), 4096):
-        worker.write(view[at:at + 4096])
-        assert worker._pending <= 16 * 1024
-    worker.end()
+    bodies = [os.urandom(n) for n in (256 * 1024, 5, 70_001, 12 << 20)]
+    worker = HashThread(1, ring, None, post_bytes=post)
+    worker.prepare()
+    for body in bodies:
+        assert worker.begin(len(body), True, lambda sha, sha1: got.append((sha, sha1)))
+        view = memoryview(body)
+        for at in range(0, len(body), piece):
+            worker.write(view[at:at + piece])
+            assert worker._used <= ring
+        worker.end()
     worker.close()
-    assert got == [(hashlib.sha256(body).digest(), hashlib.sha1(b"blob %d\0" % len(body) + body).digest())]
+    assert got == [(hashlib.sha256(b).digest(), hashlib.sha1(b"blob %d\0" % len(b) + b).digest()) for b in bodies]
     assert not _hash_threads()
     failing = HashThread(1, 16 * 1024, None)
     assert failing.begin(3, False, lambda sha, sha1: 1 / 0)

@@ -100,6 +100,9 @@ class HashPool:
 
     # --- the reader's side: one file at a time -----------------------------------------------
 
+    def prepare(self) -> None:
+        """A large stream: nothing to get ready (the helpers start at the first file handed over)."""
+
     def begin(self, size: int, blob: bool, sink: Callable[[bytes, bytes], None]) -> bool:
         """Start a file of ``size`` bytes; ``sink(sha256, blob_sha1)`` gets its digests later."""
         if not self.usable:

@@ -30,6 +30,7 @@ from releasekit.provenance.hashthread import HashThread
 CHUNK = 1024 * 1024
 OFFLOAD_BYTES = 64 * 1024  # a file at least this large is hashed by a helper process (when there is one)
 THREAD_BYTES = 4 * 1024 * 1024  # without helpers: a file at least this large is hashed on a thread
+PREPARE_BYTES = 64 * 1024 * 1024  # a stream this long gets its hashers ready before a large file arrives
 Buffer = bytes | bytearray | memoryview  # what a chunk's slice is
 KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)
 _KEEP_NAMES = {"RECORD", "METADATA", "direct_url.json", "INSTALLER", "top_level.txt", "entry_points.txt"}
@@ -82,8 +83,9 @@ class ReadPlan:
     # process while the reader goes on (hashthread.py). None: THREAD_BYTES on a host with 2 or more
     # cores; 0: never.
     hash_thread_bytes: int | None = None
-    # The stream's chunks waiting for that thread, at most (they are held, not copied).
-    hash_thread_pending_bytes: int = 256 * 1024 * 1024
+    # The ring that file bytes wait in for that thread (copied there, its pages faulted in by the
+    # thread while it is idle); mapped once a stream passes PREPARE_BYTES or a large file arrives.
+    hash_thread_ring_bytes: int = 256 * 1024 * 1024
 
     def helpers(self) -> int:
         if self.hash_processes is not None:
@@ -509,7 +511,7 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
     if helpers:
         pool = HashPool(helpers, plan.hash_ring_bytes, plan.deadline)
     else:
-        pool = HashThread(plan.thread_bytes(), plan.hash_thread_pending_bytes, plan.deadline)
+        pool = HashThread(plan.thread_bytes(), plan.hash_thread_ring_bytes, plan.deadline)
     pending_links: list[tuple[FileEntry, FileEntry]] = []
     try:
         inv = _read_tar(chunks, plan, pool, pending_links)
@@ -544,10 +546,23 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
     blobs = plan.extra_digests
     md5_prefixes = plan.md5_prefixes if blobs else ()
     router = _Router(plan)
+    # An accounting table (the locked base, the release layer): a sha256 of every file and
+    # nothing else, so no file needs routing.
+    table_only = hash_all and not blobs and plan.max_kept_bytes <= 0 and not plan.native_names
     take, feed = stream.take, stream.feed
+    new_sha256 = hashlib.sha256
+    prepare_at = PREPARE_BYTES
     while True:
-        header = take(BLOCK, "a header")
-        at = stream.pos - BLOCK
+        if stream.total >= prepare_at:
+            pool.prepare()
+            prepare_at = plan.max_total_bytes + 1
+        off = stream.off
+        if off + BLOCK <= len(stream.buf):  # the usual case: the header lies inside this chunk
+            header = stream.buf[off:off + BLOCK]
+            stream.off = off + BLOCK
+        else:
+            header = take(BLOCK, "a header")
+        at = stream.total - len(stream.buf) + stream.off - BLOCK
         if header == _ZERO_BLOCK:
             if long_name is not None or long_link is not None or pax is not None:
                 raise _corrupt(at, "the archive ends after an extended header, before its entry")
@@ -597,7 +612,8 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
             pax = records
             continue
         # An entry: its name, link target and size, with any extended header applied.
-        name = _text(header[0:100])
+        end = header.find(0, 0, 100)
+        name = header[:end if end >= 0 else 100].decode("utf-8", "surrogateescape")
         if posix and header[345] != 0:
             name = _text(header[345:500]) + "/" + name
         regular = kind in _REGULAR
@@ -649,9 +665,12 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
             entry = FileEntry(path, "file", size, None, None, None, None, mode, uid, gid)
             files[path] = entry
             inv.total_bytes += size
-            root, keep, native = router.route(path)
-            if root is not None and not hash_all and _bytecode(path):
-                root = None  # no reference hash exists for byte-code; ownership needs no bytes
+            if table_only:
+                root, keep, native = None, False, False
+            else:
+                root, keep, native = router.route(path)
+                if root is not None and not hash_all and _bytecode(path):
+                    root = None  # no reference hash exists for byte-code; ownership needs no bytes
             if ((root is not None or hash_all) and not keep and not native and size <= max_file_bytes
                     and not path.startswith(md5_prefixes)):
                 # hashes and nothing else (most files): what _Sink would do, without building one
@@ -662,7 +681,12 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
                     pool.end()
                     feed(padded, None, path)
                     continue
-                sha = hashlib.sha256()
+                off = stream.off
+                if not want_blob and off + size + padded <= len(stream.buf):  # the file lies inside this chunk
+                    entry.sha256 = new_sha256(stream.view[off:off + size]).digest()
+                    stream.off = off + size + padded
+                    continue
+                sha = new_sha256()
                 blob = hashlib.sha1(b"blob %d\0" % size) if want_blob else None
                 stream.feed_hashes(size, padded, sha, blob, path)
                 entry.sha256 = sha.digest()
