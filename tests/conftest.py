@@ -45,3 +45,37 @@ def base_image(docker_client):
     from releasekit.docker_engine import Engine
 
     return ensure_base_image(Engine(docker_client), DEFAULT_BASE)
+
+
+class DemoRun:
+    """One ``releasekit demo --json`` run of the session: its directory, exit code, output and result."""
+
+    def __init__(self, root, proc) -> None:
+        import json
+
+        self.root = root
+        self.proc = proc
+        self.result = json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+@pytest.fixture(scope="session")
+def demo_run(base_image, docker_client):
+    """``releasekit demo`` once per session, on a cache of its own (its builds start cold).
+
+    tests/test_demo.py checks every stage; tests/test_validate_e2e.py holds a broken candidate to
+    the demo's spec-off receipt, so the good cell is served once, not twice. Not pytest's tmp_path:
+    on a shared machine other pytest runs rotate those away mid-session.
+    """
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    holder = tempfile.TemporaryDirectory(prefix="releasekit-demo-test-")
+    root = Path(holder.name)
+    env = {**os.environ, "RELEASEKIT_CACHE": str(root / "cache")}
+    env.pop("RELEASEKIT_ALLOW_LOCAL_REPOS", None)  # the demo allows its own local repositories
+    proc = subprocess.run([sys.executable, "-m", "releasekit", "demo", "--dir", str(root / "demo"), "--json"],
+                          capture_output=True, text=True, env=env)
+    yield DemoRun(root, proc)
+    holder.cleanup()

@@ -29,7 +29,8 @@ def register(app: typer.Typer) -> None:
 
         def show(result: StageResult) -> None:
             style = {"passed": "green", "failed": "bold red", "skipped": "yellow"}[result.status]
-            console.print(f"[{style}]{result.status:>7}[/{style}] [bold]{escape(result.name)}[/bold]: {escape(result.summary)}")
+            console.print(f"[{style}]{result.status:>7}[/{style}] [bold]{escape(result.name)}[/bold]: {escape(result.summary)}"
+                          + (f" [dim]({result.seconds:.0f} s)[/dim]" if result.seconds is not None else ""))
             for key, value in result.outputs.items():
                 console.print(f"          {escape(key)}: {escape(value)}")
             if result.findings.findings:

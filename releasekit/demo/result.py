@@ -19,3 +19,4 @@ class StageResult(BaseModel):
     summary: str
     outputs: dict[str, str] = Field(default_factory=dict)
     findings: Findings = Field(default_factory=Findings)
+    seconds: float | None = None  # wall time of the stage (set by the runner)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,7 +260,9 @@ def run_demo(
         if results and results[-1].status == "failed":
             results.append(StageResult(name=stage.name, status="skipped", summary="an earlier stage failed"))
             continue
+        started = time.monotonic()
         result = stage.run(ctx)
+        result.seconds = round(time.monotonic() - started, 1)
         results.append(result)
         progress(result)
     return DemoResult(
