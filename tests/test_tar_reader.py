@@ -230,6 +230,47 @@ def test_the_hashing_thread_bounds_what_waits_and_reports_a_failure(ring, piece,
     assert not HashThread(0, 1, None).begin(10**9, False, lambda sha, sha1: None)  # 0: never
 
 
+def test_the_writer_waits_for_the_part_of_the_ring_the_thread_is_faulting_in(monkeypatch, tmp_path):
+    # The thread faults the ring in from a FIFO this test holds back: it sits inside its first
+    # faulting step until the test lets 64 KiB of zeros through. A writer that did not wait for
+    # that step would have its bytes zeroed under it, and the digest would say so.
+    import threading
+    import time
+
+    from releasekit.provenance import hashthread
+
+    fifo = tmp_path / "zeros"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(hashthread, "ZERO_SOURCE", str(fifo))
+    writer_done = threading.Event()
+    waited: list[bool] = []
+
+    def feed() -> None:
+        with open(fifo, "wb") as out:
+            time.sleep(0.2)
+            waited.append(not writer_done.is_set())  # the writer is still waiting for the faulting step
+            out.write(bytes(64 * 1024))
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    got: list[bytes] = []
+    body = os.urandom(1 << 20)
+    worker = HashThread(1, 4 << 20, None)
+    try:
+        assert worker.begin(len(body), False, lambda sha, sha1: got.append(sha))  # maps the ring, starts the thread
+        time.sleep(0.05)  # the thread has claimed its first step and blocks reading the FIFO
+        worker.write(memoryview(body))
+        writer_done.set()
+        worker.end()
+        worker.close()
+    finally:
+        feeder.join(timeout=10)
+        worker.abort()
+    assert waited == [True]
+    assert got == [hashlib.sha256(body).digest()]
+    assert not _hash_threads()
+
+
 def test_a_dead_helper_or_a_bad_stream_stops_the_read_and_leaves_no_helper():
     data = _big_tree()
     plan = ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0, hash_processes=1, hash_ring_bytes=128 * 1024)

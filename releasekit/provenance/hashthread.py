@@ -37,6 +37,7 @@ from releasekit.provenance.hashpool import HashPoolError, wait_slice
 
 POST_BYTES = 8 * 1024 * 1024  # a span handed to the thread: one GIL round trip per 8 MiB at most
 FAULT_STEP = 2 * 1024 * 1024  # the thread faults the ring in this many bytes at a time
+ZERO_SOURCE = "/dev/zero"  # what the thread reads into the ring to fault it in
 
 Sink = Callable[[bytes, bytes], None]
 
@@ -175,7 +176,7 @@ class HashThread:
     def _serve(self) -> None:
         queue, cond, view = self._queue, self._cond, self._view
         assert view is not None
-        with open("/dev/zero", "rb", buffering=0) as zero:
+        with open(ZERO_SOURCE, "rb", buffering=0) as zero:
             while True:
                 with cond:
                     while not queue and not self._stop and self._ready >= self._size:
