@@ -271,6 +271,17 @@ def test_the_writer_waits_for_the_part_of_the_ring_the_thread_is_faulting_in(mon
     assert not _hash_threads()
 
 
+def test_without_a_zero_source_the_thread_still_hashes(monkeypatch, tmp_path):
+    from releasekit.provenance import hashthread
+
+    monkeypatch.setattr(hashthread, "ZERO_SOURCE", str(tmp_path / "absent"))  # faulting in is only a head start
+    data = _big_tree()
+    plan = {"python_roots": [], "hash_all": True, "max_kept_bytes": 0, "hash_processes": 0}
+    threaded = inventory_from_tar([data], ReadPlan(**plan, hash_thread_bytes=64 * 1024))
+    assert {p: e.sha256 for p, e in threaded.files.items() if e.kind == "file"} == _tarfile_digests(data)
+    assert not _hash_threads()
+
+
 def test_a_dead_helper_or_a_bad_stream_stops_the_read_and_leaves_no_helper():
     data = _big_tree()
     plan = ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0, hash_processes=1, hash_ring_bytes=128 * 1024)

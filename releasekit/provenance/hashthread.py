@@ -174,40 +174,56 @@ class HashThread:
                 self._ring.close()
 
     def _serve(self) -> None:
+        try:
+            zero = open(ZERO_SOURCE, "rb", buffering=0)  # noqa: SIM115 - closed below
+        except OSError:  # faulting in is a head start only: without it the reader faults its pages itself
+            with self._cond:
+                self._ready = self._size
+            zero = None
+        try:
+            self._loop(zero)
+        finally:
+            if zero is not None:
+                zero.close()
+
+    def _loop(self, zero: Any) -> None:
         queue, cond, view = self._queue, self._cond, self._view
         assert view is not None
-        with open(ZERO_SOURCE, "rb", buffering=0) as zero:
-            while True:
-                with cond:
-                    while not queue and not self._stop and self._ready >= self._size:
-                        cond.wait()
-                    if self._stop:
-                        return
-                    if not queue:  # idle: fault in the next part of the ring
-                        span = self._faulting = (self._ready, min(self._size, self._ready + FAULT_STEP))
-                        item = None
-                    else:
-                        item = queue.popleft()
-                if item is None:
+        while True:
+            with cond:
+                while not queue and not self._stop and self._ready >= self._size:
+                    cond.wait()
+                if self._stop:
+                    return
+                if not queue:  # idle: fault in the next part of the ring
+                    span = self._faulting = (self._ready, min(self._size, self._ready + FAULT_STEP))
+                    item = None
+                else:
+                    item = queue.popleft()
+            if item is None:
+                done = span[1]
+                try:
                     with view[span[0]:span[1]] as part:
                         zero.readinto(part)
-                    with cond:
-                        self._faulting = None
-                        self._ready = max(self._ready, span[1])
-                        cond.notify_all()
-                    continue
-                sha, blob, a, b, sink = item
-                if sink is not None:
-                    sink(sha.digest(), blob.digest() if blob is not None else b"")
-                else:
-                    with view[a:b] as piece:
-                        sha.update(piece)
-                        if blob is not None:
-                            blob.update(piece)
+                except OSError:
+                    done = self._size  # stop faulting in; the reader faults what it writes
                 with cond:
-                    self._used -= b - a
-                    self._unfinished -= 1
+                    self._faulting = None
+                    self._ready = max(self._ready, done)
                     cond.notify_all()
+                continue
+            sha, blob, a, b, sink = item
+            if sink is not None:
+                sink(sha.digest(), blob.digest() if blob is not None else b"")
+            else:
+                with view[a:b] as piece:
+                    sha.update(piece)
+                    if blob is not None:
+                        blob.update(piece)
+            with cond:
+                self._used -= b - a
+                self._unfinished -= 1
+                cond.notify_all()
 
     # --- the end -----------------------------------------------------------------------------------
 
