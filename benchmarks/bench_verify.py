@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from releasekit.findings import Findings  # noqa: E402
 from releasekit.provenance.accounting import differences, table  # noqa: E402
 from releasekit.provenance.checks.records import verify_installed_files  # noqa: E402
+from releasekit.provenance.hashthread import THREAD_NAME  # noqa: E402
 from releasekit.provenance.installed import installed_distributions  # noqa: E402
 from releasekit.provenance.inventory import CHUNK, ReadPlan, inventory_from_directory, inventory_from_tar  # noqa: E402
 
@@ -122,7 +123,7 @@ def all_files(env: Path) -> list[Path]:
 def settle() -> None:
     """Wait for the previous read's hashing thread, which unmaps its ring after the digests are in."""
     for thread in threading.enumerate():
-        if thread.name == "releasekit-hash":
+        if thread.name == THREAD_NAME:
             thread.join()
 
 

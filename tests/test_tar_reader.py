@@ -13,7 +13,7 @@ import pytest
 
 from releasekit.provenance.accounting import Expected, table
 from releasekit.provenance.hashpool import HashPoolError
-from releasekit.provenance.hashthread import HashThread
+from releasekit.provenance.hashthread import THREAD_NAME, HashThread
 from releasekit.provenance.inventory import ExportAborted, ReadPlan, inventory_from_tar, safe_member_path
 
 
@@ -174,9 +174,9 @@ def _hash_threads() -> list[str]:
     import threading
 
     for thread in threading.enumerate():
-        if thread.name == "releasekit-hash":
+        if thread.name == THREAD_NAME:
             thread.join(timeout=10)
-    return [t.name for t in threading.enumerate() if t.name == "releasekit-hash"]
+    return [t.name for t in threading.enumerate() if t.name == THREAD_NAME]
 
 
 @pytest.mark.parametrize("chunk", [4096, 1 << 20])

@@ -38,6 +38,7 @@ from releasekit.provenance.hashpool import HashPoolError, wait_slice
 POST_BYTES = 8 * 1024 * 1024  # a span handed to the thread: one GIL round trip per 8 MiB at most
 FAULT_STEP = 2 * 1024 * 1024  # the thread faults the ring in this many bytes at a time
 ZERO_SOURCE = "/dev/zero"  # what the thread reads into the ring to fault it in
+THREAD_NAME = "releasekit-hash"
 
 Sink = Callable[[bytes, bytes], None]
 
@@ -77,7 +78,7 @@ class HashThread:
         if self.min_bytes and self._thread is None:
             self._ring = mmap.mmap(-1, self._size)
             self._view = memoryview(self._ring)
-            self._thread = threading.Thread(target=self._run, name="releasekit-hash", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
             self._thread.start()
 
     def begin(self, size: int, blob: bool, sink: Sink) -> bool:
@@ -136,7 +137,7 @@ class HashThread:
                 if head == size:  # a span never wraps: post what is there and go on at 0
                     self._post()
                     self._head = self._start = head = 0
-                if head >= tail and not (head == tail and used):
+                if head > tail:
                     return head, size - head
                 if tail > head:
                     return head, tail - head

@@ -550,19 +550,13 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
     # nothing else, so no file needs routing.
     table_only = hash_all and not blobs and plan.max_kept_bytes <= 0 and not plan.native_names
     take, feed = stream.take, stream.feed
-    new_sha256 = hashlib.sha256
     prepare_at = PREPARE_BYTES
     while True:
         if stream.total >= prepare_at:
             pool.prepare()
             prepare_at = plan.max_total_bytes + 1
-        off = stream.off
-        if off + BLOCK <= len(stream.buf):  # the usual case: the header lies inside this chunk
-            header = stream.buf[off:off + BLOCK]
-            stream.off = off + BLOCK
-        else:
-            header = take(BLOCK, "a header")
-        at = stream.total - len(stream.buf) + stream.off - BLOCK
+        header = take(BLOCK, "a header")
+        at = stream.pos - BLOCK
         if header == _ZERO_BLOCK:
             if long_name is not None or long_link is not None or pax is not None:
                 raise _corrupt(at, "the archive ends after an extended header, before its entry")
@@ -612,8 +606,7 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
             pax = records
             continue
         # An entry: its name, link target and size, with any extended header applied.
-        end = header.find(0, 0, 100)
-        name = header[:end if end >= 0 else 100].decode("utf-8", "surrogateescape")
+        name = _text(header[0:100])
         if posix and header[345] != 0:
             name = _text(header[345:500]) + "/" + name
         regular = kind in _REGULAR
@@ -681,12 +674,7 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
                     pool.end()
                     feed(padded, None, path)
                     continue
-                off = stream.off
-                if not want_blob and off + size + padded <= len(stream.buf):  # the file lies inside this chunk
-                    entry.sha256 = new_sha256(stream.view[off:off + size]).digest()
-                    stream.off = off + size + padded
-                    continue
-                sha = new_sha256()
+                sha = hashlib.sha256()
                 blob = hashlib.sha1(b"blob %d\0" % size) if want_blob else None
                 stream.feed_hashes(size, padded, sha, blob, path)
                 entry.sha256 = sha.digest()
