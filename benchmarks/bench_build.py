@@ -30,8 +30,8 @@ def main() -> int:
     # A private cache: the first build must really be cold.
     os.environ["RELEASEKIT_CACHE"] = str(root / "cache")
 
-    from releasekit.build.baseimage import DEFAULT_BASE, ensure_base_image
-    from releasekit.build.service import BuildOptions, run_build
+    from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
+    from releasekit.builder.service import BuildOptions, run_build
     from releasekit.demo.example import make_example
     from releasekit.docker_engine import Engine
     from releasekit.manifest import load_manifest

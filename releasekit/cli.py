@@ -31,7 +31,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("audit", "releasekit.plan.commands", "Audit release inputs: release-only commits, version pins."),
     (
         "build",
-        "releasekit.build.commands",
+        "releasekit.builder.commands",
         "Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image.",
     ),
     (
@@ -39,10 +39,10 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "releasekit.provenance.commands",
         "Prove that what IMAGE imports is exactly what the locked commits produce.",
     ),
-    ("test", "releasekit.test.commands", "Run the components' test suites inside IMAGE; judge failures against the baseline image."),
+    ("test", "releasekit.suites.commands", "Run the components' test suites inside IMAGE; judge failures against the baseline image."),
     (
         "hygiene",
-        "releasekit.test.commands",
+        "releasekit.suites.commands",
         "Run ruff, ruff format --check, git diff --check and the repository's hooks on the composed tree.",
     ),
     ("matrix", "releasekit.validate.commands", "List the validation cells of a manifest."),

@@ -41,7 +41,7 @@ def docker_client():
 @pytest.fixture(scope="session")
 def base_image(docker_client):
     """``BaseImage(name, image_id, created)`` of the shared test/demo base image."""
-    from releasekit.build.baseimage import DEFAULT_BASE, ensure_base_image
+    from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
     from releasekit.docker_engine import Engine
 
     return ensure_base_image(Engine(docker_client), DEFAULT_BASE)

@@ -29,7 +29,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-STAGES = ("manifest", "plan", "build", "provenance", "test", "validate", "publish", "reproduce")
+STAGES = ("manifest", "plan", "builder", "provenance", "suites", "validate", "publish", "reproduce")
 SHARED = frozenset(
     {"errors", "findings", "checks", "records", "git", "docker_engine", "fatbin", "report", "simple_index", "signing"}
 )
@@ -203,7 +203,7 @@ def make_package(root: Path, files: dict[str, str]) -> Path:
         **{f"{s}/__init__.py": "" for s in STAGES},
         **{f"{s}/service.py": "from releasekit.errors import *\nfrom releasekit import docker_engine\n" for s in STAGES},
         "plan/commands.py": "def run():\n    from releasekit.plan.service import x\n",
-        "publish/service.py": "from releasekit.build import service\nfrom ..manifest import service as m\n",
+        "publish/service.py": "from releasekit.builder import service\nfrom ..manifest import service as m\n",
     }
     for rel, text in {**base, **files}.items():
         path = pkg / rel
@@ -222,7 +222,7 @@ CASES = {
         "plan/a.py": "from releasekit.plan.b import helper\n",
         "plan/b.py": "def helper():\n    from releasekit.plan import a\n",
     },
-    "later-stage": {"build/service.py": "def f():\n    from releasekit.provenance.service import x\n"},
+    "later-stage": {"builder/service.py": "def f():\n    from releasekit.provenance.service import x\n"},
     "imports-demo": {"validate/service.py": "from releasekit.demo.service import x\n"},
     "shared-imports-stage": {"findings.py": "def f():\n    from releasekit.plan import service\n"},
     "unplaced": {"lock.py": ""},
@@ -237,14 +237,14 @@ def test_each_rule_reports_its_violation(tmp_path, rule):
 
 
 def test_relative_imports_are_resolved(tmp_path):
-    pkg = make_package(tmp_path, {"build/service.py": "from ..validate import service\n"})
-    assert [(v.rule, v.module) for v in check_package(pkg)] == [("later-stage", "releasekit.build.service")]
+    pkg = make_package(tmp_path, {"builder/service.py": "from ..validate import service\n"})
+    assert [(v.rule, v.module) for v in check_package(pkg)] == [("later-stage", "releasekit.builder.service")]
 
 
 def test_cli_may_import_stage_commands_only(tmp_path):
-    pkg = make_package(tmp_path, {"cli.py": "from releasekit.plan import commands\nfrom releasekit.build import service\n"})
+    pkg = make_package(tmp_path, {"cli.py": "from releasekit.plan import commands\nfrom releasekit.builder import service\n"})
     found = check_package(pkg)
-    assert [(v.rule, v.message.split(":")[0]) for v in found] == [("shared-imports-stage", "imports releasekit.build.service")]
+    assert [(v.rule, v.message.split(":")[0]) for v in found] == [("shared-imports-stage", "imports releasekit.builder.service")]
 
 
 # --- the lazy CLI -------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from releasekit.build.native import fatbin_arches
-from releasekit.build.service import BuildOptions, run_build
+from releasekit.builder.native import fatbin_arches
+from releasekit.builder.service import BuildOptions, run_build
 from releasekit.demo.example import DemoRepository, make_example
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.manifest import load_manifest

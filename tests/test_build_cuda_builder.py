@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from forge import Forge
 
-from releasekit.build.native import fatbin_arches
-from releasekit.build.plan import make_plan
-from releasekit.build.service import BuildOptions, run_build
+from releasekit.builder.native import fatbin_arches
+from releasekit.builder.plan import make_plan
+from releasekit.builder.service import BuildOptions, run_build
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
 from releasekit.provenance.verify import VerifyOptions, verify_provenance

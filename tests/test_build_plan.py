@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from releasekit.build.builders import build_args
-from releasekit.build.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
-from releasekit.build.dockerfile import lint_builder
-from releasekit.build.hygiene import REDACTED, redact
-from releasekit.build.plan import make_plan
+from releasekit.builder.builders import build_args
+from releasekit.builder.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
+from releasekit.builder.dockerfile import lint_builder
+from releasekit.builder.hygiene import REDACTED, redact
+from releasekit.builder.plan import make_plan
 from releasekit.manifest import load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
 from releasekit.records.lock import (

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from forge import Forge
 
-from releasekit.build.service import BuildOptions, run_build
+from releasekit.builder.service import BuildOptions, run_build
 from releasekit.errors import BuildFailed
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock

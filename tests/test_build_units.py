@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from releasekit.build import dockerfile
-from releasekit.build.image import repack
-from releasekit.build.native import REPRODUCIBLE_NVCC_FLAGS
-from releasekit.build.wheel import _check_requirements, build_environment, check_version_names_commit
-from releasekit.build.wheelfile import inspect, normalise, record_mismatches
-from releasekit.build.wheelhouse import fetch_pinned_wheel
+from releasekit.builder import dockerfile
+from releasekit.builder.image import repack
+from releasekit.builder.native import REPRODUCIBLE_NVCC_FLAGS
+from releasekit.builder.wheel import _check_requirements, build_environment, check_version_names_commit
+from releasekit.builder.wheelfile import inspect, normalise, record_mismatches
+from releasekit.builder.wheelhouse import fetch_pinned_wheel
 from releasekit.errors import BuildFailed, InputError
 from releasekit.manifest.models import BuildRecipe
 from releasekit.records.lock import LockedWheelComponent
@@ -168,7 +168,7 @@ def test_pinned_wheel_is_refused_on_hash_mismatch(tmp_path):
 
 
 def test_secrets_in_urls_never_reach_labels():
-    from releasekit.build.labels import image_labels
+    from releasekit.builder.labels import image_labels
     from releasekit.records.build import BaseImageRecord, ComponentRecord
 
     comp = ComponentRecord(name="vllm", kind="git", role="runtime", built=True, commit=COMMIT, tree=COMMIT,
@@ -212,7 +212,7 @@ def test_pinned_wheel_from_a_simple_index_is_hash_checked(tmp_path):
     import threading
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-    from releasekit.build.wheelhouse import fetch_pinned_wheel
+    from releasekit.builder.wheelhouse import fetch_pinned_wheel
     from releasekit.errors import BuildFailed
     from releasekit.records.lock import LockedWheelComponent
 

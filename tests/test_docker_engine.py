@@ -19,7 +19,7 @@ import pytest
 from releasekit.docker_engine import ContainerTimeout, Engine, EngineUnreachable, NoSuchImage, connect
 from releasekit.errors import EnvironmentProblem
 
-LABEL = "io.releasekit.test.docker-engine"
+LABEL = "io.releasekit.suites.docker-engine"
 
 
 @pytest.fixture(scope="module")

@@ -243,7 +243,7 @@ def test_an_unreachable_upstream_is_a_warning_and_listed_patch_ids_still_count(w
 
 
 def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world: World) -> None:
-    from releasekit.build.release_notes import notes_plan, render_release_notes
+    from releasekit.builder.release_notes import notes_plan, render_release_notes
     from releasekit.plan.locking import build_lock
     from releasekit.records.build import BaseImageRecord, BuildRecord, CacheReport, ImageRecord
 

@@ -150,7 +150,7 @@ def test_a_build_record_with_a_renamed_field_is_refused_by_verify_provenance(rel
 
 
 def test_provenance_statement_made_by_the_build_round_trips(release: Release) -> None:
-    from releasekit.build.service import BuildOptions, provenance_statement
+    from releasekit.builder.service import BuildOptions, provenance_statement
 
     lock = read_lock(release.lock)
     opts = BuildOptions(manifest=release.manifest, lock=release.lock, tag="releasekit-test/records:1")

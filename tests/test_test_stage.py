@@ -276,8 +276,8 @@ def test_receipts_are_typed_records(release, tmp_path):
 def test_expired_allowlist_entry_is_a_finding():
     from releasekit.manifest.testing import TestSuite
     from releasekit.records.test_receipt import FailedTest, TestReceipt
-    from releasekit.test.checks.allowlist import AllowlistCheck
-    from releasekit.test.context import SuiteContext
+    from releasekit.suites.checks.allowlist import AllowlistCheck
+    from releasekit.suites.context import SuiteContext
 
     suite = TestSuite.model_validate({"name": "s", "pytest": {"paths": ["t"]}, "allowlist": [
         {"test": "t.py::a", "reason": "r", "expires": "2020-01-01"}]})

@@ -52,7 +52,7 @@ def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
     import os
     import tempfile
 
-    from releasekit.build.service import BuildOptions, run_build
+    from releasekit.builder.service import BuildOptions, run_build
     from releasekit.demo.example import make_example
     from releasekit.plan.locking import build_lock
     from releasekit.records.lock import write_lock

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from releasekit.build.baseimage import DEFAULT_BASE, ensure_base_image
-from releasekit.build.service import BuildOptions, run_build
+from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
+from releasekit.builder.service import BuildOptions, run_build
 from releasekit.demo.example import DemoExample, make_example
 from releasekit.demo.result import StageResult
 from releasekit.docker_engine import Engine

@@ -117,7 +117,7 @@ def baseline_manifest(manifest: Path, base_commits: dict[str, str], dest: Path) 
 
 
 def baseline_stage(ctx: DemoContext) -> StageResult:
-    from releasekit.build.service import BuildOptions, run_build
+    from releasekit.builder.service import BuildOptions, run_build
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
     from releasekit.records.lock import write_lock
@@ -142,7 +142,7 @@ def baseline_stage(ctx: DemoContext) -> StageResult:
 
 
 def test_stage(ctx: DemoContext) -> StageResult:
-    from releasekit.test.sweep import TestOptions, run_tests
+    from releasekit.suites.sweep import TestOptions, run_tests
 
     assert ctx.manifest is not None and ctx.lock is not None and ctx.release is not None and ctx.image_id is not None
     result = run_tests(TestOptions(manifest=ctx.manifest, image=ctx.image_id, outdir=ctx.release, lock=ctx.lock,
@@ -165,7 +165,7 @@ def test_stage(ctx: DemoContext) -> StageResult:
 
 def hygiene_stage(ctx: DemoContext) -> StageResult:
     from releasekit.manifest import load_manifest
-    from releasekit.test.hygiene import HygieneOptions, run_hygiene
+    from releasekit.suites.hygiene import HygieneOptions, run_hygiene
 
     assert ctx.manifest is not None and ctx.lock is not None and ctx.release is not None
     receipt = run_hygiene(HygieneOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release,

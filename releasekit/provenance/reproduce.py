@@ -1,6 +1,6 @@
 """Verification by reproduction: rebuild the release from the lock and the manifest, never from build.json.
 
-The build is bit-reproducible (``releasekit/build/image.py``): the same wheels on the same
+The build is bit-reproducible (``releasekit/builder/image.py``): the same wheels on the same
 base give the same layer, the same config and so the same image ID. So the verifier
 rebuilds each git component's wheel from its locked commit in its locked builder (the
 build cache may answer, keyed by those inputs), takes each pinned wheel by its locked
@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from releasekit.build import dockerfile
-from releasekit.build.cache import BuildCache
-from releasekit.build.image import HISTORY_COMMENT, cached_base, image_config, rfc3339
-from releasekit.build.service import (
+from releasekit.builder import dockerfile
+from releasekit.builder.cache import BuildCache
+from releasekit.builder.image import HISTORY_COMMENT, cached_base, image_config, rfc3339
+from releasekit.builder.service import (
     BuildOptions,
     build_components,
     release_layer,
     release_settings,
     resolve_base,
 )
-from releasekit.build.wheelfile import sha256_file
+from releasekit.builder.wheelfile import sha256_file
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, InputError
 from releasekit.manifest import LoadedManifest

@@ -235,7 +235,7 @@ def _reproduce(opts: VerifyOptions, engine: Any, loaded: Any | None, lock: Lock,
 def _reference_files(opts: VerifyOptions, engine: Any, rep: Reproduction, deadline: float,
                      limits: list[str]) -> dict[str, Expected] | None:
     """The locked base's own export (cached by its image ID) overlaid with the reproduced release layer."""
-    from releasekit.build.cache import BuildCache
+    from releasekit.builder.cache import BuildCache
     from releasekit.docker_engine import EngineError
 
     assert rep.base is not None and rep.layer is not None

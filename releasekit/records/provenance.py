@@ -3,7 +3,7 @@
 Subjects are what the build produced (the image, by its ID, and every wheel);
 ``resolvedDependencies`` are what it was made from (one entry per component as
 ``git+URL@ref`` with its ``gitCommit``, every pinned wheel, the base image, the lock).
-The build stage fills it in (``releasekit.build.service``); ``ResourceDescriptor`` is also
+The build stage fills it in (``releasekit.builder.service``); ``ResourceDescriptor`` is also
 what the verification summary names its policy and input attestations with.
 """
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from releasekit.build.image import base_layers
+from releasekit.builder.image import base_layers
 from releasekit.docker_engine import Engine
 from releasekit.errors import InputError
 from releasekit.git.bundle import verify_bundle_alone

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from releasekit.build.image import base_layers
-from releasekit.build.service import BuildOptions, run_build
+from releasekit.builder.image import base_layers
+from releasekit.builder.service import BuildOptions, run_build
 from releasekit.docker_engine import Engine
 from releasekit.git.bundle import mirror_from_bundle
 from releasekit.records.archive import ARCHIVE_DIR

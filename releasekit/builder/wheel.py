@@ -21,7 +21,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel
 
-from releasekit.build import hygiene, native, stamp, wheelfile
+from releasekit.builder import hygiene, native, stamp, wheelfile
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
 from releasekit.manifest.models import BuildRecipe

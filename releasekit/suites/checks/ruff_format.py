@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from releasekit.findings import Findings
-from releasekit.test.checks._tool import python_files, run_tool
-from releasekit.test.context import HygieneContext
+from releasekit.suites.checks._tool import python_files, run_tool
+from releasekit.suites.context import HygieneContext
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
 

@@ -16,8 +16,8 @@ from typing import Any
 from ruamel.yaml import YAML, YAMLError
 
 from releasekit.findings import Findings, Severity
-from releasekit.test.checks._tool import run_tool
-from releasekit.test.context import HygieneContext
+from releasekit.suites.checks._tool import run_tool
+from releasekit.suites.context import HygieneContext
 
 CONFIG = ".pre-commit-config.yaml"
 _SPOT = re.compile(r"^([^\s:][^:]*):(\d+):(?:(\d+):)?\s*(.*)$")

@@ -10,7 +10,7 @@ from urllib.parse import urljoin
 import httpx
 from packaging.utils import canonicalize_name
 
-from releasekit.build.wheelfile import sha256_file
+from releasekit.builder.wheelfile import sha256_file
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git.remote import strip_credentials
 from releasekit.records.lock import LockedWheelComponent

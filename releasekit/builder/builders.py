@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from releasekit.build.wheel import Builder
+from releasekit.builder.wheel import Builder
 from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.manifest import TO_BE_LOCKED

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from releasekit.findings import Findings
-from releasekit.test.checks._tool import run_tool
-from releasekit.test.context import HygieneContext
+from releasekit.suites.checks._tool import run_tool
+from releasekit.suites.context import HygieneContext
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _LINE = re.compile(r"^(.+?):(\d+): (.+)$")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from releasekit.build.wheel import BuiltWheel
-from releasekit.build.wheelfile import sha256_file
+from releasekit.builder.wheel import BuiltWheel
+from releasekit.builder.wheelfile import sha256_file
 from releasekit.manifest.models import BuildRecipe
 from releasekit.records.lock import LockedGitComponent, LockedToolchain, canonical_json
 

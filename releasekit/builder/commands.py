@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from releasekit.build.plan import BuildPlan
+    from releasekit.builder.plan import BuildPlan
     from releasekit.records.build import BuildRecord
 
 
@@ -119,8 +119,8 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.markup import escape
 
-        from releasekit.build.plan import make_plan
-        from releasekit.build.service import BuildOptions, run_build
+        from releasekit.builder.plan import make_plan
+        from releasekit.builder.service import BuildOptions, run_build
         from releasekit.errors import InputError
         from releasekit.report import print_json
 

@@ -33,12 +33,12 @@ from releasekit.records.test_receipt import (
     Verdict,
     write_record,
 )
-from releasekit.test import runner_docker
-from releasekit.test.checks import suite_checks
-from releasekit.test.checks.counts import evaluate_rules
-from releasekit.test.context import SuiteContext
-from releasekit.test.junit import Case, parse_junit
-from releasekit.test.sources import locked_checkout, stage_suite
+from releasekit.suites import runner_docker
+from releasekit.suites.checks import suite_checks
+from releasekit.suites.checks.counts import evaluate_rules
+from releasekit.suites.context import SuiteContext
+from releasekit.suites.junit import Case, parse_junit
+from releasekit.suites.sources import locked_checkout, stage_suite
 
 SRC = "/releasekit/src"
 JUNIT = "/releasekit/out/junit.xml"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from releasekit.findings import Findings, Severity
-from releasekit.test.context import SuiteContext
+from releasekit.suites.context import SuiteContext
 
 
 class SuiteRunCheck:

@@ -19,10 +19,10 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, Field
 
-from releasekit.build import hygiene, stamp
-from releasekit.build.builders import build_args
-from releasekit.build.service import _consistent, check_host_environment, default_build_root
-from releasekit.build.wheel import build_environment, container_environment, image_script, venv_commands
+from releasekit.builder import hygiene, stamp
+from releasekit.builder.builders import build_args
+from releasekit.builder.service import _consistent, check_host_environment, default_build_root
+from releasekit.builder.wheel import build_environment, container_environment, image_script, venv_commands
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
 from releasekit.records.lock import (

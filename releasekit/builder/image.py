@@ -22,7 +22,7 @@ from typing import IO
 
 from pydantic import BaseModel
 
-from releasekit.build.dockerfile import ImageSettings
+from releasekit.builder.dockerfile import ImageSettings
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
 

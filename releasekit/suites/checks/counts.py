@@ -8,7 +8,7 @@ from collections.abc import Callable
 from releasekit.findings import Findings
 from releasekit.manifest.testing import parse_count_rule
 from releasekit.records.test_receipt import CountRuleResult, Counts
-from releasekit.test.context import SuiteContext
+from releasekit.suites.context import SuiteContext
 
 _OPS: dict[str, Callable[[int, int], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, ">": operator.gt, "<": operator.lt,

@@ -23,18 +23,18 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from releasekit import __version__
-from releasekit.build import dockerfile, stamp
-from releasekit.build.archive import archive_byproducts, make_archive
-from releasekit.build.builders import ensure_builder
-from releasekit.build.cache import BuildCache, wheel_key
-from releasekit.build.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
-from releasekit.build.image import LAYER_FORMAT, SmokeReport, WheelInput, assemble, install_layer
-from releasekit.build.labels import image_labels
-from releasekit.build.release_notes import notes_plan, render_release_notes
-from releasekit.build.stamp import Modification
-from releasekit.build.statement import git_dependency
-from releasekit.build.wheel import Log, build_wheel
-from releasekit.build.wheelhouse import fetch_pinned_wheel
+from releasekit.builder import dockerfile, stamp
+from releasekit.builder.archive import archive_byproducts, make_archive
+from releasekit.builder.builders import ensure_builder
+from releasekit.builder.cache import BuildCache, wheel_key
+from releasekit.builder.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
+from releasekit.builder.image import LAYER_FORMAT, SmokeReport, WheelInput, assemble, install_layer
+from releasekit.builder.labels import image_labels
+from releasekit.builder.release_notes import notes_plan, render_release_notes
+from releasekit.builder.stamp import Modification
+from releasekit.builder.statement import git_dependency
+from releasekit.builder.wheel import Log, build_wheel
+from releasekit.builder.wheelhouse import fetch_pinned_wheel
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed

@@ -24,9 +24,9 @@ from releasekit.git.runner import Git
 from releasekit.manifest import load_manifest
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.test_receipt import HygieneComponent, HygieneReceipt, HygieneStepResult, write_record
-from releasekit.test.checks import hygiene_checks
-from releasekit.test.context import HygieneContext
-from releasekit.test.sources import composed_tree
+from releasekit.suites.checks import hygiene_checks
+from releasekit.suites.context import HygieneContext
+from releasekit.suites.sources import composed_tree
 
 _DIST = {"ruff": "ruff", "pre-commit": "pre-commit", "prek": "prek"}
 _NOT_RUNNABLE = {"HOOK_NOT_RUNNABLE", "HOOKS_NO_CONFIG"}

@@ -24,7 +24,7 @@ def test_command(
 ) -> None:
     """Run the components' test suites inside IMAGE; judge failures against the baseline image."""
     from releasekit.git import local_repos_allowed
-    from releasekit.test.sweep import TestOptions, run_tests
+    from releasekit.suites.sweep import TestOptions, run_tests
 
     result = run_tests(TestOptions(
         manifest=manifest, image=image, outdir=outdir, lock=lock, baseline_image=baseline_image, suites=list(suite),
@@ -63,7 +63,7 @@ def hygiene_command(
 ) -> None:
     """Run ruff, ruff format --check, git diff --check and the repository's hooks on the composed tree."""
     from releasekit.git import local_repos_allowed
-    from releasekit.test.hygiene import HygieneOptions, run_hygiene
+    from releasekit.suites.hygiene import HygieneOptions, run_hygiene
 
     receipt = run_hygiene(HygieneOptions(
         manifest=manifest, lock=lock, outdir=outdir, components=list(component),

@@ -21,21 +21,21 @@ class Check(Protocol[C]):
 
 
 def suite_checks() -> list[Check]:  # type: ignore[type-arg]
-    from releasekit.test.checks.allowlist import AllowlistCheck
-    from releasekit.test.checks.counts import CountRulesCheck
-    from releasekit.test.checks.flaky import FlakyCheck
-    from releasekit.test.checks.regressions import RegressionCheck
-    from releasekit.test.checks.suite_run import SuiteRunCheck
+    from releasekit.suites.checks.allowlist import AllowlistCheck
+    from releasekit.suites.checks.counts import CountRulesCheck
+    from releasekit.suites.checks.flaky import FlakyCheck
+    from releasekit.suites.checks.regressions import RegressionCheck
+    from releasekit.suites.checks.suite_run import SuiteRunCheck
 
     return [SuiteRunCheck(), RegressionCheck(), FlakyCheck(), AllowlistCheck(), CountRulesCheck()]
 
 
 def hygiene_checks() -> dict[str, Check]:  # type: ignore[type-arg]
     """One check per hygiene step name of the manifest."""
-    from releasekit.test.checks.diff_check import DiffCheck
-    from releasekit.test.checks.hooks import HooksCheck
-    from releasekit.test.checks.ruff import RuffCheck
-    from releasekit.test.checks.ruff_format import RuffFormatCheck
+    from releasekit.suites.checks.diff_check import DiffCheck
+    from releasekit.suites.checks.hooks import HooksCheck
+    from releasekit.suites.checks.ruff import RuffCheck
+    from releasekit.suites.checks.ruff_format import RuffFormatCheck
 
     return {"ruff-check": RuffCheck(), "ruff-format": RuffFormatCheck(), "git-diff-check": DiffCheck(),
             "pre-commit": HooksCheck()}

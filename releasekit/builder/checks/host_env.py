@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from releasekit.build.hygiene import output_changing
+from releasekit.builder.hygiene import output_changing
 from releasekit.findings import Findings
 from releasekit.manifest.models import BuildRecipe
 

@@ -6,8 +6,8 @@ import json
 import os
 
 from releasekit.findings import Findings
-from releasekit.test.checks._tool import python_files, run_tool
-from releasekit.test.context import HygieneContext
+from releasekit.suites.checks._tool import python_files, run_tool
+from releasekit.suites.context import HygieneContext
 
 
 class RuffCheck:

@@ -1,1 +1,0 @@
-"""releasekit.build"""
