@@ -47,7 +47,9 @@ def main() -> int:
 
     def build(out: str):
         start = time.perf_counter()
-        record = run_build(BuildOptions(manifest=manifest, lock=lock, outdir=root / out, allow_local_repos=True))
+        record = run_build(
+            BuildOptions(manifest=manifest, lock=lock, outdir=root / out, allow_local_repos=True)
+        )
         return record, time.perf_counter() - start
 
     first, t_first = build("first")
@@ -84,9 +86,11 @@ def main() -> int:
         print(f"components: {', '.join(result['components'])}")
         print(f"first build (cold cache):  {t_first:7.2f} s")
         print(f"second build (warm cache): {t_second:7.2f} s   ratio {result['cached_over_first']:.3f}")
-        print(f"image {image_size} B = base {base_size} B + installed {image_size - base_size} B "
-              f"(wheels {wheel_bytes} B zipped, {unpacked} B unpacked); "
-              f"image / (base + unpacked wheels) = {result['image_over_base_plus_unpacked_wheels']}")
+        print(
+            f"image {image_size} B = base {base_size} B + installed {image_size - base_size} B "
+            f"(wheels {wheel_bytes} B zipped, {unpacked} B unpacked); "
+            f"image / (base + unpacked wheels) = {result['image_over_base_plus_unpacked_wheels']}"
+        )
     return 0
 
 

@@ -51,19 +51,28 @@ def time_once(argv: list[str], env: dict[str, str]) -> float:
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}")
+        raise SystemExit(
+            f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}"
+        )
     return elapsed
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=20, help="rounds (each runs every command once)")
-    parser.add_argument("--max-ratio", type=float, default=None, help="fail if a releasekit median / pip median exceeds this")
+    parser.add_argument(
+        "--max-ratio", type=float, default=None, help="fail if a releasekit median / pip median exceeds this"
+    )
     args = parser.parse_args()
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    )
     which = subprocess.run(
-        [sys.executable, "-c", "import releasekit; print(releasekit.__file__)"], capture_output=True, text=True, env=env
+        [sys.executable, "-c", "import releasekit; print(releasekit.__file__)"],
+        capture_output=True,
+        text=True,
+        env=env,
     ).stdout.strip()
     cmds = commands()
     names = list(cmds)
@@ -75,7 +84,9 @@ def main() -> int:
             name = names[(i + k) % len(names)]
             samples[name].append(time_once(cmds[name], env))
 
-    print(f"releasekit imported from {which}; {args.repeat} rounds, interleaved; python {sys.version.split()[0]}")
+    print(
+        f"releasekit imported from {which}; {args.repeat} rounds, interleaved; python {sys.version.split()[0]}"
+    )
     print(f"{'command':42} {'median s':>9} {'min s':>7} {'median ratio':>13} {'min ratio':>10}")
     pip_med, pip_min = statistics.median(samples[PIP]), min(samples[PIP])
     worst = 0.0

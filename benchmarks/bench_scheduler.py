@@ -28,8 +28,10 @@ def main() -> None:
     for p in s.placements:
         print(f"{p.cell_id:36} {','.join(map(str, p.gpus)):10} {p.start_s / 60:6.0f} {p.end_s / 60:6.0f}")
     print(f"cells: {len(jobs)}  GPUs: {args.gpus}")
-    print(f"sequential: {s.sequential_s / 3600:.2f} h  packed makespan: {s.makespan_s / 3600:.2f} h  "
-          f"ratio: {s.makespan_s / s.sequential_s:.3f}  speedup: {s.speedup:.2f}x  GPU utilisation: {s.gpu_utilisation:.0%}")
+    print(
+        f"sequential: {s.sequential_s / 3600:.2f} h  packed makespan: {s.makespan_s / 3600:.2f} h  "
+        f"ratio: {s.makespan_s / s.sequential_s:.3f}  speedup: {s.speedup:.2f}x  GPU utilisation: {s.gpu_utilisation:.0%}"
+    )
 
 
 if __name__ == "__main__":

@@ -62,7 +62,9 @@ def ensure_env() -> Path:
         return env
     env.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-    subprocess.run([str(env / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", TORCH], check=True)
+    subprocess.run(
+        [str(env / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", TORCH], check=True
+    )
     marker.write_text(TORCH + "\n")
     return env
 
@@ -116,8 +118,12 @@ def env_tar(env: Path) -> Path:
 
 
 def all_files(env: Path) -> list[Path]:
-    return sorted(Path(d) / f for d, _, names in os.walk(env) for f in names if (Path(d) / f).is_file()
-                  and not (Path(d) / f).is_symlink())
+    return sorted(
+        Path(d) / f
+        for d, _, names in os.walk(env)
+        for f in names
+        if (Path(d) / f).is_file() and not (Path(d) / f).is_symlink()
+    )
 
 
 def settle() -> None:
@@ -127,8 +133,9 @@ def settle() -> None:
             thread.join()
 
 
-def run_accounting(tar: Path, reference: dict | None, helpers: int | None = None,
-                   thread_bytes: int | None = None) -> tuple[float, int, int, dict]:
+def run_accounting(
+    tar: Path, reference: dict | None, helpers: int | None = None, thread_bytes: int | None = None
+) -> tuple[float, int, int, dict]:
     def chunks():
         with tar.open("rb", buffering=0) as handle:
             while chunk := handle.read(CHUNK):
@@ -137,10 +144,21 @@ def run_accounting(tar: Path, reference: dict | None, helpers: int | None = None
     settle()  # each run starts with nothing of the last one still running
     started = time.perf_counter()
     # The plan verify-provenance reads the locked base with (accounting only: sha256, no git blob ids).
-    inv = inventory_from_tar(chunks(), ReadPlan(python_roots=[], hash_all=True, extra_digests=False, max_kept_bytes=0,
-                                                hash_processes=helpers, hash_thread_bytes=thread_bytes))
+    inv = inventory_from_tar(
+        chunks(),
+        ReadPlan(
+            python_roots=[],
+            hash_all=True,
+            extra_digests=False,
+            max_kept_bytes=0,
+            hash_processes=helpers,
+            hash_thread_bytes=thread_bytes,
+        ),
+    )
     ref = reference if reference is not None else table(inv)
-    bad = sum(1 for p, e in inv.files.items() if p not in ref or differences(ref[p], e)) + len(set(ref) - set(inv.files))
+    bad = sum(1 for p, e in inv.files.items() if p not in ref or differences(ref[p], e)) + len(
+        set(ref) - set(inv.files)
+    )
     seconds = time.perf_counter() - started
     return seconds, bad, inv.hashed_bytes, ref
 
@@ -157,14 +175,26 @@ def hashlib_throughput(size: int = 256 * 1024 * 1024) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", type=Path, help="an installed environment (default: a cached torch==2.13.0 venv)")
+    parser.add_argument(
+        "--env", type=Path, help="an installed environment (default: a cached torch==2.13.0 venv)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each timing; the best counts")
-    parser.add_argument("--workers", type=int, default=None, help="hashing threads (default: cores, at most 8)")
-    parser.add_argument("--hash-processes", type=int, default=None,
-                        help="helper processes of the full-image accounting (default: verify-provenance's own choice)")
-    parser.add_argument("--hash-thread-bytes", type=int, default=None,
-                        help="without helper processes: files this large are hashed on a thread (0: never; "
-                             "default: verify-provenance's own choice)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="hashing threads (default: cores, at most 8)"
+    )
+    parser.add_argument(
+        "--hash-processes",
+        type=int,
+        default=None,
+        help="helper processes of the full-image accounting (default: verify-provenance's own choice)",
+    )
+    parser.add_argument(
+        "--hash-thread-bytes",
+        type=int,
+        default=None,
+        help="without helper processes: files this large are hashed on a thread (0: never; "
+        "default: verify-provenance's own choice)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     env = (args.env or ensure_env()).resolve()
@@ -182,12 +212,18 @@ def main() -> int:
     everything = all_files(env)
     image_bytes = sum(p.stat().st_size for p in everything)
     _, _, _, reference = run_accounting(tar, None)  # the reference table, and a warm page cache
-    accounting = min((run_accounting(tar, reference, args.hash_processes, args.hash_thread_bytes)
-                      for _ in range(args.repeat)),
-                     key=lambda r: r[0])
+    accounting = min(
+        (
+            run_accounting(tar, reference, args.hash_processes, args.hash_thread_bytes)
+            for _ in range(args.repeat)
+        ),
+        key=lambda r: r[0],
+    )
     sha256sum_all = min(run_sha256sum(everything) for _ in range(args.repeat))
     image_floor = image_bytes / throughput
-    plan = ReadPlan(python_roots=[], hash_processes=args.hash_processes, hash_thread_bytes=args.hash_thread_bytes)
+    plan = ReadPlan(
+        python_roots=[], hash_processes=args.hash_processes, hash_thread_bytes=args.hash_thread_bytes
+    )
     result = {
         "environment": str(env),
         "cores": os.cpu_count(),
@@ -226,8 +262,10 @@ def main() -> int:
         for line in result["findings"]:
             print("finding:", line)
         print(f"full-image accounting: {len(everything)} files, {image_bytes / 1e6:.0f} MB as one tar stream")
-        print(f"accounting:  {accounting[0]:.3f} s  ({result['accounting_hash_processes']} helper processes, "
-              f"thread for files >= {result['accounting_hash_thread_bytes']} bytes; {accounting[1]} differences)")
+        print(
+            f"accounting:  {accounting[0]:.3f} s  ({result['accounting_hash_processes']} helper processes, "
+            f"thread for files >= {result['accounting_hash_thread_bytes']} bytes; {accounting[1]} differences)"
+        )
         print(f"sha256sum:   {sha256sum_all:.3f} s  (every regular file)")
         print(f"floor:       {image_floor:.3f} s")
         print(f"ratio vs sha256sum: {accounting[0] / sha256sum_all:.2f}x")

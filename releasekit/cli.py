@@ -39,7 +39,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "releasekit.provenance.commands",
         "Prove that what IMAGE imports is exactly what the locked commits produce.",
     ),
-    ("test", "releasekit.suites.commands", "Run the components' test suites inside IMAGE; judge failures against the baseline image."),
+    (
+        "test",
+        "releasekit.suites.commands",
+        "Run the components' test suites inside IMAGE; judge failures against the baseline image.",
+    ),
     (
         "hygiene",
         "releasekit.suites.commands",
@@ -61,7 +65,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "releasekit.publish.commands",
         "Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds.",
     ),
-    ("reproduce", "releasekit.reproduce.commands", "Rebuild a published image from its attached source archive alone; exit 0 same, 1 different."),
+    (
+        "reproduce",
+        "releasekit.reproduce.commands",
+        "Rebuild a published image from its attached source archive alone; exit 0 same, 1 different.",
+    ),
     ("keys", "releasekit.signing.commands", "Signing keys for the evidence (DSSE envelopes)."),
     (
         "demo",
@@ -120,7 +128,8 @@ class LazyStages(TyperGroup):
             if usage_error and args and isinstance(message, str) and "Did you mean" not in message:
                 matches = get_close_matches(args[0], list(_MODULE))
                 if matches:
-                    exc.message = f"{message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"  # type: ignore[attr-defined]
+                    suggestion = ", ".join(repr(m) for m in matches)
+                    exc.message = f"{message.rstrip('.')}. Did you mean {suggestion}?"  # type: ignore[attr-defined]
             raise
 
 
@@ -142,7 +151,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     """Manifest -> lock -> build -> verify-provenance -> validate -> publish."""
 

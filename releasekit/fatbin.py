@@ -97,8 +97,12 @@ def parse_fatbin_section(data: bytes) -> FatbinReport:
             if kind in (KIND_PTX, KIND_CUBIN):
                 variant = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
                 report.entries.append(
-                    FatbinEntry(kind="ptx" if kind == KIND_PTX else "cubin", sm=sm, variant=variant,
-                                compressed=bool(flags & FLAG_COMPRESSED))
+                    FatbinEntry(
+                        kind="ptx" if kind == KIND_PTX else "cubin",
+                        sm=sm,
+                        variant=variant,
+                        compressed=bool(flags & FLAG_COMPRESSED),
+                    )
                 )
             off += entry_header + payload
         pos = max(end, pos + 16)

@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ruff check releasekit tests benchmarks
+ruff format --check --quiet .
 mypy  # configured in pyproject.toml: the whole releasekit package
 # The CLI start benchmark: releasekit --help/--version no slower than pip --version.
 python3 benchmarks/bench_cli_start.py --repeat 5 --max-ratio 1.0

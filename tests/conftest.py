@@ -75,7 +75,11 @@ def demo_run(base_image, docker_client):
     root = Path(holder.name)
     env = {**os.environ, "RELEASEKIT_CACHE": str(root / "cache")}
     env.pop("RELEASEKIT_ALLOW_LOCAL_REPOS", None)  # the demo allows its own local repositories
-    proc = subprocess.run([sys.executable, "-m", "releasekit", "demo", "--dir", str(root / "demo"), "--json"],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "releasekit", "demo", "--dir", str(root / "demo"), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     yield DemoRun(root, proc)
     holder.cleanup()

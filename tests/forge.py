@@ -27,7 +27,9 @@ class Clock:
 
 
 class Forge:
-    def __init__(self, root: Path, name: str = "repo", default_branch: str = "main", clock: Clock | None = None) -> None:
+    def __init__(
+        self, root: Path, name: str = "repo", default_branch: str = "main", clock: Clock | None = None
+    ) -> None:
         self.root = Path(root)
         self.name = name
         self.remote = self.root / f"{name}.git"
@@ -114,7 +116,9 @@ class Forge:
         return self.rev("HEAD")
 
     def push(self, *branches: str) -> None:
-        self.git("push", "--quiet", "--force", "origin", *[f"refs/heads/{b}:refs/heads/{b}" for b in branches])
+        self.git(
+            "push", "--quiet", "--force", "origin", *[f"refs/heads/{b}:refs/heads/{b}" for b in branches]
+        )
 
     def init(self, files: dict[str, str] | None = None, message: str = "initial commit") -> str:
         sha = self.commit(files or {"README": f"{self.name}\n"}, message)
@@ -123,7 +127,15 @@ class Forge:
 
     # --- pull requests -------------------------------------------------------------------
 
-    def open_pr(self, number: int, commits: list[dict[str, str | None]], *, base: str | None = None, start: str | None = None, title: str | None = None) -> str:
+    def open_pr(
+        self,
+        number: int,
+        commits: list[dict[str, str | None]],
+        *,
+        base: str | None = None,
+        start: str | None = None,
+        title: str | None = None,
+    ) -> str:
         """Branch from ``start`` (default: the base branch head), add one commit per dict, publish refs/pull/N/head."""
         base = base or self.default_branch
         head_branch = f"pr-{number}"
@@ -139,7 +151,9 @@ class Forge:
     def pr_head(self, number: int) -> str:
         return self.remote_rev(f"refs/pull/{number}/head")
 
-    def force_push_pr(self, number: int, commits: list[dict[str, str | None]], *, start: str | None = None) -> str:
+    def force_push_pr(
+        self, number: int, commits: list[dict[str, str | None]], *, start: str | None = None
+    ) -> str:
         """Rewrite the PR: a new head built from ``start`` (default: the PR's base), force-pushed."""
         base, head_branch = self._prs[number]
         self.switch(head_branch, start or base)

@@ -49,25 +49,42 @@ class World:
         # Already canonical: #95 (merged) and the TP6 commit that supersedes #96.
         self.vllm.open_pr(95, _pr_files(95))
         self.vllm.merge_pr(95, "merge")
-        self.tp6 = self.vllm.commit({"vllm/tp6.py": "TP6 = True\n"}, "TP6 virtual sharding for target and draft models")
+        self.tp6 = self.vllm.commit(
+            {"vllm/tp6.py": "TP6 = True\n"}, "TP6 virtual sharding for target and draft models"
+        )
         self.vllm.push(FF)
         self.vllm.open_pr(96, [{"vllm/tp6_old.py": "OLD = 1\n"}])
         self.vllm.open_pr(88, [{"vllm/integration.py": "MIXED = 1\n"}])
         # The v17 release branch: a release-only commit (83925ac7b6 in the seed) and a launcher.
         self.vllm.switch("release/v17", FF)
-        self.release_only = self.vllm.commit({"vllm/mtp.py": "SYNC = False  # fixed-width host sync removed\n"}, "Remove fixed-width MTP host sync")
-        self.launcher = self.vllm.commit({"deploy/launch.sh": "numactl ...\n"}, "Deployment launcher with NUMA pinning")
+        self.release_only = self.vllm.commit(
+            {"vllm/mtp.py": "SYNC = False  # fixed-width host sync removed\n"},
+            "Remove fixed-width MTP host sync",
+        )
+        self.launcher = self.vllm.commit(
+            {"deploy/launch.sh": "numactl ...\n"}, "Deployment launcher with NUMA pinning"
+        )
         self.vllm.push("release/v17")
         self.vllm.switch(FF)
         for n in VLLM_PLAN:
             if n == 97:
                 # Re-extracts the release-only change onto canonical together with new work: no commit
                 # of it is a cherry-pick, but its change to vllm/mtp.py is the release-only commit's.
-                self.vllm.open_pr(97, [{"vllm/mtp.py": "SYNC = False  # fixed-width host sync removed\n", "vllm/mtp_width.py": "FIXED_WIDTH = True\n"}])
+                self.vllm.open_pr(
+                    97,
+                    [
+                        {
+                            "vllm/mtp.py": "SYNC = False  # fixed-width host sync removed\n",
+                            "vllm/mtp_width.py": "FIXED_WIDTH = True\n",
+                        }
+                    ],
+                )
             elif n == 103:
                 self.vllm.open_pr(103, [{"vllm/pr103_0.py": "A = 1\n"}, {"vllm/pr103_1.py": "B = 2\n"}])
             elif n == 109:
-                self.vllm.open_pr(109, [{"vllm/dspark.py": "CONSOLIDATED = True\n"}, {"vllm/pr109_1.py": "X = 1\n"}])
+                self.vllm.open_pr(
+                    109, [{"vllm/dspark.py": "CONSOLIDATED = True\n"}, {"vllm/pr109_1.py": "X = 1\n"}]
+                )
             else:
                 self.vllm.open_pr(n, _pr_files(n))
         for n in (105, 106, 107):
@@ -115,7 +132,9 @@ class World:
                         {"pr": 95, "title": "NVFP4 MLA outer-scale"},
                         {"commit": self.tp6[:10], "title": "TP6 virtual sharding", "supersedes": [96]},
                     ],
-                    "closed": [{"pr": 88, "title": "Previous mixed integration branch", "reason": "re-extracted"}],
+                    "closed": [
+                        {"pr": 88, "title": "Previous mixed integration branch", "reason": "re-extracted"}
+                    ],
                 },
                 "b12x": {
                     "kind": "git",
@@ -131,7 +150,10 @@ class World:
                     "already_canonical": [{"pr": 31, "title": "NF3 format support"}],
                 },
             },
-            "toolchain": {"base_image": {"name": "releasekit-test/none", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
+            "toolchain": {
+                "base_image": {"name": "releasekit-test/none", "digest": "to-be-locked"},
+                "cuda_arch_list": ["12.0a"],
+            },
             "exclusions": [
                 {
                     "id": "launchers",

@@ -31,9 +31,22 @@ REPO = Path(__file__).resolve().parent.parent
 
 STAGES = ("manifest", "plan", "builder", "provenance", "suites", "validate", "publish", "reproduce")
 SHARED = frozenset(
-    {"errors", "findings", "checks", "records", "git", "docker_engine", "fatbin", "report", "simple_index", "signing"}
+    {
+        "errors",
+        "findings",
+        "checks",
+        "records",
+        "git",
+        "docker_engine",
+        "fatbin",
+        "report",
+        "simple_index",
+        "signing",
+    }
 )
-ENTRY = frozenset({"cli", "__main__"})  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
+ENTRY = frozenset(
+    {"cli", "__main__"}
+)  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
 DEMO = "demo"
 ADAPTER = "docker_engine"
 
@@ -157,18 +170,32 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
             if src in (dst, DEMO):
                 continue
             if dst == DEMO and not (src == "cli" and target == f"{package}.{DEMO}.commands"):
-                out.append(Violation("imports-demo", module, f"imports {target}: nothing depends on the demo"))
+                out.append(
+                    Violation("imports-demo", module, f"imports {target}: nothing depends on the demo")
+                )
             elif src in STAGES and dst in STAGES and STAGES.index(dst) > STAGES.index(src):
-                out.append(Violation("later-stage", module, f"imports {target}: stage {src} comes before {dst}"))
+                out.append(
+                    Violation("later-stage", module, f"imports {target}: stage {src} comes before {dst}")
+                )
             elif src == "cli" and dst in STAGES and target != f"{package}.{dst}.commands":
-                out.append(Violation("shared-imports-stage", module, f"imports {target}: cli imports only <stage>.commands"))
+                out.append(
+                    Violation(
+                        "shared-imports-stage", module, f"imports {target}: cli imports only <stage>.commands"
+                    )
+                )
             elif src == "records" and dst == "manifest":
                 continue  # a record may embed the manifest's own models (a receipt is bound to its cell)
             elif src in SHARED | {"__main__", ""} and dst in STAGES:
-                out.append(Violation("shared-imports-stage", module, f"imports {target}: a shared module imports no stage"))
+                out.append(
+                    Violation(
+                        "shared-imports-stage", module, f"imports {target}: a shared module imports no stage"
+                    )
+                )
     for module, target, line in raw:
         if (target == "docker" or target.startswith("docker.")) and layer(module, package) != ADAPTER:
-            out.append(Violation("docker", module, f"line {line}: imports {target}: only {package}/{ADAPTER}/ may"))
+            out.append(
+                Violation("docker", module, f"line {line}: imports {target}: only {package}/{ADAPTER}/ may")
+            )
     return sorted(set(out))
 
 
@@ -201,7 +228,10 @@ def make_package(root: Path, files: dict[str, str]) -> Path:
         "demo/__init__.py": "",
         "demo/service.py": "from releasekit.publish import service\nfrom releasekit.plan import service as plan\n",
         **{f"{s}/__init__.py": "" for s in STAGES},
-        **{f"{s}/service.py": "from releasekit.errors import *\nfrom releasekit import docker_engine\n" for s in STAGES},
+        **{
+            f"{s}/service.py": "from releasekit.errors import *\nfrom releasekit import docker_engine\n"
+            for s in STAGES
+        },
         "plan/commands.py": "def run():\n    from releasekit.plan.service import x\n",
         "publish/service.py": "from releasekit.builder import service\nfrom ..manifest import service as m\n",
     }
@@ -242,9 +272,13 @@ def test_relative_imports_are_resolved(tmp_path):
 
 
 def test_cli_may_import_stage_commands_only(tmp_path):
-    pkg = make_package(tmp_path, {"cli.py": "from releasekit.plan import commands\nfrom releasekit.builder import service\n"})
+    pkg = make_package(
+        tmp_path, {"cli.py": "from releasekit.plan import commands\nfrom releasekit.builder import service\n"}
+    )
     found = check_package(pkg)
-    assert [(v.rule, v.message.split(":")[0]) for v in found] == [("shared-imports-stage", "imports releasekit.builder.service")]
+    assert [(v.rule, v.message.split(":")[0]) for v in found] == [
+        ("shared-imports-stage", "imports releasekit.builder.service")
+    ]
 
 
 # --- the lazy CLI -------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ import pytest
 MANIFEST = {
     "schema": "releasekit/v1",
     "name": "pins-test",
-    "components": {"tvm": {"kind": "wheel", "requirement": "apache-tvm-ffi==0.1.12", "sha256": "to-be-locked"}},
+    "components": {
+        "tvm": {"kind": "wheel", "requirement": "apache-tvm-ffi==0.1.12", "sha256": "to-be-locked"}
+    },
     "toolchain": {"base_image": {"name": "x", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
     "pins": [
         {"package": "apache-tvm-ffi", "version": "0.1.12"},
@@ -62,20 +64,29 @@ def test_agreeing_inputs_pass(tmp_path: Path, manifest: Path) -> None:
     assert ("docker/Dockerfile", 2) in where and (".github/workflows/release.yml", 2) in where
     assert all(o["agrees"] for o in data["occurrences"])
     # The runtime-only pin is not applied to the Dockerfile (release scope).
-    assert not any(o["file"] == "docker/Dockerfile" and o["package"] == "flashinfer-python" for o in data["occurrences"])
+    assert not any(
+        o["file"] == "docker/Dockerfile" and o["package"] == "flashinfer-python" for o in data["occurrences"]
+    )
 
 
 def test_each_disagreeing_file_line_is_listed(tmp_path: Path, manifest: Path) -> None:
     repo = tmp_path / "repo"
     bad = dict(GOOD)
     bad["requirements.txt"] = "apache-tvm-ffi>=0.1.10\nflashinfer-python==0.6.2\n"
-    bad["docker/Dockerfile"] = "FROM scratch\nARG APACHE_TVM_FFI_VERSION=0.1.11\nRUN pip install apache-tvm-ffi\n"
+    bad["docker/Dockerfile"] = (
+        "FROM scratch\nARG APACHE_TVM_FFI_VERSION=0.1.11\nRUN pip install apache-tvm-ffi\n"
+    )
     bad[".github/workflows/release.yml"] = "env:\n  TVM_FFI_VERSION: '0.1.12'\n"
-    bad["requirements-extra.txt"] = "git+https://github.com/org/tvm-ffi@main#egg=apache-tvm-ffi\nfoo @ https://example.com/foo.whl\n"
+    bad["requirements-extra.txt"] = (
+        "git+https://github.com/org/tvm-ffi@main#egg=apache-tvm-ffi\nfoo @ https://example.com/foo.whl\n"
+    )
     _write(repo, bad)
     r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 1
-    got = sorted((f["code"], f["location"]["file"], f["location"]["line"]) for f in json.loads(r.stdout)["findings"]["findings"])
+    got = sorted(
+        (f["code"], f["location"]["file"], f["location"]["line"])
+        for f in json.loads(r.stdout)["findings"]["findings"]
+    )
     assert got == [
         ("PIN_MISMATCH", "docker/Dockerfile", 2),
         ("PIN_MISMATCH", "requirements.txt", 1),
@@ -99,7 +110,11 @@ SEED_MANIFEST = {
     "name": "pins-seed-000",
     "components": {
         "flashinfer": {"kind": "wheel", "requirement": "flashinfer-python==0.6.14", "sha256": "to-be-locked"},
-        "deepgemm": {"kind": "wheel", "requirement": "tokenspeed-deepgemm==2.5.0.post20260629", "sha256": "to-be-locked"},
+        "deepgemm": {
+            "kind": "wheel",
+            "requirement": "tokenspeed-deepgemm==2.5.0.post20260629",
+            "sha256": "to-be-locked",
+        },
     },
     "toolchain": {"base_image": {"name": "x", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
     "policy": {"forbid_vcs_dependencies": True},
@@ -151,7 +166,7 @@ SEED_REPO = {
         '[workspace]\nname = "x"\n\n'
         "[dependencies]\n"
         'python = "3.12.*"\n'
-        "# apache-tvm-ffi = \"==0.1.1\"\n"
+        '# apache-tvm-ffi = "==0.1.1"\n'
         "\n[pypi-dependencies]\n"
         'apache-tvm-ffi = "==0.1.11"\n'
         'flashinfer-python = { version = "==0.6.14" }\n'
@@ -173,9 +188,15 @@ def test_seed_000_shapes_each_at_their_file_line(tmp_path: Path) -> None:
     r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     data = json.loads(r.stdout)
-    got = sorted((f["code"], f["location"]["file"], f["location"]["line"]) for f in data["findings"]["findings"])
+    got = sorted(
+        (f["code"], f["location"]["file"], f["location"]["line"]) for f in data["findings"]["findings"]
+    )
     assert got == [
-        ("PIN_MISMATCH", ".github/workflows/release.yml", 9),  # the continuation line, not the 'pip install' line
+        (
+            "PIN_MISMATCH",
+            ".github/workflows/release.yml",
+            9,
+        ),  # the continuation line, not the 'pip install' line
         ("PIN_MISMATCH", "constraints.txt", 2),  # a specifier set that excludes the wheel's version
         ("PIN_MISMATCH", "docker/Dockerfile", 4),  # wheel component version, on its continuation line
         ("PIN_MISMATCH", "pixi.toml", 9),
@@ -195,7 +216,9 @@ def test_seed_000_shapes_each_at_their_file_line(tmp_path: Path) -> None:
     files = {o["file"] for o in data["occurrences"]}
     assert not files & {"python/tokenspeed/about.py", "docs/install.md"}
     assert not any(o["file"] == "setup.py" and o["line"] == 1 for o in data["occurrences"])
-    assert not any(o["file"] == ".github/workflows/release.yml" and o["line"] == 6 for o in data["occurrences"])
+    assert not any(
+        o["file"] == ".github/workflows/release.yml" and o["line"] == 6 for o in data["occurrences"]
+    )
     assert not any(o["file"] == "pixi.toml" and o["line"] == 6 for o in data["occurrences"])
     text = _cli("audit", "pins", str(manifest), "--repo", str(repo))
     assert ".github/workflows/release.yml:9" in text.stdout and "wheel component deepgemm" in text.stdout
@@ -208,7 +231,9 @@ def test_fixed_seed_000_repo_passes(tmp_path: Path) -> None:
     _write(
         repo,
         {
-            ".github/workflows/release.yml": SEED_REPO[".github/workflows/release.yml"].replace('"apache-tvm-ffi>=0.1.5,<=0.1.11"', '"apache-tvm-ffi==0.1.12"'),
+            ".github/workflows/release.yml": SEED_REPO[".github/workflows/release.yml"].replace(
+                '"apache-tvm-ffi>=0.1.5,<=0.1.11"', '"apache-tvm-ffi==0.1.12"'
+            ),
             "requirements/cuda-thirdparty.txt": "apache-tvm-ffi===0.1.12\nflashinfer-python==0.6.14.0\n",
             "pixi.toml": '[pypi-dependencies]\napache-tvm-ffi = "==0.1.12"\n[feature.gpu.dependencies]\ntokenspeed-deepgemm = "2.5.0.post20260629"\n',
         },
@@ -216,5 +241,7 @@ def test_fixed_seed_000_repo_passes(tmp_path: Path) -> None:
     r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 0, r.stdout
     assert {o["file"] for o in json.loads(r.stdout)["occurrences"]} == {
-        ".github/workflows/release.yml", "requirements/cuda-thirdparty.txt", "pixi.toml"
+        ".github/workflows/release.yml",
+        "requirements/cuda-thirdparty.txt",
+        "pixi.toml",
     }

@@ -18,7 +18,9 @@ from releasekit.plan.release_only import find_release_only
 
 
 def git_cherry_plus(repo: Path, upstream: str, head: str) -> list[str]:
-    out = subprocess.run(["git", "-C", str(repo), "cherry", upstream, head], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "-C", str(repo), "cherry", upstream, head], capture_output=True, text=True, check=True
+    ).stdout
     return [line[2:] for line in out.splitlines() if line.startswith("+ ")]
 
 
@@ -70,7 +72,9 @@ def test_conflict_resolution_in_a_merge_is_release_only(forge: Forge) -> None:
     forge.commit({"a.py": "A = 'side'\n"}, "side change")
     forge.switch("release", "main")
     forge.commit({"a.py": "A = 'release'\n"}, "release change")
-    proc = subprocess.run(["git", "-C", str(forge.work), "merge", "side"], capture_output=True, env=forge._env())
+    proc = subprocess.run(
+        ["git", "-C", str(forge.work), "merge", "side"], capture_output=True, env=forge._env()
+    )
     assert proc.returncode != 0  # conflict
     (forge.work / "a.py").write_text("A = 'resolved by hand'\n")
     forge.git("add", "a.py")
@@ -100,7 +104,17 @@ def test_seed003_release_commit_reported_and_carried(tmp_path: Path, monkeypatch
     world = World(tmp_path / "w")
     world.land_b12x()
     runner = CliRunner()
-    args = ["audit", "release-only", "--repo", world.vllm.url, "--release", "release/v17", "--canonical", FF, "--json"]
+    args = [
+        "audit",
+        "release-only",
+        "--repo",
+        world.vllm.url,
+        "--release",
+        "release/v17",
+        "--canonical",
+        FF,
+        "--json",
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 1, r.output
     found = {c["commit"]: c for c in json.loads(r.output)["release_only"]}
@@ -127,14 +141,26 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("release", ["--output=x", "nope", "main..HEAD"])
 def test_unusable_refs_exit_2_with_one_line(forge: Forge, release: str) -> None:
-    r = _cli("audit", "release-only", "--repo", str(forge.work), f"--release={release}", "--canonical", "main")
+    r = _cli(
+        "audit", "release-only", "--repo", str(forge.work), f"--release={release}", "--canonical", "main"
+    )
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
 def test_ext_transport_refused_before_git_runs(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    r = _cli("audit", "release-only", "--repo", f"ext::sh -c touch% {marker}", "--release", "a", "--canonical", "b", "--allow-local-repos")
+    r = _cli(
+        "audit",
+        "release-only",
+        "--repo",
+        f"ext::sh -c touch% {marker}",
+        "--release",
+        "a",
+        "--canonical",
+        "b",
+        "--allow-local-repos",
+    )
     assert r.returncode == 2 and "transport" in r.stderr
     assert not marker.exists()
 
@@ -156,7 +182,9 @@ def test_random_linear_histories_match_git_cherry(tmp_path: Path, seed: int) -> 
         forge.commit({f"canon{k}.txt": "c\n"}, f"canonical {k}")
     for sha in release:
         if rng.random() < 0.5:
-            proc = subprocess.run(["git", "-C", str(forge.work), "cherry-pick", sha], capture_output=True, env=forge._env())
+            proc = subprocess.run(
+                ["git", "-C", str(forge.work), "cherry-pick", sha], capture_output=True, env=forge._env()
+            )
             if proc.returncode != 0:
                 forge.git("cherry-pick", "--abort")
     forge.push("main")

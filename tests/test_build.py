@@ -75,8 +75,12 @@ def world(tmp_path_factory, base_image, docker_client) -> World:
     HOUSES[:] = [_pinned_wheelhouse(root / "wheelhouse")]
     source_repo = Path(example.repositories["runtime"])
     EXTRA["repo"] = source_repo.resolve().as_uri()
-    EXTRA["commit"] = subprocess.run(["git", "--git-dir", str(source_repo), "rev-parse", "main~1"],
-                                     capture_output=True, text=True, check=True).stdout.strip()
+    EXTRA["commit"] = subprocess.run(
+        ["git", "--git-dir", str(source_repo), "rev-parse", "main~1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     text = manifest.read_text()
     manifest.write_text(text.replace("toolchain:\n", PINNED_COMPONENT.format(**EXTRA) + "toolchain:\n", 1))
     lock_path = _lock(root, manifest)
@@ -111,9 +115,13 @@ def _pinned_wheelhouse(house: Path) -> Path:
         "rkdemo_extra-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: rkdemo-extra\nVersion: 1.0\n",
         "rkdemo_extra-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
-    rows = [f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
-            for n, d in files.items()]
-    files["rkdemo_extra-1.0.dist-info/RECORD"] = ("\n".join([*rows, "rkdemo_extra-1.0.dist-info/RECORD,,"]) + "\n").encode()
+    rows = [
+        f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+        for n, d in files.items()
+    ]
+    files["rkdemo_extra-1.0.dist-info/RECORD"] = (
+        "\n".join([*rows, "rkdemo_extra-1.0.dist-info/RECORD,,"]) + "\n"
+    ).encode()
     house.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(house / "rkdemo_extra-1.0-py3-none-any.whl", "w") as zf:
         for name, data in files.items():
@@ -122,7 +130,9 @@ def _pinned_wheelhouse(house: Path) -> Path:
 
 
 def _run_in(docker_client, image: str, script: str) -> str:
-    out = docker_client.containers.run(image, ["python3", "-B", "-c", script], remove=True, network_disabled=True)
+    out = docker_client.containers.run(
+        image, ["python3", "-B", "-c", script], remove=True, network_disabled=True
+    )
     return out.decode()
 
 
@@ -139,7 +149,7 @@ def test_labels_match_the_lock(world: World, docker_client):
         wheel = next(c for c in world.record.components if c.name == name)
         assert labels[f"{prefix}.wheel.sha256"] == wheel.wheel_sha256
     extra = world.lock.components["extra"]
-    assert labels["io.releasekit.component.extra.commit"] == EXTRA['commit']
+    assert labels["io.releasekit.component.extra.commit"] == EXTRA["commit"]
     assert labels["io.releasekit.component.extra.wheel.sha256"] == extra.sha256
     assert labels["io.releasekit.component.extra.version"] == "1.0"
     runtime = world.lock.components["runtime"]
@@ -148,7 +158,9 @@ def test_labels_match_the_lock(world: World, docker_client):
     newest = max(c.commit_time for c in world.lock.git_components().values())
     from datetime import UTC, datetime
 
-    assert labels["org.opencontainers.image.created"] == datetime.fromtimestamp(newest, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert labels["org.opencontainers.image.created"] == datetime.fromtimestamp(newest, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
     assert docker_client.images.get(TAG).id == world.record.image_id
 
 
@@ -203,15 +215,20 @@ def test_outputs_provenance_and_release_notes(world: World):
         dep = next(d for d in deps if d["name"] == name)
         assert dep["uri"] == f"git+{comp.repo}@refs/heads/main"
         assert dep["digest"] == {"gitCommit": comp.commit}
-    assert next(d for d in deps if d["name"] == "lock")["digest"]["sha256"] == lock_file_sha256(world.lock_path)
-    assert next(d for d in deps if d["name"] == "base-image")["annotations"]["imageId"] == record.base_image.image_id
+    assert next(d for d in deps if d["name"] == "lock")["digest"]["sha256"] == lock_file_sha256(
+        world.lock_path
+    )
+    assert (
+        next(d for d in deps if d["name"] == "base-image")["annotations"]["imageId"]
+        == record.base_image.image_id
+    )
     notes = (out / "RELEASE.md").read_text()
     extra = next(c for c in record.components if c.name == "extra")
-    assert extra.kind == "wheel" and extra.commit == EXTRA['commit'] and extra.wheel_filename not in subjects
+    assert extra.kind == "wheel" and extra.commit == EXTRA["commit"] and extra.wheel_filename not in subjects
     pinned = next(d for d in deps if d["name"] == "extra")
     assert pinned["uri"] == "pkg:pypi/rkdemo-extra@1.0" and pinned["digest"]["sha256"] == extra.wheel_sha256
-    assert pinned["annotations"]["gitCommit"] == EXTRA['commit']
-    assert extra.wheel_sha256 in notes and EXTRA['commit'] in notes
+    assert pinned["annotations"]["gitCommit"] == EXTRA["commit"]
+    assert extra.wheel_sha256 in notes and EXTRA["commit"] in notes
     for comp in (c for c in record.components if c.built):
         wheel = out / "wheels" / comp.wheel_filename
         assert subjects[comp.wheel_filename] == comp.wheel_sha256
@@ -253,9 +270,13 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
     assert sorted(forced.cache.misses) == sorted(c.name for c in world.record.components if c.built)
     assert forced.cache.layer == "miss"
     assert forced.image_id == world.record.image_id
-    assert {c.name: c.wheel_sha256 for c in forced.components} == {c.name: c.wheel_sha256 for c in world.record.components}
+    assert {c.name: c.wheel_sha256 for c in forced.components} == {
+        c.name: c.wheel_sha256 for c in world.record.components
+    }
     for comp in forced.components:
-        assert (world.root / "out2/wheels" / comp.wheel_filename).read_bytes() == (world.out / "wheels" / comp.wheel_filename).read_bytes()
+        assert (world.root / "out2/wheels" / comp.wheel_filename).read_bytes() == (
+            world.out / "wheels" / comp.wheel_filename
+        ).read_bytes()
 
     cached = run_build(world.options("out3"))
     assert cached.cache.misses == [] and sorted(cached.cache.hits) == sorted(forced.cache.misses)
@@ -280,7 +301,11 @@ def test_build_that_edits_tracked_sources_is_refused(world: World):
     root = world.root / "dirty"
     repo = DemoRepository(root / "repos", "rkdemo-runtime")
     src = Path(world.manifest).parent / "repos/clones/rkdemo-runtime"
-    files = {str(p.relative_to(src)): p.read_text() for p in src.rglob("*") if p.is_file() and ".git" not in p.parts}
+    files = {
+        str(p.relative_to(src)): p.read_text()
+        for p in src.rglob("*")
+        if p.is_file() and ".git" not in p.parts
+    }
     files["_build/rkdemo_backend.py"] += (
         "\n_orig = build_wheel\n\ndef build_wheel(d, c=None, m=None):\n"
         "    open('rkdemo_runtime/scale.py', 'a').write('# patched during the build\\n')\n"
@@ -289,8 +314,14 @@ def test_build_that_edits_tracked_sources_is_refused(world: World):
     repo.commit(files, "a backend that patches sources while building")
     repo.publish()
     manifest = root / "manifest.yaml"
-    text = Path(world.manifest).read_text().replace(
-        Path(world.manifest).parent.joinpath("repos/rkdemo-runtime.git").resolve().as_uri(), repo.remote.resolve().as_uri(), 1
+    text = (
+        Path(world.manifest)
+        .read_text()
+        .replace(
+            Path(world.manifest).parent.joinpath("repos/rkdemo-runtime.git").resolve().as_uri(),
+            repo.remote.resolve().as_uri(),
+            1,
+        )
     )  # only the runtime component: the pinned wheel's declared source stays where it is
     manifest.write_text(_without_merge_plans(text))
     lock = _lock(root, manifest)
@@ -319,19 +350,37 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, 
     work = root / "repos/clones/rkdemo-runtime"
     repo = DemoRepository.__new__(DemoRepository)
     repo.remote, repo.work, repo.time = root / "repos/rkdemo-runtime.git", work, 1_800_000_000
-    repo.commit({"pyproject.toml": (work / "pyproject.toml").read_text().replace("rkdemo_backend", "no_such_backend")}, "break the build")
+    repo.commit(
+        {
+            "pyproject.toml": (work / "pyproject.toml")
+            .read_text()
+            .replace("rkdemo_backend", "no_such_backend")
+        },
+        "break the build",
+    )
     repo.publish()
     manifest = root / "manifest.yaml"
     old = Path(world.manifest).parent / "repos"
-    manifest.write_text(Path(world.manifest).read_text().replace(old.resolve().as_uri(), (root / "repos").resolve().as_uri()))
+    manifest.write_text(
+        Path(world.manifest).read_text().replace(old.resolve().as_uri(), (root / "repos").resolve().as_uri())
+    )
     tag = "releasekit-test/build:broken"
-    opts = world.options("out-broken", lock=_lock(root, manifest), tag=tag).model_copy(update={"manifest": manifest})
+    opts = world.options("out-broken", lock=_lock(root, manifest), tag=tag).model_copy(
+        update={"manifest": manifest}
+    )
     with pytest.raises(BuildFailed, match="runtime"):
         run_build(opts)
     assert not (world.root / "out-broken/build.json").exists()
     assert not docker_client.images.list(name=tag)
 
-    repo.commit({"pyproject.toml": (work / "pyproject.toml").read_text().replace("no_such_backend", "rkdemo_backend")}, "fix the build")
+    repo.commit(
+        {
+            "pyproject.toml": (work / "pyproject.toml")
+            .read_text()
+            .replace("no_such_backend", "rkdemo_backend")
+        },
+        "fix the build",
+    )
     repo.publish()
     fixed = run_build(opts.model_copy(update={"lock": _lock(root, manifest, "fixed-lock.json")}))
     assert fixed.cache.misses == ["runtime"]
@@ -343,13 +392,26 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     import os
 
     full = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=full)
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=full
+    )
 
 
 def test_cli_json_and_environment_faults(world: World, tmp_path):
     env = {"RELEASEKIT_CACHE": str(world.root / "cli-cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    ok = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o"), "--json",
-              "--save-image", "--wheelhouse", str(HOUSES[0]), env=env)
+    ok = _cli(
+        "build",
+        str(world.manifest),
+        "--lock",
+        str(world.lock_path),
+        "-o",
+        str(tmp_path / "o"),
+        "--json",
+        "--save-image",
+        "--wheelhouse",
+        str(HOUSES[0]),
+        env=env,
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["image_id"] == world.record.image_id
     # --save-image: a self-contained docker-save tar whose config hashes to the image ID.
@@ -364,8 +426,15 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
     assert len(manifest["Layers"]) == len(json.loads(config)["rootfs"]["diff_ids"]) >= 2
     assert set(manifest["Layers"]) <= names
 
-    no_engine = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o2"),
-                     env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"})
+    no_engine = _cli(
+        "build",
+        str(world.manifest),
+        "--lock",
+        str(world.lock_path),
+        "-o",
+        str(tmp_path / "o2"),
+        env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"},
+    )
     assert no_engine.returncode == 2
     assert no_engine.stderr.count("\n") == 1 and "Docker Engine" in no_engine.stderr
 
@@ -374,13 +443,26 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
     missing = tmp_path / "lock-missing-base.json"
     missing.write_text(json.dumps(data))
     gone = _cli("build", str(world.manifest), "--lock", str(missing), "-o", str(tmp_path / "o3"), env=env)
-    assert gone.returncode == 2 and "releasekit-test/no-such-base:1 is not in the Docker Engine" in gone.stderr
+    assert (
+        gone.returncode == 2 and "releasekit-test/no-such-base:1 is not in the Docker Engine" in gone.stderr
+    )
     assert gone.stderr.count("\n") == 1
 
     bad = tmp_path / "overlay.Dockerfile.j2"
-    bad.write_text("FROM {{ base.name }}@{{ base.digest }}\nCOPY wheels/ /w/\nCOPY vllm/ /opt/vllm/\nENV PYTHONPATH=/opt/vllm\n")
-    refused = _cli("build", str(world.manifest), "--lock", str(world.lock_path), "-o", str(tmp_path / "o4"),
-                   "--template", str(bad), env=env)
+    bad.write_text(
+        "FROM {{ base.name }}@{{ base.digest }}\nCOPY wheels/ /w/\nCOPY vllm/ /opt/vllm/\nENV PYTHONPATH=/opt/vllm\n"
+    )
+    refused = _cli(
+        "build",
+        str(world.manifest),
+        "--lock",
+        str(world.lock_path),
+        "-o",
+        str(tmp_path / "o4"),
+        "--template",
+        str(bad),
+        env=env,
+    )
     assert refused.returncode == 1
     assert "DOCKERFILE_COPIES_SOURCE" in refused.stderr and "DOCKERFILE_PYTHONPATH" in refused.stderr
     assert "Traceback" not in refused.stderr and not (tmp_path / "o4" / "wheels").exists()
@@ -399,8 +481,12 @@ def test_builder_image_environment(world: World, base_image):
     venv = "    build:\n      environment:\n        kind: venv\n      generated_files: [rkdemo_runtime/_version.py]"
     assert venv in text
     manifest = root / "manifest.yaml"
-    manifest.write_text(text.replace(venv, venv.replace("kind: venv", f"kind: image\n        image: {base_image.name}")))
-    opts = world.options("out-builder", lock=_lock(root, manifest), no_cache=True).model_copy(update={"manifest": manifest})
+    manifest.write_text(
+        text.replace(venv, venv.replace("kind: venv", f"kind: image\n        image: {base_image.name}"))
+    )
+    opts = world.options("out-builder", lock=_lock(root, manifest), no_cache=True).model_copy(
+        update={"manifest": manifest}
+    )
     record = run_build(opts)
     runtime = next(c for c in record.components if c.name == "runtime")
     assert runtime.builder_image == base_image.image_id
@@ -409,10 +495,16 @@ def test_builder_image_environment(world: World, base_image):
     assert f"in builder image {base_image.name}" in log
     statement = json.loads((world.root / "out-builder/provenance.intoto.json").read_text())
     deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
-    assert {"sha256": base_image.image_id.removeprefix("sha256:")} in [d["digest"] for d in deps if d["name"] == "runtime-builder"]
+    assert {"sha256": base_image.image_id.removeprefix("sha256:")} in [
+        d["digest"] for d in deps if d["name"] == "runtime-builder"
+    ]
 
     missing = root / "missing.yaml"
-    missing.write_text(manifest.read_text().replace(f"image: {base_image.name}", "image: releasekit-test/no-builder:1"))
+    missing.write_text(
+        manifest.read_text().replace(f"image: {base_image.name}", "image: releasekit-test/no-builder:1")
+    )
     opts = opts.model_copy(update={"manifest": missing, "lock": _lock(root, missing, "missing-lock.json")})
-    with pytest.raises(EnvironmentProblem, match="builder image releasekit-test/no-builder:1 is not in the Docker Engine"):
+    with pytest.raises(
+        EnvironmentProblem, match="builder image releasekit-test/no-builder:1 is not in the Docker Engine"
+    ):
         run_build(opts)

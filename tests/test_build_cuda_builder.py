@@ -36,8 +36,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILDER = "releasekit-test/vllm-builder:cuda"
-PINS = ["setuptools==80.9.0", "setuptools-scm==8.3.1", "wheel==0.45.1", "packaging==25.0", "cmake==3.31.6",
-        "ninja==1.11.1.4", "jinja2==3.1.6"]
+PINS = [
+    "setuptools==80.9.0",
+    "setuptools-scm==8.3.1",
+    "wheel==0.45.1",
+    "packaging==25.0",
+    "cmake==3.31.6",
+    "ninja==1.11.1.4",
+    "jinja2==3.1.6",
+]
 
 
 def cuda_toolkit() -> Path | None:
@@ -175,9 +182,25 @@ toolchain:
 def test_vllm_like_cuda_component_builds_in_the_builder_image(tmp_path, toolkit, base_image, docker_client):
     house = tmp_path / "wheelhouse"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(house), "--only-binary=:all:",
-         "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "--implementation", "cp", *PINS],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--dest",
+            str(house),
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--implementation",
+            "cp",
+            *PINS,
+        ],
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         pytest.skip(f"cannot fetch the builder's pinned wheels: {proc.stderr.strip().splitlines()[-1:]}")
@@ -191,10 +214,17 @@ def test_vllm_like_cuda_component_builds_in_the_builder_image(tmp_path, toolkit,
     assert plan.unresolved() == [] and plan.components[0].builder.dockerfile_sha256
     assert plan.components[0].builder.build_args["BASE_IMAGE"] == base_image.image_id
     try:
-        record = run_build(BuildOptions(
-            manifest=manifest, lock=lock, outdir=tmp_path / "out", cache_dir=tmp_path / "cache",
-            git_cache_dir=tmp_path / "git", allow_local_repos=True, build_root=tmp_path / "src",
-        ))
+        record = run_build(
+            BuildOptions(
+                manifest=manifest,
+                lock=lock,
+                outdir=tmp_path / "out",
+                cache_dir=tmp_path / "cache",
+                git_cache_dir=tmp_path / "git",
+                allow_local_repos=True,
+                build_root=tmp_path / "src",
+            )
+        )
         comp = record.components[0]
         assert comp.builder_image == docker_client.images.get(BUILDER).id
         assert "nvcc" in (tmp_path / "out" / "logs" / "vllm-builder.log").read_text()
@@ -207,15 +237,23 @@ def test_vllm_like_cuda_component_builds_in_the_builder_image(tmp_path, toolkit,
             assert len(libs) == 1
             assert "sm_120a" in fatbin_arches(zf.read(libs[0]))
             assert commit[:7] in zf.read("vllm/_version.py").decode()
-        env = json.loads((tmp_path / "out" / "provenance.intoto.json").read_text())[
-            "predicate"]["buildDefinition"]["internalParameters"]["builderEnvironment"]["vllm"]
+        env = json.loads((tmp_path / "out" / "provenance.intoto.json").read_text())["predicate"][
+            "buildDefinition"
+        ]["internalParameters"]["builderEnvironment"]["vllm"]
         assert env["TORCH_CUDA_ARCH_LIST"] == "12.0a" and "PATH" not in env
         # nvcc's temporary files are named after the object, not nvcc's PID: the rebuild below is byte-equal.
         assert env["NVCC_APPEND_FLAGS"] == "--objdir-as-tempdir"
-        result = verify_provenance(VerifyOptions(
-            image=record.image_id, lock=lock, artifacts=tmp_path / "out", manifest=manifest, allow_local_repos=True,
-            cache_dir=str(tmp_path / "git"), summary=tmp_path / "summary.json",
-        ))
+        result = verify_provenance(
+            VerifyOptions(
+                image=record.image_id,
+                lock=lock,
+                artifacts=tmp_path / "out",
+                manifest=manifest,
+                allow_local_repos=True,
+                cache_dir=str(tmp_path / "git"),
+                summary=tmp_path / "summary.json",
+            )
+        )
         assert result.passed, [f.render() for f in result.findings.findings if f.severity == "error"]
     finally:
         for image in docker_client.images.list(name=BUILDER.split(":")[0]):

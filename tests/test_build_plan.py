@@ -56,22 +56,36 @@ def constructed_lock(manifest: Path, dest: Path) -> Path:
                 assert env.image is not None
                 dockerfile = loaded.directory / env.dockerfile if env.dockerfile else None
                 builder = LockedBuilder(
-                    image=env.image, dockerfile=env.dockerfile,
-                    dockerfile_sha256=hashlib.sha256(dockerfile.read_bytes()).hexdigest() if dockerfile else None,
+                    image=env.image,
+                    dockerfile=env.dockerfile,
+                    dockerfile_sha256=hashlib.sha256(dockerfile.read_bytes()).hexdigest()
+                    if dockerfile
+                    else None,
                     build_args=dict(env.build_args),
-                    base=LockedBaseImage(name=env.base.name, digest=f"sha256:{_hex('base' + name, 64)}") if env.base else None,
+                    base=LockedBaseImage(name=env.base.name, digest=f"sha256:{_hex('base' + name, 64)}")
+                    if env.base
+                    else None,
                     digest=f"sha256:{_hex('builder' + env.image, 64)}",
                 )
             commit = _hex(name, 40)
             components[name] = LockedGitComponent(
-                name=name, repo=comp.repo, canonical_branch=comp.canonical_branch or "main", commit=commit,
-                tree=_hex("tree" + name, 40), commit_time=1_760_000_000, canonical_head=commit, builder=builder,
+                name=name,
+                repo=comp.repo,
+                canonical_branch=comp.canonical_branch or "main",
+                commit=commit,
+                tree=_hex("tree" + name, 40),
+                commit_time=1_760_000_000,
+                canonical_head=commit,
+                builder=builder,
             )
         else:
             assert isinstance(comp, WheelComponent)
             components[name] = LockedWheelComponent(
-                name=name, distribution=comp.distribution, version=comp.version,
-                filename=comp.filename or f"{comp.distribution.replace('-', '_')}-{comp.version}-py3-none-any.whl",
+                name=name,
+                distribution=comp.distribution,
+                version=comp.version,
+                filename=comp.filename
+                or f"{comp.distribution.replace('-', '_')}-{comp.version}-py3-none-any.whl",
                 sha256=_hex("wheel" + name, 64),
             )
     tc = loaded.manifest.toolchain
@@ -82,7 +96,10 @@ def constructed_lock(manifest: Path, dest: Path) -> Path:
         components=components,
         toolchain=LockedToolchain(
             base_image=LockedBaseImage(name=tc.base_image.name, digest=f"sha256:{_hex('runtime', 64)}"),
-            cuda=tc.cuda, nccl=tc.nccl, pytorch=tc.pytorch, cuda_arch_list=list(tc.cuda_arch_list),
+            cuda=tc.cuda,
+            nccl=tc.nccl,
+            pytorch=tc.pytorch,
+            cuda_arch_list=list(tc.cuda_arch_list),
         ),
     )
     write_lock(lock, dest)
@@ -90,8 +107,13 @@ def constructed_lock(manifest: Path, dest: Path) -> Path:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], cwd=REPO, capture_output=True, text=True,
-                          env=env or {k: v for k, v in os.environ.items()})
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env or {k: v for k, v in os.environ.items()},
+    )
 
 
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.stem)
@@ -106,7 +128,9 @@ def test_plan_names_every_component_and_nothing_is_left_to_be_locked(manifest: P
     for comp in plan["components"]:
         src = declared.components[comp["name"]]
         if isinstance(src, GitComponent) and src.build is not None:
-            assert comp["commit"] == _hex(comp["name"], 40) and comp["tree"] == _hex("tree" + comp["name"], 40)
+            assert comp["commit"] == _hex(comp["name"], 40) and comp["tree"] == _hex(
+                "tree" + comp["name"], 40
+            )
             assert comp["version_policy"] == src.build.version_policy.policy
             assert comp["command"] and comp["checkout"].endswith("/" + comp["name"])
             assert comp["environment"]["SOURCE_DATE_EPOCH"] == "1760000000"
@@ -119,7 +143,10 @@ def test_plan_names_every_component_and_nothing_is_left_to_be_locked(manifest: P
                 assert comp["builder"]["build_args"]["BASE_IMAGE"].endswith(_hex("base" + comp["name"], 64))
                 assert "--network=none" in comp["command"][0]
         elif isinstance(src, WheelComponent):
-            assert comp["expected_wheel"].endswith(".whl") and _hex("wheel" + comp["name"], 64) in comp["command"][0]
+            assert (
+                comp["expected_wheel"].endswith(".whl")
+                and _hex("wheel" + comp["name"], 64) in comp["command"][0]
+            )
     table = _cli("build", str(manifest), "--lock", str(lock), "--plan")
     assert table.returncode == 0, table.stderr
     for name in declared.components:
@@ -152,7 +179,9 @@ def test_build_without_lock_is_an_input_error():
     assert proc.returncode == 2 and "--lock" in proc.stderr
 
 
-@pytest.mark.parametrize("variable", ["NVCC_APPEND_FLAGS", "CFLAGS", "MAX_JOBS", "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM"])
+@pytest.mark.parametrize(
+    "variable", ["NVCC_APPEND_FLAGS", "CFLAGS", "MAX_JOBS", "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM"]
+)
 def test_undeclared_output_changing_host_variable_is_refused(variable: str):
     env = {**os.environ, variable: "-O0"}
     proc = _cli("build", str(MANIFESTS[0]), "--plan", env=env)
@@ -161,7 +190,9 @@ def test_undeclared_output_changing_host_variable_is_refused(variable: str):
 
 
 def test_declared_host_variables_pass_and_others_are_named():
-    declared = BuildRecipe.model_validate({"pass_env": ["MAX_JOBS"], "env": {"NVCC_APPEND_FLAGS": "-lineinfo"}})
+    declared = BuildRecipe.model_validate(
+        {"pass_env": ["MAX_JOBS"], "env": {"NVCC_APPEND_FLAGS": "-lineinfo"}}
+    )
     plain = BuildRecipe()
     check = UndeclaredHostEnvironmentCheck()
     host = {"MAX_JOBS": "8", "NVCC_APPEND_FLAGS": "-G", "HOME": "/root", "GITHUB_TOKEN": "x"}
@@ -172,11 +203,18 @@ def test_declared_host_variables_pass_and_others_are_named():
 
 
 def test_secrets_are_not_recorded():
-    env = redact({
-        "GITHUB_TOKEN": "ghp_x", "HF_TOKEN": "hf_x", "AWS_SECRET_ACCESS_KEY": "s", "PGPASSWORD": "p",
-        "SSH_PRIVATE_KEY": "k", "PIP_INDEX_URL": "https://user:pw@pypi.example/simple", "MAX_JOBS": "8",
-        "KEYBOARD": "us",
-    })
+    env = redact(
+        {
+            "GITHUB_TOKEN": "ghp_x",
+            "HF_TOKEN": "hf_x",
+            "AWS_SECRET_ACCESS_KEY": "s",
+            "PGPASSWORD": "p",
+            "SSH_PRIVATE_KEY": "k",
+            "PIP_INDEX_URL": "https://user:pw@pypi.example/simple",
+            "MAX_JOBS": "8",
+            "KEYBOARD": "us",
+        }
+    )
     assert env["GITHUB_TOKEN"] == env["HF_TOKEN"] == env["AWS_SECRET_ACCESS_KEY"] == REDACTED
     assert env["PGPASSWORD"] == env["SSH_PRIVATE_KEY"] == REDACTED
     assert env["PIP_INDEX_URL"] == "https://pypi.example/simple"
@@ -184,11 +222,25 @@ def test_secrets_are_not_recorded():
 
 
 def test_builder_base_is_passed_by_digest():
-    recipe = BuildRecipe.model_validate({"environment": {
-        "kind": "image", "image": "releasekit/python-builder", "dockerfile": "x.Dockerfile",
-        "base": {"name": "debian:bookworm", "digest": "sha256:" + "a" * 64}, "build_args": {"MAX_JOBS": "4"}}})
-    assert build_args(recipe.environment, None) == {"MAX_JOBS": "4", "BASE_IMAGE": "debian:bookworm@sha256:" + "a" * 64}
-    locked = LockedBuilder(image="releasekit/python-builder", base=LockedBaseImage(name="debian:bookworm", image_id="sha256:" + "b" * 64))
+    recipe = BuildRecipe.model_validate(
+        {
+            "environment": {
+                "kind": "image",
+                "image": "releasekit/python-builder",
+                "dockerfile": "x.Dockerfile",
+                "base": {"name": "debian:bookworm", "digest": "sha256:" + "a" * 64},
+                "build_args": {"MAX_JOBS": "4"},
+            }
+        }
+    )
+    assert build_args(recipe.environment, None) == {
+        "MAX_JOBS": "4",
+        "BASE_IMAGE": "debian:bookworm@sha256:" + "a" * 64,
+    }
+    locked = LockedBuilder(
+        image="releasekit/python-builder",
+        base=LockedBaseImage(name="debian:bookworm", image_id="sha256:" + "b" * 64),
+    )
     assert build_args(recipe.environment, locked)["BASE_IMAGE"] == "sha256:" + "b" * 64
 
 
@@ -207,7 +259,13 @@ def test_builder_lint_finds_what_it_is_for():
         "RUN pip install torch setuptools==80.9.0 | tee log\nRUN apt-get install git\n"
     )
     codes = [f.code for f in lint_builder(bad, "bad.Dockerfile").findings]
-    assert codes == ["DOCKERFILE_BASE_NOT_BY_DIGEST", "DOCKERFILE_ADD", "DOCKERFILE_INSTALL_UNPINNED",
-                     "DOCKERFILE_PIPEFAIL", "DOCKERFILE_APT", "DOCKERFILE_APT"]
+    assert codes == [
+        "DOCKERFILE_BASE_NOT_BY_DIGEST",
+        "DOCKERFILE_ADD",
+        "DOCKERFILE_INSTALL_UNPINNED",
+        "DOCKERFILE_PIPEFAIL",
+        "DOCKERFILE_APT",
+        "DOCKERFILE_APT",
+    ]
     floating = "ARG BASE_IMAGE=debian:bookworm\nFROM ${BASE_IMAGE}\n"
     assert [f.code for f in lint_builder(floating, "f").findings] == ["DOCKERFILE_BASE_NOT_BY_DIGEST"]

@@ -65,9 +65,25 @@ def wheelhouse(dest: Path) -> Path:
     """The builder's pinned build requirements as wheels (downloaded once per machine into the test dir)."""
     dest.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(dest), "--only-binary=:all:",
-         "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "--implementation", "cp", *PINS],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--dest",
+            str(dest),
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--implementation",
+            "cp",
+            *PINS,
+        ],
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         pytest.skip(f"cannot fetch the builder's pinned wheels: {proc.stderr.strip().splitlines()[-1:]}")
@@ -138,16 +154,29 @@ class World:
         lock = self.root / f"{name}.lock.json"
         write_lock(build_lock(load_manifest(manifest), cache_dir=self.root / "git", allow_local=True), lock)
         opts = BuildOptions(
-            manifest=manifest, lock=lock, outdir=self.root / name, cache_dir=self.root / "cache",
-            git_cache_dir=self.root / "git", allow_local_repos=True, build_root=self.root / "src", **kw,
+            manifest=manifest,
+            lock=lock,
+            outdir=self.root / name,
+            cache_dir=self.root / "cache",
+            git_cache_dir=self.root / "git",
+            allow_local_repos=True,
+            build_root=self.root / "src",
+            **kw,
         )
         return manifest, lock, run_build(opts)
 
     def verify(self, name: str, manifest: Path, lock: Path, record: BuildRecord):
-        return verify_provenance(VerifyOptions(
-            image=record.image_id, lock=lock, artifacts=self.root / name, manifest=manifest,
-            allow_local_repos=True, cache_dir=str(self.root / "git"), summary=self.root / f"{name}-summary.json",
-        ))
+        return verify_provenance(
+            VerifyOptions(
+                image=record.image_id,
+                lock=lock,
+                artifacts=self.root / name,
+                manifest=manifest,
+                allow_local_repos=True,
+                cache_dir=str(self.root / "git"),
+                summary=self.root / f"{name}-summary.json",
+            )
+        )
 
 
 @pytest.fixture(scope="module")
@@ -193,8 +222,10 @@ def test_stamp_names_the_commit_records_the_change_and_verifies(world: World, do
         mod["after_blob"] = "0" * 40
     build_json.write_text(json.dumps(data))
     tampered = world.verify("stamp", manifest, lock, record)
-    assert any(f.code == "SOURCE_BLOB_MISMATCH" and "_version.py" in (f.location.path or "")
-               for f in tampered.findings.findings)
+    assert any(
+        f.code == "SOURCE_BLOB_MISMATCH" and "_version.py" in (f.location.path or "")
+        for f in tampered.findings.findings
+    )
     # A declared file change in a build record whose policy is not stamp is flagged (no manifest at hand:
     # the record's own policy is what verify-provenance has).
     data["components"][0]["modifications"] = comp.modifications
@@ -206,10 +237,16 @@ def test_stamp_names_the_commit_records_the_change_and_verifies(world: World, do
     # The release directory away from the manifest (without the source archive, which holds a copy):
     # verify-provenance looks beside the lock and the release directory and finds nothing here.
     shutil.copytree(world.root / "stamp", lonely / "release", ignore=shutil.ignore_patterns("archive"))
-    undeclared = verify_provenance(VerifyOptions(
-        image=record.image_id, lock=lonely / "lock.json", artifacts=lonely / "release",
-        allow_local_repos=True, cache_dir=str(world.root / "git"), summary=lonely / "summary.json",
-    ))
+    undeclared = verify_provenance(
+        VerifyOptions(
+            image=record.image_id,
+            lock=lonely / "lock.json",
+            artifacts=lonely / "release",
+            allow_local_repos=True,
+            cache_dir=str(world.root / "git"),
+            summary=lonely / "summary.json",
+        )
+    )
     assert "SOURCE_MODIFICATION_UNDECLARED" in {f.code for f in undeclared.findings.findings}
 
 
@@ -228,5 +265,7 @@ def test_static_is_labelled_verified_by_blobs_and_explained(world: World, docker
 
 
 def test_scm_refuses_a_static_version(world: World):
-    with pytest.raises(BuildFailed, match=r"built version 1\.2\.6 does not name its commit .*stamp or static"):
+    with pytest.raises(
+        BuildFailed, match=r"built version 1\.2\.6 does not name its commit .*stamp or static"
+    ):
         world.build("scm", SCM)

@@ -34,8 +34,13 @@ def _wheel(path: Path, order: list[str], stamp: tuple[int, ...]) -> Path:
         "pkg-1.0+g0123456789ab.dist-info/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0+g0123456789ab\n",
         "pkg-1.0+g0123456789ab.dist-info/WHEEL": b"Wheel-Version: 1.0\nTag: py3-none-any\n",
     }
-    rows = [f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}" for n, d in files.items()]
-    files["pkg-1.0+g0123456789ab.dist-info/RECORD"] = ("\n".join([*rows, "pkg-1.0+g0123456789ab.dist-info/RECORD,,"]) + "\n").encode()
+    rows = [
+        f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+        for n, d in files.items()
+    ]
+    files["pkg-1.0+g0123456789ab.dist-info/RECORD"] = (
+        "\n".join([*rows, "pkg-1.0+g0123456789ab.dist-info/RECORD,,"]) + "\n"
+    ).encode()
     with zipfile.ZipFile(path, "w") as zf:
         for name in order:
             info = zipfile.ZipInfo(name, date_time=stamp)
@@ -45,8 +50,13 @@ def _wheel(path: Path, order: list[str], stamp: tuple[int, ...]) -> Path:
 
 
 def test_normalised_wheels_are_identical_whatever_the_backend_stamped(tmp_path):
-    names = ["pkg/data.txt", "pkg-1.0+g0123456789ab.dist-info/RECORD", "pkg/__init__.py",
-             "pkg-1.0+g0123456789ab.dist-info/WHEEL", "pkg-1.0+g0123456789ab.dist-info/METADATA"]
+    names = [
+        "pkg/data.txt",
+        "pkg-1.0+g0123456789ab.dist-info/RECORD",
+        "pkg/__init__.py",
+        "pkg-1.0+g0123456789ab.dist-info/WHEEL",
+        "pkg-1.0+g0123456789ab.dist-info/METADATA",
+    ]
     a = _wheel(tmp_path / "a.whl", names, (2024, 5, 6, 7, 8, 10))
     b = _wheel(tmp_path / "b.whl", list(reversed(names)), (2030, 1, 2, 3, 4, 6))
     assert a.read_bytes() != b.read_bytes()
@@ -62,7 +72,11 @@ def test_normalised_wheels_are_identical_whatever_the_backend_stamped(tmp_path):
 
 
 def test_record_mismatch_is_found(tmp_path):
-    w = _wheel(tmp_path / "a.whl", ["pkg/__init__.py", "pkg-1.0+g0123456789ab.dist-info/RECORD"], (2024, 1, 1, 0, 0, 0))
+    w = _wheel(
+        tmp_path / "a.whl",
+        ["pkg/__init__.py", "pkg-1.0+g0123456789ab.dist-info/RECORD"],
+        (2024, 1, 1, 0, 0, 0),
+    )
     with zipfile.ZipFile(w, "a") as zf:
         zf.writestr("pkg/extra.py", b"")
     assert any("not in RECORD" in p for p in record_mismatches(w))
@@ -73,11 +87,14 @@ def test_version_naming_the_commit_passes(version):
     check_version_names_commit("c", version, COMMIT)
 
 
-@pytest.mark.parametrize("version,message", [
-    ("1.0", "does not name its commit"),
-    ("1.0+cu130", "does not name its commit"),
-    ("1.0+gfedcba987654", "names commit fedcba987654"),
-])
+@pytest.mark.parametrize(
+    "version,message",
+    [
+        ("1.0", "does not name its commit"),
+        ("1.0+cu130", "does not name its commit"),
+        ("1.0+gfedcba987654", "names commit fedcba987654"),
+    ],
+)
 def test_version_not_naming_the_commit_fails(version, message):
     with pytest.raises(BuildFailed, match=message):
         check_version_names_commit("c", version, COMMIT)
@@ -102,15 +119,18 @@ def test_the_shipped_template_passes_its_own_lint():
     assert settings.env["PYTHONDONTWRITEBYTECODE"] == "1"
 
 
-@pytest.mark.parametrize("line,code", [
-    ("COPY . /opt/vllm", "DOCKERFILE_COPIES_SOURCE"),
-    ("COPY vllm/ /usr/local/lib/python3.11/dist-packages/vllm/", "DOCKERFILE_COPIES_SOURCE"),
-    ("ADD https://example.invalid/src.tar.gz /src", "DOCKERFILE_COPIES_SOURCE"),
-    ("COPY --from=builder /src /src", "DOCKERFILE_COPIES_SOURCE"),
-    ("ENV PYTHONPATH=/opt/vllm:/usr/local/lib/python3.11/dist-packages", "DOCKERFILE_PYTHONPATH"),
-    ("ENV PYTHONPATH /workspace", "DOCKERFILE_PYTHONPATH"),
-    ("RUN pip install /tmp/w/x.whl", "DOCKERFILE_INSTALL_UNPINNED"),
-])
+@pytest.mark.parametrize(
+    "line,code",
+    [
+        ("COPY . /opt/vllm", "DOCKERFILE_COPIES_SOURCE"),
+        ("COPY vllm/ /usr/local/lib/python3.11/dist-packages/vllm/", "DOCKERFILE_COPIES_SOURCE"),
+        ("ADD https://example.invalid/src.tar.gz /src", "DOCKERFILE_COPIES_SOURCE"),
+        ("COPY --from=builder /src /src", "DOCKERFILE_COPIES_SOURCE"),
+        ("ENV PYTHONPATH=/opt/vllm:/usr/local/lib/python3.11/dist-packages", "DOCKERFILE_PYTHONPATH"),
+        ("ENV PYTHONPATH /workspace", "DOCKERFILE_PYTHONPATH"),
+        ("RUN pip install /tmp/w/x.whl", "DOCKERFILE_INSTALL_UNPINNED"),
+    ],
+)
 def test_lint_refuses_source_trees_and_overlays(line, code):
     text = f"FROM base@{DIGEST}\nCOPY wheels/ /tmp/w/\n{line}\n"
     findings = dockerfile.lint(text, "t.j2")
@@ -119,11 +139,15 @@ def test_lint_refuses_source_trees_and_overlays(line, code):
 
 
 def test_lint_allows_wheels_and_site_packages():
-    text = (f"FROM base@{DIGEST}\nCOPY wheels/a-1-py3-none-any.whl /tmp/\n"
-            "ENV PYTHONPATH=/usr/local/lib/python3.11/dist-packages\n"
-            "RUN pip install --no-deps --require-hashes -r r.txt\n")
+    text = (
+        f"FROM base@{DIGEST}\nCOPY wheels/a-1-py3-none-any.whl /tmp/\n"
+        "ENV PYTHONPATH=/usr/local/lib/python3.11/dist-packages\n"
+        "RUN pip install --no-deps --require-hashes -r r.txt\n"
+    )
     assert dockerfile.lint(text, "t").findings == []
-    assert [f.code for f in dockerfile.lint("FROM debian:bookworm\n", "t")] == ["DOCKERFILE_BASE_NOT_BY_DIGEST"]
+    assert [f.code for f in dockerfile.lint("FROM debian:bookworm\n", "t")] == [
+        "DOCKERFILE_BASE_NOT_BY_DIGEST"
+    ]
 
 
 def _tar(path: Path, entries: list[tuple[str, bytes | None]], mtime: int, uid: int) -> None:
@@ -157,7 +181,9 @@ def test_pinned_wheel_is_refused_on_hash_mismatch(tmp_path):
     house.mkdir()
     wheel = _wheel(house / "pkg-1.0-py3-none-any.whl", ["pkg/__init__.py"], (2024, 1, 1, 0, 0, 0))
     good = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    comp = LockedWheelComponent(name="pkg", distribution="pkg", version="1.0", filename=wheel.name, sha256=good)
+    comp = LockedWheelComponent(
+        name="pkg", distribution="pkg", version="1.0", filename=wheel.name, sha256=good
+    )
     assert fetch_pinned_wheel(comp, [house], None, tmp_path / "out").read_bytes() == wheel.read_bytes()
     bad = comp.model_copy(update={"sha256": "0" * 64})
     with pytest.raises(BuildFailed, match="the lock pins 0000"):
@@ -171,10 +197,24 @@ def test_secrets_in_urls_never_reach_labels():
     from releasekit.builder.labels import image_labels
     from releasekit.records.build import BaseImageRecord, ComponentRecord
 
-    comp = ComponentRecord(name="vllm", kind="git", role="runtime", built=True, commit=COMMIT, tree=COMMIT,
-                           repo="https://user:s3cret-token@github.com/org/vllm.git", version="1+g0123456789ab")
-    labels = image_labels(components=[comp], base=BaseImageRecord(name="b", image_id="sha256:" + "1" * 64),
-                          created="2026-01-01T00:00:00Z", lock_sha256="2" * 64, manifest_sha256="3" * 64, release_name="r")
+    comp = ComponentRecord(
+        name="vllm",
+        kind="git",
+        role="runtime",
+        built=True,
+        commit=COMMIT,
+        tree=COMMIT,
+        repo="https://user:s3cret-token@github.com/org/vllm.git",
+        version="1+g0123456789ab",
+    )
+    labels = image_labels(
+        components=[comp],
+        base=BaseImageRecord(name="b", image_id="sha256:" + "1" * 64),
+        created="2026-01-01T00:00:00Z",
+        lock_sha256="2" * 64,
+        manifest_sha256="3" * 64,
+        release_name="r",
+    )
     assert not any("s3cret" in v for v in labels.values())
     assert labels["io.releasekit.component.vllm.repo"] == "https://github.com/org/vllm.git"
     assert labels["org.opencontainers.image.source"] == "https://github.com/org/vllm.git"
@@ -189,15 +229,18 @@ def test_pinned_wheel_from_a_simple_index(tmp_path):
     page = tmp_path / "simple" / "pkg"
     page.mkdir(parents=True)
     (page / "pkg-1.0-py3-none-any.whl").write_bytes(wheel.read_bytes())
-    (page / "index.html").write_text('<a href="pkg-1.0-py3-none-any.whl#sha256=x">pkg-1.0-py3-none-any.whl</a>')
+    (page / "index.html").write_text(
+        '<a href="pkg-1.0-py3-none-any.whl#sha256=x">pkg-1.0-py3-none-any.whl</a>'
+    )
     handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         index = f"http://127.0.0.1:{server.server_address[1]}/simple"
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        comp = LockedWheelComponent(name="pkg", distribution="pkg", version="1.0",
-                                    filename="pkg-1.0-py3-none-any.whl", sha256=digest)
+        comp = LockedWheelComponent(
+            name="pkg", distribution="pkg", version="1.0", filename="pkg-1.0-py3-none-any.whl", sha256=digest
+        )
         got = fetch_pinned_wheel(comp, [], index, tmp_path / "out")
         assert got.read_bytes() == wheel.read_bytes()
         with pytest.raises(BuildFailed):
@@ -227,7 +270,9 @@ def test_pinned_wheel_from_a_simple_index_is_hash_checked(tmp_path):
     index = f"http://127.0.0.1:{server.server_address[1]}/simple/"
     try:
         good = hashlib.sha256(b"wheel bytes").hexdigest()
-        comp = LockedWheelComponent(name="dw", distribution="demo-wheel", version="1.0", filename=wheel.name, sha256=good)
+        comp = LockedWheelComponent(
+            name="dw", distribution="demo-wheel", version="1.0", filename=wheel.name, sha256=good
+        )
         out = fetch_pinned_wheel(comp, [], index, tmp_path / "out")
         assert out.read_bytes() == b"wheel bytes"
         bad = comp.model_copy(update={"sha256": "0" * 64})
@@ -257,9 +302,22 @@ def _nvcc_objects(tmp_path: Path, env: dict[str, str], tag: str) -> list[bytes]:
         obj = tmp_path / f"{tag}{run}" / "k.cu.o"
         obj.parent.mkdir()
         subprocess.run(
-            ["nvcc", "-O2", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_120a,code=sm_120a", "-c", "k.cu",
-             "-o", str(obj)],
-            cwd=tmp_path, env=env, check=True, capture_output=True,
+            [
+                "nvcc",
+                "-O2",
+                "-Xcompiler",
+                "-fPIC",
+                "-gencode",
+                "arch=compute_120a,code=sm_120a",
+                "-c",
+                "k.cu",
+                "-o",
+                str(obj),
+            ],
+            cwd=tmp_path,
+            env=env,
+            check=True,
+            capture_output=True,
         )
         out.append(obj.read_bytes())
     return out
@@ -280,7 +338,10 @@ def test_native_build_environment_makes_nvcc_objects_independent_of_the_pid(tmp_
 
 def test_nvcc_flags_declared_by_the_recipe_are_kept():
     recipe = BuildRecipe(native=True, env={"NVCC_APPEND_FLAGS": "-lineinfo"})
-    assert build_environment(recipe, 1, COMMIT, ["12.0a"])["NVCC_APPEND_FLAGS"] == f"-lineinfo {REPRODUCIBLE_NVCC_FLAGS}"
+    assert (
+        build_environment(recipe, 1, COMMIT, ["12.0a"])["NVCC_APPEND_FLAGS"]
+        == f"-lineinfo {REPRODUCIBLE_NVCC_FLAGS}"
+    )
     recipe = BuildRecipe(native=True, env={"NVCC_APPEND_FLAGS": "-objtemp"})
     assert build_environment(recipe, 1, COMMIT, ["12.0a"])["NVCC_APPEND_FLAGS"] == "-objtemp"
     assert "NVCC_APPEND_FLAGS" not in build_environment(BuildRecipe(), 1, COMMIT, [])

@@ -88,7 +88,10 @@ def test_ff_next_quantisation_schemes_reach_the_engine() -> None:
 
 def test_settings_the_adapter_cannot_render_are_reported() -> None:
     engine = engine_for("vllm")
-    schemes = {"w4": QuantizationScheme(method="awq", args=["--x"]), "sg": QuantizationScheme(engine="sglang")}
+    schemes = {
+        "w4": QuantizationScheme(method="awq", args=["--x"]),
+        "sg": QuantizationScheme(engine="sglang"),
+    }
     cases = {
         "quantisation scheme 'missing' has no argument set": {"quantization": {"scheme": "missing"}},
         "defined for engine 'sglang'": {"quantization": {"scheme": "sg"}},
@@ -102,7 +105,9 @@ def test_settings_the_adapter_cannot_render_are_reported() -> None:
         cell = Cell.model_validate({"id": "c", "model": {"name": "m", "hub": "org/m"}, **settings})
         problems = engine.serve_command(cell, "org/m", schemes=schemes).problems
         assert any(needle in p for p in problems), (needle, problems)
-    ok = Cell.model_validate({"id": "c", "model": {"name": "m", "hub": "org/m"}, "quantization": {"scheme": "w4"}})
+    ok = Cell.model_validate(
+        {"id": "c", "model": {"name": "m", "hub": "org/m"}, "quantization": {"scheme": "w4"}}
+    )
     cmd = engine.serve_command(ok, "org/m", schemes=schemes)
     assert not cmd.problems and cmd.argv[-3:] == ["--quantization", "awq", "--x"]
     assert cmd.expected["quantization"] == "awq"
@@ -119,7 +124,15 @@ def test_settings_the_adapter_cannot_render_are_reported() -> None:
         {"name": "m", "files": [{"path": "../config.json", "sha256": "0" * 64}]},
         {"name": "m", "files": [{"path": "config.json", "sha256": "abc"}]},
     ],
-    ids=["display-name", "path-spaces", "hub-spaces", "revision-without-hub", "branch-revision", "escape", "bad-hash"],
+    ids=[
+        "display-name",
+        "path-spaces",
+        "hub-spaces",
+        "revision-without-hub",
+        "branch-revision",
+        "escape",
+        "bad-hash",
+    ],
 )
 def test_model_rules_refuse_display_names_spaces_and_loose_pins(model: dict) -> None:
     with pytest.raises(ValidationError):
@@ -128,7 +141,10 @@ def test_model_rules_refuse_display_names_spaces_and_loose_pins(model: dict) -> 
 
 def test_a_cell_names_a_model_by_key() -> None:
     spec = ValidationSpec.model_validate(
-        {"models": {"m": {"name": "m", "hub": "org/m", "revision": "a" * 40}}, "cells": [{"id": "c", "model": "m"}]}
+        {
+            "models": {"m": {"name": "m", "hub": "org/m", "revision": "a" * 40}},
+            "cells": [{"id": "c", "model": "m"}],
+        }
     )
     assert spec.cells[0].model.hub == "org/m"
     with pytest.raises(ValidationError, match="not a key of validation.models"):
@@ -159,13 +175,20 @@ def test_model_directory_hashes_are_checked(tmp_path: Path) -> None:
     _, findings = check_model(missing, resolve_model(missing, tmp_path))
     assert findings.codes() == ["MODEL_FILE_MISSING"]
     nowhere = ModelRef.model_validate(
-        {"name": "m", "hub": "org/m", "revision": "b" * 40, "files": [{"path": "config.json", "sha256": "0" * 64}]}
+        {
+            "name": "m",
+            "hub": "org/m",
+            "revision": "b" * 40,
+            "files": [{"path": "config.json", "sha256": "0" * 64}],
+        }
     )
     _, findings = check_model(nowhere, resolve_model(nowhere, tmp_path))
     assert findings.codes() == ["MODEL_FILE_MISSING"]
 
 
-def test_hub_snapshot_in_the_local_cache_is_mounted_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_snapshot_in_the_local_cache_is_mounted_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rev = "c" * 40
     repo = tmp_path / "hub" / "models--org--m"
     (repo / "blobs").mkdir(parents=True)
@@ -174,7 +197,12 @@ def test_hub_snapshot_in_the_local_cache_is_mounted_whole(tmp_path: Path, monkey
     (repo / "snapshots" / rev / "config.json").symlink_to("../../blobs/x")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     model = ModelRef.model_validate(
-        {"name": "m", "hub": "org/m", "revision": rev, "files": [{"path": "config.json", "sha256": _sha(b"{}")}]}
+        {
+            "name": "m",
+            "hub": "org/m",
+            "revision": rev,
+            "files": [{"path": "config.json", "sha256": _sha(b"{}")}],
+        }
     )
     resolved = resolve_model(model, tmp_path)
     assert resolved.engine_arg == f"/models/models--org--m/snapshots/{rev}"
@@ -187,12 +215,22 @@ def _write_manifest(tmp_path: Path, model: dict) -> Path:
     data = {
         "schema": "releasekit/v1",
         "name": "models",
-        "components": {"app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}},
+        "components": {
+            "app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}
+        },
         "toolchain": {"base_image": {"name": "base", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
         "validation": {
             "models": {"m": model},
-            "cells": [{"id": "c", "model": "m", "gpus": 0, "engine_command": ["python3", "-c", "print('served')"],
-                       "startup_timeout_s": 8, "checks": [{"kind": "log_scan"}]}],
+            "cells": [
+                {
+                    "id": "c",
+                    "model": "m",
+                    "gpus": 0,
+                    "engine_command": ["python3", "-c", "print('served')"],
+                    "startup_timeout_s": 8,
+                    "checks": [{"kind": "log_scan"}],
+                }
+            ],
         },
     }
     path = tmp_path / "m.yaml"
@@ -201,17 +239,42 @@ def _write_manifest(tmp_path: Path, model: dict) -> Path:
 
 
 @pytest.mark.docker
-def test_a_model_whose_files_differ_is_refused_before_the_server_starts(tmp_path: Path, base_image, docker_client) -> None:
+def test_a_model_whose_files_differ_is_refused_before_the_server_starts(
+    tmp_path: Path, base_image, docker_client
+) -> None:
     (tmp_path / "weights").mkdir()
     (tmp_path / "weights" / "config.json").write_text('{"model_type": "llama"}')
     manifest = _write_manifest(
-        tmp_path, {"name": "m", "display_name": "My model", "path": "weights",
-                   "files": [{"path": "config.json", "sha256": "1" * 64}, {"path": "tokenizer.json", "sha256": "2" * 64}]},
+        tmp_path,
+        {
+            "name": "m",
+            "display_name": "My model",
+            "path": "weights",
+            "files": [
+                {"path": "config.json", "sha256": "1" * 64},
+                {"path": "tokenizer.json", "sha256": "2" * 64},
+            ],
+        },
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "releasekit", "validate", str(manifest), "--image", base_image.name,
-         "-o", str(tmp_path / "receipts"), "--gpus", "0", "--json"],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "validate",
+            str(manifest),
+            "--image",
+            base_image.name,
+            "-o",
+            str(tmp_path / "receipts"),
+            "--gpus",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     assert json.loads(proc.stdout)["cells"][0]["codes"] == ["MODEL_FILE_MISSING", "MODEL_HASH_MISMATCH"]

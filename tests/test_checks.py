@@ -36,7 +36,11 @@ class _Emits:
         found = Findings()
         for code in self.codes:
             context.append(code)  # a record of the call order, kept outside the findings
-            found.add(code, f"{self.name} says {code}", severity=Severity.warning if code.startswith("W") else Severity.error)
+            found.add(
+                code,
+                f"{self.name} says {code}",
+                severity=Severity.warning if code.startswith("W") else Severity.error,
+            )
         return found
 
 
@@ -97,13 +101,19 @@ def _codes_added(source: str) -> set[str]:
     variables: dict[str, set[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
-            consts = {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            consts = {
+                c.value
+                for c in ast.walk(node.value)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            }
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     variables.setdefault(target.id, set()).update(consts)
     found: set[str] = set()
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+        ):
             continue
         code = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "code"), None)
         if isinstance(code, ast.Constant) and isinstance(code.value, str):
@@ -111,7 +121,9 @@ def _codes_added(source: str) -> set[str]:
         elif isinstance(code, ast.Name):
             found |= variables.get(code.id, set())
         elif code is not None:
-            found |= {c.value for c in ast.walk(code) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            found |= {
+                c.value for c in ast.walk(code) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            }
     return {c for c in found if c.isupper()}
 
 
@@ -162,8 +174,14 @@ def _plan_snapshot(ctx: Any) -> Any:
             ctx.lock.model_dump() if ctx.lock else None,
             {
                 name: (
-                    cs.name, cs.branch, cs.checked, cs.canonical_head,
-                    [s.model_dump() for s in cs.statuses], dict(cs.states), dict(cs.heads), dict(cs.times),
+                    cs.name,
+                    cs.branch,
+                    cs.checked,
+                    cs.canonical_head,
+                    [s.model_dump() for s in cs.statuses],
+                    dict(cs.states),
+                    dict(cs.heads),
+                    dict(cs.times),
                     cs.mirror.refs("refs/"),
                 )
                 for name, cs in ctx.components.items()
@@ -174,7 +192,9 @@ def _plan_snapshot(ctx: Any) -> Any:
     )
 
 
-def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(plan_world: Any, tmp_path: Path) -> None:
+def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(
+    plan_world: Any, tmp_path: Path
+) -> None:
     from plan_world import FF, VLLM_PLAN
 
     from releasekit.manifest import load_manifest
@@ -208,8 +228,15 @@ def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(plan_worl
     assert _plan_snapshot(ctx) == before
     assert all(not s.codes for cs in ctx.components.values() for s in cs.statuses)
     expected = {
-        "PR_NOT_MERGED", "AFTER_VIOLATED", "MERGED_OUT_OF_ORDER", "SUPERSEDED_PR_MERGED", "CLOSED_PR_MERGED",
-        "EXCLUDED_CHANGE_PRESENT", "PR_HEAD_MOVED", "PIN_MISMATCH", "CANONICAL_ADVANCED",
+        "PR_NOT_MERGED",
+        "AFTER_VIOLATED",
+        "MERGED_OUT_OF_ORDER",
+        "SUPERSEDED_PR_MERGED",
+        "CLOSED_PR_MERGED",
+        "EXCLUDED_CHANGE_PRESENT",
+        "PR_HEAD_MOVED",
+        "PIN_MISMATCH",
+        "CANONICAL_ADVANCED",
     }
     assert expected <= emitted, sorted(expected - emitted)
 
@@ -247,8 +274,12 @@ def test_gate_rules_emit_declared_codes_on_tampered_evidence(tmp_path: Path) -> 
     statement = json.loads((release.evidence / "provenance.intoto.json").read_text())
     statement["subject"][0]["digest"]["sha256"] = "6" * 64
     (release.evidence / "provenance.intoto.json").write_text(json.dumps(statement))
-    release.write_receipt("tiny-tp1", passed=False, env={"HF_TOKEN": "hf_x", "VLLM_DISABLE_SHARED_EXPERTS_STREAM": "1"},
-                          args=["--enforce-eager", "--disable-aux-streams"])
+    release.write_receipt(
+        "tiny-tp1",
+        passed=False,
+        env={"HF_TOKEN": "hf_x", "VLLM_DISABLE_SHARED_EXPERTS_STREAM": "1"},
+        args=["--enforce-eager", "--disable-aux-streams"],
+    )
     release.write_receipt("tiny-tp1", image_id="sha256:" + "7" * 64, name="other-image.json")
     release.write_receipt("tiny-tp1", lock_sha256="8" * 64, name="other-lock.json")
     release.write_receipt("tiny-tp1-ngram", cell_sha256="9" * 64)
@@ -270,10 +301,21 @@ def test_gate_rules_emit_declared_codes_on_tampered_evidence(tmp_path: Path) -> 
         emitted |= set(got.codes())
     assert subject.model_dump() == before
     expected = {
-        "LOCK_MANIFEST_MISMATCH", "PLAN_CHECK_WRONG_LOCK", "PLAN_CHECK_FAILED", "VERIFICATION_WRONG_IMAGE",
-        "PROVENANCE_NOT_VERIFIED", "PROVENANCE_WRONG_IMAGE", "RECEIPT_INVALID", "RECEIPT_WRONG_IMAGE",
-        "RECEIPT_WRONG_LOCK", "RECEIPT_STALE_CELL", "RECEIPT_MISSING", "RECEIPT_FAILED", "FORBIDDEN_SWITCH",
-        "HIDDEN_SWITCH", "CREDENTIAL_IN_RECEIPT",
+        "LOCK_MANIFEST_MISMATCH",
+        "PLAN_CHECK_WRONG_LOCK",
+        "PLAN_CHECK_FAILED",
+        "VERIFICATION_WRONG_IMAGE",
+        "PROVENANCE_NOT_VERIFIED",
+        "PROVENANCE_WRONG_IMAGE",
+        "RECEIPT_INVALID",
+        "RECEIPT_WRONG_IMAGE",
+        "RECEIPT_WRONG_LOCK",
+        "RECEIPT_STALE_CELL",
+        "RECEIPT_MISSING",
+        "RECEIPT_FAILED",
+        "FORBIDDEN_SWITCH",
+        "HIDDEN_SWITCH",
+        "CREDENTIAL_IN_RECEIPT",
     }
     assert expected <= emitted, sorted(expected - emitted)
 
@@ -301,8 +343,10 @@ def test_the_hidden_switch_rule_asks_the_engine_adapter(tmp_path: Path) -> None:
     def hidden(engine: str) -> list[str]:
         cells = [c.model_copy(update={"engine": engine}) for c in policy.cells]
         subject = GateSubject(
-            image=ImageFacts(id=image_id, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)), lock_sha256=release.lock_sha256,
-            evidence=load_evidence(release.evidence, release.receipts), policy=policy.model_copy(update={"cells": cells}),
+            image=ImageFacts(id=image_id, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)),
+            lock_sha256=release.lock_sha256,
+            evidence=load_evidence(release.evidence, release.receipts),
+            policy=policy.model_copy(update={"cells": cells}),
         )
         return [f.message for f in NoHiddenSwitches().run(subject)]
 
@@ -320,9 +364,15 @@ def test_a_validate_check_returns_findings_and_records_its_measurements() -> Non
     from releasekit.validate.engines import engine_for
 
     cell = Cell.model_validate({"id": "c1", "model": {"name": "tiny"}, "checks": []})
-    config = LogScanCheck(kind="log_scan", forbid=["Traceback"], require=["Application startup complete", "never printed"])
+    config = LogScanCheck(
+        kind="log_scan", forbid=["Traceback"], require=["Application startup complete", "never printed"]
+    )
     ctx = CheckContext(
-        cell=cell, spec=ValidationSpec(), manifest_dir=ROOT, client=None, engine=engine_for("vllm"),
+        cell=cell,
+        spec=ValidationSpec(),
+        manifest_dir=ROOT,
+        client=None,
+        engine=engine_for("vllm"),
         read_log=lambda: "INFO Application startup complete\nTraceback (most recent call last):\n",
     )
     check = LogScan(config)
@@ -331,7 +381,9 @@ def test_a_validate_check_returns_findings_and_records_its_measurements() -> Non
     assert found.codes() == ["LOG_ERROR", "LOG_MISSING"] and set(found.codes()) <= set(check.codes)
     assert all(f.location.cell == "c1" for f in found)
     assert {m.name: m.value for m in ctx.record.metrics} == {
-        "log_scan.forbidden_hits": 1, "log_scan.required_missing": 1, "log_scan.lines": 2
+        "log_scan.forbidden_hits": 1,
+        "log_scan.required_missing": 1,
+        "log_scan.lines": 2,
     }
     result = run_check(LogScan(config), ctx)
     assert result.name == "log_scan" and not result.passed and len(result.metrics) == 3
@@ -344,8 +396,12 @@ def test_spec_counters_take_their_names_from_the_adapter() -> None:
     from releasekit.validate.metrics import SpecCounters
 
     names = SpecDecodeMetricNames(
-        prefix="other:spec_", drafts="other:spec_drafts", draft_tokens="other:spec_draft_tokens",
-        accepted_tokens="other:spec_accepted", accepted_per_position="other:spec_accepted_pos", position_label="pos",
+        prefix="other:spec_",
+        drafts="other:spec_drafts",
+        draft_tokens="other:spec_draft_tokens",
+        accepted_tokens="other:spec_accepted",
+        accepted_per_position="other:spec_accepted_pos",
+        position_label="pos",
     )
     text = (
         "other:spec_drafts_total 4\nother:spec_draft_tokens_total 12\nother:spec_accepted_total 6\n"
@@ -353,7 +409,11 @@ def test_spec_counters_take_their_names_from_the_adapter() -> None:
     )
     got = SpecCounters.from_text(text, names)
     assert (got.drafts, got.draft_tokens, got.accepted_tokens, got.accepted_per_position, got.present) == (
-        4, 12, 6, {0: 4.0}, True
+        4,
+        12,
+        6,
+        {0: 4.0},
+        True,
     )
 
 

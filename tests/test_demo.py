@@ -25,8 +25,19 @@ def test_demo_runs_green(demo_run, docker_client):
     assert result["passed"] is True
     assert all(isinstance(s["seconds"], float) for s in result["stages"])
     assert [s["name"] for s in result["stages"]] == [
-        "base-image", "engine image", "example", "validation matrix", "plan lock", "plan check", "build",
-        "verify-provenance", "baseline image", "test", "hygiene", "validate", "publish",
+        "base-image",
+        "engine image",
+        "example",
+        "validation matrix",
+        "plan lock",
+        "plan check",
+        "build",
+        "verify-provenance",
+        "baseline image",
+        "test",
+        "hygiene",
+        "validate",
+        "publish",
     ]
     assert all(s["status"] == "passed" for s in result["stages"])
     release = root / "demo" / "release"
@@ -42,7 +53,9 @@ def test_demo_runs_green(demo_run, docker_client):
         assert labels[f"io.releasekit.component.{name}.commit"] == comp["commit"]
     assert ("kernels" in lock["components"]) == HAS_NVCC
     greeting = docker_client.containers.run(
-        result["image_id"], ["python3", "-c", "import rkdemo_runtime; print(rkdemo_runtime.greet())"], remove=True
+        result["image_id"],
+        ["python3", "-c", "import rkdemo_runtime; print(rkdemo_runtime.greet())"],
+        remove=True,
     ).decode()
     assert greeting.strip() == f"hello from rkdemo 0.1.0+g{lock['components']['runtime']['commit'][:12]}"
     _check_test_stage(root / "demo", result, lock_sha)
@@ -77,9 +90,15 @@ def _check_test_stage(demo: Path, result: dict, lock_sha: str) -> None:
     warnings = {f["code"] for f in publish["findings"]["findings"] if f["severity"] == "warning"}
     assert {"TEST_SUITE_SKIPPED", "HYGIENE_FAILED"} <= warnings
     notes = (release / "RELEASE.md").read_text()
-    assert "| runtime/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok; failed <= 1: 1 ok | 1 pre-existing |" in notes
+    assert (
+        "| runtime/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok; failed <= 1: 1 ok | 1 pre-existing |"
+        in notes
+    )
     report = (release / "validation-report" / "REPORT.md").read_text()
-    assert "| runtime/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok; failed <= 1: 1 ok |" in report
+    assert (
+        "| runtime/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok; failed <= 1: 1 ok |"
+        in report
+    )
 
 
 def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client) -> None:
@@ -93,7 +112,12 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     off = read_receipt(receipts / "cpu-spec-off.json")
     ngram = read_receipt(receipts / "cpu-ngram3.json")
     for r in (off, ngram):
-        assert (r.image_id, r.lock_sha256, r.passed, r.status) == (result["image_id"], lock_sha, True, "passed")
+        assert (r.image_id, r.lock_sha256, r.passed, r.status) == (
+            result["image_id"],
+            lock_sha,
+            True,
+            "passed",
+        )
         assert r.metrics["throughput.c4.completed"].value == 4
         assert r.invocation is not None and r.invocation.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     # The spec-off cell: real accuracy on every question of the pinned 30-question set, well above zero.
@@ -124,19 +148,25 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     from releasekit.manifest.validation import Gate
     from releasekit.validate.gates import BaselineValues, evaluate_gate
 
-    spec_off = {"spec-off": BaselineValues(name="spec-off", values={k: m.value for k, m in off.metrics.items()})}
+    spec_off = {
+        "spec-off": BaselineValues(name="spec-off", values={k: m.value for k, m in off.metrics.items()})
+    }
     unmeetable = Gate(metric="decode.output_tok_s", baseline="spec-off", min_ratio=50.0, runs=1)
     result_gate, gate_findings = evaluate_gate(unmeetable, ngram.metrics, spec_off)
     assert not result_gate.passed and gate_findings.codes() == ["GATE_BELOW_BASELINE"]
     report = demo / "release" / "validation-report"
     summary = json.loads((report / "summary.json").read_text())
-    assert summary["passed"] and sorted(c["cell_id"] for c in summary["cells"]) == ["cpu-ngram3", "cpu-spec-off"]
+    assert summary["passed"] and sorted(c["cell_id"] for c in summary["cells"]) == [
+        "cpu-ngram3",
+        "cpu-spec-off",
+    ]
     assert (report / "throughput.png").read_bytes()[:4] == b"\x89PNG"
     assert (report / "gates.png").read_bytes()[:4] == b"\x89PNG"
     assert "cpu-ngram3" in (report / "REPORT.md").read_text()
     # Nothing left behind of the candidate's cells (the Docker Engine may be shared with other runs).
     assert not docker_client.containers.list(
-        all=True, filters={"label": "io.releasekit.validate.cell", "ancestor": result["image_id"]})
+        all=True, filters={"label": "io.releasekit.validate.cell", "ancestor": result["image_id"]}
+    )
 
 
 def test_without_nvcc_the_cuda_component_is_left_out_with_a_reason(tmp_path, monkeypatch):

@@ -62,16 +62,26 @@ def test_inspect_gives_the_engines_facts(engine: Engine, base_image, docker_clie
 
 def test_a_run_past_its_timeout_is_killed_and_removed(engine: Engine, base_image, docker_client) -> None:
     started = time.monotonic()
-    result = engine.run(base_image.image_id, ["sleep", "60"], entrypoint=["/usr/bin/env"], timeout=2,
-                        labels={LABEL: "timeout"})
+    result = engine.run(
+        base_image.image_id,
+        ["sleep", "60"],
+        entrypoint=["/usr/bin/env"],
+        timeout=2,
+        labels={LABEL: "timeout"},
+    )
     assert result.timed_out and result.exit_code == -1
     assert time.monotonic() - started < 30
     assert not _leftovers(docker_client)
 
 
 def test_a_run_reports_exit_code_and_output(engine: Engine, base_image, docker_client) -> None:
-    result = engine.run(base_image.image_id, ["-c", "echo out; echo err >&2; exit 3"], entrypoint=["/bin/sh"],
-                        timeout=60, labels={LABEL: "exit"})
+    result = engine.run(
+        base_image.image_id,
+        ["-c", "echo out; echo err >&2; exit 3"],
+        entrypoint=["/bin/sh"],
+        timeout=60,
+        labels={LABEL: "exit"},
+    )
     assert not result.timed_out and result.exit_code == 3
     assert "out" in result.output and "err" in result.output
     assert not _leftovers(docker_client)
@@ -79,9 +89,12 @@ def test_a_run_reports_exit_code_and_output(engine: Engine, base_image, docker_c
 
 def test_container_lifecycle_with_shm_size_and_no_network(engine: Engine, base_image, docker_client) -> None:
     container = engine.create(
-        base_image.image_id, entrypoint=["/bin/sh", "-c"],
+        base_image.image_id,
+        entrypoint=["/bin/sh", "-c"],
         command=["df -k /dev/shm | tail -1; cat /sys/class/net/*/operstate 2>/dev/null | sort -u; sleep 60"],
-        shm_size="64m", network=False, labels={LABEL: "lifecycle"},
+        shm_size="64m",
+        network=False,
+        labels={LABEL: "lifecycle"},
     )
     try:
         assert container.state()[0] == "created"
@@ -142,5 +155,7 @@ def test_a_wrong_socket_is_a_one_line_environment_problem(monkeypatch, tmp_path:
 
 def test_the_cli_does_not_import_the_docker_sdk_for_help() -> None:
     code = "import sys\nfrom releasekit.cli import app\nprint('docker' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd())
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd()
+    )
     assert out.stdout.strip() == "False"

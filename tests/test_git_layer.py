@@ -59,7 +59,14 @@ def test_fresh_checkout_refuses_wrong_tree_and_non_empty_dest(forge: Forge, tmp_
 
 @pytest.mark.parametrize(
     "url",
-    ["ext::sh -c touch% /tmp/pwned", "-upload-pack=touch", "fd::17", "http://example.com/r.git", "ftp://h/r", "git://h/r"],
+    [
+        "ext::sh -c touch% /tmp/pwned",
+        "-upload-pack=touch",
+        "fd::17",
+        "http://example.com/r.git",
+        "ftp://h/r",
+        "git://h/r",
+    ],
 )
 def test_unsafe_urls_are_refused(url: str) -> None:
     with pytest.raises(InputError):
@@ -115,7 +122,11 @@ def test_landing_map_is_the_first_first_parent_commit_containing_each_commit(for
 
     rng = random.Random(7)
     for i in range(6):
-        forge.open_pr(i + 1, [{f"f{i}_{j}.txt": f"{j}\n"} for j in range(rng.randint(1, 3))], start=f"main~{rng.randint(0, i)}" if i else None)
+        forge.open_pr(
+            i + 1,
+            [{f"f{i}_{j}.txt": f"{j}\n"} for j in range(rng.randint(1, 3))],
+            start=f"main~{rng.randint(0, i)}" if i else None,
+        )
         forge.commit({f"main{i}.txt": "m\n"}, f"main {i}", branch="main")
         forge.push("main")
     for i in rng.sample(range(1, 7), 6):

@@ -37,15 +37,19 @@ def pinned(path: Path, **over: Any) -> dict[str, Any]:
     return {"path": path.name, "sha256": sha(path), "samples": len(read_problems(path)[0]), **over}
 
 
-def context(tmp_path: Path, datasets: dict[str, Any], check: dict[str, Any], baselines: dict[str, Any] | None = None) -> tuple[CheckContext, Gsm8kCheck]:
+def context(
+    tmp_path: Path, datasets: dict[str, Any], check: dict[str, Any], baselines: dict[str, Any] | None = None
+) -> tuple[CheckContext, Gsm8kCheck]:
     for name in ("arith-test.jsonl", "arith-train.jsonl"):
         if not (tmp_path / name).exists():
             (tmp_path / name).write_bytes((DATASETS / name).read_bytes())
-    spec = ValidationSpec.model_validate({
-        "datasets": datasets,
-        "baselines": baselines or {},
-        "cells": [{"id": "c", "model": {"name": "m"}, "gpus": 0, "checks": [{"kind": "gsm8k", **check}]}],
-    })
+    spec = ValidationSpec.model_validate(
+        {
+            "datasets": datasets,
+            "baselines": baselines or {},
+            "cells": [{"id": "c", "model": {"name": "m"}, "gpus": 0, "checks": [{"kind": "gsm8k", **check}]}],
+        }
+    )
     cell = spec.cells[0]
     ctx = CheckContext(cell=cell, spec=spec, manifest_dir=tmp_path, client=None, engine=engine_for("vllm"))
     cfg = cell.checks[0]
@@ -60,8 +64,12 @@ def good_datasets() -> dict[str, Any]:
 CHECK = {"dataset": "arith", "fewshot": "train", "num_fewshot": 6}
 
 
-def run_prepare(tmp_path: Path, datasets: dict[str, Any], check: dict[str, Any] = CHECK,
-                baselines: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
+def run_prepare(
+    tmp_path: Path,
+    datasets: dict[str, Any],
+    check: dict[str, Any] = CHECK,
+    baselines: dict[str, Any] | None = None,
+) -> tuple[Any, list[str]]:
     ctx, cfg = context(tmp_path, datasets, check, baselines)
     findings = Findings()
     ready = prepare(ctx, cfg, findings)
@@ -86,7 +94,9 @@ def test_the_pinned_sets_give_every_question_and_separate_examples(tmp_path: Pat
     ],
     ids=["wrong-hash", "wrong-size", "no-hash", "no-size"],
 )
-def test_a_scored_set_that_is_not_the_pinned_one_is_refused(tmp_path: Path, change: dict[str, Any], code: str) -> None:
+def test_a_scored_set_that_is_not_the_pinned_one_is_refused(
+    tmp_path: Path, change: dict[str, Any], code: str
+) -> None:
     datasets = good_datasets()
     datasets["arith"].update(change)
     ready, codes = run_prepare(tmp_path, datasets)
@@ -130,15 +140,22 @@ def test_the_count_must_equal_the_baselines(tmp_path: Path) -> None:
 
 def test_a_receipt_of_todays_tool_is_a_baseline_under_our_names(tmp_path: Path) -> None:
     legacy = {
-        "schema_version": 1, "status": "qualified", "image": "x/y:z",
+        "schema_version": 1,
+        "status": "qualified",
+        "image": "x/y:z",
         "evidence": {"mtp3": {"decode_tps": {"c1": 121.25}, "strict_draft_acceptance": 0.6544}},
     }
     (tmp_path / "r34.json").write_text(json.dumps(legacy))
-    base = Baseline.model_validate({
-        "source": "today's tool's r34 receipt",
-        "receipt": "r34.json",
-        "receipt_metrics": {"acceptance.rate": "mtp3.strict_draft_acceptance", "decode.output_tok_s": "mtp3.decode_tps.c1"},
-    })
+    base = Baseline.model_validate(
+        {
+            "source": "today's tool's r34 receipt",
+            "receipt": "r34.json",
+            "receipt_metrics": {
+                "acceptance.rate": "mtp3.strict_draft_acceptance",
+                "decode.output_tok_s": "mtp3.decode_tps.c1",
+            },
+        }
+    )
     values = resolve_baseline("r34", base, tmp_path)
     assert values.problem is None
     assert values.values["acceptance.rate"] == pytest.approx(0.6544)
@@ -149,28 +166,53 @@ def test_a_receipt_of_todays_tool_is_a_baseline_under_our_names(tmp_path: Path) 
     assert broken.problem is not None and "status" in broken.problem
 
 
-def test_a_wrong_dataset_is_refused_before_the_server_starts(tmp_path: Path, base_image, docker_client) -> None:
+def test_a_wrong_dataset_is_refused_before_the_server_starts(
+    tmp_path: Path, base_image, docker_client
+) -> None:
     """Through the CLI: the cell fails with DATASET_CHANGED and no container was ever made."""
     (tmp_path / "arith-test.jsonl").write_bytes((DATASETS / "arith-test.jsonl").read_bytes() + b"\n")
     (tmp_path / "arith-train.jsonl").write_bytes((DATASETS / "arith-train.jsonl").read_bytes())
     data = {
         "schema": "releasekit/v1",
         "name": "protocol",
-        "components": {"app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}},
+        "components": {
+            "app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}
+        },
         "toolchain": {"base_image": {"name": "base", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
         "validation": {
             "datasets": good_datasets(),
-            "cells": [{"id": "wrong-data", "model": {"name": "m"}, "gpus": 0,
-                       "engine_command": ["python3", "-c", "import time; time.sleep(60)"],
-                       "checks": [{"kind": "gsm8k", **CHECK}]}],
+            "cells": [
+                {
+                    "id": "wrong-data",
+                    "model": {"name": "m"},
+                    "gpus": 0,
+                    "engine_command": ["python3", "-c", "import time; time.sleep(60)"],
+                    "checks": [{"kind": "gsm8k", **CHECK}],
+                }
+            ],
         },
     }
     manifest = tmp_path / "m.yaml"
     YAML(typ="safe", pure=True).dump(data, manifest)
     proc = subprocess.run(
-        [sys.executable, "-m", "releasekit", "validate", str(manifest), "--image", base_image.name,
-         "-o", str(tmp_path / "receipts"), "--gpus", "0", "--json"],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "validate",
+            str(manifest),
+            "--image",
+            base_image.name,
+            "-o",
+            str(tmp_path / "receipts"),
+            "--gpus",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     from releasekit.records.receipt import read_receipt
@@ -186,12 +228,45 @@ def test_a_wrong_dataset_is_refused_before_the_server_starts(tmp_path: Path, bas
 # --- lm-eval's own scorer as the reference ------------------------------------------------------
 
 OUTPUTS = [
-    "5 + 12 = 17.\n#### 17", "The answer is $1,234.", "It costs 3.50 dollars, so 7.", "-3 degrees", "no number",
-    "18 - 4 = 14.\n#### 14\n\n", "I think 42.", "$18.00", "1,000,000", "answer: 7. Then question 8",
-    "#### 72", "He has 2 apples and 3 pears: 5", ".5", "3.", "12,", "x = -0.25", "$ 5", "--7",
+    "5 + 12 = 17.\n#### 17",
+    "The answer is $1,234.",
+    "It costs 3.50 dollars, so 7.",
+    "-3 degrees",
+    "no number",
+    "18 - 4 = 14.\n#### 14\n\n",
+    "I think 42.",
+    "$18.00",
+    "1,000,000",
+    "answer: 7. Then question 8",
+    "#### 72",
+    "He has 2 apples and 3 pears: 5",
+    ".5",
+    "3.",
+    "12,",
+    "x = -0.25",
+    "$ 5",
+    "--7",
 ]
-REFERENCES = ["#### 17", "#### 1234", "#### 7", "#### -3", "#### 1", "#### 14", "#### 42", "#### 18", "#### 1000000",
-              "#### 8", "#### 72", "#### 5", "#### 0.5", "#### 3", "#### 12", "#### -0.25", "#### 5", "#### -7"]
+REFERENCES = [
+    "#### 17",
+    "#### 1234",
+    "#### 7",
+    "#### -3",
+    "#### 1",
+    "#### 14",
+    "#### 42",
+    "#### 18",
+    "#### 1000000",
+    "#### 8",
+    "#### 72",
+    "#### 5",
+    "#### 0.5",
+    "#### 3",
+    "#### 12",
+    "#### -0.25",
+    "#### 5",
+    "#### -7",
+]
 
 
 def lm_eval_scorer() -> Any:
@@ -220,7 +295,9 @@ def lm_eval_scorer() -> Any:
 
 def test_flexible_extract_agrees_with_lm_eval() -> None:
     """Our scorer against lm-eval 0.4.13's own filter and metric, configured from its gsm8k.yaml."""
-    pytest.importorskip("lm_eval", reason="lm-eval is not installed (scripts/setup.sh installs it with --no-deps)")
+    pytest.importorskip(
+        "lm_eval", reason="lm-eval is not installed (scripts/setup.sh installs it with --no-deps)"
+    )
     import importlib.util
 
     from lm_eval.filters.extraction import RegexFilter
@@ -241,8 +318,11 @@ def test_flexible_extract_agrees_with_lm_eval() -> None:
         ours, ok = scoring.score(output, reference, "flexible-extract")
         assert ours == their, (output, ours, their)
         their_ok = exact_match(
-            predictions=[their], references=[reference], regexes_to_ignore=metric["regexes_to_ignore"],
-            ignore_case=metric["ignore_case"], ignore_punctuation=metric["ignore_punctuation"],
+            predictions=[their],
+            references=[reference],
+            regexes_to_ignore=metric["regexes_to_ignore"],
+            ignore_case=metric["ignore_case"],
+            ignore_punctuation=metric["ignore_punctuation"],
         )["exact_match"]
         assert ok == bool(their_ok), (output, reference, ours)
 
@@ -268,7 +348,9 @@ def test_every_mtp_cell_of_ff_next_has_acceptance_and_speed_gates_on_a_named_bas
     for cell in mtp:
         gated = {g.metric: g for g in cell.gates}
         assert "acceptance.rate" in gated, cell.id
-        assert {"decode.target_step_rate", "decode.output_tok_s", "throughput.c32.output_tok_s"} & set(gated), cell.id
+        assert {"decode.target_step_rate", "decode.output_tok_s", "throughput.c32.output_tok_s"} & set(
+            gated
+        ), cell.id
         assert "acceptance" in [c.kind for c in cell.checks], cell.id
         for gate in cell.gates:
             assert gate.baseline in spec.baselines
@@ -286,8 +368,12 @@ def test_seed_000_figures_are_the_qualification_baseline() -> None:
 
     spec = load_manifest(REPO / "manifests" / "ds4-sm120.yaml").manifest.validation
     values = spec.baselines["seed-000-qualification"].values
-    assert values == {"gsm8k.accuracy": 0.9363, "gsm8k.n": 1319, "throughput.completed_ratio": 1.0,
-                      "throughput.c32.output_tok_s": 648.5}
+    assert values == {
+        "gsm8k.accuracy": 0.9363,
+        "gsm8k.n": 1319,
+        "throughput.completed_ratio": 1.0,
+        "throughput.c32.output_tok_s": 648.5,
+    }
     cell = spec.cells[0]
     gsm = next(c for c in cell.checks if isinstance(c, Gsm8kCheck))
     assert (gsm.baseline, gsm.fewshot, gsm.num_fewshot) == ("seed-000-qualification", "gsm8k-train", 5)

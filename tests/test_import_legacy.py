@@ -21,17 +21,38 @@ REFERENCE = REPO.parent / "shared" / "reference"
 REF_MANIFEST = REFERENCE / "blackwell-llm-docker.manifest.vllm.gilded-gnosis-v20.json"
 REF_LOCK = REFERENCE / "blackwell-llm-docker.integration.lock.gilded-gnosis-v20-r34.json"
 REF_RECEIPT = REFERENCE / "blackwell-llm-docker.validation-receipt.gilded-gnosis-v20-r34.json"
-needs_reference = pytest.mark.skipif(not REF_MANIFEST.exists(), reason="shared/reference is not beside this checkout")
+needs_reference = pytest.mark.skipif(
+    not REF_MANIFEST.exists(), reason="shared/reference is not beside this checkout"
+)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @needs_reference
 def test_the_three_reference_files_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "gg.yaml"
-    r = cli("manifest", "import", str(REF_MANIFEST), "--lock", str(REF_LOCK), "--receipt", str(REF_RECEIPT), "-o", str(out), "--base-image", "local/base", "--json")
+    r = cli(
+        "manifest",
+        "import",
+        str(REF_MANIFEST),
+        "--lock",
+        str(REF_LOCK),
+        "--receipt",
+        str(REF_RECEIPT),
+        "-o",
+        str(out),
+        "--base-image",
+        "local/base",
+        "--json",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     m = load_manifest(out).manifest
     ref = read_merge_manifest(REF_MANIFEST)
@@ -61,8 +82,20 @@ def test_lock_out_refuses_a_repository_without_the_locked_commits(tmp_path: Path
     forge = Forge(tmp_path / "other", default_branch="dev/gilded-gnosis")
     forge.init()
     r = cli(
-        "manifest", "import", str(REF_MANIFEST), "--lock", str(REF_LOCK), "--lock-out", str(tmp_path / "lock.json"),
-        "-o", str(tmp_path / "gg.yaml"), "--base-image", "b", "--repo", forge.url, "--allow-local-repos",
+        "manifest",
+        "import",
+        str(REF_MANIFEST),
+        "--lock",
+        str(REF_LOCK),
+        "--lock-out",
+        str(tmp_path / "lock.json"),
+        "-o",
+        str(tmp_path / "gg.yaml"),
+        "--base-image",
+        "b",
+        "--repo",
+        forge.url,
+        "--allow-local-repos",
         env={"RELEASEKIT_CACHE": str(tmp_path / "cache")},
     )
     assert r.returncode == 2 and "e2666d9a65f4" in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -74,7 +107,17 @@ def test_legacy_readers_refuse_other_files(tmp_path: Path) -> None:
     bad.write_text('{"schema_version": 1, "name": "x"}')
     for args in (["--lock", str(bad)], ["--receipt", str(bad)]):
         good = tmp_path / "m.json"
-        good.write_text(json.dumps({"schema_version": 1, "name": "n", "repository": "https://example.invalid/r.git", "base_ref": "refs/heads/main", "pull_requests": []}))
+        good.write_text(
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "name": "n",
+                    "repository": "https://example.invalid/r.git",
+                    "base_ref": "refs/heads/main",
+                    "pull_requests": [],
+                }
+            )
+        )
         r = cli("manifest", "import", str(good), *args, "-o", str(tmp_path / "o.yaml"), "--base-image", "b")
         assert r.returncode == 2 and "of today's tool" in r.stderr, r.stderr
 
@@ -104,9 +147,24 @@ def _reference_shape(tmp_path: Path) -> tuple[Forge, Path, Path]:
                     {"number": 280, "head": forge.pr_head(280), "title": "topology transport"},
                 ],
                 "reviewed_exclusions": [
-                    {"number": 197, "head": forge.pr_head(197), "disposition": "superseded", "reason": "Included with original authorship and a focused regression test in PR #254."},
-                    {"number": 279, "head": forge.pr_head(279), "disposition": "superseded", "reason": "Superseded by PR #280 against dev/gilded-gnosis; PR #280 retains the R7 implementation commits and authorship."},
-                    {"number": 240, "head": forge.pr_head(240), "disposition": "out_of_scope", "reason": "Qwen-only loader."},
+                    {
+                        "number": 197,
+                        "head": forge.pr_head(197),
+                        "disposition": "superseded",
+                        "reason": "Included with original authorship and a focused regression test in PR #254.",
+                    },
+                    {
+                        "number": 279,
+                        "head": forge.pr_head(279),
+                        "disposition": "superseded",
+                        "reason": "Superseded by PR #280 against dev/gilded-gnosis; PR #280 retains the R7 implementation commits and authorship.",
+                    },
+                    {
+                        "number": 240,
+                        "head": forge.pr_head(240),
+                        "disposition": "out_of_scope",
+                        "reason": "Qwen-only loader.",
+                    },
                 ],
             }
         )
@@ -120,7 +178,13 @@ def _reference_shape(tmp_path: Path) -> tuple[Forge, Path, Path]:
                 "base": {"repository": forge.url, "ref": "refs/heads/dev/gilded-gnosis", "commit": base},
                 "manifest": {"sha256": hashlib.sha256(manifest.read_bytes()).hexdigest()},
                 "pull_requests": [
-                    {"number": n, "ref": f"refs/pull/{n}/head", "head": forge.pr_head(n), "title": t, "disposition": "merged"}
+                    {
+                        "number": n,
+                        "ref": f"refs/pull/{n}/head",
+                        "head": forge.pr_head(n),
+                        "title": t,
+                        "disposition": "merged",
+                    }
                     for n, t in ((254, "tier with test"), (280, "topology transport"))
                 ],
                 "result": {"tree": forge.tree(head), "patch": "integration.patch"},
@@ -155,13 +219,28 @@ def test_integration_lock_becomes_a_releasekit_lock(tmp_path: Path) -> None:
     forge, manifest, legacy_lock = _reference_shape(tmp_path)
     env = {"RELEASEKIT_CACHE": str(tmp_path / "cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     out, lock_out = tmp_path / "gg.yaml", tmp_path / "lock.json"
-    r = cli("manifest", "import", str(manifest), "--lock", str(legacy_lock), "--lock-out", str(lock_out), "-o", str(out), "--base-image", "b", env=env)
+    r = cli(
+        "manifest",
+        "import",
+        str(manifest),
+        "--lock",
+        str(legacy_lock),
+        "--lock-out",
+        str(lock_out),
+        "-o",
+        str(out),
+        "--base-image",
+        "b",
+        env=env,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     lock = read_lock(lock_out)
     legacy = read_integration_lock(legacy_lock)
     comp = lock.git_components()["vllm"]
     assert comp.commit == legacy.base.commit == load_manifest(out).manifest.components["vllm"].commit
-    assert [(p.number, p.head) for p in comp.pull_requests] == [(p.number, p.head) for p in legacy.pull_requests]
+    assert [(p.number, p.head) for p in comp.pull_requests] == [
+        (p.number, p.head) for p in legacy.pull_requests
+    ]
     assert comp.composed_tree == legacy.result.tree and comp.tree == forge.tree(legacy.base.commit)
     assert lock.manifest.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
     # Base + plan composes to today's tree: the lock is something to check against.

@@ -75,7 +75,9 @@ def codes_for(tmp_path: Path, data: dict) -> list[str]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO
+    )
 
 
 # --- the real manifests ---------------------------------------------------------------
@@ -104,7 +106,9 @@ def test_plain_scalar_cut_by_a_pr_number_comment_is_reported(tmp_path):
     loaded = validate_manifest(path)
     cut = [f for f in loaded.findings if f.code == "SCALAR_CUT_BY_COMMENT"]
     line = text.splitlines().index("  description: Upstream PR #47979 sequence-parallel experiments") + 1
-    assert [(f.location.line, f.location.field, f.severity.value) for f in cut] == [(line, "exclusions[0].description", "warning")]
+    assert [(f.location.line, f.location.field, f.severity.value) for f in cut] == [
+        (line, "exclusions[0].description", "warning")
+    ]
     assert loaded.manifest.exclusions[0].description == "Upstream PR"  # what YAML really read
     r = cli("manifest", "validate", str(path))
     assert r.returncode == 0 and f"cut.yaml:{line}:" in r.stdout
@@ -128,7 +132,16 @@ def test_ff_next_encodes_seed_003_vllm_plan():
     assert b12x.merge_plan[3].supersedes == [33]
     assert [c.pr for c in b12x.already_canonical] == [31]
     assert {e.id for e in m.exclusions} >= {"upstream-47979-sp-sm120-pcie", "docker-ab-overlays"}
-    assert set(m.provenance.record) == {"vllm", "b12x", "flashinfer", "instanttensor", "pytorch", "cuda", "nccl", "build-repo"}
+    assert set(m.provenance.record) == {
+        "vllm",
+        "b12x",
+        "flashinfer",
+        "instanttensor",
+        "pytorch",
+        "cuda",
+        "nccl",
+        "build-repo",
+    }
     cells = {c.id: c for c in m.validation.cells}
     assert cells["glm52-tp8-dcp1-mtp3"].speculative.label() == "mtp:3"
     assert {c.id for c in cells.values() if c.id.startswith("ds4-")} == {
@@ -147,7 +160,12 @@ def test_ds4_encodes_seed_000():
     assert m.components["flashinfer"].version == "0.6.14"
     assert [(p.package, p.version) for p in m.pins] == [("apache-tvm-ffi", "0.1.12")]
     (cell,) = m.validation.cells
-    assert (cell.parallel.tp, cell.parallel.ep, cell.parallel.prefill_replicas, cell.parallel.decode_replicas) == (2, 2, 1, 1)
+    assert (
+        cell.parallel.tp,
+        cell.parallel.ep,
+        cell.parallel.prefill_replicas,
+        cell.parallel.decode_replicas,
+    ) == (2, 2, 1, 1)
     tp = next(c for c in cell.checks if c.kind == "throughput")
     assert sum(tp.prompts_per_concurrency * c for c in tp.concurrency) == 252
     base = m.validation.baselines["seed-000-qualification"].values
@@ -159,7 +177,11 @@ def test_ds4_encodes_seed_000():
 def test_show_lists_plan_in_order_with_supersession_and_cross_component_after():
     r = cli("manifest", "show", str(FF_NEXT))
     assert r.returncode == 0, r.stderr
-    order = [line.split("│")[2].strip() for line in r.stdout.splitlines() if line.startswith("│") and "#" in line.split("│")[2]]
+    order = [
+        line.split("│")[2].strip()
+        for line in r.stdout.splitlines()
+        if line.startswith("│") and "#" in line.split("│")[2]
+    ]
     assert order[:10] == ["#108", "#97", "#103", "#98", "#99", "#100", "#101", "#102", "#104", "#109"]
     row109 = next(line for line in r.stdout.splitlines() if "│ #109" in line)
     assert "#105, #106, #107" in row109 and "#108" in row109
@@ -198,7 +220,10 @@ def broken(mutate) -> dict:
     ("code", "mutate"),
     [
         ("DUPLICATE_PR", lambda d: d["components"]["app"]["merge_plan"].append({"pr": 1, "title": "again"})),
-        ("DUPLICATE_PR", lambda d: d["components"]["app"]["closed"].append({"pr": 2, "title": "x", "reason": "y"})),
+        (
+            "DUPLICATE_PR",
+            lambda d: d["components"]["app"]["closed"].append({"pr": 2, "title": "x", "reason": "y"}),
+        ),
         ("UNKNOWN_AFTER_TARGET", lambda d: d["components"]["app"]["merge_plan"][1].update(after=[99])),
         ("UNKNOWN_AFTER_TARGET", lambda d: d["components"]["app"]["merge_plan"][2].update(after=["lib#8"])),
         ("UNKNOWN_COMPONENT", lambda d: d["components"]["app"]["merge_plan"][2].update(after=["nolib#7"])),
@@ -207,16 +232,39 @@ def broken(mutate) -> dict:
         ("SELF_DEPENDENCY", lambda d: d["components"]["app"]["merge_plan"][1].update(after=[2])),
         ("ORDER_CONTRADICTS_AFTER", lambda d: d["components"]["app"]["merge_plan"][0].update(after=[2])),
         ("SUPERSEDED_PR_PLANNED", lambda d: d["components"]["app"]["merge_plan"][2].update(supersedes=[1])),
-        ("SUPERSEDED_PR_CANONICAL", lambda d: d["components"]["app"]["already_canonical"].append({"pr": 9, "title": "t"}) or d["components"]["app"]["merge_plan"][2].update(supersedes=[9])),
-        ("UNRESOLVED_PLACEHOLDER", lambda d: d["components"]["app"]["merge_plan"][0].update(title="TODO fill in")),
-        ("UNRESOLVED_PLACEHOLDER", lambda d: d["components"]["app"].update(repo="https://example.invalid/${ORG}/app.git")),
-        ("UNRESOLVED_PLACEHOLDER", lambda d: d["components"]["app"]["merge_plan"][0].update(note="to-be-locked")),
+        (
+            "SUPERSEDED_PR_CANONICAL",
+            lambda d: (
+                d["components"]["app"]["already_canonical"].append({"pr": 9, "title": "t"})
+                or d["components"]["app"]["merge_plan"][2].update(supersedes=[9])
+            ),
+        ),
+        (
+            "UNRESOLVED_PLACEHOLDER",
+            lambda d: d["components"]["app"]["merge_plan"][0].update(title="TODO fill in"),
+        ),
+        (
+            "UNRESOLVED_PLACEHOLDER",
+            lambda d: d["components"]["app"].update(repo="https://example.invalid/${ORG}/app.git"),
+        ),
+        (
+            "UNRESOLVED_PLACEHOLDER",
+            lambda d: d["components"]["app"]["merge_plan"][0].update(note="to-be-locked"),
+        ),
         ("PIN_CONFLICT", lambda d: d["pins"][0].update(version="1.2.4")),
         ("DUPLICATE_PIN", lambda d: d["pins"].append({"package": "SomeWheel", "version": "1.2.3"})),
         ("FORBIDDEN_COMPONENT", lambda d: d.update(policy={"forbidden_distributions": ["some*"]})),
         ("UNKNOWN_PROVENANCE_ITEM", lambda d: d.update(provenance={"record": ["app", "nosuch"]})),
-        ("DUPLICATE_EXCLUSION", lambda d: d.update(exclusions=[{"id": "x", "description": "d", "reason": "r", "pr": 40}] * 2)),
-        ("EXCLUDED_PR_PLANNED", lambda d: d.update(exclusions=[{"id": "x", "description": "d", "reason": "r", "component": "app", "pr": 1}])),
+        (
+            "DUPLICATE_EXCLUSION",
+            lambda d: d.update(exclusions=[{"id": "x", "description": "d", "reason": "r", "pr": 40}] * 2),
+        ),
+        (
+            "EXCLUDED_PR_PLANNED",
+            lambda d: d.update(
+                exclusions=[{"id": "x", "description": "d", "reason": "r", "component": "app", "pr": 1}]
+            ),
+        ),
     ],
 )
 def test_rule_violation_is_reported(tmp_path, code, mutate):
@@ -240,25 +288,42 @@ def test_to_be_locked_is_allowed_only_in_lockable_fields(tmp_path):
     ok = broken(lambda d: d["components"]["app"].update(commit="to-be-locked"))
     assert codes_for(tmp_path, ok) == []
     with pytest.raises(ManifestError):
-        validate_manifest(write(tmp_path, broken(lambda d: d["toolchain"].update(cuda_arch_list=["to-be-locked"]))))
+        validate_manifest(
+            write(tmp_path, broken(lambda d: d["toolchain"].update(cuda_arch_list=["to-be-locked"])))
+        )
 
 
 def test_validation_matrix_rules(tmp_path):
-    cell = {"id": "c1", "model": {"name": "m"}, "env": {"NO_STREAMS": "1"}, "extra_args": ["--enforce-eager"],
-            "checks": [{"kind": "gsm8k", "dataset": "missing", "fewshot": "missing-train"}],
-            "gates": [{"metric": "decode.target_step_rate", "baseline": "nope", "min_ratio": 0.98}]}
-    data = broken(lambda d: d.update(validation={"forbidden": {"env": ["NO_STREAMS"], "args": ["--enforce-eager"]},
-                                                 "cells": [cell, dict(cell)]}))
+    cell = {
+        "id": "c1",
+        "model": {"name": "m"},
+        "env": {"NO_STREAMS": "1"},
+        "extra_args": ["--enforce-eager"],
+        "checks": [{"kind": "gsm8k", "dataset": "missing", "fewshot": "missing-train"}],
+        "gates": [{"metric": "decode.target_step_rate", "baseline": "nope", "min_ratio": 0.98}],
+    }
+    data = broken(
+        lambda d: d.update(
+            validation={
+                "forbidden": {"env": ["NO_STREAMS"], "args": ["--enforce-eager"]},
+                "cells": [cell, dict(cell)],
+            }
+        )
+    )
     codes = codes_for(tmp_path, data)
     assert codes.count("FORBIDDEN_SWITCH") == 4
     assert {"DUPLICATE_CELL", "UNKNOWN_DATASET", "UNKNOWN_BASELINE"} <= set(codes)
 
 
 def test_defaults_merge_into_cells(tmp_path):
-    data = broken(lambda d: d.update(validation={
-        "defaults": {"parallel": {"tp": 2}, "options": {"aux_streams": True}},
-        "cells": [{"id": "a", "model": {"name": "m"}, "parallel": {"dcp": 2}}],
-    }))
+    data = broken(
+        lambda d: d.update(
+            validation={
+                "defaults": {"parallel": {"tp": 2}, "options": {"aux_streams": True}},
+                "cells": [{"id": "a", "model": {"name": "m"}, "parallel": {"dcp": 2}}],
+            }
+        )
+    )
     cell = load_manifest(write(tmp_path, data)).manifest.validation.cells[0]
     assert (cell.parallel.tp, cell.parallel.dcp, cell.options["aux_streams"]) == (2, 2, True)
 
@@ -277,7 +342,12 @@ def test_unknown_key_names_line_column_and_field(tmp_path):
 
 
 def test_wrong_type_and_missing_field_lines(tmp_path):
-    data = broken(lambda d: (d["components"]["app"]["merge_plan"][0].update(pr="one"), d["toolchain"].pop("cuda_arch_list")))
+    data = broken(
+        lambda d: (
+            d["components"]["app"]["merge_plan"][0].update(pr="one"),
+            d["toolchain"].pop("cuda_arch_list"),
+        )
+    )
     path = write(tmp_path, data)
     r = cli("manifest", "validate", str(path))
     assert r.returncode == 2
@@ -307,7 +377,9 @@ def test_rule_findings_exit_1_with_location(tmp_path):
 
 def test_later_stages_refuse_a_manifest_that_breaks_rules(tmp_path):
     with pytest.raises(ManifestError):
-        load_manifest(write(tmp_path, broken(lambda d: d["components"]["app"]["merge_plan"][1].update(after=[99]))))
+        load_manifest(
+            write(tmp_path, broken(lambda d: d["components"]["app"]["merge_plan"][1].update(after=[99])))
+        )
 
 
 @pytest.mark.parametrize(
@@ -386,8 +458,13 @@ def test_import_reference_manifest(tmp_path):
     by_pr = {e.pr: e for e in m.exclusions}
     superseded = {s for p in plan for s in p.supersedes}
     # A reviewed PR that a planned PR superseded is a supersession (tests/test_import_legacy.py), the rest exclusions.
-    assert set(by_pr) | superseded == {e["number"] for e in ref["reviewed_exclusions"]} and not set(by_pr) & superseded
-    assert by_pr[240].disposition == "out-of-scope" and by_pr[171].commits == [ref["reviewed_exclusions"][4]["head"]]
+    assert (
+        set(by_pr) | superseded == {e["number"] for e in ref["reviewed_exclusions"]}
+        and not set(by_pr) & superseded
+    )
+    assert by_pr[240].disposition == "out-of-scope" and by_pr[171].commits == [
+        ref["reviewed_exclusions"][4]["head"]
+    ]
 
 
 def test_import_refuses_what_is_not_a_reference_manifest(tmp_path):

@@ -29,12 +29,34 @@ scalars = st.one_of(
 )
 keys = st.one_of(
     st.sampled_from(
-        ["schema", "name", "components", "kind", "repo", "merge_plan", "pr", "after", "supersedes", "toolchain",
-         "validation", "cells", "checks", "defaults", "pins", "base_image", "digest", "commit"]
+        [
+            "schema",
+            "name",
+            "components",
+            "kind",
+            "repo",
+            "merge_plan",
+            "pr",
+            "after",
+            "supersedes",
+            "toolchain",
+            "validation",
+            "cells",
+            "checks",
+            "defaults",
+            "pins",
+            "base_image",
+            "digest",
+            "commit",
+        ]
     ),
     st.text(min_size=1, max_size=12),
 )
-documents = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(keys, inner, max_size=6)), max_leaves=40)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(keys, inner, max_size=6)),
+    max_leaves=40,
+)
 
 
 def _accepts_or_refuses(raw: bytes) -> None:
@@ -65,11 +87,15 @@ def test_random_yaml_structures(doc):
 @FUZZ
 @given(st.integers(min_value=0, max_value=len(FF_NEXT_BYTES) - 1), st.binary(min_size=1, max_size=12))
 def test_mutated_real_manifest(offset, junk):
-    raw = FF_NEXT_BYTES[:offset] + junk + FF_NEXT_BYTES[offset + len(junk):]
+    raw = FF_NEXT_BYTES[:offset] + junk + FF_NEXT_BYTES[offset + len(junk) :]
     _accepts_or_refuses(raw)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(documents)
 def test_cli_never_prints_a_traceback(tmp_path, doc):
     yaml = YAML(typ="safe", pure=True)

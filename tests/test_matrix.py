@@ -14,7 +14,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO
+    )
 
 
 def rows(manifest: str) -> dict[str, dict]:
@@ -28,8 +30,15 @@ def test_ff_next_yields_every_cell_of_seed_003_items_5_to_8() -> None:
     # Item 5: GLM-5.2 TP8/DCP1 MTP-off and MTP:3, acceptance and CC1 decode, target-step gate.
     off, mtp3 = cells["glm52-tp8-dcp1-mtp0"], cells["glm52-tp8-dcp1-mtp3"]
     assert (off["tp"], off["dcp"], off["speculative"]) == (8, 1, "off")
-    assert (mtp3["speculative"], "acceptance" in mtp3["checks"], "decode" in mtp3["checks"]) == ("mtp:3", True, True)
-    assert mtp3["gates"] == ["decode.target_step_rate vs v17-fixed-width-mtp3", "acceptance.rate vs v17-fixed-width-mtp3"]
+    assert (mtp3["speculative"], "acceptance" in mtp3["checks"], "decode" in mtp3["checks"]) == (
+        "mtp:3",
+        True,
+        True,
+    )
+    assert mtp3["gates"] == [
+        "decode.target_step_rate vs v17-fixed-width-mtp3",
+        "acceptance.rate vs v17-fixed-width-mtp3",
+    ]
     # Item 6: TP6 with MTP and DCP; A4, A16, online quantisation, NVFP4 KV, NF3 hybrid.
     tp6 = [c for c in cells.values() if c["tp"] == 6]
     assert all(c["dcp"] > 1 and c["speculative"].startswith("mtp") for c in tp6)
@@ -37,9 +46,17 @@ def test_ff_next_yields_every_cell_of_seed_003_items_5_to_8() -> None:
     assert any(c["kv_cache_dtype"] == "nvfp4" for c in tp6)
     assert next(c for c in tp6 if c["quantization"] == "nf3-hybrid")["where_applicable"]
     # Item 7: DS4 TP2 and TP4 x MTP-off, MTP:2, DSpark; long context and throughput.
-    ds4 = {(c["tp"], c["speculative"]) for c in cells.values() if c["model"] == "DeepSeek-V4" and "throughput" in c["checks"]}
+    ds4 = {
+        (c["tp"], c["speculative"])
+        for c in cells.values()
+        if c["model"] == "DeepSeek-V4" and "throughput" in c["checks"]
+    }
     assert ds4 == {(tp, s) for tp in (2, 4) for s in ("off", "mtp:2", "dspark")}
-    assert all("long_context" in c["checks"] for c in cells.values() if c["model"] == "DeepSeek-V4" and c["tp"] in (2, 4) and "throughput" in c["checks"])
+    assert all(
+        "long_context" in c["checks"]
+        for c in cells.values()
+        if c["model"] == "DeepSeek-V4" and c["tp"] in (2, 4) and "throughput" in c["checks"]
+    )
     # Item 8: A8 W4A8 capture with aux streams on; the stream-disabling switch is forbidden.
     a8 = cells["a8-w4a8-aux-streams-capture"]
     assert a8["quantization"] == "a8-w4a8" and a8["options"] == {"aux_streams": True}
@@ -53,7 +70,9 @@ def test_ds4_sm120_yields_seed_000_qualification() -> None:
     assert cell["tp"] == 2 and cell["ep"] == 2 and cell["engine"] == "tokenspeed"
     assert {"gsm8k", "throughput"} <= set(cell["checks"])
     # The TokenSpeed adapter renders the 1P+1D topology (tests/test_validate_pd.py checks it in full).
-    assert [p["role"] for p in cell["processes"]] == ["router", "prefill", "decode"] and cell["serve_problems"] == []
+    assert [p["role"] for p in cell["processes"]] == ["router", "prefill", "decode"] and cell[
+        "serve_problems"
+    ] == []
 
 
 def test_github_matrix_maps_cells_to_runner_sizes() -> None:
@@ -75,14 +94,34 @@ def _receipt(cell_id: str, image_id: str, passed: bool, tok_s: list[float]) -> R
     cell = Cell(id=cell_id, model={"name": "m"}, gpus=0)
     levels = [{"concurrency": c, "output_tok_s": v} for c, v in zip((1, 2, 4), tok_s, strict=True)]
     return Receipt(
-        cell_id=cell_id, cell=cell, cell_sha256=cell_sha256(cell), image="img", image_id=image_id,
-        lock_sha256="a" * 64, manifest_sha256="b" * 64, manifest_name="m", passed=passed,
-        status="passed" if passed else "failed", started_at="2026-12-02T00:00:00+00:00",
-        finished_at="2026-12-02T00:01:00+00:00", duration_s=60.0,
+        cell_id=cell_id,
+        cell=cell,
+        cell_sha256=cell_sha256(cell),
+        image="img",
+        image_id=image_id,
+        lock_sha256="a" * 64,
+        manifest_sha256="b" * 64,
+        manifest_name="m",
+        passed=passed,
+        status="passed" if passed else "failed",
+        started_at="2026-12-02T00:00:00+00:00",
+        finished_at="2026-12-02T00:01:00+00:00",
+        duration_s=60.0,
         metrics={"decode.output_tok_s": Metric(name="decode.output_tok_s", value=tok_s[0], unit="tok/s")},
         checks=[CheckResult(name="throughput", kind="throughput", passed=True, details={"levels": levels})],
-        gates=[GateResult(metric="decode.output_tok_s", passed=passed, candidate=tok_s[0], candidate_low=tok_s[0],
-                          baseline="base", baseline_value=10.0, ratio=tok_s[0] / 10, ratio_low=tok_s[0] / 10, bound="x")],
+        gates=[
+            GateResult(
+                metric="decode.output_tok_s",
+                passed=passed,
+                candidate=tok_s[0],
+                candidate_low=tok_s[0],
+                baseline="base",
+                baseline_value=10.0,
+                ratio=tok_s[0] / 10,
+                ratio_low=tok_s[0] / 10,
+                bound="x",
+            )
+        ],
     )
 
 

@@ -54,7 +54,10 @@ def test_planned_order_with_mixed_merge_methods_passes(world: World) -> None:
     positions = [by_pr[n].landed_position for n in VLLM_PLAN]
     assert positions == sorted(positions)
     # The landing commit of a merge-commit PR is the merge itself, on the first-parent line.
-    assert by_pr[108].landed_at == world.vllm.git("rev-list", "--first-parent", "--merges", "-n1", "--grep", "#108", FF).strip()
+    assert (
+        by_pr[108].landed_at
+        == world.vllm.git("rev-list", "--first-parent", "--merges", "-n1", "--grep", "#108", FF).strip()
+    )
     superseded = {s.pr: s.state for s in vllm.statuses if s.role in ("superseded", "closed")}
     assert superseded == {88: "absent", 96: "absent", 105: "absent", 106: "absent", 107: "absent"}
 
@@ -140,7 +143,9 @@ def test_already_canonical_missing(world: World) -> None:
     world.land_vllm(VLLM_PLAN)
     data = world.manifest()
     data["components"]["vllm"]["already_canonical"].append({"pr": 98, "title": "fine"})
-    data["components"]["vllm"]["merge_plan"] = [p for p in data["components"]["vllm"]["merge_plan"] if p["pr"] != 98]
+    data["components"]["vllm"]["merge_plan"] = [
+        p for p in data["components"]["vllm"]["merge_plan"] if p["pr"] != 98
+    ]
     assert _codes(_check(world, data=data)) == []
     world.vllm.open_pr(77, [{"vllm/never.py": "N = 1\n"}])
     data["components"]["vllm"]["already_canonical"].append({"pr": 77, "title": "never merged"})
@@ -206,7 +211,9 @@ def test_cli_lock_then_check_writes_output(world: World, tmp_path: Path) -> None
     assert r.exit_code == 0, r.output
     assert read_lock(tmp_path / "lock.json").name == "ff-next-test"
     out = tmp_path / "rel" / "plan-check.json"
-    r = runner.invoke(app, ["plan", "check", str(path), "--lock", str(tmp_path / "lock.json"), "--output", str(out)])
+    r = runner.invoke(
+        app, ["plan", "check", str(path), "--lock", str(tmp_path / "lock.json"), "--output", str(out)]
+    )
     assert r.exit_code == 0, r.output
     assert "where it landed" in r.output
     written = json.loads(out.read_text())
@@ -229,10 +236,15 @@ def test_check_folds_in_release_only_and_pins(world: World, tmp_path: Path) -> N
     inputs = tmp_path / "build-repo"
     inputs.mkdir()
     (inputs / "requirements.txt").write_text("apache-tvm-ffi==0.1.11\n")
-    r = CliRunner().invoke(app, ["plan", "check", str(path), "--release", "vllm=release/v17", "--pins-repo", str(inputs), "--json"])
+    r = CliRunner().invoke(
+        app,
+        ["plan", "check", str(path), "--release", "vllm=release/v17", "--pins-repo", str(inputs), "--json"],
+    )
     assert r.exit_code == 1, r.output
     data = json.loads(r.output)
-    codes = sorted((f["code"], f["location"]["component"], f["location"]["commit"]) for f in data["findings"]["findings"])
+    codes = sorted(
+        (f["code"], f["location"]["component"], f["location"]["commit"]) for f in data["findings"]["findings"]
+    )
     assert codes == [
         ("PIN_MISMATCH", None, None),
         ("RELEASE_ONLY_CARRIED", "vllm", world.release_only),
@@ -265,11 +277,15 @@ def test_remaining_findings_each_when_due(world: World) -> None:
     # A locked planned PR whose ref disappears: a warning, the locked head is still checked.
     world.vllm.delete_remote_ref("refs/pull/99/head")
     result = check_plan(load_manifest(path), lock=lock)
-    assert result.passed and ("PR_HEAD_GONE", "vllm", 99) in [(f.code, f.location.component, f.location.pr) for f in result.findings]
+    assert result.passed and ("PR_HEAD_GONE", "vllm", 99) in [
+        (f.code, f.location.component, f.location.pr) for f in result.findings
+    ]
     # Without a lock a planned PR with no ref cannot be checked.
     assert _codes(_check(world)) == [("PR_MISSING", "vllm", 99)]
     data = world.manifest()
-    data["components"]["vllm"]["merge_plan"] = [p for p in data["components"]["vllm"]["merge_plan"] if p["pr"] != 99]
+    data["components"]["vllm"]["merge_plan"] = [
+        p for p in data["components"]["vllm"]["merge_plan"] if p["pr"] != 99
+    ]
     # A pin on a published commit that is not on canonical.
     data["components"]["vllm"]["commit"] = world.vllm.pr_head(88)
     codes = _codes(_check(world, data=data))
@@ -277,9 +293,26 @@ def test_remaining_findings_each_when_due(world: World) -> None:
     del data["components"]["vllm"]["commit"]
     # Exclusions by PR number and by commit (a cherry-picked copy counts); an already-canonical commit absent.
     world.vllm.open_pr(47, [{"vllm/sp_pcie.py": "SP = 1\n"}])
-    data["exclusions"].append({"id": "sp-pcie", "description": "SP/PCIe experiments", "reason": "own PR", "component": "vllm", "pr": 47})
-    data["exclusions"].append({"id": "kv-tuning", "description": "KV headroom", "reason": "own PR", "commits": [world.launcher[:12]]})
-    data["components"]["vllm"]["already_canonical"].append({"commit": world.release_only[:10], "title": "not canonical"})
+    data["exclusions"].append(
+        {
+            "id": "sp-pcie",
+            "description": "SP/PCIe experiments",
+            "reason": "own PR",
+            "component": "vllm",
+            "pr": 47,
+        }
+    )
+    data["exclusions"].append(
+        {
+            "id": "kv-tuning",
+            "description": "KV headroom",
+            "reason": "own PR",
+            "commits": [world.launcher[:12]],
+        }
+    )
+    data["components"]["vllm"]["already_canonical"].append(
+        {"commit": world.release_only[:10], "title": "not canonical"}
+    )
     data["exclusions"][0]["paths"] = []
     data["exclusions"][0]["message_pattern"] = None
     assert _codes(_check(world, data=data)) == [("ALREADY_CANONICAL_MISSING", "vllm", None)]

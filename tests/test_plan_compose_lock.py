@@ -65,10 +65,24 @@ def test_conflict_names_pr_and_files(world: World) -> None:
 def test_tree_mismatch_with_lock(world: World, tmp_path: Path) -> None:
     path = world.write_manifest()
     subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "lock.json")], check=True, capture_output=True
+        [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "lock.json")],
+        check=True,
+        capture_output=True,
     )
     r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "compose", str(path), "--lock", str(tmp_path / "lock.json"), "--component", "vllm", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "plan",
+            "compose",
+            str(path),
+            "--lock",
+            str(tmp_path / "lock.json"),
+            "--component",
+            "vllm",
+            "--json",
+        ],
         capture_output=True,
         text=True,
     )
@@ -76,7 +90,9 @@ def test_tree_mismatch_with_lock(world: World, tmp_path: Path) -> None:
     assert [f["code"] for f in json.loads(r.stdout)["findings"]["findings"]] == ["COMPOSED_TREE_MISMATCH"]
 
 
-def _wheel(house: Path, name: str = "apache_tvm_ffi-0.1.12-py3-none-any.whl", payload: bytes = b"wheel bytes") -> str:
+def _wheel(
+    house: Path, name: str = "apache_tvm_ffi-0.1.12-py3-none-any.whl", payload: bytes = b"wheel bytes"
+) -> str:
     house.mkdir(parents=True, exist_ok=True)
     (house / name).write_bytes(payload)
     return hashlib.sha256(payload).hexdigest()
@@ -95,7 +111,12 @@ def test_wheel_pins_are_hashed_and_checked(world: World, tmp_path: Path) -> None
     lock = build_lock(load_manifest(_wheel_manifest(world, "to-be-locked")), wheelhouses=[house])
     wheel = lock.wheel_components()["tvm-ffi"]
     assert (wheel.sha256, wheel.filename) == (digest, "apache_tvm_ffi-0.1.12-py3-none-any.whl")
-    assert build_lock(load_manifest(_wheel_manifest(world, digest)), wheelhouses=[house]).wheel_components()["tvm-ffi"].sha256 == digest
+    assert (
+        build_lock(load_manifest(_wheel_manifest(world, digest)), wheelhouses=[house])
+        .wheel_components()["tvm-ffi"]
+        .sha256
+        == digest
+    )
     with pytest.raises(InputError, match="the manifest pins"):
         build_lock(load_manifest(_wheel_manifest(world, "0" * 64)), wheelhouses=[house])
     (tmp_path / "empty").mkdir()
@@ -107,12 +128,18 @@ def test_missing_planned_pr_cannot_be_locked(world: World, tmp_path: Path) -> No
     data = world.manifest()
     data["components"]["vllm"]["merge_plan"].append({"pr": 4242, "title": "does not exist"})
     path = world.write_manifest(data)
-    r = subprocess.run([sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "l.json")], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "l.json")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "refs/pull/4242/head" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "l.json").exists()
 
 
-def test_local_repos_refused_without_the_option(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_repos_refused_without_the_option(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("RELEASEKIT_ALLOW_LOCAL_REPOS")
     path = world.write_manifest()
     cmd = [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "l.json")]
@@ -131,7 +158,9 @@ def test_wheel_pin_from_a_simple_index(world: World, tmp_path: Path) -> None:
     project = root / "apache-tvm-ffi"
     payload = b"a wheel served over http"
     _wheel(project, payload=payload)
-    (project / "index.html").write_text('<a href="apache_tvm_ffi-0.1.12-py3-none-any.whl">apache_tvm_ffi-0.1.12-py3-none-any.whl</a>\n')
+    (project / "index.html").write_text(
+        '<a href="apache_tvm_ffi-0.1.12-py3-none-any.whl">apache_tvm_ffi-0.1.12-py3-none-any.whl</a>\n'
+    )
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -154,13 +183,19 @@ def test_wheel_pin_from_a_simple_index(world: World, tmp_path: Path) -> None:
         server.server_close()
 
 
-@pytest.mark.parametrize("repo", ["ext::sh -c touch% PWNED", "-uhack", "http://example.com/x.git", "https://u:secret@127.0.0.1:9/x.git"])
+@pytest.mark.parametrize(
+    "repo",
+    ["ext::sh -c touch% PWNED", "-uhack", "http://example.com/x.git", "https://u:secret@127.0.0.1:9/x.git"],
+)
 def test_unsafe_or_unreachable_repos_are_one_line_exit_2(world: World, tmp_path: Path, repo: str) -> None:
     data = world.manifest()
     data["components"]["vllm"]["repo"] = repo
     path = world.write_manifest(data)
     r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "check", str(path)], capture_output=True, text=True, cwd=tmp_path
+        [sys.executable, "-m", "releasekit", "plan", "check", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert r.returncode == 2, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
@@ -177,13 +212,28 @@ def test_wheel_source_is_checked_when_reachable(world: World, tmp_path: Path) ->
 
     def lock_with(source: dict):
         data = world.manifest()
-        data["components"]["tvm-ffi"] = {"kind": "wheel", "requirement": "apache-tvm-ffi==0.1.12", "sha256": "to-be-locked", "source": source}
-        return build_lock(load_manifest(world.write_manifest(data, "src.yaml")), wheelhouses=[house]).wheel_components()["tvm-ffi"].source
+        data["components"]["tvm-ffi"] = {
+            "kind": "wheel",
+            "requirement": "apache-tvm-ffi==0.1.12",
+            "sha256": "to-be-locked",
+            "source": source,
+        }
+        return (
+            build_lock(load_manifest(world.write_manifest(data, "src.yaml")), wheelhouses=[house])
+            .wheel_components()["tvm-ffi"]
+            .source
+        )
 
     src = lock_with({"repo": b12x.url, "ref": "master", "commit": on_master[:10]})
     assert (src.commit, src.verified) == (on_master, True)
     assert lock_with({"repo": b12x.url, "ref": "master", "commit": "to-be-locked"}).commit == on_master
     with pytest.raises(InputError, match="not on master"):
         lock_with({"repo": b12x.url, "ref": "master", "commit": off_master})
-    unreachable = lock_with({"repo": "https://127.0.0.1:9/deepseek-ai/DeepGEMM.git", "ref": "nv_dev", "commit": "a6b593d2826719dcf4892609af7b84ee23aaf32a"})
+    unreachable = lock_with(
+        {
+            "repo": "https://127.0.0.1:9/deepseek-ai/DeepGEMM.git",
+            "ref": "nv_dev",
+            "commit": "a6b593d2826719dcf4892609af7b84ee23aaf32a",
+        }
+    )
     assert (unreachable.commit, unreachable.verified) == ("a6b593d2826719dcf4892609af7b84ee23aaf32a", False)

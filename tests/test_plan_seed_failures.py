@@ -53,7 +53,9 @@ def _vllm_status(result: PlanCheckResult, pr: int):
 # --- carries: ------------------------------------------------------------------------------
 
 
-def test_a_true_carries_downgrades_the_release_only_commit_from_the_manifest_release_ref(world: World) -> None:
+def test_a_true_carries_downgrades_the_release_only_commit_from_the_manifest_release_ref(
+    world: World,
+) -> None:
     world.land_b12x()
     world.land_vllm(VLLM_PLAN)
     data = world.manifest()
@@ -61,7 +63,9 @@ def test_a_true_carries_downgrades_the_release_only_commit_from_the_manifest_rel
     result = _check(world, data)  # no --release: the manifest names the release ref
     assert [r.release for r in result.release_only] == ["release/v17"]
     carried = _found(result, "RELEASE_ONLY_CARRIED")
-    assert [(f.location.commit, f.location.pr, f.severity) for f in carried] == [(world.release_only, 97, Severity.info)]
+    assert [(f.location.commit, f.location.pr, f.severity) for f in carried] == [
+        (world.release_only, 97, Severity.info)
+    ]
     # The launcher is on the release branch only: found without anyone passing --release.
     assert [f.location.commit for f in _found(result, "RELEASE_ONLY_COMMIT")] == [world.launcher]
     assert not _found(result, "CARRIED_CHANGE_ABSENT") and not _found(result, "CARRIED_COMMIT_MISSING")
@@ -81,13 +85,20 @@ def test_a_false_carries_and_a_missing_carried_commit_are_errors(world: World) -
     pr98["carries"] = ["0123456789abcdef"]  # a commit that does not exist
     result = _check(world, data)
     absent = _found(result, "CARRIED_CHANGE_ABSENT")
-    assert [(f.location.pr, f.location.commit, f.severity) for f in absent] == [(97, world.release_only, Severity.error)]
+    assert [(f.location.pr, f.location.commit, f.severity) for f in absent] == [
+        (97, world.release_only, Severity.error)
+    ]
     assert "vllm/mtp.py" in absent[0].message
     missing = _found(result, "CARRIED_COMMIT_MISSING")
-    assert [(f.location.pr, f.severity) for f in missing] == [(98, Severity.error)] and "0123456789abcdef" in missing[0].message
+    assert [(f.location.pr, f.severity) for f in missing] == [
+        (98, Severity.error)
+    ] and "0123456789abcdef" in missing[0].message
     # A false carries: does not downgrade: the release-only commit stays an error.
     assert not _found(result, "RELEASE_ONLY_CARRIED")
-    assert {f.location.commit for f in _found(result, "RELEASE_ONLY_COMMIT")} == {world.release_only, world.launcher}
+    assert {f.location.commit for f in _found(result, "RELEASE_ONLY_COMMIT")} == {
+        world.release_only,
+        world.launcher,
+    }
     assert not result.passed
     assert "CARRIED_CHANGE_ABSENT" in _vllm_status(result, 97).codes
 
@@ -160,14 +171,22 @@ def test_every_ff_next_exclusion_is_checkable() -> None:
     assert loaded.manifest.exclusions and all(e.checkable() for e in loaded.manifest.exclusions)
     assert "EXCLUSION_NOT_CHECKABLE" not in loaded.findings.codes()
     upstream = next(e for e in loaded.manifest.exclusions if e.id == "upstream-47979-sp-sm120-pcie").upstream
-    assert upstream is not None and (upstream.repo, upstream.pr) == ("https://github.com/vllm-project/vllm.git", 47979)
+    assert upstream is not None and (upstream.repo, upstream.pr) == (
+        "https://github.com/vllm-project/vllm.git",
+        47979,
+    )
     assert loaded.manifest.git_components()["vllm"].release_refs == ["release/v17"]
 
 
 def test_a_required_exclusion_without_recognisers_is_a_warning(tmp_path: Path) -> None:
     data = yaml.safe_load(FF_NEXT.read_text())
     data["exclusions"] = [
-        {"id": "nothing-to-see", "description": "unrecognisable", "reason": "r", "disposition": "own-pr-required"},
+        {
+            "id": "nothing-to-see",
+            "description": "unrecognisable",
+            "reason": "r",
+            "disposition": "own-pr-required",
+        },
         {"id": "later", "description": "unrecognisable", "reason": "r", "disposition": "deferred"},
         {"id": "short-form", "description": "d", "reason": "r", "upstream": "vllm-project/vllm#47979"},
     ]
@@ -196,7 +215,9 @@ def test_planted_excluded_changes_are_found_by_the_ff_next_recognisers(world: Wo
     assert not _found(clean, "EXCLUDED_CHANGE_PRESENT"), [f.render() for f in clean.findings]
     assert not _found(clean, "EXCLUSION_UPSTREAM_UNREAD")
     # Plant one change of each kind on canonical.
-    world.vllm.commit({"vllm/sp_pcie.py": "SEQUENCE_PARALLEL_PCIE = True\n"}, "Bring over an experiment", branch=FF)  # = upstream's patch
+    world.vllm.commit(
+        {"vllm/sp_pcie.py": "SEQUENCE_PARALLEL_PCIE = True\n"}, "Bring over an experiment", branch=FF
+    )  # = upstream's patch
     world.vllm.commit({"vllm/envelope.py": "GPU_MEM = 0.93\n"}, "Release: raise KV headroom for v17")
     world.vllm.push(FF)
     world.vllm.cherry_pick(world.launcher, FF)  # deploy/launch.sh, "Deployment launcher with NUMA pinning"
@@ -216,13 +237,17 @@ def test_planted_excluded_changes_are_found_by_the_ff_next_recognisers(world: Wo
     assert not result.passed
 
 
-def test_an_unreachable_upstream_is_a_warning_and_listed_patch_ids_still_count(world: World, tmp_path: Path) -> None:
+def test_an_unreachable_upstream_is_a_warning_and_listed_patch_ids_still_count(
+    world: World, tmp_path: Path
+) -> None:
     world.land_b12x()
     world.land_vllm(VLLM_PLAN)
     planted = world.vllm.commit({"vllm/sp_pcie.py": "SP = 1\n"}, "Something else entirely", branch=FF)
     world.vllm.push(FF)
     patch = world.vllm.git("show", planted)
-    out = subprocess.run(["git", "patch-id", "--stable"], input=patch, capture_output=True, text=True, check=True).stdout.split()[0]
+    out = subprocess.run(
+        ["git", "patch-id", "--stable"], input=patch, capture_output=True, text=True, check=True
+    ).stdout.split()[0]
     data = world.manifest()
     data["exclusions"] = [
         {
@@ -255,11 +280,24 @@ def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world
     lock = build_lock(loaded)
     result = check_plan(loaded, lock=lock, lock_sha256="a" * 64)
     record = BuildRecord(
-        name="ff-next-test", lock_sha256="a" * 64, manifest_sha256=loaded.sha256, image_id="sha256:" + "b" * 64,
-        toolchain=lock.toolchain.model_dump(mode="json", exclude={"base_image"}), base_image=BaseImageRecord(name="scratch", image_id="sha256:" + "c" * 64),
-        image=ImageRecord(created="2026-01-01T00:00:00Z", source_date_epoch=1, wheels_layer_digest="sha256:" + "d" * 64,
-                          wheels_layer_size=1, base_layers_size=0),
-        components=[], labels={}, cache=CacheReport(), smoke={}, outputs={},
+        name="ff-next-test",
+        lock_sha256="a" * 64,
+        manifest_sha256=loaded.sha256,
+        image_id="sha256:" + "b" * 64,
+        toolchain=lock.toolchain.model_dump(mode="json", exclude={"base_image"}),
+        base_image=BaseImageRecord(name="scratch", image_id="sha256:" + "c" * 64),
+        image=ImageRecord(
+            created="2026-01-01T00:00:00Z",
+            source_date_epoch=1,
+            wheels_layer_digest="sha256:" + "d" * 64,
+            wheels_layer_size=1,
+            base_layers_size=0,
+        ),
+        components=[],
+        labels={},
+        cache=CacheReport(),
+        smoke={},
+        outputs={},
     )
     notes = render_release_notes(record, notes_plan(lock, loaded.manifest.exclusions, result, "a" * 64))
     head108 = world.vllm.pr_head(108)[:12]
@@ -269,10 +307,19 @@ def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world
     assert "| closed | absent |" in notes  # #88
     assert "- **launchers** (excluded, vllm): Deployment launchers." in notes
     assert "Plan check: failed." in notes  # the launcher is release-only
-    assert f"`{world.release_only[:12]}` Remove fixed-width MTP host sync: carried onto canonical by #97" in notes
-    assert f"`{world.launcher[:12]}` Deployment launcher with NUMA pinning: **on the release side only**" in notes
+    assert (
+        f"`{world.release_only[:12]}` Remove fixed-width MTP host sync: carried onto canonical by #97"
+        in notes
+    )
+    assert (
+        f"`{world.launcher[:12]}` Deployment launcher with NUMA pinning: **on the release side only**"
+        in notes
+    )
     # Another lock's plan-check.json is not used; without one the landing is "not checked".
     other = notes_plan(lock, [], result, "f" * 64)
     assert other.plan_check.startswith("plan-check.json is for another lock") and not other.release_only
     bare = render_release_notes(record, notes_plan(lock, [], None, "a" * 64))
-    assert "not checked (no plan-check.json)" in bare and "No release branch was audited (no plan-check.json" in bare
+    assert (
+        "not checked (no plan-check.json)" in bare
+        and "No release branch was audited (no plan-check.json" in bare
+    )

@@ -35,7 +35,9 @@ def engine():
 
 @pytest.fixture(scope="module")
 def image(engine) -> str:
-    return build_image(engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"})
+    return build_image(
+        engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,9 @@ def tags_of(reg, repository: str, credentials: RegistryCredentials | None = None
         return client.tags(repository)
 
 
-def manifest_digest(reg, repository: str, ref: str, credentials: RegistryCredentials | None = None) -> str | None:
+def manifest_digest(
+    reg, repository: str, ref: str, credentials: RegistryCredentials | None = None
+) -> str | None:
     with RegistryClient(reg.host, credentials) as client:
         blob = client.get_manifest(repository, ref)
         return blob.digest if blob else None
@@ -113,25 +117,46 @@ def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registr
 
 GATE_CASES = {
     "plan check missing": (lambda rel: (rel.evidence / "plan-check.json").unlink(), "PLAN_CHECK_MISSING"),
-    "plan check failed": (lambda rel: rel.write_plan_check(errors=["SUPERSEDED_PR_MERGED"]), "PLAN_CHECK_FAILED"),
-    "plan check of another lock": (lambda rel: rel.write_plan_check(lock_sha256="0" * 64), "PLAN_CHECK_WRONG_LOCK"),
-    "verification missing": (lambda rel: (rel.evidence / "verification_summary.json").unlink(), "VERIFICATION_MISSING"),
+    "plan check failed": (
+        lambda rel: rel.write_plan_check(errors=["SUPERSEDED_PR_MERGED"]),
+        "PLAN_CHECK_FAILED",
+    ),
+    "plan check of another lock": (
+        lambda rel: rel.write_plan_check(lock_sha256="0" * 64),
+        "PLAN_CHECK_WRONG_LOCK",
+    ),
+    "verification missing": (
+        lambda rel: (rel.evidence / "verification_summary.json").unlink(),
+        "VERIFICATION_MISSING",
+    ),
     "verification failed": (lambda rel: rel.write_verification(result="FAILED"), "PROVENANCE_NOT_VERIFIED"),
     "verification of another image": (
         lambda rel: rel.write_verification(image_id="sha256:" + "1" * 64),
         "VERIFICATION_WRONG_IMAGE",
     ),
-    "provenance missing": (lambda rel: (rel.evidence / "provenance.intoto.json").unlink(), "PROVENANCE_MISSING"),
+    "provenance missing": (
+        lambda rel: (rel.evidence / "provenance.intoto.json").unlink(),
+        "PROVENANCE_MISSING",
+    ),
     "receipt missing": (lambda rel: (rel.receipts / "tiny-tp1-ngram.json").unlink(), "RECEIPT_MISSING"),
     "receipt failed": (lambda rel: rel.write_receipt("tiny-tp1", passed=False), "RECEIPT_FAILED"),
-    "receipt of another lock": (lambda rel: rel.write_receipt("tiny-tp1", lock_sha256="2" * 64), "RECEIPT_WRONG_LOCK"),
+    "receipt of another lock": (
+        lambda rel: rel.write_receipt("tiny-tp1", lock_sha256="2" * 64),
+        "RECEIPT_WRONG_LOCK",
+    ),
     "forbidden env": (
         lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_DISABLE_SHARED_EXPERTS_STREAM": "1"}),
         "FORBIDDEN_SWITCH",
     ),
-    "forbidden flag": (lambda rel: rel.write_receipt("tiny-tp1", args=["--disable-aux-streams"]), "FORBIDDEN_SWITCH"),
+    "forbidden flag": (
+        lambda rel: rel.write_receipt("tiny-tp1", args=["--disable-aux-streams"]),
+        "FORBIDDEN_SWITCH",
+    ),
     "hidden env": (lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_MLA_DISABLE": "1"}), "HIDDEN_SWITCH"),
-    "hidden flag": (lambda rel: rel.write_receipt("tiny-tp1-ngram", args=["--no-enable-prefix-caching"]), "HIDDEN_SWITCH"),
+    "hidden flag": (
+        lambda rel: rel.write_receipt("tiny-tp1-ngram", args=["--no-enable-prefix-caching"]),
+        "HIDDEN_SWITCH",
+    ),
     "receipt of an older cell definition": (
         lambda rel: rel.write_receipt("tiny-tp1", cell_sha256="3" * 64),
         "RECEIPT_STALE_CELL",
@@ -140,7 +165,10 @@ GATE_CASES = {
         lambda rel: (rel.receipts / "tiny-tp1.json").write_text('{"schema": "releasekit.receipt/v1"}'),
         "RECEIPT_INVALID",
     ),
-    "image default overridden": (lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_USE_V1": "0"}), "HIDDEN_SWITCH"),
+    "image default overridden": (
+        lambda rel: rel.write_receipt("tiny-tp1", env={"VLLM_USE_V1": "0"}),
+        "HIDDEN_SWITCH",
+    ),
 }
 
 
@@ -177,7 +205,9 @@ def test_a_receipt_for_another_image_is_refused(tmp_path, registry, image, other
 def test_terminal_output_names_the_refusal(tmp_path, registry, image):
     release = Release(tmp_path, image)
     release.write_receipt("tiny-tp1", passed=False)
-    args = [a for a in publish_args(release, image, f"{registry.host}/team/terminal", "beta") if a != "--json"]
+    args = [
+        a for a in publish_args(release, image, f"{registry.host}/team/terminal", "beta") if a != "--json"
+    ]
     r = run_cli(*args)
     assert r.returncode == 1
     assert "RECEIPT_FAILED" in r.stdout
@@ -215,7 +245,9 @@ def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
         assert tags_of(reg, repo, good) == []
 
         # No credentials at all: the registry asks, and we have nothing to answer with.
-        anonymous = run_cli(*publish_args(release, image, target, "beta"), env={"DOCKER_CONFIG": str(tmp_path / "empty")})
+        anonymous = run_cli(
+            *publish_args(release, image, target, "beta"), env={"DOCKER_CONFIG": str(tmp_path / "empty")}
+        )
         assert anonymous.returncode == 2
         assert tags_of(reg, repo, good) == []
 
@@ -236,7 +268,9 @@ def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
                 assert secret.encode() not in client.get_blob(repo, layer["digest"])
         assert secret not in (reg.root / "registry.log").read_text(errors="replace")
 
-        promoted = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", env=right)
+        promoted = run_cli(
+            "promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", env=right
+        )
         assert promoted.returncode == 0, promoted.stdout + promoted.stderr
         assert manifest_digest(reg, repo, "stable", good) == digest
 
@@ -252,7 +286,16 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
     # Held to a stricter matrix (a cell with no receipt), promotion is refused.
     stricter = tmp_path / "stricter.yaml"
     stricter.write_text(MANIFEST + EXTRA_CELL, encoding="utf-8")
-    refused = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--manifest", str(stricter), "--json")
+    refused = run_cli(
+        "promote",
+        "--from",
+        f"{target}:beta",
+        "--to",
+        f"{target}:stable",
+        "--manifest",
+        str(stricter),
+        "--json",
+    )
     assert refused.returncode == 1, refused.stdout + refused.stderr
     codes = [f["code"] for f in json.loads(refused.stdout)["findings"]["findings"]]
     assert "RECEIPT_MISSING" in codes
@@ -279,12 +322,16 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
 @pytest.fixture(scope="module")
 def big_image(engine):
     """Big enough (96 MB of noise) that a push is still uploading when we interrupt it."""
-    image_id = build_image(engine, "releasekit-test/publish-big:1", {"blob.bin": os.urandom(96 * 1024 * 1024)})
+    image_id = build_image(
+        engine, "releasekit-test/publish-big:1", {"blob.bin": os.urandom(96 * 1024 * 1024)}
+    )
     yield image_id
     engine.images.remove(image_id, force=True, noprune=False)
 
 
-def _publish_in_thread(release: Release, image: str, target: str, outcome: dict[str, object]) -> threading.Thread:
+def _publish_in_thread(
+    release: Release, image: str, target: str, outcome: dict[str, object]
+) -> threading.Thread:
     from releasekit.publish.service import publish
 
     def run() -> None:
@@ -331,7 +378,11 @@ def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_p
             probe.get(f"{reg.url}/v2/{repo}/manifests/beta").raise_for_status()
 
         result = publish(
-            image=big, lock_path=release.lock, receipts_dir=release.receipts, to=f"{reg.host}/{repo}", tags=["beta"]
+            image=big,
+            lock_path=release.lock,
+            receipts_dir=release.receipts,
+            to=f"{reg.host}/{repo}",
+            tags=["beta"],
         )
         assert result.published
         assert manifest_digest(reg, repo, "beta") == result.digest
@@ -387,7 +438,9 @@ class EngineLink:
 
 
 @pytest.mark.slow
-def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_path, big_image, engine, monkeypatch):
+def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(
+    tmp_path, big_image, engine, monkeypatch
+):
     from releasekit.publish.service import publish
 
     release = Release(tmp_path / "rel", big_image)
@@ -407,7 +460,11 @@ def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_path
 
         monkeypatch.delenv("DOCKER_HOST")
         result = publish(
-            image=big_image, lock_path=release.lock, receipts_dir=release.receipts, to=f"{reg.host}/{repo}", tags=["beta"]
+            image=big_image,
+            lock_path=release.lock,
+            receipts_dir=release.receipts,
+            to=f"{reg.host}/{repo}",
+            tags=["beta"],
         )
         assert result.published
         assert manifest_digest(reg, repo, "beta") == result.digest
@@ -431,9 +488,13 @@ def test_the_demo_helper_publishes_and_promotes_on_its_own_registry(tmp_path, im
     assert outcome.passed
     assert outcome.promote is not None and outcome.promote.digest == outcome.publish.digest
     # The registry is gone afterwards, its storage is not.
-    assert (tmp_path / "reg" / "storage" / "docker" / "registry" / "v2" / "repositories" / "demo" / "release").is_dir()
+    assert (
+        tmp_path / "reg" / "storage" / "docker" / "registry" / "v2" / "repositories" / "demo" / "release"
+    ).is_dir()
 
     release.write_receipt("tiny-tp1", passed=False)
-    refused = publish_locally(root=tmp_path / "reg2", image=image, lock_path=release.lock, receipts_dir=release.receipts)
+    refused = publish_locally(
+        root=tmp_path / "reg2", image=image, lock_path=release.lock, receipts_dir=release.receipts
+    )
     assert not refused.passed and refused.promote is None
     assert "RECEIPT_FAILED" in refused.publish.gate.findings.codes()

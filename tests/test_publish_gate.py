@@ -139,7 +139,9 @@ def test_a_cell_env_used_by_another_cell_is_hidden_there(release):
     release.write_receipt("tiny-tp1-ngram", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     report = gate(release)
     hidden = [f for f in report.findings if f.code == "HIDDEN_SWITCH"]
-    assert [(f.location.cell, "VLLM_CPU_KVCACHE_SPACE" in f.message) for f in hidden] == [("tiny-tp1-ngram", True)]
+    assert [(f.location.cell, "VLLM_CPU_KVCACHE_SPACE" in f.message) for f in hidden] == [
+        ("tiny-tp1-ngram", True)
+    ]
 
 
 def test_a_forbidden_switch_baked_into_the_image_is_refused(release):

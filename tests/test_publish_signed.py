@@ -36,7 +36,9 @@ def engine():
 
 @pytest.fixture(scope="module")
 def image(engine) -> str:
-    return build_image(engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"})
+    return build_image(
+        engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +88,9 @@ def error_codes(result: dict) -> list[str]:
     return [f["code"] for f in result["findings"]["findings"] if f["severity"] == "error"]
 
 
-def test_signed_release_is_attached_by_tag_and_promoted_only_with_the_trusted_key(tmp_path, registry, image, keys):
+def test_signed_release_is_attached_by_tag_and_promoted_only_with_the_trusted_key(
+    tmp_path, registry, image, keys
+):
     release = Release(tmp_path, image)
     sign(release, keys["private"])
     repo = "team/signed"
@@ -150,18 +154,24 @@ def test_promote_with_a_trusted_key_refuses_unsigned_evidence(tmp_path, registry
 
 
 def test_policy_signed_refuses_an_unsigned_release(tmp_path, registry, image, keys):
-    release = Release(tmp_path, image, manifest_text=MANIFEST + "publish:\n  repository: x.invalid/y\n  signed: true\n")
+    release = Release(
+        tmp_path, image, manifest_text=MANIFEST + "publish:\n  repository: x.invalid/y\n  signed: true\n"
+    )
     repo = "team/policy-signed"
     nokey = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
     assert nokey.returncode == 2 and "requires signed evidence" in nokey.stderr
-    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"), "--trusted-key", str(keys["public"]))
+    r = run_cli(
+        *publish_args(release, image, f"{registry.host}/{repo}", "beta"), "--trusted-key", str(keys["public"])
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     codes = [f["code"] for f in json.loads(r.stdout)["gate"]["findings"]["findings"]]
     assert codes.count("SIGNATURE_MISSING") == 2
     assert tags_of(registry, repo) == []
 
 
-def test_publish_refuses_a_flipped_byte_and_evidence_of_another_image(tmp_path, registry, image, other_image, keys):
+def test_publish_refuses_a_flipped_byte_and_evidence_of_another_image(
+    tmp_path, registry, image, other_image, keys
+):
     flipped = Release(tmp_path / "flipped", image)
     sign(flipped, keys["private"])
     path = flipped.evidence / "verification_summary.dsse.json"
@@ -171,7 +181,9 @@ def test_publish_refuses_a_flipped_byte_and_evidence_of_another_image(tmp_path, 
     envelope["payload"] = base64.b64encode(bytes(payload)).decode()
     path.write_text(json.dumps(envelope))
     repo = "team/flipped"
-    r = run_cli(*publish_args(flipped, image, f"{registry.host}/{repo}", "beta"), "--trusted-key", str(keys["public"]))
+    r = run_cli(
+        *publish_args(flipped, image, f"{registry.host}/{repo}", "beta"), "--trusted-key", str(keys["public"])
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "SIGNATURE_INVALID" in [f["code"] for f in json.loads(r.stdout)["gate"]["findings"]["findings"]]
     assert tags_of(registry, repo) == []
@@ -182,7 +194,11 @@ def test_publish_refuses_a_flipped_byte_and_evidence_of_another_image(tmp_path, 
     elsewhere.write_provenance()
     elsewhere.write_verification()
     repo = "team/elsewhere"
-    r = run_cli(*publish_args(elsewhere, image, f"{registry.host}/{repo}", "beta"), "--trusted-key", str(keys["public"]))
+    r = run_cli(
+        *publish_args(elsewhere, image, f"{registry.host}/{repo}", "beta"),
+        "--trusted-key",
+        str(keys["public"]),
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     codes = [f["code"] for f in json.loads(r.stdout)["gate"]["findings"]["findings"]]
     assert codes.count("SIGNED_SUBJECT_MISMATCH") == 2

@@ -107,7 +107,9 @@ class Release:
         self.write_plan_check()
         self.write_provenance()
         self.write_verification()
-        (self.evidence / "RELEASE.md").write_text("# pubtest\n\nBuilt from tiny@aaaaaaaaaaaa.\n", encoding="utf-8")
+        (self.evidence / "RELEASE.md").write_text(
+            "# pubtest\n\nBuilt from tiny@aaaaaaaaaaaa.\n", encoding="utf-8"
+        )
         for cell in REQUIRED_CELLS:
             self.write_receipt(cell)
 
@@ -199,7 +201,11 @@ class Release:
             finished_at="2026-12-02T00:01:00Z",
             duration_s=60.0,
             invocation=rc.Invocation(
-                engine="vllm", argv=argv, env=effective_env, image_env=dict(IMAGE_ENV), cell_env=dict(definition.env)
+                engine="vllm",
+                argv=argv,
+                env=effective_env,
+                image_env=dict(IMAGE_ENV),
+                cell_env=dict(definition.env),
             ),
             metrics={"decode.output_tok_s": rc.Metric(name="decode.output_tok_s", value=120.0, unit="tok/s")},
             gates=[
@@ -239,7 +245,9 @@ def build_image(client, tag: str, payload: dict[str, bytes], *, env: dict[str, s
     lines.append(f"CMD {json.dumps(IMAGE_CMD)}")
     files = {"Dockerfile": ("\n".join(lines) + "\n").encode()}
     files.update({f"payload/{name}": data for name, data in payload.items()})
-    image, _ = client.images.build(fileobj=context_tar(files), custom_context=True, tag=tag, rm=True, forcerm=True)
+    image, _ = client.images.build(
+        fileobj=context_tar(files), custom_context=True, tag=tag, rm=True, forcerm=True
+    )
     return image.id
 
 

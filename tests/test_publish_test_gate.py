@@ -50,22 +50,49 @@ class TestRelease(Release):
 
     def test_receipt(self, suite: str, **update: object) -> TestReceipt:
         fields: dict[str, object] = dict(
-            component="tiny", suite=suite, status="passed", image="candidate", image_id=self.image_id,
-            lock_sha256=self.lock_sha256, started_at="2026-12-02T00:00:00Z", counts=Counts(passed=3),
+            component="tiny",
+            suite=suite,
+            status="passed",
+            image="candidate",
+            image_id=self.image_id,
+            lock_sha256=self.lock_sha256,
+            started_at="2026-12-02T00:00:00Z",
+            counts=Counts(passed=3),
         )
         fields.update(update)
         receipt = TestReceipt.model_validate(fields)
         write_record(receipt, self.evidence / "tests" / f"tiny.{suite}.json")
         return receipt
 
-    def hygiene(self, *statuses: str, lock_sha256: str | None = None, findings: Findings | None = None) -> None:
-        steps = [HygieneStepResult(step=step, status=status)  # type: ignore[arg-type]
-                 for step, status in zip(["git-diff-check", "pre-commit"], statuses or ("passed", "passed"), strict=False)]
-        overall = "failed" if "failed" in statuses else ("incomplete" if any(s != "passed" for s in statuses) else "passed")
+    def hygiene(
+        self, *statuses: str, lock_sha256: str | None = None, findings: Findings | None = None
+    ) -> None:
+        steps = [
+            HygieneStepResult(step=step, status=status)  # type: ignore[arg-type]
+            for step, status in zip(
+                ["git-diff-check", "pre-commit"], statuses or ("passed", "passed"), strict=False
+            )
+        ]
+        overall = (
+            "failed"
+            if "failed" in statuses
+            else ("incomplete" if any(s != "passed" for s in statuses) else "passed")
+        )
         receipt = HygieneReceipt(
-            status=overall, lock_sha256=lock_sha256 or self.lock_sha256, findings=findings or Findings(),  # type: ignore[arg-type]
-            components=[HygieneComponent(component="tiny", repo="https://example.invalid/tiny.git", base="a" * 40,
-                                         composed_commit="a" * 40, composed_tree="b" * 40, scope="all", steps=steps)],
+            status=overall,
+            lock_sha256=lock_sha256 or self.lock_sha256,
+            findings=findings or Findings(),  # type: ignore[arg-type]
+            components=[
+                HygieneComponent(
+                    component="tiny",
+                    repo="https://example.invalid/tiny.git",
+                    base="a" * 40,
+                    composed_commit="a" * 40,
+                    composed_tree="b" * 40,
+                    scope="all",
+                    steps=steps,
+                )
+            ],
         )
         write_record(receipt, self.evidence / "hygiene.json")
 
@@ -98,7 +125,9 @@ def test_passed_suites_and_hygiene_pass_the_gate(tmp_path):
     report = gate(release)
     assert report.passed, [f.render() for f in report.findings]
     assert {c.name for c in report.checks if c.passed} >= {
-        "every required test suite passed in this image", "source hygiene passed on the composed tree of this lock"}
+        "every required test suite passed in this image",
+        "source hygiene passed on the composed tree of this lock",
+    }
 
 
 def test_required_suites_and_hygiene_without_records_fail(tmp_path):
@@ -109,9 +138,19 @@ def test_required_suites_and_hygiene_without_records_fail(tmp_path):
 def test_a_regression_fails_the_gate_and_names_the_test(tmp_path):
     release = release_with(tmp_path)
     release.all_green()
-    release.test_receipt("unit", status="failed", counts=Counts(passed=3, failed=1), failures=[FailedTest(
-        test="tests/unit/test_a.py::test_new", outcome="failed", verdict="regression",
-        baseline=RunEvidence(image_id="sha256:" + "b" * 64, outcome="passed"))])
+    release.test_receipt(
+        "unit",
+        status="failed",
+        counts=Counts(passed=3, failed=1),
+        failures=[
+            FailedTest(
+                test="tests/unit/test_a.py::test_new",
+                outcome="failed",
+                verdict="regression",
+                baseline=RunEvidence(image_id="sha256:" + "b" * 64, outcome="passed"),
+            )
+        ],
+    )
     report = gate(release)
     assert codes(report) == ["TEST_SUITE_FAILED"]
     assert "regression: tests/unit/test_a.py::test_new" in messages(report, "TEST_SUITE_FAILED")[0]
@@ -120,10 +159,19 @@ def test_a_regression_fails_the_gate_and_names_the_test(tmp_path):
 def test_a_pre_existing_failure_is_accepted_as_the_receipt_says(tmp_path):
     release = release_with(tmp_path)
     release.all_green()
-    release.test_receipt("unit", counts=Counts(passed=3, failed=1), failures=[FailedTest(
-        test="tests/unit/test_a.py::test_old", outcome="failed", verdict="pre-existing",
-        candidate_rerun=RunEvidence(image_id=IMAGE_ID, outcome="failed"),
-        baseline=RunEvidence(image_id="sha256:" + "b" * 64, outcome="failed"))])
+    release.test_receipt(
+        "unit",
+        counts=Counts(passed=3, failed=1),
+        failures=[
+            FailedTest(
+                test="tests/unit/test_a.py::test_old",
+                outcome="failed",
+                verdict="pre-existing",
+                candidate_rerun=RunEvidence(image_id=IMAGE_ID, outcome="failed"),
+                baseline=RunEvidence(image_id="sha256:" + "b" * 64, outcome="failed"),
+            )
+        ],
+    )
     assert gate(release).passed
 
 
@@ -157,7 +205,9 @@ def test_a_receipt_for_another_image_or_lock_does_not_count(tmp_path):
 def test_a_required_suite_skipped_for_want_of_gpus_fails_the_gate(tmp_path):
     release = release_with(tmp_path)
     release.all_green()
-    release.test_receipt("gpu", status="skipped", skip_reason="needs 2 GPU(s); this host has 0", counts=Counts())
+    release.test_receipt(
+        "gpu", status="skipped", skip_reason="needs 2 GPU(s); this host has 0", counts=Counts()
+    )
     report = gate(release)
     assert codes(report) == ["TEST_SUITE_SKIPPED"]
     assert "needs 2 GPU(s); this host has 0" in messages(report, "TEST_SUITE_SKIPPED")[0]
@@ -167,7 +217,9 @@ def test_a_required_suite_skipped_for_want_of_gpus_fails_the_gate(tmp_path):
 def test_a_suite_marked_not_required_is_reported_but_does_not_block(tmp_path):
     release = release_with(tmp_path, gpu_required=False)
     release.all_green()
-    release.test_receipt("gpu", status="skipped", skip_reason="needs 2 GPU(s); this host has 0", counts=Counts())
+    release.test_receipt(
+        "gpu", status="skipped", skip_reason="needs 2 GPU(s); this host has 0", counts=Counts()
+    )
     report = gate(release)
     assert report.passed
     skipped = [f for f in report.findings if f.code == "TEST_SUITE_SKIPPED"]
@@ -192,7 +244,9 @@ def test_hygiene_findings_fail_with_file_and_line(tmp_path):
     release = release_with(tmp_path)
     release.all_green()
     found = Findings()
-    found.add("WHITESPACE_ERROR", "trailing whitespace", component="tiny", file="tests/fixtures/data.py", line=3)
+    found.add(
+        "WHITESPACE_ERROR", "trailing whitespace", component="tiny", file="tests/fixtures/data.py", line=3
+    )
     release.hygiene("failed", "passed", findings=found)
     report = gate(release)
     assert codes(report) == ["HYGIENE_FAILED"]
@@ -243,7 +297,10 @@ def test_attached_test_records_come_back_as_the_same_evidence(tmp_path):
     files = {f"tests/{p.name}": p.read_text() for p in (release.evidence / "tests").glob("*.json")}
     files["hygiene.json"] = (release.evidence / "hygiene.json").read_text()
     evidence = FetchedAttachments(digest="sha256:" + "c" * 64, files=files).evidence()
-    assert sorted(e.path for e in evidence.test_receipts) == ["attached:tests/tiny.gpu.json", "attached:tests/tiny.unit.json"]
+    assert sorted(e.path for e in evidence.test_receipts) == [
+        "attached:tests/tiny.gpu.json",
+        "attached:tests/tiny.unit.json",
+    ]
     assert evidence.hygiene is not None and evidence.hygiene.ok
 
 
@@ -255,22 +312,46 @@ def test_release_notes_show_the_counts_next_to_the_plans_stated_counts(tmp_path)
 
     release = release_with(tmp_path, gpu_required=False)
     release.all_green()
-    release.test_receipt("unit", counts=Counts(passed=3, failed=1), expected=[
-        CountRuleResult(rule="passed >= 3", actual=3, ok=True)], failures=[FailedTest(
-            test="tests/unit/test_a.py::test_old", outcome="failed", verdict="pre-existing")])
-    release.test_receipt("gpu", status="skipped", skip_reason="needs 2 GPU(s); this host has 0", counts=Counts())
+    release.test_receipt(
+        "unit",
+        counts=Counts(passed=3, failed=1),
+        expected=[CountRuleResult(rule="passed >= 3", actual=3, ok=True)],
+        failures=[
+            FailedTest(test="tests/unit/test_a.py::test_old", outcome="failed", verdict="pre-existing")
+        ],
+    )
+    release.test_receipt(
+        "gpu", status="skipped", skip_reason="needs 2 GPU(s); this host has 0", counts=Counts()
+    )
     report = gate(release)
     evidence = load_evidence(release.evidence, release.receipts)
-    notes = release_notes(build_notes=None, report=report, policy=policy_from_manifest(load_manifest(release.manifest).manifest),
-                          repository="r/x", digest="sha256:" + "d" * 64, tags=["beta"], evidence=evidence)
-    assert "| tiny/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok | 1 pre-existing |" in notes
+    notes = release_notes(
+        build_notes=None,
+        report=report,
+        policy=policy_from_manifest(load_manifest(release.manifest).manifest),
+        repository="r/x",
+        digest="sha256:" + "d" * 64,
+        tags=["beta"],
+        evidence=evidence,
+    )
+    assert (
+        "| tiny/unit | passed | 3 passed, 1 failed, 0 errors, 0 skipped | passed >= 3: 3 ok | 1 pre-existing |"
+        in notes
+    )
     assert "| tiny/gpu | skipped: needs 2 GPU(s); this host has 0 (optional) |" in notes
     assert "| tiny | git-diff-check passed, pre-commit passed |" in notes
     # Without tests: or hygiene: in the manifest the notes have no tests section.
     plain = TestRelease(tmp_path / "plain", IMAGE_ID)
     policy = policy_from_manifest(load_manifest(plain.manifest).manifest)
-    text = release_notes(build_notes=None, report=gate(plain), policy=policy, repository="r/x",
-                         digest="sha256:" + "d" * 64, tags=["beta"], evidence=load_evidence(plain.evidence, plain.receipts))
+    text = release_notes(
+        build_notes=None,
+        report=gate(plain),
+        policy=policy,
+        repository="r/x",
+        digest="sha256:" + "d" * 64,
+        tags=["beta"],
+        evidence=load_evidence(plain.evidence, plain.receipts),
+    )
     assert "## Tests" not in text
 
 
@@ -278,13 +359,20 @@ def test_the_validation_report_lists_the_suites_with_the_stated_counts(tmp_path)
     from releasekit.validate.report import aggregate_directory, markdown
 
     release = release_with(tmp_path)
-    release.test_receipt("unit", counts=Counts(passed=2), expected=[CountRuleResult(rule="passed >= 3", actual=2, ok=False)])
+    release.test_receipt(
+        "unit", counts=Counts(passed=2), expected=[CountRuleResult(rule="passed >= 3", actual=2, ok=False)]
+    )
     receipts = tmp_path / "out" / "receipts"
     receipts.mkdir()
     agg = aggregate_directory(receipts, None)  # tests/ beside receipts/ in the release directory
-    assert [(s.component, s.suite, s.stated) for s in agg.suites] == [("tiny", "unit", "passed >= 3: 2 NOT MET")]
+    assert [(s.component, s.suite, s.stated) for s in agg.suites] == [
+        ("tiny", "unit", "passed >= 3: 2 NOT MET")
+    ]
     text = markdown(agg, [], [])
-    assert "| tiny/unit | passed | 2 passed, 0 failed, 0 errors, 0 skipped | passed >= 3: 2 NOT MET | - |" in text
+    assert (
+        "| tiny/unit | passed | 2 passed, 0 failed, 0 errors, 0 skipped | passed >= 3: 2 NOT MET | - |"
+        in text
+    )
 
 
 def test_the_release_workflow_hands_the_test_records_to_the_publish_gate():
@@ -295,7 +383,9 @@ def test_the_release_workflow_hands_the_test_records_to_the_publish_gate():
     workflow = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "release.yml"
     jobs = YAML(typ="safe").load(workflow.read_text(encoding="utf-8"))["jobs"]
     uploads = [s for s in jobs["test"]["steps"] if s.get("with", {}).get("name") == "test-evidence"]
-    assert uploads and "/tests/" in uploads[0]["with"]["path"] and "hygiene.json" in uploads[0]["with"]["path"]
+    assert (
+        uploads and "/tests/" in uploads[0]["with"]["path"] and "hygiene.json" in uploads[0]["with"]["path"]
+    )
     downloads = [s for s in jobs["publish"]["steps"] if s.get("with", {}).get("name") == "test-evidence"]
     # Into the evidence directory the publish step passes as --evidence.
     assert downloads and downloads[0]["with"]["path"] == "${{ env.OUT }}"

@@ -82,7 +82,9 @@ class TokenService:
                     self.send_response(401)
                     self.end_headers()
                     return
-                body = json.dumps({"token": service.token(user, query.get("scope", [])), "expires_in": 300}).encode()
+                body = json.dumps(
+                    {"token": service.token(user, query.get("scope", [])), "expires_in": 300}
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -104,7 +106,11 @@ class TokenService:
                 name, _, actions = rest.rpartition(":")
                 access.append({"type": kind, "name": name, "actions": [a for a in actions.split(",") if a]})
         now = int(time.time())
-        header = {"typ": "JWT", "alg": "ES256", "x5c": [base64.b64encode(self.cert.public_bytes(serialization.Encoding.DER)).decode()]}
+        header = {
+            "typ": "JWT",
+            "alg": "ES256",
+            "x5c": [base64.b64encode(self.cert.public_bytes(serialization.Encoding.DER)).decode()],
+        }
         claims = {
             "iss": ISSUER,
             "sub": user,
@@ -115,7 +121,9 @@ class TokenService:
             "jti": uuid.uuid4().hex,
             "access": access,
         }
-        signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}".encode()
+        signing_input = (
+            f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}".encode()
+        )
         r, s = decode_dss_signature(self.key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
         signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")  # JWS ES256 is raw r||s
         return f"{signing_input.decode()}.{_b64url(signature)}"
@@ -127,7 +135,9 @@ class TokenService:
 
 def test_publish_and_promote_through_a_bearer_token_service(tmp_path):
     engine = docker.from_env()
-    image = build_image(engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"})
+    image = build_image(
+        engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
+    )
     secret = "tok-" + os.urandom(6).hex()
     tokens = TokenService(tmp_path, "releaser", secret)
     auth = TokenAuth(realm=tokens.realm, service=SERVICE, issuer=ISSUER, rootcertbundle=tokens.bundle)
@@ -147,9 +157,16 @@ def test_publish_and_promote_through_a_bearer_token_service(tmp_path):
             assert ok.returncode == 0, ok.stdout + ok.stderr
             digest = json.loads(ok.stdout)["digest"]
             # Both the engine's push and releasekit's own calls asked the token service for push rights.
-            assert any(f"repository:{repo}:" in s and "push" in s for r in tokens.requests if r["ok"] for s in r["scope"])
+            assert any(
+                f"repository:{repo}:" in s and "push" in s
+                for r in tokens.requests
+                if r["ok"]
+                for s in r["scope"]
+            )
 
-            promoted = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", env=right)
+            promoted = run_cli(
+                "promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", env=right
+            )
             assert promoted.returncode == 0, promoted.stdout + promoted.stderr
 
             with RegistryClient(reg.host, RegistryCredentials("releaser", secret)) as client:

@@ -64,9 +64,19 @@ def build_record(release: Release) -> BuildRecord:
         ),
         components=[
             ComponentRecord(
-                name="tiny", kind="git", repo=tiny.repo, ref=tiny.canonical_branch, commit=tiny.commit,
-                tree=tiny.tree, version="0.1.0", distribution="tiny", import_names=["tiny"],
-                wheel_filename="tiny-0.1.0-py3-none-any.whl", wheel_sha256="d" * 64, built=True, cache="miss",
+                name="tiny",
+                kind="git",
+                repo=tiny.repo,
+                ref=tiny.canonical_branch,
+                commit=tiny.commit,
+                tree=tiny.tree,
+                version="0.1.0",
+                distribution="tiny",
+                import_names=["tiny"],
+                wheel_filename="tiny-0.1.0-py3-none-any.whl",
+                wheel_sha256="d" * 64,
+                built=True,
+                cache="miss",
             )
         ],
         labels={"io.releasekit.lock.sha256": release.lock_sha256},
@@ -85,7 +95,12 @@ def rename_field(path: Path, old: str, new: str) -> None:
 def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "releasekit", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "releasekit", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -114,7 +129,16 @@ def test_lock_round_trips(release: Release) -> None:
 
 def test_a_lock_with_a_renamed_field_is_refused_by_publish(release: Release) -> None:
     rename_field(release.lock, "locked_at", "lockedAt")
-    proc = cli("publish", "--image", IMAGE_ID, "--lock", release.lock, "--receipts", release.receipts, cwd=release.root)
+    proc = cli(
+        "publish",
+        "--image",
+        IMAGE_ID,
+        "--lock",
+        release.lock,
+        "--receipts",
+        release.receipts,
+        cwd=release.root,
+    )
     assert_one_line_refusal(proc, str(release.lock), "lockedAt", "locked_at")
 
 
@@ -122,7 +146,9 @@ def test_a_lock_of_another_schema_version_is_refused(release: Release) -> None:
     data = json.loads(release.lock.read_text())
     data["schema"] = "releasekit.lock/v2"
     release.lock.write_text(json.dumps(data))
-    with pytest.raises(InputError, match=r"field 'schema' is 'releasekit.lock/v2', expected 'releasekit.lock/v1'"):
+    with pytest.raises(
+        InputError, match=r"field 'schema' is 'releasekit.lock/v2', expected 'releasekit.lock/v1'"
+    ):
         read_lock(release.lock)
 
 
@@ -142,7 +168,15 @@ def test_a_build_record_with_a_renamed_field_is_refused_by_verify_provenance(rel
     data = json.loads(path.read_text())
     data["components"][0]["wheel"] = data["components"][0].pop("wheel_sha256")
     path.write_text(json.dumps(data))
-    proc = cli("verify-provenance", IMAGE_ID, "--lock", release.lock, "--artifacts", release.evidence, cwd=release.root)
+    proc = cli(
+        "verify-provenance",
+        IMAGE_ID,
+        "--lock",
+        release.lock,
+        "--artifacts",
+        release.evidence,
+        cwd=release.root,
+    )
     assert_one_line_refusal(proc, str(path), "components.0.wheel")
 
 
@@ -154,7 +188,9 @@ def test_provenance_statement_made_by_the_build_round_trips(release: Release) ->
 
     lock = read_lock(release.lock)
     opts = BuildOptions(manifest=release.manifest, lock=release.lock, tag="releasekit-test/records:1")
-    statement = provenance_statement(build_record(release), lock, opts, release.lock_sha256, datetime.now(UTC))
+    statement = provenance_statement(
+        build_record(release), lock, opts, release.lock_sha256, datetime.now(UTC)
+    )
     path = release.evidence / "provenance.intoto.json"
     write_statement(statement, path)
     assert read_statement(path) == statement
@@ -167,7 +203,9 @@ def test_provenance_statement_made_by_the_build_round_trips(release: Release) ->
 # --- plan-check.json -----------------------------------------------------------------------------
 
 
-def test_plan_check_result_round_trips_and_a_renamed_field_is_refused(release: Release, tmp_path: Path) -> None:
+def test_plan_check_result_round_trips_and_a_renamed_field_is_refused(
+    release: Release, tmp_path: Path
+) -> None:
     findings = Findings()
     findings.add("PR_NOT_MERGED", "tiny#7 is not on main", component="tiny", pr=7)
     result = PlanCheckResult(
@@ -176,9 +214,16 @@ def test_plan_check_result_round_trips_and_a_renamed_field_is_refused(release: R
         lock_sha256=release.lock_sha256,
         components=[
             ComponentCheck(
-                component="tiny", repo="https://example.invalid/tiny.git", canonical_branch="main",
-                checked_commit="a" * 40, canonical_head="a" * 40,
-                statuses=[PRStatus(component="tiny", pr=7, role="planned", state="not-merged", codes=["PR_NOT_MERGED"])],
+                component="tiny",
+                repo="https://example.invalid/tiny.git",
+                canonical_branch="main",
+                checked_commit="a" * 40,
+                canonical_head="a" * 40,
+                statuses=[
+                    PRStatus(
+                        component="tiny", pr=7, role="planned", state="not-merged", codes=["PR_NOT_MERGED"]
+                    )
+                ],
             )
         ],
         findings=findings,
@@ -202,7 +247,9 @@ def test_verification_summary_round_trips_and_a_renamed_field_is_refused(release
     assert summary.input_attestations["provenance.intoto.json"] == hashlib.sha256(provenance).hexdigest()
     assert_round_trip(summary, release.root / "again.json")
     rename_field(path, "verificationResult", "result")
-    with pytest.raises(RecordError, match=r"(?=.*unknown field 'result')(?=.*missing field 'verificationResult')"):
+    with pytest.raises(
+        RecordError, match=r"(?=.*unknown field 'result')(?=.*missing field 'verificationResult')"
+    ):
         load_record(VerificationSummary, path)
 
 
@@ -224,7 +271,9 @@ def test_receipt_round_trips_and_a_renamed_field_is_refused(release: Release) ->
     assert receipt.cell_id == "tiny-tp1" and receipt.lock_sha256 == release.lock_sha256
     assert_round_trip(receipt, release.root / "again.json")
     rename_field(path, "lock_sha256", "lock")
-    with pytest.raises(RecordError, match=r"(?=.*tiny-tp1.json: .*unknown field 'lock')(?=.*missing field 'lock_sha256')"):
+    with pytest.raises(
+        RecordError, match=r"(?=.*tiny-tp1.json: .*unknown field 'lock')(?=.*missing field 'lock_sha256')"
+    ):
         read_receipt(path)
 
 
@@ -258,7 +307,9 @@ def test_publish_record_round_trips_and_a_renamed_field_is_refused(tmp_path: Pat
 # --- what every record refuses -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("record", [Lock, BuildRecord, Statement, PlanCheckResult, VerificationSummary, Receipt, PublishRecord])
+@pytest.mark.parametrize(
+    "record", [Lock, BuildRecord, Statement, PlanCheckResult, VerificationSummary, Receipt, PublishRecord]
+)
 def test_not_json_and_no_schema_are_one_line_input_errors(record: type[Record], tmp_path: Path) -> None:
     path = tmp_path / "file.json"
     path.write_text("{not json")
@@ -290,8 +341,13 @@ def test_publish_record_made_from_a_real_gate_report_round_trips(release: Releas
     )
     assert report.passed
     result = PublishResult(
-        published=True, image_id=IMAGE_ID, lock_sha256=release.lock_sha256,
-        repository="127.0.0.1:5000/releasekit-test/records", tags=["1.0"], digest="sha256:" + "e" * 64, gate=report,
+        published=True,
+        image_id=IMAGE_ID,
+        lock_sha256=release.lock_sha256,
+        repository="127.0.0.1:5000/releasekit-test/records",
+        tags=["1.0"],
+        digest="sha256:" + "e" * 64,
+        gate=report,
     )
     record = publish_record(result)
     assert record.gate.cells == ["tiny-tp1", "tiny-tp1-ngram"]

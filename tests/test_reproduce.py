@@ -36,8 +36,14 @@ PULLBACK_REPO = "demo/pullback"
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO,
-                          env=full, timeout=1200)
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=full,
+        timeout=1200,
+    )
 
 
 class World:
@@ -102,14 +108,47 @@ def world(tmp_path_factory, docker_client):
             # other manifest bytes. The test below reads the outcome.
             with _swapping_proxy(reg.host) as (proxy, handler):
                 w.swap_result = run_cli(
-                    "publish", "--image", w.image_id, "--lock", str(w.lock), "--receipts", str(w.release / "receipts"),
-                    "--evidence", str(w.release), "--manifest", str(w.manifest), "--to", f"{proxy}/{PULLBACK_REPO}",
-                    "--tag", "r1", "--tag", "beta", "-o", str(w.root / "pullback-out"),
-                    env={"RELEASEKIT_CACHE": str(w.cache)})
+                    "publish",
+                    "--image",
+                    w.image_id,
+                    "--lock",
+                    str(w.lock),
+                    "--receipts",
+                    str(w.release / "receipts"),
+                    "--evidence",
+                    str(w.release),
+                    "--manifest",
+                    str(w.manifest),
+                    "--to",
+                    f"{proxy}/{PULLBACK_REPO}",
+                    "--tag",
+                    "r1",
+                    "--tag",
+                    "beta",
+                    "-o",
+                    str(w.root / "pullback-out"),
+                    env={"RELEASEKIT_CACHE": str(w.cache)},
+                )
                 w.swapped = list(handler.swapped)
-            r = run_cli("publish", "--image", w.image_id, "--lock", str(w.lock), "--receipts", str(w.release / "receipts"),
-                        "--evidence", str(w.release), "--manifest", str(w.manifest), "--to", f"{reg.host}/{w.repo}",
-                        "--tag", "r1", "--json", env={"RELEASEKIT_CACHE": str(w.cache)})
+            r = run_cli(
+                "publish",
+                "--image",
+                w.image_id,
+                "--lock",
+                str(w.lock),
+                "--receipts",
+                str(w.release / "receipts"),
+                "--evidence",
+                str(w.release),
+                "--manifest",
+                str(w.manifest),
+                "--to",
+                f"{reg.host}/{w.repo}",
+                "--tag",
+                "r1",
+                "--json",
+                env={"RELEASEKIT_CACHE": str(w.cache)},
+            )
             assert r.returncode == 0, r.stdout + r.stderr
             w.digest = json.loads(r.stdout)["digest"]
             w.saved_release = w.root / "saved-release"
@@ -126,19 +165,45 @@ def test_build_writes_a_complete_archive_listed_in_the_provenance(world):
     assert runtime["commit"] == lock["components"]["runtime"]["commit"]
     assert {"archive/lock.json", "archive/manifest.yaml"} <= set(kinds)
     # Exactly the locked commit under one ref: no branch, no PR head (PR 3 was superseded, never merged).
-    heads = subprocess.run(["git", "bundle", "list-heads", str(world.release / runtime["path"])],
-                           capture_output=True, text=True, check=True).stdout.split()
+    heads = subprocess.run(
+        ["git", "bundle", "list-heads", str(world.release / runtime["path"])],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert heads == [runtime["commit"], "refs/releasekit/locked/runtime"]
-    pr3 = subprocess.run(["git", "--git-dir", str(world.demo / "example" / "repos" / "rkdemo-runtime.git"), "rev-parse",
-                          "refs/pull/3/head"], capture_output=True, text=True, check=True).stdout.strip()
+    pr3 = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(world.demo / "example" / "repos" / "rkdemo-runtime.git"),
+            "rev-parse",
+            "refs/pull/3/head",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     probe = world.root / "probe.git"
     subprocess.run(["git", "init", "-q", "--bare", str(probe)], check=True)
-    subprocess.run(["git", "--git-dir", str(probe), "fetch", "-q", str(world.release / runtime["path"]),
-                    "refs/*:refs/*"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(probe),
+            "fetch",
+            "-q",
+            str(world.release / runtime["path"]),
+            "refs/*:refs/*",
+        ],
+        check=True,
+    )
     assert subprocess.run(["git", "--git-dir", str(probe), "cat-file", "-e", pr3]).returncode != 0
     # Every file and the index itself are byproducts of the build, with the same sha256.
     statement = json.loads((world.release / "provenance.intoto.json").read_text())
-    byproducts = {b["name"]: b["digest"]["sha256"] for b in statement["predicate"]["runDetails"]["byproducts"]}
+    byproducts = {
+        b["name"]: b["digest"]["sha256"] for b in statement["predicate"]["runDetails"]["byproducts"]
+    }
     for entry in index["entries"]:
         assert byproducts[entry["path"]] == entry["sha256"]
     assert "archive.json" in byproducts
@@ -154,8 +219,12 @@ def test_reproduce_from_the_registry_with_every_source_gone(world):
     # The sources and every mirror of them leave the disk: only the registry's attachments remain.
     shutil.rmtree(world.demo)
     shutil.rmtree(world.cache / "git", ignore_errors=True)
-    r = run_cli("reproduce", f"{world.host}/{world.repo}@{world.digest}", "--json",
-                env={"RELEASEKIT_CACHE": str(world.cache)})
+    r = run_cli(
+        "reproduce",
+        f"{world.host}/{world.repo}@{world.digest}",
+        "--json",
+        env={"RELEASEKIT_CACHE": str(world.cache)},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert result["same"] is True
@@ -164,7 +233,9 @@ def test_reproduce_from_the_registry_with_every_source_gone(world):
     assert {c["name"] for c in result["components"] if c["same"]} >= {"runtime"}
     assert not (world.cache / "git").exists() or not any((world.cache / "git").glob("*.git"))
     # A tag is resolved to its digest first.
-    by_tag = run_cli("reproduce", f"{world.host}/{world.repo}:r1", "--json", env={"RELEASEKIT_CACHE": str(world.cache)})
+    by_tag = run_cli(
+        "reproduce", f"{world.host}/{world.repo}:r1", "--json", env={"RELEASEKIT_CACHE": str(world.cache)}
+    )
     assert by_tag.returncode == 0, by_tag.stdout + by_tag.stderr
     assert json.loads(by_tag.stdout)["digest"] == world.digest
 
@@ -224,19 +295,30 @@ class _SwapManifest(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self._body()
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "transfer-encoding", "connection")}
+        headers = {
+            k: v
+            for k, v in self.headers.items()
+            if k.lower() not in ("host", "transfer-encoding", "connection")
+        }
         headers["Content-Length"] = str(len(body))
         conn = http.client.HTTPConnection(self.upstream, timeout=120)
         conn.request(self.command, self.path, body=body, headers=headers)
         resp = conn.getresponse()
         data = resp.read()
-        out_headers = [(k, v.replace(self.upstream, f"{self.server.server_address[0]}:{self.server.server_address[1]}"))
-                       for k, v in resp.getheaders() if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+        out_headers = [
+            (k, v.replace(self.upstream, f"{self.server.server_address[0]}:{self.server.server_address[1]}"))
+            for k, v in resp.getheaders()
+            if k.lower() not in ("transfer-encoding", "connection", "content-length")
+        ]
         status = resp.status
         agent = self.headers.get("User-Agent", "")
         length = resp.getheader("Content-Length") or "0" if self.command == "HEAD" else str(len(data))
-        if self.command in ("GET", "HEAD") and "/manifests/sha256:" in self.path and agent.startswith("docker/") \
-                and status == 200:
+        if (
+            self.command in ("GET", "HEAD")
+            and "/manifests/sha256:" in self.path
+            and agent.startswith("docker/")
+            and status == 200
+        ):
             # Same image, different bytes: a registry that does not serve what was pushed.
             if self.command == "HEAD":
                 conn.request("GET", self.path, headers=headers)
@@ -273,7 +355,9 @@ def _swapping_proxy(upstream: str):
 
 def test_pull_back_of_another_manifest_fails_the_publish_with_nothing_tagged(world):
     r = world.swap_result
-    assert world.swapped, "the engine never asked the proxy for the manifest by digest: " + r.stdout[-800:] + r.stderr
+    assert world.swapped, (
+        "the engine never asked the proxy for the manifest by digest: " + r.stdout[-800:] + r.stderr
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "pull-back of" in r.stderr and "nothing was tagged" in r.stderr, r.stderr
     with RegistryClient(world.host) as client:
@@ -300,8 +384,12 @@ def test_first_difference_names_the_file_and_the_component_that_installs_it(tmp_
     from releasekit.reproduce.compare import first_file_difference, owner_of, tar_files
 
     sp = "usr/local/lib/python3.11/dist-packages"
-    published = _layer(tmp_path / "p.tar", {f"{sp}/rkdemo_runtime/scale.py": b"x = 1\n", f"{sp}/k/__init__.py": b""})
-    rebuilt = _layer(tmp_path / "r.tar", {f"{sp}/rkdemo_runtime/scale.py": b"x = 2\n", f"{sp}/k/__init__.py": b""})
+    published = _layer(
+        tmp_path / "p.tar", {f"{sp}/rkdemo_runtime/scale.py": b"x = 1\n", f"{sp}/k/__init__.py": b""}
+    )
+    rebuilt = _layer(
+        tmp_path / "r.tar", {f"{sp}/rkdemo_runtime/scale.py": b"x = 2\n", f"{sp}/k/__init__.py": b""}
+    )
     found = first_file_difference(tar_files(published), tar_files(rebuilt))
     assert found is not None and found[0] == f"{sp}/rkdemo_runtime/scale.py"
     wheel = tmp_path / "rkdemo_runtime-0.1.0-py3-none-any.whl"
@@ -315,9 +403,17 @@ def test_first_difference_names_the_file_and_the_component_that_installs_it(tmp_
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True, env=env).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
 
 
 def test_bundle_of_a_locked_commit_is_complete_and_an_incomplete_one_is_an_error(tmp_path):

@@ -67,12 +67,17 @@ def test_seed_003_matrix_on_eight_gpus() -> None:
         assert any(q.start_s < p.end_s and p.start_s < q.end_s for q in tp6), p
     # With these durations the packing is within 6 % of the bound (340 vs 322.5 minutes).
     assert s.makespan_s <= 1.06 * lower
-    print(f"seed-003 on 8 GPUs: makespan {s.makespan_s / 60:.0f} min, sequential {s.sequential_s / 60:.0f} min, "
-          f"speedup {s.speedup:.2f}x, utilisation {s.gpu_utilisation:.0%}")
+    print(
+        f"seed-003 on 8 GPUs: makespan {s.makespan_s / 60:.0f} min, sequential {s.sequential_s / 60:.0f} min, "
+        f"speedup {s.speedup:.2f}x, utilisation {s.gpu_utilisation:.0%}"
+    )
 
 
 def test_run_packed_never_gives_a_gpu_to_two_running_cells() -> None:
-    jobs = [Job(cell_id=f"tp{g}-{i}", gpus=g, duration_s=0.05 * (i + 1)) for i, g in enumerate([2, 2, 4, 2, 8, 2, 4, 1])]
+    jobs = [
+        Job(cell_id=f"tp{g}-{i}", gpus=g, duration_s=0.05 * (i + 1))
+        for i, g in enumerate([2, 2, 4, 2, 8, 2, 4, 1])
+    ]
     jobs.append(Job(cell_id="cpu-a", gpus=0, duration_s=0.01))
     in_use: set[int] = set()
     lock = threading.Lock()

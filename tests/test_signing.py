@@ -48,15 +48,23 @@ STATEMENT = json.dumps(
 ).encode()
 
 
-def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ)
     full.pop(ENV_KEY, None)
     full.pop(ENV_KEY_FILE, None)
     full.update(env or {})
     repo = Path(__file__).resolve().parents[1]
     full["PYTHONPATH"] = str(repo) + os.pathsep + full.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=full,
-                          cwd=cwd or repo, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=cwd or repo,
+        timeout=120,
+    )
 
 
 @pytest.fixture(params=KEY_TYPES)
@@ -198,8 +206,11 @@ def test_keys_from_the_environment_and_their_errors(tmp_path, pair, monkeypatch)
     with pytest.raises(InputError, match="is a private key"):
         load_trusted_keys([private])
     p384 = tmp_path / "p384.key"
-    p384.write_bytes(ec.generate_private_key(ec.SECP384R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    p384.write_bytes(
+        ec.generate_private_key(ec.SECP384R1()).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     with pytest.raises(InputError, match="only P-256"):
         load_signer(p384)
 
@@ -207,7 +218,9 @@ def test_keys_from_the_environment_and_their_errors(tmp_path, pair, monkeypatch)
 def test_summary_envelope_carries_the_summary_unchanged(tmp_path, pair):
     private, public, _ = pair
     summary = tmp_path / "verification_summary.json"
-    summary.write_text(json.dumps({"verificationResult": "PASSED", "resourceUri": "sha256:" + "cd" * 32}) + "\n")
+    summary.write_text(
+        json.dumps({"verificationResult": "PASSED", "resourceUri": "sha256:" + "cd" * 32}) + "\n"
+    )
     before = summary.read_bytes()
     written = sign_summary_file(load_signer(private), summary, "sha256:" + "cd" * 32)
     assert written == envelope_path(summary) == tmp_path / "verification_summary.dsse.json"
@@ -269,8 +282,16 @@ def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, b
     out = tmp_path / "out"
     runs = []
     for extra in (["--json"], []):
-        r = cli("verify-provenance", image_id, "--lock", str(release.lock), "--summary",
-                str(out / "verification_summary.json"), *extra, env={ENV_KEY: pem})
+        r = cli(
+            "verify-provenance",
+            image_id,
+            "--lock",
+            str(release.lock),
+            "--summary",
+            str(out / "verification_summary.json"),
+            *extra,
+            env={ENV_KEY: pem},
+        )
         assert r.returncode == 1, r.stdout + r.stderr
         runs.append(r)
     envelope = (out / "verification_summary.dsse.json").read_bytes()
@@ -303,8 +324,13 @@ def test_a_bad_signing_key_stops_build_and_verify_before_any_work(tmp_path, comm
     release = Release(tmp_path / "rel", "sha256:" + "e" * 64)
     bad = tmp_path / "bad.key"
     bad.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
-    args = [str(release.manifest), "--lock", str(release.lock)] if command == "build" else [
-        "sha256:" + "e" * 64, "--lock", str(release.lock)]
+    args = (
+        [str(release.manifest), "--lock", str(release.lock)]
+        if command == "build"
+        else ["sha256:" + "e" * 64, "--lock", str(release.lock)]
+    )
     r = cli(command, *args, "--signing-key", str(bad), env={"DOCKER_HOST": "unix:///nonexistent.sock"})
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr.count("\n") == 1 and f"signing key {bad}" in r.stderr and "not a PEM private key" in r.stderr
+    assert (
+        r.stderr.count("\n") == 1 and f"signing key {bad}" in r.stderr and "not a PEM private key" in r.stderr
+    )

@@ -35,22 +35,34 @@ def _reference(data: bytes) -> dict[str, Expected]:
             elif m.isreg():
                 body = tar.extractfile(m)
                 assert body is not None
-                out[path] = Expected("file", mode, m.uid, m.gid, None, hashlib.sha256(body.read()).hexdigest(), m.size)
+                out[path] = Expected(
+                    "file", mode, m.uid, m.gid, None, hashlib.sha256(body.read()).hexdigest(), m.size
+                )
             else:
                 kind = "chr" if m.ischr() else "blk" if m.isblk() else "fifo"
-                out[path] = Expected(kind, mode, m.uid, m.gid,
-                                     f"{m.devmajor}:{m.devminor}" if kind != "fifo" else None, None, 0)
+                out[path] = Expected(
+                    kind,
+                    mode,
+                    m.uid,
+                    m.gid,
+                    f"{m.devmajor}:{m.devminor}" if kind != "fifo" else None,
+                    None,
+                    0,
+                )
     return out
 
 
 def _ours(data: bytes, chunk: int = 7001, **plan: int) -> dict[str, Expected]:
-    pieces = (data[i:i + chunk] for i in range(0, len(data), chunk))
-    return table(inventory_from_tar(pieces, ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0, **plan)))
+    pieces = (data[i : i + chunk] for i in range(0, len(data), chunk))
+    return table(
+        inventory_from_tar(pieces, ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0, **plan))
+    )
 
 
 def _build(fmt: int, *, big_ids: bool = False) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+
         def add(info: tarfile.TarInfo, body: bytes | None = None) -> None:
             if big_ids:
                 info.uid, info.gid = 3_000_000_000, 70_000  # base-256 in GNU format, pax records in pax
@@ -60,17 +72,27 @@ def _build(fmt: int, *, big_ids: bool = False) -> bytes:
         d.type, d.mode = tarfile.DIRTYPE, 0o755
         add(d)
         long_dir = "usr/lib/" + "d" * 120 + "/" + "e" * 130
-        for name, body in (("usr/lib/a.txt", b"hello\n"), (long_dir + "/file.bin", os.urandom(70_000)),
-                           ("usr/lib/empty", b""), ("usr/lib/ünï.py", b"x = 1\n")):
+        for name, body in (
+            ("usr/lib/a.txt", b"hello\n"),
+            (long_dir + "/file.bin", os.urandom(70_000)),
+            ("usr/lib/empty", b""),
+            ("usr/lib/ünï.py", b"x = 1\n"),
+        ):
             f = tarfile.TarInfo(name)
             f.size, f.mode, f.uid, f.gid = len(body), 0o4755, 1000, 1001
             add(f, body)
-        for name, target, kind in (("usr/lib/sym", "/etc/" + "t" * 150, tarfile.SYMTYPE),
-                                   ("usr/lib/hard", long_dir + "/file.bin", tarfile.LNKTYPE)):
+        for name, target, kind in (
+            ("usr/lib/sym", "/etc/" + "t" * 150, tarfile.SYMTYPE),
+            ("usr/lib/hard", long_dir + "/file.bin", tarfile.LNKTYPE),
+        ):
             link = tarfile.TarInfo(name)
             link.type, link.linkname = kind, target
             add(link)
-        for name, kind in (("dev/null", tarfile.CHRTYPE), ("dev/sda", tarfile.BLKTYPE), ("run/fifo", tarfile.FIFOTYPE)):
+        for name, kind in (
+            ("dev/null", tarfile.CHRTYPE),
+            ("dev/sda", tarfile.BLKTYPE),
+            ("run/fifo", tarfile.FIFOTYPE),
+        ):
             dev = tarfile.TarInfo(name)
             dev.type, dev.devmajor, dev.devminor = kind, 8, 3
             add(dev)
@@ -95,8 +117,9 @@ def test_same_table_as_tarfile_on_a_real_tar(tmp_path: Path):
     tree = Path(sys.prefix) / "lib"
     out = tmp_path / "t.tar"
     # GNU tar, as an export writes it: a whole real tree (long names, symlinks, many small files).
-    subprocess.run(["tar", "--sort=name", "-cf", str(out), "-C", str(tree), "."], check=True,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        ["tar", "--sort=name", "-cf", str(out), "-C", str(tree), "."], check=True, stderr=subprocess.DEVNULL
+    )
     data = out.read_bytes()
     ours = _ours(data, 1 << 20, hash_processes=0, hash_thread_bytes=0)
     assert len(ours) > 1000
@@ -159,13 +182,18 @@ def test_helper_processes_give_the_same_digests_and_blob_ids():
     data = _big_tree()
     plan = {"python_roots": ["/venv/lib/python3.11/site-packages"], "hash_all": True, "max_kept_bytes": 0}
     here = inventory_from_tar([data], ReadPlan(**plan, hash_processes=0))
-    helped = inventory_from_tar((data[i:i + 4096] for i in range(0, len(data), 4096)),
-                                ReadPlan(**plan, hash_processes=2, hash_ring_bytes=128 * 1024))
+    helped = inventory_from_tar(
+        (data[i : i + 4096] for i in range(0, len(data), 4096)),
+        ReadPlan(**plan, hash_processes=2, hash_ring_bytes=128 * 1024),
+    )
     assert table(helped) == table(here)
     for path, entry in here.files.items():
         assert (helped.files[path].sha256, helped.files[path].blob) == (entry.sha256, entry.blob), path
     big = here.files["/venv/lib/python3.11/site-packages/pkg/m4.py"]
-    assert big.blob is not None and helped.files["/venv/lib/python3.11/site-packages/pkg/again.py"].blob == big.blob
+    assert (
+        big.blob is not None
+        and helped.files["/venv/lib/python3.11/site-packages/pkg/again.py"].blob == big.blob
+    )
     assert not _helpers_alive()
 
 
@@ -182,26 +210,36 @@ def _hash_threads() -> list[str]:
 @pytest.mark.parametrize("chunk", [4096, 1 << 20])
 def test_the_hashing_thread_gives_the_same_digests_and_blob_ids(chunk):
     data = _big_tree()
-    plan = {"python_roots": ["/venv/lib/python3.11/site-packages"], "hash_all": True, "max_kept_bytes": 0,
-            "hash_processes": 0}
+    plan = {
+        "python_roots": ["/venv/lib/python3.11/site-packages"],
+        "hash_all": True,
+        "max_kept_bytes": 0,
+        "hash_processes": 0,
+    }
     here = inventory_from_tar([data], ReadPlan(**plan, hash_thread_bytes=0))
-    threaded = inventory_from_tar((data[i:i + chunk] for i in range(0, len(data), chunk)),
-                                  ReadPlan(**plan, hash_thread_bytes=64 * 1024))
+    threaded = inventory_from_tar(
+        (data[i : i + chunk] for i in range(0, len(data), chunk)),
+        ReadPlan(**plan, hash_thread_bytes=64 * 1024),
+    )
     assert {p: e.sha256 for p, e in threaded.files.items() if e.kind == "file"} == _tarfile_digests(data)
     for path, entry in here.files.items():
         assert (threaded.files[path].sha256, threaded.files[path].blob) == (entry.sha256, entry.blob), path
     # The hard link to a thread-hashed file has its digests too, whenever the thread finished it.
     big = here.files["/venv/lib/python3.11/site-packages/pkg/m4.py"]
-    assert big.blob is not None and threaded.files["/venv/lib/python3.11/site-packages/pkg/again.py"].blob == big.blob
+    assert (
+        big.blob is not None
+        and threaded.files["/venv/lib/python3.11/site-packages/pkg/again.py"].blob == big.blob
+    )
     assert not _hash_threads()
     with pytest.raises(ExportAborted, match="truncated"):  # cut inside a file the thread is hashing
         inventory_from_tar([data[: len(data) // 2]], ReadPlan(**plan, hash_thread_bytes=64 * 1024))
     assert not _hash_threads()
 
 
-@pytest.mark.parametrize(("ring", "piece", "post"),
-                         [(16 * 1024, 4096, 8192), (10_000, 4096, 8192), (10_000, 30_000, 8192),
-                          (8 << 20, 1 << 20, 4 << 20)])
+@pytest.mark.parametrize(
+    ("ring", "piece", "post"),
+    [(16 * 1024, 4096, 8192), (10_000, 4096, 8192), (10_000, 30_000, 8192), (8 << 20, 1 << 20, 4 << 20)],
+)
 def test_the_hashing_thread_bounds_what_waits_and_reports_a_failure(ring, piece, post):
     # Rings that wrap many times, end mid-piece (10,000 bytes), are smaller than one piece, or
     # are larger than the thread's faulting steps (the writer takes parts the thread has not reached).
@@ -213,11 +251,13 @@ def test_the_hashing_thread_bounds_what_waits_and_reports_a_failure(ring, piece,
         assert worker.begin(len(body), True, lambda sha, sha1: got.append((sha, sha1)))
         view = memoryview(body)
         for at in range(0, len(body), piece):
-            worker.write(view[at:at + piece])
+            worker.write(view[at : at + piece])
             assert worker._used <= ring
         worker.end()
     worker.close()
-    assert got == [(hashlib.sha256(b).digest(), hashlib.sha1(b"blob %d\0" % len(b) + b).digest()) for b in bodies]
+    assert got == [
+        (hashlib.sha256(b).digest(), hashlib.sha1(b"blob %d\0" % len(b) + b).digest()) for b in bodies
+    ]
     assert not _hash_threads()
     failing = HashThread(1, 16 * 1024, None)
     assert failing.begin(3, False, lambda sha, sha1: 1 / 0)
@@ -257,7 +297,9 @@ def test_the_writer_waits_for_the_part_of_the_ring_the_thread_is_faulting_in(mon
     body = os.urandom(1 << 20)
     worker = HashThread(1, 4 << 20, None)
     try:
-        assert worker.begin(len(body), False, lambda sha, sha1: got.append(sha))  # maps the ring, starts the thread
+        assert worker.begin(
+            len(body), False, lambda sha, sha1: got.append(sha)
+        )  # maps the ring, starts the thread
         time.sleep(0.05)  # the thread has claimed its first step and blocks reading the FIFO
         worker.write(memoryview(body))
         writer_done.set()
@@ -274,7 +316,9 @@ def test_the_writer_waits_for_the_part_of_the_ring_the_thread_is_faulting_in(mon
 def test_without_a_zero_source_the_thread_still_hashes(monkeypatch, tmp_path):
     from releasekit.provenance import hashthread
 
-    monkeypatch.setattr(hashthread, "ZERO_SOURCE", str(tmp_path / "absent"))  # faulting in is only a head start
+    monkeypatch.setattr(
+        hashthread, "ZERO_SOURCE", str(tmp_path / "absent")
+    )  # faulting in is only a head start
     data = _big_tree()
     plan = {"python_roots": [], "hash_all": True, "max_kept_bytes": 0, "hash_processes": 0}
     threaded = inventory_from_tar([data], ReadPlan(**plan, hash_thread_bytes=64 * 1024))
@@ -284,7 +328,9 @@ def test_without_a_zero_source_the_thread_still_hashes(monkeypatch, tmp_path):
 
 def test_a_dead_helper_or_a_bad_stream_stops_the_read_and_leaves_no_helper():
     data = _big_tree()
-    plan = ReadPlan(python_roots=[], hash_all=True, max_kept_bytes=0, hash_processes=1, hash_ring_bytes=128 * 1024)
+    plan = ReadPlan(
+        python_roots=[], hash_all=True, max_kept_bytes=0, hash_processes=1, hash_ring_bytes=128 * 1024
+    )
 
     def killing(pieces):
         for n, piece in enumerate(pieces):
@@ -294,7 +340,7 @@ def test_a_dead_helper_or_a_bad_stream_stops_the_read_and_leaves_no_helper():
             yield piece
 
     with pytest.raises(ExportAborted, match="hashing helper process stopped"):
-        inventory_from_tar(killing(data[i:i + 4096] for i in range(0, len(data), 4096)), plan)
+        inventory_from_tar(killing(data[i : i + 4096] for i in range(0, len(data), 4096)), plan)
     assert not _helpers_alive()
     with pytest.raises(ExportAborted, match="truncated"):
         inventory_from_tar([data[: len(data) // 2]], plan)  # cut inside a file a helper is hashing
@@ -363,7 +409,9 @@ def test_unknown_sparse_and_data_carrying_types_are_refused():
     with pytest.raises(ExportAborted, match="sparse"):
         _ours(_one(info, fmt=tarfile.PAX_FORMAT))
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"path": "etc/passwd"}) as tar:
+    with tarfile.open(
+        fileobj=buf, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"path": "etc/passwd"}
+    ) as tar:
         tar.addfile(tarfile.TarInfo("x"), io.BytesIO(b""))
     with pytest.raises(ExportAborted, match="global pax header"):
         _ours(buf.getvalue())

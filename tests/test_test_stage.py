@@ -26,7 +26,7 @@ from releasekit.records.lock import write_lock
 
 pytestmark = pytest.mark.docker
 
-TESTS = '''\
+TESTS = """\
 import sys
 
 import rkpkg
@@ -55,7 +55,7 @@ def test_order_dependent():
 
 def test_gpu_only():
     pass
-'''
+"""
 
 HANG = "import time\n\n\ndef test_hangs():\n    time.sleep(600)\n"
 
@@ -103,16 +103,36 @@ def _image(client, base_id: str, wheels: Path, value: int, tag: str) -> str:
         "COPY rkpkg/ /tmp/rkpkg/\n"
         "RUN python3 -c \"import shutil, sysconfig; shutil.copytree('/tmp/rkpkg', sysconfig.get_paths()['purelib'] + '/rkpkg')\"\n"
     ).encode()
-    image, _ = client.images.build(fileobj=_context(files), custom_context=True, tag=tag, rm=True, forcerm=True)
+    image, _ = client.images.build(
+        fileobj=_context(files), custom_context=True, tag=tag, rm=True, forcerm=True
+    )
     return str(image.id)
 
 
 @pytest.fixture(scope="module")
 def images(docker_client, base_image, tmp_path_factory):
     wheels = tmp_path_factory.mktemp("wheels")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheels), "--only-binary", ":all:",
-                    "--python-version", "3.11", "pytest"], check=True, capture_output=True)
-    candidate = _image(docker_client, base_image.image_id, wheels, 2, "releasekit-test/test-stage-candidate:1")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "-d",
+            str(wheels),
+            "--only-binary",
+            ":all:",
+            "--python-version",
+            "3.11",
+            "pytest",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    candidate = _image(
+        docker_client, base_image.image_id, wheels, 2, "releasekit-test/test-stage-candidate:1"
+    )
     baseline = _image(docker_client, base_image.image_id, wheels, 1, "releasekit-test/test-stage-baseline:1")
     return candidate, baseline
 
@@ -120,21 +140,25 @@ def images(docker_client, base_image, tmp_path_factory):
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Forge:
     forge = Forge(tmp_path_factory.mktemp("forge") / "comp", "comp")
-    forge.init({
-        "rkpkg/__init__.py": "VALUE = 99\nBROKEN = False\n",  # the checkout's copy: must not be what tests import
-        "tests/__init__.py": "",
-        "tests/test_suite.py": TESTS,
-        "tests/test_hang.py": HANG,
-        "pyproject.toml": "[tool.pytest.ini_options]\nmarkers = ['gpu']\n",
-        ".pre-commit-config.yaml": HOOKS,
-    })
+    forge.init(
+        {
+            "rkpkg/__init__.py": "VALUE = 99\nBROKEN = False\n",  # the checkout's copy: must not be what tests import
+            "tests/__init__.py": "",
+            "tests/test_suite.py": TESTS,
+            "tests/test_hang.py": HANG,
+            "pyproject.toml": "[tool.pytest.ini_options]\nmarkers = ['gpu']\n",
+            ".pre-commit-config.yaml": HOOKS,
+        }
+    )
     forge.open_pr(1, [CLEAN_PR])
     forge.open_pr(2, [BAD_PR])
     return forge
 
 
 def _ruff_version() -> str:
-    return subprocess.run(["ruff", "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    return subprocess.run(["ruff", "--version"], capture_output=True, text=True, check=True).stdout.split()[
+        -1
+    ]
 
 
 def _manifest(root: Path, repo: Forge, pr: int, suites: list[dict]) -> tuple[Path, Path]:
@@ -143,7 +167,10 @@ def _manifest(root: Path, repo: Forge, pr: int, suites: list[dict]) -> tuple[Pat
         "name": "test-stage",
         "components": {
             "comp": {
-                "kind": "git", "repo": repo.url, "canonical_branch": "main", "distribution": "rkpkg",
+                "kind": "git",
+                "repo": repo.url,
+                "canonical_branch": "main",
+                "distribution": "rkpkg",
                 "merge_plan": [{"pr": pr, "title": f"PR {pr}"}],
                 "tests": suites,
                 "hygiene": {
@@ -153,7 +180,10 @@ def _manifest(root: Path, repo: Forge, pr: int, suites: list[dict]) -> tuple[Pat
                 },
             }
         },
-        "toolchain": {"base_image": {"name": "releasekit-test/none", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
+        "toolchain": {
+            "base_image": {"name": "releasekit-test/none", "digest": "to-be-locked"},
+            "cuda_arch_list": ["12.0a"],
+        },
     }
     root.mkdir(parents=True, exist_ok=True)
     path = root / "manifest.yaml"
@@ -165,16 +195,35 @@ def _manifest(root: Path, repo: Forge, pr: int, suites: list[dict]) -> tuple[Pat
 
 
 SUITES = [
-    {"name": "mixed", "pytest": {"paths": ["tests/test_suite.py"], "k": "not gpu_only"}, "timeout": 120,
-     "expect": ["passed >= 1"]},
-    {"name": "preexisting", "pytest": {"paths": ["tests/test_suite.py"], "k": "ships or known_broken or not_broken"},
-     "timeout": 120,
-     "allowlist": [
-         {"test": "tests/test_suite.py::test_known_broken", "reason": "fails on unmodified main", "expires": "2099-01-01"},
-         {"test": "tests/test_suite.py::test_ships_installed_code", "reason": "fixed since", "expires": "2099-01-01"},
-     ]},
-    {"name": "counts", "pytest": {"paths": ["tests/test_suite.py"], "k": "ships"}, "timeout": 120,
-     "expect": ["passed >= 366", "skipped == 0"]},
+    {
+        "name": "mixed",
+        "pytest": {"paths": ["tests/test_suite.py"], "k": "not gpu_only"},
+        "timeout": 120,
+        "expect": ["passed >= 1"],
+    },
+    {
+        "name": "preexisting",
+        "pytest": {"paths": ["tests/test_suite.py"], "k": "ships or known_broken or not_broken"},
+        "timeout": 120,
+        "allowlist": [
+            {
+                "test": "tests/test_suite.py::test_known_broken",
+                "reason": "fails on unmodified main",
+                "expires": "2099-01-01",
+            },
+            {
+                "test": "tests/test_suite.py::test_ships_installed_code",
+                "reason": "fixed since",
+                "expires": "2099-01-01",
+            },
+        ],
+    },
+    {
+        "name": "counts",
+        "pytest": {"paths": ["tests/test_suite.py"], "k": "ships"},
+        "timeout": 120,
+        "expect": ["passed >= 366", "skipped == 0"],
+    },
     {"name": "gpu", "pytest": {"paths": ["tests/test_suite.py"], "k": "gpu_only"}, "needs": {"gpus": 64}},
     {"name": "hang", "pytest": {"paths": ["tests/test_hang.py"]}, "timeout": 4},
 ]
@@ -188,9 +237,26 @@ def release(tmp_path_factory, images, repo):
     out = root / "out"
     candidate, baseline = images
     proc = subprocess.run(
-        [sys.executable, "-m", "releasekit", "test", str(manifest), "--image", candidate, "--lock", str(lock),
-         "--baseline-image", baseline, "-o", str(out), "--allow-local-repos", "--json"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "test",
+            str(manifest),
+            "--image",
+            candidate,
+            "--lock",
+            str(lock),
+            "--baseline-image",
+            baseline,
+            "-o",
+            str(out),
+            "--allow-local-repos",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     receipts = {p.stem.split(".", 1)[1]: json.loads(p.read_text()) for p in (out / "tests").glob("*.json")}
     return proc, receipts, candidate, baseline
@@ -207,8 +273,12 @@ def test_regression_fails_the_gate_and_names_the_test(release):
     assert mixed["status"] == "failed"
     assert mixed["image_id"] == candidate and mixed["baseline_image_id"] == baseline
     assert len(mixed["lock_sha256"]) == 64
-    assert _verdicts(mixed) == {"test_value_is_one": "regression", "test_not_broken": "pre-existing",
-                                "test_known_broken": "pre-existing", "test_order_dependent": "flaky"}
+    assert _verdicts(mixed) == {
+        "test_value_is_one": "regression",
+        "test_not_broken": "pre-existing",
+        "test_known_broken": "pre-existing",
+        "test_order_dependent": "flaky",
+    }
     codes = {(f["code"], f["location"].get("path")) for f in mixed["findings"]["findings"]}
     assert ("TEST_REGRESSION", "tests/test_suite.py::test_value_is_one") in codes
     assert ("FLAKY_TEST", "tests/test_suite.py::test_order_dependent") in codes
@@ -226,7 +296,9 @@ def test_pre_existing_failure_passes_with_both_results(release):
     assert set(failures) == {"test_not_broken", "test_known_broken"}
     known = failures["test_known_broken"]
     assert known["verdict"] == "pre-existing" and known["allowlist_reason"] == "fails on unmodified main"
-    assert known["candidate_rerun"]["image_id"] == candidate and known["candidate_rerun"]["outcome"] == "failed"
+    assert (
+        known["candidate_rerun"]["image_id"] == candidate and known["candidate_rerun"]["outcome"] == "failed"
+    )
     assert known["baseline"]["image_id"] == baseline and known["baseline"]["outcome"] == "failed"
     assert "also broken before this release" in known["baseline"]["output"]
     codes = [(f["code"], f["severity"]) for f in pre["findings"]["findings"]]
@@ -238,7 +310,10 @@ def test_count_rule_fails_when_fewer_pass(release):
     _, receipts, _, _ = release
     counts = receipts["counts"]
     assert counts["status"] == "failed" and counts["counts"]["passed"] == 1
-    assert [(r["rule"], r["actual"], r["ok"]) for r in counts["expected"]] == [("passed >= 366", 1, False), ("skipped == 0", 0, True)]
+    assert [(r["rule"], r["actual"], r["ok"]) for r in counts["expected"]] == [
+        ("passed >= 366", 1, False),
+        ("skipped == 0", 0, True),
+    ]
     assert [f["code"] for f in counts["findings"]["findings"]] == ["COUNT_RULE_FAILED"]
 
 
@@ -269,7 +344,9 @@ def test_receipts_are_typed_records(release, tmp_path):
     path.write_text(json.dumps(receipts["mixed"]))
     assert isinstance(read_test_receipt(path), TestReceipt)
     path.write_text(json.dumps({**receipts["mixed"], "surprise": 1}))
-    with pytest.raises(InputError, match=r"not a valid releasekit.test-receipt/v1 file: unknown field 'surprise'"):
+    with pytest.raises(
+        InputError, match=r"not a valid releasekit.test-receipt/v1 file: unknown field 'surprise'"
+    ):
         read_test_receipt(path)
 
 
@@ -279,10 +356,21 @@ def test_expired_allowlist_entry_is_a_finding():
     from releasekit.suites.checks.allowlist import AllowlistCheck
     from releasekit.suites.context import SuiteContext
 
-    suite = TestSuite.model_validate({"name": "s", "pytest": {"paths": ["t"]}, "allowlist": [
-        {"test": "t.py::a", "reason": "r", "expires": "2020-01-01"}]})
-    receipt = TestReceipt(component="c", suite="s", status="passed", image="i", started_at="now",
-                          failures=[FailedTest(test="t.py::a", outcome="failed", verdict="pre-existing")])
+    suite = TestSuite.model_validate(
+        {
+            "name": "s",
+            "pytest": {"paths": ["t"]},
+            "allowlist": [{"test": "t.py::a", "reason": "r", "expires": "2020-01-01"}],
+        }
+    )
+    receipt = TestReceipt(
+        component="c",
+        suite="s",
+        status="passed",
+        image="i",
+        started_at="now",
+        failures=[FailedTest(test="t.py::a", outcome="failed", verdict="pre-existing")],
+    )
     found = AllowlistCheck().run(SuiteContext("c", suite, receipt, dt.date(2026, 1, 1)))
     assert [(f.code, f.severity.value) for f in found] == [("ALLOWLIST_EXPIRED", "error")]
 
@@ -293,8 +381,21 @@ def test_expired_allowlist_entry_is_a_finding():
 def _hygiene(root: Path, repo: Forge, pr: int) -> tuple[subprocess.CompletedProcess, dict]:
     manifest, lock = _manifest(root, repo, pr, [])
     proc = subprocess.run(
-        [sys.executable, "-m", "releasekit", "hygiene", str(manifest), "--lock", str(lock), "-o", str(root / "out"),
-         "--allow-local-repos"], capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "hygiene",
+            str(manifest),
+            "--lock",
+            str(lock),
+            "-o",
+            str(root / "out"),
+            "--allow-local-repos",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     return proc, json.loads((root / "out" / "hygiene.json").read_text())
 
@@ -302,8 +403,11 @@ def _hygiene(root: Path, repo: Forge, pr: int) -> tuple[subprocess.CompletedProc
 def test_hygiene_reports_each_planted_problem_at_file_line(tmp_path, repo):
     proc, receipt = _hygiene(tmp_path, repo, 2)
     assert proc.returncode == 1, proc.stderr
-    spots = {(f["code"], f["location"].get("file"), f["location"].get("line"))
-             for f in receipt["findings"]["findings"] if f["severity"] == "error"}
+    spots = {
+        (f["code"], f["location"].get("file"), f["location"].get("line"))
+        for f in receipt["findings"]["findings"]
+        if f["severity"] == "error"
+    }
     assert spots == {
         ("RUFF", "pkg/unused.py", 1),
         ("RUFF_FORMAT", "pkg/fmt.py", 1),
@@ -312,7 +416,11 @@ def test_hygiene_reports_each_planted_problem_at_file_line(tmp_path, repo):
     }
     assert "pkg/todo.py:2" in proc.stdout
     assert {s["step"]: s["status"] for s in receipt["components"][0]["steps"]} == {
-        "ruff-check": "failed", "ruff-format": "failed", "git-diff-check": "failed", "pre-commit": "failed"}
+        "ruff-check": "failed",
+        "ruff-format": "failed",
+        "git-diff-check": "failed",
+        "pre-commit": "failed",
+    }
 
 
 def test_hygiene_clean_tree_has_no_findings_and_network_hooks_are_not_passed(tmp_path, repo):
@@ -325,4 +433,8 @@ def test_hygiene_clean_tree_has_no_findings_and_network_hooks_are_not_passed(tmp
     comp = receipt["components"][0]
     assert comp["files"] == ["notes.txt", "pkg/clean.py"]
     assert {s["step"]: s["status"] for s in comp["steps"]} == {
-        "ruff-check": "passed", "ruff-format": "passed", "git-diff-check": "passed", "pre-commit": "not-runnable"}
+        "ruff-check": "passed",
+        "ruff-format": "passed",
+        "git-diff-check": "passed",
+        "pre-commit": "not-runnable",
+    }

@@ -66,13 +66,21 @@ def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
     # The demo's hook: the CPU matrix plus the broken-candidate cell, receipts next to the manifest.
     from releasekit.docker_engine import Engine
 
-    add_cpu_validation(manifest, manifest.parent / "receipts", Engine(docker_client), cpu_engine_image.tag, broken=True)
+    add_cpu_validation(
+        manifest, manifest.parent / "receipts", Engine(docker_client), cpu_engine_image.tag, broken=True
+    )
     lock = root / "lock.json"
     write_lock(build_lock(load_manifest(manifest), allow_local=True), lock)
     release = root / "release"
-    record = run_build(BuildOptions(
-        manifest=manifest, lock=lock, outdir=release, tag="releasekit-test/validate-candidate:e2e", allow_local_repos=True,
-    ))
+    record = run_build(
+        BuildOptions(
+            manifest=manifest,
+            lock=lock,
+            outdir=release,
+            tag="releasekit-test/validate-candidate:e2e",
+            allow_local_repos=True,
+        )
+    )
     yield Candidate(manifest, lock, record.image_id, release)
     holder.cleanup()
 
@@ -84,14 +92,20 @@ def receipts_digest(receipts: Path) -> str:
         r = read_receipt(path)
         lines.append(f"\n{r.cell_id}: {r.status} startup {r.startup_s}s")
         lines += [f"  {f.code}: {f.message}" for f in r.findings]
-        lines += [f"  {k} = {m.value} {m.samples}" for k, m in r.metrics.items() if k.startswith(("decode.", "acceptance."))]
+        lines += [
+            f"  {k} = {m.value} {m.samples}"
+            for k, m in r.metrics.items()
+            if k.startswith(("decode.", "acceptance."))
+        ]
         lines += [f"  gate {g.model_dump_json()}" for g in r.gates]
         lines += ["  log: " + ln for ln in r.log_tail[-8:]]
     return "\n".join(lines)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO
+    )
 
 
 def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
@@ -102,10 +116,22 @@ def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
     manifest = candidate.manifest
     client = docker_client
     dockerfile = f"FROM {candidate.image_id}\nENV {FORBIDDEN_ENV}=1\n".encode()
-    image, _ = client.images.build(fileobj=io.BytesIO(dockerfile), tag="releasekit-test/validate-hidden-switch:1", rm=True)
+    image, _ = client.images.build(
+        fileobj=io.BytesIO(dockerfile), tag="releasekit-test/validate-hidden-switch:1", rm=True
+    )
     try:
         receipts = tmp_path / "receipts"
-        proc = cli("validate", str(manifest), "--image", image.id, "--cell", "cpu-spec-off", "-o", str(receipts), "--json")
+        proc = cli(
+            "validate",
+            str(manifest),
+            "--image",
+            image.id,
+            "--cell",
+            "cpu-spec-off",
+            "-o",
+            str(receipts),
+            "--json",
+        )
         assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
         receipt = read_receipt(receipts / "cpu-spec-off.json")
         assert not receipt.passed and receipt.startup_s is None and not receipt.checks
@@ -118,14 +144,25 @@ def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
 def test_a_lock_the_image_was_not_built_from_is_refused(tmp_path: Path, candidate: Candidate) -> None:
     other = tmp_path / "other-lock.json"
     other.write_bytes(candidate.lock.read_bytes() + b"\n")
-    proc = cli("validate", str(candidate.manifest), "--image", candidate.image_id, "--lock", str(other),
-               "-o", str(tmp_path / "receipts"), "--json")
+    proc = cli(
+        "validate",
+        str(candidate.manifest),
+        "--image",
+        candidate.image_id,
+        "--lock",
+        str(other),
+        "-o",
+        str(tmp_path / "receipts"),
+        "--json",
+    )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     assert [f["code"] for f in json.loads(proc.stdout)["findings"]] == ["IMAGE_LOCK_MISMATCH"]
     assert not (tmp_path / "receipts").exists()
 
 
-def test_a_broken_candidate_of_the_same_model_fails_the_accuracy_gate(candidate: Candidate, demo_run, docker_client) -> None:
+def test_a_broken_candidate_of_the_same_model_fails_the_accuracy_gate(
+    candidate: Candidate, demo_run, docker_client
+) -> None:
     """One attention projection overwritten with noise, held to the good model's spec-off receipt:
     the one ``releasekit demo`` wrote this session (same model, prompts and engine; tests/test_demo.py
     checks that receipt), so the good cell is served once in the suite, not twice."""
@@ -137,15 +174,30 @@ def test_a_broken_candidate_of_the_same_model_fails_the_accuracy_gate(candidate:
     receipts.mkdir(exist_ok=True)
     shutil.copyfile(good_receipt, receipts / f"{GOOD_CELL}.json")
     out = receipts.parent / "receipts-broken"
-    proc = cli("validate", str(candidate.manifest), "--image", candidate.image_id, "--cell", BROKEN_CELL,
-               "-o", str(out), "--gpus", "0", "--json")
+    proc = cli(
+        "validate",
+        str(candidate.manifest),
+        "--image",
+        candidate.image_id,
+        "--cell",
+        BROKEN_CELL,
+        "-o",
+        str(out),
+        "--gpus",
+        "0",
+        "--json",
+    )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:] + receipts_digest(out)
     broken = read_receipt(out / f"{BROKEN_CELL}.json")
     good = read_receipt(receipts / f"{GOOD_CELL}.json")
-    assert broken.startup_s is not None and broken.status == "failed"  # it served: the model, not the server, is bad
+    assert (
+        broken.startup_s is not None and broken.status == "failed"
+    )  # it served: the model, not the server, is bad
     assert broken.metrics["gsm8k.n"].value == good.metrics["gsm8k.n"].value == 30
     assert broken.metrics["gsm8k.accuracy"].value < good.metrics["gsm8k.accuracy"].value
-    assert [f.code for f in broken.findings if f.severity == "error"] == ["ACCURACY_BELOW_BASELINE"], receipts_digest(out)
+    assert [f.code for f in broken.findings if f.severity == "error"] == ["ACCURACY_BELOW_BASELINE"], (
+        receipts_digest(out)
+    )
     # Nothing left behind (of this candidate: the Docker Engine may be shared with other runs' cells).
     assert not docker_client.containers.list(
         all=True, filters={"label": "io.releasekit.validate.cell", "ancestor": candidate.image_id}

@@ -52,7 +52,9 @@ def manifest(tmp_path: Path, script: str) -> Path:
     data = {
         "schema": "releasekit/v1",
         "name": "failures",
-        "components": {"app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}},
+        "components": {
+            "app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}
+        },
         "toolchain": {"base_image": {"name": "base", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
         "validation": {
             "datasets": {"q": {"path": "q.jsonl", **pin}},
@@ -77,9 +79,24 @@ def manifest(tmp_path: Path, script: str) -> Path:
 def validate(tmp_path: Path, script: str, image: str) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "releasekit", "validate", str(manifest(tmp_path, script)), "--image", image,
-         "-o", str(tmp_path / "receipts"), "--gpus", "0", "--json"],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "validate",
+            str(manifest(tmp_path, script)),
+            "--image",
+            image,
+            "-o",
+            str(tmp_path / "receipts"),
+            "--gpus",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
     )
     return proc, time.monotonic() - start
 
@@ -94,7 +111,9 @@ def validate(tmp_path: Path, script: str, image: str) -> tuple[subprocess.Comple
     ],
     ids=["exits", "never-ready", "hangs-mid-run", "dies-mid-run"],
 )
-def test_a_broken_server_gives_a_failed_receipt(tmp_path: Path, base_image, docker_client, script, code, in_log) -> None:
+def test_a_broken_server_gives_a_failed_receipt(
+    tmp_path: Path, base_image, docker_client, script, code, in_log
+) -> None:
     proc, seconds = validate(tmp_path, script, base_image.name)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     receipt = read_receipt(tmp_path / "receipts" / "stub.json")
@@ -107,10 +126,16 @@ def test_a_broken_server_gives_a_failed_receipt(tmp_path: Path, base_image, dock
 
 def test_an_image_that_does_not_exist_is_an_input_error(tmp_path: Path, docker_client) -> None:
     proc, _ = validate(tmp_path, EXITS, "releasekit-test/no-such-image:0")
-    assert proc.returncode == 2 and proc.stderr.startswith("releasekit: error: image") and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("releasekit: error: image")
+        and "Traceback" not in proc.stderr
+    )
 
 
-def test_a_gpu_cell_on_a_host_without_the_nvidia_runtime_fails_cleanly(tmp_path: Path, base_image, docker_client) -> None:
+def test_a_gpu_cell_on_a_host_without_the_nvidia_runtime_fails_cleanly(
+    tmp_path: Path, base_image, docker_client
+) -> None:
     # The device request reaches the engine, which refuses it here (no GPU, no NVIDIA runtime):
     # a failed receipt with the engine's reason, and no created container left behind.
     path = manifest(tmp_path, HANGS)
@@ -118,9 +143,24 @@ def test_a_gpu_cell_on_a_host_without_the_nvidia_runtime_fails_cleanly(tmp_path:
     data["validation"]["cells"][0]["gpus"] = 1
     YAML(typ="safe", pure=True).dump(data, path)
     proc = subprocess.run(
-        [sys.executable, "-m", "releasekit", "validate", str(path), "--image", base_image.name,
-         "-o", str(tmp_path / "receipts"), "--gpus", "1", "--json"],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "validate",
+            str(path),
+            "--image",
+            base_image.name,
+            "-o",
+            str(tmp_path / "receipts"),
+            "--gpus",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     receipt = read_receipt(tmp_path / "receipts" / "stub.json")

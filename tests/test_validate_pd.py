@@ -32,7 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO
+    )
 
 
 def flag(argv: list[str], name: str) -> str:
@@ -68,18 +70,23 @@ def test_the_ds4_1p1d_cell_renders_tokenspeed_workers_and_gateway() -> None:
     g = gateway["argv"]
     assert gateway["role"] == "router" and "--pd-disaggregation" in g
     i = g.index("--prefill")
-    assert g[i + 1:i + 3] == [f"grpc://127.0.0.1:{prefill['port']}", str(bootstrap)]
+    assert g[i + 1 : i + 3] == [f"grpc://127.0.0.1:{prefill['port']}", str(bootstrap)]
     assert flag(g, "--decode") == f"grpc://127.0.0.1:{decode['port']}"
     assert gateway["readiness_paths"] == ["/v1/models"] and gateway["gpus"] == []
     assert row["serve_argv"] == prefill["argv"]
 
 
 def test_tokenspeed_reports_what_it_cannot_express() -> None:
-    cell = Cell.model_validate({
-        "id": "x", "engine": "tokenspeed", "model": {"name": "m"},
-        "parallel": {"tp": 2, "ep": 4, "prefill_replicas": 1, "decode_replicas": 1},
-        "speculative": {"mode": "mtp", "num_tokens": 3}, "options": {"aux_streams": True},
-    })
+    cell = Cell.model_validate(
+        {
+            "id": "x",
+            "engine": "tokenspeed",
+            "model": {"name": "m"},
+            "parallel": {"tp": 2, "ep": 4, "prefill_replicas": 1, "decode_replicas": 1},
+            "speculative": {"mode": "mtp", "num_tokens": 3},
+            "options": {"aux_streams": True},
+        }
+    )
     topology = engine_for("tokenspeed").topology(cell, "/models/m", PortPlan(), [0, 1, 2, 3])
     assert topology is not None
     text = " ".join(topology.problems)
@@ -87,15 +94,25 @@ def test_tokenspeed_reports_what_it_cannot_express() -> None:
 
 
 def vllm_pd_cell(connector: str, replicas: tuple[int, int] = (1, 1), gpus: int | None = None) -> Cell:
-    return Cell.model_validate({
-        "id": "pd", "model": {"name": "tiny", "path": "tiny"}, "gpus": gpus,
-        "parallel": {"tp": 1 if gpus == 0 else 2, "prefill_replicas": replicas[0], "decode_replicas": replicas[1]},
-        "options": {"kv_connector": connector},
-    })
+    return Cell.model_validate(
+        {
+            "id": "pd",
+            "model": {"name": "tiny", "path": "tiny"},
+            "gpus": gpus,
+            "parallel": {
+                "tp": 1 if gpus == 0 else 2,
+                "prefill_replicas": replicas[0],
+                "decode_replicas": replicas[1],
+            },
+            "options": {"kv_connector": connector},
+        }
+    )
 
 
 def test_vllm_pd_renders_producer_and_consumer_on_a_shared_directory() -> None:
-    topology = engine_for("vllm").topology(vllm_pd_cell("ExampleConnector", (1, 2), gpus=0), "/models/tiny", PortPlan(), [])
+    topology = engine_for("vllm").topology(
+        vllm_pd_cell("ExampleConnector", (1, 2), gpus=0), "/models/tiny", PortPlan(), []
+    )
     assert topology is not None and topology.problems == []
     assert topology.entry == "router" and topology.entry_process.in_process
     assert topology.router is not None
@@ -129,14 +146,17 @@ def test_the_router_names_a_backend_that_does_not_answer() -> None:
     router = Router(
         RouterSpec(prefill=["prefill-0"], decode=["decode-0"]),
         {"prefill-0": f"http://127.0.0.1:{dead}", "decode-0": f"http://127.0.0.1:{dead}"},
-        router_port, timeout_s=5,
+        router_port,
+        timeout_s=5,
     )
     router.start()
     try:
         base = f"http://127.0.0.1:{router_port}"
         health = httpx.get(base + "/health", timeout=10)
         assert health.status_code == 503 and health.json()["unhealthy"] == ["prefill-0", "decode-0"]
-        r = httpx.post(base + "/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 4}, timeout=10)
+        r = httpx.post(
+            base + "/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 4}, timeout=10
+        )
         assert r.status_code == 502 and r.json()["error"]["backend"] == "prefill-0"
         assert router.failures == 1 and router.requests == 1
     finally:
@@ -173,27 +193,39 @@ def pd_manifest(directory: Path, cell_id: str, checks: list[dict]) -> Path:
     data = {
         "schema": "releasekit/v1",
         "name": "pd-cpu",
-        "components": {"app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}},
+        "components": {
+            "app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}
+        },
         "toolchain": {"base_image": {"name": "base", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
         "validation": {
             "datasets": {
-                "gsm8k-mini": {"path": SCORED, "sha256": _sha256(DATASETS / SCORED), "samples": _records(DATASETS / SCORED)},
-                "gsm8k-train": {"path": TRAIN, "sha256": _sha256(DATASETS / TRAIN), "samples": _records(DATASETS / TRAIN)},
+                "gsm8k-mini": {
+                    "path": SCORED,
+                    "sha256": _sha256(DATASETS / SCORED),
+                    "samples": _records(DATASETS / SCORED),
+                },
+                "gsm8k-train": {
+                    "path": TRAIN,
+                    "sha256": _sha256(DATASETS / TRAIN),
+                    "samples": _records(DATASETS / TRAIN),
+                },
             },
-            "cells": [{
-                "id": cell_id,
-                "model": {"name": "tiny", "path": "tiny-llama", "load_format": "dummy"},
-                "engine_command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
-                "parallel": {"prefill_replicas": 1, "decode_replicas": 1},
-                "options": {"kv_connector": "ExampleConnector"},
-                "max_model_len": 2048,
-                "gpus": 0,
-                "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
-                "extra_args": ["--enforce-eager"],
-                "startup_timeout_s": 420,
-                "request_timeout_s": 120,
-                "checks": checks,
-            }],
+            "cells": [
+                {
+                    "id": cell_id,
+                    "model": {"name": "tiny", "path": "tiny-llama", "load_format": "dummy"},
+                    "engine_command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+                    "parallel": {"prefill_replicas": 1, "decode_replicas": 1},
+                    "options": {"kv_connector": "ExampleConnector"},
+                    "max_model_len": 2048,
+                    "gpus": 0,
+                    "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+                    "extra_args": ["--enforce-eager"],
+                    "startup_timeout_s": 420,
+                    "request_timeout_s": 120,
+                    "checks": checks,
+                }
+            ],
         },
     }
     path = directory / "releasekit.yaml"
@@ -219,13 +251,30 @@ def digest(receipt_path: Path) -> str:
 @pytest.mark.slow
 def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_image, docker_client) -> None:
     checks = [
-        {"kind": "gsm8k", "dataset": "gsm8k-mini", "fewshot": "gsm8k-train", "num_fewshot": 1, "max_tokens": 16, "min_accuracy": 0.0},
+        {
+            "kind": "gsm8k",
+            "dataset": "gsm8k-mini",
+            "fewshot": "gsm8k-train",
+            "num_fewshot": 1,
+            "max_tokens": 16,
+            "min_accuracy": 0.0,
+        },
         {"kind": "throughput", "input_len": 64, "output_len": 16, "concurrency": [1, 2], "num_prompts": 2},
         {"kind": "log_scan"},
     ]
     manifest = pd_manifest(workdir / "m", "cpu-1p1d", checks)
     receipts = workdir / "receipts"
-    proc = cli("validate", str(manifest), "--image", cpu_engine_image.tag, "-o", str(receipts), "--gpus", "0", "--json")
+    proc = cli(
+        "validate",
+        str(manifest),
+        "--image",
+        cpu_engine_image.tag,
+        "-o",
+        str(receipts),
+        "--gpus",
+        "0",
+        "--json",
+    )
     path = receipts / "cpu-1p1d.json"
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:] + digest(path)
     r = read_receipt(path)
@@ -244,14 +293,27 @@ def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_im
     assert decode.metrics["vllm:generation_tokens_total"] > decode.metrics["vllm:request_success_total"]
     # The decode worker loaded the KV the prefill worker stored (the connector logs it).
     assert any("kv_producer" in a for a in prefill.argv) and any("kv_consumer" in a for a in decode.argv)
-    assert not docker_client.containers.list(all=True, filters={"label": "io.releasekit.validate.cell=cpu-1p1d"})
+    assert not docker_client.containers.list(
+        all=True, filters={"label": "io.releasekit.validate.cell=cpu-1p1d"}
+    )
     assert not docker_client.volumes.list(filters={"name": "releasekit-cpu-1p1d-"})
 
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_decode_process_killed_mid_run_is_reported_by_role(workdir: Path, cpu_engine_image, docker_client) -> None:
-    checks = [{"kind": "gsm8k", "dataset": "gsm8k-mini", "fewshot": "gsm8k-train", "num_fewshot": 1, "max_tokens": 16, "min_accuracy": 0.0}]
+def test_a_decode_process_killed_mid_run_is_reported_by_role(
+    workdir: Path, cpu_engine_image, docker_client
+) -> None:
+    checks = [
+        {
+            "kind": "gsm8k",
+            "dataset": "gsm8k-mini",
+            "fewshot": "gsm8k-train",
+            "num_fewshot": 1,
+            "max_tokens": 16,
+            "min_accuracy": 0.0,
+        }
+    ]
     manifest = pd_manifest(workdir / "m", "cpu-1p1d-kill", checks)
     receipts = workdir / "receipts"
     killed: list[str] = []
@@ -271,7 +333,17 @@ def test_a_decode_process_killed_mid_run_is_reported_by_role(workdir: Path, cpu_
 
     killer = threading.Thread(target=kill_decode_after_first_answer, daemon=True)
     killer.start()
-    proc = cli("validate", str(manifest), "--image", cpu_engine_image.tag, "-o", str(receipts), "--gpus", "0", "--json")
+    proc = cli(
+        "validate",
+        str(manifest),
+        "--image",
+        cpu_engine_image.tag,
+        "-o",
+        str(receipts),
+        "--gpus",
+        "0",
+        "--json",
+    )
     path = receipts / "cpu-1p1d-kill.json"
     assert killed, proc.stdout[-2000:] + proc.stderr[-2000:] + digest(path)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:] + digest(path)
@@ -282,4 +354,6 @@ def test_a_decode_process_killed_mid_run_is_reported_by_role(workdir: Path, cpu_
     by_name = {p.name: p for p in r.processes}
     assert by_name["decode-0"].status == "exited" and by_name["decode-0"].exit_code == 137
     assert by_name["prefill-0"].status == "running"
-    assert not docker_client.containers.list(all=True, filters={"label": "io.releasekit.validate.cell=cpu-1p1d-kill"})
+    assert not docker_client.containers.list(
+        all=True, filters={"label": "io.releasekit.validate.cell=cpu-1p1d-kill"}
+    )

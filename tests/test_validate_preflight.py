@@ -43,7 +43,9 @@ def _manifest(tmp_path: Path) -> tuple[Path, list[str]]:
     data = {
         "schema": "releasekit/v1",
         "name": "preflight",
-        "components": {"app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}},
+        "components": {
+            "app": {"kind": "git", "repo": "https://example.invalid/app.git", "canonical_branch": "main"}
+        },
         "toolchain": {"base_image": {"name": "base", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
         "validation": validation,
     }
@@ -55,9 +57,22 @@ def _manifest(tmp_path: Path) -> tuple[Path, list[str]]:
 def _dry_run(manifest: Path, image: str, *cells: str) -> subprocess.CompletedProcess[str]:
     selection = [a for c in cells for a in ("--cell", c)]
     return subprocess.run(
-        [sys.executable, "-m", "releasekit", "validate", str(manifest), "--image", image, "--dry-run", "--json",
-         *selection],
-        capture_output=True, text=True, cwd=REPO, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "validate",
+            str(manifest),
+            "--image",
+            image,
+            "--dry-run",
+            "--json",
+            *selection,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
     )
 
 
@@ -79,16 +94,22 @@ def test_dry_run_parses_every_cpu_cell_and_flags_a_misspelt_flag_and_a_value_mis
         # The engine's own parse equals what the cell means.
         for field, want in cell["expected"].items():
             assert cell["parsed"][field] == want, (cell_id, field)
-    ngram = next(c for c in cells.values() if c["cell_id"] in cpu_cells and c["expected"]["speculative_config"])
+    ngram = next(
+        c for c in cells.values() if c["cell_id"] in cpu_cells and c["expected"]["speculative_config"]
+    )
     assert ngram["parsed"]["speculative_config"]["method"] == "ngram"
 
     misspelt = cells["bad-misspelt-flag"]["findings"]
     assert [f["code"] for f in misspelt] == ["PREFLIGHT_ARG_REJECTED"]
     assert "--enable-prefix-cacheing" in misspelt[0]["message"]
     tp = cells["bad-tp-override"]["findings"]
-    assert [f["code"] for f in tp] == ["PREFLIGHT_VALUE_MISMATCH"] and "tensor_parallel_size" in tp[0]["message"]
+    assert [f["code"] for f in tp] == ["PREFLIGHT_VALUE_MISMATCH"] and "tensor_parallel_size" in tp[0][
+        "message"
+    ]
     scheme = cells["bad-scheme"]["findings"]
-    assert [f["code"] for f in scheme] == ["PREFLIGHT_VALUE_MISMATCH"] and "quantization" in scheme[0]["message"]
+    assert [f["code"] for f in scheme] == ["PREFLIGHT_VALUE_MISMATCH"] and "quantization" in scheme[0][
+        "message"
+    ]
     # Nothing served, nothing left behind.
     assert not docker_client.containers.list(all=True, filters={"label": "io.releasekit.validate.preflight"})
 

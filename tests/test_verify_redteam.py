@@ -73,7 +73,9 @@ class Release:
         self.manifest = root / "demo" / "example" / "manifest.yaml"
         self.artifacts = root / "demo" / "release"
 
-    def derive(self, script: str, *, files: dict[str, bytes] | None = None, changes: list[str] | None = None) -> str:
+    def derive(
+        self, script: str, *, files: dict[str, bytes] | None = None, changes: list[str] | None = None
+    ) -> str:
         # The release has no entrypoint: the script runs as the command, and the commit restores CMD.
         container = self.client.containers.create(
             self.image_id, command=["sh", "-c", script], network_mode="none"
@@ -110,9 +112,15 @@ class Release:
         return forged
 
     def verify(self, image: str, artifacts: Path | None = None, **kwargs) -> VerifyResult:
-        opts = VerifyOptions(image=image, lock=self.lock, artifacts=artifacts or self.artifacts,
-                             allow_local_repos=True, cache_dir=str(self.root / "git-cache"),
-                             summary=self.root / f"summary-{image[7:19]}.json", **kwargs)
+        opts = VerifyOptions(
+            image=image,
+            lock=self.lock,
+            artifacts=artifacts or self.artifacts,
+            allow_local_repos=True,
+            cache_dir=str(self.root / "git-cache"),
+            summary=self.root / f"summary-{image[7:19]}.json",
+            **kwargs,
+        )
         return verify_provenance(opts)
 
     def attack(self, tmp_path: Path, script: str, **kwargs) -> VerifyResult:
@@ -159,9 +167,14 @@ def _caught(result: VerifyResult, **expected: str) -> None:
 
 
 def test_clean_image_verifies_with_zero_warnings_and_no_manifest_option(release):
-    opts = VerifyOptions(image=release.image_id, lock=release.lock, artifacts=release.artifacts,
-                         allow_local_repos=True, cache_dir=str(release.root / "git-cache"),
-                         summary=release.root / "clean-summary.json")
+    opts = VerifyOptions(
+        image=release.image_id,
+        lock=release.lock,
+        artifacts=release.artifacts,
+        allow_local_repos=True,
+        cache_dir=str(release.root / "git-cache"),
+        summary=release.root / "clean-summary.json",
+    )
     result = verify_provenance(opts)  # no --manifest: found from the demo's layout by its sha256
     assert result.passed, "\n".join(f.render() for f in result.findings)
     assert list(result.findings) == [], "\n".join(f.render() for f in result.findings)
@@ -170,9 +183,23 @@ def test_clean_image_verifies_with_zero_warnings_and_no_manifest_option(release)
 
 def test_cli_rebuilt_image_is_the_candidate(release):
     env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    out = subprocess.run([sys.executable, "-m", "releasekit", "verify-provenance", release.image_id,
-                          "--lock", str(release.lock), "--summary", str(release.root / "cli.json"), "--json"],
-                         capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "verify-provenance",
+            release.image_id,
+            "--lock",
+            str(release.lock),
+            "--summary",
+            str(release.root / "cli.json"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr
     assert json.loads(out.stdout)["passed"] is True
 
@@ -193,9 +220,13 @@ def test_bytecode_poisoning(release, tmp_path):
         files={"/p.pyc": pyc.read_bytes()},
         changes=["ENV PYTHONPYCACHEPREFIX=/opt/pycache"],
     )
-    _caught(result, FILE_UNACCOUNTED=f"{RUNTIME}/__pycache__/scale.cpython-311.pyc",
-            FILE_MODIFIED="/usr/lib/python3.11/__pycache__/os.cpython-311.pyc",
-            FILE_UNACCOUNTED_1="/opt/pycache", CONFIG_MISMATCH="Env.PYTHONPYCACHEPREFIX")
+    _caught(
+        result,
+        FILE_UNACCOUNTED=f"{RUNTIME}/__pycache__/scale.cpython-311.pyc",
+        FILE_MODIFIED="/usr/lib/python3.11/__pycache__/os.cpython-311.pyc",
+        FILE_UNACCOUNTED_1="/opt/pycache",
+        CONFIG_MISMATCH="Env.PYTHONPYCACHEPREFIX",
+    )
 
 
 def test_trust_anchors_from_the_candidate(release, tmp_path):
@@ -210,26 +241,38 @@ def test_trust_anchors_from_the_candidate(release, tmp_path):
         "echo '# edited' >> /usr/lib/python3.11/json/__init__.py && "
         "m=$(md5sum /usr/lib/python3.11/json/__init__.py | cut -d' ' -f1) && "
         "f=$(grep -l 'usr/lib/python3.11/json/__init__.py' /var/lib/dpkg/info/*.md5sums) && "
-        "sed -i \"s#^[0-9a-f]*  usr/lib/python3.11/json/__init__.py#$m  usr/lib/python3.11/json/__init__.py#\" $f "
+        'sed -i "s#^[0-9a-f]*  usr/lib/python3.11/json/__init__.py#$m  usr/lib/python3.11/json/__init__.py#" $f '
         "&& rm /x.pth"
     )
     result = release.attack(tmp_path, script, files={"/x.pth": pth})
-    _caught(result, FILE_UNACCOUNTED=f"{SP}/fake.pth", FILE_UNACCOUNTED_1="/var/lib/dpkg/info/fakepkg.list",
-            FILE_UNACCOUNTED_2="/usr/lib/python3/dist-packages/zz-dpkg.pth",
-            FILE_MODIFIED="/usr/lib/python3.11/json/__init__.py", FILE_MODIFIED_1=".md5sums")
+    _caught(
+        result,
+        FILE_UNACCOUNTED=f"{SP}/fake.pth",
+        FILE_UNACCOUNTED_1="/var/lib/dpkg/info/fakepkg.list",
+        FILE_UNACCOUNTED_2="/usr/lib/python3/dist-packages/zz-dpkg.pth",
+        FILE_MODIFIED="/usr/lib/python3.11/json/__init__.py",
+        FILE_MODIFIED_1=".md5sums",
+    )
 
 
 @pytest.mark.parametrize("kind", ["ld-so-preload", "extension-lib", "usr-bin-env", "python3-wrapper"])
 def test_code_outside_the_python_roots(release, tmp_path, kind):
-    wrapper = b"#!/bin/sh\nexec /usr/bin/python3.11 \"$@\"\n"
+    wrapper = b'#!/bin/sh\nexec /usr/bin/python3.11 "$@"\n'
     attacks = {
-        "ld-so-preload": ("cp /bin/true /usr/lib/libtrojan.so && echo /usr/lib/libtrojan.so > /etc/ld.so.preload",
-                          {"FILE_UNACCOUNTED": "/etc/ld.so.preload", "FILE_UNACCOUNTED_1": "/usr/lib/libtrojan.so"}),
-        "extension-lib": (f"cp /bin/true /usr/local/lib/libiomp5.so && d=$(ls -d {SP}/rkdemo_runtime-*.dist-info) && "
-                          "echo '../../libiomp5.so,,' >> $d/RECORD",
-                          {"FILE_UNACCOUNTED": "/usr/local/lib/libiomp5.so", "FILE_MODIFIED": "/RECORD"}),
+        "ld-so-preload": (
+            "cp /bin/true /usr/lib/libtrojan.so && echo /usr/lib/libtrojan.so > /etc/ld.so.preload",
+            {"FILE_UNACCOUNTED": "/etc/ld.so.preload", "FILE_UNACCOUNTED_1": "/usr/lib/libtrojan.so"},
+        ),
+        "extension-lib": (
+            f"cp /bin/true /usr/local/lib/libiomp5.so && d=$(ls -d {SP}/rkdemo_runtime-*.dist-info) && "
+            "echo '../../libiomp5.so,,' >> $d/RECORD",
+            {"FILE_UNACCOUNTED": "/usr/local/lib/libiomp5.so", "FILE_MODIFIED": "/RECORD"},
+        ),
         "usr-bin-env": ("cp /w /usr/bin/env && rm /w", {"FILE_MODIFIED": "/usr/bin/env"}),
-        "python3-wrapper": ("cp /w /usr/local/bin/python3 && rm /w", {"FILE_UNACCOUNTED": "/usr/local/bin/python3"}),
+        "python3-wrapper": (
+            "cp /w /usr/local/bin/python3 && rm /w",
+            {"FILE_UNACCOUNTED": "/usr/local/bin/python3"},
+        ),
     }
     script, expected = attacks[kind]
     _caught(release.attack(tmp_path, script, files={"/w": wrapper}), **expected)
@@ -242,20 +285,33 @@ def test_record_exemptions(release, tmp_path):
         "echo '../../../bin/rkdemo-evil,,' >> $d/RECORD && "
         f"echo 'import os' > {SP}/zz-hashless.pth && echo 'zz-hashless.pth,,' >> $d/RECORD && rm /e"
     )
-    _caught(release.attack(tmp_path, script, files={"/e": evil}),
-            FILE_UNACCOUNTED="/usr/local/bin/rkdemo-evil", FILE_UNACCOUNTED_1=f"{SP}/zz-hashless.pth",
-            FILE_MODIFIED="/RECORD")
+    _caught(
+        release.attack(tmp_path, script, files={"/e": evil}),
+        FILE_UNACCOUNTED="/usr/local/bin/rkdemo-evil",
+        FILE_UNACCOUNTED_1=f"{SP}/zz-hashless.pth",
+        FILE_MODIFIED="/RECORD",
+    )
 
 
 @pytest.mark.parametrize("kind", ["ld-audit", "ld-library-path", "entrypoint-wrapper", "sh-c-export"])
 def test_image_config_by_allowlist(release, tmp_path, kind):
     attacks = {
         "ld-audit": ("cp /bin/true /usr/lib/audit.so", ["ENV LD_AUDIT=/usr/lib/audit.so"], "Env.LD_AUDIT"),
-        "ld-library-path": ("mkdir -p /opt/tl && cp /bin/true /opt/tl/libexpat.so.1",
-                            ["ENV LD_LIBRARY_PATH=/opt/tl"], "Env.LD_LIBRARY_PATH"),
-        "entrypoint-wrapper": ("printf '#!/bin/sh\\nexec \"$@\"\\n' > /entry.sh && chmod +x /entry.sh",
-                               ['ENTRYPOINT ["/entry.sh"]'], "Entrypoint"),
-        "sh-c-export": ("true", ['ENTRYPOINT ["sh", "-c", "export PYTHONINSPECT=1; exec python3"]'], "Entrypoint"),
+        "ld-library-path": (
+            "mkdir -p /opt/tl && cp /bin/true /opt/tl/libexpat.so.1",
+            ["ENV LD_LIBRARY_PATH=/opt/tl"],
+            "Env.LD_LIBRARY_PATH",
+        ),
+        "entrypoint-wrapper": (
+            "printf '#!/bin/sh\\nexec \"$@\"\\n' > /entry.sh && chmod +x /entry.sh",
+            ['ENTRYPOINT ["/entry.sh"]'],
+            "Entrypoint",
+        ),
+        "sh-c-export": (
+            "true",
+            ['ENTRYPOINT ["sh", "-c", "export PYTHONINSPECT=1; exec python3"]'],
+            "Entrypoint",
+        ),
     }
     script, changes, field = attacks[kind]
     _caught(release.attack(tmp_path, script, changes=changes), CONFIG_MISMATCH=field)
@@ -266,8 +322,11 @@ def test_sys_path_zip_and_root_cwd(release, tmp_path):
     with zipfile.ZipFile(buf, "w") as archive:
         archive.writestr("sitecustomize.py", "import os\n")
     script = "cp /z /usr/lib/python311.zip && echo 'import os' > /rkdemo_runtime.py && rm /z"
-    _caught(release.attack(tmp_path, script, files={"/z": buf.getvalue()}, changes=["WORKDIR /"]),
-            FILE_UNACCOUNTED="/usr/lib/python311.zip", FILE_UNACCOUNTED_1="/rkdemo_runtime.py")
+    _caught(
+        release.attack(tmp_path, script, files={"/z": buf.getvalue()}, changes=["WORKDIR /"]),
+        FILE_UNACCOUNTED="/usr/lib/python311.zip",
+        FILE_UNACCOUNTED_1="/rkdemo_runtime.py",
+    )
 
 
 def test_native_code_tied_to_its_commit(release, tmp_path):
@@ -277,12 +336,32 @@ def test_native_code_tied_to_its_commit(release, tmp_path):
     if "kernels" not in lock["components"]:
         pytest.skip("the demo has no CUDA component")
     (tmp_path / "t.c").write_text("int trojan(void) { return 1; }\n")
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libtrojan.so"), str(tmp_path / "t.c")], check=True)
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libtrojan.so"), str(tmp_path / "t.c")], check=True
+    )
     (tmp_path / "k.cu").write_text(KERNEL)
     so = tmp_path / "librkdemo_kernels.so"
-    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "none", "-gencode",
-                    "arch=compute_120a,code=sm_120a", "-o", str(so), str(tmp_path / "k.cu"),
-                    "-Xlinker", "--no-as-needed", f"-L{tmp_path}", "-ltrojan"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "nvcc",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-cudart",
+            "none",
+            "-gencode",
+            "arch=compute_120a,code=sm_120a",
+            "-o",
+            str(so),
+            str(tmp_path / "k.cu"),
+            "-Xlinker",
+            "--no-as-needed",
+            f"-L{tmp_path}",
+            "-ltrojan",
+        ],
+        check=True,
+        capture_output=True,
+    )
     needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True).stdout
     assert "libtrojan.so" in needed
     # The attacker's wheel: the same files with the new .so and a matching RECORD; build.json names it.
@@ -301,10 +380,18 @@ def test_native_code_tied_to_its_commit(release, tmp_path):
                 data = ("\n".join(rows) + "\n").encode()
             out.writestr(item, data)
     script = "cp /so " + KERNELS + "/librkdemo_kernels.so && cp /t /usr/lib/libtrojan.so && rm /so /t"
-    result = release.attack(tmp_path, script, files={"/so": so.read_bytes(), "/t": (tmp_path / "libtrojan.so").read_bytes()},
-                            wheel=("kernels", forged_wheel))
-    _caught(result, FILE_MODIFIED=f"{KERNELS}/librkdemo_kernels.so", FILE_UNACCOUNTED="/usr/lib/libtrojan.so",
-            BUILD_CLAIM_MISMATCH="wheel_sha256")
+    result = release.attack(
+        tmp_path,
+        script,
+        files={"/so": so.read_bytes(), "/t": (tmp_path / "libtrojan.so").read_bytes()},
+        wheel=("kernels", forged_wheel),
+    )
+    _caught(
+        result,
+        FILE_MODIFIED=f"{KERNELS}/librkdemo_kernels.so",
+        FILE_UNACCOUNTED="/usr/lib/libtrojan.so",
+        BUILD_CLAIM_MISMATCH="wheel_sha256",
+    )
 
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink"])
@@ -312,15 +399,19 @@ def test_links_from_owned_paths(release, tmp_path, kind):
     if kind == "symlink":
         script = f"echo 'import os' > /opt/evil.py && rm {RUNTIME}/scale.py && ln -s /opt/evil.py {RUNTIME}/scale.py"
     else:
-        script = f"echo 'import os' > /opt/evil.py && rm {RUNTIME}/scale.py && ln /opt/evil.py {RUNTIME}/scale.py"
-    _caught(release.attack(tmp_path, script), FILE_MODIFIED=f"{RUNTIME}/scale.py", FILE_UNACCOUNTED="/opt/evil.py")
+        script = (
+            f"echo 'import os' > /opt/evil.py && rm {RUNTIME}/scale.py && ln /opt/evil.py {RUNTIME}/scale.py"
+        )
+    _caught(
+        release.attack(tmp_path, script), FILE_MODIFIED=f"{RUNTIME}/scale.py", FILE_UNACCOUNTED="/opt/evil.py"
+    )
 
 
 # --- the verifier's host --------------------------------------------------------------------
 
 
 def test_many_site_packages_directories_are_bounded(release, tmp_path):
-    script = ("python3 -c \"import os\nfor i in range(20000): os.makedirs(f'/srv/t/{i}/site-packages')\"")
+    script = "python3 -c \"import os\nfor i in range(20000): os.makedirs(f'/srv/t/{i}/site-packages')\""
     image = release.derive(script)
     started = time.monotonic()
     result = release.verify(image, release.forge(image, tmp_path), max_roots=64)
@@ -331,8 +422,10 @@ def test_many_site_packages_directories_are_bounded(release, tmp_path):
 
 
 def test_big_sitecustomize_files_are_bounded(release, tmp_path):
-    script = (f"for i in 1 2 3 4 5 6 7 8; do mkdir -p /srv/s$i && head -c 16000000 /dev/zero > /srv/s$i/sitecustomize.py; done"
-              f" && head -c 16000000 /dev/zero > {SP}/sitecustomize.py")
+    script = (
+        f"for i in 1 2 3 4 5 6 7 8; do mkdir -p /srv/s$i && head -c 16000000 /dev/zero > /srv/s$i/sitecustomize.py; done"
+        f" && head -c 16000000 /dev/zero > {SP}/sitecustomize.py"
+    )
     image = release.derive(script)
     result = release.verify(image, release.forge(image, tmp_path), max_kept_bytes=8 * 1024 * 1024)
     assert result.stats.kept_bytes <= 8 * 1024 * 1024

@@ -47,9 +47,21 @@ def _nvcc(source: Path, out: Path, arch: str) -> Path:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not installed (the native-arch tampers need a real CUDA compiler)")
     subprocess.run(
-        ["nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "none",
-         "-gencode", f"arch=compute_{arch},code=sm_{arch}", "-o", str(out), str(source)],
-        check=True, capture_output=True,
+        [
+            "nvcc",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-cudart",
+            "none",
+            "-gencode",
+            f"arch=compute_{arch},code=sm_{arch}",
+            "-o",
+            str(out),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
     )
     return out
 
@@ -57,8 +69,12 @@ def _nvcc(source: Path, out: Path, arch: str) -> Path:
 def _pip_wheel(src: Path, out: Path, epoch: int) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
-                   check=True, capture_output=True, env=env)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     return next(out.glob("*.whl"))
 
 
@@ -81,8 +97,14 @@ class Release:
         self.root = root
         self.images: list[str] = []
 
-    def derive(self, script: str, *, files: dict[str, bytes] | None = None, changes: list[str] | None = None,
-               start: str | None = None) -> str:
+    def derive(
+        self,
+        script: str,
+        *,
+        files: dict[str, bytes] | None = None,
+        changes: list[str] | None = None,
+        start: str | None = None,
+    ) -> str:
         # The release has no entrypoint: the script runs as the command, and the commit restores CMD.
         container = self.client.containers.create(
             start or self.image_id, command=["sh", "-c", script], network_mode="none"
@@ -101,9 +123,16 @@ class Release:
         return image.id
 
     def verify(self, image: str, **kwargs) -> VerifyResult:
-        opts = VerifyOptions(image=image, lock=self.lock, artifacts=self.artifacts, manifest=self.manifest,
-                             allow_local_repos=True, cache_dir=str(self.root / "git-cache"),
-                             summary=self.root / f"summary-{image[7:19]}.json", **kwargs)
+        opts = VerifyOptions(
+            image=image,
+            lock=self.lock,
+            artifacts=self.artifacts,
+            manifest=self.manifest,
+            allow_local_repos=True,
+            cache_dir=str(self.root / "git-cache"),
+            summary=self.root / f"summary-{image[7:19]}.json",
+            **kwargs,
+        )
         return verify_provenance(opts)
 
     def dist_info(self) -> str:
@@ -157,7 +186,13 @@ def test_clean_image_verifies(release):
     assert result.passed, "\n".join(f.render() for f in result.findings)
     assert result.findings.errors == []
     assert result.probe.ok and all(s.get("origin", "").startswith(SP) for s in result.probe.specs)
-    assert {c.name for c in result.checks} >= {"labels", "records", "unowned-files", "shadowing", "source-blobs"}
+    assert {c.name for c in result.checks} >= {
+        "labels",
+        "records",
+        "unowned-files",
+        "shadowing",
+        "source-blobs",
+    }
     summary = json.loads(Path(result.summary_path).read_text())
     assert summary["verificationResult"] == "PASSED"
     assert summary["resourceUri"] == release.image_id
@@ -165,14 +200,21 @@ def test_clean_image_verifies(release):
 
 
 TAMPERS = {
-    "edited-py": (f"echo 'def answer():\n    return 41' >> {RUNTIME}/scale.py",
-                  {"RECORD_HASH_MISMATCH", "SOURCE_BLOB_MISMATCH"}),
+    "edited-py": (
+        f"echo 'def answer():\n    return 41' >> {RUNTIME}/scale.py",
+        {"RECORD_HASH_MISMATCH", "SOURCE_BLOB_MISMATCH"},
+    ),
     "extra-module": (f"echo 'import os' > {SP}/stray_helper.py", {"UNOWNED_FILE"}),
-    "pth-injection": (f"echo 'import os; os.environ.setdefault(\"X\", \"1\")' > {SP}/zz-inject.pth", {"PTH_INJECTION"}),
+    "pth-injection": (
+        f'echo \'import os; os.environ.setdefault("X", "1")\' > {SP}/zz-inject.pth',
+        {"PTH_INJECTION"},
+    ),
     "sitecustomize": (f"echo 'import os' > {SP}/sitecustomize.py", {"SITECUSTOMIZE"}),
     "debian-sitecustomize": ("echo 'import os' >> /etc/python3.11/sitecustomize.py", {"SITECUSTOMIZE"}),
-    "copied-tree": (f"mkdir -p {RUNTIME}/extra && echo 'x = 1' > {RUNTIME}/extra/__init__.py",
-                    {"UNOWNED_FILE"}),
+    "copied-tree": (
+        f"mkdir -p {RUNTIME}/extra && echo 'x = 1' > {RUNTIME}/extra/__init__.py",
+        {"UNOWNED_FILE"},
+    ),
 }
 
 
@@ -191,7 +233,9 @@ def test_pythonpath_overlay(release):
         changes=["ENV PYTHONPATH=/overlay"],
     )
     result = release.verify(image)
-    assert {"ENV_OVERLAY", "MODULE_SHADOWED", "UNOWNED_FILE"} <= _codes(result), [f.render() for f in result.findings]
+    assert {"ENV_OVERLAY", "MODULE_SHADOWED", "UNOWNED_FILE"} <= _codes(result), [
+        f.render() for f in result.findings
+    ]
     shadow = next(f for f in result.findings if f.code == "MODULE_SHADOWED")
     assert shadow.location.path.startswith("/overlay/rkdemo_runtime")
 
@@ -243,7 +287,9 @@ def test_replaced_native_extension(release):
         pytest.skip("the demo has no CUDA component without nvcc")
     image = release.derive("true", files={f"{SP}/rkdemo_kernels/librkdemo_kernels.so": release.so_90a})
     result = release.verify(image)
-    assert {"RECORD_HASH_MISMATCH", "NATIVE_ARCH_MISSING"} <= _codes(result), [f.render() for f in result.findings]
+    assert {"RECORD_HASH_MISMATCH", "NATIVE_ARCH_MISSING"} <= _codes(result), [
+        f.render() for f in result.findings
+    ]
     missing = next(f for f in result.findings if f.code == "NATIVE_ARCH_MISSING")
     assert "12.0a" in missing.message and "sm_90a" in missing.message
 
@@ -252,8 +298,9 @@ def test_label_edited(release):
     image = release.derive("true", changes=[f"LABEL io.releasekit.component.runtime.commit={'f' * 40}"])
     result = release.verify(image)
     # The label is checked against the lock; the reproduction sees another config (another image ID).
-    assert _codes(result) == {"LABEL_MISMATCH", "BUILD_RECORD_MISMATCH", "IMAGE_NOT_REPRODUCED"}, \
-        "\n".join(f.render() for f in result.findings)
+    assert _codes(result) == {"LABEL_MISMATCH", "BUILD_RECORD_MISMATCH", "IMAGE_NOT_REPRODUCED"}, "\n".join(
+        f.render() for f in result.findings
+    )
 
 
 def test_undeclared_nvidia_wheel(release):
@@ -272,8 +319,12 @@ def test_undeclared_nvidia_wheel(release):
     )
     result = release.verify(image)
     # Every derived image is also not the image build.json describes.
-    assert {"FORBIDDEN_DISTRIBUTION", "BUILD_RECORD_MISMATCH", "IMAGE_NOT_REPRODUCED", "FILE_UNACCOUNTED"} <= \
-        _codes(result), [f.render() for f in result.findings]
+    assert {
+        "FORBIDDEN_DISTRIBUTION",
+        "BUILD_RECORD_MISMATCH",
+        "IMAGE_NOT_REPRODUCED",
+        "FILE_UNACCOUNTED",
+    } <= _codes(result), [f.render() for f in result.findings]
 
 
 # --- a hostile image cannot touch the host or hang the verifier ------------------------------
@@ -308,14 +359,22 @@ def test_symlinks_out_and_dotdot_record_paths(release, tmp_path):
     codes = _codes(result)
     assert {"RECORD_UNSAFE_PATH", "UNOWNED_FILE"} <= codes, codes
     # The link to the host path resolves inside the image, where that file does not exist.
-    assert not any(f.code == "RECORD_HASH_MISMATCH" and str(secret) in (f.location.path or "")
-                   for f in result.findings)
+    assert not any(
+        f.code == "RECORD_HASH_MISMATCH" and str(secret) in (f.location.path or "") for f in result.findings
+    )
 
 
 def test_cli_exit_codes_and_json(release):
     env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1", "RELEASEKIT_CACHE": str(release.root / "cache")}
     base = [sys.executable, "-m", "releasekit", "verify-provenance"]
-    args = ["--lock", str(release.lock), "--artifacts", str(release.artifacts), "--manifest", str(release.manifest)]
+    args = [
+        "--lock",
+        str(release.lock),
+        "--artifacts",
+        str(release.artifacts),
+        "--manifest",
+        str(release.manifest),
+    ]
     ok = subprocess.run([*base, release.image_id, *args, "--json"], capture_output=True, text=True, env=env)
     assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr
     data = json.loads(ok.stdout)

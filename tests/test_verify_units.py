@@ -46,8 +46,22 @@ def kernels(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, flags in builds.items():
         target = root / f"k{name.replace('+', '_')}.so"
-        subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "none", *flags, "-o", str(target),
-                        str(root / "k.cu")], check=True, capture_output=True)
+        subprocess.run(
+            [
+                "nvcc",
+                "-shared",
+                "-Xcompiler",
+                "-fPIC",
+                "-cudart",
+                "none",
+                *flags,
+                "-o",
+                str(target),
+                str(root / "k.cu"),
+            ],
+            check=True,
+            capture_output=True,
+        )
         out[name] = target
     return out
 
@@ -126,7 +140,7 @@ def _link(name: str, target: str, kind=tarfile.SYMTYPE) -> tuple[tarfile.TarInfo
 
 def _chunks(data: bytes, size: int = 7000):
     for i in range(0, len(data), size):
-        yield data[i:i + size]
+        yield data[i : i + size]
 
 
 SITE = "/venv/lib/python3.11/site-packages"
@@ -134,14 +148,20 @@ SITE = "/venv/lib/python3.11/site-packages"
 
 def test_inventory_hashes_and_blob_ids_agree_with_git(tmp_path):
     source = b"print('hi')\n" * 1000
-    stream = _tar([_file(f"{SITE[1:]}/pkg/mod.py", source), _file("etc/other", b"x" * 10),
-                   _link(f"{SITE[1:]}/pkg/same.py", f"{SITE[1:]}/pkg/mod.py", tarfile.LNKTYPE)])
+    stream = _tar(
+        [
+            _file(f"{SITE[1:]}/pkg/mod.py", source),
+            _file("etc/other", b"x" * 10),
+            _link(f"{SITE[1:]}/pkg/same.py", f"{SITE[1:]}/pkg/mod.py", tarfile.LNKTYPE),
+        ]
+    )
     inv = inventory_from_tar(_chunks(stream), ReadPlan(python_roots=[SITE]))
     entry = inv.files[f"{SITE}/pkg/mod.py"]
     assert entry.sha256 == hashlib.sha256(source).digest()
     (tmp_path / "mod.py").write_bytes(source)
-    git_id = subprocess.run(["git", "hash-object", str(tmp_path / "mod.py")], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    git_id = subprocess.run(
+        ["git", "hash-object", str(tmp_path / "mod.py")], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert entry.blob == git_id
     assert inv.files[f"{SITE}/pkg/same.py"].sha256 == entry.sha256  # hard link: same bytes
     assert inv.files["/etc/other"].sha256 is None  # outside the Python roots: listed, not hashed
@@ -152,9 +172,16 @@ def test_accounting_reads_carry_sha256_only_and_the_same_table():
     """The base and release-layer reads skip git blob ids and dpkg md5s; their sha256 and table are unchanged."""
     source = b"x = 1\n" * 5000
     stdlib = b"import os\n" * 3000
-    stream = _tar([_file(f"{SITE[1:]}/pkg/mod.py", source), _file("usr/lib/python3.11/os2.py", stdlib),
-                   _link(f"{SITE[1:]}/pkg/same.py", f"{SITE[1:]}/pkg/mod.py", tarfile.LNKTYPE)])
-    full = inventory_from_tar(_chunks(stream), ReadPlan(python_roots=[SITE, "/usr/lib/python3.11"], hash_all=True))
+    stream = _tar(
+        [
+            _file(f"{SITE[1:]}/pkg/mod.py", source),
+            _file("usr/lib/python3.11/os2.py", stdlib),
+            _link(f"{SITE[1:]}/pkg/same.py", f"{SITE[1:]}/pkg/mod.py", tarfile.LNKTYPE),
+        ]
+    )
+    full = inventory_from_tar(
+        _chunks(stream), ReadPlan(python_roots=[SITE, "/usr/lib/python3.11"], hash_all=True)
+    )
     lean = inventory_from_tar(_chunks(stream), ReadPlan(python_roots=[], hash_all=True, extra_digests=False))
     assert full.files[f"{SITE}/pkg/mod.py"].blob is not None and full.files["/usr/lib/python3.11/os2.py"].md5
     for path in (f"{SITE}/pkg/mod.py", f"{SITE}/pkg/same.py", "/usr/lib/python3.11/os2.py"):
@@ -164,16 +191,18 @@ def test_accounting_reads_carry_sha256_only_and_the_same_table():
 
 
 def test_inventory_refuses_unsafe_names_and_never_follows_links_out():
-    stream = _tar([
-        _file("../escape.py", b"x"),
-        _file("/abs/path.py", b"x"),
-        _file(f"{SITE[1:]}/a/../../b.py", b"x"),
-        _link(f"{SITE[1:]}/out", "/etc"),
-        _link(f"{SITE[1:]}/up", "../../../../../../../../../../root/.ssh/id_rsa"),
-        _link(f"{SITE[1:]}/loop1", f"{SITE}/loop2"),
-        _link(f"{SITE[1:]}/loop2", f"{SITE}/loop1"),
-        _link(f"{SITE[1:]}/hard", "../../outside", tarfile.LNKTYPE),
-    ])
+    stream = _tar(
+        [
+            _file("../escape.py", b"x"),
+            _file("/abs/path.py", b"x"),
+            _file(f"{SITE[1:]}/a/../../b.py", b"x"),
+            _link(f"{SITE[1:]}/out", "/etc"),
+            _link(f"{SITE[1:]}/up", "../../../../../../../../../../root/.ssh/id_rsa"),
+            _link(f"{SITE[1:]}/loop1", f"{SITE}/loop2"),
+            _link(f"{SITE[1:]}/loop2", f"{SITE}/loop1"),
+            _link(f"{SITE[1:]}/hard", "../../outside", tarfile.LNKTYPE),
+        ]
+    )
     inv = inventory_from_tar(_chunks(stream), ReadPlan(python_roots=[SITE]))
     assert len(inv.refused) == 4
     assert all(p.startswith("/") and ".." not in p.split("/") for p in inv.files)
@@ -260,8 +289,13 @@ def _run_probe(python: str, names: list[str]) -> dict:
     source = (Path(__file__).parent.parent / "releasekit" / "provenance" / "probe.py").read_text()
     import json
 
-    proc = subprocess.run([python, "-c", source, json.dumps({"import_names": names})], capture_output=True,
-                          text=True, timeout=300, check=True)
+    proc = subprocess.run(
+        [python, "-c", source, json.dumps({"import_names": names})],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return json.loads(proc.stdout)
 
 
@@ -283,13 +317,30 @@ def _toolchain_ctx(toolchain: dict, pytorch: str | None, cuda: str | None):
     from releasekit.provenance.inventory import Inventory
     from releasekit.records.lock import Lock, LockedBaseImage, LockedManifest, LockedToolchain
 
-    lock = Lock(name="t", manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"), locked_at="x",
-                components={}, toolchain=LockedToolchain(base_image=LockedBaseImage(name="b"), pytorch=pytorch,
-                                                         cuda=cuda))
+    lock = Lock(
+        name="t",
+        manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"),
+        locked_at="x",
+        components={},
+        toolchain=LockedToolchain(base_image=LockedBaseImage(name="b"), pytorch=pytorch, cuda=cuda),
+    )
     probe = ProbeRun(ok=True, report={"probe": "releasekit.probe/v1", "toolchain": toolchain})
-    return VerifyContext(image=ImageFacts(id="sha256:" + "1" * 64), lock=lock, lock_sha256="2" * 64, manifest=None,
-                         record=None, components={}, wheels={}, wheel_errors={}, probe=probe, inventory=Inventory(),
-                         sites=[], sys_path=[], stdlib=[], dists=[])
+    return VerifyContext(
+        image=ImageFacts(id="sha256:" + "1" * 64),
+        lock=lock,
+        lock_sha256="2" * 64,
+        manifest=None,
+        record=None,
+        components={},
+        wheels={},
+        wheel_errors={},
+        probe=probe,
+        inventory=Inventory(),
+        sites=[],
+        sys_path=[],
+        stdlib=[],
+        dists=[],
+    )
 
 
 def test_toolchain_check_compares_what_torch_reports():

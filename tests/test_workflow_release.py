@@ -101,7 +101,15 @@ def test_the_matrix_command_gives_what_the_validate_job_reads():
     text = WORKFLOW.read_text(encoding="utf-8")
     assert "matrix.cell" in text and "matrix.runs-on" in text
     r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "matrix", str(ROOT / "manifests" / "ff-next.yaml"), "--format", "github"],
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "matrix",
+            str(ROOT / "manifests" / "ff-next.yaml"),
+            "--format",
+            "github",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

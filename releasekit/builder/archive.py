@@ -67,19 +67,33 @@ def make_archive(
                 try:
                     check_bundle(outdir / rel, locked.repo, locked.commit, locked.tree, Path(tmp))
                 except InputError as exc:
-                    raise BuildFailed(f"{name}: the archive's bundle cannot rebuild {locked.commit[:12]}: {exc.message}") from None
+                    raise BuildFailed(
+                        f"{name}: the archive's bundle cannot rebuild {locked.commit[:12]}: {exc.message}"
+                    ) from None
             entries.append(
-                _entry(outdir, rel, "git-bundle", component=name, repo=locked.repo, ref=ref, commit=locked.commit,
-                       tree=locked.tree)
+                _entry(
+                    outdir,
+                    rel,
+                    "git-bundle",
+                    component=name,
+                    repo=locked.repo,
+                    ref=ref,
+                    commit=locked.commit,
+                    tree=locked.tree,
+                )
             )
-            progress(f"archive: {rel} ({entries[-1].size} B, {locked.commit[:12]} checked out from the bundle alone)")
+            progress(
+                f"archive: {rel} ({entries[-1].size} B, {locked.commit[:12]} checked out from the bundle alone)"
+            )
         else:
             assert isinstance(locked, LockedWheelComponent)
             rel = f"{ARCHIVE_DIR}/wheels/{locked.filename}"
             shutil.copyfile(outdir / "wheels" / locked.filename, outdir / rel)
             entry = _entry(outdir, rel, "wheel", component=name)
             if entry.sha256 != locked.sha256:
-                raise BuildFailed(f"{name}: {locked.filename} is sha256 {entry.sha256[:16]}, the lock pins {locked.sha256[:16]}")
+                raise BuildFailed(
+                    f"{name}: {locked.filename} is sha256 {entry.sha256[:16]}, the lock pins {locked.sha256[:16]}"
+                )
             entries.append(entry)
     manifest_rel = f"{ARCHIVE_DIR}/{loaded.path.name}"
     shutil.copyfile(loaded.path, outdir / manifest_rel)
@@ -89,7 +103,9 @@ def make_archive(
     entries.append(_entry(outdir, lock_rel, "lock"))
     if entries[-1].sha256 != lock_sha256 or entries[-2].sha256 != loaded.sha256:
         raise BuildFailed("the manifest or lock changed on disk during the build")
-    index = ArchiveIndex(name=lock.name, lock_sha256=lock_sha256, manifest_sha256=loaded.sha256, entries=entries)
+    index = ArchiveIndex(
+        name=lock.name, lock_sha256=lock_sha256, manifest_sha256=loaded.sha256, entries=entries
+    )
     write_archive(index, outdir / ARCHIVE_FILE)
     progress(f"archive: {len(entries)} file(s), {index.total_size} B, listed in {ARCHIVE_FILE}")
     return index
@@ -101,7 +117,11 @@ def archive_byproducts(index: ArchiveIndex, outdir: Path) -> list[ResourceDescri
         ResourceDescriptor(
             name=e.path,
             digest={"sha256": e.sha256},
-            annotations={k: v for k, v in {"kind": e.kind, "component": e.component, "gitCommit": e.commit}.items() if v},
+            annotations={
+                k: v
+                for k, v in {"kind": e.kind, "component": e.component, "gitCommit": e.commit}.items()
+                if v
+            },
         )
         for e in index.entries
     ]

@@ -116,7 +116,9 @@ def ensure_builder(
             hint="build or load it (or name its Dockerfile in build.environment.dockerfile), then rerun",
         )
     if pinned and image_id != pinned:
-        repo_digests = [d.split("@", 1)[1] for d in engine.image_attrs(image_id).get("RepoDigests") or [] if "@" in d]
+        repo_digests = [
+            d.split("@", 1)[1] for d in engine.image_attrs(image_id).get("RepoDigests") or [] if "@" in d
+        ]
         if pinned not in repo_digests:
             raise EnvironmentProblem(
                 f"{component}: builder image {environment.image} is {image_id[:19]}, the manifest or lock pins {pinned[:19]}"

@@ -84,7 +84,9 @@ class BuildCache:
         log_dest.parent.mkdir(parents=True, exist_ok=True)
         log = entry_dir / "build.log"
         text = log.read_text(encoding="utf-8") if log.is_file() else ""
-        log_dest.write_text(f"# cache hit {key}: not rebuilt; log of the original build follows\n{text}", encoding="utf-8")
+        log_dest.write_text(
+            f"# cache hit {key}: not rebuilt; log of the original build follows\n{text}", encoding="utf-8"
+        )
         return entry.wheel.model_copy(update={"path": str(dest_dir / cached.name)})
 
     def put_wheel(self, key: str, wheel: BuiltWheel, log: Path) -> None:

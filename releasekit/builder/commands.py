@@ -29,12 +29,21 @@ def render_record(record: BuildRecord, outdir: Path) -> None:
         ]
         for c in record.components
     ]
-    console.print(findings_table(f"release {record.name}", ["component", "commit", "version", "wheel sha256", "cache"], rows))
-    console.print(f"image {escape(record.image_id)}" + (f" tagged {escape(record.image_tag)}" if record.image_tag else ""))
+    console.print(
+        findings_table(
+            f"release {record.name}", ["component", "commit", "version", "wheel sha256", "cache"], rows
+        )
+    )
+    console.print(
+        f"image {escape(record.image_id)}"
+        + (f" tagged {escape(record.image_tag)}" if record.image_tag else "")
+    )
     console.print(
         f"cache: {len(record.cache.hits)} hit(s), {len(record.cache.misses)} miss(es), wheels layer {record.cache.layer}"
     )
-    console.print(f"outputs in {escape(str(outdir))}: build.json, provenance.intoto.json, RELEASE.md, wheels/, logs/")
+    console.print(
+        f"outputs in {escape(str(outdir))}: build.json, provenance.intoto.json, RELEASE.md, wheels/, logs/"
+    )
     render_archive(outdir)
 
 
@@ -65,20 +74,32 @@ def render_plan(plan: BuildPlan) -> None:
         [
             c.name,
             f"{c.repo or ''}\n{c.ref or ''} @ {c.commit}" + (f"\ntree {c.tree}" if c.tree else ""),
-            (f"{c.builder.kind}: {c.builder.image}@{c.builder.digest}" if c.builder.kind == "image" else c.builder.kind)
+            (
+                f"{c.builder.kind}: {c.builder.image}@{c.builder.digest}"
+                if c.builder.kind == "image"
+                else c.builder.kind
+            )
             + (f"\n{c.builder.dockerfile}" if c.builder.dockerfile else ""),
             (c.version_policy or "") + (f"\n{c.version_policy_reason}" if c.version_policy_reason else ""),
             c.expected_wheel or "",
         ]
         for c in plan.components
     ]
-    title = f"build plan {plan.name} (lock {plan.lock_sha256[:12] if plan.lock_sha256 else 'none: to-be-locked'})"
-    console.print(findings_table(title, ["component", "fresh checkout", "builder", "version policy", "expected wheel"], rows))
+    title = (
+        f"build plan {plan.name} (lock {plan.lock_sha256[:12] if plan.lock_sha256 else 'none: to-be-locked'})"
+    )
+    console.print(
+        findings_table(
+            title, ["component", "fresh checkout", "builder", "version policy", "expected wheel"], rows
+        )
+    )
     console.print(f"base image {escape(plan.base_image)}")
     for c in plan.components:
         if not c.command:
             continue
-        console.print(f"\n[bold]{escape(c.name)}[/bold]" + (f" in {escape(c.checkout)}" if c.checkout else ""))
+        console.print(
+            f"\n[bold]{escape(c.name)}[/bold]" + (f" in {escape(c.checkout)}" if c.checkout else "")
+        )
         for key, value in c.builder.build_args.items():
             console.print(f"  builder ARG {escape(key)}={escape(value)}")
         for key, value in c.environment.items():
@@ -89,7 +110,9 @@ def render_plan(plan: BuildPlan) -> None:
             console.print(f"  $ {escape(command)}")
     unresolved = plan.unresolved()
     if unresolved:
-        console.print(f"\nto-be-locked: {escape(', '.join(unresolved))} (run `releasekit plan lock` and pass --lock)")
+        console.print(
+            f"\nto-be-locked: {escape(', '.join(unresolved))} (run `releasekit plan lock` and pass --lock)"
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -99,19 +122,29 @@ def register(app: typer.Typer) -> None:
     def build_cmd(
         file: Path = typer.Argument(..., help="the manifest YAML file", show_default=False),
         lock: Path = typer.Option(None, "--lock", help="the lock written by `releasekit plan lock`"),
-        plan: bool = typer.Option(False, "--plan", help="print what would run for each component; build nothing"),
-        outdir: Path = typer.Option(None, "-o", "--output", help="release directory (default: release/<name>)"),
+        plan: bool = typer.Option(
+            False, "--plan", help="print what would run for each component; build nothing"
+        ),
+        outdir: Path = typer.Option(
+            None, "-o", "--output", help="release directory (default: release/<name>)"
+        ),
         tag: str = typer.Option(None, "--tag", help="tag the image with this name once everything passed"),
         no_cache: bool = typer.Option(False, "--no-cache", help="rebuild every wheel and the image layer"),
-        wheelhouse: list[Path] = typer.Option([], "--wheelhouse", help="directory of pinned wheels (repeatable)"),
+        wheelhouse: list[Path] = typer.Option(
+            [], "--wheelhouse", help="directory of pinned wheels (repeatable)"
+        ),
         allow_local_repos: bool = typer.Option(
             False, "--allow-local-repos", help="accept file:// and path remotes (tests, demo)"
         ),
         save_image: bool = typer.Option(False, "--save-image", help="keep the image as OUTDIR/image.tar"),
-        template: Path = typer.Option(None, "--template", help="Dockerfile template (default: dockerfiles/release.Dockerfile.j2)"),
+        template: Path = typer.Option(
+            None, "--template", help="Dockerfile template (default: dockerfiles/release.Dockerfile.j2)"
+        ),
         signing_key: Path = typer.Option(
-            None, "--signing-key", help="PEM private key (ECDSA P-256 or Ed25519) to sign provenance.intoto.dsse.json"
-            " [default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned]"
+            None,
+            "--signing-key",
+            help="PEM private key (ECDSA P-256 or Ed25519) to sign provenance.intoto.dsse.json"
+            " [default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned]",
         ),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output (the build record)"),
     ) -> None:
@@ -146,7 +179,9 @@ def register(app: typer.Typer) -> None:
             template=template,
             signing_key=signing_key,
         )
-        record = run_build(opts, progress=(lambda _msg: None) if as_json else (lambda msg: err.print(escape(msg))))
+        record = run_build(
+            opts, progress=(lambda _msg: None) if as_json else (lambda msg: err.print(escape(msg)))
+        )
         if as_json:
             print_json(record)
         else:

@@ -102,14 +102,22 @@ def lint(text: str, name: str) -> Findings:
     for ins in parse(text):
         where: dict[str, Any] = {"file": name, "line": ins.line}
         if ins.keyword == "FROM" and not re.search(r"@sha256:[0-9a-f]{64}(\s|$)", ins.args):
-            findings.add("DOCKERFILE_BASE_NOT_BY_DIGEST", f"FROM {ins.args}: the base image must be named by digest", **where)
+            findings.add(
+                "DOCKERFILE_BASE_NOT_BY_DIGEST",
+                f"FROM {ins.args}: the base image must be named by digest",
+                **where,
+            )
         if ins.keyword in ("COPY", "ADD"):
             if "--from" in ins.args:
-                findings.add("DOCKERFILE_COPIES_SOURCE", f"{ins.keyword} --from copies another stage's files", **where)
+                findings.add(
+                    "DOCKERFILE_COPIES_SOURCE", f"{ins.keyword} --from copies another stage's files", **where
+                )
                 continue
             for src in _copy_sources(ins.args):
                 clean = src.removeprefix("./")
-                if "://" in clean or not (clean == WHEELS_CONTEXT or (clean.startswith(WHEELS_CONTEXT) and clean.endswith(".whl"))):
+                if "://" in clean or not (
+                    clean == WHEELS_CONTEXT or (clean.startswith(WHEELS_CONTEXT) and clean.endswith(".whl"))
+                ):
                     findings.add(
                         "DOCKERFILE_COPIES_SOURCE",
                         f"{ins.keyword} {src}: only built wheels ({WHEELS_CONTEXT}) may be copied into a release image",
@@ -167,13 +175,21 @@ def _pip_requirements(run: str) -> list[str]:
             continue
         if "install" not in tokens or not any(t.rsplit("/", 1)[-1] in ("pip", "pip3") for t in tokens):
             continue
-        args = tokens[tokens.index("install") + 1:]
+        args = tokens[tokens.index("install") + 1 :]
         skip_next = False
         for token in args:
             if skip_next:
                 skip_next = False
                 continue
-            if token in ("--index-url", "-i", "--extra-index-url", "-c", "-r", "--constraint", "--requirement"):
+            if token in (
+                "--index-url",
+                "-i",
+                "--extra-index-url",
+                "-c",
+                "-r",
+                "--constraint",
+                "--requirement",
+            ):
                 skip_next = True
                 continue
             if _PIP_TOKEN_SKIP.match(token) or token in ("then", "fi", "else"):
@@ -207,26 +223,51 @@ def lint_builder(text: str, name: str) -> Findings:
             if variable:
                 default = arg_defaults.get(variable.group(1), "")
                 if default and not re.search(r"@sha256:[0-9a-f]{64}$", default):
-                    findings.add("DOCKERFILE_BASE_NOT_BY_DIGEST",
-                                 f"ARG {variable.group(1)} defaults to {default}, not a digest", **where)
+                    findings.add(
+                        "DOCKERFILE_BASE_NOT_BY_DIGEST",
+                        f"ARG {variable.group(1)} defaults to {default}, not a digest",
+                        **where,
+                    )
                 elif variable.group(1) not in arg_defaults:
-                    findings.add("DOCKERFILE_BASE_NOT_BY_DIGEST", f"FROM {ref}: no ARG {variable.group(1)} declared", **where)
+                    findings.add(
+                        "DOCKERFILE_BASE_NOT_BY_DIGEST",
+                        f"FROM {ref}: no ARG {variable.group(1)} declared",
+                        **where,
+                    )
             elif not re.search(r"@sha256:[0-9a-f]{64}$", ref):
-                findings.add("DOCKERFILE_BASE_NOT_BY_DIGEST", f"FROM {ref}: the base image must be named by digest", **where)
+                findings.add(
+                    "DOCKERFILE_BASE_NOT_BY_DIGEST",
+                    f"FROM {ref}: the base image must be named by digest",
+                    **where,
+                )
         elif ins.keyword == "ADD":
-            findings.add("DOCKERFILE_ADD", "ADD fetches URLs and unpacks archives: use COPY of the build context", **where)
+            findings.add(
+                "DOCKERFILE_ADD",
+                "ADD fetches URLs and unpacks archives: use COPY of the build context",
+                **where,
+            )
         elif ins.keyword == "RUN":
             unpinned = [r for r in _pip_requirements(ins.args) if "==" not in r]
             if unpinned:
-                findings.add("DOCKERFILE_INSTALL_UNPINNED",
-                             f"pip install of {', '.join(unpinned)}: pin every requirement with ==", **where)
+                findings.add(
+                    "DOCKERFILE_INSTALL_UNPINNED",
+                    f"pip install of {', '.join(unpinned)}: pin every requirement with ==",
+                    **where,
+                )
             if re.search(r"\bapt-get\s+install\b", ins.args):
                 missing = [f for f in ("-y", "--no-install-recommends") if f not in ins.args.split()]
                 if missing:
-                    findings.add("DOCKERFILE_APT", f"apt-get install without {' and '.join(missing)}", **where)
+                    findings.add(
+                        "DOCKERFILE_APT", f"apt-get install without {' and '.join(missing)}", **where
+                    )
                 if "apt-get update" not in ins.args or "rm -rf /var/lib/apt/lists" not in ins.args:
-                    findings.add("DOCKERFILE_APT",
-                                 "apt-get install must follow apt-get update in the same RUN and remove the lists", **where)
+                    findings.add(
+                        "DOCKERFILE_APT",
+                        "apt-get install must follow apt-get update in the same RUN and remove the lists",
+                        **where,
+                    )
             if re.search(r"(?<!\|)\|(?!\|)", ins.args) and not pipefail:
-                findings.add("DOCKERFILE_PIPEFAIL", "RUN with a pipe needs SHELL [... -o pipefail ...]", **where)
+                findings.add(
+                    "DOCKERFILE_PIPEFAIL", "RUN with a pipe needs SHELL [... -o pipefail ...]", **where
+                )
     return findings

@@ -19,16 +19,39 @@ from collections.abc import Mapping
 # Variables that change what compilers, CMake, PyTorch's extension builder, vLLM's
 # setup.py or setuptools-scm produce. Documented in docs/build.md.
 OUTPUT_CHANGING: tuple[str, ...] = (
-    "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CC", "CXX", "CUDAHOSTCXX",
-    "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN", "CUDA_NVCC_FLAGS",
-    "TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "CMAKE_ARGS", "CMAKE_BUILD_TYPE", "CMAKE_GENERATOR",
-    "MAX_JOBS", "NVCC_THREADS", "VLLM_TARGET_DEVICE", "VLLM_MAIN_CUDA_VERSION",
-    "SETUPTOOLS_SCM_PRETEND_VERSION", "PIP_CONSTRAINT", "PIP_EXTRA_INDEX_URL",
+    "CFLAGS",
+    "CXXFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "CC",
+    "CXX",
+    "CUDAHOSTCXX",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_CCBIN",
+    "CUDA_NVCC_FLAGS",
+    "TORCH_CUDA_ARCH_LIST",
+    "CUDAARCHS",
+    "CMAKE_ARGS",
+    "CMAKE_BUILD_TYPE",
+    "CMAKE_GENERATOR",
+    "MAX_JOBS",
+    "NVCC_THREADS",
+    "VLLM_TARGET_DEVICE",
+    "VLLM_MAIN_CUDA_VERSION",
+    "SETUPTOOLS_SCM_PRETEND_VERSION",
+    "PIP_CONSTRAINT",
+    "PIP_EXTRA_INDEX_URL",
 )
 # Prefixes of families of such variables (SETUPTOOLS_SCM_PRETEND_VERSION_FOR_<DIST>, ...).
-OUTPUT_CHANGING_PREFIXES: tuple[str, ...] = ("SETUPTOOLS_SCM_PRETEND_VERSION_FOR_", "SETUPTOOLS_SCM_OVERRIDES")
+OUTPUT_CHANGING_PREFIXES: tuple[str, ...] = (
+    "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_",
+    "SETUPTOOLS_SCM_OVERRIDES",
+)
 
-SECRET_NAME = re.compile(r"(?i)(token|secret|passw|credential|auth|cookie|private|(^|_)key($|_)|apikey|api_key|session)")
+SECRET_NAME = re.compile(
+    r"(?i)(token|secret|passw|credential|auth|cookie|private|(^|_)key($|_)|apikey|api_key|session)"
+)
 REDACTED = "<redacted>"
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
 

@@ -63,14 +63,22 @@ def rfc3339(epoch: int) -> str:
 
 def install_command(wheels: list[WheelInput]) -> list[str]:
     expected = json.dumps(
-        [{"distribution": w.distribution, "version": w.version, "import_names": w.import_names} for w in wheels]
+        [
+            {"distribution": w.distribution, "version": w.version, "import_names": w.import_names}
+            for w in wheels
+        ]
     )
     install = (
         "python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-index --no-compile "
         f"--require-hashes --break-system-packages --root {STAGING} "
         f"-r {INBOX}/requirements.txt"
     )
-    return ["/bin/sh", "-c", f'{install} && python3 -B {INBOX}/smoke_probe.py {STAGING} "$RELEASEKIT_EXPECTED"', expected]
+    return [
+        "/bin/sh",
+        "-c",
+        f'{install} && python3 -B {INBOX}/smoke_probe.py {STAGING} "$RELEASEKIT_EXPECTED"',
+        expected,
+    ]
 
 
 def stage_wheels(wheels: list[WheelInput], inbox: Path) -> None:
@@ -121,7 +129,7 @@ def repack(src: Path, dest: Path, *, strip: str, mtime: int) -> None:
             name = m.name.lstrip("./")
             if not name.startswith(strip):
                 continue
-            name = name[len(strip):].rstrip("/")
+            name = name[len(strip) :].rstrip("/")
             if not name:
                 continue
             fh = tin.extractfile(m) if m.isfile() else None
@@ -155,7 +163,9 @@ def _sha256(path: Path) -> str:
 HISTORY_COMMENT = "releasekit build: wheels installed by hash"
 
 
-def image_config(base_config: dict, layer_diff_id: str, settings: ImageSettings, created: str, comment: str) -> bytes:
+def image_config(
+    base_config: dict, layer_diff_id: str, settings: ImageSettings, created: str, comment: str
+) -> bytes:
     config = {
         key: base_config[key] for key in ("architecture", "os", "variant", "os.version") if key in base_config
     }
@@ -165,10 +175,16 @@ def image_config(base_config: dict, layer_diff_id: str, settings: ImageSettings,
         key, _, value = item.partition("=")
         env[key] = value
     env.update(settings.env)
-    runtime: dict = {"Env": [f"{k}={v}" for k, v in env.items()], "Labels": dict(sorted(settings.labels.items()))}
+    runtime: dict = {
+        "Env": [f"{k}={v}" for k, v in env.items()],
+        "Labels": dict(sorted(settings.labels.items())),
+    }
     for key, value in (
         ("Cmd", settings.cmd if settings.cmd is not None else inherited.get("Cmd")),
-        ("Entrypoint", settings.entrypoint if settings.entrypoint is not None else inherited.get("Entrypoint")),
+        (
+            "Entrypoint",
+            settings.entrypoint if settings.entrypoint is not None else inherited.get("Entrypoint"),
+        ),
         ("WorkingDir", settings.workdir or inherited.get("WorkingDir")),
         ("User", settings.user or inherited.get("User")),
     ):
@@ -228,8 +244,13 @@ def cached_base(engine: Engine, base_id: str, cache_dir: Path | None) -> BaseLay
 
 
 def _write_archive(
-    archive_out: Path, config: bytes, config_hex: str, diff_ids: list[str], layer: Path,
-    base_dir: Path | None, mtime: int,
+    archive_out: Path,
+    config: bytes,
+    config_hex: str,
+    diff_ids: list[str],
+    layer: Path,
+    base_dir: Path | None,
+    mtime: int,
 ) -> None:
     """A ``docker save``-format tar. Without ``base_dir`` it lists the base layers without carrying
     them: ``docker load`` then reuses the layers the engine already has (it has the base)."""

@@ -77,14 +77,20 @@ def check_wheel_arches(component: str, wheel: Path, arches: list[str]) -> list[s
                 if report is None:
                     continue
                 if report.malformed:
-                    raise BuildFailed(f"{component}: {wheel.name} has a malformed .nv_fatbin section in {name}")
+                    raise BuildFailed(
+                        f"{component}: {wheel.name} has a malformed .nv_fatbin section in {name}"
+                    )
                 found |= report.targets()
     if not found:
         raise BuildFailed(f"{component}: native build produced no CUDA code in {wheel.name}")
     # A request for 12.0 is met by any sm_120 cubin; 12.0a only by sm_120a (its features are not in sm_120).
     missing = [
-        a for a in arches
-        if not any(t == f"sm_{sm_name(a)}" or (not a[-1].isalpha() and t.startswith(f"sm_{sm_name(a)}")) for t in found)
+        a
+        for a in arches
+        if not any(
+            t == f"sm_{sm_name(a)}" or (not a[-1].isalpha() and t.startswith(f"sm_{sm_name(a)}"))
+            for t in found
+        )
     ]
     if missing:
         raise BuildFailed(

@@ -44,7 +44,9 @@ class PlannedBuilder(BaseModel):
     dockerfile_sha256: str | None = None
     digest: str | None = None  # sha256:…, or to-be-locked
     requirements: list[str] = Field(default_factory=list)
-    build_args: dict[str, str] = Field(default_factory=dict)  # incl. BASE_IMAGE, when built from its Dockerfile
+    build_args: dict[str, str] = Field(
+        default_factory=dict
+    )  # incl. BASE_IMAGE, when built from its Dockerfile
     note: str | None = None
 
 
@@ -83,7 +85,9 @@ class BuildPlan(BaseModel):
         return out + (["base-image"] if TO_BE_LOCKED in self.base_image else [])
 
 
-def _source_file(declared: GitComponent, loaded: LoadedManifest, commit: str | None, rel: str, git_cache_dir: Path | None) -> str | None:
+def _source_file(
+    declared: GitComponent, loaded: LoadedManifest, commit: str | None, rel: str, git_cache_dir: Path | None
+) -> str | None:
     """A file of the locked commit from a mirror already on this machine; None when there is none."""
     if commit is None:
         return None
@@ -98,7 +102,13 @@ def _source_file(declared: GitComponent, loaded: LoadedManifest, commit: str | N
         return None
 
 
-def _source_version(declared: GitComponent, recipe: BuildRecipe, loaded: LoadedManifest, commit: str | None, git_cache_dir: Path | None) -> str | None:
+def _source_version(
+    declared: GitComponent,
+    recipe: BuildRecipe,
+    loaded: LoadedManifest,
+    commit: str | None,
+    git_cache_dir: Path | None,
+) -> str | None:
     policy = recipe.version_policy
     sub = f"{recipe.subdirectory.strip('/')}/" if recipe.subdirectory else ""
     if policy.policy == "stamp" and policy.stamp == "file" and policy.file:
@@ -114,7 +124,9 @@ def _source_version(declared: GitComponent, recipe: BuildRecipe, loaded: LoadedM
     return version if isinstance(version, str) else None
 
 
-def expected_wheel(declared: GitComponent, recipe: BuildRecipe, commit: str | None, source_version: str | None) -> str | None:
+def expected_wheel(
+    declared: GitComponent, recipe: BuildRecipe, commit: str | None, source_version: str | None
+) -> str | None:
     if not declared.distribution:
         return None
     dist = canonicalize_name(declared.distribution).replace("-", "_")
@@ -135,7 +147,9 @@ def expected_wheel(declared: GitComponent, recipe: BuildRecipe, commit: str | No
 def _builder(recipe: BuildRecipe, locked: LockedBuilder | None, manifest_dir: Path) -> PlannedBuilder:
     env = recipe.environment
     if env.kind == "venv":
-        return PlannedBuilder(kind="venv", requirements=list(env.requirements), note="a fresh venv on the build host")
+        return PlannedBuilder(
+            kind="venv", requirements=list(env.requirements), note="a fresh venv on the build host"
+        )
     digest = env.digest if env.digest and env.digest != TO_BE_LOCKED else None
     dockerfile_sha = None
     note = None
@@ -153,33 +167,52 @@ def _builder(recipe: BuildRecipe, locked: LockedBuilder | None, manifest_dir: Pa
     if env.base is not None and locked is None and env.base.digest == TO_BE_LOCKED:
         args["BASE_IMAGE"] = f"{env.base.name}@{TO_BE_LOCKED}"
     return PlannedBuilder(
-        kind="image", image=env.image, dockerfile=env.dockerfile, dockerfile_sha256=dockerfile_sha,
-        digest=digest or TO_BE_LOCKED, requirements=list(env.requirements), build_args=args, note=note,
+        kind="image",
+        image=env.image,
+        dockerfile=env.dockerfile,
+        dockerfile_sha256=dockerfile_sha,
+        digest=digest or TO_BE_LOCKED,
+        requirements=list(env.requirements),
+        build_args=args,
+        note=note,
     )
 
 
 def _command(recipe: BuildRecipe, builder: PlannedBuilder) -> list[str]:
     if builder.kind == "image":
-        return [f"docker run --network=none --user 0:0 {builder.image} /bin/sh -c {shlex.quote(image_script(recipe))}"]
+        return [
+            f"docker run --network=none --user 0:0 {builder.image} /bin/sh -c {shlex.quote(image_script(recipe))}"
+        ]
     return [shlex.join(c) for c in venv_commands(recipe)]
 
 
 def plan_git(
-    name: str, declared: GitComponent, locked: LockedGitComponent | None, lock: Lock | None, loaded: LoadedManifest,
-    build_root: Path, git_cache_dir: Path | None,
+    name: str,
+    declared: GitComponent,
+    locked: LockedGitComponent | None,
+    lock: Lock | None,
+    loaded: LoadedManifest,
+    build_root: Path,
+    git_cache_dir: Path | None,
 ) -> PlannedComponent:
     commit = locked.commit if locked else None
     recipe = declared.build
     out = PlannedComponent(
-        name=name, kind="git", role=declared.role, repo=locked.repo if locked else declared.repo,
+        name=name,
+        kind="git",
+        role=declared.role,
+        repo=locked.repo if locked else declared.repo,
         ref=f"refs/heads/{locked.canonical_branch}" if locked else (declared.canonical_branch or "HEAD"),
-        commit=commit or TO_BE_LOCKED, tree=locked.tree if locked else TO_BE_LOCKED,
+        commit=commit or TO_BE_LOCKED,
+        tree=locked.tree if locked else TO_BE_LOCKED,
         builder=PlannedBuilder(kind="none", note="recorded for provenance, not built"),
     )
     if recipe is None:
         return out
     out.checkout = str(build_root / name)
-    toolchain_arches = list(lock.toolchain.cuda_arch_list) if lock else list(loaded.manifest.toolchain.cuda_arch_list)
+    toolchain_arches = (
+        list(lock.toolchain.cuda_arch_list) if lock else list(loaded.manifest.toolchain.cuda_arch_list)
+    )
     arches = list(recipe.cuda_arch_list or toolchain_arches) if recipe.native else []
     out.native_arches = arches
     out.builder = _builder(recipe, locked.builder if locked else None, loaded.directory)
@@ -206,16 +239,29 @@ def plan_git(
 def plan_wheel(name: str, declared: WheelComponent, locked: LockedWheelComponent | None) -> PlannedComponent:
     source = declared.source
     return PlannedComponent(
-        name=name, kind="wheel", role="runtime",
-        repo=source.repo if source else None, ref=source.ref if source else None,
-        commit=(locked.source.commit if locked and locked.source else None) or (source.commit if source and source.commit else "") or "",
+        name=name,
+        kind="wheel",
+        role="runtime",
+        repo=source.repo if source else None,
+        ref=source.ref if source else None,
+        commit=(locked.source.commit if locked and locked.source else None)
+        or (source.commit if source and source.commit else "")
+        or "",
         builder=PlannedBuilder(kind="none", note="pinned wheel: fetched and checked by sha256, not built"),
-        command=[f"fetch {declared.requirement} --hash sha256:{locked.sha256 if locked else declared.sha256}"],
+        command=[
+            f"fetch {declared.requirement} --hash sha256:{locked.sha256 if locked else declared.sha256}"
+        ],
         expected_wheel=locked.filename if locked else (declared.filename or TO_BE_LOCKED),
     )
 
 
-def make_plan(manifest: Path, lock_path: Path | None, *, build_root: Path | None = None, git_cache_dir: Path | None = None) -> BuildPlan:
+def make_plan(
+    manifest: Path,
+    lock_path: Path | None,
+    *,
+    build_root: Path | None = None,
+    git_cache_dir: Path | None = None,
+) -> BuildPlan:
     loaded = load_manifest(manifest)
     # The build would refuse an undeclared output-changing variable: so does its plan.
     check_host_environment(loaded.manifest.git_components(), os.environ)
@@ -239,8 +285,11 @@ def make_plan(manifest: Path, lock_path: Path | None, *, build_root: Path | None
     else:
         base_text = f"{base.name}@{base.digest}"
     return BuildPlan(
-        name=loaded.manifest.name, manifest_sha256=loaded.sha256,
-        lock_sha256=lock_file_sha256(lock_path) if lock_path else None, base_image=base_text, components=components,
+        name=loaded.manifest.name,
+        manifest_sha256=loaded.sha256,
+        lock_sha256=lock_file_sha256(lock_path) if lock_path else None,
+        base_image=base_text,
+        components=components,
     )
 
 

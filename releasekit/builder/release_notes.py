@@ -45,12 +45,21 @@ class ReleaseNotesPlan:
 def _landed(arrival: str | None, inside: int | None, how: str | None, at: str | None, state: str) -> str:
     if state not in ("merged",):
         return state
-    words = {"merge": "own merge", "fast-forward": "fast-forward", "squash": "squash", "rebase": "rebase / cherry-pick"}
-    text = f"inside #{inside}" if arrival == "inside" and inside else words.get(arrival or "", how or "merged")
+    words = {
+        "merge": "own merge",
+        "fast-forward": "fast-forward",
+        "squash": "squash",
+        "rebase": "rebase / cherry-pick",
+    }
+    text = (
+        f"inside #{inside}" if arrival == "inside" and inside else words.get(arrival or "", how or "merged")
+    )
     return f"{text} at `{at[:12]}`" if at else text
 
 
-def notes_plan(lock: Lock, exclusions: list[Exclusion], plan_check: PlanCheckResult | None, lock_sha256: str) -> ReleaseNotesPlan:
+def notes_plan(
+    lock: Lock, exclusions: list[Exclusion], plan_check: PlanCheckResult | None, lock_sha256: str
+) -> ReleaseNotesPlan:
     plan = ReleaseNotesPlan(exclusions=list(exclusions))
     usable = plan_check is not None and plan_check.lock_sha256 in (None, lock_sha256)
     if plan_check is not None and not usable:
@@ -60,7 +69,12 @@ def notes_plan(lock: Lock, exclusions: list[Exclusion], plan_check: PlanCheckRes
         plan.release_only = list(plan_check.release_only)
     statuses = {}
     if usable and plan_check is not None:
-        statuses = {(c.component, s.pr, s.role): s for c in plan_check.components for s in c.statuses if s.pr is not None}
+        statuses = {
+            (c.component, s.pr, s.role): s
+            for c in plan_check.components
+            for s in c.statuses
+            if s.pr is not None
+        }
     for name, comp in lock.git_components().items():
         for pr in comp.pull_requests:
             st = statuses.get((name, pr.number, pr.role))
@@ -73,6 +87,7 @@ def notes_plan(lock: Lock, exclusions: list[Exclusion], plan_check: PlanCheckRes
             line = PRLine(name, pr.number, pr.title or "", pr.head, pr.role, landed, codes)
             (plan.merged if pr.role in ("planned", "already_canonical") else plan.not_merged).append(line)
     return plan
+
 
 TEMPLATE = """\
 # Release {{ r.name }}
@@ -162,5 +177,7 @@ No release branch was audited{% if p.plan_check == "not run" %} (no plan-check.j
 
 
 def render_release_notes(record: BuildRecord, plan: ReleaseNotesPlan | None = None) -> str:
-    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, autoescape=False, undefined=jinja2.StrictUndefined)  # noqa: S701
+    env = jinja2.Environment(
+        trim_blocks=True, lstrip_blocks=True, autoescape=False, undefined=jinja2.StrictUndefined
+    )  # noqa: S701
     return env.from_string(TEMPLATE).render(r=record, p=plan or ReleaseNotesPlan())

@@ -116,16 +116,28 @@ def _consistent(loaded: LoadedManifest, lock: Lock) -> None:
             hint="run `releasekit plan lock` again",
         )
     if set(lock.components) != set(loaded.manifest.components):
-        raise InputError("the lock and the manifest name different components", hint="run `releasekit plan lock` again")
+        raise InputError(
+            "the lock and the manifest name different components", hint="run `releasekit plan lock` again"
+        )
     for name, locked in lock.components.items():
         if locked.kind != loaded.manifest.components[name].kind:
-            raise InputError(f"{name}: the lock has a {locked.kind} component, the manifest a {loaded.manifest.components[name].kind} one")
+            raise InputError(
+                f"{name}: the lock has a {locked.kind} component, the manifest a {loaded.manifest.components[name].kind} one"
+            )
 
 
 def _prepare_outdir(outdir: Path) -> None:
     """Remove what a previous build here wrote, so that nothing stale is mistaken for this build."""
     outdir.mkdir(parents=True, exist_ok=True)
-    for name in ("build.json", "provenance.intoto.json", "provenance.intoto.dsse.json", "RELEASE.md", "Dockerfile", "image.tar", "archive.json"):
+    for name in (
+        "build.json",
+        "provenance.intoto.json",
+        "provenance.intoto.dsse.json",
+        "RELEASE.md",
+        "Dockerfile",
+        "image.tar",
+        "archive.json",
+    ):
         (outdir / name).unlink(missing_ok=True)
     for sub in ("wheels", "logs"):
         shutil.rmtree(outdir / sub, ignore_errors=True)
@@ -148,7 +160,9 @@ def resolve_base(engine: Engine, lock: Lock) -> BaseImageRecord:
             hint="restore the locked base image or lock again",
         )
     if base.digest and not base.image_id:
-        repo_digests = [d.split("@", 1)[1] for d in engine.image_attrs(image_id).get("RepoDigests") or [] if "@" in d]
+        repo_digests = [
+            d.split("@", 1)[1] for d in engine.image_attrs(image_id).get("RepoDigests") or [] if "@" in d
+        ]
         if base.digest != image_id and base.digest not in repo_digests:
             raise EnvironmentProblem(
                 f"base image {base.name} in the Docker Engine is not the locked digest {base.digest[:19]}",
@@ -188,7 +202,12 @@ def _build_git_component(
     stamp.check_policy_input(recipe, name)
     arches = list(recipe.cuda_arch_list or lock.toolchain.cuda_arch_list) if recipe.native else []
     builder = ensure_builder(
-        engine, name, recipe.environment, loaded.directory, locked.builder, outdir / "logs" / f"{name}-builder.log"
+        engine,
+        name,
+        recipe.environment,
+        loaded.directory,
+        locked.builder,
+        outdir / "logs" / f"{name}-builder.log",
     )
     record.builder_image = builder.image_id if builder else None
     record.builder_name = builder.name if builder else None
@@ -223,14 +242,20 @@ def _build_git_component(
                     extra_env=stamped.env,
                 )
                 wheel.modifications = [m.model_dump(mode="json") for m in stamped.modifications]
-                _sources_untouched(name, src, recipe.generated_files, recipe.subdirectory, stamped.modifications)
+                _sources_untouched(
+                    name, src, recipe.generated_files, recipe.subdirectory, stamped.modifications
+                )
             finally:
                 shutil.rmtree(src, ignore_errors=True)
         cache.put_wheel(key, wheel, log_path)
     else:
         record.cache = "hit"
-    if declared.distribution and wheel.distribution.lower().replace("_", "-") != declared.distribution.lower().replace("_", "-"):
-        raise BuildFailed(f"{name}: built distribution {wheel.distribution}, the manifest declares {declared.distribution}")
+    if declared.distribution and wheel.distribution.lower().replace(
+        "_", "-"
+    ) != declared.distribution.lower().replace("_", "-"):
+        raise BuildFailed(
+            f"{name}: built distribution {wheel.distribution}, the manifest declares {declared.distribution}"
+        )
     record.built = True
     record.version = wheel.version
     record.distribution = wheel.distribution
@@ -243,7 +268,11 @@ def _build_git_component(
 
 
 def _sources_untouched(
-    name: str, src: Path, generated: list[str], subdirectory: str | None, stamped: list[Modification] | None = None
+    name: str,
+    src: Path,
+    generated: list[str],
+    subdirectory: str | None,
+    stamped: list[Modification] | None = None,
 ) -> None:
     """A build may write its declared generated files and ignored files, never a tracked source.
 
@@ -280,7 +309,8 @@ def _render_template(template: Path, base: BaseImageRecord, labels: dict[str, st
     problems = dockerfile.lint(rendered, template.name)
     if not problems.passed:
         raise BuildFailed(
-            f"{template.name} refused: {problems.errors[0].render()}", details=[f.render() for f in problems.errors]
+            f"{template.name} refused: {problems.errors[0].render()}",
+            details=[f.render() for f in problems.errors],
         )
     return rendered
 
@@ -290,7 +320,9 @@ def _layer_key(base_id: str, wheels: list[WheelInput], sde: int) -> str:
         "format": LAYER_FORMAT,
         "base": base_id,
         "sde": sde,
-        "wheels": sorted((w.filename, w.sha256, w.distribution, w.version, sorted(w.import_names)) for w in wheels),
+        "wheels": sorted(
+            (w.filename, w.sha256, w.distribution, w.version, sorted(w.import_names)) for w in wheels
+        ),
     }
     return hashlib.sha256(canonical_json(material)).hexdigest()
 
@@ -366,7 +398,11 @@ def build_components(
 
 
 def release_settings(
-    loaded: LoadedManifest, lock: Lock, lock_sha: str, components: list[ComponentRecord], base: BaseImageRecord,
+    loaded: LoadedManifest,
+    lock: Lock,
+    lock_sha: str,
+    components: list[ComponentRecord],
+    base: BaseImageRecord,
     template: Path,
 ) -> ReleaseSettings:
     """Labels and image settings of the release, all derived from the lock (the same on every build)."""
@@ -383,12 +419,18 @@ def release_settings(
         release_name=lock.name,
     )
     rendered = _render_template(template, base, labels)
-    return ReleaseSettings(source_date_epoch=sde, labels=labels, rendered=rendered,
-                           image=dockerfile.image_settings(rendered))
+    return ReleaseSettings(
+        source_date_epoch=sde, labels=labels, rendered=rendered, image=dockerfile.image_settings(rendered)
+    )
 
 
 def release_layer(
-    engine: Engine, cache: BuildCache, base: BaseImageRecord, wheels: list[WheelInput], sde: int, outdir: Path,
+    engine: Engine,
+    cache: BuildCache,
+    base: BaseImageRecord,
+    wheels: list[WheelInput],
+    sde: int,
+    outdir: Path,
     progress: Progress = _quiet,
 ) -> tuple[Path, SmokeReport, Literal["hit", "miss"]]:
     """The wheels layer (from the cache, keyed by base, wheels and time, or installed now): path, smoke report, hit/miss."""
@@ -431,8 +473,16 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     if not wheels:
         raise InputError(f"{loaded.path.name}: no component produces a wheel to install; nothing to build")
     # The release source archive: bundles of the locked commits, locked wheels, manifest, lock; proven complete now.
-    archive = make_archive(outdir=outdir, loaded=loaded, lock=lock, lock_path=opts.lock, lock_sha256=lock_sha,
-                           git_cache_dir=opts.git_cache_dir, allow_local=allow_local, progress=progress)
+    archive = make_archive(
+        outdir=outdir,
+        loaded=loaded,
+        lock=lock,
+        lock_path=opts.lock,
+        lock_sha256=lock_sha,
+        git_cache_dir=opts.git_cache_dir,
+        allow_local=allow_local,
+        progress=progress,
+    )
 
     settings = release_settings(loaded, lock, lock_sha, components, base, template)
     (outdir / "Dockerfile").write_text(settings.rendered, encoding="utf-8")
@@ -440,7 +490,8 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     labels = settings.labels
 
     cache_report = CacheReport(
-        hits=[c.name for c in components if c.cache == "hit"], misses=[c.name for c in components if c.cache == "miss"]
+        hits=[c.name for c in components if c.cache == "hit"],
+        misses=[c.name for c in components if c.cache == "miss"],
     )
     layer, smoke, cache_report.layer = release_layer(engine, cache, base, wheels, sde, outdir, progress)
     image = assemble(
@@ -491,7 +542,11 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     write_statement(statement, outdir / "provenance.intoto.json")
     sign_statement_file(signer, outdir / "provenance.intoto.json")  # -> provenance.intoto.dsse.json
     # plan check runs before build and may have left its record here (an earlier stage's file).
-    plan_check = load_record(PlanCheckResult, outdir / "plan-check.json") if (outdir / "plan-check.json").is_file() else None
+    plan_check = (
+        load_record(PlanCheckResult, outdir / "plan-check.json")
+        if (outdir / "plan-check.json").is_file()
+        else None
+    )
     notes = notes_plan(lock, loaded.manifest.exclusions, plan_check, lock_sha)
     (outdir / "RELEASE.md").write_text(render_release_notes(record, notes), encoding="utf-8")
     record.write(outdir / "build.json")
@@ -515,7 +570,10 @@ def provenance_statement(
         if c.kind == "git" and c.repo and c.commit:
             deps.append(git_dependency(c.name, c.repo, c.ref, c.commit, c.tree))
         elif c.kind == "wheel" and c.wheel_sha256:
-            annotations = {"source": f"git+{c.repo}@{c.ref}" if c.repo and c.ref else c.repo, "gitCommit": c.commit}
+            annotations = {
+                "source": f"git+{c.repo}@{c.ref}" if c.repo and c.ref else c.repo,
+                "gitCommit": c.commit,
+            }
             deps.append(
                 ResourceDescriptor(
                     name=c.name,
@@ -526,12 +584,23 @@ def provenance_statement(
             )
     for c in record.components:
         if c.builder_image:
-            deps.append(ResourceDescriptor(name=f"{c.name}-builder", uri=f"docker-image://{c.builder_name or 'builder'}",
-                                           digest=sha256_digest(c.builder_image)))
+            deps.append(
+                ResourceDescriptor(
+                    name=f"{c.name}-builder",
+                    uri=f"docker-image://{c.builder_name or 'builder'}",
+                    digest=sha256_digest(c.builder_image),
+                )
+            )
     base = record.base_image
     base_digest = {"sha256": (base.digest or base.image_id).removeprefix("sha256:")}
-    deps.append(ResourceDescriptor(name="base-image", uri=f"docker-image://{base.name}", digest=base_digest,
-                                   annotations={"imageId": base.image_id}))
+    deps.append(
+        ResourceDescriptor(
+            name="base-image",
+            uri=f"docker-image://{base.name}",
+            digest=base_digest,
+            annotations={"imageId": base.image_id},
+        )
+    )
     deps.append(ResourceDescriptor(name="lock", uri=f"file:{opts.lock.name}", digest={"sha256": lock_sha}))
     return Statement(
         subject=subjects,
@@ -551,9 +620,12 @@ def provenance_statement(
                     "builderEnvironment": {c.name: c.environment for c in record.components if c.built},
                     "versionPolicies": {
                         c.name: {"policy": c.version_policy, "reason": c.version_policy_reason}
-                        for c in record.components if c.version_policy
+                        for c in record.components
+                        if c.version_policy
                     },
-                    "buildModifications": {c.name: c.modifications for c in record.components if c.modifications},
+                    "buildModifications": {
+                        c.name: c.modifications for c in record.components if c.modifications
+                    },
                 },
                 resolvedDependencies=deps,
             ),

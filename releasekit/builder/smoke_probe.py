@@ -25,7 +25,11 @@ def main() -> int:
         + glob.glob(os.path.join(root, "usr/local/lib/python3*/site-packages"))
     )
     sys.path[:0] = sites
-    report: dict[str, Any] = {"site_dirs": [s[len(root):] for s in sites], "distributions": [], "problems": []}
+    report: dict[str, Any] = {
+        "site_dirs": [s[len(root) :] for s in sites],
+        "distributions": [],
+        "problems": [],
+    }
     for want in expected:
         entry = {"distribution": want["distribution"], "files": 0}
         try:
@@ -35,7 +39,9 @@ def main() -> int:
             continue
         entry["version"] = dist.version
         if dist.version != want["version"]:
-            report["problems"].append(f"{want['distribution']}: installed {dist.version}, built {want['version']}")
+            report["problems"].append(
+                f"{want['distribution']}: installed {dist.version}, built {want['version']}"
+            )
         base = str(dist.locate_file(""))
         if not base.startswith(root):
             report["problems"].append(f"{want['distribution']}: found outside the staged install ({base})")
@@ -46,7 +52,9 @@ def main() -> int:
             algo, _, digest = row[1].partition("=")
             try:
                 with open(path, "rb") as fh:
-                    actual = base64.urlsafe_b64encode(hashlib.new(algo, fh.read()).digest()).rstrip(b"=").decode()
+                    actual = (
+                        base64.urlsafe_b64encode(hashlib.new(algo, fh.read()).digest()).rstrip(b"=").decode()
+                    )
             except OSError:
                 report["problems"].append(f"{want['distribution']}: {row[0]} listed in RECORD is missing")
                 continue
@@ -61,7 +69,9 @@ def main() -> int:
                 continue
             location = getattr(module, "__file__", None) or ""
             if not location.startswith(root):
-                report["problems"].append(f"{want['distribution']}: {name} imported from {location}, not the wheel")
+                report["problems"].append(
+                    f"{want['distribution']}: {name} imported from {location}, not the wheel"
+                )
         report["distributions"].append(entry)
     print("RELEASEKIT-SMOKE " + json.dumps(report, sort_keys=True))
     return 1 if report["problems"] else 0

@@ -27,7 +27,10 @@ from releasekit.manifest.models import BuildRecipe, VersionPolicy
 SHORT = 12
 _STATIC_VERSION = re.compile(r'^(?P<lead>version\s*=\s*)(?P<q>["\'])(?P<v>[^"\']+)(?P=q)', re.MULTILINE)
 _PLAIN_VERSION = re.compile(r"^[0-9][0-9A-Za-z.!_-]*$")
-_ASSIGNED_VERSION = re.compile(r'^(?:__version__|VERSION|version)\s*(?::\s*str\s*)?=\s*(?P<q>["\'])(?P<v>[0-9][^"\']*)(?P=q)', re.MULTILINE)
+_ASSIGNED_VERSION = re.compile(
+    r'^(?:__version__|VERSION|version)\s*(?::\s*str\s*)?=\s*(?P<q>["\'])(?P<v>[0-9][^"\']*)(?P=q)',
+    re.MULTILINE,
+)
 
 
 class Modification(BaseModel):
@@ -58,7 +61,9 @@ def local_label(commit: str) -> str:
 
 def stamped_version(base: str, commit: str) -> str:
     if "+" in base:
-        raise BuildFailed(f"version {base} already has a local label; stamping would not name the commit alone")
+        raise BuildFailed(
+            f"version {base} already has a local label; stamping would not name the commit alone"
+        )
     return f"{base}+{local_label(commit)}"
 
 
@@ -66,7 +71,7 @@ def _project_table_span(text: str) -> tuple[int, int] | None:
     start = re.search(r"^\[project\]\s*$", text, re.MULTILINE)
     if start is None:
         return None
-    nxt = re.search(r"^\[", text[start.end():], re.MULTILINE)
+    nxt = re.search(r"^\[", text[start.end() :], re.MULTILINE)
     return start.end(), start.end() + nxt.start() if nxt else len(text)
 
 
@@ -80,10 +85,14 @@ def static_pyproject_version(text: str) -> str | None:
     return value if isinstance(value, str) and "version" not in project.get("dynamic", []) else None
 
 
-def _rewrite_file(project: Path, root: Path, rel: str, policy: VersionPolicy, commit: str, component: str) -> Modification:
+def _rewrite_file(
+    project: Path, root: Path, rel: str, policy: VersionPolicy, commit: str, component: str
+) -> Modification:
     path = project / rel
     if not path.is_file():
-        raise BuildFailed(f"{component}: version policy stamp: {policy.stamp} names {rel}, which the checkout lacks")
+        raise BuildFailed(
+            f"{component}: version policy stamp: {policy.stamp} names {rel}, which the checkout lacks"
+        )
     before = path.read_bytes()
     text = before.decode("utf-8")
     if policy.stamp == "pyproject":
@@ -92,7 +101,7 @@ def _rewrite_file(project: Path, root: Path, rel: str, policy: VersionPolicy, co
         if match is None or static_pyproject_version(text) is None:
             raise BuildFailed(f"{component}: pyproject.toml has no static [project] version to stamp")
         new = stamped_version(match.group("v"), commit)
-        after_text = text[: match.start("v")] + new + text[match.end("v"):]
+        after_text = text[: match.start("v")] + new + text[match.end("v") :]
     else:
         value = text.strip()
         assigned = list(_ASSIGNED_VERSION.finditer(text))
@@ -100,9 +109,13 @@ def _rewrite_file(project: Path, root: Path, rel: str, policy: VersionPolicy, co
             after_text = text.replace(value, stamped_version(value, commit), 1)
         elif len(assigned) == 1:
             match = assigned[0]
-            after_text = text[: match.start("v")] + stamped_version(match.group("v"), commit) + text[match.end("v"):]
+            after_text = (
+                text[: match.start("v")] + stamped_version(match.group("v"), commit) + text[match.end("v") :]
+            )
         else:
-            raise BuildFailed(f"{component}: {rel} holds neither a plain version nor one __version__ = \"X.Y.Z\" line")
+            raise BuildFailed(
+                f'{component}: {rel} holds neither a plain version nor one __version__ = "X.Y.Z" line'
+            )
     after = after_text.encode("utf-8")
     path.write_bytes(after)
     return Modification(
@@ -146,7 +159,9 @@ def planned(recipe: BuildRecipe, commit: str | None) -> tuple[dict[str, str], li
     if policy.policy != "stamp":
         return {}, []
     if policy.stamp in ("pyproject", "file"):
-        rels = (["pyproject.toml"] if policy.stamp == "pyproject" else []) + ([policy.file] if policy.file else [])
+        rels = (["pyproject.toml"] if policy.stamp == "pyproject" else []) + (
+            [policy.file] if policy.file else []
+        )
         sub = f"{recipe.subdirectory.rstrip('/')}/" if recipe.subdirectory else ""
         return {}, [f"{sub}{rel}: version X.Y.Z -> X.Y.Z+{label}" for rel in rels]
     variable = "SETUPTOOLS_SCM_PRETEND_VERSION" if policy.stamp == "setuptools-scm" else policy.variable or ""
@@ -160,7 +175,10 @@ def require_commit_named(recipe: BuildRecipe) -> bool:
 
 def check_policy_input(recipe: BuildRecipe, component: str) -> None:
     policy = recipe.version_policy
-    if policy.policy == "stamp" and policy.stamp == "file" and policy.file and (
-        policy.file.startswith("/") or ".." in Path(policy.file).parts
+    if (
+        policy.policy == "stamp"
+        and policy.stamp == "file"
+        and policy.file
+        and (policy.file.startswith("/") or ".." in Path(policy.file).parts)
     ):
         raise InputError(f"{component}: version file {policy.file} must be inside the project")

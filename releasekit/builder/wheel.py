@@ -75,7 +75,9 @@ class Log:
         return proc.returncode
 
 
-def build_environment(recipe: BuildRecipe, source_date_epoch: int, commit: str, arches: list[str]) -> dict[str, str]:
+def build_environment(
+    recipe: BuildRecipe, source_date_epoch: int, commit: str, arches: list[str]
+) -> dict[str, str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/root"),
@@ -120,12 +122,29 @@ def image_script(recipe: BuildRecipe) -> str:
 
 def venv_commands(recipe: BuildRecipe) -> list[list[str]]:
     """The commands of a venv build, with VENV, RESULT and DIST standing for its temporary paths."""
-    create = ["python3", "-m", "venv", *([] if recipe.environment.requirements else ["--without-pip"]), "VENV"]
+    create = [
+        "python3",
+        "-m",
+        "venv",
+        *([] if recipe.environment.requirements else ["--without-pip"]),
+        "VENV",
+    ]
     out = [create]
     if recipe.environment.requirements:
-        out.append(["VENV/bin/python", "-m", "pip", "install", "--no-input", *recipe.environment.requirements])
+        out.append(
+            ["VENV/bin/python", "-m", "pip", "install", "--no-input", *recipe.environment.requirements]
+        )
     out.append(["VENV/bin/python", "pep517_hooks.py", "get_requires_for_build_wheel", "RESULT"])
-    out.append(["VENV/bin/python", "pep517_hooks.py", "build_wheel", "RESULT", "DIST", json.dumps(recipe.config_settings)])
+    out.append(
+        [
+            "VENV/bin/python",
+            "pep517_hooks.py",
+            "build_wheel",
+            "RESULT",
+            "DIST",
+            json.dumps(recipe.config_settings),
+        ]
+    )
     return out
 
 
@@ -153,7 +172,9 @@ def _check_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
     return missing
 
 
-def _in_venv(project: Path, dist: Path, tmp: Path, recipe: BuildRecipe, env: dict[str, str], log: Log, component: str) -> Path:
+def _in_venv(
+    project: Path, dist: Path, tmp: Path, recipe: BuildRecipe, env: dict[str, str], log: Log, component: str
+) -> Path:
     """A fresh venv on this machine with exactly the manifest's pinned build requirements."""
     venv = tmp / "venv"
     pinned = recipe.environment.requirements
@@ -174,16 +195,27 @@ def _in_venv(project: Path, dist: Path, tmp: Path, recipe: BuildRecipe, env: dic
     missing = _check_requirements(wanted["static"] + wanted["dynamic"], pinned)
     if missing:
         raise BuildFailed(
-            f"{component}: build requirements not pinned by the manifest's build environment: " + ", ".join(missing)
+            f"{component}: build requirements not pinned by the manifest's build environment: "
+            + ", ".join(missing)
         )
     config = json.dumps(recipe.config_settings)
-    if log.run([python, str(HOOKS), "build_wheel", str(result), str(dist), config], cwd=project, env=env) != 0:
+    if (
+        log.run([python, str(HOOKS), "build_wheel", str(result), str(dist), config], cwd=project, env=env)
+        != 0
+    ):
         raise BuildFailed(f"{component}: wheel build failed (see {log.path})")
     return dist / json.loads(result.read_text())["wheel"]
 
 
 def _in_image(
-    builder: Builder, source: Path, dist: Path, tmp: Path, recipe: BuildRecipe, env: dict[str, str], log: Log, component: str
+    builder: Builder,
+    source: Path,
+    dist: Path,
+    tmp: Path,
+    recipe: BuildRecipe,
+    env: dict[str, str],
+    log: Log,
+    component: str,
 ) -> Path:
     """A throw-away container of the builder image, without network: the image holds the build requirements."""
     tools = tmp / "tools"
@@ -211,7 +243,9 @@ def _in_image(
         member = tar.getmember(f"releasekit-out/dist/{result['wheel']}")
         with tar.extractfile(member) as src, (dist / result["wheel"]).open("wb") as dst:  # type: ignore[union-attr]
             shutil.copyfileobj(src, dst)
-    log.write(f"# build requirements (provided by the builder image): {requires['static'] + requires['dynamic']}")
+    log.write(
+        f"# build requirements (provided by the builder image): {requires['static'] + requires['dynamic']}"
+    )
     return dist / result["wheel"]
 
 
@@ -237,11 +271,15 @@ def build_wheel(
     if not (project / "pyproject.toml").is_file():
         raise BuildFailed(f"{component}: no pyproject.toml in {recipe.subdirectory or 'the repository root'}")
     if recipe.native and builder is None and shutil.which("nvcc") is None:
-        raise EnvironmentProblem(f"{component} compiles CUDA code but nvcc is not on PATH", hint="install the CUDA toolkit")
+        raise EnvironmentProblem(
+            f"{component} compiles CUDA code but nvcc is not on PATH", hint="install the CUDA toolkit"
+        )
     env = build_environment(recipe, source_date_epoch, commit, arches)
     env.update(extra_env or {})  # the version policy's stamp, when it is an environment variable
     where = f"builder image {builder.name} ({builder.image_id})" if builder else "a fresh venv"
-    log.write(f"# releasekit build of {component} at {commit} in {where}, SOURCE_DATE_EPOCH={source_date_epoch}")
+    log.write(
+        f"# releasekit build of {component} at {commit} in {where}, SOURCE_DATE_EPOCH={source_date_epoch}"
+    )
     with tempfile.TemporaryDirectory(prefix="releasekit-wheel-") as tmp_name:
         tmp = Path(tmp_name)
         dist = tmp / "dist"
@@ -261,7 +299,9 @@ def build_wheel(
     arches_found: list[str] = []
     if recipe.native:
         arches_found = native.check_wheel_arches(component, final, arches)
-    log.write(f"# built {info.filename} sha256={info.sha256} (CUDA code: {', '.join(arches_found) or 'none'})")
+    log.write(
+        f"# built {info.filename} sha256={info.sha256} (CUDA code: {', '.join(arches_found) or 'none'})"
+    )
     return BuiltWheel(
         path=str(final),
         filename=info.filename,
@@ -284,7 +324,9 @@ def check_version_names_commit(component: str, version: str, commit: str) -> Non
             "needs version_policy stamp or static, with a reason)"
         )
     if not commit.startswith(match.group(1)):
-        raise BuildFailed(f"{component}: built version {version} names commit {match.group(1)}, locked {commit[:12]}")
+        raise BuildFailed(
+            f"{component}: built version {version} names commit {match.group(1)}, locked {commit[:12]}"
+        )
 
 
 def check_generated_files(

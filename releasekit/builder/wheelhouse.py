@@ -40,7 +40,9 @@ def fetch_pinned_wheel(
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / comp.filename
     if not re.fullmatch(r"[A-Za-z0-9_.+!-]+\.whl", comp.filename):
-        raise InputError(f"{comp.name}: locked wheel filename {comp.filename!r} is not a plain wheel file name")
+        raise InputError(
+            f"{comp.name}: locked wheel filename {comp.filename!r} is not a plain wheel file name"
+        )
     source = next((h / comp.filename for h in wheelhouses if (h / comp.filename).is_file()), None)
     if source is not None:
         shutil.copyfile(source, dest)

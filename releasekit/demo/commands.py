@@ -16,7 +16,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("demo")
     def demo_cmd(
-        directory: Path = typer.Option(None, "--dir", help="where to make the example (default: a fresh temp dir)"),
+        directory: Path = typer.Option(
+            None, "--dir", help="where to make the example (default: a fresh temp dir)"
+        ),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         """Make a self-contained example release and run the whole pipeline on it: lock, check, build, verify, validate, publish."""
@@ -29,8 +31,10 @@ def register(app: typer.Typer) -> None:
 
         def show(result: StageResult) -> None:
             style = {"passed": "green", "failed": "bold red", "skipped": "yellow"}[result.status]
-            console.print(f"[{style}]{result.status:>7}[/{style}] [bold]{escape(result.name)}[/bold]: {escape(result.summary)}"
-                          + (f" [dim]({result.seconds:.0f} s)[/dim]" if result.seconds is not None else ""))
+            console.print(
+                f"[{style}]{result.status:>7}[/{style}] [bold]{escape(result.name)}[/bold]: {escape(result.summary)}"
+                + (f" [dim]({result.seconds:.0f} s)[/dim]" if result.seconds is not None else "")
+            )
             for key, value in result.outputs.items():
                 console.print(f"          {escape(key)}: {escape(value)}")
             if result.findings.findings:

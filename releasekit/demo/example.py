@@ -31,7 +31,9 @@ class DemoRepository:
         self.remote = root / f"{name}.git"
         self.work = root / "clones" / name
         self.time = EPOCH
-        self.base: str | None = None  # the commit before the merge plan: what the baseline image is built from
+        self.base: str | None = (
+            None  # the commit before the merge plan: what the baseline image is built from
+        )
         for path in (self.remote, self.work):
             shutil.rmtree(path, ignore_errors=True)
         self._git(None, "init", "--quiet", "--bare", "--initial-branch=main", str(self.remote))
@@ -121,9 +123,14 @@ def make_runtime_repo(root: Path) -> DemoRepository:
     )
     repo.base = repo.git("rev-parse", "HEAD")
     repo.publish()
-    repo.open_pr(1, {"rkdemo_runtime/scale.py": runtime.SCALE, "tests/test_scale.py": runtime.TEST_SCALE},
-                 "Add a scale helper")
-    repo.open_pr(3, {"rkdemo_runtime/__init__.py": runtime.INIT_PR3}, "Greeting names the project (superseded)")
+    repo.open_pr(
+        1,
+        {"rkdemo_runtime/scale.py": runtime.SCALE, "tests/test_scale.py": runtime.TEST_SCALE},
+        "Add a scale helper",
+    )
+    repo.open_pr(
+        3, {"rkdemo_runtime/__init__.py": runtime.INIT_PR3}, "Greeting names the project (superseded)"
+    )
     repo.merge_pr(1)
     repo.open_pr(2, {"rkdemo_runtime/__init__.py": runtime.INIT_PR2}, "Greeting names the release")
     repo.merge_pr(2)
@@ -166,7 +173,9 @@ def make_example(root: Path, *, base_image: str, native: bool | None = None) -> 
     cuda = nvcc_version()
     if native is None:
         native = cuda is not None
-    skipped = [] if native else ["kernels: nvcc not found on PATH, the CUDA component is left out of the demo"]
+    skipped = (
+        [] if native else ["kernels: nvcc not found on PATH, the CUDA component is left out of the demo"]
+    )
     runtime_repo = make_runtime_repo(repos_dir)
     kernels_repo = make_kernels_repo(repos_dir) if native else None
     template = jinja2.Template(
@@ -187,5 +196,11 @@ def make_example(root: Path, *, base_image: str, native: bool | None = None) -> 
     repositories = {"runtime": str(runtime_repo.remote)}
     if kernels_repo:
         repositories["kernels"] = str(kernels_repo.remote)
-    return DemoExample(root=str(root), manifest=str(manifest), repositories=repositories, native=native, skipped=skipped,
-                       base_commits={"runtime": str(runtime_repo.base)})
+    return DemoExample(
+        root=str(root),
+        manifest=str(manifest),
+        repositories=repositories,
+        native=native,
+        skipped=skipped,
+        base_commits={"runtime": str(runtime_repo.base)},
+    )

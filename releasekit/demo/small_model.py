@@ -74,16 +74,33 @@ def ensure_wheels(cache: Path) -> Path:
     """The pinned wheels under ``cache/wheels``, downloaded once and hash-checked by pip."""
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
-    names = {spec: spec.split("==")[0].replace("-", "_") + "-" + spec.split("==")[1] + "-py3-none-any.whl" for spec in WHEELS}
+    names = {
+        spec: spec.split("==")[0].replace("-", "_") + "-" + spec.split("==")[1] + "-py3-none-any.whl"
+        for spec in WHEELS
+    }
     if all((wheels / n).is_file() and _sha256(wheels / n) == WHEELS[s] for s, n in names.items()):
         return wheels
     with tempfile.TemporaryDirectory() as tmp:
         req = Path(tmp) / "requirements.txt"
         req.write_text("".join(f"{spec} --hash=sha256:{digest}\n" for spec, digest in WHEELS.items()))
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-             "--require-hashes", "-r", str(req), "-d", str(wheels)],
-            capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--require-hashes",
+                "-r",
+                str(req),
+                "-d",
+                str(wheels),
+            ],
+            capture_output=True,
+            text=True,
         )
     if proc.returncode != 0:
         tail = " ".join(proc.stderr.strip().splitlines()[-2:])[:400]

@@ -41,6 +41,7 @@ class DemoContext(Protocol):
     image_id: str | None
     baseline_image: str | None
 
+
 PYTEST = "pytest==9.0.3"
 PYTHON_TAG = "3.11"  # the base image's interpreter (Debian bookworm)
 BASELINE_REPOSITORY = "releasekit-demo/rkdemo-baseline"
@@ -60,9 +61,22 @@ def pytest_wheels(cache: Path) -> Path:
         return wheels
     wheels.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "--python-version", PYTHON_TAG,
-         "-d", str(wheels), PYTEST],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--only-binary",
+            ":all:",
+            "--python-version",
+            PYTHON_TAG,
+            "-d",
+            str(wheels),
+            PYTEST,
+        ],
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         tail = " ".join(proc.stderr.strip().splitlines()[-2:])[:300]
@@ -81,11 +95,14 @@ def with_pytest(engine: Engine, image: str, cache: Path | None = None) -> str:
     if engine.find(tag) is not None:
         return tag
     wheels = pytest_wheels(cache or _cache_root())
-    install = (f"python3 -m pip install --quiet --no-index --no-compile --break-system-packages --disable-pip-version-check "
-               f"--find-links {MOUNT} {PYTEST} && cd / && python3 -m pytest --version")
+    install = (
+        f"python3 -m pip install --quiet --no-index --no-compile --break-system-packages --disable-pip-version-check "
+        f"--find-links {MOUNT} {PYTEST} && cd / && python3 -m pytest --version"
+    )
     # The image's own entrypoint stays (vllm-cpu's is /usr/bin/env, which runs the shell as well).
-    container = engine.create(facts.id, command=["/bin/sh", "-c", install], network=False,
-                              read_only_mounts={str(wheels): MOUNT})
+    container = engine.create(
+        facts.id, command=["/bin/sh", "-c", install], network=False, read_only_mounts={str(wheels): MOUNT}
+    )
     try:
         container.start()
         if container.wait(timeout=600) != 0:
@@ -129,12 +146,16 @@ def baseline_stage(ctx: DemoContext) -> StageResult:
     lock_path = root / "lock.json"
     digest = write_lock(build_lock(load_manifest(manifest), allow_local=True), lock_path)
     tag = f"{BASELINE_REPOSITORY}:{digest[:12]}"
-    record = run_build(BuildOptions(manifest=manifest, lock=lock_path, outdir=root / "release", tag=tag,
-                                    allow_local_repos=True))
+    record = run_build(
+        BuildOptions(
+            manifest=manifest, lock=lock_path, outdir=root / "release", tag=tag, allow_local_repos=True
+        )
+    )
     ctx.baseline_image = record.image_id
     commits = ", ".join(f"{n}@{c[:12]}" for n, c in ctx.example.base_commits.items())
     return StageResult(
-        name="baseline image", status="passed",
+        name="baseline image",
+        status="passed",
         summary=f"image {record.image_id[:19]} tagged {tag}: {commits}, the commit before the merge plan, "
         "built the same way (the suites' baseline: canonical)",
         outputs={"baseline manifest": str(manifest), "baseline lock": str(lock_path)},
@@ -144,9 +165,22 @@ def baseline_stage(ctx: DemoContext) -> StageResult:
 def test_stage(ctx: DemoContext) -> StageResult:
     from releasekit.suites.sweep import TestOptions, run_tests
 
-    assert ctx.manifest is not None and ctx.lock is not None and ctx.release is not None and ctx.image_id is not None
-    result = run_tests(TestOptions(manifest=ctx.manifest, image=ctx.image_id, outdir=ctx.release, lock=ctx.lock,
-                                   baseline_image=ctx.baseline_image, allow_local_repos=True))
+    assert (
+        ctx.manifest is not None
+        and ctx.lock is not None
+        and ctx.release is not None
+        and ctx.image_id is not None
+    )
+    result = run_tests(
+        TestOptions(
+            manifest=ctx.manifest,
+            image=ctx.image_id,
+            outdir=ctx.release,
+            lock=ctx.lock,
+            baseline_image=ctx.baseline_image,
+            allow_local_repos=True,
+        )
+    )
     parts: list[str] = []
     for receipt in result.receipts.values():
         text = f"{receipt.component}/{receipt.suite} {receipt.status}"
@@ -158,8 +192,11 @@ def test_stage(ctx: DemoContext) -> StageResult:
             text += f"; {', '.join(accepted)} — fails on the baseline image too)" if accepted else ")"
         parts.append(text)
     return StageResult(
-        name="test", status="passed" if result.passed else "failed",
-        summary="; ".join(parts), outputs={"test receipts": str(ctx.release / "tests")}, findings=result.findings,
+        name="test",
+        status="passed" if result.passed else "failed",
+        summary="; ".join(parts),
+        outputs={"test receipts": str(ctx.release / "tests")},
+        findings=result.findings,
     )
 
 
@@ -168,23 +205,34 @@ def hygiene_stage(ctx: DemoContext) -> StageResult:
     from releasekit.suites.hygiene import HygieneOptions, run_hygiene
 
     assert ctx.manifest is not None and ctx.lock is not None and ctx.release is not None
-    receipt = run_hygiene(HygieneOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release,
-                                         allow_local_repos=True))
+    receipt = run_hygiene(
+        HygieneOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, allow_local_repos=True)
+    )
     components = load_manifest(ctx.manifest).manifest.git_components()
-    required = {name for name, comp in components.items() if comp.hygiene is not None and comp.hygiene.required}
+    required = {
+        name for name, comp in components.items() if comp.hygiene is not None and comp.hygiene.required
+    }
     # The publish gate's policy: problems of a component whose hygiene is not required are warnings.
     shown = Findings()
     for finding in receipt.findings:
         if finding.location.component not in required and finding.severity == Severity.error:
             finding = finding.model_copy(update={"severity": Severity.warning})
         shown.findings.append(finding)
-    blocking = [c.component for c in receipt.components if c.component in required
-                and any(s.status not in ("passed", "skipped") for s in c.steps)]
+    blocking = [
+        c.component
+        for c in receipt.components
+        if c.component in required and any(s.status not in ("passed", "skipped") for s in c.steps)
+    ]
     found = "; ".join(f.location.render() + f" {f.code}" for f in receipt.findings) or "nothing found"
     return StageResult(
-        name="hygiene", status="failed" if blocking else "passed",
+        name="hygiene",
+        status="failed" if blocking else "passed",
         summary=f"hygiene {receipt.status}: {found}"
-        + ("" if blocking or receipt.status == "passed"
-           else " (hygiene not required for this component: a warning, as the publish gate will say)"),
-        outputs={"hygiene": str(ctx.release / "hygiene.json")}, findings=shown,
+        + (
+            ""
+            if blocking or receipt.status == "passed"
+            else " (hygiene not required for this component: a warning, as the publish gate will say)"
+        ),
+        outputs={"hygiene": str(ctx.release / "hygiene.json")},
+        findings=shown,
     )

@@ -32,7 +32,9 @@ def cpu_engine_base(client, base_image: str) -> str:
     return ensure_cpu_engine_image(client, base_image).tag
 
 
-def add_cpu_validation(manifest: Path, receipts_dir: Path, engine, engine_image: str, *, broken: bool = False) -> None:
+def add_cpu_validation(
+    manifest: Path, receipts_dir: Path, engine, engine_image: str, *, broken: bool = False
+) -> None:
     """``broken``: also the broken-candidate cell (tests: it must fail; the demo leaves it out)."""
     write_cpu_assets(manifest.parent, ensure_small_model(engine, engine_image))
     yaml = YAML(typ="rt")
@@ -61,5 +63,3 @@ def validate_stage(ctx):  # ctx: releasekit.demo.service.DemoContext -> StageRes
         outputs={"receipts": str(receipts), "report": str(ctx.release / "validation-report" / "REPORT.md")},
         findings=Findings(findings=[*result.findings, *agg.findings]),
     )
-
-

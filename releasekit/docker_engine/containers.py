@@ -56,7 +56,9 @@ class Container:
         except docker.errors.APIError as exc:
             raise EngineError(explain(exc)) from None
         except Exception as exc:  # noqa: BLE001 - requests' ReadTimeout / ConnectionError: it hung
-            raise ContainerTimeout(f"the container did not exit within {timeout} s ({type(exc).__name__})") from None
+            raise ContainerTimeout(
+                f"the container did not exit within {timeout} s ({type(exc).__name__})"
+            ) from None
         return int(status.get("StatusCode", -1))
 
     def logs(self, *, stdout: bool = True, stderr: bool = True, tail: int | None = None) -> bytes:
@@ -79,7 +81,9 @@ class Container:
         import docker.errors
 
         try:
-            code, (out, err) = self._c.exec_run(["timeout", "-k", "5", str(int(max(1, timeout_s))), *argv], demux=True)
+            code, (out, err) = self._c.exec_run(
+                ["timeout", "-k", "5", str(int(max(1, timeout_s))), *argv], demux=True
+            )
         except docker.errors.APIError as exc:
             raise EngineError(explain(exc)) from None
         text = (out or b"").decode("utf-8", "replace") + (err or b"").decode("utf-8", "replace")
@@ -233,7 +237,9 @@ class ContainerOperations:
         if publish_port is not None:
             kwargs["ports"] = {f"{publish_port}/tcp": ("127.0.0.1", None)}
         if read_only_mounts:
-            kwargs["volumes"] = {host: {"bind": inside, "mode": "ro"} for host, inside in read_only_mounts.items()}
+            kwargs["volumes"] = {
+                host: {"bind": inside, "mode": "ro"} for host, inside in read_only_mounts.items()
+            }
         if writable_volumes:
             kwargs.setdefault("volumes", {}).update(
                 {name: {"bind": inside, "mode": "rw"} for name, inside in writable_volumes.items()}
@@ -245,7 +251,9 @@ class ContainerOperations:
         if gpus:
             from docker.types import DeviceRequest
 
-            kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])]
+            kwargs["device_requests"] = [
+                DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])
+            ]
         elif gpu_count:
             from docker.types import DeviceRequest
 
@@ -274,7 +282,10 @@ class ContainerOperations:
             kwargs["pids_limit"] = pids_limit
         if log_max_size is not None:
             # The engine's log file is on the host: bound it so a chatty container cannot fill the disk.
-            kwargs["log_config"] = {"type": "json-file", "config": {"max-size": log_max_size, "max-file": "1"}}
+            kwargs["log_config"] = {
+                "type": "json-file",
+                "config": {"max-size": log_max_size, "max-file": "1"},
+            }
         try:
             return Container(self.client.containers.create(image, **kwargs))
         except docker.errors.ImageNotFound:
@@ -299,7 +310,12 @@ class ContainerOperations:
     ) -> RunResult:
         """Run ``command`` without network; killed when it runs past ``timeout`` seconds; always removed."""
         container = self.create(
-            image, entrypoint=entrypoint, command=command, environment=environment, network=False, labels=labels
+            image,
+            entrypoint=entrypoint,
+            command=command,
+            environment=environment,
+            network=False,
+            labels=labels,
         )
         try:
             container.start()
@@ -346,14 +362,18 @@ class ContainerOperations:
         finally:
             container.remove()
 
-    def export_stream(self, image: str, *, deadline: float, labels: dict[str, str] | None = None) -> Iterator[bytes]:
+    def export_stream(
+        self, image: str, *, deadline: float, labels: dict[str, str] | None = None
+    ) -> Iterator[bytes]:
         """An image's flattened filesystem as tar bytes, from a created, never started container.
 
         Nothing of the image runs. ``deadline`` (``time.monotonic()``): a stalled engine is cut
         off by removing the container, which ends the stream. Any failure is an EngineError.
         """
         try:
-            container = self.create(image, entrypoint=["/nonexistent"], command=[], network=False, labels=labels)
+            container = self.create(
+                image, entrypoint=["/nonexistent"], command=[], network=False, labels=labels
+            )
         except EngineError as exc:  # any engine refusal means: nothing to read
             raise EngineError(f"cannot create a container to export: {exc}") from None
         expired = threading.Event()

@@ -34,11 +34,17 @@ class ImageFacts(BaseModel):
     cmd: list[str] = Field(default_factory=list)
     working_dir: str = ""
     user: str = ""
-    repo_digests: list[str] = Field(default_factory=list, description="registry digests (sha256:...) the engine knows")
+    repo_digests: list[str] = Field(
+        default_factory=list, description="registry digests (sha256:...) the engine knows"
+    )
 
     @classmethod
     def from_config(
-        cls, image_id: str, config: dict[str, Any], tags: list[str] | None = None, repo_digests: list[str] | None = None
+        cls,
+        image_id: str,
+        config: dict[str, Any],
+        tags: list[str] | None = None,
+        repo_digests: list[str] | None = None,
     ) -> ImageFacts:
         """From an image config's ``config`` section (engine inspect ``Config`` or a registry config blob)."""
         env: dict[str, str] = {}
@@ -61,7 +67,9 @@ class ImageFacts(BaseModel):
     def from_attrs(cls, attrs: dict[str, Any]) -> ImageFacts:
         """From ``docker inspect`` of an image."""
         digests = [d.split("@", 1)[1] for d in attrs.get("RepoDigests") or [] if "@" in d]
-        return cls.from_config(str(attrs["Id"]), attrs.get("Config") or {}, attrs.get("RepoTags") or [], digests)
+        return cls.from_config(
+            str(attrs["Id"]), attrs.get("Config") or {}, attrs.get("RepoTags") or [], digests
+        )
 
 
 class ImageOperations:
@@ -121,7 +129,9 @@ class ImageOperations:
             with archive.open("rb") as fh:
                 images = self.client.images.load(fh)
         except docker.errors.APIError as exc:
-            raise EnvironmentProblem(f"Docker Engine could not load {archive.name}: {exc.explanation}") from None
+            raise EnvironmentProblem(
+                f"Docker Engine could not load {archive.name}: {exc.explanation}"
+            ) from None
         return [str(i.id) for i in images]
 
     def tag(self, image_id: str, tag: str) -> None:
@@ -147,20 +157,30 @@ class ImageOperations:
         except docker.errors.APIError as exc:
             raise EngineError(explain(exc)) from None
 
-    def build_image(self, context: Path, dockerfile: str, *, tag: str, buildargs: dict[str, str]) -> tuple[str, str]:
+    def build_image(
+        self, context: Path, dockerfile: str, *, tag: str, buildargs: dict[str, str]
+    ) -> tuple[str, str]:
         """``docker build`` of ``context`` (no pulls: bases must be local); returns (image ID, build log)."""
         import docker.errors
 
         lines: list[str] = []
         try:
             for chunk in self.client.api.build(
-                path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs, rm=True, forcerm=True,
-                pull=False, decode=True,
+                path=str(context),
+                dockerfile=dockerfile,
+                tag=tag,
+                buildargs=buildargs,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
             ):
                 if "stream" in chunk:
                     lines.append(str(chunk["stream"]))
                 if "error" in chunk:
-                    raise EnvironmentProblem(f"building {tag} failed: {' '.join(str(chunk['error']).split())[:300]}")
+                    raise EnvironmentProblem(
+                        f"building {tag} failed: {' '.join(str(chunk['error']).split())[:300]}"
+                    )
         except docker.errors.APIError as exc:
             raise EnvironmentProblem(f"Docker Engine refused to build {tag}: {explain(exc)}") from None
         found = self.image_id(tag)

@@ -56,11 +56,15 @@ class RegistryOperations:
         try:
             self.client.api.tag(image_id, repository, tag)
         except docker.errors.APIError as exc:
-            raise EnvironmentProblem(f"Docker Engine could not tag {image_id[:19]}: {exc.explanation}") from None
+            raise EnvironmentProblem(
+                f"Docker Engine could not tag {image_id[:19]}: {exc.explanation}"
+            ) from None
         auth_config = {"username": auth[0], "password": auth[1]} if auth else None
         digest: str | None = None
         try:
-            stream = self.client.api.push(repository, tag=tag, stream=True, decode=True, auth_config=auth_config)
+            stream = self.client.api.push(
+                repository, tag=tag, stream=True, decode=True, auth_config=auth_config
+            )
             for event in stream:
                 if "error" in event or "errorDetail" in event:
                     detail = (event.get("errorDetail") or {}).get("message") or event.get("error")

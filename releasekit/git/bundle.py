@@ -69,7 +69,9 @@ def verify_bundle_alone(bundle: Path) -> None:
         try:
             Git(repo, bare=True, allow_file=True).run("bundle", "verify", "--quiet", str(bundle.resolve()))
         except GitFailed as exc:
-            raise InputError(f"{bundle.name}: git bundle verify failed: {exc.stderr.splitlines()[-1] if exc.stderr else exc}") from None
+            raise InputError(
+                f"{bundle.name}: git bundle verify failed: {exc.stderr.splitlines()[-1] if exc.stderr else exc}"
+            ) from None
 
 
 def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
@@ -82,7 +84,13 @@ def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
         mirror._create()
         try:
             Git(mirror.path, allow_file=True, bare=True).run(
-                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", str(bundle.resolve()), "+refs/*:refs/*"
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--",
+                str(bundle.resolve()),
+                "+refs/*:refs/*",
             )
         except GitFailed as exc:
             reason = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)

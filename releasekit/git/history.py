@@ -72,7 +72,9 @@ def commit_info(git: Git, commits: Iterable[str]) -> dict[str, tuple[int, str]]:
 def _patch_id_pipe(diff_argv: list[str]) -> list[tuple[str, str]]:
     """Run ``git <diff_argv> | git patch-id --stable``: [(patch_id, commit)] in the log's order."""
     env = git_env()
-    producer = subprocess.Popen(diff_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL)
+    producer = subprocess.Popen(
+        diff_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL
+    )
     consumer = subprocess.run(
         [diff_argv[0], "patch-id", "--stable"], stdin=producer.stdout, capture_output=True, env=env
     )
@@ -95,7 +97,18 @@ def _patch_id_pipe(diff_argv: list[str]) -> list[tuple[str, str]]:
 
 # --no-ext-diff/--no-textconv: a repository's own config must not run programs or change the
 # text that patch-ids are computed from.
-_LOG_PATCH = ["log", "-p", "--no-merges", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary", "--format=commit %H"]
+_LOG_PATCH = [
+    "log",
+    "-p",
+    "--no-merges",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--full-index",
+    "--binary",
+    "--format=commit %H",
+]
 
 
 def patch_ids(git: Git, *revs: str, commits: list[str] | None = None) -> dict[str, str]:
@@ -146,7 +159,21 @@ def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]
 
 def diff_patch_id(git: Git, old: str, new: str, paths: Sequence[str] = ()) -> str:
     """The patch-id of the combined change old..new (a squash of the whole range); ``paths``: only those files."""
-    argv = git.argv(["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary", old, new, "--", *paths])
+    argv = git.argv(
+        [
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--full-index",
+            "--binary",
+            old,
+            new,
+            "--",
+            *paths,
+        ]
+    )
     # patch-id needs a commit line to attribute the diff to; a fixed placeholder does.
     env = git_env()
     diff = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL)
@@ -165,7 +192,9 @@ class Landing:
     """Where each commit reachable from a tip entered that tip's first-parent history."""
 
     chain: list[str]  # first-parent commits, oldest first
-    index: dict[str, int] = field(default_factory=dict)  # commit -> position in chain of the commit that brought it
+    index: dict[str, int] = field(
+        default_factory=dict
+    )  # commit -> position in chain of the commit that brought it
 
     def landed_by(self, commit: str) -> str | None:
         i = self.index.get(commit)

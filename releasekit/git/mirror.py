@@ -59,7 +59,11 @@ class Mirror:
         allow_local: bool = False,
         base_dir: Path | None = None,
     ) -> None:
-        self.remote = url if isinstance(url, RemoteURL) else check_remote(url, allow_local=allow_local, base_dir=base_dir)
+        self.remote = (
+            url
+            if isinstance(url, RemoteURL)
+            else check_remote(url, allow_local=allow_local, base_dir=base_dir)
+        )
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.path = self.cache_dir / _mirror_dirname(self.remote.public)
         self.git = Git(self.path, allow_file=self.remote.is_local, bare=True)
@@ -91,7 +95,16 @@ class Mirror:
         with self._locked():
             self._create()
             try:
-                self.git.run("fetch", "--quiet", "--prune", "--force", "--no-write-fetch-head", "--", self.remote.url, *FETCH_REFSPECS)
+                self.git.run(
+                    "fetch",
+                    "--quiet",
+                    "--prune",
+                    "--force",
+                    "--no-write-fetch-head",
+                    "--",
+                    self.remote.url,
+                    *FETCH_REFSPECS,
+                )
             except GitFailed as exc:
                 reason = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
                 # git anonymises URLs in its messages; make sure, since this line is printed.
@@ -145,10 +158,12 @@ class Mirror:
         try:
             ref = self.git.run("symbolic-ref", "HEAD").strip()
         except GitFailed:
-            raise InputError(f"{self.url}: the remote's default branch is unknown; name canonical_branch") from None
+            raise InputError(
+                f"{self.url}: the remote's default branch is unknown; name canonical_branch"
+            ) from None
         if not ref.startswith("refs/heads/") or not self.git.ok("rev-parse", "--verify", "--quiet", ref):
             raise InputError(f"{self.url}: the remote's default branch is unknown; name canonical_branch")
-        return ref[len("refs/heads/"):]
+        return ref[len("refs/heads/") :]
 
     def branch_head(self, branch: str) -> str:
         check_ref(branch)
@@ -173,7 +188,9 @@ class Mirror:
 
     def _verify(self, rev: str) -> str | None:
         try:
-            out = self.git.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}").strip()
+            out = self.git.run(
+                "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"
+            ).strip()
         except GitFailed:
             return None
         return out if _SHA1.match(out) else None

@@ -19,7 +19,9 @@ from releasekit.errors import InputError
 ALLOW_LOCAL_ENV = "RELEASEKIT_ALLOW_LOCAL_REPOS"
 
 # git@host:owner/repo(.git): scp-like ssh. The user part must not start with "-".
-_SCP_LIKE = re.compile(r"^(?P<user>[A-Za-z0-9_][A-Za-z0-9._-]*@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*):(?P<path>[^/\\].*|/.*)$")
+_SCP_LIKE = re.compile(
+    r"^(?P<user>[A-Za-z0-9_][A-Za-z0-9._-]*@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*):(?P<path>[^/\\].*|/.*)$"
+)
 # A ref git would accept and that cannot be read as an option or a revision expression.
 _BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
@@ -114,7 +116,13 @@ def check_ref(ref: str) -> str:
     """A branch/ref name or a full/abbreviated SHA that cannot be mistaken for an option or a rev expression."""
     if not ref or ref.startswith("-"):
         raise InputError(f"refusing ref {ref!r}: empty or starts with '-'")
-    if _BAD_REF_CHARS.search(ref) or ".." in ref or ref.endswith((".", "/", ".lock")) or "@{" in ref or ref == "@":
+    if (
+        _BAD_REF_CHARS.search(ref)
+        or ".." in ref
+        or ref.endswith((".", "/", ".lock"))
+        or "@{" in ref
+        or ref == "@"
+    ):
         raise InputError(f"refusing ref {ref!r}: not a plain ref name")
     if "//" in ref or ref.startswith("/"):
         raise InputError(f"refusing ref {ref!r}: not a plain ref name")

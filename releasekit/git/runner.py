@@ -59,13 +59,20 @@ def git_env() -> dict[str, str]:
 
 def protocol_options(*, allow_file: bool) -> list[str]:
     return [
-        "-c", "protocol.allow=never",
-        "-c", "protocol.https.allow=always",
-        "-c", "protocol.ssh.allow=always",
-        "-c", f"protocol.file.allow={'always' if allow_file else 'never'}",
-        "-c", "protocol.ext.allow=never",
-        "-c", "core.hooksPath=/dev/null",
-        "-c", "core.fsmonitor=false",
+        "-c",
+        "protocol.allow=never",
+        "-c",
+        "protocol.https.allow=always",
+        "-c",
+        "protocol.ssh.allow=always",
+        "-c",
+        f"protocol.file.allow={'always' if allow_file else 'never'}",
+        "-c",
+        "protocol.ext.allow=never",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
     ]
 
 
@@ -81,12 +88,22 @@ class Git:
         where = ["--git-dir", str(self.directory)] if self.bare else ["-C", str(self.directory)]
         return [_git_binary(), *where, *protocol_options(allow_file=self.allow_file), *args]
 
-    def run(self, *args: str, input: bytes | None = None, check: bool = True, extra_env: dict[str, str] | None = None) -> str:
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        check: bool = True,
+        extra_env: dict[str, str] | None = None,
+    ) -> str:
         env = git_env()
         if extra_env:
             env.update(extra_env)
         proc = subprocess.run(
-            self.argv(args), input=input, capture_output=True, env=env, stdin=None if input is not None else subprocess.DEVNULL
+            self.argv(args),
+            input=input,
+            capture_output=True,
+            env=env,
+            stdin=None if input is not None else subprocess.DEVNULL,
         )
         if check and proc.returncode != 0:
             raise GitFailed(args, proc.returncode, proc.stderr.decode(errors="replace"))
@@ -100,7 +117,11 @@ class Git:
     def stream(self, *args: str) -> Iterator[subprocess.Popen[bytes]]:
         """A running git whose stdout is read as it is produced (for large logs)."""
         proc = subprocess.Popen(
-            self.argv(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=git_env(), stdin=subprocess.DEVNULL
+            self.argv(args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=git_env(),
+            stdin=subprocess.DEVNULL,
         )
         try:
             yield proc

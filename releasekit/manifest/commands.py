@@ -83,7 +83,13 @@ def plan_view(loaded: LoadedManifest) -> dict[str, object]:
                 "repo": comp.repo,
                 "canonical_branch": comp.canonical_branch,
                 "merge_plan": [
-                    {"order": i + 1, "pr": p.pr, "title": p.title, "after": [str(a) for a in p.after], "supersedes": p.supersedes}
+                    {
+                        "order": i + 1,
+                        "pr": p.pr,
+                        "title": p.title,
+                        "after": [str(a) for a in p.after],
+                        "supersedes": p.supersedes,
+                    }
                     for i, p in enumerate(comp.merge_plan)
                 ],
                 "already_canonical": [
@@ -91,8 +97,7 @@ def plan_view(loaded: LoadedManifest) -> dict[str, object]:
                     for c in comp.already_canonical
                 ],
                 "must_not_merge": sorted(
-                    {s for e in comp.superseding() for s in e.supersedes}
-                    | {c.pr for c in comp.closed}
+                    {s for e in comp.superseding() for s in e.supersedes} | {c.pr for c in comp.closed}
                 ),
             }
         elif isinstance(comp, WheelComponent):
@@ -103,7 +108,9 @@ def plan_view(loaded: LoadedManifest) -> dict[str, object]:
                 "source": comp.source.model_dump() if comp.source else None,
             }
     out["components"] = comps
-    out["exclusions"] = [{"id": e.id, "disposition": e.disposition, "description": e.description} for e in m.exclusions]
+    out["exclusions"] = [
+        {"id": e.id, "disposition": e.disposition, "description": e.description} for e in m.exclusions
+    ]
     return out
 
 
@@ -127,12 +134,20 @@ def show_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
     console.print(f"[bold]{escape(m.name)}[/bold]  ({escape(str(file))}, sha256 {loaded.sha256[:16]}…)")
     for name, comp in m.components.items():
         if isinstance(comp, WheelComponent):
-            src = f" from {comp.source.repo}@{comp.source.ref or ''} {comp.source.commit or ''}" if comp.source else ""
-            console.print(f"\n[bold]{escape(name)}[/bold]: {escape(f'wheel {comp.requirement} sha256 {comp.sha256}{src}')}")
+            src = (
+                f" from {comp.source.repo}@{comp.source.ref or ''} {comp.source.commit or ''}"
+                if comp.source
+                else ""
+            )
+            console.print(
+                f"\n[bold]{escape(name)}[/bold]: {escape(f'wheel {comp.requirement} sha256 {comp.sha256}{src}')}"
+            )
             continue
         pin = f" pinned at {comp.commit}" if comp.commit else ""
         branch = comp.canonical_branch or "(remote default branch)"
-        console.print(f"\n[bold]{escape(name)}[/bold]: {escape(f'{comp.repo} canonical branch {branch}{pin}')}")
+        console.print(
+            f"\n[bold]{escape(name)}[/bold]: {escape(f'{comp.repo} canonical branch {branch}{pin}')}"
+        )
         if comp.merge_plan:
             table = Table(show_header=True, header_style="bold", title_justify="left")
             for col in ("order", "PR", "title", "after", "supersedes"):
@@ -152,9 +167,13 @@ def show_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
             console.print(f"  already canonical: {ref} {c.title}{sup}", markup=False)
         superseded = sorted({s for e in comp.superseding() for s in e.supersedes})
         if superseded:
-            console.print(f"  must not be merged (superseded): {', '.join(f'#{s}' for s in superseded)}", markup=False)
+            console.print(
+                f"  must not be merged (superseded): {', '.join(f'#{s}' for s in superseded)}", markup=False
+            )
         for closed in comp.closed:
-            console.print(f"  must not be merged (closed): #{closed.pr} {closed.title}: {closed.reason}", markup=False)
+            console.print(
+                f"  must not be merged (closed): #{closed.pr} {closed.title}: {closed.reason}", markup=False
+            )
     if m.exclusions:
         console.print("\n[bold]explicit exclusions[/bold]")
         for e in m.exclusions:
@@ -167,16 +186,30 @@ def show_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
 
 @manifest_app.command("import")
 def import_cmd(
-    file: Path = typer.Argument(..., help="a merge manifest JSON of today's tool (schema_version 1)", show_default=False),
+    file: Path = typer.Argument(
+        ..., help="a merge manifest JSON of today's tool (schema_version 1)", show_default=False
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="where to write the releasekit/v1 YAML"),
     component: str = typer.Option("vllm", help="the component name for its repository"),
-    base_image: str = typer.Option(..., "--base-image", help="the runtime base image name (its digest is locked later)"),
+    base_image: str = typer.Option(
+        ..., "--base-image", help="the runtime base image name (its digest is locked later)"
+    ),
     cuda_arch: list[str] = typer.Option(["12.0a"], "--cuda-arch", help="CUDA arch (repeatable)"),
-    lock: Path | None = typer.Option(None, "--lock", help="today's integration lock: its base commit becomes the pinned commit"),
-    lock_out: Path | None = typer.Option(None, "--lock-out", help="also write --lock as a releasekit lock (reads trees from the repository)"),
-    receipt: Path | None = typer.Option(None, "--receipt", help="today's validation receipt: its numbers become a named baseline"),
-    repo: str | None = typer.Option(None, "--repo", help="read the repository from here instead of the manifest's URL (--lock-out)"),
-    allow_local_repos: bool = typer.Option(False, "--allow-local-repos", help="accept a local path or file:// for --repo"),
+    lock: Path | None = typer.Option(
+        None, "--lock", help="today's integration lock: its base commit becomes the pinned commit"
+    ),
+    lock_out: Path | None = typer.Option(
+        None, "--lock-out", help="also write --lock as a releasekit lock (reads trees from the repository)"
+    ),
+    receipt: Path | None = typer.Option(
+        None, "--receipt", help="today's validation receipt: its numbers become a named baseline"
+    ),
+    repo: str | None = typer.Option(
+        None, "--repo", help="read the repository from here instead of the manifest's URL (--lock-out)"
+    ),
+    allow_local_repos: bool = typer.Option(
+        False, "--allow-local-repos", help="accept a local path or file:// for --repo"
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Convert today's tool's files into a releasekit manifest (and lock), then validate it."""
@@ -190,7 +223,12 @@ def import_cmd(
     if lock_out is not None and lock is None:
         raise InputError("--lock-out needs --lock (today's integration lock)")
     data = import_reference_manifest(
-        file, component=component, base_image=base_image, cuda_arch_list=cuda_arch, lock_path=lock, receipt_path=receipt
+        file,
+        component=component,
+        base_image=base_image,
+        cuda_arch_list=cuda_arch,
+        lock_path=lock,
+        receipt_path=receipt,
     )
     text = dump_yaml(data)
     checked = validate_manifest_bytes(text.encode(), str(output))
@@ -200,24 +238,44 @@ def import_cmd(
     if lock is not None and lock_out is not None:
         from releasekit.git import Mirror, local_repos_allowed
 
-        mirror = Mirror(repo or data["components"][component]["repo"], allow_local=allow_local_repos or local_repos_allowed()).ensure()
+        mirror = Mirror(
+            repo or data["components"][component]["repo"],
+            allow_local=allow_local_repos or local_repos_allowed(),
+        ).ensure()
         converted = legacy_lock_to_lock(
-            lock, output, checked.sha256, checked.manifest.name, component=component, mirror=mirror,
-            base_image=base_image, cuda_arch_list=cuda_arch,
+            lock,
+            output,
+            checked.sha256,
+            checked.manifest.name,
+            component=component,
+            mirror=mirror,
+            base_image=base_image,
+            cuda_arch_list=cuda_arch,
         )
         write_lock(converted, lock_out)
         written_lock = str(lock_out)
     comp = checked.manifest.components[component]
     assert isinstance(comp, GitComponent)
     if as_json:
-        print_json({"output": str(output), "sha256": checked.sha256, "lock": written_lock, "findings": checked.findings})
+        print_json(
+            {
+                "output": str(output),
+                "sha256": checked.sha256,
+                "lock": written_lock,
+                "findings": checked.findings,
+            }
+        )
     else:
         console = stdout_console()
         supersessions = sum(len(p.supersedes) for p in comp.merge_plan)
         console.print(
             f"wrote {output}: {len(comp.merge_plan)} planned PRs, {supersessions} supersessions, "
             f"{len(checked.manifest.exclusions)} reviewed exclusions"
-            + (f", baseline(s) {', '.join(checked.manifest.validation.baselines)}" if checked.manifest.validation.baselines else "")
+            + (
+                f", baseline(s) {', '.join(checked.manifest.validation.baselines)}"
+                if checked.manifest.validation.baselines
+                else ""
+            )
         )
         if written_lock:
             console.print(f"wrote {written_lock}: today's integration lock as a releasekit lock")

@@ -78,12 +78,22 @@ def receipt_baseline(receipt: LegacyValidationReceipt, receipt_path: Path) -> di
     }
 
 
-def _check_lock_matches(lock: LegacyIntegrationLock, lock_path: Path, manifest_path: Path, repository: str, heads: list[tuple[int, str]]) -> None:
+def _check_lock_matches(
+    lock: LegacyIntegrationLock,
+    lock_path: Path,
+    manifest_path: Path,
+    repository: str,
+    heads: list[tuple[int, str]],
+) -> None:
     digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
     if lock.manifest.sha256 != digest:
-        raise InputError(f"{lock_path}: locks a manifest with sha256 {lock.manifest.sha256[:12]}, not {manifest_path.name} ({digest[:12]})")
+        raise InputError(
+            f"{lock_path}: locks a manifest with sha256 {lock.manifest.sha256[:12]}, not {manifest_path.name} ({digest[:12]})"
+        )
     if lock.base.repository != repository:
-        raise InputError(f"{lock_path}: base repository {lock.base.repository} is not the manifest's {repository}")
+        raise InputError(
+            f"{lock_path}: base repository {lock.base.repository} is not the manifest's {repository}"
+        )
     locked = [(p.number, p.head) for p in lock.pull_requests]
     if locked != heads:
         raise InputError(f"{lock_path}: its pull requests and heads differ from {manifest_path.name}'s plan")
@@ -143,7 +153,9 @@ def import_reference_manifest(
     receipt = read_validation_receipt(receipt_path) if receipt_path else None
     if lock_path is not None:
         lock = read_integration_lock(lock_path)
-        _check_lock_matches(lock, lock_path, path, ref.repository, [(p.number, p.head) for p in ref.pull_requests])
+        _check_lock_matches(
+            lock, lock_path, path, ref.repository, [(p.number, p.head) for p in ref.pull_requests]
+        )
         comp["commit"] = lock.base.commit
         sources.append(lock_path.name)
     elif receipt is not None:
@@ -152,11 +164,16 @@ def import_reference_manifest(
             comp["commit"] = base["base"]
     comp["merge_plan"] = plan
     data["components"] = {component: comp}
-    data["toolchain"] = {"base_image": {"name": base_image, "digest": TO_BE_LOCKED}, "cuda_arch_list": cuda_arch_list}
+    data["toolchain"] = {
+        "base_image": {"name": base_image, "digest": TO_BE_LOCKED},
+        "cuda_arch_list": cuda_arch_list,
+    }
     data["exclusions"] = exclusions
     if receipt is not None and receipt_path is not None:
         sources.append(receipt_path.name)
-        data["validation"] = {"baselines": {baseline_name(receipt_path): receipt_baseline(receipt, receipt_path)}}
+        data["validation"] = {
+            "baselines": {baseline_name(receipt_path): receipt_baseline(receipt, receipt_path)}
+        }
     return data
 
 
@@ -181,10 +198,19 @@ def legacy_lock_to_lock(
     legacy = read_integration_lock(lock_path)
     for sha in [legacy.base.commit, *(p.head for p in legacy.pull_requests)]:
         if not mirror.has_commit(sha):
-            raise InputError(f"{lock_path}: commit {sha} is not in {mirror.url}; the lock cannot be checked against it")
+            raise InputError(
+                f"{lock_path}: commit {sha} is not in {mirror.url}; the lock cannot be checked against it"
+            )
     branch = legacy.base.ref.removeprefix("refs/heads/")
     prs = [
-        LockedPR(number=p.number, ref=p.ref, head=p.head, tree=mirror.tree_of(p.head), title=p.title, role="planned")
+        LockedPR(
+            number=p.number,
+            ref=p.ref,
+            head=p.head,
+            tree=mirror.tree_of(p.head),
+            title=p.title,
+            role="planned",
+        )
         for p in legacy.pull_requests
     ]
     git = LockedGitComponent(
@@ -205,7 +231,9 @@ def legacy_lock_to_lock(
             "manifest": LockedManifest(path=str(manifest_path), sha256=manifest_sha256, name=manifest_name),
             "locked_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
             "components": {component: git},
-            "toolchain": LockedToolchain(base_image=LockedBaseImage(name=base_image), cuda_arch_list=cuda_arch_list),
+            "toolchain": LockedToolchain(
+                base_image=LockedBaseImage(name=base_image), cuda_arch_list=cuda_arch_list
+            ),
         }
     )
 

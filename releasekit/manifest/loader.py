@@ -133,7 +133,9 @@ def _comment_tokens(entry: Any) -> Iterator[CommentToken]:
             yield from _comment_tokens(item)
 
 
-def _note_cut_scalars(node: CommentedMap | CommentedSeq, path: Path_, source: SourceMap, lines: list[str]) -> None:
+def _note_cut_scalars(
+    node: CommentedMap | CommentedSeq, path: Path_, source: SourceMap, lines: list[str]
+) -> None:
     """Record plain scalars whose line goes on with a ``#<digit>`` comment (the text YAML dropped)."""
     for key, entry in node.ca.items.items():
         for token in _comment_tokens(entry):
@@ -144,7 +146,11 @@ def _note_cut_scalars(node: CommentedMap | CommentedSeq, path: Path_, source: So
             if line >= len(lines):
                 continue
             before = lines[line][:col].rstrip()
-            if not before or before.endswith(("\"", "'", ":", "-", "|", ">", "[", "{", ",")) or before.lstrip().startswith("#"):
+            if (
+                not before
+                or before.endswith(('"', "'", ":", "-", "|", ">", "[", "{", ","))
+                or before.lstrip().startswith("#")
+            ):
                 continue  # a quoted value, an empty value or a comment line: nothing was cut
             source.cut_scalars.append((line + 1, col + 1, (*path, key), text.splitlines()[0]))
 
@@ -234,7 +240,11 @@ def parse_yaml(raw: bytes, name: str) -> LoadedYaml:
     except Exception as exc:  # noqa: BLE001 - ruamel raises many types; all mean "does not parse"
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
-        problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        problem = (
+            getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+            if str(exc).strip()
+            else type(exc).__name__
+        )
         raise InputError(f"{where}: invalid YAML: {' '.join(str(problem).split())}") from None
     if not docs:
         raise InputError(f"{name}: empty file; a manifest is a mapping at the top level")
@@ -273,10 +283,12 @@ def scalar_comment_findings(source: SourceMap) -> Findings:
 
 def _hint(err: Mapping[str, Any]) -> str:
     msg = str(err.get("msg", "invalid"))
-    if err.get("type") == "string_type" and isinstance(err.get("input"), int | float) and not isinstance(
-        err.get("input"), bool
+    if (
+        err.get("type") == "string_type"
+        and isinstance(err.get("input"), int | float)
+        and not isinstance(err.get("input"), bool)
     ):
-        msg += " (quote version-like numbers, e.g. \"13.0\")"
+        msg += ' (quote version-like numbers, e.g. "13.0")'
     if err.get("type") == "extra_forbidden":
         msg = "unknown key"
     return msg
@@ -284,8 +296,21 @@ def _hint(err: Mapping[str, Any]) -> str:
 
 # pydantic puts union member names into error locations; they are not keys of the YAML.
 _UNION_TAGS = frozenset(
-    {"str", "int", "float", "bool", "constrained-str", "git", "wheel", "gsm8k", "acceptance", "decode",
-     "throughput", "long_context", "log_scan"}
+    {
+        "str",
+        "int",
+        "float",
+        "bool",
+        "constrained-str",
+        "git",
+        "wheel",
+        "gsm8k",
+        "acceptance",
+        "decode",
+        "throughput",
+        "long_context",
+        "log_scan",
+    }
 )
 _KEYLIKE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
@@ -300,8 +325,10 @@ def validation_error_lines(exc: ValidationError, source: SourceMap) -> list[str]
         path: list[str | int] = []
         for part in loc:
             candidate = (*path, part)
-            if isinstance(part, str) and candidate not in source.positions and (
-                part in _UNION_TAGS or not _KEYLIKE.match(part)
+            if (
+                isinstance(part, str)
+                and candidate not in source.positions
+                and (part in _UNION_TAGS or not _KEYLIKE.match(part))
             ):
                 continue
             path.append(part)

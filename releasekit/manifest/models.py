@@ -29,14 +29,18 @@ LOCKABLE_KEYS = frozenset({"commit", "sha256", "digest", "head", "revision"})
 
 ToBeLocked = Literal["to-be-locked"]
 FullSha = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
-CommitPrefix = Annotated[str, Field(pattern=r"^[0-9a-f]{7,40}$", description="a full or abbreviated commit SHA")]
+CommitPrefix = Annotated[
+    str, Field(pattern=r"^[0-9a-f]{7,40}$", description="a full or abbreviated commit SHA")
+]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 ImageDigest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="lower-case identifier")]
 PRNumber = Annotated[int, Field(ge=1, le=10_000_000)]
 # `after:` entries: a PR of the same component (108) or of another one ("b12x#34").
 PRReference = PRNumber | Annotated[str, Field(pattern=r"^([a-z0-9][a-z0-9._-]{0,63}#)?[1-9][0-9]{0,7}$")]
-ArchName = Annotated[str, Field(pattern=r"^[0-9]{1,2}\.[0-9][af]?$", description="CUDA arch such as 9.0a or 12.0a")]
+ArchName = Annotated[
+    str, Field(pattern=r"^[0-9]{1,2}\.[0-9][af]?$", description="CUDA arch such as 9.0a or 12.0a")
+]
 
 
 class StrictModel(BaseModel):
@@ -49,7 +53,9 @@ class PlannedPR(StrictModel):
     pr: PRNumber
     title: str = Field(min_length=1, max_length=400)
     after: list[PRReference] = Field(default_factory=list, description="PRs that must land before this one")
-    supersedes: list[PRNumber] = Field(default_factory=list, description="PRs this one replaces; they must not be merged")
+    supersedes: list[PRNumber] = Field(
+        default_factory=list, description="PRs this one replaces; they must not be merged"
+    )
     head: FullSha | ToBeLocked = TO_BE_LOCKED
     carries: list[CommitPrefix] = Field(
         default_factory=list, description="release-only commits whose change this PR brings onto canonical"
@@ -87,14 +93,19 @@ class BuildEnvironment(StrictModel):
     kind: Literal["venv", "image"] = "venv"
     image: str | None = None
     digest: ImageDigest | ToBeLocked | None = None
-    requirements: list[str] = Field(default_factory=list, description="pinned build requirements (name==version)")
+    requirements: list[str] = Field(
+        default_factory=list, description="pinned build requirements (name==version)"
+    )
     dockerfile: str | None = Field(
-        default=None, description="the builder's recipe, relative to the manifest (e.g. ../dockerfiles/vllm-builder.Dockerfile)"
+        default=None,
+        description="the builder's recipe, relative to the manifest (e.g. ../dockerfiles/vllm-builder.Dockerfile)",
     )
     base: BaseImage | None = Field(
         default=None, description="the builder's base image by digest: passed as the BASE_IMAGE build ARG"
     )
-    build_args: dict[str, str] = Field(default_factory=dict, description="build ARGs of the builder's Dockerfile")
+    build_args: dict[str, str] = Field(
+        default_factory=dict, description="build ARGs of the builder's Dockerfile"
+    )
     context: dict[str, str] = Field(
         default_factory=dict,
         description="extra directories copied into the builder's build context: name -> path (relative to the manifest)",
@@ -120,14 +131,18 @@ class VersionPolicy(StrictModel):
     """
 
     policy: Literal["scm", "stamp", "static"] = "scm"
-    reason: str | None = Field(default=None, min_length=1, description="why this policy; required for stamp and static")
+    reason: str | None = Field(
+        default=None, min_length=1, description="why this policy; required for stamp and static"
+    )
     stamp: Literal["setuptools-scm", "pyproject", "env", "file"] | None = None
     variable: EnvName | None = Field(default=None, description="stamp: env: the variable the build reads")
     file: str | None = Field(
         default=None,
         description="stamp: file: the version file, relative to the project (with pyproject: a second file to stamp)",
     )
-    base: str | None = Field(default=None, description="stamp: setuptools-scm/env: the version before the local label")
+    base: str | None = Field(
+        default=None, description="stamp: setuptools-scm/env: the version before the local label"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -161,16 +176,20 @@ class BuildRecipe(StrictModel):
         default_factory=VersionPolicy, description="scm (default) | stamp | static, with a reason"
     )
     pass_env: list[EnvName] = Field(
-        default_factory=list, description="host variables the build may read (declared: recorded, not refused)"
+        default_factory=list,
+        description="host variables the build may read (declared: recorded, not refused)",
     )
-    subdirectory: str | None = Field(default=None, description="where pyproject.toml is, relative to the repo root")
+    subdirectory: str | None = Field(
+        default=None, description="where pyproject.toml is, relative to the repo root"
+    )
     environment: BuildEnvironment = Field(default_factory=BuildEnvironment)
     native: bool = Field(default=False, description="compiles CUDA code with nvcc for the CUDA arch list")
     cuda_arch_list: list[ArchName] | None = Field(default=None, description="overrides the toolchain's list")
     env: dict[str, str] = Field(default_factory=dict)
     config_settings: dict[str, str] = Field(default_factory=dict)
     generated_files: list[str] = Field(
-        default_factory=list, description="files the build writes (e.g. pkg/_version.py): not compared with git blobs"
+        default_factory=list,
+        description="files the build writes (e.g. pkg/_version.py): not compared with git blobs",
     )
 
 
@@ -191,8 +210,12 @@ class GitComponent(StrictModel):
     merge_plan: list[PlannedPR] = Field(default_factory=list)
     already_canonical: list[CanonicalChange] = Field(default_factory=list)
     closed: list[ClosedPR] = Field(default_factory=list)
-    tests: TestSuites = Field(default_factory=list, description="suites run in the candidate image (releasekit test)")
-    hygiene: Hygiene | None = Field(default=None, description="linters on the composed tree (releasekit hygiene)")
+    tests: TestSuites = Field(
+        default_factory=list, description="suites run in the candidate image (releasekit test)"
+    )
+    hygiene: Hygiene | None = Field(
+        default=None, description="linters on the composed tree (releasekit hygiene)"
+    )
     release_refs: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
         default_factory=list,
         description="release branches/refs that plan check always audits for release-only commits (e.g. release/v17)",
@@ -285,7 +308,9 @@ class Pin(StrictModel):
 # Dispositions whose change must not appear: a ``manifest validate`` warning when plan check
 # cannot recognise it (EXCLUSION_NOT_CHECKABLE); the others are recorded decisions (info).
 REQUIRED_DISPOSITIONS = frozenset({"excluded", "own-pr-required", "superseded"})
-PatchId = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="a git patch-id (git patch-id --stable)")]
+PatchId = Annotated[
+    str, Field(pattern=r"^[0-9a-f]{40}$", description="a git patch-id (git patch-id --stable)")
+]
 _UPSTREAM_SHORT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)#([1-9][0-9]{0,7})$")
 
 
@@ -336,7 +361,9 @@ class Exclusion(StrictModel):
         default=None, description="an upstream PR: vllm-project/vllm#47979, or {repo, pr, commits, patch_ids}"
     )
     commits: list[CommitPrefix] = Field(default_factory=list)
-    patch_ids: list[PatchId] = Field(default_factory=list, description="patch-ids of the excluded change's commits")
+    patch_ids: list[PatchId] = Field(
+        default_factory=list, description="patch-ids of the excluded change's commits"
+    )
     paths: list[str] = Field(default_factory=list, description="glob patterns of files that must not appear")
     message_pattern: str | None = Field(default=None, description="regex over commit subjects")
 
@@ -352,22 +379,31 @@ class Exclusion(StrictModel):
 
     def checkable(self) -> bool:
         """Does plan check have anything to recognise this change by?"""
-        return bool(self.pr or self.upstream or self.commits or self.patch_ids or self.paths or self.message_pattern)
+        return bool(
+            self.pr or self.upstream or self.commits or self.patch_ids or self.paths or self.message_pattern
+        )
 
 
 class Policy(StrictModel):
-    forbid_vcs_dependencies: bool = Field(default=True, description="git+…/name @ URL dependencies are findings")
+    forbid_vcs_dependencies: bool = Field(
+        default=True, description="git+…/name @ URL dependencies are findings"
+    )
     forbidden_distributions: list[str] = Field(
-        default_factory=list, description="glob patterns of distributions that must not be installed (e.g. nvidia-*)"
+        default_factory=list,
+        description="glob patterns of distributions that must not be installed (e.g. nvidia-*)",
     )
     allowed_distributions: list[str] = Field(default_factory=list, description="exceptions to the above")
 
 
 class PublishTarget(StrictModel):
     repository: str = Field(min_length=1, description="REGISTRY/REPO")
-    tags: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.{}-]{0,127}$")]] = Field(default_factory=list)
+    tags: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.{}-]{0,127}$")]] = Field(
+        default_factory=list
+    )
     promote: dict[str, str] = Field(default_factory=dict, description="channel moves, e.g. beta: stable")
-    signed: bool = Field(False, description="publish and promote require signed evidence (DSSE, --trusted-key)")
+    signed: bool = Field(
+        False, description="publish and promote require signed evidence (DSSE, --trusted-key)"
+    )
 
 
 class Provenance(StrictModel):

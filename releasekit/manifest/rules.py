@@ -47,13 +47,17 @@ def parse_pr_reference(ref: int | str, component: str) -> PRKey:
 
 
 class RuleContext:
-    def __init__(self, manifest: Manifest, raw: dict[str, Any], source: SourceMap, findings: Findings) -> None:
+    def __init__(
+        self, manifest: Manifest, raw: dict[str, Any], source: SourceMap, findings: Findings
+    ) -> None:
         self.manifest = manifest
         self.raw = raw
         self.source = source
         self.findings = findings
 
-    def add(self, code: str, message: str, path: Path_, *, severity: Severity = Severity.error, **where: Any) -> None:
+    def add(
+        self, code: str, message: str, path: Path_, *, severity: Severity = Severity.error, **where: Any
+    ) -> None:
         line, col = self.source.locate(path)
         self.findings.add(
             code,
@@ -78,13 +82,18 @@ def rule_unique_pr_numbers(ctx: RuleContext) -> None:
     for name, comp in _git(ctx):
         seen: dict[int, str] = {}
         entries: list[tuple[int, str, Path_]] = []
-        entries += [(p.pr, "merge_plan", ("components", name, "merge_plan", i, "pr")) for i, p in enumerate(comp.merge_plan)]
+        entries += [
+            (p.pr, "merge_plan", ("components", name, "merge_plan", i, "pr"))
+            for i, p in enumerate(comp.merge_plan)
+        ]
         entries += [
             (c.pr, "already_canonical", ("components", name, "already_canonical", i, "pr"))
             for i, c in enumerate(comp.already_canonical)
             if c.pr is not None
         ]
-        entries += [(c.pr, "closed", ("components", name, "closed", i, "pr")) for i, c in enumerate(comp.closed)]
+        entries += [
+            (c.pr, "closed", ("components", name, "closed", i, "pr")) for i, c in enumerate(comp.closed)
+        ]
         for number, section, path in entries:
             if number in seen:
                 ctx.add(
@@ -124,16 +133,40 @@ def rule_after_targets(ctx: RuleContext) -> None:
                 path = ("components", name, "merge_plan", i, "after", j)
                 target = parse_pr_reference(ref, name)
                 if target.component not in components:
-                    ctx.add("UNKNOWN_COMPONENT", f"'after: {ref}' names component '{target.component}', which this manifest does not have", path, component=name, pr=planned.pr)
+                    ctx.add(
+                        "UNKNOWN_COMPONENT",
+                        f"'after: {ref}' names component '{target.component}', which this manifest does not have",
+                        path,
+                        component=name,
+                        pr=planned.pr,
+                    )
                     continue
                 if target == PRKey(name, planned.pr):
-                    ctx.add("SELF_DEPENDENCY", f"PR #{planned.pr} lists itself in 'after'", path, component=name, pr=planned.pr)
+                    ctx.add(
+                        "SELF_DEPENDENCY",
+                        f"PR #{planned.pr} lists itself in 'after'",
+                        path,
+                        component=name,
+                        pr=planned.pr,
+                    )
                     continue
                 state = known.get(target)
                 if state is None:
-                    ctx.add("UNKNOWN_AFTER_TARGET", f"PR #{planned.pr} must land after {target}, which is not in any merge plan or canonical list", path, component=name, pr=planned.pr)
+                    ctx.add(
+                        "UNKNOWN_AFTER_TARGET",
+                        f"PR #{planned.pr} must land after {target}, which is not in any merge plan or canonical list",
+                        path,
+                        component=name,
+                        pr=planned.pr,
+                    )
                 elif state in ("closed", "superseded"):
-                    ctx.add("AFTER_TARGET_NOT_MERGED", f"PR #{planned.pr} must land after {target}, which is {state} and must not be merged", path, component=name, pr=planned.pr)
+                    ctx.add(
+                        "AFTER_TARGET_NOT_MERGED",
+                        f"PR #{planned.pr} must land after {target}, which is {state} and must not be merged",
+                        path,
+                        component=name,
+                        pr=planned.pr,
+                    )
 
 
 def _dependency_graph(ctx: RuleContext) -> dict[PRKey, list[PRKey]]:
@@ -157,7 +190,7 @@ def find_cycle(graph: dict[PRKey, list[PRKey]]) -> list[PRKey] | None:
             if nxt not in graph:
                 continue
             if color[nxt] == grey:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if color[nxt] == white:
                 found = visit(nxt)
                 if found:
@@ -219,14 +252,30 @@ def rule_superseded_not_planned(ctx: RuleContext) -> None:
                 for j, sup in enumerate(entry.supersedes):
                     path = ("components", name, section, i, "supersedes", j)
                     if sup in planned:
-                        ctx.add("SUPERSEDED_PR_PLANNED", f"PR #{sup} is superseded by {label} but is also in the merge plan", path, component=name, pr=sup)
+                        ctx.add(
+                            "SUPERSEDED_PR_PLANNED",
+                            f"PR #{sup} is superseded by {label} but is also in the merge plan",
+                            path,
+                            component=name,
+                            pr=sup,
+                        )
                     elif sup in canonical:
-                        ctx.add("SUPERSEDED_PR_CANONICAL", f"PR #{sup} is superseded by {label} but is also listed as already canonical", path, component=name, pr=sup)
+                        ctx.add(
+                            "SUPERSEDED_PR_CANONICAL",
+                            f"PR #{sup} is superseded by {label} but is also listed as already canonical",
+                            path,
+                            component=name,
+                            pr=sup,
+                        )
                     if entry.pr is not None and sup == entry.pr:
-                        ctx.add("SELF_SUPERSESSION", f"{label} supersedes itself", path, component=name, pr=sup)
+                        ctx.add(
+                            "SELF_SUPERSESSION", f"{label} supersedes itself", path, component=name, pr=sup
+                        )
 
 
-_PLACEHOLDER = re.compile(r"(?i)\b(TODO|TBD|FIXME|XXX)\b|<[A-Za-z_][A-Za-z0-9_ -]{0,30}>|\$\{[^}]*\}|\bto-be-locked\b|\bchangeme\b")
+_PLACEHOLDER = re.compile(
+    r"(?i)\b(TODO|TBD|FIXME|XXX)\b|<[A-Za-z_][A-Za-z0-9_ -]{0,30}>|\$\{[^}]*\}|\bto-be-locked\b|\bchangeme\b"
+)
 
 
 def _walk(data: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
@@ -296,11 +345,21 @@ def rule_exclusions(ctx: RuleContext) -> None:
             ctx.add("DUPLICATE_EXCLUSION", f"exclusion id '{ex.id}' is used twice", (*path, "id"))
         seen.add(ex.id)
         if ex.component is not None and ex.component not in ctx.manifest.components:
-            ctx.add("UNKNOWN_COMPONENT", f"exclusion '{ex.id}' names component '{ex.component}', which this manifest does not have", (*path, "component"))
+            ctx.add(
+                "UNKNOWN_COMPONENT",
+                f"exclusion '{ex.id}' names component '{ex.component}', which this manifest does not have",
+                (*path, "component"),
+            )
         if ex.pr is not None and ex.component is not None:
             comp = ctx.manifest.components.get(ex.component)
             if isinstance(comp, GitComponent) and ex.pr in {p.pr for p in comp.merge_plan}:
-                ctx.add("EXCLUDED_PR_PLANNED", f"PR #{ex.pr} is both excluded ('{ex.id}') and in the merge plan", (*path, "pr"), component=ex.component, pr=ex.pr)
+                ctx.add(
+                    "EXCLUDED_PR_PLANNED",
+                    f"PR #{ex.pr} is both excluded ('{ex.id}') and in the merge plan",
+                    (*path, "pr"),
+                    component=ex.component,
+                    pr=ex.pr,
+                )
         if not ex.checkable():
             required = ex.disposition in REQUIRED_DISPOSITIONS
             ctx.add(
@@ -326,34 +385,84 @@ def rule_validation_matrix(ctx: RuleContext) -> None:
             for rule in forbidden_env:
                 fname, _, fval = rule.partition("=")
                 if name == fname and (not fval or fval == value):
-                    ctx.add("FORBIDDEN_SWITCH", f"cell '{cell.id}' sets {name}={value}, which the manifest forbids ({spec.forbidden.reason or 'forbidden switch'})", (*path, "env", name), cell=cell.id)
+                    ctx.add(
+                        "FORBIDDEN_SWITCH",
+                        f"cell '{cell.id}' sets {name}={value}, which the manifest forbids ({spec.forbidden.reason or 'forbidden switch'})",
+                        (*path, "env", name),
+                        cell=cell.id,
+                    )
         for j, arg in enumerate(cell.extra_args):
             flag = arg.split("=", 1)[0]
             if flag in forbidden_args or arg in forbidden_args:
-                ctx.add("FORBIDDEN_SWITCH", f"cell '{cell.id}' passes {arg}, which the manifest forbids ({spec.forbidden.reason or 'forbidden switch'})", (*path, "extra_args", j), cell=cell.id)
+                ctx.add(
+                    "FORBIDDEN_SWITCH",
+                    f"cell '{cell.id}' passes {arg}, which the manifest forbids ({spec.forbidden.reason or 'forbidden switch'})",
+                    (*path, "extra_args", j),
+                    cell=cell.id,
+                )
         for j, check in enumerate(cell.checks):
-            for dataset in (getattr(check, "dataset", None) or getattr(check, "prompts", None), getattr(check, "fewshot", None)):
+            for dataset in (
+                getattr(check, "dataset", None) or getattr(check, "prompts", None),
+                getattr(check, "fewshot", None),
+            ):
                 if dataset is not None and dataset not in spec.datasets:
-                    ctx.add("UNKNOWN_DATASET", f"cell '{cell.id}' check {check.kind} uses dataset '{dataset}', which validation.datasets does not define", (*path, "checks", j), cell=cell.id)
+                    ctx.add(
+                        "UNKNOWN_DATASET",
+                        f"cell '{cell.id}' check {check.kind} uses dataset '{dataset}', which validation.datasets does not define",
+                        (*path, "checks", j),
+                        cell=cell.id,
+                    )
             named = getattr(check, "baseline", None)
             if named is not None and named not in spec.baselines:
-                ctx.add("UNKNOWN_BASELINE", f"cell '{cell.id}' check {check.kind} names baseline '{named}', which validation.baselines does not define", (*path, "checks", j, "baseline"), cell=cell.id)
+                ctx.add(
+                    "UNKNOWN_BASELINE",
+                    f"cell '{cell.id}' check {check.kind} names baseline '{named}', which validation.baselines does not define",
+                    (*path, "checks", j, "baseline"),
+                    cell=cell.id,
+                )
             baseline = getattr(check, "baseline_metric", None)
             # A receipt baseline's values are known only when the cell runs.
             candidates = [spec.baselines[named]] if named in spec.baselines else list(spec.baselines.values())
-            if baseline is not None and not any(baseline in b.values or b.receipt is not None for b in candidates):
-                ctx.add("UNKNOWN_BASELINE_METRIC", f"cell '{cell.id}' holds {check.kind} to baseline metric '{baseline}', which no baseline defines", (*path, "checks", j), cell=cell.id)
+            if baseline is not None and not any(
+                baseline in b.values or b.receipt is not None for b in candidates
+            ):
+                ctx.add(
+                    "UNKNOWN_BASELINE_METRIC",
+                    f"cell '{cell.id}' holds {check.kind} to baseline metric '{baseline}', which no baseline defines",
+                    (*path, "checks", j),
+                    cell=cell.id,
+                )
         for j, gate in enumerate(cell.gates):
             if gate.baseline is not None:
                 base = spec.baselines.get(gate.baseline)
                 if base is None:
-                    ctx.add("UNKNOWN_BASELINE", f"cell '{cell.id}' gate on {gate.metric} names baseline '{gate.baseline}', which validation.baselines does not define", (*path, "gates", j, "baseline"), cell=cell.id)
+                    ctx.add(
+                        "UNKNOWN_BASELINE",
+                        f"cell '{cell.id}' gate on {gate.metric} names baseline '{gate.baseline}', which validation.baselines does not define",
+                        (*path, "gates", j, "baseline"),
+                        cell=cell.id,
+                    )
                 elif base.receipt is None and gate.metric not in base.values:
-                    ctx.add("UNKNOWN_BASELINE_METRIC", f"baseline '{gate.baseline}' has no value for {gate.metric}", (*path, "gates", j, "metric"), cell=cell.id)
+                    ctx.add(
+                        "UNKNOWN_BASELINE_METRIC",
+                        f"baseline '{gate.baseline}' has no value for {gate.metric}",
+                        (*path, "gates", j, "metric"),
+                        cell=cell.id,
+                    )
         if cell.speculative.mode == "off" and any(c.kind == "acceptance" for c in cell.checks):
-            ctx.add("ACCEPTANCE_WITHOUT_SPECULATION", f"cell '{cell.id}' checks speculative acceptance with speculation off", path, cell=cell.id)
+            ctx.add(
+                "ACCEPTANCE_WITHOUT_SPECULATION",
+                f"cell '{cell.id}' checks speculative acceptance with speculation off",
+                path,
+                cell=cell.id,
+            )
         if cell.parallel.dcp > 1 and cell.parallel.tp % cell.parallel.dcp:
-            ctx.add("BAD_PARALLELISM", f"cell '{cell.id}': dcp {cell.parallel.dcp} does not divide tp {cell.parallel.tp}", (*path, "parallel"), cell=cell.id)
+            ctx.add(
+                "BAD_PARALLELISM",
+                f"cell '{cell.id}': dcp {cell.parallel.dcp} does not divide tp {cell.parallel.tp}",
+                (*path, "parallel"),
+                cell=cell.id,
+            )
 
 
 _TOOLCHAIN_ITEMS = frozenset({"pytorch", "cuda", "nccl", "cudnn", "python", "base-image"})

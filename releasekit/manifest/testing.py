@@ -43,7 +43,9 @@ CountRule = Annotated[str, AfterValidator(_count_rule)]
 class PytestSelection(_Strict):
     """Which tests pytest runs: paths in the component's repository, ``-k``, ``-m``, extra arguments."""
 
-    paths: list[str] = Field(min_length=1, description="test files or directories, relative to the repository root")
+    paths: list[str] = Field(
+        min_length=1, description="test files or directories, relative to the repository root"
+    )
     k: str | None = Field(default=None, description="pytest -k expression")
     markers: str | None = Field(default=None, description="pytest -m expression")
     args: list[str] = Field(default_factory=list, description="further pytest arguments")
@@ -58,7 +60,9 @@ class CommandRun(_Strict):
 
 class SuiteNeeds(_Strict):
     gpus: int = Field(default=0, ge=0, le=64, description="GPUs the suite needs; fewer on the host: skipped")
-    devices: list[str] = Field(default_factory=list, description="host device files the suite needs, e.g. /dev/infiniband/uverbs0")
+    devices: list[str] = Field(
+        default_factory=list, description="host device files the suite needs, e.g. /dev/infiniband/uverbs0"
+    )
 
 
 class AllowedFailure(_Strict):
@@ -80,7 +84,9 @@ class TestSuite(_Strict):
         default_factory=list, description="further paths of the repository the tests read (fixtures, data)"
     )
     python: str = Field(default="python3", description="the image's interpreter")
-    workdir: str | None = Field(default=None, description="without a lock: where the tests are inside the image")
+    workdir: str | None = Field(
+        default=None, description="without a lock: where the tests are inside the image"
+    )
     env: dict[str, str] = Field(default_factory=dict)
     needs: SuiteNeeds = Field(default_factory=SuiteNeeds)
     expect: list[CountRule] = Field(default_factory=list, description="count rules, e.g. 'passed >= 366'")

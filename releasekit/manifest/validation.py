@@ -55,8 +55,12 @@ class ModelRef(_Strict):
     display_name: str | None = None
     hub: HubRepo | None = Field(default=None, description="hub repository, org/name")
     path: ModelPath | None = Field(default=None, description="the model directory on the runner")
-    revision: str | None = Field(default=None, pattern=r"^([0-9a-f]{40}|to-be-locked)$", description="a commit SHA")
-    files: list[ModelFile] = Field(default_factory=list, description="files of the model directory and their sha256")
+    revision: str | None = Field(
+        default=None, pattern=r"^([0-9a-f]{40}|to-be-locked)$", description="a commit SHA"
+    )
+    files: list[ModelFile] = Field(
+        default_factory=list, description="files of the model directory and their sha256"
+    )
     load_format: str | None = None
     tokenizer: ModelPath | None = None
     note: str | None = None
@@ -86,9 +90,13 @@ class ModelRef(_Strict):
 class Parallelism(_Strict):
     tp: int = Field(default=1, ge=1, le=1024)
     pp: int = Field(default=1, ge=1, le=1024)
-    dcp: int = Field(default=1, ge=1, le=1024, description="decode context parallel size (shares the TP GPUs)")
+    dcp: int = Field(
+        default=1, ge=1, le=1024, description="decode context parallel size (shares the TP GPUs)"
+    )
     ep: int | None = Field(default=None, ge=1, le=1024, description="expert parallel size; None: off")
-    prefill_replicas: int = Field(default=0, ge=0, le=64, description="disaggregated prefill servers (0: not split)")
+    prefill_replicas: int = Field(
+        default=0, ge=0, le=64, description="disaggregated prefill servers (0: not split)"
+    )
     decode_replicas: int = Field(default=0, ge=0, le=64)
 
     @property
@@ -100,7 +108,9 @@ class Parallelism(_Strict):
 class Speculative(_Strict):
     mode: Literal["off", "mtp", "dspark", "dflash", "ngram", "eagle", "eagle3", "draft_model"] = "off"
     num_tokens: int | None = Field(default=None, ge=1, le=64)
-    params: dict[str, Any] = Field(default_factory=dict, description="extra keys of the engine's speculative config")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="extra keys of the engine's speculative config"
+    )
 
     @model_validator(mode="after")
     def _tokens(self) -> Speculative:
@@ -111,12 +121,20 @@ class Speculative(_Strict):
         return self
 
     def label(self) -> str:
-        return "off" if self.mode == "off" else f"{self.mode}:{self.num_tokens}" if self.num_tokens else self.mode
+        return (
+            "off"
+            if self.mode == "off"
+            else f"{self.mode}:{self.num_tokens}"
+            if self.num_tokens
+            else self.mode
+        )
 
 
 class Quantization(_Strict):
     scheme: str | None = Field(default=None, description="a name under validation.quantization_schemes")
-    method: str | None = Field(default=None, description="the engine's --quantization value (without a scheme)")
+    method: str | None = Field(
+        default=None, description="the engine's --quantization value (without a scheme)"
+    )
     online: bool = Field(default=False, description="weights quantised when the server loads them")
 
 
@@ -128,11 +146,15 @@ class QuantizationScheme(_Strict):
     """
 
     engine: Literal["vllm", "sglang", "tokenspeed"] = "vllm"
-    method: str | None = Field(default=None, description="the engine's quantisation method (vLLM: --quantization)")
+    method: str | None = Field(
+        default=None, description="the engine's quantisation method (vLLM: --quantization)"
+    )
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     online: bool = Field(default=False, description="the scheme quantises weights at load time")
-    note: str | None = Field(default=None, description="what is assumed and must be confirmed against the engine")
+    note: str | None = Field(
+        default=None, description="what is assumed and must be confirmed against the engine"
+    )
 
 
 class _Check(_Strict):
@@ -157,8 +179,12 @@ class Gsm8kCheck(_Check):
     num_fewshot: int = Field(default=5, ge=0, le=64)
     filter: Literal["flexible-extract", "strict-match"] = "flexible-extract"
     min_accuracy: float | None = Field(default=None, ge=0, le=1)
-    baseline: str | None = Field(default=None, description="a name under validation.baselines (default: any that has the metric)")
-    baseline_metric: str | None = Field(default=None, description="baseline value the Wilson bound is held to")
+    baseline: str | None = Field(
+        default=None, description="a name under validation.baselines (default: any that has the metric)"
+    )
+    baseline_metric: str | None = Field(
+        default=None, description="baseline value the Wilson bound is held to"
+    )
     rtol: float = Field(default=0.08, ge=0, le=1)
     confidence: float = Field(default=0.95, gt=0, lt=1)
     max_tokens: int = Field(default=512, ge=1)
@@ -166,9 +192,13 @@ class Gsm8kCheck(_Check):
     @model_validator(mode="after")
     def _fewshot_is_separate(self) -> Gsm8kCheck:
         if self.num_fewshot > 0 and self.fewshot is None:
-            raise ValueError("num_fewshot > 0 needs 'fewshot': a separate dataset (e.g. the train split) to take examples from")
+            raise ValueError(
+                "num_fewshot > 0 needs 'fewshot': a separate dataset (e.g. the train split) to take examples from"
+            )
         if self.fewshot is not None and self.fewshot == self.dataset:
-            raise ValueError("'fewshot' names the scored dataset: few-shot examples must come from a separate file")
+            raise ValueError(
+                "'fewshot' names the scored dataset: few-shot examples must come from a separate file"
+            )
         if self.baseline is not None and self.baseline_metric is None:
             self.baseline_metric = "gsm8k.accuracy"
         return self
@@ -176,7 +206,9 @@ class Gsm8kCheck(_Check):
 
 class AcceptanceCheck(_Check):
     kind: Literal["acceptance"]
-    prompts: str | None = Field(default=None, description="a dataset name; default: a fixed built-in prompt set")
+    prompts: str | None = Field(
+        default=None, description="a dataset name; default: a fixed built-in prompt set"
+    )
     num_prompts: int = Field(default=16, ge=1)
     max_tokens: int = Field(default=128, ge=1)
     min_mean_length: float | None = Field(default=None, ge=0)
@@ -197,7 +229,9 @@ class ThroughputCrossCheck(_Strict):
     container: each listed level's output tok/s must agree with releasekit's within ``tolerance``."""
 
     tolerance: float = Field(gt=0, le=1, description="largest allowed |ours - theirs| / theirs")
-    concurrency: list[int] | None = Field(default=None, description="levels to cross-check (default: every level)")
+    concurrency: list[int] | None = Field(
+        default=None, description="levels to cross-check (default: every level)"
+    )
     timeout_s: float = Field(default=600, gt=0, le=86_400)
 
 
@@ -207,15 +241,23 @@ class ThroughputCheck(_Check):
     output_len: int = Field(ge=1, le=10_000_000)
     concurrency: list[int] = Field(min_length=1)
     num_prompts: int | None = Field(default=None, ge=1, description="per concurrency level, fixed")
-    prompts_per_concurrency: int = Field(default=8, ge=1, le=1000, description="used when num_prompts is absent")
+    prompts_per_concurrency: int = Field(
+        default=8, ge=1, le=1000, description="used when num_prompts is absent"
+    )
     require_all_complete: bool = True
     cross_check: ThroughputCrossCheck | None = None
 
     @model_validator(mode="after")
     def _cross_checked_levels_are_measured(self) -> ThroughputCheck:
-        extra = sorted(set(self.cross_check.concurrency or []) - set(self.concurrency)) if self.cross_check else []
+        extra = (
+            sorted(set(self.cross_check.concurrency or []) - set(self.concurrency))
+            if self.cross_check
+            else []
+        )
         if extra:
-            raise ValueError(f"cross_check.concurrency {extra} is not among the sweep's levels {self.concurrency}")
+            raise ValueError(
+                f"cross_check.concurrency {extra} is not among the sweep's levels {self.concurrency}"
+            )
         return self
 
 
@@ -229,7 +271,11 @@ class LongContextCheck(_Check):
 class LogScanCheck(_Check):
     kind: Literal["log_scan"]
     forbid: list[str] = Field(
-        default_factory=lambda: [r"Traceback \(most recent call last\)", r"CUDA error", r"graph capture failed"],
+        default_factory=lambda: [
+            r"Traceback \(most recent call last\)",
+            r"CUDA error",
+            r"graph capture failed",
+        ],
         description="regular expressions that must not occur in the server log",
     )
     require: list[str] = Field(default_factory=list, description="regular expressions that must occur")
@@ -281,17 +327,24 @@ class Cell(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     extra_args: list[str] = Field(default_factory=list)
     engine_command: list[str] | None = Field(
-        default=None, description="the program inside the image that starts the engine; default: the engine's own"
+        default=None,
+        description="the program inside the image that starts the engine; default: the engine's own",
     )
     max_model_len: int | None = Field(default=None, ge=16)
     startup_timeout_s: float = Field(default=900, gt=0, description="deadline for /health and /v1/models")
-    request_timeout_s: float = Field(default=600, gt=0, description="deadline for one request: a hung server fails the cell")
+    request_timeout_s: float = Field(
+        default=600, gt=0, description="deadline for one request: a hung server fails the cell"
+    )
     expected_duration_s: float | None = Field(default=None, gt=0, description="for the scheduler's packing")
-    gpus: int | None = Field(default=None, ge=0, le=1024, description="default: tp x pp x replicas; 0 = CPU cell")
+    gpus: int | None = Field(
+        default=None, ge=0, le=1024, description="default: tp x pp x replicas; 0 = CPU cell"
+    )
     checks: list[Check] = Field(default_factory=list)
     gates: list[Gate] = Field(default_factory=list)
     required: bool = True
-    where_applicable: str | None = Field(default=None, description="why this cell exists only for some checkpoints")
+    where_applicable: str | None = Field(
+        default=None, description="why this cell exists only for some checkpoints"
+    )
     source: str | None = Field(default=None, description="which line of the release plan this cell encodes")
 
     @property
@@ -302,8 +355,12 @@ class Cell(_Strict):
 class Dataset(_Strict):
     path: str = Field(description="relative to the manifest's directory")
     format: Literal["gsm8k-jsonl", "prompts-jsonl"] = "gsm8k-jsonl"
-    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description="the file's sha256; a scored set must have one")
-    samples: int | None = Field(default=None, ge=1, description="the number of records the file has (1,319 for GSM8K's test split)")
+    sha256: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$", description="the file's sha256; a scored set must have one"
+    )
+    samples: int | None = Field(
+        default=None, ge=1, description="the number of records the file has (1,319 for GSM8K's test split)"
+    )
 
 
 class Baseline(_Strict):
@@ -311,7 +368,9 @@ class Baseline(_Strict):
     tool's validation receipt (its ``evidence`` numbers, named ``<profile>.<name>[.<key>]``)."""
 
     source: str = Field(min_length=1, description="where the numbers come from")
-    receipt: str | None = Field(default=None, description="a receipt file to take values from, relative to the manifest")
+    receipt: str | None = Field(
+        default=None, description="a receipt file to take values from, relative to the manifest"
+    )
     receipt_metrics: dict[MetricName, str] = Field(
         default_factory=dict,
         description="our metric name -> the receipt's name for it, where they differ (e.g. a receipt of today's tool: "
@@ -350,7 +409,11 @@ class ValidationSpec(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _apply_defaults(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("defaults"), dict) and isinstance(data.get("cells"), list):
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("defaults"), dict)
+            and isinstance(data.get("cells"), list)
+        ):
             defaults = data["defaults"]
             data = dict(data)
             data["cells"] = [merge_defaults(defaults, c) if isinstance(c, dict) else c for c in data["cells"]]
@@ -361,7 +424,9 @@ class ValidationSpec(_Strict):
             for c in data["cells"]:
                 if isinstance(c, dict) and isinstance(c.get("model"), str):
                     if c["model"] not in models:
-                        raise ValueError(f"cell '{c.get('id')}': model '{c['model']}' is not a key of validation.models")
+                        raise ValueError(
+                            f"cell '{c.get('id')}': model '{c['model']}' is not a key of validation.models"
+                        )
                     c = {**c, "model": models[c["model"]]}
                 cells.append(c)
             data = {**data, "cells": cells}

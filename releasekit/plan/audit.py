@@ -23,7 +23,9 @@ def _resolve(git: Git, rev: str, repo: str) -> str:
     check_ref(rev)
     for candidate in (rev, f"refs/remotes/origin/{rev}"):
         try:
-            return git.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}").strip()
+            return git.run(
+                "rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"
+            ).strip()
         except GitFailed:
             continue
     raise InputError(f"{repo}: cannot resolve {rev!r} to a commit")
@@ -76,12 +78,20 @@ def release_only_audit(
             if not planned.carries:
                 continue
             try:
-                head = git.run("rev-parse", "--verify", "--quiet", f"refs/pull/{planned.pr}/head^{{commit}}").strip()
+                head = git.run(
+                    "rev-parse", "--verify", "--quiet", f"refs/pull/{planned.pr}/head^{{commit}}"
+                ).strip()
             except GitFailed:
                 continue
             if history.state_of(head).merged:
                 for prefix in planned.carries:
                     carried[prefix] = planned.pr
     return find_release_only(
-        git, release_sha, canonical_sha, repo=public, release_name=release, canonical_name=canonical, carried=carried
+        git,
+        release_sha,
+        canonical_sha,
+        repo=public,
+        release_name=release,
+        canonical_name=canonical,
+        carried=carried,
     )

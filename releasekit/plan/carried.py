@@ -40,6 +40,7 @@ class ComponentFacts(Protocol):
     @property
     def pr_stops(self) -> Mapping[int, str]: ...
 
+
 Verdict = Literal["verified", "missing", "absent", "unchecked"]
 
 
@@ -73,31 +74,75 @@ def verify_carried(cs: ComponentFacts) -> list[CarriedVerdict]:
         for prefix in planned.carries:
             if not cs.mirror.has_commit(prefix):
                 verdicts.append(
-                    CarriedVerdict(cs.name, planned.pr, prefix, "missing", evidence=f"no commit {prefix} in {cs.mirror.url}")
+                    CarriedVerdict(
+                        cs.name,
+                        planned.pr,
+                        prefix,
+                        "missing",
+                        evidence=f"no commit {prefix} in {cs.mirror.url}",
+                    )
                 )
                 continue
             commit = cs.mirror.resolve(prefix)
             head = cs.heads.get(planned.pr)
             if head is None or cs.history is None:
-                verdicts.append(CarriedVerdict(cs.name, planned.pr, prefix, "unchecked", commit, f"PR #{planned.pr} has no head to read"))
+                verdicts.append(
+                    CarriedVerdict(
+                        cs.name,
+                        planned.pr,
+                        prefix,
+                        "unchecked",
+                        commit,
+                        f"PR #{planned.pr} has no head to read",
+                    )
+                )
                 continue
             pid = _commit_patch_id(cs, commit)
             if pid is None or pid == EMPTY_PATCH:
                 verdicts.append(
-                    CarriedVerdict(cs.name, planned.pr, prefix, "absent", commit, f"{prefix} is a merge, root or empty commit: no change to carry")
+                    CarriedVerdict(
+                        cs.name,
+                        planned.pr,
+                        prefix,
+                        "absent",
+                        commit,
+                        f"{prefix} is a merge, root or empty commit: no change to carry",
+                    )
                 )
                 continue
             own = cs.pr_patches.get(planned.pr, {})
             twin = next((c for c, p in own.items() if p == pid), None)
             if twin is not None:
-                verdicts.append(CarriedVerdict(cs.name, planned.pr, prefix, "verified", commit, f"PR commit {twin[:12]} is patch-equivalent"))
+                verdicts.append(
+                    CarriedVerdict(
+                        cs.name,
+                        planned.pr,
+                        prefix,
+                        "verified",
+                        commit,
+                        f"PR commit {twin[:12]} is patch-equivalent",
+                    )
+                )
                 continue
-            files = [f for f in git.run("diff-tree", "--no-commit-id", "--name-only", "-r", "--no-renames", commit).splitlines() if f]
+            files = [
+                f
+                for f in git.run(
+                    "diff-tree", "--no-commit-id", "--name-only", "-r", "--no-renames", commit
+                ).splitlines()
+                if f
+            ]
             stop = cs.pr_stops.get(planned.pr) or cs.checked
             base = merge_base(git, head, stop)
             if base and files and diff_patch_id(git, base, head, files) == pid:
                 verdicts.append(
-                    CarriedVerdict(cs.name, planned.pr, prefix, "verified", commit, f"the PR's change to {', '.join(files)} is patch-equivalent")
+                    CarriedVerdict(
+                        cs.name,
+                        planned.pr,
+                        prefix,
+                        "verified",
+                        commit,
+                        f"the PR's change to {', '.join(files)} is patch-equivalent",
+                    )
                 )
                 continue
             verdicts.append(

@@ -42,7 +42,9 @@ STATUS_ROLE: dict[str, str] = {
 
 def _roles_of(cs: ComponentState, finding: Finding) -> set[str]:
     if finding.code == "PR_HEAD_MOVED":
-        return {p.role for p in (cs.locked.pull_requests if cs.locked else []) if p.number == finding.location.pr}
+        return {
+            p.role for p in (cs.locked.pull_requests if cs.locked else []) if p.number == finding.location.pr
+        }
     role = STATUS_ROLE.get(finding.code)
     return {role} if role else set()
 
@@ -134,7 +136,11 @@ def plan_context(
         for name in [excl.component] if excl.component else list(components):
             if name in components:
                 upstream[(excl.id, name)] = read_upstream(
-                    components[name].mirror, excl.upstream, allow_local=allow_local, base_dir=loaded.directory, fetch=fetch
+                    components[name].mirror,
+                    excl.upstream,
+                    allow_local=allow_local,
+                    base_dir=loaded.directory,
+                    fetch=fetch,
                 )
     pins = audit_pins(loaded.manifest, pins_repo) if pins_repo is not None else None
     return PlanContext(
@@ -162,7 +168,13 @@ def check_plan(
 ) -> PlanCheckResult:
     """Check every git component; ``releases`` (component -> release ref) and ``pins_repo`` add the audits."""
     ctx = plan_context(
-        loaded, lock=lock, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch, releases=releases, pins_repo=pins_repo
+        loaded,
+        lock=lock,
+        cache_dir=cache_dir,
+        allow_local=allow_local,
+        fetch=fetch,
+        releases=releases,
+        pins_repo=pins_repo,
     )
     findings = plan_checks().run(ctx)
     return PlanCheckResult(

@@ -16,12 +16,20 @@ if TYPE_CHECKING:
     from releasekit.findings import Findings
 
 plan_app = typer.Typer(help="Lock and check the merge plan against git.", no_args_is_help=True)
-audit_app = typer.Typer(help="Audit release inputs: release-only commits, version pins.", no_args_is_help=True)
+audit_app = typer.Typer(
+    help="Audit release inputs: release-only commits, version pins.", no_args_is_help=True
+)
 
 _JSON = typer.Option(False, "--json", help="Machine-readable output on stdout.")
-_LOCAL = typer.Option(False, "--allow-local-repos", help="Allow file:// and local paths as repositories (tests, demos).")
-_CACHE = typer.Option(None, "--cache", help="Mirror cache directory (default $RELEASEKIT_CACHE/git or ~/.cache/releasekit/git).")
-_NO_FETCH = typer.Option(False, "--no-fetch", help="Use the mirror cache as it is (fetch only repositories never fetched).")
+_LOCAL = typer.Option(
+    False, "--allow-local-repos", help="Allow file:// and local paths as repositories (tests, demos)."
+)
+_CACHE = typer.Option(
+    None, "--cache", help="Mirror cache directory (default $RELEASEKIT_CACHE/git or ~/.cache/releasekit/git)."
+)
+_NO_FETCH = typer.Option(
+    False, "--no-fetch", help="Use the mirror cache as it is (fetch only repositories never fetched)."
+)
 
 
 def _exit(findings: Findings) -> None:
@@ -32,8 +40,12 @@ def _exit(findings: Findings) -> None:
 def lock_cmd(
     manifest: Path = typer.Argument(..., help="The release manifest (YAML)."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write lock.json."),
-    wheelhouse: list[Path] = typer.Option([], "--wheelhouse", help="Directory holding pinned wheels (repeatable)."),
-    compose: bool = typer.Option(False, "--compose", help="Also record the tree of canonical + planned PRs merged in order."),
+    wheelhouse: list[Path] = typer.Option(
+        [], "--wheelhouse", help="Directory holding pinned wheels (repeatable)."
+    ),
+    compose: bool = typer.Option(
+        False, "--compose", help="Also record the tree of canonical + planned PRs merged in order."
+    ),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
@@ -46,7 +58,14 @@ def lock_cmd(
     from releasekit.report import findings_table, print_json, stdout_console
 
     loaded = load_manifest(manifest)
-    lock = build_lock(loaded, cache_dir=cache, wheelhouses=wheelhouse, allow_local=allow_local_repos, fetch=not no_fetch, compose=compose)
+    lock = build_lock(
+        loaded,
+        cache_dir=cache,
+        wheelhouses=wheelhouse,
+        allow_local=allow_local_repos,
+        fetch=not no_fetch,
+        compose=compose,
+    )
     digest = write_lock(lock, output)
     if as_json:
         print_json({"lock": str(output), "sha256": digest, "components": sorted(lock.components)})
@@ -58,7 +77,9 @@ def lock_cmd(
             rows.append([name, comp.canonical_branch, comp.commit[:12], str(len(comp.pull_requests))])
         else:
             rows.append([name, f"{comp.distribution}=={comp.version}", comp.sha256[:12], "-"])
-    console.print(findings_table(f"lock {output}", ["component", "branch / pin", "commit / sha256", "PRs"], rows))
+    console.print(
+        findings_table(f"lock {output}", ["component", "branch / pin", "commit / sha256", "PRs"], rows)
+    )
     if lock.toolchain.base_image.note:
         console.print(f"base image {lock.toolchain.base_image.name}: {lock.toolchain.base_image.note}")
     console.print(f"wrote {output} (sha256 {digest})")
@@ -79,8 +100,17 @@ def _render_check(result) -> None:  # noqa: ANN001 - PlanCheckResult
         title = f"{comp.component}: {comp.canonical_branch} @ {comp.checked_commit[:12]}"
         console.print(findings_table(title, ["PR", "role", "state", "where it landed", "finding"], rows))
     for report in result.release_only:
-        rows = [[c.commit[:12], c.kind, f"#{c.carried_by}" if c.carried_by else "-", c.subject] for c in report.release_only]
-        console.print(findings_table(f"release-only: {report.release} vs {report.canonical}", ["commit", "kind", "carried by", "subject"], rows))
+        rows = [
+            [c.commit[:12], c.kind, f"#{c.carried_by}" if c.carried_by else "-", c.subject]
+            for c in report.release_only
+        ]
+        console.print(
+            findings_table(
+                f"release-only: {report.release} vs {report.canonical}",
+                ["commit", "kind", "carried by", "subject"],
+                rows,
+            )
+        )
     render_findings(result.findings, console, ok_message="the canonical branches hold exactly the merge plan")
 
 
@@ -88,9 +118,17 @@ def _render_check(result) -> None:  # noqa: ANN001 - PlanCheckResult
 def check_cmd(
     manifest: Path = typer.Argument(..., help="The release manifest (YAML)."),
     lock: Path | None = typer.Option(None, "--lock", help="Check the locked commits and PR heads."),
-    output: Path | None = typer.Option(None, "--output", help="Also write the result as JSON (for the publish gate)."),
-    release: list[str] = typer.Option([], "--release", help="COMPONENT=REF: also audit this release branch/commit for release-only commits (repeatable)."),
-    pins_repo: Path | None = typer.Option(None, "--pins-repo", help="Also audit the manifest's pins in this build/release repository."),
+    output: Path | None = typer.Option(
+        None, "--output", help="Also write the result as JSON (for the publish gate)."
+    ),
+    release: list[str] = typer.Option(
+        [],
+        "--release",
+        help="COMPONENT=REF: also audit this release branch/commit for release-only commits (repeatable).",
+    ),
+    pins_repo: Path | None = typer.Option(
+        None, "--pins-repo", help="Also audit the manifest's pins in this build/release repository."
+    ),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
@@ -133,7 +171,9 @@ def check_cmd(
 @plan_app.command("compose")
 def compose_cmd(
     manifest: Path = typer.Argument(..., help="The release manifest (YAML)."),
-    lock: Path | None = typer.Option(None, "--lock", help="Compose from the locked base and heads; compare with the lock's tree."),
+    lock: Path | None = typer.Option(
+        None, "--lock", help="Compose from the locked base and heads; compare with the lock's tree."
+    ),
     component: list[str] = typer.Option([], "--component", help="Only these components (repeatable)."),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
@@ -165,9 +205,22 @@ def compose_cmd(
     else:
         console = stdout_console()
         for comp in result.components:
-            rows = [[f"#{s.pr}", s.head[:12], s.result, ", ".join(s.conflicts) or "-", (s.tree or "")[:12]] for s in comp.steps]
-            console.print(findings_table(f"{comp.component}: compose onto {comp.base[:12]}", ["PR", "head", "result", "conflicts", "tree"], rows))
-            verdict = "" if comp.matches_lock is None else (" (matches the lock)" if comp.matches_lock else f" (lock expects {comp.expected_tree})")
+            rows = [
+                [f"#{s.pr}", s.head[:12], s.result, ", ".join(s.conflicts) or "-", (s.tree or "")[:12]]
+                for s in comp.steps
+            ]
+            console.print(
+                findings_table(
+                    f"{comp.component}: compose onto {comp.base[:12]}",
+                    ["PR", "head", "result", "conflicts", "tree"],
+                    rows,
+                )
+            )
+            verdict = (
+                ""
+                if comp.matches_lock is None
+                else (" (matches the lock)" if comp.matches_lock else f" (lock expects {comp.expected_tree})")
+            )
             console.print(f"{comp.component}: composed tree {comp.tree}{verdict}")
         render_findings(result.findings, console, ok_message="every planned PR merges cleanly in plan order")
     _exit(result.findings)
@@ -175,11 +228,17 @@ def compose_cmd(
 
 @audit_app.command("release-only")
 def release_only_cmd(
-    release: str = typer.Option(..., "--release", help="Release branch, tag or the commit an image was built from."),
+    release: str = typer.Option(
+        ..., "--release", help="Release branch, tag or the commit an image was built from."
+    ),
     canonical: str = typer.Option(..., "--canonical", help="Canonical branch (or commit)."),
     repo: str = typer.Option(".", "--repo", help="A local git repository, or a remote URL (mirrored)."),
-    manifest: Path | None = typer.Option(None, "--manifest", help="Take `carries:` from this manifest's merge plan."),
-    component: str | None = typer.Option(None, "--component", help="The manifest component the repository is."),
+    manifest: Path | None = typer.Option(
+        None, "--manifest", help="Take `carries:` from this manifest's merge plan."
+    ),
+    component: str | None = typer.Option(
+        None, "--component", help="The manifest component the repository is."
+    ),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
@@ -208,11 +267,17 @@ def release_only_cmd(
         from releasekit.report import findings_table, render_findings, stdout_console
 
         console = stdout_console()
-        rows = [[c.commit[:12], c.kind, f"#{c.carried_by}" if c.carried_by else "-", c.subject] for c in report.release_only]
-        console.print(findings_table(
-            f"release-only: {report.release} vs {report.canonical} ({report.examined} examined, {report.equivalent} equivalent on canonical)",
-            ["commit", "kind", "carried by", "subject"], rows,
-        ))
+        rows = [
+            [c.commit[:12], c.kind, f"#{c.carried_by}" if c.carried_by else "-", c.subject]
+            for c in report.release_only
+        ]
+        console.print(
+            findings_table(
+                f"release-only: {report.release} vs {report.canonical} ({report.examined} examined, {report.equivalent} equivalent on canonical)",
+                ["commit", "kind", "carried by", "subject"],
+                rows,
+            )
+        )
         render_findings(report.findings, console, ok_message="every release change is on canonical")
     _exit(report.findings)
 
@@ -234,8 +299,24 @@ def pins_cmd(
         print_json(result)
     else:
         console = stdout_console()
-        rows = [[f"{o.file}:{o.line}", o.package, o.found or "(unpinned)", o.expected, o.scope, "ok" if o.agrees else "DISAGREES"] for o in result.occurrences]
-        console.print(findings_table(f"pins in {repo} ({result.files_scanned} release inputs)", ["where", "package", "found", "pin", "scope", ""], rows))
+        rows = [
+            [
+                f"{o.file}:{o.line}",
+                o.package,
+                o.found or "(unpinned)",
+                o.expected,
+                o.scope,
+                "ok" if o.agrees else "DISAGREES",
+            ]
+            for o in result.occurrences
+        ]
+        console.print(
+            findings_table(
+                f"pins in {repo} ({result.files_scanned} release inputs)",
+                ["where", "package", "found", "pin", "scope", ""],
+                rows,
+            )
+        )
         render_findings(result.findings, console, ok_message="every pin agrees")
     _exit(result.findings)
 

@@ -38,7 +38,11 @@ def compose_component(
     compare: bool = True,
 ) -> ComponentCompose:
     if base is None:
-        base = locked.canonical_head if locked else mirror.branch_head(comp.canonical_branch or mirror.default_branch())
+        base = (
+            locked.canonical_head
+            if locked
+            else mirror.branch_head(comp.canonical_branch or mirror.default_branch())
+        )
     with tempfile.TemporaryDirectory(prefix="releasekit-compose-") as tmp:
         result = compose_into(name, comp, mirror, locked, findings, Path(tmp) / "tree", base=base)
     if locked is not None and compare:
@@ -71,13 +75,19 @@ def compose_into(
     for planned in comp.merge_plan:
         head = heads.get(planned.pr) or mirror.pr_head(planned.pr)
         if head is None:
-            findings.add("PR_MISSING", f"no refs/pull/{planned.pr}/head to compose", component=name, pr=planned.pr)
+            findings.add(
+                "PR_MISSING", f"no refs/pull/{planned.pr}/head to compose", component=name, pr=planned.pr
+            )
             continue
         if is_ancestor(git, head, "HEAD"):
-            result.steps.append(ComposeStep(pr=planned.pr, head=head, result="already-contained", tree=_tree(git)))
+            result.steps.append(
+                ComposeStep(pr=planned.pr, head=head, result="already-contained", tree=_tree(git))
+            )
             continue
         try:
-            git.run("merge", "--no-ff", "--no-edit", "-m", f"compose: merge #{planned.pr}", head, extra_env=_FIXED)
+            git.run(
+                "merge", "--no-ff", "--no-edit", "-m", f"compose: merge #{planned.pr}", head, extra_env=_FIXED
+            )
         except GitFailed:
             files = [f for f in git.run("diff", "--name-only", "--diff-filter=U").splitlines() if f]
             git.run("merge", "--abort", check=False)
@@ -88,7 +98,9 @@ def compose_into(
                 pr=planned.pr,
                 path=files[0] if files else None,
             )
-            result.steps.append(ComposeStep(pr=planned.pr, head=head, result="conflict", conflicts=files, tree=_tree(git)))
+            result.steps.append(
+                ComposeStep(pr=planned.pr, head=head, result="conflict", conflicts=files, tree=_tree(git))
+            )
             continue
         result.steps.append(ComposeStep(pr=planned.pr, head=head, result="merged", tree=_tree(git)))
     result.tree = _tree(git)

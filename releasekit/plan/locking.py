@@ -38,11 +38,22 @@ from releasekit.records.lock import (
 from releasekit.simple_index import project_links
 
 
-def _lock_pr(mirror: Mirror, name: str, number: int, given_head: str | None, role: str, title: str | None, *, required: bool) -> LockedPR | None:
+def _lock_pr(
+    mirror: Mirror,
+    name: str,
+    number: int,
+    given_head: str | None,
+    role: str,
+    title: str | None,
+    *,
+    required: bool,
+) -> LockedPR | None:
     ref = f"refs/pull/{number}/head"
     if given_head and given_head != TO_BE_LOCKED:
         if not mirror.has_commit(given_head):
-            raise InputError(f"{name}#{number}: head {given_head} named in the manifest does not exist on {mirror.url}")
+            raise InputError(
+                f"{name}#{number}: head {given_head} named in the manifest does not exist on {mirror.url}"
+            )
         head = given_head
     else:
         found = mirror.pr_head(number)
@@ -71,7 +82,9 @@ def lock_git_component(name: str, comp: GitComponent, mirror: Mirror) -> LockedG
     superseded = {s for entry in comp.superseding() for s in entry.supersedes}
     for change in comp.already_canonical:
         if change.pr is not None:
-            locked = _lock_pr(mirror, name, change.pr, None, "already_canonical", change.title, required=False)
+            locked = _lock_pr(
+                mirror, name, change.pr, None, "already_canonical", change.title, required=False
+            )
             if locked:
                 prs.append(locked)
     for closed in comp.closed:
@@ -87,8 +100,12 @@ def lock_git_component(name: str, comp: GitComponent, mirror: Mirror) -> LockedG
     for change in comp.already_canonical:
         if change.commit is not None:
             if not mirror.has_commit(change.commit):
-                raise InputError(f"{name}: already-canonical commit {change.commit} does not exist on {mirror.url}")
-            canonical_commits.append(LockedCanonicalCommit(given=change.commit, commit=mirror.resolve(change.commit)))
+                raise InputError(
+                    f"{name}: already-canonical commit {change.commit} does not exist on {mirror.url}"
+                )
+            canonical_commits.append(
+                LockedCanonicalCommit(given=change.commit, commit=mirror.resolve(change.commit))
+            )
     return LockedGitComponent(
         name=name,
         repo=mirror.url,
@@ -116,11 +133,17 @@ def _wheel_from_index(name: str, comp: WheelComponent, index_url: str) -> tuple[
     try:
         with httpx.Client(timeout=60, follow_redirects=True) as client:
             page, links = project_links(client, index_url, dist)
-            names = [n for n in links if (comp.filename is None or n == comp.filename) and _wheel_filename_matches(n, dist, version)]
+            names = [
+                n
+                for n in links
+                if (comp.filename is None or n == comp.filename) and _wheel_filename_matches(n, dist, version)
+            ]
             if not names:
                 raise InputError(f"{name}: no wheel for {dist}=={version} listed at {shown}")
             if len(names) > 1:
-                raise InputError(f"{name}: {len(names)} wheels for {dist}=={version} at {shown}; name one with 'filename'")
+                raise InputError(
+                    f"{name}: {len(names)} wheels for {dist}=={version} at {shown}; name one with 'filename'"
+                )
             digest = hashlib.sha256()
             with client.stream("GET", urljoin(page, links[names[0]])) as resp:
                 resp.raise_for_status()
@@ -132,7 +155,12 @@ def _wheel_from_index(name: str, comp: WheelComponent, index_url: str) -> tuple[
 
 
 def lock_wheel_source(
-    name: str, src: WheelSource, *, cache_dir: Path | None = None, allow_local: bool = False, fetch: bool = True
+    name: str,
+    src: WheelSource,
+    *,
+    cache_dir: Path | None = None,
+    allow_local: bool = False,
+    fetch: bool = True,
 ) -> LockedWheelSource:
     """Where a pinned wheel was built from, checked against its repository when that is reachable.
 
@@ -206,16 +234,24 @@ def resolve_base_image(name: str, digest: str) -> LockedBaseImage:
     try:
         facts = connect(timeout=60).inspect(name)
     except EngineUnreachable as exc:
-        return LockedBaseImage(name=name, digest=None, note=f"to-be-locked: Docker Engine not reachable ({exc.cause})")
+        return LockedBaseImage(
+            name=name, digest=None, note=f"to-be-locked: Docker Engine not reachable ({exc.cause})"
+        )
     except NoSuchImage:
-        return LockedBaseImage(name=name, digest=None, note="to-be-locked: image not present in the local Docker Engine")
+        return LockedBaseImage(
+            name=name, digest=None, note="to-be-locked: image not present in the local Docker Engine"
+        )
     except EngineError:
-        return LockedBaseImage(name=name, digest=None, note="to-be-locked: Docker Engine not reachable (APIError)")
+        return LockedBaseImage(
+            name=name, digest=None, note="to-be-locked: Docker Engine not reachable (APIError)"
+        )
     return LockedBaseImage(
         name=name,
         digest=facts.repo_digests[0] if facts.repo_digests else None,
         image_id=facts.id,
-        note=None if facts.repo_digests else "local image without a registry digest: image_id recorded instead",
+        note=None
+        if facts.repo_digests
+        else "local image without a registry digest: image_id recorded instead",
     )
 
 
@@ -230,15 +266,23 @@ def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | 
         try:
             dockerfile_sha = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError as exc:
-            raise InputError(f"builder {env.image}: cannot read {env.dockerfile}: {exc.strerror or exc}") from None
+            raise InputError(
+                f"builder {env.image}: cannot read {env.dockerfile}: {exc.strerror or exc}"
+            ) from None
     found = resolve_base_image(env.image, env.digest or TO_BE_LOCKED)
     note = found.note
     if found.digest is None and found.image_id is None and dockerfile_sha:
         note = "built from its Dockerfile at build time (recipe locked by sha256)"
     base = resolve_base_image(env.base.name, env.base.digest) if env.base else None
     return LockedBuilder(
-        image=env.image, dockerfile=env.dockerfile, dockerfile_sha256=dockerfile_sha, build_args=dict(env.build_args),
-        base=base, digest=found.digest, image_id=found.image_id, note=note,
+        image=env.image,
+        dockerfile=env.dockerfile,
+        dockerfile_sha256=dockerfile_sha,
+        build_args=dict(env.build_args),
+        base=base,
+        digest=found.digest,
+        image_id=found.image_id,
+        note=note,
     )
 
 
@@ -249,7 +293,9 @@ def _composed_tree(name: str, comp: GitComponent, mirror: Mirror, locked: Locked
     findings = Findings()
     result = compose_component(name, comp, mirror, locked, findings, compare=False)
     if not findings.passed or result.tree is None:
-        raise InputError(f"{name}: cannot lock a composed tree: {findings.errors[0].message if findings.errors else 'no tree'}")
+        raise InputError(
+            f"{name}: cannot lock a composed tree: {findings.errors[0].message if findings.errors else 'no tree'}"
+        )
     return result.tree
 
 
@@ -274,7 +320,9 @@ def build_lock(
             if builder is not None:
                 components[name] = locked = locked.model_copy(update={"builder": builder})
             if compose and comp.merge_plan:
-                components[name] = locked.model_copy(update={"composed_tree": _composed_tree(name, comp, mirror, locked)})
+                components[name] = locked.model_copy(
+                    update={"composed_tree": _composed_tree(name, comp, mirror, locked)}
+                )
         else:
             options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
             components[name] = lock_wheel_component(name, comp, houses, options)
@@ -289,6 +337,10 @@ def build_lock(
         locked_at=now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         components=components,
         toolchain=LockedToolchain(
-            base_image=base, cuda=tc.cuda, nccl=tc.nccl, pytorch=tc.pytorch, cuda_arch_list=list(tc.cuda_arch_list)
+            base_image=base,
+            cuda=tc.cuda,
+            nccl=tc.nccl,
+            pytorch=tc.pytorch,
+            cuda_arch_list=list(tc.cuda_arch_list),
         ),
     )

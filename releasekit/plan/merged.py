@@ -95,7 +95,11 @@ class CanonicalHistory:
     def range_subjects(self) -> list[tuple[str, str]]:
         """(commit, subject) of every canonical commit in the range ``prepare`` read."""
         # Without a merge plan to bound it, the most recent 1,000 commits.
-        revs = self._revs if self._revs and len(self._revs) == 2 and self._revs[1] != f"^{self.tip}" else [self.tip, "--max-count=1000"]
+        revs = (
+            self._revs
+            if self._revs and len(self._revs) == 2 and self._revs[1] != f"^{self.tip}"
+            else [self.tip, "--max-count=1000"]
+        )
         out = self.git.run("log", "--format=%H %s", *revs, "--")
         return [(line[:40], line[41:]) for line in out.splitlines() if len(line) >= 40]
 

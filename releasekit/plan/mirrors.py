@@ -13,6 +13,8 @@ from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import GitComponent
 
 
-def open_mirror(comp: GitComponent, loaded: LoadedManifest, *, cache_dir: Path | None, allow_local: bool, fetch: bool) -> Mirror:
+def open_mirror(
+    comp: GitComponent, loaded: LoadedManifest, *, cache_dir: Path | None, allow_local: bool, fetch: bool
+) -> Mirror:
     mirror = Mirror(comp.repo, cache_dir, allow_local=allow_local, base_dir=loaded.directory)
     return mirror.update() if fetch else mirror.ensure()

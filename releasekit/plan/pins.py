@@ -55,17 +55,62 @@ from releasekit.manifest.models import Manifest, Pin
 from releasekit.records.plan_check import PinAuditResult, PinOccurrence
 
 Scope = Literal["build", "runtime", "release"]
-_SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", ".tox", "build", "dist"}
-_REQ_GLOBS = ("requirements*.txt", "requirements*.in", "*-requirements.txt", "constraints*.txt", "*-constraints.txt")
+_SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    "site-packages",
+    ".tox",
+    "build",
+    "dist",
+}
+_REQ_GLOBS = (
+    "requirements*.txt",
+    "requirements*.in",
+    "*-requirements.txt",
+    "constraints*.txt",
+    "*-constraints.txt",
+)
 _VCS = re.compile(r"(?:git|hg|svn|bzr)\+[a-z]+://\S+")
-_VAR_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$")
-_INSTALL = re.compile(r"(?:\b(?:pip3?|pip3\.\d+)\s+install|\buv\s+pip\s+install|\buv\s+add|-m\s+pip\s+install)\b")
+_VAR_SPEC = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$"
+)
+_INSTALL = re.compile(
+    r"(?:\b(?:pip3?|pip3\.\d+)\s+install|\buv\s+pip\s+install|\buv\s+add|-m\s+pip\s+install)\b"
+)
 # pip options that take a value (the value is not a requirement).
 _VALUE_OPTS = {
-    "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-t", "--target", "--prefix", "--root",
-    "--python", "--platform", "--python-version", "--implementation", "--abi", "--src", "--upgrade-strategy",
-    "--progress-bar", "--cache-dir", "--log", "--trusted-host", "--config-settings", "-C", "--report",
-    "--no-binary", "--only-binary", "--global-option", "--timeout", "--retries", "--group",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "--python",
+    "--platform",
+    "--python-version",
+    "--implementation",
+    "--abi",
+    "--src",
+    "--upgrade-strategy",
+    "--progress-bar",
+    "--cache-dir",
+    "--log",
+    "--trusted-host",
+    "--config-settings",
+    "-C",
+    "--report",
+    "--no-binary",
+    "--only-binary",
+    "--global-option",
+    "--timeout",
+    "--retries",
+    "--group",
 }
 _FILE_OPTS = {"-r", "--requirement", "-c", "--constraint", "--constraints"}
 _SHELL_SEPARATORS = {"&&", "||", ";", "|", "&"}
@@ -108,7 +153,12 @@ def _file_kind(rel: str) -> str | None:
         return "requirements"
     if "requirements" in parts[:-1] and name.endswith((".txt", ".in")):
         return "requirements"
-    if name == "Dockerfile" or name.startswith("Dockerfile.") or name.endswith((".Dockerfile", ".dockerfile")) or name.endswith("Containerfile"):
+    if (
+        name == "Dockerfile"
+        or name.startswith("Dockerfile.")
+        or name.endswith((".Dockerfile", ".dockerfile"))
+        or name.endswith("Containerfile")
+    ):
         return "dockerfile"
     if rel.startswith(".github/workflows/") and name.endswith((".yml", ".yaml")):
         return "workflow"
@@ -187,14 +237,20 @@ def _tokens(logical: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return out
 
 
-def _read_requirements(root: Path, rel: str, lines: list[str], scope: Scope, queue: list[str]) -> Iterator[Found]:
+def _read_requirements(
+    root: Path, rel: str, lines: list[str], scope: Scope, queue: list[str]
+) -> Iterator[Found]:
     for logical in _logical_lines(lines):
         words = _tokens(logical)
         if not words:
             continue
         first = words[0][1]
         if first in _FILE_OPTS or re.match(r"^(-r|-c|--requirement=|--constraint=)\S", first):
-            ref = words[1][1] if first in _FILE_OPTS and len(words) > 1 else re.sub(r"^(-r|-c|--requirement=|--constraint=)", "", first)
+            ref = (
+                words[1][1]
+                if first in _FILE_OPTS and len(words) > 1
+                else re.sub(r"^(-r|-c|--requirement=|--constraint=)", "", first)
+            )
             target = _resolve(root, rel, ref)
             if target:
                 queue.append(target)
@@ -210,7 +266,9 @@ def _read_requirements(root: Path, rel: str, lines: list[str], scope: Scope, que
         yield Found(rel, words[0][0], text, scope)
 
 
-def _install_words(logical: list[tuple[int, str]], root: Path, rel: str, queue: list[str]) -> Iterator[tuple[int, str]]:
+def _install_words(
+    logical: list[tuple[int, str]], root: Path, rel: str, queue: list[str]
+) -> Iterator[tuple[int, str]]:
     """The requirement arguments of every install command of a shell logical line."""
     joined = " ".join(text for _, text in logical)
     if not _INSTALL.search(joined):
@@ -221,9 +279,12 @@ def _install_words(logical: list[tuple[int, str]], root: Path, rel: str, queue: 
         # Find the next install verb.
         w = words[i][1]
         nxt = words[i + 1][1] if i + 1 < len(words) else ""
-        if (w in ("install", "add") and i > 0 and words[i - 1][1] in ("pip", "pip3", "uv") or re.fullmatch(r"pip3\.\d+", words[i - 1][1] if i else "")) or (
-            w == "pip" and nxt == "install" and i > 0 and words[i - 1][1] == "-m"
-        ):
+        if (
+            w in ("install", "add")
+            and i > 0
+            and words[i - 1][1] in ("pip", "pip3", "uv")
+            or re.fullmatch(r"pip3\.\d+", words[i - 1][1] if i else "")
+        ) or (w == "pip" and nxt == "install" and i > 0 and words[i - 1][1] == "-m"):
             if w == "pip":
                 i += 1
             i += 1
@@ -243,7 +304,13 @@ def _install_words(logical: list[tuple[int, str]], root: Path, rel: str, queue: 
                 if arg in _VALUE_OPTS:
                     i += 2
                     continue
-                if arg.startswith("-") or arg in (".", "..") or arg.startswith(("./", "../", "/")) or arg.endswith((".whl", ".tar.gz")) and "@" not in arg:
+                if (
+                    arg.startswith("-")
+                    or arg in (".", "..")
+                    or arg.startswith(("./", "../", "/"))
+                    or arg.endswith((".whl", ".tar.gz"))
+                    and "@" not in arg
+                ):
                     i += 1
                     continue
                 yield lineno, arg
@@ -274,7 +341,9 @@ def _quoted_line(lines: list[str], text: str, start: int = 0) -> int:
 
 
 def _read_pyproject(rel: str, lines: list[str], data: dict[str, Any]) -> Iterator[Found]:
-    groups: list[tuple[Scope, list[Any]]] = [("build", list(data.get("build-system", {}).get("requires", [])))]
+    groups: list[tuple[Scope, list[Any]]] = [
+        ("build", list(data.get("build-system", {}).get("requires", [])))
+    ]
     project = data.get("project", {})
     groups.append(("runtime", list(project.get("dependencies", []))))
     for extra in (project.get("optional-dependencies") or {}).values():
@@ -290,10 +359,17 @@ def _read_pyproject(rel: str, lines: list[str], data: dict[str, Any]) -> Iterato
         yield from _read_pixi(rel, lines, pixi, ("tool", "pixi"))
 
 
-_PIXI_TABLES = {"dependencies": "runtime", "pypi-dependencies": "runtime", "host-dependencies": "build", "build-dependencies": "build"}
+_PIXI_TABLES = {
+    "dependencies": "runtime",
+    "pypi-dependencies": "runtime",
+    "host-dependencies": "build",
+    "build-dependencies": "build",
+}
 
 
-def _pixi_tables(data: dict[str, Any], prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Scope, dict[str, Any]]]:
+def _pixi_tables(
+    data: dict[str, Any], prefix: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], Scope, dict[str, Any]]]:
     for key, scope in _PIXI_TABLES.items():
         if isinstance(data.get(key), dict):
             yield (*prefix, key), scope, data[key]  # type: ignore[misc]
@@ -324,12 +400,18 @@ def _key_line(lines: list[str], path: tuple[str, ...], key: str) -> int:
         if m:
             header = m.group(1)
             continue
-        if header is not None and _header_matches(header, path) and re.match(rf"^[\"']?{re.escape(key)}[\"']?\s*=", stripped):
+        if (
+            header is not None
+            and _header_matches(header, path)
+            and re.match(rf"^[\"']?{re.escape(key)}[\"']?\s*=", stripped)
+        ):
             return i + 1
     return 1
 
 
-def _read_pixi(rel: str, lines: list[str], data: dict[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[Found]:
+def _read_pixi(
+    rel: str, lines: list[str], data: dict[str, Any], prefix: tuple[str, ...] = ()
+) -> Iterator[Found]:
     for path, scope, table in _pixi_tables(data, prefix):
         for name, value in table.items():
             line = _key_line(lines, path, name)
@@ -390,7 +472,11 @@ def _path_constant(node: ast.AST) -> str | None:
     """'requirements/x.txt' from a literal, a join of literals, or Path(...) / literal."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
-    if isinstance(node, ast.Call) and node.args and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
+    if (
+        isinstance(node, ast.Call)
+        and node.args
+        and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)
+    ):
         return "/".join(str(a.value) for a in node.args if isinstance(a, ast.Constant))  # os.path.join / Path
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
         left, right = _path_constant(node.left), _path_constant(node.right)
@@ -408,14 +494,34 @@ def _read_setup(root: Path, rel: str, text: str, queue: list[str]) -> Iterator[F
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        func = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(node.func, ast.Name) else ""
+        func = (
+            node.func.attr
+            if isinstance(node.func, ast.Attribute)
+            else node.func.id
+            if isinstance(node.func, ast.Name)
+            else ""
+        )
         if func == "setup":
             for kw in node.keywords:
-                scope: Scope | None = {"setup_requires": "build", "install_requires": "runtime", "extras_require": "runtime", "tests_require": "runtime"}.get(kw.arg or "")  # type: ignore[assignment]
+                scope: Scope | None = {
+                    "setup_requires": "build",
+                    "install_requires": "runtime",
+                    "extras_require": "runtime",
+                    "tests_require": "runtime",
+                }.get(kw.arg or "")  # type: ignore[assignment]
                 if scope:
                     for const in _string_items(kw.value, names):
                         yield Found(rel, const.lineno, str(const.value), scope)
-        elif func in ("open", "read_text", "Path", "join", "parse_requirements", "read_requirements", "fetch_requirements", "get_requirements"):
+        elif func in (
+            "open",
+            "read_text",
+            "Path",
+            "join",
+            "parse_requirements",
+            "read_requirements",
+            "fetch_requirements",
+            "get_requirements",
+        ):
             receivers: list[ast.expr] = [node.func.value] if isinstance(node.func, ast.Attribute) else []
             for arg in [*node.args, *receivers]:
                 ref = _path_constant(arg)
@@ -527,9 +633,15 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
             try:
                 data = tomllib.loads(text)
             except tomllib.TOMLDecodeError as exc:
-                findings.add("PIN_INPUT_UNREADABLE", f"{rel} is not valid TOML ({exc}); its pins were not checked", file=rel)
+                findings.add(
+                    "PIN_INPUT_UNREADABLE",
+                    f"{rel} is not valid TOML ({exc}); its pins were not checked",
+                    file=rel,
+                )
                 continue
-            requirements.extend(_read_pyproject(rel, lines, data) if kind == "pyproject" else _read_pixi(rel, lines, data))
+            requirements.extend(
+                _read_pyproject(rel, lines, data) if kind == "pyproject" else _read_pixi(rel, lines, data)
+            )
         elif kind == "setup":
             requirements.extend(_read_setup(root, rel, text, queue))
         else:
@@ -542,7 +654,12 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
         name, spec, url = parsed
         if url is not None:
             if manifest.policy.forbid_vcs_dependencies:
-                findings.add("VCS_DEPENDENCY", f"VCS/URL dependency in a release input: {found.text[:120]}", file=found.file, line=found.line)
+                findings.add(
+                    "VCS_DEPENDENCY",
+                    f"VCS/URL dependency in a release input: {found.text[:120]}",
+                    file=found.file,
+                    line=found.line,
+                )
             continue
         want = by_name.get(canonicalize_name(name)) if name else None
         if want is None or found.scope not in want.scopes:
@@ -552,12 +669,29 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
     seen = {canonicalize_name(o.package) for o in occurrences}
     for pin in manifest.pins:
         if canonicalize_name(pin.package) not in seen:
-            findings.add("PIN_NOT_FOUND", f"{pin.package}=={pin.version} is not named in any release input", severity=Severity.info)
+            findings.add(
+                "PIN_NOT_FOUND",
+                f"{pin.package}=={pin.version} is not named in any release input",
+                severity=Severity.info,
+            )
     occurrences.sort(key=lambda o: (o.file, o.line))
-    return PinAuditResult(root=str(root), files_scanned=len(done), occurrences=occurrences, passed=findings.passed, findings=findings)
+    return PinAuditResult(
+        root=str(root),
+        files_scanned=len(done),
+        occurrences=occurrences,
+        passed=findings.passed,
+        findings=findings,
+    )
 
 
-def _version_variables(rel: str, kind: str, lines: list[str], wanted: list[Wanted], findings: Findings, occurrences: list[PinOccurrence]) -> None:
+def _version_variables(
+    rel: str,
+    kind: str,
+    lines: list[str],
+    wanted: list[Wanted],
+    findings: Findings,
+    occurrences: list[PinOccurrence],
+) -> None:
     for lineno, raw in enumerate(lines, start=1):
         line = _strip_comment(raw)
         for want in wanted:
@@ -575,13 +709,29 @@ def _version_variables(rel: str, kind: str, lines: list[str], wanted: list[Wante
                     _record(findings, occurrences, found, want, f"{var}={value}", ok, "other version")
 
 
-def _record(findings: Findings, occurrences: list[PinOccurrence], found: Found, want: Wanted, spec: str, agrees: bool, why: str) -> None:
+def _record(
+    findings: Findings,
+    occurrences: list[PinOccurrence],
+    found: Found,
+    want: Wanted,
+    spec: str,
+    agrees: bool,
+    why: str,
+) -> None:
     expected = f"=={want.version}"
     shown = spec
     if spec == "==${var}":
-        shown = found.text[len(re.split(r"[=<>!~\[]", found.text, maxsplit=1)[0]):].strip()
+        shown = found.text[len(re.split(r"[=<>!~\[]", found.text, maxsplit=1)[0]) :].strip()
     occurrences.append(
-        PinOccurrence(file=found.file, line=found.line, package=want.package, found=shown, expected=expected, agrees=agrees, scope=found.scope)
+        PinOccurrence(
+            file=found.file,
+            line=found.line,
+            package=want.package,
+            found=shown,
+            expected=expected,
+            agrees=agrees,
+            scope=found.scope,
+        )
     )
     if agrees:
         return

@@ -65,12 +65,17 @@ def find_release_only(
         # No merges on the release side: git cherry's own answer, in one process (it reads
         # full diffs of the canonical side only where the changed paths could match).
         plus, _ = cherry(git, canonical, release)
-        return _report(walk, set(plus), set(), set(), release, canonical, repo, release_name, canonical_name, carried)
+        return _report(
+            walk, set(plus), set(), set(), release, canonical, repo, release_name, canonical_name, carried
+        )
     release_pids = patch_ids(git, release, f"^{canonical}", commits=singles)
     canonical_pids = patch_id_set(git, canonical, f"^{release}")
     # Empty commits give no patch-id line; git cherry counts them equal to any empty canonical
     # commit, so look for one only when the release side has an empty commit.
-    if EMPTY_PATCH in release_pids.values() and EMPTY_PATCH in patch_ids(git, canonical, f"^{release}").values():
+    if (
+        EMPTY_PATCH in release_pids.values()
+        and EMPTY_PATCH in patch_ids(git, canonical, f"^{release}").values()
+    ):
         canonical_pids.add(EMPTY_PATCH)
     covered: set[str] = set()
     own_merges: list[str] = []
@@ -89,7 +94,9 @@ def find_release_only(
                 own_merges.append(commit)
         # Octopus merges cannot conflict-resolve (git refuses); they add nothing of their own.
     alone = {c for c, pid in release_pids.items() if pid not in canonical_pids and c not in covered}
-    return _report(walk, alone, set(own_merges), covered, release, canonical, repo, release_name, canonical_name, carried)
+    return _report(
+        walk, alone, set(own_merges), covered, release, canonical, repo, release_name, canonical_name, carried
+    )
 
 
 def _report(

@@ -45,22 +45,46 @@ def read_upstream(
     if change.pr is None:
         return UpstreamPatches(change.repo, None, pids)
     slug = hashlib.sha256(change.repo.encode()).hexdigest()[:16]
-    pr_ref, base_ref = f"refs/releasekit/upstream/{slug}/pull/{change.pr}", f"refs/releasekit/upstream/{slug}/HEAD"
+    pr_ref, base_ref = (
+        f"refs/releasekit/upstream/{slug}/pull/{change.pr}",
+        f"refs/releasekit/upstream/{slug}/HEAD",
+    )
     unreachable: str | None = None
     if fetch:
         try:
             remote = check_remote(change.repo, allow_local=allow_local, base_dir=base_dir)
             git = Git(mirror.path, allow_file=remote.is_local, bare=True)
-            git.run("fetch", "--quiet", "--force", "--no-write-fetch-head", "--", remote.url, f"+refs/pull/{change.pr}/head:{pr_ref}")
+            git.run(
+                "fetch",
+                "--quiet",
+                "--force",
+                "--no-write-fetch-head",
+                "--",
+                remote.url,
+                f"+refs/pull/{change.pr}/head:{pr_ref}",
+            )
             # Without a default branch to bound the PR, its most recent commits are read.
             with contextlib.suppress(GitFailed):
-                git.run("fetch", "--quiet", "--force", "--no-write-fetch-head", "--", remote.url, f"+HEAD:{base_ref}")
+                git.run(
+                    "fetch",
+                    "--quiet",
+                    "--force",
+                    "--no-write-fetch-head",
+                    "--",
+                    remote.url,
+                    f"+HEAD:{base_ref}",
+                )
         except (InputError, GitFailed) as exc:
             text = exc.stderr if isinstance(exc, GitFailed) else str(exc)
             unreachable = (text.strip().splitlines() or ["fetch failed"])[-1]
     head = mirror.git.run("rev-parse", "--verify", "--quiet", f"{pr_ref}^{{commit}}", check=False).strip()
     if not head:
-        return UpstreamPatches(change.repo, change.pr, pids, unreachable or f"no refs/pull/{change.pr}/head read from {change.repo}")
+        return UpstreamPatches(
+            change.repo,
+            change.pr,
+            pids,
+            unreachable or f"no refs/pull/{change.pr}/head read from {change.repo}",
+        )
     base = mirror.git.run("rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}", check=False).strip()
     stop = merge_base(mirror.git, head, base) if base else None
     if stop == head:

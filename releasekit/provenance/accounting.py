@@ -34,8 +34,15 @@ class Expected(NamedTuple):
 
 
 def _expected(entry: FileEntry) -> Expected:
-    return Expected(entry.kind, entry.mode, entry.uid, entry.gid, entry.link,
-                    entry.sha256.hex() if entry.sha256 is not None else None, entry.size if entry.kind == "file" else 0)
+    return Expected(
+        entry.kind,
+        entry.mode,
+        entry.uid,
+        entry.gid,
+        entry.link,
+        entry.sha256.hex() if entry.sha256 is not None else None,
+        entry.size if entry.kind == "file" else 0,
+    )
 
 
 def table(inv: Inventory) -> dict[str, Expected]:
@@ -112,7 +119,9 @@ def differences(want: Expected, have: FileEntry) -> list[str]:
         if got.sha256 is None:
             out.append("contents not hashed")
         else:
-            out.append(f"sha256 {got.sha256[:12]} ({got.size} bytes), expected {str(want.sha256)[:12]} ({want.size} bytes)")
+            out.append(
+                f"sha256 {got.sha256[:12]} ({got.size} bytes), expected {str(want.sha256)[:12]} ({want.size} bytes)"
+            )
     if got.mode != want.mode:
         out.append(f"mode {got.mode:o}, expected {want.mode:o}")
     if (got.uid, got.gid) != (want.uid, want.gid):

@@ -11,20 +11,30 @@ def verify_provenance_command(
     image: str = typer.Argument(..., help="Image ID or tag in the local Docker Engine."),
     lock: Path = typer.Option(..., "--lock", help="The lock the image was built from."),
     artifacts: Path | None = typer.Option(
-        None, "--artifacts", help="Release directory of `releasekit build` (build.json, wheels/); the summary is written there."
+        None,
+        "--artifacts",
+        help="Release directory of `releasekit build` (build.json, wheels/); the summary is written there.",
     ),
-    manifest: Path | None = typer.Option(None, "--manifest", help="The manifest (default: the one the lock names)."),
+    manifest: Path | None = typer.Option(
+        None, "--manifest", help="The manifest (default: the one the lock names)."
+    ),
     summary: Path | None = typer.Option(None, "--summary", help="Where to write the verification summary."),
     signing_key: Path | None = typer.Option(
-        None, "--signing-key", help="PEM private key to sign verification_summary.dsse.json "
-        "[default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned]."
+        None,
+        "--signing-key",
+        help="PEM private key to sign verification_summary.dsse.json "
+        "[default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned].",
     ),
     allow_local_repos: bool = typer.Option(
         False, "--allow-local-repos", help="Allow file:// and local-path repositories (tests, demo)."
     ),
     probe_timeout: float = typer.Option(120.0, "--probe-timeout", help="Seconds the in-image probe may run."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Rebuild every wheel and the release layer (no build cache)."),
-    deadline: float = typer.Option(3600.0, "--deadline", help="Seconds for the whole run; past it, a finding."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Rebuild every wheel and the release layer (no build cache)."
+    ),
+    deadline: float = typer.Option(
+        3600.0, "--deadline", help="Seconds for the whole run; past it, a finding."
+    ),
     max_kept_mb: int = typer.Option(128, "--max-kept-mb", help="Metadata files kept in memory, MB in all."),
     max_roots: int = typer.Option(256, "--max-roots", help="sys.path entries and site directories examined."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -36,9 +46,18 @@ def verify_provenance_command(
 
     result = verify_provenance(
         VerifyOptions(
-            image=image, lock=lock, artifacts=artifacts, manifest=manifest, summary=summary, signing_key=signing_key,
-            allow_local_repos=local_repos_allowed(allow_local_repos), probe_timeout=probe_timeout,
-            no_cache=no_cache, deadline=deadline, max_kept_bytes=max_kept_mb * 1024 * 1024, max_roots=max_roots,
+            image=image,
+            lock=lock,
+            artifacts=artifacts,
+            manifest=manifest,
+            summary=summary,
+            signing_key=signing_key,
+            allow_local_repos=local_repos_allowed(allow_local_repos),
+            probe_timeout=probe_timeout,
+            no_cache=no_cache,
+            deadline=deadline,
+            max_kept_bytes=max_kept_mb * 1024 * 1024,
+            max_roots=max_roots,
         )
     )
     if json_out:

@@ -24,7 +24,9 @@ class ExpectedComponent(ComponentIdentity):
     installed: bool = True  # False for build repositories that ship nothing into the image
 
 
-def expected_components(lock: Lock, record: BuildRecord | None, manifest: Any | None) -> dict[str, ExpectedComponent]:
+def expected_components(
+    lock: Lock, record: BuildRecord | None, manifest: Any | None
+) -> dict[str, ExpectedComponent]:
     out: dict[str, ExpectedComponent] = {}
     built: dict[str, ComponentRecord] = {c.name: c for c in (record.components if record else [])}
     declared = dict(manifest.components) if manifest is not None else {}
@@ -33,11 +35,17 @@ def expected_components(lock: Lock, record: BuildRecord | None, manifest: Any | 
         b = built.get(name)
         m = declared.get(name)
         if isinstance(locked, LockedGitComponent):
-            exp = ExpectedComponent(name=name, kind="git", repo=locked.repo, commit=locked.commit, tree=locked.tree)
+            exp = ExpectedComponent(
+                name=name, kind="git", repo=locked.repo, commit=locked.commit, tree=locked.tree
+            )
         else:
             exp = ExpectedComponent(
-                name=name, kind="wheel", distribution=locked.distribution, version=locked.version,
-                wheel_filename=locked.filename, wheel_sha256=locked.sha256,
+                name=name,
+                kind="wheel",
+                distribution=locked.distribution,
+                version=locked.version,
+                wheel_filename=locked.filename,
+                wheel_sha256=locked.sha256,
                 repo=locked.source.repo if locked.source else None,
                 commit=locked.source.commit if locked.source else None,
             )

@@ -51,8 +51,22 @@ def wait_slice(deadline: float | None) -> float:
 
 
 class _Helper:
-    __slots__ = ("proc", "ring", "size", "requests", "responses", "alloc", "freed", "sent", "answers",
-                 "piece_at", "piece_len", "number", "flags", "sink")
+    __slots__ = (
+        "proc",
+        "ring",
+        "size",
+        "requests",
+        "responses",
+        "alloc",
+        "freed",
+        "sent",
+        "answers",
+        "piece_at",
+        "piece_len",
+        "number",
+        "flags",
+        "sink",
+    )
 
     def __init__(self, ring_bytes: int) -> None:
         fd = os.memfd_create("releasekit-hash", os.MFD_CLOEXEC)
@@ -61,7 +75,11 @@ class _Helper:
             self.ring = mmap.mmap(fd, ring_bytes)
             self.proc = subprocess.Popen(  # noqa: S603 - this interpreter, our own helper script
                 [sys.executable, "-I", "-S", WORKER, str(fd), str(ring_bytes)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(fd,), close_fds=True)
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                pass_fds=(fd,),
+                close_fds=True,
+            )
         finally:
             os.close(fd)
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -141,7 +159,7 @@ class HashPool:
                     self._wait(h)
                 continue
             n = len(data) if len(data) < room else room
-            h.ring[at:at + n] = data[:n]
+            h.ring[at : at + n] = data[:n]
             h.alloc += n
             h.piece_len += n
             data = data[n:]
@@ -166,8 +184,9 @@ class HashPool:
         except OSError as exc:  # the helper is gone (EPIPE): whichever of the pipes notices first
             code = h.proc.poll()
             how = f"exit {code}" if code is not None else type(exc).__name__
-            raise HashPoolError(f"a hashing helper process stopped ({how}) with {len(h.sent)} requests "
-                                "unanswered") from None
+            raise HashPoolError(
+                f"a hashing helper process stopped ({how}) with {len(h.sent)} requests unanswered"
+            ) from None
         h.flags &= ~FIRST
         h.piece_at, h.piece_len = h.alloc, 0
 
@@ -192,21 +211,22 @@ class HashPool:
                 if h.sent:
                     code = h.proc.poll()
                     how = f"exit {code}" if code is not None else "closed its pipe"
-                    raise HashPoolError(f"a hashing helper process stopped ({how}) with {len(h.sent)} requests "
-                                        "unanswered")
+                    raise HashPoolError(
+                        f"a hashing helper process stopped ({how}) with {len(h.sent)} requests unanswered"
+                    )
                 return
             h.answers += data
             count = len(h.answers) // size
             if count > len(h.sent):
                 raise HashPoolError("a hashing helper process answered more requests than it was sent")
-            for number, sha256, sha1 in RESPONSE.iter_unpack(h.answers[:count * size]):
+            for number, sha256, sha1 in RESPONSE.iter_unpack(h.answers[: count * size]):
                 end, expected, sink = h.sent.popleft()
                 if number != expected:
                     raise HashPoolError(f"a hashing helper process answered for file {number} out of turn")
                 h.freed = end
                 if sink is not None:
                     sink(sha256, sha1 if sha1 != _ZERO_SHA1 else b"")
-            h.answers = h.answers[count * size:]
+            h.answers = h.answers[count * size :]
 
     def close(self) -> None:
         """Wait for every digest; then stop the helpers."""

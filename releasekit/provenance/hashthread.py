@@ -44,8 +44,9 @@ Sink = Callable[[bytes, bytes], None]
 
 
 class HashThread:
-    def __init__(self, min_bytes: int, ring_bytes: int, deadline: float | None, *,
-                 post_bytes: int = POST_BYTES) -> None:
+    def __init__(
+        self, min_bytes: int, ring_bytes: int, deadline: float | None, *, post_bytes: int = POST_BYTES
+    ) -> None:
         self.min_bytes = min_bytes
         self._size = max(1, ring_bytes)
         self._post_bytes = max(1, post_bytes)
@@ -100,7 +101,7 @@ class HashThread:
             step = min(room, n - done)
             if at + step > self._ready:  # a stale _ready only errs towards taking the lock
                 self._claim(at + step)
-            view[at:at + step] = data[done:done + step]
+            view[at : at + step] = data[done : done + step]
             done += step
             self._head = at + step
             with self._cond:
@@ -204,7 +205,7 @@ class HashThread:
             if item is None:
                 done = span[1]
                 try:
-                    with view[span[0]:span[1]] as part:
+                    with view[span[0] : span[1]] as part:
                         zero.readinto(part)
                 except OSError:
                     done = self._size  # stop faulting in; the reader faults what it writes

@@ -38,26 +38,29 @@ def serve(ring_fd: int, ring_size: int, requests: int, responses: int) -> None:
         pending += data
         count = len(pending) // size
         out = []
-        for number, flags, offset, length, file_size in REQUEST.iter_unpack(pending[:count * size]):
+        for number, flags, offset, length, file_size in REQUEST.iter_unpack(pending[: count * size]):
             if flags & FIRST:
-                open_files[number] = (hashlib.sha256(),
-                                      hashlib.sha1(b"blob %d\0" % file_size) if flags & BLOB else None)
+                open_files[number] = (
+                    hashlib.sha256(),
+                    hashlib.sha1(b"blob %d\0" % file_size) if flags & BLOB else None,
+                )
             sha, blob = open_files[number]
-            piece = view[offset:offset + length]
+            piece = view[offset : offset + length]
             sha.update(piece)
             if blob is not None:
                 blob.update(piece)
             piece.release()
             if flags & LAST:
                 del open_files[number]
-                out.append(RESPONSE.pack(number, sha.digest(),
-                                         blob.digest() if blob is not None else _NO_SHA1))
+                out.append(
+                    RESPONSE.pack(number, sha.digest(), blob.digest() if blob is not None else _NO_SHA1)
+                )
             else:
                 out.append(RESPONSE.pack(number, b"", b""))
-        pending = pending[count * size:]
+        pending = pending[count * size :]
         payload = b"".join(out)
         while payload:
-            payload = payload[os.write(responses, payload):]
+            payload = payload[os.write(responses, payload) :]
     view.release()
     ring.close()
 

@@ -81,8 +81,11 @@ class ImageAdapter:
             try:
                 code = container.wait(timeout=timeout)
             except EngineError:  # ContainerTimeout, or the engine connection broke: it hung
-                return ProbeRun(ok=False, error=f"the probe did not finish within {timeout:.0f} s",
-                                seconds=time.monotonic() - started)
+                return ProbeRun(
+                    ok=False,
+                    error=f"the probe did not finish within {timeout:.0f} s",
+                    seconds=time.monotonic() - started,
+                )
             out = bytearray()
             for chunk in container.stream_logs(stdout=True, stderr=False):
                 out.extend(chunk)
@@ -91,14 +94,25 @@ class ImageAdapter:
             seconds = time.monotonic() - started
             if code != 0:
                 err = container.logs(stdout=False, stderr=True, tail=5).decode(errors="replace").strip()
-                return ProbeRun(ok=False, exit_code=code, seconds=seconds,
-                                error=f"the probe exited {code}: {' '.join(err.split())[-300:]}")
+                return ProbeRun(
+                    ok=False,
+                    exit_code=code,
+                    seconds=seconds,
+                    error=f"the probe exited {code}: {' '.join(err.split())[-300:]}",
+                )
             try:
                 report = json.loads(bytes(out).decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                return ProbeRun(ok=False, exit_code=code, seconds=seconds, error=f"the probe's output is not JSON: {exc}")
+                return ProbeRun(
+                    ok=False, exit_code=code, seconds=seconds, error=f"the probe's output is not JSON: {exc}"
+                )
             if not isinstance(report, dict) or report.get("probe") != "releasekit.probe/v1":
-                return ProbeRun(ok=False, exit_code=code, seconds=seconds, error="the probe's output is not a probe report")
+                return ProbeRun(
+                    ok=False,
+                    exit_code=code,
+                    seconds=seconds,
+                    error="the probe's output is not a probe report",
+                )
             return ProbeRun(ok=True, report=report, exit_code=code, seconds=seconds)
         finally:
             container.remove()

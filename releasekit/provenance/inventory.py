@@ -180,7 +180,13 @@ def safe_member_path(name: str) -> str | None:
         return None
     plain = name[2:] if name.startswith("./") else name
     plain = plain.rstrip("/")
-    if plain and "//" not in plain and "." not in (plain[0], plain[-1]) and "/." not in plain and "./" not in plain:
+    if (
+        plain
+        and "//" not in plain
+        and "." not in (plain[0], plain[-1])
+        and "/." not in plain
+        and "./" not in plain
+    ):
         return "/" + plain  # the usual form, with nothing to normalise (the general case below agrees)
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
@@ -209,14 +215,23 @@ class _Router:
         shared = self._dirs.get(directory)
         if shared is None:
             probe = directory + "/x"  # any name in the directory
-            shared = self._dirs[directory] = (plan.under_root(probe), ".dist-info/" in probe,
-                                              probe.startswith("/var/lib/dpkg/info/"))
+            shared = self._dirs[directory] = (
+                plan.under_root(probe),
+                ".dist-info/" in probe,
+                probe.startswith("/var/lib/dpkg/info/"),
+            )
         root, in_dist_info, in_dpkg_info = shared
         if path in self._exact:
             root = plan.under_root(path)
-        keep = ((root is not None and ((in_dist_info and name in _KEEP_NAMES) or name.endswith(plan.keep_suffixes)))
-                or name in ("sitecustomize.py", "usercustomize.py") or path == "/var/lib/dpkg/status"
-                or (in_dpkg_info and name.endswith((".list", ".md5sums"))))
+        keep = (
+            (
+                root is not None
+                and ((in_dist_info and name in _KEEP_NAMES) or name.endswith(plan.keep_suffixes))
+            )
+            or name in ("sitecustomize.py", "usercustomize.py")
+            or path == "/var/lib/dpkg/status"
+            or (in_dpkg_info and name.endswith((".list", ".md5sums")))
+        )
         native = root is not None and bool(plan.native_names) and _is_native(path, root, plan)
         return root, keep, native
 
@@ -228,7 +243,7 @@ def _bytecode(path: str) -> bool:
 def _is_native(path: str, root: str, plan: ReadPlan) -> bool:
     if not (path.endswith(".so") or ".so." in path.rpartition("/")[2]):
         return False
-    top = path[len(root) + 1:].split("/", 1)[0]
+    top = path[len(root) + 1 :].split("/", 1)[0]
     top = top.split(".", 1)[0]
     return top in plan.native_names
 
@@ -238,8 +253,18 @@ class _Sink:
 
     __slots__ = ("sha", "blob", "md5", "kept", "spool", "update")
 
-    def __init__(self, size: int, *, path: str, plan: ReadPlan, inv: Inventory, keep: bool, native: bool,
-                 hash_it: bool, blob_it: bool) -> None:
+    def __init__(
+        self,
+        size: int,
+        *,
+        path: str,
+        plan: ReadPlan,
+        inv: Inventory,
+        keep: bool,
+        native: bool,
+        hash_it: bool,
+        blob_it: bool,
+    ) -> None:
         if hash_it and size > plan.max_file_bytes:
             inv.too_large.append(path)
             hash_it = keep = native = False
@@ -247,31 +272,42 @@ class _Sink:
         self.blob = None
         if hash_it and blob_it and path.endswith(".py"):
             self.blob = hashlib.sha1(b"blob %d\0" % size)  # git's object id of the file's bytes
-        self.md5 = hashlib.md5() if hash_it and plan.extra_digests and path.startswith(plan.md5_prefixes) else None  # noqa: S324 - dpkg's format
+        self.md5 = (
+            hashlib.md5() if hash_it and plan.extra_digests and path.startswith(plan.md5_prefixes) else None
+        )  # noqa: S324 - dpkg's format
         if keep and inv.kept_bytes + size > plan.max_kept_bytes:
             if not any(m.startswith("kept-bytes") for m in inv.limits):
-                inv.limits.append(f"kept-bytes: metadata files above {plan.max_kept_bytes} bytes in all were not kept "
-                                  f"(first: {path})")
+                inv.limits.append(
+                    f"kept-bytes: metadata files above {plan.max_kept_bytes} bytes in all were not kept "
+                    f"(first: {path})"
+                )
             keep = False
         self.kept = bytearray() if keep and size <= KEEP_CAP else None
         if self.kept is not None:
             inv.kept_bytes += size
         self.spool = tempfile.TemporaryFile() if native else None  # noqa: SIM115 - closed in finish/close
         updates: list[Callable[[Buffer], object]] = [
-            u for u in (self.sha.update if self.sha is not None else None,
-                        self.blob.update if self.blob is not None else None,
-                        self.md5.update if self.md5 is not None else None,
-                        self.kept.extend if self.kept is not None else None,
-                        self.spool.write if self.spool is not None else None) if u is not None]
+            u
+            for u in (
+                self.sha.update if self.sha is not None else None,
+                self.blob.update if self.blob is not None else None,
+                self.md5.update if self.md5 is not None else None,
+                self.kept.extend if self.kept is not None else None,
+                self.spool.write if self.spool is not None else None,
+            )
+            if u is not None
+        ]
         self.update: Callable[[Buffer], object] | None
         if not updates:
             self.update = None
         elif len(updates) == 1:
             self.update = updates[0]  # the common case (hash only): no call in between
         else:
+
             def update(data: Buffer) -> None:
                 for u in updates:
                     u(data)
+
             self.update = update
 
     def finish(self, path: str, size: int, inv: Inventory, entry: FileEntry) -> None:
@@ -299,10 +335,23 @@ class _Sink:
             self.spool = None
 
 
-def _consume(read: Callable[[int], bytes], size: int, *, path: str, plan: ReadPlan, inv: Inventory,
-             entry: FileEntry, keep: bool, native: bool, hash_it: bool, blob_it: bool = True) -> None:
+def _consume(
+    read: Callable[[int], bytes],
+    size: int,
+    *,
+    path: str,
+    plan: ReadPlan,
+    inv: Inventory,
+    entry: FileEntry,
+    keep: bool,
+    native: bool,
+    hash_it: bool,
+    blob_it: bool = True,
+) -> None:
     """One file of a directory tree, read through ``read``."""
-    sink = _Sink(size, path=path, plan=plan, inv=inv, keep=keep, native=native, hash_it=hash_it, blob_it=blob_it)
+    sink = _Sink(
+        size, path=path, plan=plan, inv=inv, keep=keep, native=native, hash_it=hash_it, blob_it=blob_it
+    )
     try:
         remaining = size
         while remaining > 0 and sink.update is not None:
@@ -372,7 +421,7 @@ class _Stream:
         """Exactly ``n`` bytes as one object (headers, pax records, long names)."""
         end = self.off + n
         if end <= len(self.buf):
-            data = self.buf[self.off:end]
+            data = self.buf[self.off : end]
             self.off = end
             return bytes(data)
         parts: list[bytes] = []
@@ -384,7 +433,7 @@ class _Stream:
                     raise _truncated(self.pos, what)
                 continue
             step = min(avail, need)
-            parts.append(bytes(self.buf[self.off:self.off + step]))
+            parts.append(bytes(self.buf[self.off : self.off + step]))
             self.off += step
             need -= step
         return b"".join(parts)
@@ -399,7 +448,7 @@ class _Stream:
                 continue
             step = avail if avail < n else n
             if update is not None:
-                update(self.view[self.off:self.off + step])
+                update(self.view[self.off : self.off + step])
             self.off += step
             n -= step
 
@@ -407,7 +456,7 @@ class _Stream:
         """A small file's bytes into its hashes here, then its padding skipped."""
         end = self.off + n
         if end + padded <= len(self.buf):  # the usual case: the file lies inside this chunk
-            data = self.view[self.off:end]
+            data = self.view[self.off : end]
             sha.update(data)
             if blob is not None:
                 blob.update(data)
@@ -470,7 +519,9 @@ def _signed_sum(header: bytes) -> int:
 
 
 # The form every common writer uses for mode, uid, gid, size, mtime and the checksum.
-_USUAL_NUMBERS = re.compile(rb"([0-7]{7})\x00([0-7]{7})\x00([0-7]{7})\x00([0-7]{11})\x00[0-7]{11}\x00([0-7]{6})\x00 ")
+_USUAL_NUMBERS = re.compile(
+    rb"([0-7]{7})\x00([0-7]{7})\x00([0-7]{7})\x00([0-7]{11})\x00[0-7]{11}\x00([0-7]{6})\x00 "
+)
 
 
 def _pax_records(data: bytes, pos: int) -> dict[str, str]:
@@ -485,7 +536,7 @@ def _pax_records(data: bytes, pos: int) -> dict[str, str]:
         if not length_text.isdigit():
             raise _corrupt(pos, "a pax record has no length")
         length = int(length_text)
-        record = data[space + 1:at + length]
+        record = data[space + 1 : at + length]
         if length <= space + 1 - at or at + length > len(data) or not record.endswith(b"\n"):
             raise _corrupt(pos, "a pax record's length does not match its contents")
         key, eq, value = record[:-1].partition(b"=")
@@ -531,11 +582,16 @@ def _digests_into(entry: FileEntry) -> Callable[[bytes, bytes], None]:
         if sha1:
             entry.blob = sha1.hex()
         entry.sha256 = sha256
+
     return sink
 
 
-def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThread,
-              pending_links: list[tuple[FileEntry, FileEntry]]) -> Inventory:
+def _read_tar(
+    chunks: Iterable[bytes],
+    plan: ReadPlan,
+    pool: HashPool | HashThread,
+    pending_links: list[tuple[FileEntry, FileEntry]],
+) -> Inventory:
     inv = Inventory()
     stream = _Stream(chunks, plan)
     files = inv.files
@@ -641,7 +697,9 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
                 what = "a GNU sparse file" if kind == b"S" else f"unknown entry type {kind!r}"
                 raise _corrupt(at, f"{what} ({name[:200]!r}): its data cannot be accounted for")
             if size:
-                raise _corrupt(at, f"a non-file entry ({name[:200]!r}, type {kind!r}) carries {size} bytes of data")
+                raise _corrupt(
+                    at, f"a non-file entry ({name[:200]!r}, type {kind!r}) carries {size} bytes of data"
+                )
             if kind == b"5":
                 name = name.rstrip("/")
         mode = (int(mode_text, 8) if mode_text is not None else _number(header[100:108], at, "mode")) & 0o7777
@@ -664,8 +722,13 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
                 root, keep, native = router.route(path)
                 if root is not None and not hash_all and _bytecode(path):
                     root = None  # no reference hash exists for byte-code; ownership needs no bytes
-            if ((root is not None or hash_all) and not keep and not native and size <= max_file_bytes
-                    and not path.startswith(md5_prefixes)):
+            if (
+                (root is not None or hash_all)
+                and not keep
+                and not native
+                and size <= max_file_bytes
+                and not path.startswith(md5_prefixes)
+            ):
                 # hashes and nothing else (most files): what _Sink would do, without building one
                 inv.hashed_bytes += size
                 want_blob = blobs and root is not None and path.endswith(".py")
@@ -681,8 +744,16 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
                 if blob is not None:
                     entry.blob = blob.hexdigest()
             elif root is not None or keep or hash_all:
-                sink = _Sink(size, path=path, plan=plan, inv=inv, keep=keep, native=native,
-                             hash_it=root is not None or hash_all, blob_it=blobs and root is not None)
+                sink = _Sink(
+                    size,
+                    path=path,
+                    plan=plan,
+                    inv=inv,
+                    keep=keep,
+                    native=native,
+                    hash_it=root is not None or hash_all,
+                    blob_it=blobs and root is not None,
+                )
                 try:
                     feed(size, sink.update, path)
                     sink.finish(path, size, inv, entry)
@@ -700,8 +771,9 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
                 inv.refused.append(name[:300])
                 continue
             sha256 = original.sha256  # read once: the hashing thread may set it meanwhile
-            files[path] = FileEntry(path, "file", original.size, None, sha256, original.blob,
-                                    original.md5, mode, uid, gid)
+            files[path] = FileEntry(
+                path, "file", original.size, None, sha256, original.blob, original.md5, mode, uid, gid
+            )
             if original.kind == "file" and sha256 is None:
                 pending_links.append((files[path], original))  # a helper may still be hashing it
             if target in inv.contents:
@@ -712,7 +784,9 @@ def _read_tar(chunks: Iterable[bytes], plan: ReadPlan, pool: HashPool | HashThre
             other = _OTHER_KINDS[kind]
             device = None
             if other != "fifo":
-                device = f"{_number(header[329:337], at, 'devmajor')}:{_number(header[337:345], at, 'devminor')}"
+                device = (
+                    f"{_number(header[329:337], at, 'devmajor')}:{_number(header[337:345], at, 'devminor')}"
+                )
             files[path] = FileEntry(path, other, link=device, mode=mode, uid=uid, gid=gid)
     return inv
 
@@ -754,8 +828,17 @@ def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None =
     def run(job: tuple[str, str, FileEntry, bool, bool, bool]) -> None:
         real, path, entry, keep, native, hash_it = job
         with open(real, "rb", buffering=0) as handle:
-            _consume(handle.read, entry.size, path=path, plan=plan, inv=inv, entry=entry,
-                     keep=keep, native=native, hash_it=hash_it)
+            _consume(
+                handle.read,
+                entry.size,
+                path=path,
+                plan=plan,
+                inv=inv,
+                entry=entry,
+                keep=keep,
+                native=native,
+                hash_it=hash_it,
+            )
 
     # Big files first, so one large file does not end up alone on one thread at the end. Each
     # thread takes the next job from one shared iterator (a list iterator's next() is atomic under

@@ -79,7 +79,9 @@ def _toolchain():
         info["torch"] = str(torch.__version__)
         info["cuda"] = torch.version.cuda
         try:
-            info["cudnn"] = str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None
+            info["cudnn"] = (
+                str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None
+            )
         except Exception:  # noqa: BLE001
             info["cudnn"] = None
         try:

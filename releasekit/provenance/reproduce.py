@@ -84,14 +84,22 @@ def reproduce(engine: Engine, loaded: LoadedManifest, lock: Lock, opts: Reproduc
     base = resolve_base(engine, lock)  # EnvironmentProblem when the locked base is not here
     out.base = base
     cache = BuildCache(opts.build_cache_dir, enabled=not opts.no_cache)
-    bopts = BuildOptions(manifest=loaded.path, lock=opts.lock_path, no_cache=opts.no_cache,
-                         cache_dir=opts.build_cache_dir, git_cache_dir=opts.git_cache_dir,
-                         allow_local_repos=opts.allow_local_repos, wheelhouses=list(opts.wheelhouses))
+    bopts = BuildOptions(
+        manifest=loaded.path,
+        lock=opts.lock_path,
+        no_cache=opts.no_cache,
+        cache_dir=opts.build_cache_dir,
+        git_cache_dir=opts.git_cache_dir,
+        allow_local_repos=opts.allow_local_repos,
+        wheelhouses=list(opts.wheelhouses),
+    )
     outdir = opts.workdir
     (outdir / "wheels").mkdir(parents=True, exist_ok=True)
     (outdir / "logs").mkdir(parents=True, exist_ok=True)
     try:
-        components, wheels = build_components(loaded, lock, bopts, cache, outdir, opts.allow_local_repos, engine)
+        components, wheels = build_components(
+            loaded, lock, bopts, cache, outdir, opts.allow_local_repos, engine
+        )
         out.components = components
         for record in components:
             if record.kind == "git":
@@ -99,7 +107,9 @@ def reproduce(engine: Engine, loaded: LoadedManifest, lock: Lock, opts: Reproduc
             if record.wheel_filename and record.role != "build-repo":
                 path = outdir / "wheels" / record.wheel_filename
                 if sha256_file(path) != record.wheel_sha256:
-                    raise BuildFailed(f"{record.name}: the reproduced wheel {path.name} is not the one just built")
+                    raise BuildFailed(
+                        f"{record.name}: the reproduced wheel {path.name} is not the one just built"
+                    )
                 out.wheels[record.name] = path
         if not wheels:
             raise InputError("no component produces a wheel to install")

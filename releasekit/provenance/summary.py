@@ -16,7 +16,9 @@ from releasekit.records.provenance import ResourceDescriptor
 from releasekit.records.verification import POLICY_URI, ReleasekitBlock, VerificationSummary
 
 
-def make_summary(*, image_id: str, passed: bool, block: ReleasekitBlock, provenance: Path | None) -> VerificationSummary:
+def make_summary(
+    *, image_id: str, passed: bool, block: ReleasekitBlock, provenance: Path | None
+) -> VerificationSummary:
     attestations = []
     if provenance is not None and provenance.is_file():
         digest = hashlib.sha256(provenance.read_bytes()).hexdigest()

@@ -49,7 +49,9 @@ class VerifyOptions(BaseModel):
     artifacts: Path | None = None
     manifest: Path | None = None
     summary: Path | None = None  # default: ARTIFACTS/verification_summary.json
-    signing_key: Path | None = None  # else $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned
+    signing_key: Path | None = (
+        None  # else $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned
+    )
     allow_local_repos: bool = False
     cache_dir: str | None = None
     probe_timeout: float = 120.0
@@ -141,13 +143,18 @@ def _load_manifest(opts: VerifyOptions, lock: Lock, findings: Findings) -> Any |
                 )
             continue
         return loaded
-    findings.add("MANIFEST_UNAVAILABLE",
-                 "the lock's manifest was not found (pass --manifest): policy, generated files and arch lists "
-                 "come from the lock and build record only", severity=Severity.warning)
+    findings.add(
+        "MANIFEST_UNAVAILABLE",
+        "the lock's manifest was not found (pass --manifest): policy, generated files and arch lists "
+        "come from the lock and build record only",
+        severity=Severity.warning,
+    )
     return None
 
 
-def _wheels(artifacts: Path | None, comps: dict[str, ExpectedComponent]) -> tuple[dict[str, WheelRecord], dict[str, str]]:
+def _wheels(
+    artifacts: Path | None, comps: dict[str, ExpectedComponent]
+) -> tuple[dict[str, WheelRecord], dict[str, str]]:
     wheels: dict[str, WheelRecord] = {}
     errors: dict[str, str] = {}
     if artifacts is None:
@@ -157,11 +164,19 @@ def _wheels(artifacts: Path | None, comps: dict[str, ExpectedComponent]) -> tupl
         if not comp.installed:
             continue
         path: Path | None = None
-        if comp.wheel_filename and "/" not in comp.wheel_filename and (directory / comp.wheel_filename).is_file():
+        if (
+            comp.wheel_filename
+            and "/" not in comp.wheel_filename
+            and (directory / comp.wheel_filename).is_file()
+        ):
             path = directory / comp.wheel_filename
         elif comp.distribution:
             stem = canonical_name(comp.distribution).replace("-", "_")
-            matches = sorted(p for p in directory.glob("*.whl") if canonical_name(p.name.split("-", 1)[0]).replace("-", "_") == stem)
+            matches = sorted(
+                p
+                for p in directory.glob("*.whl")
+                if canonical_name(p.name.split("-", 1)[0]).replace("-", "_") == stem
+            )
             path = matches[0] if len(matches) == 1 else None
         if path is None:
             errors[name] = f"no wheel of {comp.distribution or name} in {directory.name}/"
@@ -185,7 +200,9 @@ def _python_roots(probe: ProbeRun, facts: ImageFacts) -> tuple[list[str], list[s
     sys_path = [posixpath.normpath(p) for p in sys_path if not p.endswith(".zip")]
     sites = [p for p in report.get("site_packages") or [] if isinstance(p, str) and p.startswith("/")]
     sites += [p for p in sys_path if p.endswith(("site-packages", "dist-packages"))]
-    stdlib = [posixpath.normpath(p) for p in report.get("stdlib") or [] if isinstance(p, str) and p.startswith("/")]
+    stdlib = [
+        posixpath.normpath(p) for p in report.get("stdlib") or [] if isinstance(p, str) and p.startswith("/")
+    ]
     return list(dict.fromkeys(sys_path)), list(dict.fromkeys(posixpath.normpath(s) for s in sites)), stdlib
 
 
@@ -220,33 +237,62 @@ def _dpkg(inv: Inventory) -> tuple[set[str], dict[str, str]]:
     return owned, md5
 
 
-def _reproduce(opts: VerifyOptions, engine: Any, loaded: Any | None, lock: Lock, lock_sha: str) -> Reproduction:
+def _reproduce(
+    opts: VerifyOptions, engine: Any, loaded: Any | None, lock: Lock, lock_sha: str
+) -> Reproduction:
     if loaded is None:
-        return Reproduction(error="the lock's manifest is needed to rebuild (its build recipes); pass --manifest")
+        return Reproduction(
+            error="the lock's manifest is needed to rebuild (its build recipes); pass --manifest"
+        )
     with tempfile.TemporaryDirectory(prefix="releasekit-reproduce-") as tmp:
         wheelhouses = [opts.artifacts / "wheels"] if opts.artifacts is not None else []
-        return reproduce(engine, loaded, lock, ReproduceOptions(
-            lock_path=opts.lock, lock_sha256=lock_sha, workdir=Path(tmp), wheelhouses=wheelhouses,
-            build_cache_dir=opts.build_cache_dir, git_cache_dir=Path(opts.cache_dir) if opts.cache_dir else None,
-            no_cache=opts.no_cache, allow_local_repos=opts.allow_local_repos, template=opts.template,
-        ))
+        return reproduce(
+            engine,
+            loaded,
+            lock,
+            ReproduceOptions(
+                lock_path=opts.lock,
+                lock_sha256=lock_sha,
+                workdir=Path(tmp),
+                wheelhouses=wheelhouses,
+                build_cache_dir=opts.build_cache_dir,
+                git_cache_dir=Path(opts.cache_dir) if opts.cache_dir else None,
+                no_cache=opts.no_cache,
+                allow_local_repos=opts.allow_local_repos,
+                template=opts.template,
+            ),
+        )
 
 
-def _reference_files(opts: VerifyOptions, engine: Any, rep: Reproduction, deadline: float,
-                     limits: list[str]) -> dict[str, Expected] | None:
+def _reference_files(
+    opts: VerifyOptions, engine: Any, rep: Reproduction, deadline: float, limits: list[str]
+) -> dict[str, Expected] | None:
     """The locked base's own export (cached by its image ID) overlaid with the reproduced release layer."""
     from releasekit.builder.cache import BuildCache
     from releasekit.docker_engine import EngineError
 
     assert rep.base is not None and rep.layer is not None
-    entry = BuildCache(opts.build_cache_dir).root / "bases" / f"{rep.base.image_id.removeprefix('sha256:')}.files.jsonl"
+    entry = (
+        BuildCache(opts.build_cache_dir).root
+        / "bases"
+        / f"{rep.base.image_id.removeprefix('sha256:')}.files.jsonl"
+    )
     base = None if opts.no_cache else load_table(entry)
     try:
         if base is None:
-            plan = ReadPlan(python_roots=[], hash_all=True, extra_digests=False, deadline=deadline, max_kept_bytes=0,
-                            max_entries=opts.max_entries)
-            stream = engine.export_stream(rep.base.image_id, deadline=deadline,
-                                          labels={"io.releasekit.verify-provenance": "export-base"})
+            plan = ReadPlan(
+                python_roots=[],
+                hash_all=True,
+                extra_digests=False,
+                deadline=deadline,
+                max_kept_bytes=0,
+                max_entries=opts.max_entries,
+            )
+            stream = engine.export_stream(
+                rep.base.image_id,
+                deadline=deadline,
+                labels={"io.releasekit.verify-provenance": "export-base"},
+            )
             base = table(inventory_from_tar(stream, plan))
             save_table(base, entry)
         return overlay(base, layer_table(rep.layer, deadline))
@@ -273,7 +319,11 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
         if (opts.artifacts / "build.json").is_file():
             record = read_build_record(opts.artifacts / "build.json")
         else:
-            notes.add("BUILD_RECORD_UNAVAILABLE", f"{opts.artifacts}/build.json is missing", severity=Severity.warning)
+            notes.add(
+                "BUILD_RECORD_UNAVAILABLE",
+                f"{opts.artifacts}/build.json is missing",
+                severity=Severity.warning,
+            )
         provenance = opts.artifacts / "provenance.intoto.json"
     comps = expected_components(lock, record, manifest)
     wheels, wheel_errors = _wheels(opts.artifacts, comps)
@@ -286,18 +336,27 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     layers = [str(d) for d in (attrs.get("RootFS") or {}).get("Layers") or []]
     reproduction = _reproduce(opts, client, loaded, lock, lock_sha)
     import_names = sorted({n for c in comps.values() if c.installed for n in c.import_names})
-    probe = adapter.run_probe(import_names, timeout=max(1.0, min(opts.probe_timeout, deadline - time.monotonic())))
+    probe = adapter.run_probe(
+        import_names, timeout=max(1.0, min(opts.probe_timeout, deadline - time.monotonic()))
+    )
     sys_path, sites, stdlib = _python_roots(probe, facts)
     if len(sys_path) > opts.max_roots:
-        limits.append(f"roots: the probe reported {len(sys_path)} sys.path entries; only the first "
-                      f"{opts.max_roots} are scanned (--max-roots)")
+        limits.append(
+            f"roots: the probe reported {len(sys_path)} sys.path entries; only the first "
+            f"{opts.max_roots} are scanned (--max-roots)"
+        )
         sys_path = sys_path[: opts.max_roots]
     native = {n for c in comps.values() if c.native_arches for n in c.import_names}
     # Console scripts live in the prefix's bin/: hash them too, so RECORD can vouch for them.
     bins = sorted({m.group(1) + "/bin" for s in sites if (m := _PREFIX.match(s))})
-    plan = ReadPlan(python_roots=[p for p in [*sys_path, *bins[: opts.max_roots]] if p != "/"], native_names=native,
-                    deadline=min(time.monotonic() + opts.export_timeout, deadline), hash_all=True,
-                    max_kept_bytes=opts.max_kept_bytes, max_entries=opts.max_entries)
+    plan = ReadPlan(
+        python_roots=[p for p in [*sys_path, *bins[: opts.max_roots]] if p != "/"],
+        native_names=native,
+        deadline=min(time.monotonic() + opts.export_timeout, deadline),
+        hash_all=True,
+        max_kept_bytes=opts.max_kept_bytes,
+        max_entries=opts.max_entries,
+    )
     export_started = time.monotonic()
     inventory: Inventory
     try:
@@ -309,22 +368,45 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
         dpkg_status = False
     export_seconds = time.monotonic() - export_started
     # Site directories that exist in the image but the probe did not mention (a lying probe).
-    static_sites = sorted(p for p, e in inventory.files.items()
-                          if e.kind == "dir" and p.rsplit("/", 1)[-1] in ("site-packages", "dist-packages"))
+    static_sites = sorted(
+        p
+        for p, e in inventory.files.items()
+        if e.kind == "dir" and p.rsplit("/", 1)[-1] in ("site-packages", "dist-packages")
+    )
     if len(static_sites) > opts.max_roots:
-        limits.append(f"roots: the image has {len(static_sites)} directories named site-packages/dist-packages; "
-                      f"only {opts.max_roots} are examined (--max-roots)")
-        static_sites = [s for s in static_sites if s in sites][: opts.max_roots] or static_sites[: opts.max_roots]
+        limits.append(
+            f"roots: the image has {len(static_sites)} directories named site-packages/dist-packages; "
+            f"only {opts.max_roots} are examined (--max-roots)"
+        )
+        static_sites = [s for s in static_sites if s in sites][: opts.max_roots] or static_sites[
+            : opts.max_roots
+        ]
     real_sites = list(dict.fromkeys(inventory.resolve(s) or s for s in [*sites, *static_sites]))
     dists = installed_distributions(inventory, real_sites)
     owned, md5 = _dpkg(inventory) if dpkg_status else (set(), {})
     ctx = VerifyContext(
-        image=facts, lock=lock, lock_sha256=lock_sha, manifest=manifest, record=record, components=comps,
-        wheels=wheels, wheel_errors=wheel_errors, probe=probe, inventory=inventory, sites=real_sites,
+        image=facts,
+        lock=lock,
+        lock_sha256=lock_sha,
+        manifest=manifest,
+        record=record,
+        components=comps,
+        wheels=wheels,
+        wheel_errors=wheel_errors,
+        probe=probe,
+        inventory=inventory,
+        sites=real_sites,
         sys_path=[inventory.resolve(p) or p for p in sys_path],
-        stdlib=[inventory.resolve(p) or p for p in stdlib], dists=dists, dpkg_owned=owned, dpkg_md5=md5,
-        allow_local_repos=opts.allow_local_repos, cache_dir=opts.cache_dir,
-        reproduction=reproduction, image_config=image_config, layers=layers, limits=limits,
+        stdlib=[inventory.resolve(p) or p for p in stdlib],
+        dists=dists,
+        dpkg_owned=owned,
+        dpkg_md5=md5,
+        allow_local_repos=opts.allow_local_repos,
+        cache_dir=opts.cache_dir,
+        reproduction=reproduction,
+        image_config=image_config,
+        layers=layers,
+        limits=limits,
     )
     if dpkg_status and reproduction.ok and reproduction.image_id != facts.id:
         ctx.expected_files = _reference_files(opts, client, reproduction, deadline, limits)
@@ -332,38 +414,72 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     findings.extend(notes)
     outcomes: list[CheckOutcome] = []
     # Nothing was read when the export aborted: only what needs no files can still be judged.
-    checks = AllOf(*(c for c in all_checks() if dpkg_status or c.name in ("labels", "reproduction", "image-config")),
-                   name="verify-provenance")
+    checks = AllOf(
+        *(c for c in all_checks() if dpkg_status or c.name in ("labels", "reproduction", "image-config")),
+        name="verify-provenance",
+    )
     for check in checks.checks:
         if time.monotonic() > deadline:
-            findings.add("VERIFY_LIMIT_REACHED", f"deadline: the run passed its {opts.deadline:.0f} s deadline "
-                         f"(--deadline) before the {check.name} check")
+            findings.add(
+                "VERIFY_LIMIT_REACHED",
+                f"deadline: the run passed its {opts.deadline:.0f} s deadline "
+                f"(--deadline) before the {check.name} check",
+            )
             break
         got = check.run(ctx)
         findings.extend(got)
-        outcomes.append(CheckOutcome(name=check.name, passed=got.passed, findings=len(got),
-                                     codes=sorted(set(got.codes()))))
+        outcomes.append(
+            CheckOutcome(
+                name=check.name, passed=got.passed, findings=len(got), codes=sorted(set(got.codes()))
+            )
+        )
     report = probe.report or {}
     result = VerifyResult(
-        image_id=facts.id, image_tags=facts.tags, entrypoint=[*facts.entrypoint, *facts.cmd], env=facts.env,
-        lock_sha256=lock_sha, manifest_sha256=lock.manifest.sha256, passed=findings.passed, checks=outcomes,
+        image_id=facts.id,
+        image_tags=facts.tags,
+        entrypoint=[*facts.entrypoint, *facts.cmd],
+        env=facts.env,
+        lock_sha256=lock_sha,
+        manifest_sha256=lock.manifest.sha256,
+        passed=findings.passed,
+        checks=outcomes,
         findings=findings,
         probe=ProbeSummary(
-            ok=probe.ok, error=probe.error, python=report.get("python"), executable=report.get("executable"),
-            sys_path=report.get("sys_path") or [], pth_files=report.get("pth_files") or [],
-            customize=report.get("customize") or {}, toolchain=report.get("toolchain") or {},
-            specs=report.get("specs") or [], seconds=probe.seconds,
+            ok=probe.ok,
+            error=probe.error,
+            python=report.get("python"),
+            executable=report.get("executable"),
+            sys_path=report.get("sys_path") or [],
+            pth_files=report.get("pth_files") or [],
+            customize=report.get("customize") or {},
+            toolchain=report.get("toolchain") or {},
+            specs=report.get("specs") or [],
+            seconds=probe.seconds,
         ),
-        stats=VerifyStats(files=len(inventory.files), bytes_total=inventory.total_bytes,
-                          bytes_hashed=inventory.hashed_bytes, kept_bytes=inventory.kept_bytes, distributions=len(dists), seconds_probe=probe.seconds,
-                          seconds_export=export_seconds, seconds_total=time.monotonic() - started),
+        stats=VerifyStats(
+            files=len(inventory.files),
+            bytes_total=inventory.total_bytes,
+            bytes_hashed=inventory.hashed_bytes,
+            kept_bytes=inventory.kept_bytes,
+            distributions=len(dists),
+            seconds_probe=probe.seconds,
+            seconds_export=export_seconds,
+            seconds_total=time.monotonic() - started,
+        ),
     )
     summary_path = opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)
     if summary_path is not None:
-        block = ReleasekitBlock(lock_sha256=lock_sha, manifest_sha256=lock.manifest.sha256, image_tags=facts.tags,
-                                checks=outcomes, findings=list(findings))
-        write_summary(make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
-                      summary_path)
+        block = ReleasekitBlock(
+            lock_sha256=lock_sha,
+            manifest_sha256=lock.manifest.sha256,
+            image_tags=facts.tags,
+            checks=outcomes,
+            findings=list(findings),
+        )
+        write_summary(
+            make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
+            summary_path,
+        )
         sign_summary_file(signer, summary_path, facts.id)  # -> verification_summary.dsse.json
         result.summary_path = str(summary_path)
     return result

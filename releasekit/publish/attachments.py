@@ -102,7 +102,9 @@ def attach(
     for receipt in evidence.receipts:
         data = _raw(receipt)
         if data is not None:
-            files.append((RECEIPT_PREFIX + receipt.path.replace("\\", "/").rsplit("/", 1)[-1], RECEIPT_MEDIA, data))
+            files.append(
+                (RECEIPT_PREFIX + receipt.path.replace("\\", "/").rsplit("/", 1)[-1], RECEIPT_MEDIA, data)
+            )
     for test_receipt in evidence.test_receipts:
         data = _raw(test_receipt)
         if data is not None:
@@ -115,7 +117,9 @@ def attach(
     files.append((NOTES_FILE, _MEDIA[NOTES_FILE], release_notes.encode()))
     if archive_dir is not None:
         # The release source archive: its index, then each file (relative to the release directory).
-        files.append((ARCHIVE_INDEX_FILE, ARCHIVE_INDEX_MEDIA, (archive_dir / ARCHIVE_INDEX_FILE).read_bytes()))
+        files.append(
+            (ARCHIVE_INDEX_FILE, ARCHIVE_INDEX_MEDIA, (archive_dir / ARCHIVE_INDEX_FILE).read_bytes())
+        )
         for rel in archive_files or []:
             files.append((rel, ARCHIVE_BLOB_MEDIA, (archive_dir / rel).read_bytes()))
 
@@ -157,12 +161,16 @@ class FetchedAttachments(BaseModel):
             provenance=loaded(PROVENANCE_FILE),
             build_notes=self.files.get(BUILD_NOTES_FILE),
             receipts=[loaded(name) for name in sorted(self.files) if name.startswith(RECEIPT_PREFIX)],
-            test_receipts=[loaded(name) for name in sorted(self.files) if name.startswith(TEST_RECEIPT_PREFIX)],
+            test_receipts=[
+                loaded(name) for name in sorted(self.files) if name.startswith(TEST_RECEIPT_PREFIX)
+            ],
             hygiene=loaded(HYGIENE_FILE) if HYGIENE_FILE in self.files else None,
         )
 
 
-def fetch_attachments(client: RegistryClient, repository: str, image_digest: str) -> FetchedAttachments | None:
+def fetch_attachments(
+    client: RegistryClient, repository: str, image_digest: str
+) -> FetchedAttachments | None:
     blob = client.get_manifest(repository, attachment_tag(image_digest))
     if blob is None:
         return None
@@ -197,7 +205,9 @@ def signed_tag(image_digest: str) -> str:
 SignedAttached = SignedAttachmentRecord  # referrers-api (the registry lists it) or tag-fallback (.att tag)
 
 
-def attach_signed(client: RegistryClient, repository: str, image: ManifestBlob, envelopes: dict[str, bytes]) -> SignedAttached:
+def attach_signed(
+    client: RegistryClient, repository: str, image: ManifestBlob, envelopes: dict[str, bytes]
+) -> SignedAttached:
     """Push the envelopes as an artifact whose ``subject`` is the image; findable by referrers or by tag.
 
     The manifest is put by digest first. If the registry then lists it among the image's
@@ -208,7 +218,14 @@ def attach_signed(client: RegistryClient, repository: str, image: ManifestBlob, 
     layers = []
     for name, data in sorted(envelopes.items()):
         digest = client.push_blob(repository, data)
-        layers.append({"mediaType": SIGNED_ARTIFACT_TYPE, "digest": digest, "size": len(data), "annotations": {TITLE: name}})
+        layers.append(
+            {
+                "mediaType": SIGNED_ARTIFACT_TYPE,
+                "digest": digest,
+                "size": len(data),
+                "annotations": {TITLE: name},
+            }
+        )
     manifest = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
@@ -234,7 +251,9 @@ class FetchedSigned(BaseModel):
     files: dict[str, bytes]  # title -> envelope bytes
 
 
-def _read_signed(client: RegistryClient, repository: str, reference: str, image_digest: str) -> dict[str, bytes] | None:
+def _read_signed(
+    client: RegistryClient, repository: str, reference: str, image_digest: str
+) -> dict[str, bytes] | None:
     blob = client.get_manifest(repository, reference)
     if blob is None:
         return None
@@ -285,8 +304,14 @@ def fetch_archive_blobs(client: RegistryClient, repository: str, image_digest: s
                 continue
             title = str(layer["annotations"][TITLE])
             parts = title.split("/")
-            if not title.startswith(ARCHIVE_PREFIX) or any(p in ("", ".", "..") for p in parts) or "\\" in title:
-                raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)}: unsafe archive path {title!r}")
+            if (
+                not title.startswith(ARCHIVE_PREFIX)
+                or any(p in ("", ".", "..") for p in parts)
+                or "\\" in title
+            ):
+                raise EnvironmentProblem(
+                    f"attachment {attachment_tag(image_digest)}: unsafe archive path {title!r}"
+                )
             out = dest / title
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(client.get_blob(repository, layer["digest"]))

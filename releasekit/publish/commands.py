@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 JsonOpt = typer.Option(False, "--json", help="machine-readable output")
 TrustedKeyOpt = typer.Option(
-    [], "--trusted-key", help="public key (PEM) whose signatures on the evidence are accepted (repeatable); "
-    "required when the evidence is signed or the manifest sets publish.signed"
+    [],
+    "--trusted-key",
+    help="public key (PEM) whose signatures on the evidence are accepted (repeatable); "
+    "required when the evidence is signed or the manifest sets publish.signed",
 )
 
 
@@ -39,10 +41,14 @@ def _render_publish(result: PublishResult) -> None:
             was = result.moved_tags.get(tag)
             console.print(f"  tag {result.repository}:{tag}" + (f" (moved from {was})" if was else ""))
         if result.attachment:
-            console.print(f"  evidence {result.repository}:{result.attachment.tag} ({result.attachment.digest})")
+            console.print(
+                f"  evidence {result.repository}:{result.attachment.tag} ({result.attachment.digest})"
+            )
         if result.signed:
             where = f"tag {result.signed.tag}" if result.signed.tag else "referrers API"
-            console.print(f"  signed evidence {result.signed.digest} via {where}: {', '.join(result.signed.files)}")
+            console.print(
+                f"  signed evidence {result.signed.digest} via {where}: {', '.join(result.signed.files)}"
+            )
         console.print(f"  release notes {result.release_notes}")
     else:
         console.print(f"refused: nothing was pushed to {result.repository}")
@@ -68,14 +74,24 @@ def publish_cmd(
     image: str = typer.Option(..., "--image", help="local image ID or name that releasekit build produced"),
     lock: Path = typer.Option(..., "--lock", help="the lock the image was built from"),
     receipts: Path = typer.Option(..., "--receipts", help="directory with one validation receipt per cell"),
-    to: str | None = typer.Option(None, "--to", help="REGISTRY/REPO[:TAG]; default: the manifest's publish.repository"),
-    tag: list[str] = typer.Option([], "--tag", help="release tag (repeatable); default: the manifest's publish.tags"),
-    evidence: Path | None = typer.Option(
-        None, "--evidence", help="directory with plan-check.json, verification_summary.json, provenance.intoto.json"
-        " [default: the lock's directory]"
+    to: str | None = typer.Option(
+        None, "--to", help="REGISTRY/REPO[:TAG]; default: the manifest's publish.repository"
     ),
-    manifest: Path | None = typer.Option(None, "--manifest", help="the manifest [default: the one the lock names]"),
-    out: Path | None = typer.Option(None, "-o", "--out", help="where RELEASE.md and publish.json go [default: EVIDENCE/published]"),
+    tag: list[str] = typer.Option(
+        [], "--tag", help="release tag (repeatable); default: the manifest's publish.tags"
+    ),
+    evidence: Path | None = typer.Option(
+        None,
+        "--evidence",
+        help="directory with plan-check.json, verification_summary.json, provenance.intoto.json"
+        " [default: the lock's directory]",
+    ),
+    manifest: Path | None = typer.Option(
+        None, "--manifest", help="the manifest [default: the one the lock names]"
+    ),
+    out: Path | None = typer.Option(
+        None, "-o", "--out", help="where RELEASE.md and publish.json go [default: EVIDENCE/published]"
+    ),
     trusted_key: list[Path] = TrustedKeyOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -104,9 +120,13 @@ def publish_cmd(
 
 def promote_cmd(
     source: str = typer.Option(..., "--from", help="REGISTRY/REPO:TAG to promote, e.g. …/vllm:beta"),
-    target: str = typer.Option(..., "--to", help="REGISTRY/REPO:TAG to point at the same digest, e.g. …/vllm:stable"),
+    target: str = typer.Option(
+        ..., "--to", help="REGISTRY/REPO:TAG to point at the same digest, e.g. …/vllm:stable"
+    ),
     manifest: Path | None = typer.Option(
-        None, "--manifest", help="hold the release to this manifest's matrix [default: the one it was published with]"
+        None,
+        "--manifest",
+        help="hold the release to this manifest's matrix [default: the one it was published with]",
     ),
     trusted_key: list[Path] = TrustedKeyOpt,
     as_json: bool = JsonOpt,

@@ -32,7 +32,9 @@ class DockerEngine:
         except NoSuchImage:
             raise InputError(f"image {image!r} not found in the local Docker Engine") from None
         except EngineError as exc:
-            raise EnvironmentProblem(f"Docker Engine could not inspect {image!r}: {exc.explanation}") from None
+            raise EnvironmentProblem(
+                f"Docker Engine could not inspect {image!r}: {exc.explanation}"
+            ) from None
 
     def push_staged(
         self,
@@ -51,7 +53,9 @@ class DockerEngine:
             image_id, target.name, staging_tag(image_id), where=target.host, auth=auth, on_retry=on_retry
         )
 
-    def pull_back(self, target: Reference, digest: str, credentials: RegistryCredentials | None) -> ImageFacts:
+    def pull_back(
+        self, target: Reference, digest: str, credentials: RegistryCredentials | None
+    ) -> ImageFacts:
         """Pull ``REGISTRY/REPO@digest`` (a name only the digest makes: no tag is involved) and inspect it."""
         reference = f"{target.name}@{digest}"
         auth = (credentials.username, credentials.password) if credentials else None
@@ -59,6 +63,10 @@ class DockerEngine:
             image_id = self.engine.pull(reference, auth=auth)
             return self.engine.inspect(image_id)
         except NoSuchImage:
-            raise EnvironmentProblem(f"pull-back of {reference}: the registry does not serve it", hint="nothing was tagged") from None
+            raise EnvironmentProblem(
+                f"pull-back of {reference}: the registry does not serve it", hint="nothing was tagged"
+            ) from None
         except EngineError as exc:
-            raise EnvironmentProblem(f"pull-back of {reference} failed: {exc.explanation}", hint="nothing was tagged") from None
+            raise EnvironmentProblem(
+                f"pull-back of {reference} failed: {exc.explanation}", hint="nothing was tagged"
+            ) from None

@@ -35,7 +35,14 @@ from releasekit.records.plan_check import PlanCheckResult
 from releasekit.records.receipt import RECEIPT_SCHEMA, Receipt
 from releasekit.records.verification import VerificationSummary
 
-__all__ = ["Evidence", "LoadedJson", "PlanCheckEvidence", "ReceiptView", "VerificationSummary", "load_evidence"]
+__all__ = [
+    "Evidence",
+    "LoadedJson",
+    "PlanCheckEvidence",
+    "ReceiptView",
+    "VerificationSummary",
+    "load_evidence",
+]
 
 PLAN_CHECK_FILE = "plan-check.json"
 VERIFICATION_SUMMARY_FILE = "verification_summary.json"
@@ -43,6 +50,7 @@ PROVENANCE_FILE = "provenance.intoto.json"
 BUILD_NOTES_FILE = "RELEASE.md"
 TESTS_DIR = "tests"
 HYGIENE_FILE = "hygiene.json"
+
 
 class LoadedJson(BaseModel):
     """A JSON file read for the gate: the data, or why it could not be read."""
@@ -137,7 +145,9 @@ class ReceiptView(BaseModel):
         ]
         gated = {g.metric for g in receipt.gates}
         headlines += [
-            {"name": name, "value": m.value, "unit": m.unit} for name, m in receipt.metrics.items() if name not in gated
+            {"name": name, "value": m.value, "unit": m.unit}
+            for name, m in receipt.metrics.items()
+            if name not in gated
         ]
         invocation = receipt.invocation
         return cls(
@@ -175,7 +185,9 @@ class Evidence(BaseModel):
 def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
     notes_path = evidence_dir / BUILD_NOTES_FILE
     receipts = (
-        [read_json(p) for p in sorted(receipts_dir.glob("*.json")) if p.is_file()] if receipts_dir.is_dir() else []
+        [read_json(p) for p in sorted(receipts_dir.glob("*.json")) if p.is_file()]
+        if receipts_dir.is_dir()
+        else []
     )
     return Evidence(
         plan_check=read_json(evidence_dir / PLAN_CHECK_FILE),
@@ -183,6 +195,8 @@ def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
         provenance=read_json(evidence_dir / PROVENANCE_FILE),
         build_notes=notes_path.read_text(encoding="utf-8") if notes_path.is_file() else None,
         receipts=receipts,
-        test_receipts=[read_json(p) for p in sorted((evidence_dir / TESTS_DIR).glob("*.json")) if p.is_file()],
+        test_receipts=[
+            read_json(p) for p in sorted((evidence_dir / TESTS_DIR).glob("*.json")) if p.is_file()
+        ],
         hygiene=read_json(evidence_dir / HYGIENE_FILE) if (evidence_dir / HYGIENE_FILE).exists() else None,
     )

@@ -100,7 +100,9 @@ class PublishGate:
             passed=everything.passed,
             checks=results,
             findings=everything,
-            receipts=[v for v in views if v.image_id == subject.image.id and v.lock_sha256 == subject.lock_sha256],
+            receipts=[
+                v for v in views if v.image_id == subject.image.id and v.lock_sha256 == subject.lock_sha256
+            ],
         )
 
 
@@ -141,11 +143,29 @@ def _test_policy(manifest: object) -> dict[str, Any]:
     hygiene: list[HygienePolicy] = []
     for name, comp in manifest.git_components().items():  # type: ignore[attr-defined]
         for suite in comp.tests:
-            suites.append(SuitePolicy(component=name, suite=suite.name, required=suite.required,
-                                      gpus=suite.needs.gpus, expect=list(suite.expect)))
+            suites.append(
+                SuitePolicy(
+                    component=name,
+                    suite=suite.name,
+                    required=suite.required,
+                    gpus=suite.needs.gpus,
+                    expect=list(suite.expect),
+                )
+            )
         if comp.hygiene is not None:
-            hygiene.append(HygienePolicy(component=name, steps=list(comp.hygiene.steps), required=comp.hygiene.required))
+            hygiene.append(
+                HygienePolicy(component=name, steps=list(comp.hygiene.steps), required=comp.hygiene.required)
+            )
     return {"suites": suites, "hygiene": hygiene}
 
 
-__all__ = ["CellPolicy", "CheckResult", "GatePolicy", "GateReport", "GateSubject", "PublishGate", "policy_from_manifest", "publish_gate"]
+__all__ = [
+    "CellPolicy",
+    "CheckResult",
+    "GatePolicy",
+    "GateReport",
+    "GateSubject",
+    "PublishGate",
+    "policy_from_manifest",
+    "publish_gate",
+]

@@ -52,22 +52,30 @@ def _tests_section(subject: GateSubject) -> list[str]:
         return []
     receipts, _ = read_test_receipts(subject)
     bound = {
-        f"{r.component}/{r.suite}": r for _, r in receipts
+        f"{r.component}/{r.suite}": r
+        for _, r in receipts
         if r.image_id == subject.image.id and r.lock_sha256 == subject.lock_sha256
     }
     lines = ["", "## Tests", ""]
     if policy.suites:
-        lines += ["| suite | result | counts | plan states | accepted failures |", "| --- | --- | --- | --- | --- |"]
+        lines += [
+            "| suite | result | counts | plan states | accepted failures |",
+            "| --- | --- | --- | --- | --- |",
+        ]
     for suite in policy.suites:
         receipt = bound.get(suite.key)
         optional = "" if suite.required else " (optional)"
         if receipt is None:
             stated = "; ".join(suite.expect) or "-"
-            lines.append(f"| {suite.key} | {'not run' if optional else 'MISSING'}{optional} | - | {stated} | - |")
+            lines.append(
+                f"| {suite.key} | {'not run' if optional else 'MISSING'}{optional} | - | {stated} | - |"
+            )
             continue
         result = receipt.status + (f": {receipt.skip_reason}" if receipt.skip_reason else "") + optional
-        lines.append(f"| {suite.key} | {result} | {receipt.counts_text()} | {receipt.stated_text()} | "
-                     f"{receipt.accepted_text()} |")
+        lines.append(
+            f"| {suite.key} | {result} | {receipt.counts_text()} | {receipt.stated_text()} | "
+            f"{receipt.accepted_text()} |"
+        )
     loaded = subject.evidence.hygiene
     if policy.hygiene:
         hygiene: HygieneReceipt | None = None
@@ -130,8 +138,12 @@ def release_notes(
             heads = "; ".join(h for h in (_headline(m) for m in receipt.metrics[:_MAX_HEADLINES]) if h)
         lines.append(f"| {cell_id} | {result} | {heads} |")
     if evidence is not None:
-        subject = GateSubject(image=ImageFacts(id=report.image_id), lock_sha256=report.lock_sha256,
-                              evidence=evidence, policy=policy)
+        subject = GateSubject(
+            image=ImageFacts(id=report.image_id),
+            lock_sha256=report.lock_sha256,
+            evidence=evidence,
+            policy=policy,
+        )
         lines += _tests_section(subject)
     lines += ["", "## Gate", ""]
     for check in report.checks:

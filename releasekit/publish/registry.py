@@ -214,7 +214,9 @@ class RegistryClient:
 
     def _fail(self, response: httpx.Response, what: str) -> EnvironmentProblem:
         detail = response.text.strip().replace("\n", " ")[:200]
-        return EnvironmentProblem(f"registry {self.host}: {what} failed with HTTP {response.status_code}: {detail}")
+        return EnvironmentProblem(
+            f"registry {self.host}: {what} failed with HTTP {response.status_code}: {detail}"
+        )
 
     # -- API -----------------------------------------------------------------------------
 
@@ -235,13 +237,18 @@ class RegistryClient:
         data = response.content
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if reference.startswith("sha256:") and digest != reference:
-            raise EnvironmentProblem(f"registry {self.host} returned a manifest whose digest is not {reference}")
+            raise EnvironmentProblem(
+                f"registry {self.host} returned a manifest whose digest is not {reference}"
+            )
         media_type = response.headers.get("content-type", "").split(";")[0].strip()
         return ManifestBlob(data=data, media_type=media_type, digest=digest)
 
     def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> str:
         response = self._request(
-            "PUT", f"/v2/{repository}/manifests/{reference}", content=data, headers={"Content-Type": media_type}
+            "PUT",
+            f"/v2/{repository}/manifests/{reference}",
+            content=data,
+            headers={"Content-Type": media_type},
         )
         if response.status_code not in (200, 201):
             raise self._fail(response, f"PUT manifest {repository}:{reference}")
@@ -299,7 +306,9 @@ class RegistryClient:
     def referrers(self, repository: str, digest: str) -> list[dict[str, object]] | None:
         """OCI 1.1 referrers of ``digest`` (descriptors), or None when the registry has no referrers API."""
         response = self._request(
-            "GET", f"/v2/{repository}/referrers/{digest}", headers={"Accept": "application/vnd.oci.image.index.v1+json"}
+            "GET",
+            f"/v2/{repository}/referrers/{digest}",
+            headers={"Accept": "application/vnd.oci.image.index.v1+json"},
         )
         if response.status_code != 200:
             return None  # a registry with the API never answers 404 here (OCI distribution spec 1.1)

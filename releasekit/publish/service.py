@@ -101,7 +101,9 @@ def _manifest_for(lock_path: Path, manifest_path: Path | None, recorded: str):
     for candidate in candidates:
         if candidate.is_file():
             return load_manifest(candidate)
-    raise InputError(f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE")
+    raise InputError(
+        f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE"
+    )
 
 
 def _expand_tags(tags: list[str], *, image_id: str, lock_sha256: str, name: str) -> list[str]:
@@ -157,7 +159,9 @@ def check_pushed(client: RegistryClient, target: Reference, digest: str, image_i
 
 def _add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
     """The signature check joins the gate's checks, so a refusal reads like any other gate's."""
-    report.checks.append(CheckResult(name=CHECK_NAME, passed=verdict.findings.passed, findings=verdict.findings))
+    report.checks.append(
+        CheckResult(name=CHECK_NAME, passed=verdict.findings.passed, findings=verdict.findings)
+    )
     report.findings.extend(verdict.findings)
     report.passed = report.passed and verdict.findings.passed
 
@@ -170,10 +174,14 @@ def pull_back_check(built: ImageFacts, pulled: ImageFacts, reference: str, diges
     if digest not in pulled.repo_digests:
         problems.append(f"the engine does not record digest {digest} for it")
     if pulled.labels != built.labels:
-        changed = sorted(k for k in set(pulled.labels) | set(built.labels) if pulled.labels.get(k) != built.labels.get(k))
+        changed = sorted(
+            k for k in set(pulled.labels) | set(built.labels) if pulled.labels.get(k) != built.labels.get(k)
+        )
         problems.append(f"labels differ ({', '.join(changed[:3])})")
     if problems:
-        raise EnvironmentProblem(f"pull-back of {reference}: {'; '.join(problems)}", hint="nothing was tagged")
+        raise EnvironmentProblem(
+            f"pull-back of {reference}: {'; '.join(problems)}", hint="nothing was tagged"
+        )
 
 
 def archive_files(evidence_dir: Path) -> list[str] | None:
@@ -188,15 +196,22 @@ def archive_files(evidence_dir: Path) -> list[str] | None:
         if not path.is_file():
             raise InputError(f"{ARCHIVE_FILE} lists {entry.path}, which is missing")
         if file_sha256(path) != entry.sha256:
-            raise InputError(f"{entry.path} is not the file {ARCHIVE_FILE} lists (sha256 differs); refusing to publish it")
+            raise InputError(
+                f"{entry.path} is not the file {ARCHIVE_FILE} lists (sha256 differs); refusing to publish it"
+            )
     return [e.path for e in index.entries]
 
 
 def _mentions(evidence: Evidence, secret: str) -> bool:
     texts = [evidence.build_notes or ""]
-    texts += [item.text or "" for item in (evidence.plan_check, evidence.verification_summary, evidence.provenance)]
+    texts += [
+        item.text or "" for item in (evidence.plan_check, evidence.verification_summary, evidence.provenance)
+    ]
     texts += [item.text or "" for item in evidence.receipts]
-    texts += [item.text or "" for item in [*evidence.test_receipts, *([evidence.hygiene] if evidence.hygiene else [])]]
+    texts += [
+        item.text or ""
+        for item in [*evidence.test_receipts, *([evidence.hygiene] if evidence.hygiene else [])]
+    ]
     return bool(secret) and any(secret in text for text in texts)
 
 
@@ -218,11 +233,17 @@ def publish(
     manifest = loaded.manifest
     target_text = to or (manifest.publish.repository if manifest.publish else None)
     if not target_text:
-        raise InputError("no publish target: pass --to REGISTRY/REPO or set publish.repository in the manifest")
+        raise InputError(
+            "no publish target: pass --to REGISTRY/REPO or set publish.repository in the manifest"
+        )
     target = Reference.parse(target_text)
     if target.digest:
         raise InputError(f"--to {target_text!r}: a digest cannot be a publish target")
-    wanted = list(tags or []) or ([target.tag] if target.tag else []) or list(manifest.publish.tags if manifest.publish else [])
+    wanted = (
+        list(tags or [])
+        or ([target.tag] if target.tag else [])
+        or list(manifest.publish.tags if manifest.publish else [])
+    )
     if not wanted:
         raise InputError("no tags: pass --tag TAG (repeatable), REGISTRY/REPO:TAG or set publish.tags")
     target = Reference(host=target.host, repository=target.repository)
@@ -235,8 +256,9 @@ def publish(
     policy = policy_from_manifest(manifest)
     evidence = load_evidence(evidence_dir, receipts_dir)
     envelopes = local_envelopes(evidence_dir)
-    trusted = trusted_keys(list(trusted_key_files or []), signed=bool(envelopes), policy_signed=policy.signed,
-                           what="publish")
+    trusted = trusted_keys(
+        list(trusted_key_files or []), signed=bool(envelopes), policy_signed=policy.signed, what="publish"
+    )
     report = evaluate_gate(
         facts,
         lock_sha,
@@ -247,8 +269,14 @@ def publish(
     )
     verdict = SignedVerdict()
     if trusted is not None:
-        verdict = check_signed(envelopes, trusted, image_id=facts.id, provenance=evidence.provenance.text,
-                               summary=evidence.verification_summary.text, where="")
+        verdict = check_signed(
+            envelopes,
+            trusted,
+            image_id=facts.id,
+            provenance=evidence.provenance.text,
+            summary=evidence.verification_summary.text,
+            where="",
+        )
         _add_signed_check(report, verdict)
     result = PublishResult(
         published=False,
@@ -273,7 +301,8 @@ def publish(
                 client.ping()
             except EnvironmentProblem as exc:
                 raise EnvironmentProblem(
-                    f"push to {target.host} interrupted: {exc.message}", hint="nothing was tagged; rerun to resume"
+                    f"push to {target.host} interrupted: {exc.message}",
+                    hint="nothing was tagged; rerun to resume",
                 ) from None
 
         digest = engine.push_staged(facts.id, target, credentials, on_retry=registry_still_there)
@@ -338,7 +367,9 @@ def publish_record(result: PublishResult) -> PublishRecord:
         **{name: value for name, value in result if name != "gate"},  # the Published fields, as they are
         gate=GateOutcome(
             passed=report.passed,
-            checks=[GateCheckOutcome(name=c.name, passed=c.passed, findings=c.findings) for c in report.checks],
+            checks=[
+                GateCheckOutcome(name=c.name, passed=c.passed, findings=c.findings) for c in report.checks
+            ],
             findings=report.findings,
             cells=sorted({r.cell for r in report.receipts if r.cell}),
         ),
@@ -346,14 +377,20 @@ def publish_record(result: PublishResult) -> PublishRecord:
 
 
 def promote(
-    *, source: str, target: str, manifest_path: Path | None = None, trusted_key_files: list[Path] | None = None
+    *,
+    source: str,
+    target: str,
+    manifest_path: Path | None = None,
+    trusted_key_files: list[Path] | None = None,
 ) -> PromoteResult:
     src = Reference.parse(source, want_tag=True)
     dst = Reference.parse(target, want_tag=True)
     if dst.digest or not dst.tag:
         raise InputError(f"--to {target!r}: expected REGISTRY/REPO:TAG")
     if (src.host, src.repository) != (dst.host, dst.repository):
-        raise InputError("promotion re-tags a digest within one repository: --from and --to must name the same REPO")
+        raise InputError(
+            "promotion re-tags a digest within one repository: --from and --to must name the same REPO"
+        )
     result = PromoteResult(promoted=False, source=str(src), target=str(dst))
     credentials = resolve_credentials(src.host)
     with RegistryClient(src.host, credentials) as client:
@@ -380,7 +417,9 @@ def promote(
         try:
             record = GateRecord.model_validate_json(fetched.files.get("gate.json", ""))
         except ValueError:
-            result.findings.add("ATTACHMENTS_MISSING", "the attached gate.json is missing or unreadable", image=image_id)
+            result.findings.add(
+                "ATTACHMENTS_MISSING", "the attached gate.json is missing or unreadable", image=image_id
+            )
             return result
         manifest_sha = record.manifest_sha256
         policy = record.policy
@@ -403,12 +442,21 @@ def promote(
         # Signed evidence: verified whenever it is there, required when the policy (as published,
         # or as --manifest says) or a --trusted-key asks for it. No key to check with: exit 2.
         signed = fetch_signed(client, src.repository, blob.digest)
-        trusted = trusted_keys(list(trusted_key_files or []), signed=signed is not None,
-                               policy_signed=policy.signed or record.policy.signed, what=str(src))
+        trusted = trusted_keys(
+            list(trusted_key_files or []),
+            signed=signed is not None,
+            policy_signed=policy.signed or record.policy.signed,
+            what=str(src),
+        )
         if trusted is not None:
-            verdict = check_signed(signed.files if signed else {}, trusted, image_id=image_id,
-                                   provenance=fetched.files.get(PROVENANCE_FILE),
-                                   summary=fetched.files.get(VERIFICATION_SUMMARY_FILE), where="attached:")
+            verdict = check_signed(
+                signed.files if signed else {},
+                trusted,
+                image_id=image_id,
+                provenance=fetched.files.get(PROVENANCE_FILE),
+                summary=fetched.files.get(VERIFICATION_SUMMARY_FILE),
+                where="attached:",
+            )
             _add_signed_check(result.gate, verdict)
             result.signers = verdict.signers
             result.signed_via = signed.method if signed else None

@@ -71,7 +71,9 @@ def check_signed(
         label = f"{where}{name}"
         data = envelopes.get(name)
         if data is None:
-            verdict.findings.add("SIGNATURE_MISSING", f"{label} is missing: the evidence is not signed", image=image_id)
+            verdict.findings.add(
+                "SIGNATURE_MISSING", f"{label} is missing: the evidence is not signed", image=image_id
+            )
             continue
         try:
             verified = verify_envelope(data, trusted, where=label)

@@ -73,7 +73,12 @@ def file_sha256(path: Path) -> str:
 def safe_entry_path(path: str) -> bool:
     """An entry path is relative, under archive/, and has no '..' or empty parts."""
     parts = path.split("/")
-    return parts[0] == ARCHIVE_DIR and len(parts) > 1 and all(p not in ("", ".", "..") for p in parts) and "\\" not in path
+    return (
+        parts[0] == ARCHIVE_DIR
+        and len(parts) > 1
+        and all(p not in ("", ".", "..") for p in parts)
+        and "\\" not in path
+    )
 
 
 def read_archive(path: Path) -> ArchiveIndex:

@@ -48,7 +48,11 @@ class LegacyExclusion(_Legacy):
         ``Included ... in PR #254``, ``consolidated in PR #229``); None otherwise."""
         if self.disposition.lower() != "superseded":
             return None
-        for m in re.finditer(r"\b(?:superseded by|included\b[^.]*?\bin|consolidated in|retained in)\s+PR\s+#(\d+)", self.reason, re.IGNORECASE):
+        for m in re.finditer(
+            r"\b(?:superseded by|included\b[^.]*?\bin|consolidated in|retained in)\s+PR\s+#(\d+)",
+            self.reason,
+            re.IGNORECASE,
+        ):
             number = int(m.group(1))
             if number in planned:
                 return number

@@ -62,7 +62,9 @@ class Invocation(Strict):
 
     engine: str
     argv: list[str]
-    env: dict[str, str] = Field(description="the container's effective environment: image ENV plus the cell's")
+    env: dict[str, str] = Field(
+        description="the container's effective environment: image ENV plus the cell's"
+    )
     image_env: dict[str, str] = Field(default_factory=dict)
     cell_env: dict[str, str] = Field(default_factory=dict)
     gpus: list[int] = Field(default_factory=list)
@@ -80,7 +82,9 @@ class ModelRecord(Strict):
     directory: str | None = Field(default=None, description="the model directory checked on the runner")
     engine_arg: str = Field(description="what the engine was told to load")
     expected: dict[str, str] = Field(default_factory=dict, description="file -> sha256 the manifest pins")
-    observed: dict[str, str] = Field(default_factory=dict, description="file -> sha256 measured before serving")
+    observed: dict[str, str] = Field(
+        default_factory=dict, description="file -> sha256 measured before serving"
+    )
     verified: bool = Field(default=False, description="every pinned file was present with its pinned sha256")
 
 
@@ -93,12 +97,20 @@ class ProcessRecord(Strict):
     env: dict[str, str] = Field(default_factory=dict, description="what the cell and the adapter set for it")
     gpus: list[int] = Field(default_factory=list)
     port: int | None = None
-    ports: dict[str, int] = Field(default_factory=dict, description="further named ports (bootstrap, metrics, ...)")
+    ports: dict[str, int] = Field(
+        default_factory=dict, description="further named ports (bootstrap, metrics, ...)"
+    )
     where: str = Field(default="container", description="container | in-process (releasekit's own router)")
-    ready_s: float | None = Field(default=None, description="seconds from start until it was ready; None: never")
-    status: str = Field(default="not-started", description="running | exited | not-started, when the cell ended")
+    ready_s: float | None = Field(
+        default=None, description="seconds from start until it was ready; None: never"
+    )
+    status: str = Field(
+        default="not-started", description="running | exited | not-started, when the cell ended"
+    )
     exit_code: int | None = None
-    metrics: dict[str, float] = Field(default_factory=dict, description="its own /metrics, scraped at the end")
+    metrics: dict[str, float] = Field(
+        default_factory=dict, description="its own /metrics, scraped at the end"
+    )
     log_tail: list[str] = Field(default_factory=list)
 
 
@@ -108,7 +120,9 @@ class Receipt(Record):
     schema_: Literal["releasekit.receipt/v1"] = Field(default=RECEIPT_SCHEMA, alias="schema")
     cell_id: str
     cell: Cell
-    cell_sha256: str = Field(description="sha256 of the cell's canonical JSON: which matrix entry this proves")
+    cell_sha256: str = Field(
+        description="sha256 of the cell's canonical JSON: which matrix entry this proves"
+    )
     image: str
     image_id: str
     lock_sha256: str | None

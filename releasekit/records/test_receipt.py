@@ -159,5 +159,11 @@ def read_hygiene_receipt(path: Path) -> HygieneReceipt:
     return load_record(HygieneReceipt, path)
 
 
-__all__ = ["HygieneReceipt", "TestReceipt", "read_hygiene_receipt", "read_test_receipt", "read_test_receipt_dir",
-           "write_record"]
+__all__ = [
+    "HygieneReceipt",
+    "TestReceipt",
+    "read_hygiene_receipt",
+    "read_test_receipt",
+    "read_test_receipt_dir",
+    "write_record",
+]

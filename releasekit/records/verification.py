@@ -45,7 +45,9 @@ class ReleasekitBlock(Strict):
 class VerificationSummary(Record):
     kind = "verification summary"
 
-    schema_: Literal["releasekit.verification-summary/v1"] = Field(default=VERIFICATION_SCHEMA, alias="schema")
+    schema_: Literal["releasekit.verification-summary/v1"] = Field(
+        default=VERIFICATION_SCHEMA, alias="schema"
+    )
     verifier: Verifier = Field(default_factory=Verifier)
     time_verified: str = Field(alias="timeVerified")
     resource_uri: str = Field(alias="resourceUri")
@@ -88,7 +90,9 @@ class VerificationSummary(Record):
     def input_attestations(self) -> dict[str, str]:
         """File name -> sha256 of every input attestation named by a URI with a sha256 digest."""
         return {
-            a.uri.rsplit("/", 1)[-1]: a.digest["sha256"] for a in self.attestations if a.uri and "sha256" in a.digest
+            a.uri.rsplit("/", 1)[-1]: a.digest["sha256"]
+            for a in self.attestations
+            if a.uri and "sha256" in a.digest
         }
 
     def names_image(self, image_id: str) -> bool:

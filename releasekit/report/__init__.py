@@ -38,7 +38,9 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
 
 
-def render_findings(findings: Findings, console: Console | None = None, *, ok_message: str = "no findings") -> None:
+def render_findings(
+    findings: Findings, console: Console | None = None, *, ok_message: str = "no findings"
+) -> None:
     console = console or stdout_console()
     if not len(findings):
         console.print(f"[green]ok[/green]: {ok_message}")

@@ -16,28 +16,40 @@ from releasekit.reproduce.service import ReproduceResult, reproduce
 
 def _render(result: ReproduceResult) -> None:
     console = stdout_console()
-    console.print(f"evidence {escape(result.source)}: {result.archive.files} archive file(s), "
-                  f"{result.archive.size:,} B, every sha256 verified; signatures {escape(result.archive.signatures)}")
+    console.print(
+        f"evidence {escape(result.source)}: {result.archive.files} archive file(s), "
+        f"{result.archive.size:,} B, every sha256 verified; signatures {escape(result.archive.signatures)}"
+    )
     for note in result.notes:
         console.print(f"note: {escape(note)}")
     console.print(f"published image {result.published_image_id}")
     console.print(f"rebuilt image   {result.rebuilt_image_id}")
     for layer in result.layers:
         mark = "same" if layer.same else "DIFFERENT"
-        console.print(f"  layer {layer.index}: {mark} {layer.published or '-'}" +
-                      ("" if layer.same else f" -> {layer.rebuilt or '-'}"))
+        console.print(
+            f"  layer {layer.index}: {mark} {layer.published or '-'}"
+            + ("" if layer.same else f" -> {layer.rebuilt or '-'}")
+        )
     for comp in result.components:
-        console.print(f"  {escape(comp.name)} {escape(comp.wheel or '')}: {'same' if comp.same else 'DIFFERENT'}")
+        console.print(
+            f"  {escape(comp.name)} {escape(comp.wheel or '')}: {'same' if comp.same else 'DIFFERENT'}"
+        )
     if result.same:
         console.print("[green]reproduced[/green]: the rebuilt image is the published image, bit for bit")
     else:
         diff = result.first_difference
-        console.print(f"[bold red]NOT reproduced[/bold red]: {escape(diff.message if diff else 'the images differ')}")
+        console.print(
+            f"[bold red]NOT reproduced[/bold red]: {escape(diff.message if diff else 'the images differ')}"
+        )
 
 
 def reproduce_cmd(
-    reference: str | None = typer.Argument(None, help="REGISTRY/REPO@DIGEST (or :TAG, resolved to its digest)"),
-    from_dir: Path | None = typer.Option(None, "--from", help="a local release directory instead of a registry"),
+    reference: str | None = typer.Argument(
+        None, help="REGISTRY/REPO@DIGEST (or :TAG, resolved to its digest)"
+    ),
+    from_dir: Path | None = typer.Option(
+        None, "--from", help="a local release directory instead of a registry"
+    ),
     workdir: Path | None = typer.Option(None, "--workdir", help="empty directory to rebuild in (kept)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:

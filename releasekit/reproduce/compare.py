@@ -64,7 +64,9 @@ def tar_files(path: Path) -> dict[str, str]:
     return out
 
 
-def first_file_difference(published: dict[str, str], rebuilt: dict[str, str]) -> tuple[str, str | None, str | None] | None:
+def first_file_difference(
+    published: dict[str, str], rebuilt: dict[str, str]
+) -> tuple[str, str | None, str | None] | None:
     for name in sorted(set(published) | set(rebuilt)):
         if published.get(name) != rebuilt.get(name):
             return name, published.get(name), rebuilt.get(name)

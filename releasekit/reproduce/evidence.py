@@ -35,7 +35,9 @@ from releasekit.records.build import read_build_record
 from releasekit.records.lock import LockedGitComponent, read_lock
 from releasekit.records.provenance import Statement, read_statement
 
-LayerTar = Callable[[int, Path], Path | None]  # (layer index, scratch dir) -> an uncompressed layer tar, or None
+LayerTar = Callable[
+    [int, Path], Path | None
+]  # (layer index, scratch dir) -> an uncompressed layer tar, or None
 
 SIGNATURES_NOTE = "not checked: this releasekit attaches and verifies no signatures (hashes only)"
 
@@ -78,16 +80,19 @@ def from_directory(directory: Path) -> Published:
     index = read_archive(directory / ARCHIVE_FILE)
     statement = read_statement(directory / PROVENANCE_FILE)
     build = read_build_record(directory / "build.json")
-    published = Published(source=str(directory), directory=directory, index=index, statement=statement,
-                          image_id=build.image_id)
+    published = Published(
+        source=str(directory), directory=directory, index=index, statement=statement, image_id=build.image_id
+    )
     engine = Engine()
     if engine.image_id(build.image_id) is not None:
         attrs = engine.image_attrs(build.image_id)
         published.diff_ids = list((attrs.get("RootFS") or {}).get("Layers") or [])
         published.layer_tar = _engine_layer_tar(build.image_id)
     else:
-        published.notes.append(f"the built image {build.image_id[:19]} is not in the Docker Engine: "
-                               "layers are compared by build.json's wheels layer only")
+        published.notes.append(
+            f"the built image {build.image_id[:19]} is not in the Docker Engine: "
+            "layers are compared by build.json's wheels layer only"
+        )
         published.diff_ids = None
     return published
 
@@ -115,7 +120,9 @@ def from_registry(text: str, scratch: Path) -> Published:
         if fetched is None:
             raise InputError(f"{ref.name}@{blob.digest} has no releasekit evidence attached")
         if ARCHIVE_INDEX_FILE not in fetched.files:
-            raise InputError(f"{ref.name}@{blob.digest}: the attached evidence has no source archive ({ARCHIVE_INDEX_FILE})")
+            raise InputError(
+                f"{ref.name}@{blob.digest}: the attached evidence has no source archive ({ARCHIVE_INDEX_FILE})"
+            )
         if PROVENANCE_FILE not in fetched.files:
             raise InputError(f"{ref.name}@{blob.digest}: the attached evidence has no {PROVENANCE_FILE}")
         directory = scratch / "evidence"
@@ -125,7 +132,9 @@ def from_registry(text: str, scratch: Path) -> Published:
         fetch_archive_blobs(client, ref.repository, blob.digest, directory)
     index = read_archive(directory / ARCHIVE_FILE)
     try:
-        statement = parse_record(Statement, json.loads(fetched.files[PROVENANCE_FILE]), f"attached {PROVENANCE_FILE}")
+        statement = parse_record(
+            Statement, json.loads(fetched.files[PROVENANCE_FILE]), f"attached {PROVENANCE_FILE}"
+        )
     except json.JSONDecodeError as exc:
         raise InputError(f"attached {PROVENANCE_FILE}: not JSON ({exc})") from None
 
@@ -138,8 +147,16 @@ def from_registry(text: str, scratch: Path) -> Published:
         out.write_bytes(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
         return out
 
-    return Published(source=f"{ref.name}@{blob.digest}", directory=directory, index=index, statement=statement,
-                     image_id=image_id, digest=blob.digest, diff_ids=diff_ids, layer_tar=layer_tar)
+    return Published(
+        source=f"{ref.name}@{blob.digest}",
+        directory=directory,
+        index=index,
+        statement=statement,
+        image_id=image_id,
+        digest=blob.digest,
+        diff_ids=diff_ids,
+        layer_tar=layer_tar,
+    )
 
 
 def _refuse(message: str) -> InputError:
@@ -149,12 +166,18 @@ def _refuse(message: str) -> InputError:
 def verify_evidence(pub: Published) -> None:
     """Every hash, before anything is built; InputError (exit 2) naming the first file that does not match."""
     index = pub.index
-    byproducts = {b.name: (b.digest or {}).get("sha256") for b in pub.statement.predicate.runDetails.byproducts}
+    byproducts = {
+        b.name: (b.digest or {}).get("sha256") for b in pub.statement.predicate.runDetails.byproducts
+    }
     if not byproducts:
-        raise _refuse("the provenance lists no source archive (no byproducts): this release has no archive to reproduce from")
+        raise _refuse(
+            "the provenance lists no source archive (no byproducts): this release has no archive to reproduce from"
+        )
     index_sha = file_sha256(pub.directory / ARCHIVE_FILE)
     if byproducts.get(ARCHIVE_FILE) != index_sha:
-        raise _refuse(f"{ARCHIVE_FILE} is sha256 {index_sha}, the provenance lists {byproducts.get(ARCHIVE_FILE)}")
+        raise _refuse(
+            f"{ARCHIVE_FILE} is sha256 {index_sha}, the provenance lists {byproducts.get(ARCHIVE_FILE)}"
+        )
     subjects = [s.digest.get("sha256") for s in pub.statement.subject]
     if not subjects or f"sha256:{subjects[0]}" != pub.image_id:
         raise _refuse(f"the provenance's subject is not the published image {pub.image_id}")
@@ -175,10 +198,14 @@ def verify_evidence(pub: Published) -> None:
                 what = f" (component {entry.component}, commit {entry.commit})"
             else:
                 what = f" (component {entry.component})" if entry.component else ""
-            raise _refuse(f"archive file {entry.path}{what} is sha256 {actual}, {ARCHIVE_FILE} lists {entry.sha256}{detail}")
+            raise _refuse(
+                f"archive file {entry.path}{what} is sha256 {actual}, {ARCHIVE_FILE} lists {entry.sha256}{detail}"
+            )
         if byproducts.get(entry.path) != entry.sha256:
-            raise _refuse(f"archive file {entry.path}: the provenance lists sha256 {byproducts.get(entry.path)}, "
-                          f"{ARCHIVE_FILE} {entry.sha256}")
+            raise _refuse(
+                f"archive file {entry.path}: the provenance lists sha256 {byproducts.get(entry.path)}, "
+                f"{ARCHIVE_FILE} {entry.sha256}"
+            )
     lock_entry, manifest_entry = index.entry("lock"), index.entry("manifest")
     if lock_entry.sha256 != index.lock_sha256 or manifest_entry.sha256 != index.manifest_sha256:
         raise _refuse(f"{ARCHIVE_FILE}: the lock or manifest file is not the one the index names")
@@ -188,7 +215,12 @@ def verify_evidence(pub: Published) -> None:
     for name, locked in lock.components.items():
         if isinstance(locked, LockedGitComponent):
             entry_b = bundles.get(name)
-            if entry_b is None or entry_b.commit != locked.commit or entry_b.tree != locked.tree or entry_b.repo != locked.repo:
+            if (
+                entry_b is None
+                or entry_b.commit != locked.commit
+                or entry_b.tree != locked.tree
+                or entry_b.repo != locked.repo
+            ):
                 raise _refuse(f"{name}: the archive has no bundle of the locked commit {locked.commit}")
         else:
             entry_w = wheels.get(name)
@@ -203,5 +235,3 @@ def scratch_dir(workdir: Path | None) -> Path:
     if any(workdir.iterdir()):
         raise InputError(f"--workdir {workdir} is not empty")
     return workdir
-
-

@@ -70,8 +70,15 @@ def _components(pub: Published, record: BuildRecord) -> list[ComponentComparison
         if c.kind != "git" or not c.wheel_filename:
             continue
         was = published.get(c.wheel_filename)
-        out.append(ComponentComparison(name=c.name, wheel=c.wheel_filename, published_sha256=was,
-                                       rebuilt_sha256=c.wheel_sha256, same=was == c.wheel_sha256))
+        out.append(
+            ComponentComparison(
+                name=c.name,
+                wheel=c.wheel_filename,
+                published_sha256=was,
+                rebuilt_sha256=c.wheel_sha256,
+                same=was == c.wheel_sha256,
+            )
+        )
     return out
 
 
@@ -85,28 +92,54 @@ def _rebuilt_layer(engine: Engine, image_id: str, index: int, scratch: Path) -> 
 
 
 def _first_difference(
-    pub: Published, record: BuildRecord, layers: list[LayerComparison], components: list[ComponentComparison],
-    engine: Engine, work: Path,
+    pub: Published,
+    record: BuildRecord,
+    layers: list[LayerComparison],
+    components: list[ComponentComparison],
+    engine: Engine,
+    work: Path,
 ) -> Difference:
-    wheels = {c.name: work / "release" / "wheels" / c.wheel_filename for c in record.components
-              if c.wheel_filename and (work / "release" / "wheels" / c.wheel_filename).is_file()}
+    wheels = {
+        c.name: work / "release" / "wheels" / c.wheel_filename
+        for c in record.components
+        if c.wheel_filename and (work / "release" / "wheels" / c.wheel_filename).is_file()
+    }
     differing = next((layer for layer in layers if not layer.same), None)
     if differing is None and not layers:
         # No published layer list (a release directory whose image is gone): the wheels layer from build.json.
         wheel_diff = next((c for c in components if not c.same), None)
         if wheel_diff:
-            return Difference(what="wheel", component=wheel_diff.name, file=wheel_diff.wheel,
-                              published=wheel_diff.published_sha256, rebuilt=wheel_diff.rebuilt_sha256,
-                              message=f"component {wheel_diff.name}: {wheel_diff.wheel} is not the published wheel")
-        return Difference(what="image-config", published=pub.image_id, rebuilt=record.image_id,
-                          message="the image IDs differ; the published layers are not available to compare")
+            return Difference(
+                what="wheel",
+                component=wheel_diff.name,
+                file=wheel_diff.wheel,
+                published=wheel_diff.published_sha256,
+                rebuilt=wheel_diff.rebuilt_sha256,
+                message=f"component {wheel_diff.name}: {wheel_diff.wheel} is not the published wheel",
+            )
+        return Difference(
+            what="image-config",
+            published=pub.image_id,
+            rebuilt=record.image_id,
+            message="the image IDs differ; the published layers are not available to compare",
+        )
     if differing is None:
-        return Difference(what="image-config", published=pub.image_id, rebuilt=record.image_id,
-                          message="every layer is the same: the image configuration (labels, env, created) differs")
+        return Difference(
+            what="image-config",
+            published=pub.image_id,
+            rebuilt=record.image_id,
+            message="every layer is the same: the image configuration (labels, env, created) differs",
+        )
     base_count = len(layers) - 1
     if differing.index < base_count:
-        return Difference(what="layer", component="base-image", layer=differing.index, published=differing.published,
-                          rebuilt=differing.rebuilt, message=f"base image layer {differing.index} differs")
+        return Difference(
+            what="layer",
+            component="base-image",
+            layer=differing.index,
+            published=differing.published,
+            rebuilt=differing.rebuilt,
+            message=f"base image layer {differing.index} differs",
+        )
     scratch = work / "compare"
     scratch.mkdir(exist_ok=True)
     published_tar = pub.layer_tar(differing.index, scratch) if pub.layer_tar else None
@@ -114,19 +147,36 @@ def _first_difference(
     wheel_diff = next((c for c in components if not c.same), None)
     if published_tar is None or rebuilt_tar is None:
         name = wheel_diff.name if wheel_diff else None
-        return Difference(what="layer", component=name, layer=differing.index, published=differing.published,
-                          rebuilt=differing.rebuilt,
-                          message=f"wheels layer differs{f' (component {name}: its wheel differs)' if name else ''}; "
-                          "the published layer is not available for a file comparison")
+        return Difference(
+            what="layer",
+            component=name,
+            layer=differing.index,
+            published=differing.published,
+            rebuilt=differing.rebuilt,
+            message=f"wheels layer differs{f' (component {name}: its wheel differs)' if name else ''}; "
+            "the published layer is not available for a file comparison",
+        )
     found = first_file_difference(tar_files(published_tar), tar_files(rebuilt_tar))
     if found is None:
-        return Difference(what="layer", layer=differing.index, published=differing.published, rebuilt=differing.rebuilt,
-                          message="the wheels layers hold the same files but differ as tars (order or metadata)")
+        return Difference(
+            what="layer",
+            layer=differing.index,
+            published=differing.published,
+            rebuilt=differing.rebuilt,
+            message="the wheels layers hold the same files but differ as tars (order or metadata)",
+        )
     path, was, now = found
     owner = owner_of(path, wheels) or (wheel_diff.name if wheel_diff else None)
-    return Difference(what="file", component=owner, layer=differing.index, file=path, published=was, rebuilt=now,
-                      message=f"component {owner or '(unowned)'}: file /{path} differs "
-                      f"(published {was or 'absent'}, rebuilt {now or 'absent'})")
+    return Difference(
+        what="file",
+        component=owner,
+        layer=differing.index,
+        file=path,
+        published=was,
+        rebuilt=now,
+        message=f"component {owner or '(unowned)'}: file /{path} differs "
+        f"(published {was or 'absent'}, rebuilt {now or 'absent'})",
+    )
 
 
 def reproduce(
@@ -140,8 +190,10 @@ def reproduce(
     work = scratch_dir(workdir)
     try:
         pub = from_directory(from_dir) if from_dir is not None else from_registry(reference or "", work)
-        progress(f"evidence: {pub.source} (image {pub.image_id[:19]}, archive {len(pub.index.entries)} file(s), "
-                 f"{pub.index.total_size:,} B)")
+        progress(
+            f"evidence: {pub.source} (image {pub.image_id[:19]}, archive {len(pub.index.entries)} file(s), "
+            f"{pub.index.total_size:,} B)"
+        )
         verify_evidence(pub)
         progress("evidence: every archive file matches archive.json and the provenance")
         lock_entry, manifest_entry = pub.index.entry("lock"), pub.index.entry("manifest")
@@ -181,8 +233,12 @@ def reproduce(
             rebuilt_image_id=record.image_id,
             layers=layers,
             components=components,
-            archive=ArchiveSummary(files=len(pub.index.entries), size=pub.index.total_size, verified=True,
-                                   signatures=pub.signatures),
+            archive=ArchiveSummary(
+                files=len(pub.index.entries),
+                size=pub.index.total_size,
+                verified=True,
+                signatures=pub.signatures,
+            ),
             workdir=str(work) if keep or workdir is not None else "",
             notes=list(pub.notes),
         )

@@ -32,7 +32,9 @@ def _print(as_json: bool, data: dict[str, str], text: str) -> None:
 
 @keys_app.command("generate")
 def generate_cmd(
-    out: Path = typer.Option(..., "--out", help="directory for releasekit.key (mode 0600) and releasekit.pub"),
+    out: Path = typer.Option(
+        ..., "--out", help="directory for releasekit.key (mode 0600) and releasekit.pub"
+    ),
     type_: str = typer.Option("ecdsa-p256", "--type", help="ecdsa-p256 or ed25519"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:

@@ -138,5 +138,6 @@ def verify_envelope(
     signers = ", ".join(s.keyid[:16] or "(no keyid)" for s in envelope.signatures)
     trusted_ids = ", ".join(k[:16] for k in trusted.keyids)
     raise SignatureError(
-        f"{where}: signed by {signers}, which is not a trusted key (trusted: {trusted_ids})", code="SIGNER_UNTRUSTED"
+        f"{where}: signed by {signers}, which is not a trusted key (trusted: {trusted_ids})",
+        code="SIGNER_UNTRUSTED",
     )

@@ -51,7 +51,9 @@ def _check_supported(key: object, where: str) -> None:
         return
     if isinstance(key, ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey):
         return
-    raise InputError(f"{where}: unsupported key type {type(key).__name__.lstrip('_')}; use ECDSA P-256 or Ed25519")
+    raise InputError(
+        f"{where}: unsupported key type {type(key).__name__.lstrip('_')}; use ECDSA P-256 or Ed25519"
+    )
 
 
 class Signer:
@@ -87,7 +89,9 @@ def private_from_pem(data: bytes, where: str) -> PrivateKey:
         raise InputError(f"{where}: the private key is encrypted; give an unencrypted PEM key") from None
     except (ValueError, UnsupportedAlgorithm):
         # cryptography's message may quote parts of the input: say only what went wrong.
-        raise InputError(f"{where}: not a PEM private key (PKCS#8 or traditional), or a damaged one") from None
+        raise InputError(
+            f"{where}: not a PEM private key (PKCS#8 or traditional), or a damaged one"
+        ) from None
     _check_supported(key, where)
     return key  # type: ignore[return-value]
 
@@ -101,7 +105,9 @@ def read_key_file(path: Path, what: str) -> bytes:
         raise InputError(f"{what} {path} cannot be read: {exc.strerror}") from None
 
 
-def load_signer(key_file: Path | None = None, *, environ: dict[str, str] | None = None, scrub: bool = True) -> Signer | None:
+def load_signer(
+    key_file: Path | None = None, *, environ: dict[str, str] | None = None, scrub: bool = True
+) -> Signer | None:
     """The signing key the user configured, or None when none is.
 
     Order: ``key_file`` (``--signing-key``), then ``$RELEASEKIT_SIGNING_KEY_FILE``, then
@@ -112,15 +118,19 @@ def load_signer(key_file: Path | None = None, *, environ: dict[str, str] | None 
     """
     env = os.environ if environ is None else environ
     if key_file is not None:
-        return Signer(private_from_pem(read_key_file(key_file, "signing key"), f"signing key {key_file}"),
-                      f"file {key_file}")
+        return Signer(
+            private_from_pem(read_key_file(key_file, "signing key"), f"signing key {key_file}"),
+            f"file {key_file}",
+        )
     from_file, inline = env.get(ENV_KEY_FILE), env.get(ENV_KEY)
     if from_file and inline:
         raise InputError(f"both ${ENV_KEY} and ${ENV_KEY_FILE} are set; set one")
     if from_file:
         path = Path(from_file)
-        return Signer(private_from_pem(read_key_file(path, f"${ENV_KEY_FILE}:"), f"${ENV_KEY_FILE} ({path})"),
-                      f"file {path}")
+        return Signer(
+            private_from_pem(read_key_file(path, f"${ENV_KEY_FILE}:"), f"${ENV_KEY_FILE} ({path})"),
+            f"file {path}",
+        )
     if inline:
         signer = Signer(private_from_pem(inline.encode("utf-8"), f"${ENV_KEY}"), f"${ENV_KEY}")
         if scrub and environ is None:
@@ -134,7 +144,9 @@ def public_from_pem(data: bytes, where: str) -> PublicKey:
         key = serialization.load_pem_public_key(data)
     except (ValueError, UnsupportedAlgorithm):
         if b"PRIVATE KEY" in data:
-            raise InputError(f"{where}: is a private key; trust the public key (releasekit keys show-public)") from None
+            raise InputError(
+                f"{where}: is a private key; trust the public key (releasekit keys show-public)"
+            ) from None
         raise InputError(f"{where}: not a PEM public key (SubjectPublicKeyInfo)") from None
     _check_supported(key, where)
     return key  # type: ignore[return-value]
@@ -203,7 +215,9 @@ def write_key_pair(out: Path, key_type_: KeyType = "ecdsa-p256") -> tuple[Path, 
         if path.exists():
             raise InputError(f"{path} already exists; refusing to overwrite a key")
     key = generate(key_type_)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     try:
         fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:

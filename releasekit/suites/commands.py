@@ -11,37 +11,68 @@ from releasekit.report import print_json, render_findings, stdout_console
 
 def test_command(
     manifest: Path = typer.Argument(..., help="The release manifest (its components' tests: suites)."),
-    image: str = typer.Option(..., "--image", help="The candidate image (ID or tag in the local Docker Engine)."),
-    outdir: Path = typer.Option(..., "-o", "--output", help="Release directory: receipts go to tests/<component>.<suite>.json."),
-    lock: Path | None = typer.Option(None, "--lock", help="The lock: test files come from each component's locked commit."),
+    image: str = typer.Option(
+        ..., "--image", help="The candidate image (ID or tag in the local Docker Engine)."
+    ),
+    outdir: Path = typer.Option(
+        ..., "-o", "--output", help="Release directory: receipts go to tests/<component>.<suite>.json."
+    ),
+    lock: Path | None = typer.Option(
+        None, "--lock", help="The lock: test files come from each component's locked commit."
+    ),
     baseline_image: str | None = typer.Option(
         None, "--baseline-image", help="Image failures are rerun on (overrides each suite's baseline)."
     ),
     suite: list[str] = typer.Option([], "--suite", help="Run only this suite (repeatable)."),
-    component: list[str] = typer.Option([], "--component", help="Run only this component's suites (repeatable)."),
-    allow_local_repos: bool = typer.Option(False, "--allow-local-repos", help="Allow file:// and local-path repositories."),
+    component: list[str] = typer.Option(
+        [], "--component", help="Run only this component's suites (repeatable)."
+    ),
+    allow_local_repos: bool = typer.Option(
+        False, "--allow-local-repos", help="Allow file:// and local-path repositories."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Run the components' test suites inside IMAGE; judge failures against the baseline image."""
     from releasekit.git import local_repos_allowed
     from releasekit.suites.sweep import TestOptions, run_tests
 
-    result = run_tests(TestOptions(
-        manifest=manifest, image=image, outdir=outdir, lock=lock, baseline_image=baseline_image, suites=list(suite),
-        components=list(component), allow_local_repos=local_repos_allowed(allow_local_repos),
-    ))
+    result = run_tests(
+        TestOptions(
+            manifest=manifest,
+            image=image,
+            outdir=outdir,
+            lock=lock,
+            baseline_image=baseline_image,
+            suites=list(suite),
+            components=list(component),
+            allow_local_repos=local_repos_allowed(allow_local_repos),
+        )
+    )
     if json_out:
-        print_json({"passed": result.passed, "image_id": result.image_id, "lock_sha256": result.lock_sha256,
-                    "receipts": result.receipts, "findings": result.findings})
+        print_json(
+            {
+                "passed": result.passed,
+                "image_id": result.image_id,
+                "lock_sha256": result.lock_sha256,
+                "receipts": result.receipts,
+                "findings": result.findings,
+            }
+        )
     else:
         console = stdout_console()
         console.print(f"image {result.image_id}")
         for rel, receipt in result.receipts.items():
             c = receipt.counts
-            line = (f"{receipt.component}/{receipt.suite}: {receipt.status} — {c.passed} passed, {c.failed} failed, "
-                    f"{c.errors} errors, {c.skipped} skipped in {receipt.run.seconds:.1f} s")
+            line = (
+                f"{receipt.component}/{receipt.suite}: {receipt.status} — {c.passed} passed, {c.failed} failed, "
+                f"{c.errors} errors, {c.skipped} skipped in {receipt.run.seconds:.1f} s"
+            )
             if receipt.expected:
-                line += " (expected: " + ", ".join(f"{r.rule} {'ok' if r.ok else 'NOT MET'}" for r in receipt.expected) + ")"
+                line += (
+                    " (expected: "
+                    + ", ".join(f"{r.rule} {'ok' if r.ok else 'NOT MET'}" for r in receipt.expected)
+                    + ")"
+                )
             if receipt.skip_reason:
                 line += f" ({receipt.skip_reason})"
             console.print(line, markup=False)
@@ -55,29 +86,44 @@ def test_command(
 
 def hygiene_command(
     manifest: Path = typer.Argument(..., help="The release manifest (its components' hygiene: sections)."),
-    lock: Path = typer.Option(..., "--lock", help="The lock: the tree is its canonical head plus the planned PRs."),
-    outdir: Path = typer.Option(..., "-o", "--output", help="Release directory: hygiene.json is written there."),
+    lock: Path = typer.Option(
+        ..., "--lock", help="The lock: the tree is its canonical head plus the planned PRs."
+    ),
+    outdir: Path = typer.Option(
+        ..., "-o", "--output", help="Release directory: hygiene.json is written there."
+    ),
     component: list[str] = typer.Option([], "--component", help="Only this component (repeatable)."),
-    allow_local_repos: bool = typer.Option(False, "--allow-local-repos", help="Allow file:// and local-path repositories."),
+    allow_local_repos: bool = typer.Option(
+        False, "--allow-local-repos", help="Allow file:// and local-path repositories."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Run ruff, ruff format --check, git diff --check and the repository's hooks on the composed tree."""
     from releasekit.git import local_repos_allowed
     from releasekit.suites.hygiene import HygieneOptions, run_hygiene
 
-    receipt = run_hygiene(HygieneOptions(
-        manifest=manifest, lock=lock, outdir=outdir, components=list(component),
-        allow_local_repos=local_repos_allowed(allow_local_repos),
-    ))
+    receipt = run_hygiene(
+        HygieneOptions(
+            manifest=manifest,
+            lock=lock,
+            outdir=outdir,
+            components=list(component),
+            allow_local_repos=local_repos_allowed(allow_local_repos),
+        )
+    )
     if json_out:
         print_json(receipt)
     else:
         console = stdout_console()
         for comp in receipt.components:
-            console.print(f"{comp.component}: {len(comp.files)} file(s) in scope ({comp.scope}), tree {comp.composed_tree[:12]}",
-                          markup=False)
+            console.print(
+                f"{comp.component}: {len(comp.files)} file(s) in scope ({comp.scope}), tree {comp.composed_tree[:12]}",
+                markup=False,
+            )
             for step in comp.steps:
-                console.print(f"  {step.step} ({step.tool} {step.version or ''}): {step.status}", markup=False)
+                console.print(
+                    f"  {step.step} ({step.tool} {step.version or ''}): {step.status}", markup=False
+                )
         render_findings(receipt.findings, console, ok_message="clean")
         console.print(f"hygiene: {receipt.status.upper()}  ({outdir / 'hygiene.json'})", markup=False)
     raise typer.Exit(1 if receipt.status == "failed" else 0)

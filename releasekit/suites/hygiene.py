@@ -49,7 +49,9 @@ def _tools_dir() -> Path:
 
 def _version_of(exe: str) -> str | None:
     try:
-        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
+        out = subprocess.run(
+            [exe, "--version"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     words = out.split()
@@ -66,8 +68,10 @@ def ensure_tool(name: str, version: str, tool_dir: Path | None = None) -> Path:
     if exe.is_file() and _version_of(str(exe)) == version:
         return exe
     shutil.rmtree(venv, ignore_errors=True)
-    steps = [[sys.executable, "-m", "venv", str(venv)],
-             [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{_DIST[name]}=={version}"]]
+    steps = [
+        [sys.executable, "-m", "venv", str(venv)],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{_DIST[name]}=={version}"],
+    ]
     for argv in steps:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
         if proc.returncode != 0:
@@ -93,12 +97,15 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
     if lock.manifest.sha256 != loaded.sha256:
         raise InputError(f"{opts.lock} was made from another manifest, not {opts.manifest}")
     targets = {
-        name: comp for name, comp in loaded.manifest.git_components().items()
+        name: comp
+        for name, comp in loaded.manifest.git_components().items()
         if comp.hygiene is not None and (not opts.components or name in opts.components)
     }
     if not targets:
-        raise InputError(f"{opts.manifest}: no component has a hygiene: section" +
-                         (f" among {', '.join(opts.components)}" if opts.components else ""))
+        raise InputError(
+            f"{opts.manifest}: no component has a hygiene: section"
+            + (f" among {', '.join(opts.components)}" if opts.components else "")
+        )
     checks = hygiene_checks()
     findings = Findings()
     components: list[HygieneComponent] = []
@@ -110,17 +117,33 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
             if locked is None:
                 raise InputError(f"the lock has no git component {name!r}")
             tree = Path(tmp) / name
-            base, head, tree_id = composed_tree(name, comp, locked, loaded, tree,
-                                                allow_local=opts.allow_local_repos, cache_dir=opts.cache_dir)
+            base, head, tree_id = composed_tree(
+                name, comp, locked, loaded, tree, allow_local=opts.allow_local_repos, cache_dir=opts.cache_dir
+            )
             files = _files(Git(tree), base, hygiene.scope)
-            tools: dict[str, Path] = {tool: ensure_tool(tool, version, opts.tool_dir) for tool, version in hygiene.tools.items()}
-            ctx = HygieneContext(component=name, tree=tree, base=base, head=head, files=files, hygiene=hygiene, tools=tools)
-            record = HygieneComponent(component=name, repo=locked.repo, base=base, composed_commit=head,
-                                      composed_tree=tree_id, scope=hygiene.scope, files=files)
+            tools: dict[str, Path] = {
+                tool: ensure_tool(tool, version, opts.tool_dir) for tool, version in hygiene.tools.items()
+            }
+            ctx = HygieneContext(
+                component=name, tree=tree, base=base, head=head, files=files, hygiene=hygiene, tools=tools
+            )
+            record = HygieneComponent(
+                component=name,
+                repo=locked.repo,
+                base=base,
+                composed_commit=head,
+                composed_tree=tree_id,
+                scope=hygiene.scope,
+                files=files,
+            )
             for step in hygiene.steps:
                 check = checks[step]
                 found = check.run(ctx)
-                tool = "ruff" if step.startswith("ruff") else (hygiene.hook_runner if step == "pre-commit" else "git")
+                tool = (
+                    "ruff"
+                    if step.startswith("ruff")
+                    else (hygiene.hook_runner if step == "pre-commit" else "git")
+                )
                 status: Literal["passed", "failed", "not-runnable"]
                 if found.errors:
                     status = "failed"
@@ -128,18 +151,26 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
                     status = "not-runnable"
                 else:
                     status = "passed"
-                record.steps.append(HygieneStepResult(
-                    step=step, tool=tool, version=hygiene.tools.get(tool) if tool != "git" else None, status=status,
-                    files=len(files), detail=f"{len(found.errors)} finding(s)" if found.errors else None,
-                ))
+                record.steps.append(
+                    HygieneStepResult(
+                        step=step,
+                        tool=tool,
+                        version=hygiene.tools.get(tool) if tool != "git" else None,
+                        status=status,
+                        files=len(files),
+                        detail=f"{len(found.errors)} finding(s)" if found.errors else None,
+                    )
+                )
                 findings.extend(found)
             components.append(record)
     steps = [s for c in components for s in c.steps]
     overall: Literal["passed", "failed", "incomplete"] = (
-        "failed" if not findings.passed else ("incomplete" if any(s.status != "passed" for s in steps) else "passed")
+        "failed"
+        if not findings.passed
+        else ("incomplete" if any(s.status != "passed" for s in steps) else "passed")
     )
-    receipt = HygieneReceipt(status=overall, lock_sha256=lock_file_sha256(opts.lock), components=components,
-                             findings=findings)
+    receipt = HygieneReceipt(
+        status=overall, lock_sha256=lock_file_sha256(opts.lock), components=components, findings=findings
+    )
     write_record(receipt, opts.outdir / "hygiene.json")
     return receipt
-

@@ -25,7 +25,7 @@ def _node_id(case: ET.Element) -> str:
     file = case.get("file")
     if file and file.endswith(".py"):
         module = file[:-3].replace("/", ".")
-        rest = classname[len(module) + 1:] if classname.startswith(module + ".") else ""
+        rest = classname[len(module) + 1 :] if classname.startswith(module + ".") else ""
         return "::".join(p for p in (file, *rest.split("."), name) if p)
     return f"{classname}::{name}" if classname else name
 
@@ -58,8 +58,13 @@ def parse_junit(data: bytes) -> list[Case]:
         extra = "\n".join(e.text or "" for e in case if e.tag in ("system-out", "system-err") and e.text)
         if outcome in ("failed", "error") and extra:
             output = (output or "") + "\n" + extra
-        cases.append(Case(
-            id=_node_id(case), outcome=outcome, message=_clip(message), output=_clip(output),
-            seconds=float(case.get("time") or 0.0),
-        ))
+        cases.append(
+            Case(
+                id=_node_id(case),
+                outcome=outcome,
+                message=_clip(message),
+                output=_clip(output),
+                seconds=float(case.get("time") or 0.0),
+            )
+        )
     return cases

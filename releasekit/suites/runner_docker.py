@@ -48,8 +48,14 @@ def run_in_image(
     engine = Engine(timeout=120)
     try:
         container = engine.create(
-            image, command=command, workdir=workdir, environment=env or {}, network=False,
-            labels={"io.releasekit.stage": "test"}, gpu_count=gpus, devices=devices,
+            image,
+            command=command,
+            workdir=workdir,
+            environment=env or {},
+            network=False,
+            labels={"io.releasekit.stage": "test"},
+            gpu_count=gpus,
+            devices=devices,
         )
     except NoSuchImage:
         raise EnvironmentProblem(f"image {image} is not in the local Docker Engine") from None

@@ -18,8 +18,15 @@ from releasekit.records.lock import LockedGitComponent
 _CONFIG_FILES = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py")
 
 
-def locked_checkout(comp: GitComponent, locked: LockedGitComponent, loaded: LoadedManifest, dest: Path, *,
-                    allow_local: bool, cache_dir: Path | None = None) -> Path:
+def locked_checkout(
+    comp: GitComponent,
+    locked: LockedGitComponent,
+    loaded: LoadedManifest,
+    dest: Path,
+    *,
+    allow_local: bool,
+    cache_dir: Path | None = None,
+) -> Path:
     mirror = Mirror(comp.repo, cache_dir, allow_local=allow_local, base_dir=loaded.directory)
     return fresh_checkout(mirror, locked.commit, dest, expect_tree=locked.tree).path
 
@@ -48,13 +55,23 @@ def stage_suite(checkout: Path, suite: TestSuite, dest: Path) -> None:
         target = dest / wanted_path
         target.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
-            shutil.copytree(src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+            shutil.copytree(
+                src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".git")
+            )
         else:
             shutil.copy2(src, target)
 
 
-def composed_tree(name: str, comp: GitComponent, locked: LockedGitComponent, loaded: LoadedManifest, dest: Path, *,
-                  allow_local: bool, cache_dir: Path | None = None) -> tuple[str, str, str]:
+def composed_tree(
+    name: str,
+    comp: GitComponent,
+    locked: LockedGitComponent,
+    loaded: LoadedManifest,
+    dest: Path,
+    *,
+    allow_local: bool,
+    cache_dir: Path | None = None,
+) -> tuple[str, str, str]:
     """Check out the canonical head the lock recorded and merge the planned PRs in order (as ``plan compose``).
 
     Returns (base, composed commit, composed tree). A conflict is an InputError: ``plan

@@ -96,8 +96,18 @@ def _argv(suite: TestSuite, selection: list[str] | None) -> list[str]:
     if suite.command is not None:
         return list(suite.command.argv)
     assert suite.pytest is not None
-    argv = [suite.python, "-m", "pytest", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
-            f"--junitxml={JUNIT}", "-rs", *suite.pytest.args]
+    argv = [
+        suite.python,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "junit_family=xunit1",
+        f"--junitxml={JUNIT}",
+        "-rs",
+        *suite.pytest.args,
+    ]
     if selection is not None:
         return [*argv, *selection]
     argv += suite.pytest.paths
@@ -122,22 +132,39 @@ def _run(image: str, suite: TestSuite, staged: Path | None, selection: list[str]
     junit = suite.command.junit if suite.command else JUNIT
     env = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1", **suite.env}
     outcome = runner_docker.run_in_image(
-        image, _argv(suite, selection), source=staged, source_dest=SRC,
-        workdir=SRC if staged is not None else suite.workdir, env=env, timeout=suite.timeout,
-        gpus=suite.needs.gpus, devices=suite.needs.devices, collect=[junit],
+        image,
+        _argv(suite, selection),
+        source=staged,
+        source_dest=SRC,
+        workdir=SRC if staged is not None else suite.workdir,
+        env=env,
+        timeout=suite.timeout,
+        gpus=suite.needs.gpus,
+        devices=suite.needs.devices,
+        collect=[junit],
     )
     report = outcome.files.get(junit)
     cases = parse_junit(report) if report is not None else None
-    return _Run(image_id=image, cases=cases, exit_code=outcome.exit_code, timed_out=outcome.timed_out,
-                seconds=outcome.seconds, logs=outcome.logs)
+    return _Run(
+        image_id=image,
+        cases=cases,
+        exit_code=outcome.exit_code,
+        timed_out=outcome.timed_out,
+        seconds=outcome.seconds,
+        logs=outcome.logs,
+    )
 
 
 def _evidence(run: _Run, test: str) -> RunEvidence:
     case = next((c for c in run.cases or [] if c.id == test), None)
     if case is None:
         tail = run.logs[-600:] if run.logs else None
-        return RunEvidence(image_id=run.image_id, outcome="missing",
-                           message="killed at the timeout" if run.timed_out else "no result for this test", output=tail)
+        return RunEvidence(
+            image_id=run.image_id,
+            outcome="missing",
+            message="killed at the timeout" if run.timed_out else "no result for this test",
+            output=tail,
+        )
     return RunEvidence(image_id=run.image_id, outcome=case.outcome, message=case.message, output=case.output)  # type: ignore[arg-type]
 
 
@@ -158,15 +185,29 @@ def _counts(cases: list[Case]) -> tuple[Counts, dict[str, int]]:
     return counts, reasons
 
 
-def judge_suite(component: str, suite: TestSuite, image: str, image_id: str, staged: Path | None,
-                baseline: tuple[str, str] | None, base: TestReceipt) -> TestReceipt:
+def judge_suite(
+    component: str,
+    suite: TestSuite,
+    image: str,
+    image_id: str,
+    staged: Path | None,
+    baseline: tuple[str, str] | None,
+    base: TestReceipt,
+) -> TestReceipt:
     """Run ``suite`` in the candidate, rerun its failures, judge them on the baseline; the receipt."""
     first = _run(image_id, suite, staged, None)
-    receipt = base.model_copy(update={
-        "command": _argv(suite, None),
-        "run": SuiteRun(exit_code=first.exit_code, timed_out=first.timed_out, report_found=first.cases is not None,
-                        seconds=round(first.seconds, 3), log_tail=first.logs[-4000:]),
-    })
+    receipt = base.model_copy(
+        update={
+            "command": _argv(suite, None),
+            "run": SuiteRun(
+                exit_code=first.exit_code,
+                timed_out=first.timed_out,
+                report_found=first.cases is not None,
+                seconds=round(first.seconds, 3),
+                log_tail=first.logs[-4000:],
+            ),
+        }
+    )
     if first.cases is None:
         receipt.status = "timed-out" if first.timed_out else "failed"
         return receipt
@@ -198,11 +239,18 @@ def judge_suite(component: str, suite: TestSuite, image: str, image_id: str, sta
             else:
                 verdict = "unjudged"
         entry = allowed.get(case.id)
-        receipt.failures.append(FailedTest(
-            test=case.id, outcome=case.outcome, message=case.message, output=case.output,  # type: ignore[arg-type]
-            verdict=verdict, candidate_rerun=again, baseline=on_base,
-            allowlist_reason=entry.reason if entry else None,
-        ))
+        receipt.failures.append(
+            FailedTest(
+                test=case.id,
+                outcome=case.outcome,
+                message=case.message,
+                output=case.output,  # type: ignore[arg-type]
+                verdict=verdict,
+                candidate_rerun=again,
+                baseline=on_base,
+                allowlist_reason=entry.reason if entry else None,
+            )
+        )
     return receipt
 
 
@@ -222,8 +270,10 @@ def run_tests(opts: TestOptions) -> TestResult:
     lock: Lock | None = read_lock(opts.lock) if opts.lock else None
     lock_sha = lock_file_sha256(opts.lock) if opts.lock else None
     if lock is not None and lock.manifest.sha256 != loaded.sha256:
-        raise InputError(f"{opts.lock} was made from another manifest (sha256 {lock.manifest.sha256[:12]}), "
-                         f"not {opts.manifest} ({loaded.sha256[:12]})")
+        raise InputError(
+            f"{opts.lock} was made from another manifest (sha256 {lock.manifest.sha256[:12]}), "
+            f"not {opts.manifest} ({loaded.sha256[:12]})"
+        )
     image_id = runner_docker.image_id(opts.image)
     if image_id is None:
         raise InputError(f"image {opts.image} is not in the local Docker Engine")
@@ -235,7 +285,9 @@ def run_tests(opts: TestOptions) -> TestResult:
         if not opts.suites or suite.name in opts.suites
     ]
     if not selected:
-        raise InputError(f"{opts.manifest}: no test suite matches" + (f" {', '.join(opts.suites)}" if opts.suites else ""))
+        raise InputError(
+            f"{opts.manifest}: no test suite matches" + (f" {', '.join(opts.suites)}" if opts.suites else "")
+        )
     today = opts.today or dt.date.today()
     findings = Findings()
     receipts: dict[str, TestReceipt] = {}
@@ -245,8 +297,14 @@ def run_tests(opts: TestOptions) -> TestResult:
         for name, comp, suite in selected:
             started = time.monotonic()
             base = TestReceipt(
-                component=name, suite=suite.name, required=suite.required, status="passed", image=opts.image,
-                image_id=image_id, lock_sha256=lock_sha, started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                component=name,
+                suite=suite.name,
+                required=suite.required,
+                status="passed",
+                image=opts.image,
+                image_id=image_id,
+                lock_sha256=lock_sha,
+                started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
             ref, why_not = _baseline_for(suite, opts.baseline_image)
             baseline: tuple[str, str] | None = None
@@ -267,15 +325,25 @@ def run_tests(opts: TestOptions) -> TestResult:
                     if locked is None:
                         raise InputError(f"the lock has no git component {name!r}")
                     if name not in checkouts:
-                        checkouts[name] = locked_checkout(comp, locked, loaded, Path(tmp) / "checkout" / name,
-                                                          allow_local=opts.allow_local_repos, cache_dir=opts.cache_dir)
+                        checkouts[name] = locked_checkout(
+                            comp,
+                            locked,
+                            loaded,
+                            Path(tmp) / "checkout" / name,
+                            allow_local=opts.allow_local_repos,
+                            cache_dir=opts.cache_dir,
+                        )
                     staged = Path(tmp) / "staged" / name / suite.name
                     stage_suite(checkouts[name], suite, staged)
                     base.source_commit = locked.commit
                 receipt = judge_suite(name, suite, opts.image, image_id, staged, baseline, base)
                 if why_not and any(f.verdict == "unjudged" for f in receipt.failures):
-                    receipt.findings.add("BASELINE_UNAVAILABLE", f"failures could not be judged: {why_not}",
-                                         component=name, field=f"tests.{suite.name}.baseline")
+                    receipt.findings.add(
+                        "BASELINE_UNAVAILABLE",
+                        f"failures could not be judged: {why_not}",
+                        component=name,
+                        field=f"tests.{suite.name}.baseline",
+                    )
             context = SuiteContext(component=name, suite=suite, receipt=receipt, today=today)
             for check in suite_checks():
                 receipt.findings.extend(check.run(context))
@@ -286,4 +354,6 @@ def run_tests(opts: TestOptions) -> TestResult:
             write_record(receipt, opts.outdir / rel)
             receipts[rel] = receipt
             findings.extend(receipt.findings)
-    return TestResult(image=opts.image, image_id=image_id, lock_sha256=lock_sha, receipts=receipts, findings=findings)
+    return TestResult(
+        image=opts.image, image_id=image_id, lock_sha256=lock_sha, receipts=receipts, findings=findings
+    )

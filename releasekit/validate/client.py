@@ -21,7 +21,9 @@ class Completion(BaseModel):
     completion_tokens: int | None = None
     ttft_s: float | None = None
     latency_s: float = 0.0
-    chunk_times_s: list[float] = Field(default_factory=list, description="arrival of each text chunk, from send")
+    chunk_times_s: list[float] = Field(
+        default_factory=list, description="arrival of each text chunk, from send"
+    )
     error: str | None = None
 
     @property
@@ -115,7 +117,9 @@ class EngineClient:
         """All prompts with at most ``concurrency`` in flight; (results in order, wall seconds)."""
         gate = asyncio.Semaphore(concurrency)
         limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2)
-        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10), limits=limits) as http:
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout_s, connect=10), limits=limits
+        ) as http:
 
             async def one(p: list[int] | str) -> Completion:
                 async with gate:

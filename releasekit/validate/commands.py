@@ -47,9 +47,13 @@ def _gpu_count() -> int:
 
 def matrix(
     file: Path = typer.Argument(..., help="The release manifest."),
-    fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", help="table, json, or a GitHub Actions matrix."),
+    fmt: MatrixFormat = typer.Option(
+        MatrixFormat.table, "--format", help="table, json, or a GitHub Actions matrix."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
-    label_prefix: str = typer.Option("gpu", help="Runner label prefix for --format github (gpu-1, gpu-2, ...)."),
+    label_prefix: str = typer.Option(
+        "gpu", help="Runner label prefix for --format github (gpu-1, gpu-2, ...)."
+    ),
 ) -> None:
     """List the validation cells of a manifest."""
     from releasekit.manifest import load_manifest
@@ -70,8 +74,19 @@ def matrix(
         f"{loaded.manifest.name}: {len(rows)} cells",
         ["cell", "model", "TP", "DCP", "EP", "GPUs", "spec", "quant", "KV", "checks", "gates"],
         [
-            [r.id, r.model, str(r.tp), str(r.dcp), str(r.ep or "-"), str(r.gpus), r.speculative,
-             r.quantization or "-", r.kv_cache_dtype or "-", ",".join(r.checks), "; ".join(r.gates) or "-"]
+            [
+                r.id,
+                r.model,
+                str(r.tp),
+                str(r.dcp),
+                str(r.ep or "-"),
+                str(r.gpus),
+                r.speculative,
+                r.quantization or "-",
+                r.kv_cache_dtype or "-",
+                ",".join(r.checks),
+                "; ".join(r.gates) or "-",
+            ]
             for r in rows
         ],
     )
@@ -81,14 +96,21 @@ def matrix(
 @validate_app.command("run")
 def run(
     file: Path = typer.Argument(..., help="The release manifest."),
-    image: str = typer.Option(..., "--image", help="The candidate image (ID or tag) in the local Docker Engine."),
-    lock: Path | None = typer.Option(None, "--lock", help="The lock the image was built from (bound into receipts)."),
+    image: str = typer.Option(
+        ..., "--image", help="The candidate image (ID or tag) in the local Docker Engine."
+    ),
+    lock: Path | None = typer.Option(
+        None, "--lock", help="The lock the image was built from (bound into receipts)."
+    ),
     cell: list[str] = typer.Option(None, "--cell", help="Run only these cells (repeatable)."),
     output: Path = typer.Option(Path("receipts"), "-o", "--output", help="Directory for the receipts."),
-    gpus: int | None = typer.Option(None, "--gpus", help="GPUs to pack cells onto (default: nvidia-smi's count)."),
+    gpus: int | None = typer.Option(
+        None, "--gpus", help="GPUs to pack cells onto (default: nvidia-smi's count)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for random prompts and pass keys."),
     dry_run: bool = typer.Option(
-        False, "--dry-run",
+        False,
+        "--dry-run",
         help="Start no server: render every cell and have IMAGE's own engine parse it (pre-flight); no receipts.",
     ),
     json_out: bool = typer.Option(False, "--json"),
@@ -102,7 +124,13 @@ def run(
     if dry_run:
         _dry_run(loaded, image, cell or None, json_out)
     result = run_validation(
-        loaded, image, lock, output, cells=cell or None, gpus=_gpu_count() if gpus is None else gpus, seed=seed
+        loaded,
+        image,
+        lock,
+        output,
+        cells=cell or None,
+        gpus=_gpu_count() if gpus is None else gpus,
+        seed=seed,
     )
     if json_out:
         print_json(result)
@@ -112,7 +140,10 @@ def run(
             findings_table(
                 f"validate {loaded.manifest.name} on {result.image_id[:19]}",
                 ["cell", "status", "seconds", "findings", "receipt"],
-                [[c.cell_id, c.status, f"{c.duration_s:.1f}", ", ".join(c.codes) or "-", c.receipt] for c in result.cells],
+                [
+                    [c.cell_id, c.status, f"{c.duration_s:.1f}", ", ".join(c.codes) or "-", c.receipt]
+                    for c in result.cells
+                ],
             )
         )
         for f in result.findings:
@@ -134,20 +165,31 @@ def _dry_run(loaded, image: str, cells: list[str] | None, json_out: bool) -> Non
             findings_table(
                 f"pre-flight of {loaded.manifest.name} in {result.image_id[:19]}",
                 ["cell", "engine", "parsed", "findings"],
-                [[c.cell_id, c.engine, "yes" if c.parsed is not None else "no",
-                  ", ".join(sorted({f.code for f in c.findings})) or "-"] for c in result.cells],
+                [
+                    [
+                        c.cell_id,
+                        c.engine,
+                        "yes" if c.parsed is not None else "no",
+                        ", ".join(sorted({f.code for f in c.findings})) or "-",
+                    ]
+                    for c in result.cells
+                ],
             )
         )
         for f in [*result.findings, *(f for c in result.cells for f in c.findings)]:
             console.print(f.render())
-        console.print("[green]every cell parsed as meant[/green]" if result.passed else "[bold red]failed[/bold red]")
+        console.print(
+            "[green]every cell parsed as meant[/green]" if result.passed else "[bold red]failed[/bold red]"
+        )
     raise typer.Exit(0 if result.passed else 1)
 
 
 @validate_app.command("aggregate")
 def aggregate(
     receipts: Path = typer.Argument(..., help="A directory of receipts."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write REPORT.md, summary.json and PNG plots here."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write REPORT.md, summary.json and PNG plots here."
+    ),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Merge receipts: one verdict, a markdown report, throughput and candidate-vs-baseline plots."""
@@ -164,7 +206,15 @@ def aggregate(
             findings_table(
                 "receipts",
                 ["cell", "status", "spec", "headline"],
-                [[c.cell_id, c.status, c.speculative, ", ".join(f"{k}={v:.4g}" for k, v in c.headline.items() if v is not None)] for c in agg.cells],
+                [
+                    [
+                        c.cell_id,
+                        c.status,
+                        c.speculative,
+                        ", ".join(f"{k}={v:.4g}" for k, v in c.headline.items() if v is not None),
+                    ]
+                    for c in agg.cells
+                ],
             )
         )
         render_findings(Findings(findings=agg.findings), console, ok_message="every required cell passed")

@@ -35,7 +35,9 @@ class ContainerSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     port: int = 8000
     gpus: list[int] = Field(default_factory=list)
-    mounts: dict[str, str] = Field(default_factory=dict, description="host path -> container path (read-only)")
+    mounts: dict[str, str] = Field(
+        default_factory=dict, description="host path -> container path (read-only)"
+    )
     shm_size: str = "2g"
     cell_id: str
     cpuset: str | None = None
@@ -106,7 +108,8 @@ class RunningServer:
                     pass
             if time.monotonic() - start > deadline_s:
                 raise ServerFailed(
-                    "SERVER_NOT_READY", f"the server was not ready within {deadline_s:.0f} s ({' and '.join(paths)})"
+                    "SERVER_NOT_READY",
+                    f"the server was not ready within {deadline_s:.0f} s ({' and '.join(paths)})",
                 )
             time.sleep(1.0)
 

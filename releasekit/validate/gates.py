@@ -56,7 +56,11 @@ def resolve_baseline(name: str, baseline: Baseline, manifest_dir: Path) -> Basel
     if baseline.receipt is not None:
         path = manifest_dir / baseline.receipt
         if not path.is_file():
-            return BaselineValues(name=name, values=dict(baseline.values), problem=f"baseline receipt {baseline.receipt} does not exist")
+            return BaselineValues(
+                name=name,
+                values=dict(baseline.values),
+                problem=f"baseline receipt {baseline.receipt} does not exist",
+            )
         try:
             found = receipt_values(path)
         except Exception as exc:  # noqa: BLE001 - a broken baseline is reported on the gate, not fatal
@@ -79,26 +83,43 @@ def _bounds(m: Metric) -> tuple[float, float, float, int]:
     return point, low, high, len(samples)
 
 
-def evaluate_gate(gate: Gate, metrics: dict[str, Metric], baselines: dict[str, BaselineValues]) -> tuple[GateResult, Findings]:
+def evaluate_gate(
+    gate: Gate, metrics: dict[str, Metric], baselines: dict[str, BaselineValues]
+) -> tuple[GateResult, Findings]:
     findings = Findings()
     m = metrics.get(gate.metric)
     if m is None or (m.value is None and not m.samples):
         findings.add("GATE_METRIC_MISSING", f"gate on {gate.metric}: the cell produced no such metric")
-        return GateResult(metric=gate.metric, passed=False, baseline=gate.baseline, bound="metric missing", note=gate.note), findings
+        return GateResult(
+            metric=gate.metric, passed=False, baseline=gate.baseline, bound="metric missing", note=gate.note
+        ), findings
     point, low, high, runs = _bounds(m)
     result = GateResult(
-        metric=gate.metric, passed=True, candidate=point, candidate_low=low, candidate_high=high,
-        runs=runs, baseline=gate.baseline, bound="", note=gate.note,
+        metric=gate.metric,
+        passed=True,
+        candidate=point,
+        candidate_low=low,
+        candidate_high=high,
+        runs=runs,
+        baseline=gate.baseline,
+        bound="",
+        note=gate.note,
     )
     if runs < gate.runs:
-        findings.add("GATE_TOO_FEW_RUNS", f"gate on {gate.metric} needs {gate.runs} runs, {runs} produced a value")
+        findings.add(
+            "GATE_TOO_FEW_RUNS", f"gate on {gate.metric} needs {gate.runs} runs, {runs} produced a value"
+        )
         result.passed = False
     rules: list[str] = []
     if gate.baseline is not None:
         base = baselines.get(gate.baseline)
         value = base.values.get(gate.metric) if base else None
         if base is None or value is None or value == 0:
-            why = (base.problem if base and base.problem else f"baseline '{gate.baseline}' has no value for {gate.metric}")
+            why = (
+                base.problem
+                if base and base.problem
+                else f"baseline '{gate.baseline}' has no value for {gate.metric}"
+            )
             findings.add("BASELINE_UNAVAILABLE", f"gate on {gate.metric}: {why}")
             result.passed = False
             result.bound = "baseline unavailable"
@@ -133,7 +154,9 @@ def evaluate_gate(gate: Gate, metrics: dict[str, Metric], baselines: dict[str, B
         rules.append(f"upper 95% bound <= {gate.max}")
         if high > gate.max:
             result.passed = False
-            findings.add("GATE_ABOVE_MAX", f"{gate.metric}: {point:.4g} (high {high:.4g}) is above {gate.max}")
+            findings.add(
+                "GATE_ABOVE_MAX", f"{gate.metric}: {point:.4g} (high {high:.4g}) is above {gate.max}"
+            )
     result.bound = "; ".join(rules)
     return result, findings
 

@@ -38,11 +38,18 @@ class MatrixRow(BaseModel):
     source: str | None
     where_applicable: str | None = None
     serve_argv: list[str] = Field(default_factory=list, description="what the engine adapter would run")
-    serve_env: dict[str, str] = Field(default_factory=dict, description="the cell's env plus what the adapter adds")
-    serve_problems: list[str] = Field(default_factory=list, description="cell settings not rendered (a finding when run)")
-    model_problems: list[str] = Field(default_factory=list, description="CODE: message, for the model's pinning")
+    serve_env: dict[str, str] = Field(
+        default_factory=dict, description="the cell's env plus what the adapter adds"
+    )
+    serve_problems: list[str] = Field(
+        default_factory=list, description="cell settings not rendered (a finding when run)"
+    )
+    model_problems: list[str] = Field(
+        default_factory=list, description="CODE: message, for the model's pinning"
+    )
     processes: list[ProcessSpec] = Field(
-        default_factory=list, description="a prefill/decode cell's processes (serve_argv is its first worker's)"
+        default_factory=list,
+        description="a prefill/decode cell's processes (serve_argv is its first worker's)",
     )
 
 
@@ -66,7 +73,9 @@ def row_for(cell: Cell, schemes: Mapping[str, QuantizationScheme] | None = None)
         env.update(command.env)
         processes: list[ProcessSpec] = []
         if is_disaggregated(cell):
-            topology = engine.topology(cell, cell.model.source or cell.model.name, PortPlan(), list(range(cell.gpu_count)))
+            topology = engine.topology(
+                cell, cell.model.source or cell.model.name, PortPlan(), list(range(cell.gpu_count))
+            )
             if topology is None:
                 problems = [*problems, f"{cell.engine}: the adapter has no prefill/decode topology"]
             else:

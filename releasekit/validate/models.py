@@ -34,9 +34,15 @@ _CHUNK = 1 << 20
 
 
 class ResolvedModel(BaseModel):
-    engine_arg: str = Field(description="what the engine is told to load (a path inside the container, or a hub id)")
-    directory: str | None = Field(default=None, description="the model directory on this host, if there is one")
-    mounts: dict[str, str] = Field(default_factory=dict, description="host path -> container path (read-only)")
+    engine_arg: str = Field(
+        description="what the engine is told to load (a path inside the container, or a hub id)"
+    )
+    directory: str | None = Field(
+        default=None, description="the model directory on this host, if there is one"
+    )
+    mounts: dict[str, str] = Field(
+        default_factory=dict, description="host path -> container path (read-only)"
+    )
 
 
 def hub_cache() -> Path:
@@ -64,7 +70,9 @@ def resolve_model(model: ModelRef, manifest_dir: Path) -> ResolvedModel:
                 # The whole repository directory: a snapshot's files are links into its blobs/.
                 inside = f"{MODEL_MOUNT}/{repo.name}"
                 return ResolvedModel(
-                    engine_arg=f"{inside}/snapshots/{model.revision}", directory=str(snapshot), mounts={str(repo): inside}
+                    engine_arg=f"{inside}/snapshots/{model.revision}",
+                    directory=str(snapshot),
+                    mounts={str(repo): inside},
                 )
         return ResolvedModel(engine_arg=model.hub)
     return ResolvedModel(engine_arg=model.name)
@@ -77,20 +85,24 @@ def static_model_findings(model: ModelRef, *, cell: str | None = None, image: st
         findings.add(
             "MODEL_SOURCE_MISSING",
             f"model '{model.name}' names no hub repository or path: the engine is given its name",
-            severity=Severity.warning, cell=cell, image=image,
+            severity=Severity.warning,
+            cell=cell,
+            image=image,
         )
     if model.hub and not model.path and model.revision in (None, TO_BE_LOCKED):
         findings.add(
             "MODEL_NOT_PINNED",
             f"model '{model.name}' ({model.hub}) has no revision commit (revision: {model.revision or 'absent'})",
-            cell=cell, image=image,
+            cell=cell,
+            image=image,
         )
     unpinned = sorted(f for f, h in model.sha256.items() if h == TO_BE_LOCKED)
     if unpinned:
         findings.add(
             "MODEL_NOT_PINNED",
             f"model '{model.name}': sha256 of {', '.join(unpinned)} is to-be-locked",
-            cell=cell, image=image,
+            cell=cell,
+            image=image,
         )
     return findings
 
@@ -117,26 +129,42 @@ def check_model(
                 "MODEL_FILE_MISSING",
                 f"model '{model.name}' pins {len(model.sha256)} file(s), but no model directory is on this runner "
                 f"(looked for {model.path or f'{model.hub}@{model.revision} in {hub_cache()}'})",
-                cell=cell, image=image,
+                cell=cell,
+                image=image,
             )
     else:
         for name in sorted({*model.sha256, *IDENTITY_FILES}):
             file = directory / name
             if not file.is_file():
                 if name in model.sha256:
-                    findings.add("MODEL_FILE_MISSING", f"model '{model.name}': {name} is not in {directory}", cell=cell, image=image)
+                    findings.add(
+                        "MODEL_FILE_MISSING",
+                        f"model '{model.name}': {name} is not in {directory}",
+                        cell=cell,
+                        image=image,
+                    )
                 continue
             observed[name] = file_sha256(file)
             if name in pinned and observed[name] != pinned[name]:
                 findings.add(
                     "MODEL_HASH_MISMATCH",
                     f"model '{model.name}': {name} has sha256 {observed[name][:12]}, the manifest pins {pinned[name][:12]}",
-                    cell=cell, image=image,
+                    cell=cell,
+                    image=image,
                 )
-    verified = bool(model.sha256) and findings.passed and all(observed.get(f) == h for f, h in model.sha256.items())
+    verified = (
+        bool(model.sha256) and findings.passed and all(observed.get(f) == h for f, h in model.sha256.items())
+    )
     record = ModelRecord(
-        name=model.name, display_name=model.display_name, hub=model.hub, revision=model.revision, path=model.path,
-        directory=resolved.directory, engine_arg=resolved.engine_arg, expected=dict(model.sha256),
-        observed=observed, verified=verified,
+        name=model.name,
+        display_name=model.display_name,
+        hub=model.hub,
+        revision=model.revision,
+        path=model.path,
+        directory=resolved.directory,
+        engine_arg=resolved.engine_arg,
+        expected=dict(model.sha256),
+        observed=observed,
+        verified=verified,
     )
     return record, findings

@@ -37,11 +37,15 @@ class PreflightCell(BaseModel):
     argv: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     expected: dict[str, object] = Field(default_factory=dict)
-    parsed: dict[str, object] | None = Field(default=None, description="what the image's engine parsed; None: not parsed")
+    parsed: dict[str, object] | None = Field(
+        default=None, description="what the image's engine parsed; None: not parsed"
+    )
     findings: list[Finding] = Field(default_factory=list)
 
     def add(self, code: str, message: str, severity: Severity = Severity.error) -> None:
-        self.findings.append(Finding(code=code, message=message, severity=severity, location=Location(cell=self.cell_id)))
+        self.findings.append(
+            Finding(code=code, message=message, severity=severity, location=Location(cell=self.cell_id))
+        )
 
     @property
     def passed(self) -> bool:
@@ -53,7 +57,9 @@ class PreflightResult(BaseModel):
     image_id: str
     manifest_sha256: str
     cells: list[PreflightCell]
-    findings: list[Finding] = Field(default_factory=list, description="findings about the image, not one cell")
+    findings: list[Finding] = Field(
+        default_factory=list, description="findings about the image, not one cell"
+    )
     passed: bool
 
 
@@ -77,15 +83,19 @@ def judge(cell: PreflightCell, entry: dict[str, object]) -> None:
     for field, want in cell.expected.items():
         if field not in parsed:
             cell.add(
-                "PREFLIGHT_VALUE_MISMATCH", f"the image's {cell.engine} has no engine argument '{field}' (the cell needs {want!r})"
+                "PREFLIGHT_VALUE_MISMATCH",
+                f"the image's {cell.engine} has no engine argument '{field}' (the cell needs {want!r})",
             )
         elif not _same(parsed[field], want):
             cell.add(
-                "PREFLIGHT_VALUE_MISMATCH", f"{field}: the image's {cell.engine} parsed {parsed[field]!r}, the cell means {want!r}"
+                "PREFLIGHT_VALUE_MISMATCH",
+                f"{field}: the image's {cell.engine} parsed {parsed[field]!r}, the cell means {want!r}",
             )
 
 
-def _render(cell: Cell, loaded: LoadedManifest, image_env: dict[str, str]) -> tuple[PreflightCell, Engine | None, ServeCommand | None]:
+def _render(
+    cell: Cell, loaded: LoadedManifest, image_env: dict[str, str]
+) -> tuple[PreflightCell, Engine | None, ServeCommand | None]:
     from releasekit.validate.service import forbidden_switches
 
     spec = loaded.manifest.validation
@@ -93,7 +103,11 @@ def _render(cell: Cell, loaded: LoadedManifest, image_env: dict[str, str]) -> tu
     findings = static_model_findings(cell.model, cell=cell.id)
     engine = adapter_for(cell.engine)
     if engine is None:
-        findings.add("CELL_SETTING_NOT_RENDERED", f"engine '{cell.engine}' has no adapter: the cell cannot be rendered", cell=cell.id)
+        findings.add(
+            "CELL_SETTING_NOT_RENDERED",
+            f"engine '{cell.engine}' has no adapter: the cell cannot be rendered",
+            cell=cell.id,
+        )
         result.findings = list(findings)
         return result, None, None
     resolved = resolve_model(cell.model, loaded.directory)
@@ -102,13 +116,18 @@ def _render(cell: Cell, loaded: LoadedManifest, image_env: dict[str, str]) -> tu
     for problem in command.problems:
         findings.add("CELL_SETTING_NOT_RENDERED", f"{cell.engine}: {problem}", cell=cell.id)
     for hit in forbidden_switches(command.argv, {**image_env, **result.env}, spec.forbidden):
-        findings.add("FORBIDDEN_SWITCH", f"the server would run with {hit}, which the manifest forbids", cell=cell.id)
+        findings.add(
+            "FORBIDDEN_SWITCH", f"the server would run with {hit}, which the manifest forbids", cell=cell.id
+        )
     result.findings = list(findings)
     return result, engine, command
 
 
 def _parse_in_image(
-    client: DockerEngine, image_id: str, engine: Engine, batch: list[tuple[PreflightCell, Cell, ServeCommand]],
+    client: DockerEngine,
+    image_id: str,
+    engine: Engine,
+    batch: list[tuple[PreflightCell, Cell, ServeCommand]],
     timeout_s: float,
 ) -> Findings:
     """Run the adapter's script over ``batch`` in one container; judge each cell. Image-level findings returned."""
@@ -117,29 +136,45 @@ def _parse_in_image(
     if script is None:
         for pre, _, _ in batch:
             pre.add(
-                "PREFLIGHT_UNSUPPORTED", f"the {engine.name} adapter has no pre-flight parser: arguments not checked",
+                "PREFLIGHT_UNSUPPORTED",
+                f"the {engine.name} adapter has no pre-flight parser: arguments not checked",
                 Severity.warning,
             )
         return findings
-    payload = [{"id": pre.cell_id, "argv": engine.preflight_args(cell, command)} for pre, cell, command in batch]
+    payload = [
+        {"id": pre.cell_id, "argv": engine.preflight_args(cell, command)} for pre, cell, command in batch
+    ]
     try:
         run = client.run(
-            image_id, [json.dumps(payload)], timeout=timeout_s, entrypoint=["python3", "-c", script],
+            image_id,
+            [json.dumps(payload)],
+            timeout=timeout_s,
+            entrypoint=["python3", "-c", script],
             # The container has no network at all. HF_HUB_OFFLINE=1 (which the image may set) would make
             # the engine-argument constructor resolve the model in the local hub cache, i.e. look for a model.
             environment={"HF_HUB_OFFLINE": "0", "CUDA_VISIBLE_DEVICES": ""},
             labels={"io.releasekit.validate.preflight": engine.name},
         )
     except EngineError as exc:
-        findings.add("PREFLIGHT_FAILED", f"the engine refused the pre-flight container: {exc.explanation or exc}", image=image_id)
+        findings.add(
+            "PREFLIGHT_FAILED",
+            f"the engine refused the pre-flight container: {exc.explanation or exc}",
+            image=image_id,
+        )
         return findings
     line = next((ln for ln in reversed(run.output.splitlines()) if ln.startswith(PREFLIGHT_MARKER)), None)
     if run.timed_out or line is None:
-        why = f"timed out after {timeout_s:.0f} s" if run.timed_out else f"exited {run.exit_code} without a result"
+        why = (
+            f"timed out after {timeout_s:.0f} s"
+            if run.timed_out
+            else f"exited {run.exit_code} without a result"
+        )
         tail = " ".join(run.output.strip().splitlines()[-3:])[-OUTPUT_TAIL:]
-        findings.add("PREFLIGHT_FAILED", f"the {engine.name} pre-flight in the image {why}: {tail}", image=image_id)
+        findings.add(
+            "PREFLIGHT_FAILED", f"the {engine.name} pre-flight in the image {why}: {tail}", image=image_id
+        )
         return findings
-    entries = {str(e.get("id")): e for e in json.loads(line[len(PREFLIGHT_MARKER):]) if isinstance(e, dict)}
+    entries = {str(e.get("id")): e for e in json.loads(line[len(PREFLIGHT_MARKER) :]) if isinstance(e, dict)}
     for pre, _, _ in batch:
         entry = entries.get(pre.cell_id)
         if entry is None:
@@ -161,7 +196,9 @@ def run_preflight(
     if cells:
         unknown = [c for c in cells if spec.cell(c) is None]
         if unknown:
-            raise InputError(f"no cell '{unknown[0]}' in {loaded.path} (see `releasekit matrix {loaded.path}`)")
+            raise InputError(
+                f"no cell '{unknown[0]}' in {loaded.path} (see `releasekit matrix {loaded.path}`)"
+            )
     chosen = [c for c in spec.cells if not cells or c.id in cells]
     if not chosen:
         raise InputError(f"{loaded.path} has no validation cells")
@@ -179,6 +216,10 @@ def run_preflight(
         findings.extend(_parse_in_image(client, image_id, engine, batch, timeout_s))
     passed = findings.passed and all(r.passed for r in results)
     return PreflightResult(
-        image=image, image_id=image_id, manifest_sha256=loaded.sha256, cells=results, findings=list(findings),
+        image=image,
+        image_id=image_id,
+        manifest_sha256=loaded.sha256,
+        cells=results,
+        findings=list(findings),
         passed=passed,
     )

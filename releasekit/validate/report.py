@@ -65,7 +65,11 @@ HEADLINE = (
 
 def _headline(r: Receipt) -> dict[str, float | None]:
     out = {k: r.metrics[k].value for k in HEADLINE if k in r.metrics}
-    tput = [(int(k.split(".")[1][1:]), m.value) for k, m in r.metrics.items() if k.startswith("throughput.c") and k.endswith(".output_tok_s")]
+    tput = [
+        (int(k.split(".")[1][1:]), m.value)
+        for k, m in r.metrics.items()
+        if k.startswith("throughput.c") and k.endswith(".output_tok_s")
+    ]
     if tput:
         c, v = max(tput)
         out[f"throughput.c{c}.output_tok_s"] = v
@@ -75,8 +79,16 @@ def _headline(r: Receipt) -> dict[str, float | None]:
 def suite_rows(tests: list[TestReceipt], image_id: str | None) -> list[SuiteRow]:
     """Rows for the test receipts of ``image_id`` (all of them when it is not known)."""
     return [
-        SuiteRow(component=t.component, suite=t.suite, status=t.status, required=t.required, counts=t.counts_text(),
-                 stated=t.stated_text(), accepted=t.accepted_text(), skip_reason=t.skip_reason)
+        SuiteRow(
+            component=t.component,
+            suite=t.suite,
+            status=t.status,
+            required=t.required,
+            counts=t.counts_text(),
+            stated=t.stated_text(),
+            accepted=t.accepted_text(),
+            skip_reason=t.skip_reason,
+        )
         for t in tests
         if image_id is None or t.image_id == image_id
     ]
@@ -87,20 +99,33 @@ def aggregate(receipts: list[Receipt], tests: list[TestReceipt] | None = None) -
     for field in ("image_id", "lock_sha256", "manifest_sha256"):
         values = {getattr(r, field) for r in receipts}
         if len(values) > 1:
-            findings.add("RECEIPTS_DISAGREE", f"the receipts name {len(values)} different {field} values: {sorted(map(str, values))}")
+            findings.add(
+                "RECEIPTS_DISAGREE",
+                f"the receipts name {len(values)} different {field} values: {sorted(map(str, values))}",
+            )
     if not receipts:
         findings.add("NO_RECEIPTS", "the directory holds no receipts")
     rows = [
         CellRow(
-            cell_id=r.cell_id, status=r.status, passed=r.passed, required=r.cell.required,
-            speculative=r.cell.speculative.label(), gpus=r.cell.gpu_count, duration_s=r.duration_s,
-            headline=_headline(r), codes=sorted({f.code for f in r.findings if f.severity == "error"}),
+            cell_id=r.cell_id,
+            status=r.status,
+            passed=r.passed,
+            required=r.cell.required,
+            speculative=r.cell.speculative.label(),
+            gpus=r.cell.gpu_count,
+            duration_s=r.duration_s,
+            headline=_headline(r),
+            codes=sorted({f.code for f in r.findings if f.severity == "error"}),
         )
         for r in receipts
     ]
     for row in rows:
         if row.required and not row.passed:
-            findings.add("CELL_FAILED", f"cell {row.cell_id} failed: {', '.join(row.codes) or row.status}", cell=row.cell_id)
+            findings.add(
+                "CELL_FAILED",
+                f"cell {row.cell_id} failed: {', '.join(row.codes) or row.status}",
+                cell=row.cell_id,
+            )
     first = receipts[0] if receipts else None
     return Aggregate(
         image_id=first.image_id if first else None,
@@ -138,7 +163,9 @@ def plot_throughput(receipts: list[Receipt], path: Path) -> bool:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     for cid, levels in series:
-        ax.plot([lv["concurrency"] for lv in levels], [lv["output_tok_s"] for lv in levels], marker="o", label=cid)
+        ax.plot(
+            [lv["concurrency"] for lv in levels], [lv["output_tok_s"] for lv in levels], marker="o", label=cid
+        )
     ax.set_xscale("log", base=2)
     levels_seen = sorted({lv["concurrency"] for _, lvs in series for lv in lvs})
     ax.set_xticks(levels_seen, [str(c) for c in levels_seen])
@@ -171,8 +198,13 @@ def plot_gates(receipts: list[Receipt], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(max(5, 2.2 * len(bars)), 4.5), dpi=100)
     xs = range(len(bars))
     ax.bar([x - 0.2 for x in xs], [b[2] for b in bars], width=0.4, label="baseline", color="#999999")
-    ax.bar([x + 0.2 for x in xs], [b[1] for b in bars], width=0.4, label="candidate",
-           color=["#2a7" if b[3] else "#c33" for b in bars])
+    ax.bar(
+        [x + 0.2 for x in xs],
+        [b[1] for b in bars],
+        width=0.4,
+        label="candidate",
+        color=["#2a7" if b[3] else "#c33" for b in bars],
+    )
     ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=7)
     ax.set_title("Candidate vs baseline (gated metrics)")
     ax.legend(fontsize=8)
@@ -196,20 +228,51 @@ def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
     ]
     for c in agg.cells:
         head = ", ".join(f"{k}={v:.4g}" for k, v in c.headline.items() if v is not None)
-        lines.append(f"| {c.cell_id} | {c.speculative} | {c.gpus} | {c.status} | {head} | {', '.join(c.codes)} |")
+        lines.append(
+            f"| {c.cell_id} | {c.speculative} | {c.gpus} | {c.status} | {head} | {', '.join(c.codes)} |"
+        )
     gates = [(r.cell_id, g) for r in receipts for g in r.gates]
     if gates:
-        lines += ["", "## Gates", "", "| cell | metric | candidate (low) | baseline | ratio (low) | rule | result |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Gates",
+            "",
+            "| cell | metric | candidate (low) | baseline | ratio (low) | rule | result |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for cid, g in gates:
-            cand = f"{g.candidate:.4g} ({g.candidate_low:.4g})" if g.candidate is not None and g.candidate_low is not None else "-"
-            base = f"{g.baseline} = {g.baseline_value:.4g}" if g.baseline_value is not None else (g.baseline or "-")
-            ratio = f"{g.ratio:.4f} ({g.ratio_low:.4f})" if g.ratio is not None and g.ratio_low is not None else "-"
-            lines.append(f"| {cid} | {g.metric} | {cand} | {base} | {ratio} | {g.bound} | {'pass' if g.passed else 'FAIL'} |")
+            cand = (
+                f"{g.candidate:.4g} ({g.candidate_low:.4g})"
+                if g.candidate is not None and g.candidate_low is not None
+                else "-"
+            )
+            base = (
+                f"{g.baseline} = {g.baseline_value:.4g}"
+                if g.baseline_value is not None
+                else (g.baseline or "-")
+            )
+            ratio = (
+                f"{g.ratio:.4f} ({g.ratio_low:.4f})"
+                if g.ratio is not None and g.ratio_low is not None
+                else "-"
+            )
+            lines.append(
+                f"| {cid} | {g.metric} | {cand} | {base} | {ratio} | {g.bound} | {'pass' if g.passed else 'FAIL'} |"
+            )
     if agg.suites:
-        lines += ["", "## Component tests", "", "| suite | status | counts | plan states | accepted failures |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Component tests",
+            "",
+            "| suite | status | counts | plan states | accepted failures |",
+            "|---|---|---|---|---|",
+        ]
         for t in agg.suites:
-            status = t.status + (f" ({t.skip_reason})" if t.skip_reason else "") + ("" if t.required else ", optional")
+            status = (
+                t.status
+                + (f" ({t.skip_reason})" if t.skip_reason else "")
+                + ("" if t.required else ", optional")
+            )
             lines.append(f"| {t.component}/{t.suite} | {status} | {t.counts} | {t.stated} | {t.accepted} |")
     if agg.findings:
         lines += ["", "## Findings", ""] + [f"- {f.render()}" for f in agg.findings]
@@ -218,10 +281,14 @@ def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def aggregate_directory(receipts_dir: Path, report_dir: Path | None, tests_dir: Path | None = None) -> Aggregate:
+def aggregate_directory(
+    receipts_dir: Path, report_dir: Path | None, tests_dir: Path | None = None
+) -> Aggregate:
     """``tests_dir``: the test stage's receipts (default: ``tests/`` beside ``receipts_dir`` in the release directory)."""
     receipts = read_receipts(receipts_dir)
-    tests = read_test_receipt_dir(tests_dir if tests_dir is not None else receipts_dir.resolve().parent / "tests")
+    tests = read_test_receipt_dir(
+        tests_dir if tests_dir is not None else receipts_dir.resolve().parent / "tests"
+    )
     agg = aggregate(receipts, tests)
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)
@@ -232,5 +299,7 @@ def aggregate_directory(receipts_dir: Path, report_dir: Path | None, tests_dir: 
             images.append("gates.png")
         (report_dir / "REPORT.md").write_text(markdown(agg, receipts, images))
         agg.files = ["REPORT.md", *images, "summary.json"]
-        (report_dir / "summary.json").write_text(json.dumps(agg.model_dump(mode="json", by_alias=True), indent=2) + "\n")
+        (report_dir / "summary.json").write_text(
+            json.dumps(agg.model_dump(mode="json", by_alias=True), indent=2) + "\n"
+        )
     return agg

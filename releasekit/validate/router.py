@@ -32,7 +32,9 @@ COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 class Router:
     """Listens on 127.0.0.1:``port``; ``backends`` maps process names to base URLs."""
 
-    def __init__(self, spec: RouterSpec, backends: dict[str, str], port: int, *, timeout_s: float = 600) -> None:
+    def __init__(
+        self, spec: RouterSpec, backends: dict[str, str], port: int, *, timeout_s: float = 600
+    ) -> None:
         self.spec = spec
         self.backends = backends
         self.port = port
@@ -57,7 +59,9 @@ class Router:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="releasekit-router", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="releasekit-router", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -90,7 +94,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _fail(self, name: str, what: str) -> None:
         with self.owner._lock:
             self.owner.failures += 1
-        self._json(502, {"error": {"message": f"router: {name} {what}", "type": "bad_gateway", "backend": name}})
+        self._json(
+            502, {"error": {"message": f"router: {name} {what}", "type": "bad_gateway", "backend": name}}
+        )
 
     relayed = False
 
@@ -118,15 +124,24 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._json(200, {"status": "ok"})
             return
-        name = owner.pick("prefill") if self.path == "/metrics" and owner.spec.metrics_from == "prefill" else owner.pick("decode")
+        name = (
+            owner.pick("prefill")
+            if self.path == "/metrics" and owner.spec.metrics_from == "prefill"
+            else owner.pick("decode")
+        )
         self._pass_through(name, "GET", None)
 
     def _pass_through(self, name: str, method: str, body: bytes | None) -> None:
         """Anything but a completion (models, metrics, tokenize, ...) is answered by one worker."""
         owner = self.owner
         try:
-            with httpx.stream(method, owner.backends[name] + self.path, content=body, timeout=owner.timeout_s,
-                              headers={"Content-Type": self.headers.get("Content-Type", "application/json")}) as r:
+            with httpx.stream(
+                method,
+                owner.backends[name] + self.path,
+                content=body,
+                timeout=owner.timeout_s,
+                headers={"Content-Type": self.headers.get("Content-Type", "application/json")},
+            ) as r:
                 self._relay(r)
         except httpx.HTTPError as exc:
             if not self.relayed:
@@ -166,7 +181,9 @@ class _Handler(BaseHTTPRequestHandler):
                 decode_body[owner.spec.handoff_field] = handoff
         decode = owner.pick("decode")
         try:
-            with httpx.stream("POST", owner.backends[decode] + self.path, json=decode_body, timeout=owner.timeout_s) as d:
+            with httpx.stream(
+                "POST", owner.backends[decode] + self.path, json=decode_body, timeout=owner.timeout_s
+            ) as d:
                 self._relay(d)
         except httpx.HTTPError as exc:
             # A stream cut mid-way: the status line is gone, the client sees the body end early.

@@ -103,7 +103,9 @@ def _pack_in_order(jobs: list[Job], total_gpus: int, key) -> Schedule:
     # CPU lane: one after another.
     t_cpu = 0.0
     for job in _order([j for j in jobs if j.gpus == 0]):
-        placements.append(Placement(cell_id=job.cell_id, gpus=[], start_s=t_cpu, end_s=t_cpu + job.duration_s))
+        placements.append(
+            Placement(cell_id=job.cell_id, gpus=[], start_s=t_cpu, end_s=t_cpu + job.duration_s)
+        )
         t_cpu += job.duration_s
     waiting = sorted([j for j in jobs if j.gpus > 0], key=key)
     free = set(range(total_gpus))
@@ -120,7 +122,9 @@ def _pack_in_order(jobs: list[Job], total_gpus: int, key) -> Schedule:
                     continue
                 free -= set(chosen)
                 waiting.remove(job)
-                placements.append(Placement(cell_id=job.cell_id, gpus=chosen, start_s=now, end_s=now + job.duration_s))
+                placements.append(
+                    Placement(cell_id=job.cell_id, gpus=chosen, start_s=now, end_s=now + job.duration_s)
+                )
                 heapq.heappush(running, (now + job.duration_s, seq, chosen))
                 seq += 1
                 started = True
@@ -165,7 +169,9 @@ def run_packed(jobs: list[Job], total_gpus: int, run: Callable[[Job, list[int]],
         while waiting:
             with cond:
                 while True:
-                    pick = next(((j, g) for j in waiting if (g := choose_gpus(free, j.gpus, total_gpus))), None)
+                    pick = next(
+                        ((j, g) for j in waiting if (g := choose_gpus(free, j.gpus, total_gpus))), None
+                    )
                     if pick:
                         break
                     cond.wait()

@@ -101,8 +101,12 @@ def _merge_runs(results: list[CheckResult]) -> CheckResult:
         iv = t_interval(samples)
         wilson = ms[0].low is not None
         merged[name] = Metric(
-            name=name, value=iv.mean, unit=ms[0].unit, samples=samples,
-            low=None if wilson else iv.low, high=None if wilson else iv.high,
+            name=name,
+            value=iv.mean,
+            unit=ms[0].unit,
+            samples=samples,
+            low=None if wilson else iv.low,
+            high=None if wilson else iv.high,
         )
     return CheckResult(
         name=first.name,
@@ -149,7 +153,11 @@ class CellRunner:
         mounts = resolved.mounts
         command = engine.serve_command(cell, resolved.engine_arg, schemes=self.spec.quantization_schemes)
         # A prefill/decode cell is a topology of processes (validate/topology.py), a router in front.
-        topology = engine.topology(cell, resolved.engine_arg, PortPlan.free(), gpus) if is_disaggregated(cell) else None
+        topology = (
+            engine.topology(cell, resolved.engine_arg, PortPlan.free(), gpus)
+            if is_disaggregated(cell)
+            else None
+        )
         processes: list[ProcessRecord] = []
         env = {**self.image_env, **cell.env, **command.env}
         container_env = {**cell.env, **command.env}
@@ -157,8 +165,13 @@ class CellRunner:
             container_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(gpus)))
         invocation = Invocation(
             # A topology's processes are each in ``Receipt.processes``; here its first worker's argv.
-            engine=cell.engine, argv=topology.workers[0].argv if topology and topology.workers else command.argv, env=env, image_env=self.image_env,
-            cell_env={**cell.env, **command.env}, gpus=gpus, mounts={v: k for k, v in mounts.items()},
+            engine=cell.engine,
+            argv=topology.workers[0].argv if topology and topology.workers else command.argv,
+            env=env,
+            image_env=self.image_env,
+            cell_env={**cell.env, **command.env},
+            gpus=gpus,
+            mounts={v: k for k, v in mounts.items()},
         )
         where = {"cell": cell.id, "image": self.image_id}
         # The model is a pinned input: a directory whose pinned files differ is refused before serving.
@@ -173,14 +186,26 @@ class CellRunner:
         for problem in command.problems if topology is None else topology.problems:
             findings.add("CELL_SETTING_NOT_RENDERED", f"{cell.engine}: {problem}", **where)
         if is_disaggregated(cell) and topology is None:
-            findings.add("CELL_SETTING_NOT_RENDERED", f"{cell.engine}: the adapter has no prefill/decode topology", **where)
+            findings.add(
+                "CELL_SETTING_NOT_RENDERED",
+                f"{cell.engine}: the adapter has no prefill/decode topology",
+                **where,
+            )
         for proc in topology.processes if topology is not None else []:
             for hit in forbidden_switches(proc.argv, {**self.image_env, **proc.env}, self.spec.forbidden):
-                findings.add("FORBIDDEN_SWITCH", f"{proc.name} would run with {hit}, which the manifest forbids", **where)
+                findings.add(
+                    "FORBIDDEN_SWITCH",
+                    f"{proc.name} would run with {hit}, which the manifest forbids",
+                    **where,
+                )
         if cell.gpu_count > 0 and len(gpus) < cell.gpu_count:
-            findings.add("NOT_ENOUGH_GPUS", f"the cell needs {cell.gpu_count} GPUs, {len(gpus)} were given", **where)
+            findings.add(
+                "NOT_ENOUGH_GPUS", f"the cell needs {cell.gpu_count} GPUs, {len(gpus)} were given", **where
+            )
         # Inputs the checks can judge without a server (pinned datasets, their sizes): before any GPU hour.
-        before = CheckContext(cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=None, engine=engine)
+        before = CheckContext(
+            cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=None, engine=engine
+        )
         for config in cell.checks:
             for f in check_for(config).preflight(before):
                 f.location = Location(**where)
@@ -191,20 +216,36 @@ class CellRunner:
         server_failed = False
         if findings.passed:
             spec = ContainerSpec(
-                image=self.image_id, argv=command.argv, env=container_env, port=command.port,
-                gpus=gpus, mounts=mounts, cell_id=cell.id,
+                image=self.image_id,
+                argv=command.argv,
+                env=container_env,
+                port=command.port,
+                gpus=gpus,
+                mounts=mounts,
+                cell_id=cell.id,
             )
             running = (
-                serve(self.client, spec) if topology is None else serve_topology(
-                    self.client, topology, image=self.image_id, cell_id=cell.id, mounts=mounts,
-                    request_timeout_s=cell.request_timeout_s, records=processes,
+                serve(self.client, spec)
+                if topology is None
+                else serve_topology(
+                    self.client,
+                    topology,
+                    image=self.image_id,
+                    cell_id=cell.id,
+                    mounts=mounts,
+                    request_timeout_s=cell.request_timeout_s,
+                    records=processes,
                 )
             )
             try:
                 with running as server:
                     try:
-                        startup_s = server.wait_ready([engine.health_path, engine.models_path], cell.startup_timeout_s)
-                        checks = self._checks(cell, server, engine, findings, command.port, resolved.engine_arg)
+                        startup_s = server.wait_ready(
+                            [engine.health_path, engine.models_path], cell.startup_timeout_s
+                        )
+                        checks = self._checks(
+                            cell, server, engine, findings, command.port, resolved.engine_arg
+                        )
                     except ServerFailed as exc:
                         server_failed = True
                         findings.add(exc.code, exc.message, **where)
@@ -214,9 +255,15 @@ class CellRunner:
             except EngineError as exc:
                 # e.g. "could not select device driver" for a GPU cell on a host without the NVIDIA runtime.
                 server_failed = True
-                findings.add("SERVER_NOT_STARTED", f"the engine refused the container: {exc.explanation or exc}", **where)
+                findings.add(
+                    "SERVER_NOT_STARTED",
+                    f"the engine refused the container: {exc.explanation or exc}",
+                    **where,
+                )
         # Resolved per cell, not once: a baseline receipt may be one this very run wrote earlier.
-        baselines = {name: resolve_baseline(name, b, self.loaded.directory) for name, b in self.spec.baselines.items()}
+        baselines = {
+            name: resolve_baseline(name, b, self.loaded.directory) for name, b in self.spec.baselines.items()
+        }
         gate_results = []
         metrics = {m.name: m for c in checks for m in c.metrics}
         for gate in cell.gates:
@@ -263,16 +310,28 @@ class CellRunner:
             processes=processes,
         )
 
-    def _checks(self, cell: Cell, server, engine, findings: Findings, port: int, model_path: str) -> list[CheckResult]:
+    def _checks(
+        self, cell: Cell, server, engine, findings: Findings, port: int, model_path: str
+    ) -> list[CheckResult]:
         client = EngineClient(server.base_url, cell.model.name, timeout_s=cell.request_timeout_s)
         ctx = CheckContext(
-            cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=client, engine=engine,
-            metrics_path=engine.metrics_path, read_log=server.logs, seed=self.seed,
+            cell=cell,
+            spec=self.spec,
+            manifest_dir=self.loaded.directory,
+            client=client,
+            engine=engine,
+            metrics_path=engine.metrics_path,
+            read_log=server.logs,
+            seed=self.seed,
             # A topology has no one server container to run a tool in (RunningServer has).
-            run_in_server=getattr(server, "run_inside", None), server_port=port, model_path=model_path,
+            run_in_server=getattr(server, "run_inside", None),
+            server_port=port,
+            model_path=model_path,
         )
         # Log scans last: they judge everything the server wrote while the other checks ran.
-        ordered = [c for c in cell.checks if c.kind != "log_scan"] + [c for c in cell.checks if c.kind == "log_scan"]
+        ordered = [c for c in cell.checks if c.kind != "log_scan"] + [
+            c for c in cell.checks if c.kind == "log_scan"
+        ]
         results: list[CheckResult] = []
         for config in ordered:
             runs = []
@@ -283,20 +342,39 @@ class CellRunner:
                 except InputError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - a check that crashes fails the cell, not the run
-                    f = Finding(code="CHECK_ERROR", message=f"{config.kind}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-                                location=Location(cell=cell.id))
-                    runs.append(CheckResult(name=config.kind, kind=config.kind, passed=False, required=config.required, findings=[f]))
+                    f = Finding(
+                        code="CHECK_ERROR",
+                        message=f"{config.kind}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                        location=Location(cell=cell.id),
+                    )
+                    runs.append(
+                        CheckResult(
+                            name=config.kind,
+                            kind=config.kind,
+                            passed=False,
+                            required=config.required,
+                            findings=[f],
+                        )
+                    )
                 alive, code = server.alive()
                 if alive and not runs[-1].passed and not server.healthy(engine.health_path):
                     # A failed check and no health: find out whether the server died or hangs.
                     alive, code = server.settle()
                     if alive:
-                        findings.add("SERVER_UNHEALTHY", f"{engine.health_path} stopped answering during the {config.kind} check", cell=cell.id)
+                        findings.add(
+                            "SERVER_UNHEALTHY",
+                            f"{engine.health_path} stopped answering during the {config.kind} check",
+                            cell=cell.id,
+                        )
                         results.append(_merge_runs(runs))
                         return results
                 if not alive:
                     who = server.who_exited() if hasattr(server, "who_exited") else "the server"
-                    findings.add("SERVER_EXITED", f"{who} exited with code {code} during the {config.kind} check", cell=cell.id)
+                    findings.add(
+                        "SERVER_EXITED",
+                        f"{who} exited with code {code} during the {config.kind} check",
+                        cell=cell.id,
+                    )
                     results.append(_merge_runs(runs))
                     return results
             results.append(_merge_runs(runs))
@@ -319,7 +397,9 @@ def run_validation(
         found = {c: spec.cell(c) for c in cells}
         unknown = [c for c, cell in found.items() if cell is None]
         if unknown:
-            raise InputError(f"no cell '{unknown[0]}' in {loaded.path} (see `releasekit matrix {loaded.path}`)")
+            raise InputError(
+                f"no cell '{unknown[0]}' in {loaded.path} (see `releasekit matrix {loaded.path}`)"
+            )
         chosen = [cell for cell in found.values() if cell is not None]
     else:
         chosen = list(spec.cells)
@@ -338,8 +418,14 @@ def run_validation(
         )
         # Receipts would bind measurements of this image to a lock it was not built from.
         return ValidationResult(
-            image=image, image_id=image_id, lock_sha256=lock_sha, manifest_sha256=loaded.sha256,
-            receipts_dir=str(receipts_dir), cells=[], findings=list(findings), passed=False,
+            image=image,
+            image_id=image_id,
+            lock_sha256=lock_sha,
+            manifest_sha256=loaded.sha256,
+            receipts_dir=str(receipts_dir),
+            cells=[],
+            findings=list(findings),
+            passed=False,
         )
     runner = CellRunner(loaded, image, image_id, image_env, lock_sha, client, seed)
     jobs = [Job(cell_id=c.id, gpus=c.gpu_count, duration_s=c.expected_duration_s or 0) for c in chosen]
@@ -353,14 +439,24 @@ def run_validation(
     receipts = run_packed(jobs, gpus, run_one)
     summaries = [
         CellSummary(
-            cell_id=r.cell_id, status=r.status, passed=r.passed, required=r.cell.required,
-            receipt=str(receipts_dir / f"{r.cell_id}.json"), duration_s=r.duration_s,
+            cell_id=r.cell_id,
+            status=r.status,
+            passed=r.passed,
+            required=r.cell.required,
+            receipt=str(receipts_dir / f"{r.cell_id}.json"),
+            duration_s=r.duration_s,
             codes=sorted({f.code for f in r.findings if f.severity == "error"}),
         )
         for r in (receipts[c.id] for c in chosen)
     ]
     passed = findings.passed and all(s.passed for s in summaries if s.required)
     return ValidationResult(
-        image=image, image_id=image_id, lock_sha256=lock_sha, manifest_sha256=loaded.sha256,
-        receipts_dir=str(receipts_dir), cells=summaries, findings=list(findings), passed=passed,
+        image=image,
+        image_id=image_id,
+        lock_sha256=lock_sha,
+        manifest_sha256=loaded.sha256,
+        receipts_dir=str(receipts_dir),
+        cells=summaries,
+        findings=list(findings),
+        passed=passed,
     )

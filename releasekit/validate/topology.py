@@ -32,14 +32,22 @@ class ProcessSpec(BaseModel):
     argv: list[str]
     env: dict[str, str] = Field(default_factory=dict)
     port: int = Field(description="the port it serves on (HTTP, or gRPC for workers behind a gateway)")
-    ports: dict[str, int] = Field(default_factory=dict, description="further named ports: bootstrap, metrics, ...")
+    ports: dict[str, int] = Field(
+        default_factory=dict, description="further named ports: bootstrap, metrics, ..."
+    )
     gpus: list[int] = Field(default_factory=list, description="the cell's GPU ids this process owns")
-    readiness_paths: list[str] = Field(default_factory=list, description="HTTP paths that all answer 200 once ready")
+    readiness_paths: list[str] = Field(
+        default_factory=list, description="HTTP paths that all answer 200 once ready"
+    )
     ready_log: str | None = Field(default=None, description="a regular expression over its log meaning ready")
     metrics_path: str | None = Field(default=None, description="its Prometheus endpoint on metrics_port")
     metrics_port: int | None = Field(default=None, description="default: port")
-    metric_names: list[str] = Field(default_factory=list, description="counters kept in the receipt (summed over labels)")
-    in_process: bool = Field(default=False, description="releasekit's own router, run by releasekit, not in a container")
+    metric_names: list[str] = Field(
+        default_factory=list, description="counters kept in the receipt (summed over labels)"
+    )
+    in_process: bool = Field(
+        default=False, description="releasekit's own router, run by releasekit, not in a container"
+    )
     shared_dirs: list[str] = Field(default_factory=list, description="keys of Topology.shared_dirs it mounts")
 
 
@@ -56,7 +64,8 @@ class RouterSpec(BaseModel):
     prefill_fields: dict[str, object] = Field(default_factory=dict)
     handoff_field: str | None = None
     metrics_from: Literal["decode", "prefill"] = Field(
-        default="decode", description="whose /metrics the router's /metrics passes on (speculation runs in decode)"
+        default="decode",
+        description="whose /metrics the router's /metrics passes on (speculation runs in decode)",
     )
 
 
@@ -64,9 +73,12 @@ class Topology(BaseModel):
     processes: list[ProcessSpec]
     entry: str = Field(description="the process clients talk to (the router or gateway)")
     shared_dirs: dict[str, str] = Field(
-        default_factory=dict, description="key -> container path of a fresh writable directory shared by the workers"
+        default_factory=dict,
+        description="key -> container path of a fresh writable directory shared by the workers",
     )
-    router: RouterSpec | None = Field(default=None, description="set when the entry is releasekit's own router")
+    router: RouterSpec | None = Field(
+        default=None, description="set when the entry is releasekit's own router"
+    )
     problems: list[str] = Field(default_factory=list, description="cell settings the topology cannot express")
 
     def process(self, name: str) -> ProcessSpec:
@@ -92,7 +104,7 @@ def worker_gpus(cell: Cell, gpus: list[int]) -> list[list[int]]:
     per = par.tp * par.pp
     if not gpus:
         return [[] for _ in range(count)]
-    return [gpus[i * per:(i + 1) * per] for i in range(count)]
+    return [gpus[i * per : (i + 1) * per] for i in range(count)]
 
 
 def roles(cell: Cell) -> list[tuple[str, Literal["prefill", "decode"], int]]:

@@ -108,7 +108,9 @@ class TopologyServer:
         for proc in self.processes:
             if proc.spec.in_process and self.topology.router is not None:
                 backends = {p.spec.name: p.url for p in self.processes if not p.spec.in_process}
-                proc.router = Router(self.topology.router, backends, proc.spec.port, timeout_s=self.request_timeout_s)
+                proc.router = Router(
+                    self.topology.router, backends, proc.spec.port, timeout_s=self.request_timeout_s
+                )
                 proc.router.start()
                 proc.started = time.monotonic()
 
@@ -119,13 +121,23 @@ class TopologyServer:
             self._refresh(proc)
             log = self._log(proc)
             status = "not-started" if not proc.started else ("exited" if proc.exited else "running")
-            records.append(ProcessRecord(
-                name=proc.spec.name, role=proc.spec.role, argv=proc.spec.argv, env=proc.spec.env, gpus=proc.spec.gpus,
-                port=proc.spec.port, ports=proc.spec.ports, where="in-process" if proc.spec.in_process else "container",
-                ready_s=None if proc.ready_s is None else round(proc.ready_s, 3), status=status,
-                exit_code=proc.exit_code, metrics=self._metrics(proc) if not proc.exited else {},
-                log_tail=log.splitlines()[-LOG_TAIL_LINES:],
-            ))
+            records.append(
+                ProcessRecord(
+                    name=proc.spec.name,
+                    role=proc.spec.role,
+                    argv=proc.spec.argv,
+                    env=proc.spec.env,
+                    gpus=proc.spec.gpus,
+                    port=proc.spec.port,
+                    ports=proc.spec.ports,
+                    where="in-process" if proc.spec.in_process else "container",
+                    ready_s=None if proc.ready_s is None else round(proc.ready_s, 3),
+                    status=status,
+                    exit_code=proc.exit_code,
+                    metrics=self._metrics(proc) if not proc.exited else {},
+                    log_tail=log.splitlines()[-LOG_TAIL_LINES:],
+                )
+            )
         return records
 
     def teardown(self) -> None:
@@ -206,7 +218,8 @@ class TopologyServer:
             alive, code = self.alive()
             if not alive:
                 raise ServerFailed(
-                    "SERVER_EXITED", f"{self.who_exited()} exited with code {code} before the topology was ready"
+                    "SERVER_EXITED",
+                    f"{self.who_exited()} exited with code {code} before the topology was ready",
                 )
             pending = [p for p in self.processes if p.ready_s is None]
             workers_ready = all(p.ready_s is not None for p in self.processes if p.spec.name != entry)
@@ -218,7 +231,9 @@ class TopologyServer:
             if all(p.ready_s is not None for p in self.processes):
                 return time.monotonic() - start
             if time.monotonic() - start > deadline_s:
-                waiting = ", ".join(f"{p.spec.name} ({p.spec.role})" for p in self.processes if p.ready_s is None)
+                waiting = ", ".join(
+                    f"{p.spec.name} ({p.spec.role})" for p in self.processes if p.ready_s is None
+                )
                 raise ServerFailed("SERVER_NOT_READY", f"not ready within {deadline_s:.0f} s: {waiting}")
             time.sleep(1.0)
 
@@ -267,7 +282,9 @@ def serve_topology(
 ) -> Iterator[TopologyServer]:
     """Every process of ``topology`` started; on the way out (whatever happened) each one's state is
     appended to ``records`` and all of them are removed. EngineError when the engine refuses one."""
-    server = TopologyServer(engine, topology, image, cell_id, mounts=mounts or {}, request_timeout_s=request_timeout_s)
+    server = TopologyServer(
+        engine, topology, image, cell_id, mounts=mounts or {}, request_timeout_s=request_timeout_s
+    )
     try:
         server.start()
         yield server

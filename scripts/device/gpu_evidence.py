@@ -49,7 +49,12 @@ extern "C" int rk_run(void) {
 VARIANTS = {
     "sm_90a": ["-gencode", "arch=compute_90a,code=sm_90a"],
     "sm_120a": ["-gencode", "arch=compute_120a,code=sm_120a"],
-    "sm_90a+sm_120a": ["-gencode", "arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_120a,code=sm_120a"],
+    "sm_90a+sm_120a": [
+        "-gencode",
+        "arch=compute_90a,code=sm_90a",
+        "-gencode",
+        "arch=compute_120a,code=sm_120a",
+    ],
     "sm_80": ["-gencode", "arch=compute_80,code=sm_80"],
     "ptx_compute_90": ["-gencode", "arch=compute_90,code=compute_90"],
     "sm_90+ptx_90": ["-gencode", "arch=compute_90,code=[sm_90,compute_90]"],
@@ -57,9 +62,16 @@ VARIANTS = {
 
 
 def cuobjdump_targets(lib: Path) -> dict[str, list[str]]:
-    out = subprocess.run(["cuobjdump", "--list-elf", "--list-ptx", str(lib)], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["cuobjdump", "--list-elf", "--list-ptx", str(lib)], capture_output=True, text=True
+    ).stdout
     cubins = sorted({m.group(1) for m in re.finditer(r"ELF file\s+\d+:\s+\S*?\.(sm_\d+[af]?)\.cubin", out)})
-    ptx = sorted({m.group(1).replace("sm_", "compute_") for m in re.finditer(r"PTX file\s+\d+:\s+\S*?\.(sm_\d+[af]?)\.ptx", out)})
+    ptx = sorted(
+        {
+            m.group(1).replace("sm_", "compute_")
+            for m in re.finditer(r"PTX file\s+\d+:\s+\S*?\.(sm_\d+[af]?)\.ptx", out)
+        }
+    )
     return {"cubin": cubins, "ptx": ptx, "raw": out.strip().splitlines()}
 
 
@@ -81,15 +93,23 @@ def main() -> int:
         src.write_text(KERNEL)
         for name, flags in VARIANTS.items():
             lib = Path(tmp) / f"lib_{name.replace('+', '_')}.so"
-            subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", *flags, "-o", str(lib), str(src)], check=True)
+            subprocess.run(
+                ["nvcc", "-shared", "-Xcompiler", "-fPIC", *flags, "-o", str(lib), str(src)], check=True
+            )
             with lib.open("rb") as fh:
                 report = read_fatbin(fh)
-            ours = {"cubin": report.cubin_targets(), "ptx": report.ptx_targets()} if report else {"cubin": [], "ptx": []}
+            ours = (
+                {"cubin": report.cubin_targets(), "ptx": report.ptx_targets()}
+                if report
+                else {"cubin": [], "ptx": []}
+            )
             theirs = cuobjdump_targets(lib)
             # Load in a child process so a failed launch cannot poison the next library's context.
             probe = subprocess.run(
                 [sys.executable, "-c", f"import ctypes; print(ctypes.CDLL({str(lib)!r}).rk_run())"],
-                capture_output=True, text=True, timeout=120,
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
             code = probe.stdout.strip()
             predicted = report.has_machine_code_for(evidence["gpu_arch"] + "a") if report else False
@@ -103,7 +123,10 @@ def main() -> int:
             }
     probe_src = (ROOT / "releasekit" / "provenance" / "probe.py").read_text()
     probe = subprocess.run(
-        [sys.executable, "-c", probe_src, json.dumps({"import_names": ["torch"]})], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", probe_src, json.dumps({"import_names": ["torch"]})],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     report = json.loads(probe.stdout)
     evidence["probe_toolchain"] = report.get("toolchain")

@@ -24,7 +24,8 @@ class UndeclaredHostEnvironmentCheck:
         found = Findings()
         for variable in sorted(v for v in context.host if output_changing(v)):
             undeclared = [
-                name for name, recipe in context.recipes.items()
+                name
+                for name, recipe in context.recipes.items()
                 if variable not in recipe.env and variable not in recipe.pass_env
             ]
             if undeclared:

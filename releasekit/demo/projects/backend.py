@@ -66,9 +66,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
                 path = os.path.join(root, fname)
                 with open(path, "rb") as fh:
                     files[path.replace(os.sep, "/")] = fh.read()
-    files[f"{package}/_version.py"] = (
-        f'__version__ = "{version}"\n__commit__ = "{commit}"\n'
-    ).encode()
+    files[f"{package}/_version.py"] = (f'__version__ = "{version}"\n__commit__ = "{commit}"\n').encode()
     native = bool(tool.get("cuda"))
     if native:
         with tempfile.TemporaryDirectory() as tmp:

@@ -28,10 +28,10 @@ def greet() -> str:
     return "hello"
 '''
 
-SCALE = '''\
+SCALE = """\
 def scale(values, factor):
     return [v * factor for v in values]
-'''
+"""
 
 INIT_PR2 = INIT_V1.replace('return "hello"', 'return f"hello from rkdemo {__version__}"')
 INIT_PR3 = INIT_V1.replace('return "hello"', 'return "hello from rkdemo"')

@@ -16,5 +16,11 @@ class AlreadyCanonicalPresent:
             for st in cs.statuses:
                 if st.role == "already_canonical" and st.state not in ("merged", "present"):
                     what = f"PR #{st.pr}" if st.pr is not None else f"commit {st.commit}"
-                    findings.add("ALREADY_CANONICAL_MISSING", f"{what} is listed as already canonical but is not on {cs.branch}", component=name, pr=st.pr, commit=st.commit)
+                    findings.add(
+                        "ALREADY_CANONICAL_MISSING",
+                        f"{what} is listed as already canonical but is not on {cs.branch}",
+                        component=name,
+                        pr=st.pr,
+                        commit=st.commit,
+                    )
         return findings

@@ -22,7 +22,11 @@ class PRsArrivedOnTheirOwn:
                 st = cs.status(planned.pr, "planned")
                 if st is None or st.arrival != "inside":
                     continue
-                via = f"inside PR #{st.arrived_inside}" if st.arrived_inside else f"inside merge {short(st.landed_at)}"
+                via = (
+                    f"inside PR #{st.arrived_inside}"
+                    if st.arrived_inside
+                    else f"inside merge {short(st.landed_at)}"
+                )
                 how = "squashed" if st.state != "merged" else f"merged at {short(st.landed_at)}"
                 findings.add(
                     "PR_ARRIVED_INSIDE_ANOTHER",

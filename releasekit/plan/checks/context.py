@@ -75,7 +75,13 @@ class PlanContext:
 
 
 def _status_from(
-    name: str, times: Mapping[str, int], pr: int, role: str, title: str | None, head: str | None, st: MergeState | None
+    name: str,
+    times: Mapping[str, int],
+    pr: int,
+    role: str,
+    title: str | None,
+    head: str | None,
+    st: MergeState | None,
 ) -> PRStatus:
     if head is None or st is None:
         return PRStatus(component=name, pr=pr, role=role, title=title, head=head, state="unknown")  # type: ignore[arg-type]
@@ -113,7 +119,9 @@ def _superseder_patches(
     return frozenset(own.values()) | frozenset(squash), head
 
 
-def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGitComponent | None) -> ComponentState:
+def build_state(
+    name: str, comp: GitComponent, mirror: Mirror, locked: LockedGitComponent | None
+) -> ComponentState:
     """Read one component's canonical history once and locate every PR and change it names."""
     branch = (locked.canonical_branch if locked else None) or comp.canonical_branch or mirror.default_branch()
     canonical_head = mirror.branch_head(branch)
@@ -172,7 +180,9 @@ def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGit
         pending.append((pr, role, title, head, st))
     landed = [found.landed_at for *_, found in pending if found is not None and found.landed_at]
     times = {c: t for c, (t, _) in commit_info(mirror.git, landed).items()}
-    own_prs = [(pr, role) for pr, role, *_ in pending if role in ("planned", "already_canonical") and pr in heads]
+    own_prs = [
+        (pr, role) for pr, role, *_ in pending if role in ("planned", "already_canonical") and pr in heads
+    ]
     pr_patches, pr_stops = _own_commits(mirror, checked, history, heads, states, [pr for pr, _ in own_prs])
     arrivals = _arrivals(mirror, heads, states, pr_patches, pending)
     for pr, role, title, head, found in pending:
@@ -189,17 +199,39 @@ def build_state(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGit
             full = mirror.resolve(change.commit)
             present = any(history.equivalents(p) for p in patch_ids(mirror.git, full, f"^{full}^").values())
         statuses.append(
-            PRStatus(component=name, commit=change.commit, role="already_canonical", title=change.title, state="present" if present else "absent")
+            PRStatus(
+                component=name,
+                commit=change.commit,
+                role="already_canonical",
+                title=change.title,
+                state="present" if present else "absent",
+            )
         )
     return ComponentState(
-        name, comp, mirror, locked, branch, canonical_head, checked,
-        history=history, heads=heads, states=states, statuses=tuple(statuses), times=times,
-        pr_patches=pr_patches, pr_stops=pr_stops,
+        name,
+        comp,
+        mirror,
+        locked,
+        branch,
+        canonical_head,
+        checked,
+        history=history,
+        heads=heads,
+        states=states,
+        statuses=tuple(statuses),
+        times=times,
+        pr_patches=pr_patches,
+        pr_stops=pr_stops,
     )
 
 
 def _own_commits(
-    mirror: Mirror, checked: str, history: CanonicalHistory, heads: Mapping[int, str], states: Mapping[int, MergeState], prs: list[int]
+    mirror: Mirror,
+    checked: str,
+    history: CanonicalHistory,
+    heads: Mapping[int, str],
+    states: Mapping[int, MergeState],
+    prs: list[int],
 ) -> tuple[dict[int, dict[str, str]], dict[int, str]]:
     """Each PR's own commits with their patch-ids: from its head back to where it forked.
 
@@ -216,7 +248,11 @@ def _own_commits(
             patches[pr] = patch_ids(mirror.git, head, f"^{stop}") if stop else patch_ids(mirror.git, head)
         else:
             stop = checked
-            patches[pr] = dict(st.patch_ids) if st is not None and st.patch_ids else patch_ids(mirror.git, head, f"^{stop}")
+            patches[pr] = (
+                dict(st.patch_ids)
+                if st is not None and st.patch_ids
+                else patch_ids(mirror.git, head, f"^{stop}")
+            )
         stops[pr] = stop
     return patches, stops
 
@@ -230,10 +266,14 @@ def _arrivals(
 ) -> dict[int, tuple[Arrival, int | None]]:
     """How each planned or already-canonical PR arrived: its own merge, a squash, a rebase, or inside another's merge."""
     named = [pr for pr, role, *_ in pending if role in ("planned", "already_canonical") and pr in heads]
-    landings = {states[pr].landed_at for pr in named if pr in states and states[pr].merged and states[pr].landed_at}
+    landings = {
+        states[pr].landed_at for pr in named if pr in states and states[pr].merged and states[pr].landed_at
+    }
     parents: dict[str, list[str]] = {}
     if landings:
-        out = mirror.git.run("log", "--no-walk=unsorted", "--format=%H %P", *sorted(c for c in landings if c), "--")
+        out = mirror.git.run(
+            "log", "--no-walk=unsorted", "--format=%H %P", *sorted(c for c in landings if c), "--"
+        )
         for line in out.splitlines():
             sha, *rest = line.split()
             parents[sha] = rest
@@ -241,7 +281,13 @@ def _arrivals(
     own_merge: dict[str, int] = {}
     for pr in named:
         st = states.get(pr)
-        if st and st.merged and st.how == "ancestry" and st.landed_at and heads[pr] in parents.get(st.landed_at, [])[1:]:
+        if (
+            st
+            and st.merged
+            and st.how == "ancestry"
+            and st.landed_at
+            and heads[pr] in parents.get(st.landed_at, [])[1:]
+        ):
             own_merge[st.landed_at] = pr
     arrivals: dict[int, tuple[Arrival, int | None]] = {}
     for pr in named:
@@ -252,7 +298,13 @@ def _arrivals(
             # Stacked under a PR that was squashed: its commits arrived inside that squash.
             for other in named:
                 ot = states.get(other)
-                if other != pr and ot is not None and ot.merged and ot.how == "squash" and heads[pr] in pr_patches.get(other, {}):
+                if (
+                    other != pr
+                    and ot is not None
+                    and ot.merged
+                    and ot.how == "squash"
+                    and heads[pr] in pr_patches.get(other, {})
+                ):
                     arrivals[pr] = ("inside", other)
                     break
             continue

@@ -20,7 +20,9 @@ class ExclusionsAbsent:
         findings = Findings()
         for excl in ctx.loaded.manifest.exclusions:
             named = ctx.components.get(excl.component) if excl.component else None
-            targets = [named] if named is not None else ([] if excl.component else list(ctx.components.values()))
+            targets = (
+                [named] if named is not None else ([] if excl.component else list(ctx.components.values()))
+            )
             for cs in targets:
                 if cs.history is None:
                     continue
@@ -36,7 +38,12 @@ class ExclusionsAbsent:
                 hits = exclusion_hits(cs, excl, len(ctx.components) == 1)
                 hits += _patch_hits(cs, excl.patch_ids, upstream)
                 for hit in hits:
-                    findings.add("EXCLUDED_CHANGE_PRESENT", f"exclusion '{excl.id}' ({excl.description}): {hit}", component=cs.name, pr=excl.pr)
+                    findings.add(
+                        "EXCLUDED_CHANGE_PRESENT",
+                        f"exclusion '{excl.id}' ({excl.description}): {hit}",
+                        component=cs.name,
+                        pr=excl.pr,
+                    )
         return findings
 
 
@@ -47,7 +54,10 @@ def _patch_hits(cs: ComponentState, listed: list[str], upstream: UpstreamPatches
     if upstream is not None:
         for pid, origin in upstream.patch_ids.items():
             where = f"upstream {upstream.repo}" + (f" PR #{upstream.pr}" if upstream.pr else "")
-            wanted.setdefault(pid, f"{where} commit {short(origin)}" if origin != "manifest" else f"{where} patch-id {pid[:12]}")
+            wanted.setdefault(
+                pid,
+                f"{where} commit {short(origin)}" if origin != "manifest" else f"{where} patch-id {pid[:12]}",
+            )
     hits: list[str] = []
     for pid, origin in wanted.items():
         for commit in cs.history.equivalents(pid):
@@ -75,7 +85,11 @@ def exclusion_hits(cs: ComponentState, excl: Exclusion, single_component: bool) 
         if hist.contains(full):
             hits.append(f"commit {prefix} is in the history of {cs.branch}")
             continue
-        pid = patch_ids(git, full, f"^{full}^") if len(git.run("rev-list", "--parents", "-n1", full).split()) == 2 else {}
+        pid = (
+            patch_ids(git, full, f"^{full}^")
+            if len(git.run("rev-list", "--parents", "-n1", full).split()) == 2
+            else {}
+        )
         if pid and any(hist.equivalents(p) for p in pid.values()):
             hits.append(f"a copy of commit {prefix} is on {cs.branch}")
     if excl.paths:
@@ -83,7 +97,10 @@ def exclusion_hits(cs: ComponentState, excl: Exclusion, single_component: bool) 
         for pattern in excl.paths:
             matched = [f for f in files if fnmatch.fnmatchcase(f, pattern)]
             if matched:
-                hits.append(f"path {matched[0]} matches '{pattern}'" + (f" (+{len(matched) - 1} more)" if len(matched) > 1 else ""))
+                hits.append(
+                    f"path {matched[0]} matches '{pattern}'"
+                    + (f" (+{len(matched) - 1} more)" if len(matched) > 1 else "")
+                )
     if excl.message_pattern:
         regex = re.compile(excl.message_pattern)
         for sha, subject in hist.range_subjects():

@@ -26,7 +26,9 @@ class MergeOrder:
                     if si and si.merged and si.landed_index is not None and si.landed_index > sj.landed_index:
                         inverted.append(earlier.pr)
                 if inverted:
-                    named = [n for n in inverted if any(k.component == name and k.number == n for k in explicit)]
+                    named = [
+                        n for n in inverted if any(k.component == name and k.number == n for k in explicit)
+                    ]
                     detail = f" (its 'after:' names #{', #'.join(map(str, named))})" if named else ""
                     findings.add(
                         "MERGED_OUT_OF_ORDER",

@@ -17,7 +17,12 @@ class PlannedPRsMerged:
                 continue
             for planned in cs.comp.merge_plan:
                 if planned.pr not in cs.heads:
-                    findings.add("PR_MISSING", f"no refs/pull/{planned.pr}/head on {cs.mirror.url} and none in the lock", component=name, pr=planned.pr)
+                    findings.add(
+                        "PR_MISSING",
+                        f"no refs/pull/{planned.pr}/head on {cs.mirror.url} and none in the lock",
+                        component=name,
+                        pr=planned.pr,
+                    )
                     continue
                 st = cs.states[planned.pr]
                 if st.merged:

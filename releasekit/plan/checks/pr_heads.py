@@ -19,12 +19,20 @@ class PRHeadsUnmoved:
                 now = cs.mirror.pr_head(lpr.number)
                 if now is None:
                     if lpr.role == "planned":
-                        findings.add("PR_HEAD_GONE", f"{lpr.ref} no longer exists (locked at {short(lpr.head)})", severity=Severity.warning, component=name, pr=lpr.number)
+                        findings.add(
+                            "PR_HEAD_GONE",
+                            f"{lpr.ref} no longer exists (locked at {short(lpr.head)})",
+                            severity=Severity.warning,
+                            component=name,
+                            pr=lpr.number,
+                        )
                 elif now != lpr.head:
                     findings.add(
                         "PR_HEAD_MOVED",
                         f"{lpr.ref} moved from {short(lpr.head)} (locked) to {short(now)}",
-                        severity=Severity.error if lpr.role in ("planned", "already_canonical") else Severity.warning,
+                        severity=Severity.error
+                        if lpr.role in ("planned", "already_canonical")
+                        else Severity.warning,
                         component=name,
                         pr=lpr.number,
                     )

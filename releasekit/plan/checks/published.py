@@ -15,7 +15,12 @@ class CheckedCommitPublished:
         findings = Findings()
         for name, cs in ctx.components.items():
             if not cs.mirror.has_commit(cs.checked):
-                findings.add("UNPUBLISHED_COMMIT", f"commit {cs.checked} does not exist on {cs.mirror.url}", component=name, commit=cs.checked)
+                findings.add(
+                    "UNPUBLISHED_COMMIT",
+                    f"commit {cs.checked} does not exist on {cs.mirror.url}",
+                    component=name,
+                    commit=cs.checked,
+                )
                 continue
             if cs.mirror.published_by(cs.checked) is None:
                 findings.add(
@@ -43,5 +48,10 @@ class CheckedCommitPublished:
             if cs.locked:
                 for cc in cs.locked.canonical_commits:
                     if cs.mirror.published_by(cc.commit) is None:
-                        findings.add("UNPUBLISHED_COMMIT", f"already-canonical commit {cc.given} is not reachable from any ref", component=name, commit=cc.commit)
+                        findings.add(
+                            "UNPUBLISHED_COMMIT",
+                            f"already-canonical commit {cc.given} is not reachable from any ref",
+                            component=name,
+                            commit=cc.commit,
+                        )
         return findings

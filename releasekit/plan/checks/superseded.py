@@ -22,5 +22,10 @@ class SupersededAbsent:
                 code = "SUPERSEDED_PR_MERGED" if st.role == "superseded" else "CLOSED_PR_MERGED"
                 ms = cs.states.get(-st.pr)
                 how = ms.how if ms and ms.how else "patch-id (some commits)"
-                findings.add(code, f"{st.role} PR #{st.pr} is on {cs.branch} ({how}, landed at {short(st.landed_at)})", component=name, pr=st.pr)
+                findings.add(
+                    code,
+                    f"{st.role} PR #{st.pr} is on {cs.branch} ({how}, landed at {short(st.landed_at)})",
+                    component=name,
+                    pr=st.pr,
+                )
         return findings

@@ -27,8 +27,11 @@ class FileAccountingCheck:
             return found  # equal image IDs already prove every byte
         want = ctx.expected_files
         if want is None:
-            found.add("FILE_ACCOUNTING_UNAVAILABLE", "no reference filesystem (the reproduction failed or the base "
-                      "could not be exported): the image's files are not accounted for")
+            found.add(
+                "FILE_ACCOUNTING_UNAVAILABLE",
+                "no reference filesystem (the reproduction failed or the base "
+                "could not be exported): the image's files are not accounted for",
+            )
             return found
         counts = {"FILE_UNACCOUNTED": 0, "FILE_MODIFIED": 0, "FILE_REMOVED": 0}
 
@@ -43,7 +46,11 @@ class FileAccountingCheck:
             expected = want.get(path)
             if expected is None:
                 what = f"symlink -> {entry.link}" if entry.kind == "symlink" else entry.kind
-                add("FILE_UNACCOUNTED", f"{what} that neither the locked base nor the locked wheels install", path)
+                add(
+                    "FILE_UNACCOUNTED",
+                    f"{what} that neither the locked base nor the locked wheels install",
+                    path,
+                )
                 continue
             diff = differences(expected, entry)
             if diff:

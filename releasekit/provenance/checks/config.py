@@ -16,11 +16,35 @@ from typing import Any
 from releasekit.findings import Findings
 from releasekit.provenance.context import VerifyContext
 
-COMPARED = ("Entrypoint", "Cmd", "WorkingDir", "User", "Shell", "Healthcheck", "OnBuild", "Volumes",
-            "ExposedPorts", "StopSignal")
+COMPARED = (
+    "Entrypoint",
+    "Cmd",
+    "WorkingDir",
+    "User",
+    "Shell",
+    "Healthcheck",
+    "OnBuild",
+    "Volumes",
+    "ExposedPorts",
+    "StopSignal",
+)
 # Bookkeeping the engine stores in an image's config but does not apply when it runs one.
-INERT = frozenset({"Hostname", "Domainname", "AttachStdin", "AttachStdout", "AttachStderr", "Tty", "OpenStdin",
-                   "StdinOnce", "Image", "ArgsEscaped", "NetworkDisabled", "MacAddress"})
+INERT = frozenset(
+    {
+        "Hostname",
+        "Domainname",
+        "AttachStdin",
+        "AttachStdout",
+        "AttachStderr",
+        "Tty",
+        "OpenStdin",
+        "StdinOnce",
+        "Image",
+        "ArgsEscaped",
+        "NetworkDisabled",
+        "MacAddress",
+    }
+)
 LABEL_PREFIXES = ("io.releasekit.", "org.opencontainers.image.")
 
 
@@ -56,24 +80,37 @@ class ConfigCheck:
         for key in sorted(set(want_env) | set(have_env)):
             if want_env.get(key) != have_env.get(key):
                 got = f"{key}={have_env[key]!r}" if key in have_env else "absent"
-                found.add("CONFIG_MISMATCH", f"Env {key}: the image has {got}; the reproduction "
-                          + (f"{key}={want_env[key]!r}" if key in want_env else "does not set it"),
-                          field=f"Env.{key}")
+                found.add(
+                    "CONFIG_MISMATCH",
+                    f"Env {key}: the image has {got}; the reproduction "
+                    + (f"{key}={want_env[key]!r}" if key in want_env else "does not set it"),
+                    field=f"Env.{key}",
+                )
         for key in COMPARED:
             if _norm(have.get(key)) != _norm(want.get(key)):
-                found.add("CONFIG_MISMATCH", f"{key}: the image has {_show(have.get(key))}; the reproduction "
-                          f"{_show(want.get(key))}", field=key)
+                found.add(
+                    "CONFIG_MISMATCH",
+                    f"{key}: the image has {_show(have.get(key))}; the reproduction {_show(want.get(key))}",
+                    field=key,
+                )
         want_labels = dict(want.get("Labels") or {})
         have_labels = dict(have.get("Labels") or {})
         for label in sorted(set(want_labels) | set(have_labels)):
             if label.startswith(LABEL_PREFIXES):
                 continue
             if want_labels.get(label) != have_labels.get(label):
-                found.add("CONFIG_MISMATCH", f"label {label}: the image has {_show(have_labels.get(label))}; the "
-                          f"reproduction {_show(want_labels.get(label))}", field=f"Labels.{label}")
+                found.add(
+                    "CONFIG_MISMATCH",
+                    f"label {label}: the image has {_show(have_labels.get(label))}; the "
+                    f"reproduction {_show(want_labels.get(label))}",
+                    field=f"Labels.{label}",
+                )
         known = {"Env", "Labels", *COMPARED, *INERT}
         for key in sorted(have):
             if key not in known and _norm(have[key]) is not None:
-                found.add("CONFIG_KEY_UNEXPECTED", f"the image config sets {key} = {_show(have[key])}, which no "
-                          "release config has", field=key)
+                found.add(
+                    "CONFIG_KEY_UNEXPECTED",
+                    f"the image config sets {key} = {_show(have[key])}, which no release config has",
+                    field=key,
+                )
         return found

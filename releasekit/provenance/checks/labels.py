@@ -33,17 +33,29 @@ class LabelsCheck:
                 continue
             have = labels.get(label)
             if have is None:
-                found.add("LABEL_MISSING", f"image has no label {label} (the lock says {want})",
-                          component=component or None, field=label)
+                found.add(
+                    "LABEL_MISSING",
+                    f"image has no label {label} (the lock says {want})",
+                    component=component or None,
+                    field=label,
+                )
             elif have != want:
-                found.add("LABEL_MISMATCH", f"label {label} is {have!r}; the lock says {want!r}",
-                          component=component or None, field=label)
+                found.add(
+                    "LABEL_MISMATCH",
+                    f"label {label} is {have!r}; the lock says {want!r}",
+                    component=component or None,
+                    field=label,
+                )
         record = ctx.record
         if record is not None:
             if record.image_id and record.image_id != ctx.image.id:
-                found.add("BUILD_RECORD_MISMATCH",
-                          f"the build record describes image {record.image_id}, not this image {ctx.image.id}")
+                found.add(
+                    "BUILD_RECORD_MISMATCH",
+                    f"the build record describes image {record.image_id}, not this image {ctx.image.id}",
+                )
             if record.lock_sha256 and record.lock_sha256 != ctx.lock_sha256:
-                found.add("BUILD_RECORD_MISMATCH",
-                          f"the build record was made from lock {record.lock_sha256[:12]}, not {ctx.lock_sha256[:12]}")
+                found.add(
+                    "BUILD_RECORD_MISMATCH",
+                    f"the build record was made from lock {record.lock_sha256[:12]}, not {ctx.lock_sha256[:12]}",
+                )
         return found

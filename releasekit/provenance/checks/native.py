@@ -20,18 +20,28 @@ class NativeArchCheck:
                 continue
             reports = {p: ctx.inventory.fatbins[p] for p in sorted(dist.files) if p in ctx.inventory.fatbins}
             if not reports:
-                found.add("NATIVE_CODE_MISSING",
-                          f"{dist.name} is built for {', '.join(comp.native_arches)} but no extension has CUDA code",
-                          component=name)
+                found.add(
+                    "NATIVE_CODE_MISSING",
+                    f"{dist.name} is built for {', '.join(comp.native_arches)} but no extension has CUDA code",
+                    component=name,
+                )
                 continue
             for path, report in reports.items():
                 if report.malformed:
-                    found.add("NATIVE_FATBIN_MALFORMED", "the .nv_fatbin section cannot be read", component=name, path=path)
+                    found.add(
+                        "NATIVE_FATBIN_MALFORMED",
+                        "the .nv_fatbin section cannot be read",
+                        component=name,
+                        path=path,
+                    )
                     continue
                 lacking = [a for a in comp.native_arches if not report.has_machine_code_for(a)]
                 if lacking:
                     have = ", ".join(report.cubin_targets()) or "none"
-                    found.add("NATIVE_ARCH_MISSING",
-                              f"no machine code for {', '.join(lacking)} (cubins: {have}; PTX: {', '.join(report.ptx_targets()) or 'none'})",
-                              component=name, path=path)
+                    found.add(
+                        "NATIVE_ARCH_MISSING",
+                        f"no machine code for {', '.join(lacking)} (cubins: {have}; PTX: {', '.join(report.ptx_targets()) or 'none'})",
+                        component=name,
+                        path=path,
+                    )
         return found

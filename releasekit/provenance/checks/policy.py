@@ -27,7 +27,9 @@ class ForbiddenDistributionCheck:
                 continue
             pattern = next((p for p in forbidden if fnmatchcase(key, p)), None)
             if pattern:
-                found.add("FORBIDDEN_DISTRIBUTION",
-                          f"{dist.name} {dist.version} is installed; the manifest forbids {pattern}",
-                          path=dist.dist_info)
+                found.add(
+                    "FORBIDDEN_DISTRIBUTION",
+                    f"{dist.name} {dist.version} is installed; the manifest forbids {pattern}",
+                    path=dist.dist_info,
+                )
         return found

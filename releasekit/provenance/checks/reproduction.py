@@ -15,8 +15,12 @@ from releasekit.provenance.context import VerifyContext
 class ReproductionCheck:
     name = "reproduction"
     codes = (
-        "REPRODUCTION_FAILED", "IMAGE_NOT_REPRODUCED", "BASE_LAYERS_MISMATCH", "RELEASE_LAYER_MISMATCH",
-        "EXTRA_LAYERS", "BUILD_CLAIM_MISMATCH",
+        "REPRODUCTION_FAILED",
+        "IMAGE_NOT_REPRODUCED",
+        "BASE_LAYERS_MISMATCH",
+        "RELEASE_LAYER_MISMATCH",
+        "EXTRA_LAYERS",
+        "BUILD_CLAIM_MISMATCH",
     )
 
     def run(self, ctx: VerifyContext) -> Findings:
@@ -24,45 +28,67 @@ class ReproductionCheck:
         rep = ctx.reproduction
         if rep is None or not rep.ok:
             why = rep.error if rep is not None else "not attempted"
-            found.add("REPRODUCTION_FAILED", f"the release could not be rebuilt from the lock: {why}; "
-                      "nothing proves the image's bytes")
+            found.add(
+                "REPRODUCTION_FAILED",
+                f"the release could not be rebuilt from the lock: {why}; nothing proves the image's bytes",
+            )
             return found
         if ctx.image.id != rep.image_id:
-            found.add("IMAGE_NOT_REPRODUCED",
-                      f"image {ctx.image.id} is not the image the lock reproduces ({rep.image_id})",
-                      image=ctx.image.id)
+            found.add(
+                "IMAGE_NOT_REPRODUCED",
+                f"image {ctx.image.id} is not the image the lock reproduces ({rep.image_id})",
+                image=ctx.image.id,
+            )
             have = list(ctx.layers)
             base = rep.base_diff_ids
             if have[: len(base)] != base:
                 differ = sum(1 for i, d in enumerate(base) if i >= len(have) or have[i] != d)
-                found.add("BASE_LAYERS_MISMATCH",
-                          f"the image's first {len(base)} layer(s) are not the locked base's ({differ} differ)")
+                found.add(
+                    "BASE_LAYERS_MISMATCH",
+                    f"the image's first {len(base)} layer(s) are not the locked base's ({differ} differ)",
+                )
             elif len(have) == len(base):
                 found.add("RELEASE_LAYER_MISMATCH", "the image has the base's layers only, no release layer")
             else:
                 if have[len(base)] != rep.layer_diff_id:
-                    found.add("RELEASE_LAYER_MISMATCH",
-                              f"the release layer is {have[len(base)]}, the reproduced one {rep.layer_diff_id}")
-                extra = have[len(base) + 1:]
+                    found.add(
+                        "RELEASE_LAYER_MISMATCH",
+                        f"the release layer is {have[len(base)]}, the reproduced one {rep.layer_diff_id}",
+                    )
+                extra = have[len(base) + 1 :]
                 if extra:
-                    found.add("EXTRA_LAYERS", f"{len(extra)} layer(s) on top of the release layer: "
-                              + ", ".join(d[:19] for d in extra[:5]))
+                    found.add(
+                        "EXTRA_LAYERS",
+                        f"{len(extra)} layer(s) on top of the release layer: "
+                        + ", ".join(d[:19] for d in extra[:5]),
+                    )
         record = ctx.record
         if record is not None:
             if record.image_id != rep.image_id:
-                found.add("BUILD_CLAIM_MISMATCH",
-                          f"build.json claims image {record.image_id}; the lock reproduces {rep.image_id}",
-                          file="build.json", field="image_id")
+                found.add(
+                    "BUILD_CLAIM_MISMATCH",
+                    f"build.json claims image {record.image_id}; the lock reproduces {rep.image_id}",
+                    file="build.json",
+                    field="image_id",
+                )
             if record.image.wheels_layer_digest != rep.layer_diff_id:
-                found.add("BUILD_CLAIM_MISMATCH",
-                          f"build.json claims release layer {record.image.wheels_layer_digest}; "
-                          f"reproduced {rep.layer_diff_id}", file="build.json", field="image.wheels_layer_digest")
+                found.add(
+                    "BUILD_CLAIM_MISMATCH",
+                    f"build.json claims release layer {record.image.wheels_layer_digest}; "
+                    f"reproduced {rep.layer_diff_id}",
+                    file="build.json",
+                    field="image.wheels_layer_digest",
+                )
             rebuilt = {c.name: c for c in rep.components}
             for claimed in record.components:
                 mine = rebuilt.get(claimed.name)
                 if mine is None or claimed.wheel_sha256 != mine.wheel_sha256:
-                    found.add("BUILD_CLAIM_MISMATCH",
-                              f"build.json claims wheel sha256 {claimed.wheel_sha256} for {claimed.name}; "
-                              f"reproduced {mine.wheel_sha256 if mine else 'nothing'}",
-                              file="build.json", component=claimed.name, field="wheel_sha256")
+                    found.add(
+                        "BUILD_CLAIM_MISMATCH",
+                        f"build.json claims wheel sha256 {claimed.wheel_sha256} for {claimed.name}; "
+                        f"reproduced {mine.wheel_sha256 if mine else 'nothing'}",
+                        file="build.json",
+                        component=claimed.name,
+                        field="wheel_sha256",
+                    )
         return found

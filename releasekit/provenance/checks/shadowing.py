@@ -11,7 +11,14 @@ from releasekit.findings import Findings
 from releasekit.provenance.context import VerifyContext
 
 # Variables that change what Python imports or what the dynamic loader maps in.
-OVERLAY_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "LD_PRELOAD")
+OVERLAY_ENV = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PYTHONSTARTUP",
+    "PYTHONEXECUTABLE",
+    "LD_PRELOAD",
+)
 
 
 class ShadowingCheck:
@@ -23,8 +30,11 @@ class ShadowingCheck:
         for key in OVERLAY_ENV:
             value = ctx.image.env.get(key)
             if value:
-                found.add("ENV_OVERLAY", f"the image sets {key}={value}: imports no longer follow the installed RECORDs",
-                          field=key)
+                found.add(
+                    "ENV_OVERLAY",
+                    f"the image sets {key}={value}: imports no longer follow the installed RECORDs",
+                    field=key,
+                )
         for word in [*ctx.image.entrypoint, *ctx.image.cmd]:
             for key in OVERLAY_ENV:
                 if f"{key}=" in word:
@@ -40,18 +50,23 @@ class ShadowingCheck:
             for module in comp.import_names:
                 spec = specs.get(module)
                 if spec is None or not spec.get("found"):
-                    found.add("MODULE_NOT_IMPORTABLE",
-                              f"import {module} finds nothing: {spec.get('error') if spec else 'not probed'}",
-                              component=name)
+                    found.add(
+                        "MODULE_NOT_IMPORTABLE",
+                        f"import {module} finds nothing: {spec.get('error') if spec else 'not probed'}",
+                        component=name,
+                    )
                     continue
                 if dist is None:
                     continue  # COMPONENT_NOT_INSTALLED says it already
                 places = self._places(spec)
                 foreign = [p for p in places if not self._owned_by(ctx, dist, p)]
                 if foreign:
-                    found.add("MODULE_SHADOWED",
-                              f"import {module} resolves to {foreign[0]}, which is not a file of {dist.name} {dist.version}",
-                              component=name, path=foreign[0])
+                    found.add(
+                        "MODULE_SHADOWED",
+                        f"import {module} resolves to {foreign[0]}, which is not a file of {dist.name} {dist.version}",
+                        component=name,
+                        path=foreign[0],
+                    )
         return found
 
     @staticmethod
@@ -74,6 +89,8 @@ class ShadowingCheck:
         inside = [p for p, e in ctx.inventory.files.items() if p.startswith(prefix) and e.kind != "dir"]
 
         def mine(path: str) -> bool:
-            return path in dist.files or ("/__pycache__/" in path and path.endswith(".pyc") and ctx.owned(path))
+            return path in dist.files or (
+                "/__pycache__/" in path and path.endswith(".pyc") and ctx.owned(path)
+            )
 
         return bool(inside) and all(mine(p) for p in inside)

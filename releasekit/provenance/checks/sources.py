@@ -46,7 +46,12 @@ def locked_blobs(repo: str, commit: str, *, allow_local: bool, cache_dir: str | 
 
 class SourceBlobCheck:
     name = "source-blobs"
-    codes = ("SOURCE_BLOB_MISMATCH", "SOURCE_NOT_IN_COMMIT", "SOURCE_UNVERIFIABLE", "SOURCE_MODIFICATION_UNDECLARED")
+    codes = (
+        "SOURCE_BLOB_MISMATCH",
+        "SOURCE_NOT_IN_COMMIT",
+        "SOURCE_UNVERIFIABLE",
+        "SOURCE_MODIFICATION_UNDECLARED",
+    )
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
@@ -57,10 +62,16 @@ class SourceBlobCheck:
             if dist is None:
                 continue
             try:
-                blobs = locked_blobs(comp.repo, comp.commit, allow_local=ctx.allow_local_repos, cache_dir=ctx.cache_dir)
+                blobs = locked_blobs(
+                    comp.repo, comp.commit, allow_local=ctx.allow_local_repos, cache_dir=ctx.cache_dir
+                )
             except (ReleasekitError, LookupError) as exc:
-                found.add("SOURCE_UNVERIFIABLE", f"cannot read the locked commit's tree: {exc}",
-                          component=name, commit=comp.commit)
+                found.add(
+                    "SOURCE_UNVERIFIABLE",
+                    f"cannot read the locked commit's tree: {exc}",
+                    component=name,
+                    commit=comp.commit,
+                )
                 continue
             stamped = self._declared_modifications(name, comp, blobs, found)
             self._compare(ctx, name, comp, dist, blobs, found, stamped)
@@ -75,19 +86,35 @@ class SourceBlobCheck:
             if not path:
                 continue  # an environment stamp changes no file
             if comp.version_policy != "stamp":
-                found.add("SOURCE_MODIFICATION_UNDECLARED",
-                          f"the build record declares a change of {path}, but the version policy is "
-                          f"{comp.version_policy or 'scm'}, not stamp", component=name, commit=comp.commit, path=path)
+                found.add(
+                    "SOURCE_MODIFICATION_UNDECLARED",
+                    f"the build record declares a change of {path}, but the version policy is "
+                    f"{comp.version_policy or 'scm'}, not stamp",
+                    component=name,
+                    commit=comp.commit,
+                    path=path,
+                )
             elif path not in blobs:
-                found.add("SOURCE_MODIFICATION_UNDECLARED",
-                          f"the build record declares a change of {path}, which the locked commit does not have",
-                          component=name, commit=comp.commit, path=path)
+                found.add(
+                    "SOURCE_MODIFICATION_UNDECLARED",
+                    f"the build record declares a change of {path}, which the locked commit does not have",
+                    component=name,
+                    commit=comp.commit,
+                    path=path,
+                )
             elif isinstance(blob, str):
                 stamped[path] = blob
         return stamped
 
     def _compare(
-        self, ctx, name, comp, dist, blobs: dict[str, str], found: Findings, stamped: dict[str, str] | None = None
+        self,
+        ctx,
+        name,
+        comp,
+        dist,
+        blobs: dict[str, str],
+        found: Findings,
+        stamped: dict[str, str] | None = None,
     ) -> None:
         sub = (comp.subdirectory or "").strip("/")
         prefixes = [p for p in (f"{sub}/" if sub else "", f"{sub}/src/" if sub else "src/")]
@@ -97,7 +124,7 @@ class SourceBlobCheck:
         for path in sorted(dist.files):
             if not path.endswith(".py") or not path.startswith(dist.site + "/"):
                 continue
-            rel = path[len(dist.site) + 1:]
+            rel = path[len(dist.site) + 1 :]
             if rel in generated or any(f"{p}{rel}" in generated for p in prefixes):
                 continue
             entry = ctx.inventory.files.get(path)
@@ -112,13 +139,27 @@ class SourceBlobCheck:
             elif blobs[repo_path] != entry.blob:
                 mismatched.append(rel)
         for rel in mismatched[:_LIMIT]:
-            found.add("SOURCE_BLOB_MISMATCH", f"installed {rel} is not the blob at the locked commit {comp.commit[:12]}",
-                      component=name, commit=comp.commit, path=f"{dist.site}/{rel}")
+            found.add(
+                "SOURCE_BLOB_MISMATCH",
+                f"installed {rel} is not the blob at the locked commit {comp.commit[:12]}",
+                component=name,
+                commit=comp.commit,
+                path=f"{dist.site}/{rel}",
+            )
         for rel in missing[:_LIMIT]:
-            found.add("SOURCE_NOT_IN_COMMIT",
-                      f"installed {rel} is not in the locked commit {comp.commit[:12]} (declare generated files in the manifest)",
-                      component=name, commit=comp.commit, path=f"{dist.site}/{rel}")
+            found.add(
+                "SOURCE_NOT_IN_COMMIT",
+                f"installed {rel} is not in the locked commit {comp.commit[:12]} (declare generated files in the manifest)",
+                component=name,
+                commit=comp.commit,
+                path=f"{dist.site}/{rel}",
+            )
         extra = len(mismatched) + len(missing) - 2 * _LIMIT
         if extra > 0:
-            found.add("SOURCE_BLOB_MISMATCH", f"{extra} more source file(s) differ", severity=Severity.error,
-                      component=name, commit=comp.commit)
+            found.add(
+                "SOURCE_BLOB_MISMATCH",
+                f"{extra} more source file(s) differ",
+                severity=Severity.error,
+                component=name,
+                commit=comp.commit,
+            )

@@ -7,7 +7,7 @@ from releasekit.provenance.context import VerifyContext
 
 
 def version_agrees(have: str | None, want: str) -> bool:
-    """"12.8" agrees with "12.8" and "12.8.1"; "2.13.0+cu128" with "2.13.0"."""
+    """ "12.8" agrees with "12.8" and "12.8.1"; "2.13.0+cu128" with "2.13.0"."""
     if have is None:
         return False
     have_parts = have.split("+", 1)[0].split(".")
@@ -35,8 +35,11 @@ class ToolchainCheck:
             return found
         info = (ctx.probe.report or {}).get("toolchain") or {}
         if not info.get("torch_present"):
-            found.add("TOOLCHAIN_UNCHECKED", "torch is not importable in the image: toolchain versions not checked",
-                      severity=Severity.info)
+            found.add(
+                "TOOLCHAIN_UNCHECKED",
+                "torch is not importable in the image: toolchain versions not checked",
+                severity=Severity.info,
+            )
             return found
         for key, want in wanted.items():
             raw = info.get(key)
@@ -46,5 +49,9 @@ class ToolchainCheck:
                 n = int(have)
                 have = f"{n // 10000}.{n // 100 % 100}.{n % 100}"
             if not version_agrees(have, want):
-                found.add("TOOLCHAIN_MISMATCH", f"the image's torch reports {key} {have}; the lock says {want}", field=key)
+                found.add(
+                    "TOOLCHAIN_MISMATCH",
+                    f"the image's torch reports {key} {have}; the lock says {want}",
+                    field=key,
+                )
         return found

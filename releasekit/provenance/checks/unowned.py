@@ -36,21 +36,33 @@ def scan_roots(ctx: VerifyContext) -> list[str]:
 
 
 def _top(path: str, root: str) -> str:
-    return root.rstrip("/") + "/" + path[len(root.rstrip("/")) + 1:].split("/", 1)[0]
+    return root.rstrip("/") + "/" + path[len(root.rstrip("/")) + 1 :].split("/", 1)[0]
 
 
 class UnownedFilesCheck:
     name = "unowned-files"
-    codes = ("UNOWNED_FILE", "PTH_INJECTION", "SITECUSTOMIZE", "DPKG_FILE_MODIFIED", "UNSAFE_ARCHIVE_MEMBER",
-             "FILE_TOO_LARGE")
+    codes = (
+        "UNOWNED_FILE",
+        "PTH_INJECTION",
+        "SITECUSTOMIZE",
+        "DPKG_FILE_MODIFIED",
+        "UNSAFE_ARCHIVE_MEMBER",
+        "FILE_TOO_LARGE",
+    )
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
         inv = ctx.inventory
         for name in inv.refused[:20]:
-            found.add("UNSAFE_ARCHIVE_MEMBER", f"the image's filesystem has an unsafe member name {name!r}", path=name)
+            found.add(
+                "UNSAFE_ARCHIVE_MEMBER",
+                f"the image's filesystem has an unsafe member name {name!r}",
+                path=name,
+            )
         for path in inv.too_large[:20]:
-            found.add("FILE_TOO_LARGE", "file is larger than the verifier's per-file limit; not hashed", path=path)
+            found.add(
+                "FILE_TOO_LARGE", "file is larger than the verifier's per-file limit; not hashed", path=path
+            )
         # Longest first, so nested roots (lib-dynload inside the stdlib dir) claim their own files.
         roots = sorted(scan_roots(ctx), key=len, reverse=True)
         groups: dict[str, list[str]] = defaultdict(list)
@@ -68,20 +80,33 @@ class UnownedFilesCheck:
             name = posixpath.basename(path)
             stem = name.split(".", 1)[0]
             if name.endswith(".pth") and posixpath.dirname(path) == root:
-                found.add("PTH_INJECTION", "a .pth file no distribution installed: Python runs its import lines at start-up",
-                          path=path)
+                found.add(
+                    "PTH_INJECTION",
+                    "a .pth file no distribution installed: Python runs its import lines at start-up",
+                    path=path,
+                )
             elif stem in _CUSTOMIZE or posixpath.basename(posixpath.dirname(path)) in _CUSTOMIZE:
-                found.add("SITECUSTOMIZE", f"{stem} module no distribution installed: it runs at every start-up", path=path)
+                found.add(
+                    "SITECUSTOMIZE",
+                    f"{stem} module no distribution installed: it runs at every start-up",
+                    path=path,
+                )
             else:
                 groups[_top(path, root)].append(path)
         for top, paths in sorted(groups.items()):
             sample = ", ".join(posixpath.relpath(p, posixpath.dirname(top)) for p in sorted(paths)[:3])
             more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
-            found.add("UNOWNED_FILE", f"{len(paths)} file(s) on the import path owned by no RECORD or package: {sample}{more}",
-                      path=top)
+            found.add(
+                "UNOWNED_FILE",
+                f"{len(paths)} file(s) on the import path owned by no RECORD or package: {sample}{more}",
+                path=top,
+            )
         for path in sorted(modified)[:20]:
-            found.add("DPKG_FILE_MODIFIED", "differs from the bytes its Debian package installed (dpkg md5sums)",
-                      path=path)
+            found.add(
+                "DPKG_FILE_MODIFIED",
+                "differs from the bytes its Debian package installed (dpkg md5sums)",
+                path=path,
+            )
         if len(modified) > 20:
             found.add("DPKG_FILE_MODIFIED", f"{len(modified) - 20} more modified package file(s)")
         self._customize(ctx, found)
@@ -110,7 +135,13 @@ class UnownedFilesCheck:
                 continue
             intact = ctx.dpkg_intact(real)
             if intact is False:
-                found.add("SITECUSTOMIZE", f"{real} differs from the bytes its Debian package installed", path=path)
+                found.add(
+                    "SITECUSTOMIZE", f"{real} differs from the bytes its Debian package installed", path=path
+                )
             elif intact is None and ctx.owner_of(real) is None:
-                found.add("SITECUSTOMIZE", f"{real} has no package checksum to verify it against",
-                          severity=Severity.info, path=path)
+                found.add(
+                    "SITECUSTOMIZE",
+                    f"{real} has no package checksum to verify it against",
+                    severity=Severity.info,
+                    path=path,
+                )

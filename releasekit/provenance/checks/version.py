@@ -19,8 +19,12 @@ def commit_agrees(named: str, locked: str) -> bool:
 
 class VersionCommitCheck:
     name = "version-commit"
-    codes = ("VERSION_COMMIT_MISMATCH", "VERSION_COMMIT_MISSING", "DIRECT_URL_COMMIT_MISMATCH",
-             "GENERATED_VERSION_MISMATCH")
+    codes = (
+        "VERSION_COMMIT_MISMATCH",
+        "VERSION_COMMIT_MISSING",
+        "DIRECT_URL_COMMIT_MISMATCH",
+        "GENERATED_VERSION_MISMATCH",
+    )
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
@@ -34,33 +38,51 @@ class VersionCommitCheck:
             named = _LOCAL_COMMIT.findall("+" + local) if local else []
             if not named and comp.version_policy == "static":
                 # Declared: the commit is proven by the labels and the source-blob check instead.
-                found.add("VERSION_COMMIT_MISSING",
-                          f"{dist.name} {dist.version} does not name a commit (version policy static)",
-                          severity=Severity.info, component=name, path=dist.dist_info)
+                found.add(
+                    "VERSION_COMMIT_MISSING",
+                    f"{dist.name} {dist.version} does not name a commit (version policy static)",
+                    severity=Severity.info,
+                    component=name,
+                    path=dist.dist_info,
+                )
             elif not named:
-                found.add("VERSION_COMMIT_MISSING",
-                          f"{dist.name} {dist.version} does not name a commit (+g<sha>)",
-                          severity=Severity.warning, component=name, path=dist.dist_info)
+                found.add(
+                    "VERSION_COMMIT_MISSING",
+                    f"{dist.name} {dist.version} does not name a commit (+g<sha>)",
+                    severity=Severity.warning,
+                    component=name,
+                    path=dist.dist_info,
+                )
             for sha in named:
                 if not commit_agrees(sha, comp.commit):
-                    found.add("VERSION_COMMIT_MISMATCH",
-                              f"{dist.name} {dist.version} names commit {sha}; the lock says {comp.commit[:12]}",
-                              component=name, commit=comp.commit, path=dist.dist_info)
+                    found.add(
+                        "VERSION_COMMIT_MISMATCH",
+                        f"{dist.name} {dist.version} names commit {sha}; the lock says {comp.commit[:12]}",
+                        component=name,
+                        commit=comp.commit,
+                        path=dist.dist_info,
+                    )
             vcs = (dist.direct_url or {}).get("vcs_info") if isinstance(dist.direct_url, dict) else None
             commit_id = vcs.get("commit_id") if isinstance(vcs, dict) else None
             if isinstance(commit_id, str) and not commit_agrees(commit_id, comp.commit):
-                found.add("DIRECT_URL_COMMIT_MISMATCH",
-                          f"direct_url.json of {dist.name} names commit {commit_id[:12]}; the lock says {comp.commit[:12]}",
-                          component=name, path=dist.dist_info + "/direct_url.json")
+                found.add(
+                    "DIRECT_URL_COMMIT_MISMATCH",
+                    f"direct_url.json of {dist.name} names commit {commit_id[:12]}; the lock says {comp.commit[:12]}",
+                    component=name,
+                    path=dist.dist_info + "/direct_url.json",
+                )
             for path in self._version_files(ctx, comp, dist):
                 data = ctx.inventory.read(path)
                 if data is None:
                     continue
                 for sha in set(_TEXT_COMMIT.findall(data.decode("utf-8", errors="replace"))):
                     if not commit_agrees(sha, comp.commit):
-                        found.add("GENERATED_VERSION_MISMATCH",
-                                  f"{path.rsplit('/', 1)[-1]} names commit {sha[:12]}; the lock says {comp.commit[:12]}",
-                                  component=name, path=path)
+                        found.add(
+                            "GENERATED_VERSION_MISMATCH",
+                            f"{path.rsplit('/', 1)[-1]} names commit {sha[:12]}; the lock says {comp.commit[:12]}",
+                            component=name,
+                            path=path,
+                        )
         return found
 
     @staticmethod
@@ -68,7 +90,7 @@ class VersionCommitCheck:
         generated = {g.strip("/") for g in comp.generated_files}
         out = []
         for path in dist.files:
-            rel = path[len(dist.site) + 1:]
+            rel = path[len(dist.site) + 1 :]
             if rel in generated or rel.rsplit("/", 1)[-1] in ("_version.py", "version.py"):
                 out.append(path)
         return sorted(out)

@@ -44,13 +44,17 @@ def suite_problems(receipt: TestReceipt) -> list[str]:
     """Why this receipt is not a pass (empty: it passed)."""
     problems: list[str] = []
     if receipt.status != "passed":
-        problems.append(f"status {receipt.status}" + (f" ({receipt.skip_reason})" if receipt.skip_reason else ""))
+        problems.append(
+            f"status {receipt.status}" + (f" ({receipt.skip_reason})" if receipt.skip_reason else "")
+        )
     unaccepted = [f for f in receipt.failures if f.verdict not in _ACCEPTED]
     for failure in unaccepted[:5]:
         problems.append(f"{failure.verdict}: {failure.test}")
     if len(unaccepted) > 5:
         problems.append(f"… and {len(unaccepted) - 5} more")
-    problems += [f"count rule '{rule.rule}' not met (actual {rule.actual})" for rule in receipt.expected if not rule.ok]
+    problems += [
+        f"count rule '{rule.rule}' not met (actual {rule.actual})" for rule in receipt.expected if not rule.ok
+    ]
     return problems
 
 
@@ -84,18 +88,39 @@ class TestSuitesPassed:
             policy = policies.get(key)
             comp, field = receipt.component, f"tests.{receipt.suite}"
             if policy is None:
-                out.add("TEST_RECEIPT_UNKNOWN_SUITE", "the manifest has no such suite", severity=Severity.warning,
-                        component=comp, field=field, path=path)
+                out.add(
+                    "TEST_RECEIPT_UNKNOWN_SUITE",
+                    "the manifest has no such suite",
+                    severity=Severity.warning,
+                    component=comp,
+                    field=field,
+                    path=path,
+                )
                 continue
             if receipt.image_id != subject.image.id:
-                out.add("TEST_RECEIPT_FOR_OTHER_IMAGE",
-                        f"the suite ran in image {receipt.image_id or '(none recorded)'}, publishing {subject.image.id}",
-                        severity=severity(policy), component=comp, field=field, path=path)
+                out.add(
+                    "TEST_RECEIPT_FOR_OTHER_IMAGE",
+                    f"the suite ran in image {receipt.image_id or '(none recorded)'}, publishing {subject.image.id}",
+                    severity=severity(policy),
+                    component=comp,
+                    field=field,
+                    path=path,
+                )
                 continue
             if receipt.lock_sha256 != subject.lock_sha256:
-                said = f"lock {receipt.lock_sha256[:12]}…" if receipt.lock_sha256 else "no lock (run without --lock)"
-                out.add("TEST_RECEIPT_FOR_OTHER_LOCK", f"the receipt names {said}, this lock is {subject.lock_sha256[:12]}…",
-                        severity=severity(policy), component=comp, field=field, path=path)
+                said = (
+                    f"lock {receipt.lock_sha256[:12]}…"
+                    if receipt.lock_sha256
+                    else "no lock (run without --lock)"
+                )
+                out.add(
+                    "TEST_RECEIPT_FOR_OTHER_LOCK",
+                    f"the receipt names {said}, this lock is {subject.lock_sha256[:12]}…",
+                    severity=severity(policy),
+                    component=comp,
+                    field=field,
+                    path=path,
+                )
                 continue
             bound.setdefault(key, []).append((path, receipt))
         for policy in subject.policy.suites:
@@ -103,8 +128,12 @@ class TestSuitesPassed:
             found = bound.get(policy.key, [])
             if not found:
                 if policy.required:
-                    out.add("TEST_RECEIPT_MISSING", "no test receipt for this image and lock: run `releasekit test`",
-                            component=comp, field=field)
+                    out.add(
+                        "TEST_RECEIPT_MISSING",
+                        "no test receipt for this image and lock: run `releasekit test`",
+                        component=comp,
+                        field=field,
+                    )
                 continue
             # Every receipt for the suite must pass: a failed run beside a passed one is not averaged away.
             for path, receipt in found:
@@ -112,11 +141,26 @@ class TestSuitesPassed:
                 if not problems:
                     continue
                 if receipt.status == "skipped" and len(problems) == 1:
-                    hint = ("; run it on a host that has what it needs, or mark it required: false in the manifest"
-                            if policy.required else " (required: false)")
-                    out.add("TEST_SUITE_SKIPPED", f"the suite did not run: {receipt.skip_reason or 'skipped'}{hint}",
-                            severity=severity(policy), path=path, component=comp, field=field)
+                    hint = (
+                        "; run it on a host that has what it needs, or mark it required: false in the manifest"
+                        if policy.required
+                        else " (required: false)"
+                    )
+                    out.add(
+                        "TEST_SUITE_SKIPPED",
+                        f"the suite did not run: {receipt.skip_reason or 'skipped'}{hint}",
+                        severity=severity(policy),
+                        path=path,
+                        component=comp,
+                        field=field,
+                    )
                     continue
-                out.add("TEST_SUITE_FAILED", "; ".join(problems) + ("" if policy.required else " (required: false)"),
-                        severity=severity(policy), path=path, component=comp, field=field)
+                out.add(
+                    "TEST_SUITE_FAILED",
+                    "; ".join(problems) + ("" if policy.required else " (required: false)"),
+                    severity=severity(policy),
+                    path=path,
+                    component=comp,
+                    field=field,
+                )
         return out

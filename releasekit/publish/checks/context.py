@@ -12,10 +12,19 @@ from releasekit.publish.evidence import Evidence, ReceiptView
 
 # Where a server runs and which GPUs it sees: placement, not behaviour.
 PLACEMENT_ENV = frozenset(
-    {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+    }
 )
 
-CREDENTIAL_NAME = re.compile(r"(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+CREDENTIAL_NAME = re.compile(
+    r"(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I
+)
 
 
 def shown(key: str, value: str) -> str:

@@ -32,7 +32,12 @@ class NoForbiddenSwitches:
             for key, value in sorted(env.items()):
                 for pattern in policy.forbidden_env:
                     if env_forbidden(pattern, key, value):
-                        out.add("FORBIDDEN_SWITCH", f"env {key}={shown(key, value)} is forbidden{reason}", cell=cell, path=where)
+                        out.add(
+                            "FORBIDDEN_SWITCH",
+                            f"env {key}={shown(key, value)} is forbidden{reason}",
+                            cell=cell,
+                            path=where,
+                        )
             used = flags_of(args)
             for flag in policy.forbidden_args:
                 if flag in used:

@@ -23,7 +23,13 @@ _OK_STEP = {"passed", "skipped"}
 
 class HygienePassed:
     name = "source hygiene passed on the composed tree of this lock"
-    codes = ("HYGIENE_MISSING", "HYGIENE_INVALID", "HYGIENE_WRONG_LOCK", "HYGIENE_FAILED", "HYGIENE_INCOMPLETE")
+    codes = (
+        "HYGIENE_MISSING",
+        "HYGIENE_INVALID",
+        "HYGIENE_WRONG_LOCK",
+        "HYGIENE_FAILED",
+        "HYGIENE_INCOMPLETE",
+    )
 
     def run(self, subject: GateSubject) -> Findings:
         out = Findings()
@@ -43,9 +49,12 @@ class HygienePassed:
             out.add("HYGIENE_INVALID", str(exc), severity=overall, path=loaded.path)
             return out
         if receipt.lock_sha256 != subject.lock_sha256:
-            out.add("HYGIENE_WRONG_LOCK",
-                    f"hygiene.json checked lock {receipt.lock_sha256[:12]}…, this lock is {subject.lock_sha256[:12]}…",
-                    severity=overall, path=loaded.path)
+            out.add(
+                "HYGIENE_WRONG_LOCK",
+                f"hygiene.json checked lock {receipt.lock_sha256[:12]}…, this lock is {subject.lock_sha256[:12]}…",
+                severity=overall,
+                path=loaded.path,
+            )
             return out
         components = {c.component: c for c in receipt.components}
         for policy in policies:
@@ -54,20 +63,46 @@ class HygienePassed:
             name, path = policy.component, loaded.path
             comp = components.get(policy.component)
             if comp is None:
-                out.add("HYGIENE_MISSING", f"hygiene.json has no entry for this component{note}", severity=severity, component=name, field="hygiene", path=path)
+                out.add(
+                    "HYGIENE_MISSING",
+                    f"hygiene.json has no entry for this component{note}",
+                    severity=severity,
+                    component=name,
+                    field="hygiene",
+                    path=path,
+                )
                 continue
             steps = {s.step: s for s in comp.steps}
             failed = [s.step for s in comp.steps if s.status == "failed"]
             if failed:
-                problems = [f"{f.location.file or '?'}:{f.location.line or '?'} {f.code} {f.message}"
-                            for f in receipt.findings.errors if f.location.component == policy.component]
-                shown = "; ".join(problems[:3]) + (f"; … {len(problems) - 3} more" if len(problems) > 3 else "")
-                out.add("HYGIENE_FAILED", f"{', '.join(failed)} failed" + (f": {shown}" if shown else "") + note,
-                        severity=severity, component=name, field="hygiene", path=path)
+                problems = [
+                    f"{f.location.file or '?'}:{f.location.line or '?'} {f.code} {f.message}"
+                    for f in receipt.findings.errors
+                    if f.location.component == policy.component
+                ]
+                shown = "; ".join(problems[:3]) + (
+                    f"; … {len(problems) - 3} more" if len(problems) > 3 else ""
+                )
+                out.add(
+                    "HYGIENE_FAILED",
+                    f"{', '.join(failed)} failed" + (f": {shown}" if shown else "") + note,
+                    severity=severity,
+                    component=name,
+                    field="hygiene",
+                    path=path,
+                )
             unrun = [s for s in policy.steps if s not in steps]
             incomplete = [s.step for s in comp.steps if s.status not in _OK_STEP and s.status != "failed"]
             if unrun or incomplete:
                 parts = ([f"{', '.join(incomplete)} not runnable here"] if incomplete else []) + (
-                    [f"{', '.join(unrun)} not run"] if unrun else [])
-                out.add("HYGIENE_INCOMPLETE", "; ".join(parts) + " (never a pass)" + note, severity=severity, component=name, field="hygiene", path=path)
+                    [f"{', '.join(unrun)} not run"] if unrun else []
+                )
+                out.add(
+                    "HYGIENE_INCOMPLETE",
+                    "; ".join(parts) + " (never a pass)" + note,
+                    severity=severity,
+                    component=name,
+                    field="hygiene",
+                    path=path,
+                )
         return out

@@ -63,7 +63,9 @@ class ProvenanceVerified:
             out.add("PROVENANCE_MISSING", f"provenance statement: {statement.problem}", path=statement.path)
         elif isinstance(statement.data, dict):
             subjects = statement.data.get("subject") or []
-            digests = {str((s or {}).get("digest", {}).get("sha256")) for s in subjects if isinstance(s, dict)}
+            digests = {
+                str((s or {}).get("digest", {}).get("sha256")) for s in subjects if isinstance(s, dict)
+            }
             if subjects and image_id.removeprefix("sha256:") not in digests:
                 out.add(
                     "PROVENANCE_WRONG_IMAGE",

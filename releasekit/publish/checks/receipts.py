@@ -45,7 +45,12 @@ class ReceiptsComplete:
                 continue
             assert view.cell is not None
             cell_policy = subject.policy.cell(view.cell)
-            if cell_policy and cell_policy.sha256 and view.cell_sha256 and view.cell_sha256 != cell_policy.sha256:
+            if (
+                cell_policy
+                and cell_policy.sha256
+                and view.cell_sha256
+                and view.cell_sha256 != cell_policy.sha256
+            ):
                 out.add(
                     "RECEIPT_STALE_CELL",
                     "the receipt validated an older definition of this cell; validate it again",
@@ -71,5 +76,7 @@ class ReceiptsComplete:
             # A failed run next to a passing one is a flaky cell: it is reported, not averaged away.
             for view in receipts:
                 if not view.passed:
-                    out.add("RECEIPT_FAILED", "the cell's validation did not pass", cell=cell.id, path=view.path)
+                    out.add(
+                        "RECEIPT_FAILED", "the cell's validation did not pass", cell=cell.id, path=view.path
+                    )
         return out

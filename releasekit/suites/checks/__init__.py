@@ -37,5 +37,9 @@ def hygiene_checks() -> dict[str, Check]:  # type: ignore[type-arg]
     from releasekit.suites.checks.ruff import RuffCheck
     from releasekit.suites.checks.ruff_format import RuffFormatCheck
 
-    return {"ruff-check": RuffCheck(), "ruff-format": RuffFormatCheck(), "git-diff-check": DiffCheck(),
-            "pre-commit": HooksCheck()}
+    return {
+        "ruff-check": RuffCheck(),
+        "ruff-format": RuffFormatCheck(),
+        "git-diff-check": DiffCheck(),
+        "pre-commit": HooksCheck(),
+    }

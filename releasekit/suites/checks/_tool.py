@@ -14,7 +14,12 @@ TOOL_TIMEOUT = 900.0
 def run_tool(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     try:
         proc = subprocess.run(
-            argv, cwd=cwd, capture_output=True, text=True, timeout=TOOL_TIMEOUT, check=False,
+            argv,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=TOOL_TIMEOUT,
+            check=False,
             env={**os.environ, **(env or {})},
         )
     except FileNotFoundError:

@@ -19,10 +19,21 @@ class AllowlistCheck:
         for entry in ctx.suite.allowlist:
             failure = failing.get(entry.test)
             if entry.expires < ctx.today:
-                found.add("ALLOWLIST_EXPIRED", f"the acceptance of {entry.test} expired on {entry.expires}",
-                          severity=Severity.error if failure else Severity.warning,
-                          component=ctx.component, field=field, path=entry.test)
+                found.add(
+                    "ALLOWLIST_EXPIRED",
+                    f"the acceptance of {entry.test} expired on {entry.expires}",
+                    severity=Severity.error if failure else Severity.warning,
+                    component=ctx.component,
+                    field=field,
+                    path=entry.test,
+                )
             if failure is None:
-                found.add("ALLOWLIST_STALE", f"{entry.test} no longer fails: remove it from the allowlist",
-                          severity=Severity.warning, component=ctx.component, field=field, path=entry.test)
+                found.add(
+                    "ALLOWLIST_STALE",
+                    f"{entry.test} no longer fails: remove it from the allowlist",
+                    severity=Severity.warning,
+                    component=ctx.component,
+                    field=field,
+                    path=entry.test,
+                )
         return found

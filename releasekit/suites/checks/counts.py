@@ -11,7 +11,11 @@ from releasekit.records.test_receipt import CountRuleResult, Counts
 from releasekit.suites.context import SuiteContext
 
 _OPS: dict[str, Callable[[int, int], bool]] = {
-    ">=": operator.ge, "<=": operator.le, "==": operator.eq, ">": operator.gt, "<": operator.lt,
+    ">=": operator.ge,
+    "<=": operator.le,
+    "==": operator.eq,
+    ">": operator.gt,
+    "<": operator.lt,
 }
 
 
@@ -35,6 +39,10 @@ class CountRulesCheck:
         for result in evaluate_rules(list(ctx.suite.expect), ctx.receipt.counts):
             if not result.ok:
                 key = result.rule.split()[0]
-                found.add("COUNT_RULE_FAILED", f"expected {result.rule}; {key} = {result.actual}",
-                          component=ctx.component, field=f"tests.{ctx.suite.name}.expect")
+                found.add(
+                    "COUNT_RULE_FAILED",
+                    f"expected {result.rule}; {key} = {result.actual}",
+                    component=ctx.component,
+                    field=f"tests.{ctx.suite.name}.expect",
+                )
         return found

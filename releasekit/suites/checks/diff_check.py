@@ -21,13 +21,20 @@ class DiffCheck:
         if not ctx.files:
             return found
         base = ctx.base if ctx.hygiene.scope == "changed" else EMPTY_TREE
-        _, out, _ = run_tool(["git", "-c", "core.quotePath=false", "diff", "--check", base, ctx.head, "--", *ctx.files],
-                             ctx.tree)
+        _, out, _ = run_tool(
+            ["git", "-c", "core.quotePath=false", "diff", "--check", base, ctx.head, "--", *ctx.files],
+            ctx.tree,
+        )
         for text in out.splitlines():
             if text.startswith(("+", "-", " ")):
                 continue
             match = _LINE.match(text)
             if match:
-                found.add("WHITESPACE_ERROR", match.group(3).rstrip("."), component=ctx.component,
-                          file=match.group(1), line=int(match.group(2)))
+                found.add(
+                    "WHITESPACE_ERROR",
+                    match.group(3).rstrip("."),
+                    component=ctx.component,
+                    file=match.group(1),
+                    line=int(match.group(2)),
+                )
         return found

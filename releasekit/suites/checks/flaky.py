@@ -14,6 +14,11 @@ class FlakyCheck:
         found = Findings()
         for failure in ctx.receipt.failures:
             if failure.verdict == "flaky":
-                found.add("FLAKY_TEST", f"{failure.test} {failure.outcome}, then passed on a rerun in the candidate",
-                          severity=Severity.warning, component=ctx.component, path=failure.test)
+                found.add(
+                    "FLAKY_TEST",
+                    f"{failure.test} {failure.outcome}, then passed on a rerun in the candidate",
+                    severity=Severity.warning,
+                    component=ctx.component,
+                    path=failure.test,
+                )
         return found

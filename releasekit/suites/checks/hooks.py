@@ -49,26 +49,41 @@ class HooksCheck:
         found = Findings()
         config_path = ctx.tree / CONFIG
         if not config_path.is_file():
-            found.add("HOOKS_NO_CONFIG", f"the repository has no {CONFIG}; no hook ran",
-                      severity=Severity.warning, component=ctx.component)
+            found.add(
+                "HOOKS_NO_CONFIG",
+                f"the repository has no {CONFIG}; no hook ran",
+                severity=Severity.warning,
+                component=ctx.component,
+            )
             return found
         try:
             config: Any = YAML(typ="safe").load(config_path.read_text(encoding="utf-8"))
             repos = list(config["repos"])
         except (YAMLError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            found.add("HOOKS_CONFIG_INVALID", f"{CONFIG} cannot be read: {exc}", component=ctx.component, file=CONFIG)
+            found.add(
+                "HOOKS_CONFIG_INVALID",
+                f"{CONFIG} cannot be read: {exc}",
+                component=ctx.component,
+                file=CONFIG,
+            )
             return found
         runnable: list[dict[str, Any]] = []
         for repo in repos:
             url = str(repo.get("repo", ""))
             hooks = [h for h in repo.get("hooks") or [] if isinstance(h, dict)]
-            if url in ("local", "meta") or (ctx.hygiene.hook_runner == "pre-commit" and _cached(url, str(repo.get("rev")))):
+            if url in ("local", "meta") or (
+                ctx.hygiene.hook_runner == "pre-commit" and _cached(url, str(repo.get("rev")))
+            ):
                 runnable.append(repo)
                 continue
             for hook in hooks:
-                found.add("HOOK_NOT_RUNNABLE",
-                          f"hook {hook.get('id')} of {url}@{repo.get('rev')} must be fetched from the network: not runnable here",
-                          severity=Severity.warning, component=ctx.component, file=CONFIG)
+                found.add(
+                    "HOOK_NOT_RUNNABLE",
+                    f"hook {hook.get('id')} of {url}@{repo.get('rev')} must be fetched from the network: not runnable here",
+                    severity=Severity.warning,
+                    component=ctx.component,
+                    file=CONFIG,
+                )
         if not runnable:
             return found
         # The runnable subset as its own config, beside (not in) the work tree's files.
@@ -82,8 +97,11 @@ class HooksCheck:
         for repo in runnable:
             for hook in repo.get("hooks") or []:
                 hook_id = str(hook.get("id"))
-                code, out, err = run_tool([runner, "run", hook_id, "--config", str(subset), *scope], ctx.tree,
-                                          env={"SKIP": "", "PRE_COMMIT_COLOR": "never", "NO_COLOR": "1"})
+                code, out, err = run_tool(
+                    [runner, "run", hook_id, "--config", str(subset), *scope],
+                    ctx.tree,
+                    env={"SKIP": "", "PRE_COMMIT_COLOR": "never", "NO_COLOR": "1"},
+                )
                 if code == 0:
                     continue
                 spots = 0
@@ -91,9 +109,14 @@ class HooksCheck:
                     match = _SPOT.match(text.strip())
                     if match and (ctx.tree / match.group(1)).is_file():
                         spots += 1
-                        found.add("HOOK_FAILED", f"{hook_id}: {match.group(4) or 'reported'}", component=ctx.component,
-                                  file=match.group(1), line=int(match.group(2)),
-                                  column=int(match.group(3)) if match.group(3) else None)
+                        found.add(
+                            "HOOK_FAILED",
+                            f"{hook_id}: {match.group(4) or 'reported'}",
+                            component=ctx.component,
+                            file=match.group(1),
+                            line=int(match.group(2)),
+                            column=int(match.group(3)) if match.group(3) else None,
+                        )
                 if not spots:
                     tail = " ".join((out + " " + err).split())[-300:]
                     found.add("HOOK_FAILED", f"{hook_id} failed: {tail}", component=ctx.component)

@@ -12,21 +12,28 @@ class RegressionCheck:
 
     def run(self, ctx: SuiteContext) -> Findings:
         found = Findings()
-        where = {"component": ctx.component, "path": None}
         for failure in ctx.receipt.failures:
-            where["path"] = failure.test
+            where = {"component": ctx.component, "path": failure.test}
             if failure.verdict == "regression":
                 base = failure.baseline.image_id[:19] if failure.baseline else "the baseline"
-                found.add("TEST_REGRESSION",
-                          f"{failure.test} {failure.outcome} in the candidate, twice, and passes on {base}: "
-                          f"{failure.message or 'no message'}", **where)  # type: ignore[arg-type]
+                found.add(
+                    "TEST_REGRESSION",
+                    f"{failure.test} {failure.outcome} in the candidate, twice, and passes on {base}: "
+                    f"{failure.message or 'no message'}",
+                    **where,
+                )
             elif failure.verdict == "unjudged":
-                found.add("FAILURE_UNJUDGED",
-                          f"{failure.test} {failure.outcome} and no baseline run could judge it "
-                          f"({'baseline: ' + failure.baseline.outcome if failure.baseline else 'no baseline image'})",
-                          **where)  # type: ignore[arg-type]
+                found.add(
+                    "FAILURE_UNJUDGED",
+                    f"{failure.test} {failure.outcome} and no baseline run could judge it "
+                    f"({'baseline: ' + failure.baseline.outcome if failure.baseline else 'no baseline image'})",
+                    **where,
+                )
             elif failure.verdict == "pre-existing":
-                found.add("PRE_EXISTING_FAILURE",
-                          f"{failure.test} fails on the baseline too; accepted as pre-existing",
-                          severity=Severity.warning, **where)  # type: ignore[arg-type]
+                found.add(
+                    "PRE_EXISTING_FAILURE",
+                    f"{failure.test} fails on the baseline too; accepted as pre-existing",
+                    severity=Severity.warning,
+                    **where,
+                )
         return found

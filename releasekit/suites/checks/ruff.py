@@ -19,19 +19,37 @@ class RuffCheck:
         files = python_files(ctx.files)
         if not files:
             return found
-        argv = [str(ctx.tools["ruff"]), "check", "--no-cache", "--output-format", "json", *ctx.hygiene.ruff_args, "--", *files]
+        argv = [
+            str(ctx.tools["ruff"]),
+            "check",
+            "--no-cache",
+            "--output-format",
+            "json",
+            *ctx.hygiene.ruff_args,
+            "--",
+            *files,
+        ]
         code, out, err = run_tool(argv, ctx.tree)
         try:
             diagnostics = json.loads(out or "[]")
         except json.JSONDecodeError:
             diagnostics = None
         if code not in (0, 1) or not isinstance(diagnostics, list):
-            found.add("HYGIENE_TOOL_FAILED", f"ruff check exited {code}: {' '.join(err.split())[-300:]}",
-                      component=ctx.component)
+            found.add(
+                "HYGIENE_TOOL_FAILED",
+                f"ruff check exited {code}: {' '.join(err.split())[-300:]}",
+                component=ctx.component,
+            )
             return found
         for diag in diagnostics:
             path = os.path.relpath(diag.get("filename", ""), ctx.tree)
             location = diag.get("location") or {}
-            found.add("RUFF", f"{diag.get('code') or 'syntax'} {diag.get('message', '')}", component=ctx.component,
-                      file=path, line=location.get("row"), column=location.get("column"))
+            found.add(
+                "RUFF",
+                f"{diag.get('code') or 'syntax'} {diag.get('message', '')}",
+                component=ctx.component,
+                file=path,
+                line=location.get("row"),
+                column=location.get("column"),
+            )
         return found

@@ -47,15 +47,28 @@ class RuffFormatCheck:
         files = python_files(ctx.files)
         if not files:
             return found
-        code, out, err = run_tool([str(ctx.tools["ruff"]), "format", "--no-cache", "--diff", "--", *files], ctx.tree)
+        code, out, err = run_tool(
+            [str(ctx.tools["ruff"]), "format", "--no-cache", "--diff", "--", *files], ctx.tree
+        )
         if code not in (0, 1):
-            found.add("HYGIENE_TOOL_FAILED", f"ruff format exited {code}: {' '.join(err.split())[-300:]}",
-                      component=ctx.component)
+            found.add(
+                "HYGIENE_TOOL_FAILED",
+                f"ruff format exited {code}: {' '.join(err.split())[-300:]}",
+                component=ctx.component,
+            )
             return found
         for path, line in diff_hunks(out):
-            found.add("RUFF_FORMAT", "ruff format would rewrite this (ruff format --check fails)",
-                      component=ctx.component, file=path, line=line)
+            found.add(
+                "RUFF_FORMAT",
+                "ruff format would rewrite this (ruff format --check fails)",
+                component=ctx.component,
+                file=path,
+                line=line,
+            )
         if code == 1 and not len(found):
-            found.add("RUFF_FORMAT", f"ruff format --check fails: {' '.join((out + err).split())[-300:]}",
-                      component=ctx.component)
+            found.add(
+                "RUFF_FORMAT",
+                f"ruff format --check fails: {' '.join((out + err).split())[-300:]}",
+                component=ctx.component,
+            )
         return found

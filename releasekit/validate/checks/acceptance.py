@@ -55,9 +55,13 @@ class Acceptance(CellCheck):
         errors = [r.error for r in (ctx.client.complete(p, cfg.max_tokens) for p in chosen) if not r.ok]
         after = SpecCounters.from_text(ctx.client.get_text(ctx.metrics_path), names)
         if errors:
-            findings.add("REQUEST_FAILED", f"{len(errors)} of {len(chosen)} acceptance requests failed: {errors[0]}")
+            findings.add(
+                "REQUEST_FAILED", f"{len(errors)} of {len(chosen)} acceptance requests failed: {errors[0]}"
+            )
         if not after.present:
-            findings.add("NO_SPEC_METRICS", f"the server exports no {names.prefix}* counters: is speculation on?")
+            findings.add(
+                "NO_SPEC_METRICS", f"the server exports no {names.prefix}* counters: is speculation on?"
+            )
             return [], {}
         acc = acceptance(after.minus(before))
         ctx.notes["acceptance"] = acc
@@ -66,7 +70,10 @@ class Acceptance(CellCheck):
         if cfg.min_rate is not None and (acc.rate or 0.0) < cfg.min_rate:
             findings.add("ACCEPTANCE_BELOW_MIN", f"acceptance rate {acc.rate} is below {cfg.min_rate}")
         if cfg.min_mean_length is not None and (acc.mean_length or 0.0) < cfg.min_mean_length:
-            findings.add("ACCEPTANCE_BELOW_MIN", f"mean acceptance length {acc.mean_length} is below {cfg.min_mean_length}")
+            findings.add(
+                "ACCEPTANCE_BELOW_MIN",
+                f"mean acceptance length {acc.mean_length} is below {cfg.min_mean_length}",
+            )
         metrics = [
             metric(self.kind, "rate", acc.rate, "fraction"),
             metric(self.kind, "mean_length", acc.mean_length, "tokens/step"),
@@ -75,4 +82,8 @@ class Acceptance(CellCheck):
             metric(self.kind, "accepted_tokens", acc.accepted_tokens, "tokens"),
         ]
         metrics += [metric(self.kind, f"position_{i}", r, "fraction") for i, r in enumerate(acc.per_position)]
-        return metrics, {"prompts": cfg.prompts or "builtin", "num_prompts": len(chosen), "per_position": acc.per_position}
+        return metrics, {
+            "prompts": cfg.prompts or "builtin",
+            "num_prompts": len(chosen),
+            "per_position": acc.per_position,
+        }

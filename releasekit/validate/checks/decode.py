@@ -32,7 +32,9 @@ def decode_rate(long: list[Completion], short: list[Completion]) -> float | None
     short_ok = [c for c in short if c.ok and c.completion_tokens]
     if not long_ok or not short_ok:
         return None
-    d_tokens = fmean(c.completion_tokens or 0 for c in long_ok) - fmean(c.completion_tokens or 0 for c in short_ok)
+    d_tokens = fmean(c.completion_tokens or 0 for c in long_ok) - fmean(
+        c.completion_tokens or 0 for c in short_ok
+    )
     d_time = fmean(c.latency_s for c in long_ok) - fmean(c.latency_s for c in short_ok)
     return d_tokens / d_time if d_tokens > 0 and d_time > 0 else None
 
@@ -65,7 +67,9 @@ class Decode(CellCheck):
         names = ctx.engine.spec_decode_metrics
         before = SpecCounters.from_text(client.get_text(ctx.metrics_path), names) if spec_on else None
         long, wall_long = asyncio.run(
-            client.run_concurrent(prompts[: cfg.num_prompts], cfg.output_len, cfg.concurrency, ignore_eos=True)
+            client.run_concurrent(
+                prompts[: cfg.num_prompts], cfg.output_len, cfg.concurrency, ignore_eos=True
+            )
         )
         short, wall_short = asyncio.run(
             client.run_concurrent(prompts[cfg.num_prompts :], short_len, cfg.concurrency, ignore_eos=True)
@@ -75,10 +79,15 @@ class Decode(CellCheck):
             acc = acceptance(SpecCounters.from_text(client.get_text(ctx.metrics_path), names).minus(before))
         failed = [r for r in long + short if not r.ok]
         if failed:
-            findings.add("REQUEST_FAILED", f"{len(failed)} of {len(long) + len(short)} decode requests failed: {failed[0].error}")
+            findings.add(
+                "REQUEST_FAILED",
+                f"{len(failed)} of {len(long) + len(short)} decode requests failed: {failed[0].error}",
+            )
         rate = decode_rate(long, short)
         if rate is None:
-            findings.add("NO_MEASUREMENT", "the long decode requests were not measurably slower than the short ones")
+            findings.add(
+                "NO_MEASUREMENT", "the long decode requests were not measurably slower than the short ones"
+            )
             return [], {}
         mean_length = acc.mean_length if acc else None
         step = target_step_rate(rate, mean_length)
@@ -95,6 +104,9 @@ class Decode(CellCheck):
             "input_len": cfg.input_len,
             "output_len": [cfg.output_len, short_len],
             "num_prompts": cfg.num_prompts,
-            "latency_s": [round(fmean(c.latency_s for c in long), 4), round(fmean(c.latency_s for c in short), 4)],
+            "latency_s": [
+                round(fmean(c.latency_s for c in long), 4),
+                round(fmean(c.latency_s for c in short), 4),
+            ],
             "wall_s": round(wall_long + wall_short, 3),
         }

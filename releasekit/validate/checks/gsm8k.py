@@ -118,14 +118,23 @@ def _pinned(ctx: CheckContext, name: str, findings: Findings) -> tuple[list[Prob
         raise InputError(f"cell {ctx.cell.id}: gsm8k dataset '{name}' is not in validation.datasets")
     problems, digest = read_problems(ctx.manifest_dir / dataset.path)
     if dataset.sha256 is None or dataset.samples is None:
-        findings.add("DATASET_NOT_PINNED", f"dataset '{name}' ({dataset.path}) needs sha256 and samples in the manifest; "
-                     f"the file has sha256 {digest} and {len(problems)} records")
+        findings.add(
+            "DATASET_NOT_PINNED",
+            f"dataset '{name}' ({dataset.path}) needs sha256 and samples in the manifest; "
+            f"the file has sha256 {digest} and {len(problems)} records",
+        )
         return None
     if dataset.sha256 != digest:
-        findings.add("DATASET_CHANGED", f"dataset '{name}' ({dataset.path}) has sha256 {digest}, the manifest pins {dataset.sha256}")
+        findings.add(
+            "DATASET_CHANGED",
+            f"dataset '{name}' ({dataset.path}) has sha256 {digest}, the manifest pins {dataset.sha256}",
+        )
         return None
     if len(problems) != dataset.samples:
-        findings.add("DATASET_SIZE_MISMATCH", f"dataset '{name}' has {len(problems)} records, the manifest says {dataset.samples}")
+        findings.add(
+            "DATASET_SIZE_MISMATCH",
+            f"dataset '{name}' has {len(problems)} records, the manifest says {dataset.samples}",
+        )
         return None
     return problems, digest
 
@@ -141,34 +150,54 @@ def prepare(ctx: CheckContext, cfg: Gsm8kCheck, findings: Findings) -> Prepared 
         if train is not None:
             examples, fewshot_sha = train[0][: cfg.num_fewshot], train[1]
             if len(examples) < cfg.num_fewshot:
-                findings.add("DATASET_SIZE_MISMATCH", f"few-shot dataset '{cfg.fewshot}' has {len(examples)} records, "
-                             f"{cfg.num_fewshot} are asked for")
+                findings.add(
+                    "DATASET_SIZE_MISMATCH",
+                    f"few-shot dataset '{cfg.fewshot}' has {len(examples)} records, "
+                    f"{cfg.num_fewshot} are asked for",
+                )
     if scored is None or findings.codes():
         return None
     problems, digest = scored
     overlap = {p.question for p in examples} & {p.question for p in problems}
     if overlap:
-        findings.add("FEWSHOT_OVERLAP", f"{len(overlap)} few-shot example(s) of '{cfg.fewshot}' are also scored questions "
-                     f"of '{cfg.dataset}', e.g. {sorted(overlap)[0][:80]!r}")
+        findings.add(
+            "FEWSHOT_OVERLAP",
+            f"{len(overlap)} few-shot example(s) of '{cfg.fewshot}' are also scored questions "
+            f"of '{cfg.dataset}', e.g. {sorted(overlap)[0][:80]!r}",
+        )
         return None
     base = _baseline(ctx, cfg)
     if base is not None and base.problem is None and cfg.baseline_metric in base.values:
         n = base.values.get("gsm8k.n")
         if n is None:
-            findings.add("BASELINE_UNAVAILABLE", f"baseline '{base.name}' gives {cfg.baseline_metric} but not gsm8k.n: "
-                         "an accuracy measured on an unknown number of questions cannot be compared")
+            findings.add(
+                "BASELINE_UNAVAILABLE",
+                f"baseline '{base.name}' gives {cfg.baseline_metric} but not gsm8k.n: "
+                "an accuracy measured on an unknown number of questions cannot be compared",
+            )
             return None
         if int(n) != len(problems):
-            findings.add("DATASET_SIZE_MISMATCH", f"{len(problems)} questions would be scored, baseline '{base.name}' "
-                         f"measured {cfg.baseline_metric} on {int(n)}")
+            findings.add(
+                "DATASET_SIZE_MISMATCH",
+                f"{len(problems)} questions would be scored, baseline '{base.name}' "
+                f"measured {cfg.baseline_metric} on {int(n)}",
+            )
             return None
     return Prepared(scored=problems, examples=examples, sha256=digest, fewshot_sha256=fewshot_sha)
 
 
 class Gsm8k(CellCheck):
     kind = "gsm8k"
-    codes = ("DATASET_NOT_PINNED", "DATASET_CHANGED", "DATASET_SIZE_MISMATCH", "FEWSHOT_OVERLAP", "REQUEST_FAILED",
-             "ACCURACY_BELOW_MIN", "BASELINE_UNAVAILABLE", "ACCURACY_BELOW_BASELINE")
+    codes = (
+        "DATASET_NOT_PINNED",
+        "DATASET_CHANGED",
+        "DATASET_SIZE_MISMATCH",
+        "FEWSHOT_OVERLAP",
+        "REQUEST_FAILED",
+        "ACCURACY_BELOW_MIN",
+        "BASELINE_UNAVAILABLE",
+        "ACCURACY_BELOW_BASELINE",
+    )
     config: Gsm8kCheck
 
     def preflight(self, ctx: CheckContext) -> Findings:
@@ -203,7 +232,11 @@ class Gsm8k(CellCheck):
             base = _baseline(ctx, cfg)
             expected = base.values.get(cfg.baseline_metric) if base is not None else None
             if expected is None:
-                why = base.problem if base is not None and base.problem else f"no baseline gives {cfg.baseline_metric}"
+                why = (
+                    base.problem
+                    if base is not None and base.problem
+                    else f"no baseline gives {cfg.baseline_metric}"
+                )
                 findings.add("BASELINE_UNAVAILABLE", why)
             elif not accuracy_against_baseline(s.wilson_low, expected, cfg.rtol):
                 findings.add(
@@ -218,10 +251,21 @@ class Gsm8k(CellCheck):
             metric(self.kind, "invalid", s.invalid, "questions"),
         ]
         examples_out = [
-            {"question": p.question[:200], "output": o[:300], "extracted": scoring.score(o, p.answer, cfg.filter)[0]}
+            {
+                "question": p.question[:200],
+                "output": o[:300],
+                "extracted": scoring.score(o, p.answer, cfg.filter)[0],
+            }
             for p, o in list(zip(scored, outputs, strict=True))[:3]
         ]
         ctx.notes["gsm8k"] = s
-        return metrics, {"dataset": cfg.dataset, "dataset_sha256": ready.sha256, "fewshot": cfg.fewshot,
-                         "fewshot_sha256": ready.fewshot_sha256, "filter": cfg.filter,
-                         "num_fewshot": cfg.num_fewshot, "request_errors": errors, "examples": examples_out}
+        return metrics, {
+            "dataset": cfg.dataset,
+            "dataset_sha256": ready.sha256,
+            "fewshot": cfg.fewshot,
+            "fewshot_sha256": ready.fewshot_sha256,
+            "filter": cfg.filter,
+            "num_fewshot": cfg.num_fewshot,
+            "request_errors": errors,
+            "examples": examples_out,
+        }

@@ -57,8 +57,14 @@ class LongContext(CellCheck):
             out = client.complete(prompt, cfg.max_tokens)
             found = out.ok and passkey_found(out.text, key)
             results.append(
-                {"depth": depth, "key": key, "found": found, "prompt_tokens": out.prompt_tokens,
-                 "output": out.text[:200], "error": out.error}
+                {
+                    "depth": depth,
+                    "key": key,
+                    "found": found,
+                    "prompt_tokens": out.prompt_tokens,
+                    "output": out.text[:200],
+                    "error": out.error,
+                }
             )
             if not out.ok:
                 findings.add("REQUEST_FAILED", f"long-context request at depth {depth} failed: {out.error}")

@@ -54,9 +54,7 @@ def summarise(concurrency: int, results: list[Completion], wall_s: float) -> Lev
         for r in ok
         if r.ttft_s is not None and r.completion_tokens is not None and r.completion_tokens > 1
     ]
-    itl = [
-        (b - a) * 1000 for r in ok for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:], strict=False)
-    ]
+    itl = [(b - a) * 1000 for r in ok for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:], strict=False)]
     return Level(
         concurrency=concurrency,
         completed=len(ok),
@@ -95,18 +93,30 @@ def disagreement(ours: float, theirs: float, tolerance: float) -> float | None:
     return apart if apart > tolerance else None
 
 
-def engine_benchmark(ctx: CheckContext, cfg: ThroughputCheck, concurrency: int, count: int, seed: int,
-                     findings: Findings) -> dict | None:
+def engine_benchmark(
+    ctx: CheckContext, cfg: ThroughputCheck, concurrency: int, count: int, seed: int, findings: Findings
+) -> dict | None:
     """The engine's own benchmark of one level: its result, or None with a THROUGHPUT_CROSS_CHECK_FAILED."""
     assert cfg.cross_check is not None
     tool = ctx.engine.bench_name or f"{ctx.engine.name}'s benchmark"
     argv = None
     if ctx.run_in_server is not None and ctx.server_port is not None and ctx.model_path is not None:
-        argv = ctx.engine.bench_serve(port=ctx.server_port, served_model=ctx.cell.model.name, tokenizer=ctx.model_path,
-                                      input_len=cfg.input_len, output_len=cfg.output_len, num_prompts=count,
-                                      concurrency=concurrency, seed=seed)
+        argv = ctx.engine.bench_serve(
+            port=ctx.server_port,
+            served_model=ctx.cell.model.name,
+            tokenizer=ctx.model_path,
+            input_len=cfg.input_len,
+            output_len=cfg.output_len,
+            num_prompts=count,
+            concurrency=concurrency,
+            seed=seed,
+        )
     if argv is None or ctx.run_in_server is None:
-        why = "the engine has no serving benchmark" if ctx.engine.bench_name is None else "the cell has no single server container"
+        why = (
+            "the engine has no serving benchmark"
+            if ctx.engine.bench_name is None
+            else "the cell has no single server container"
+        )
         findings.add("THROUGHPUT_CROSS_CHECK_FAILED", f"concurrency {concurrency}: cannot run {tool}: {why}")
         return None
     code, output = ctx.run_in_server(argv, cfg.cross_check.timeout_s)
@@ -114,12 +124,16 @@ def engine_benchmark(ctx: CheckContext, cfg: ThroughputCheck, concurrency: int, 
     if code != 0 or line is None:
         tail = " | ".join(x.strip() for x in output.strip().splitlines()[-3:])[:300]
         limit = f" (time limit {cfg.cross_check.timeout_s:.0f} s)" if code == 124 else ""
-        findings.add("THROUGHPUT_CROSS_CHECK_FAILED", f"concurrency {concurrency}: {tool} exited {code}{limit}: {tail}")
+        findings.add(
+            "THROUGHPUT_CROSS_CHECK_FAILED", f"concurrency {concurrency}: {tool} exited {code}{limit}: {tail}"
+        )
         return None
-    result = json.loads(line[len(BENCH_MARKER):])
+    result = json.loads(line[len(BENCH_MARKER) :])
     if result.get("completed") != count:
-        findings.add("THROUGHPUT_CROSS_CHECK_FAILED",
-                     f"concurrency {concurrency}: {tool} completed {result.get('completed')}/{count} requests")
+        findings.add(
+            "THROUGHPUT_CROSS_CHECK_FAILED",
+            f"concurrency {concurrency}: {tool} completed {result.get('completed')}/{count} requests",
+        )
         return None
     return dict(result)
 
@@ -156,8 +170,14 @@ class Throughput(CellCheck):
                     cross[c] = theirs
                     rate = float(theirs["output_tok_s"])
                     metrics.append(metric(self.kind, f"c{c}.bench_serve_output_tok_s", rate, "tok/s"))
-                    metrics.append(metric(self.kind, f"c{c}.bench_serve_ratio",
-                                          level.output_tok_s / rate if rate > 0 else 0.0, "ratio"))
+                    metrics.append(
+                        metric(
+                            self.kind,
+                            f"c{c}.bench_serve_ratio",
+                            level.output_tok_s / rate if rate > 0 else 0.0,
+                            "ratio",
+                        )
+                    )
                     apart = disagreement(level.output_tok_s, rate, cfg.cross_check.tolerance)
                     if apart is not None:
                         findings.add(

@@ -25,4 +25,13 @@ def adapter_for(name: str) -> Engine | None:
     return cls() if cls is not None else None
 
 
-__all__ = ["Engine", "LogPatterns", "ServeCommand", "SpecDecodeMetricNames", "TokenSpeedEngine", "VllmEngine", "adapter_for", "engine_for"]
+__all__ = [
+    "Engine",
+    "LogPatterns",
+    "ServeCommand",
+    "SpecDecodeMetricNames",
+    "TokenSpeedEngine",
+    "VllmEngine",
+    "adapter_for",
+    "engine_for",
+]

@@ -101,8 +101,18 @@ class Engine(ABC):
         """What the pre-flight script parses for ``command``: by default the whole argv."""
         return list(command.argv)
 
-    def bench_serve(self, *, port: int, served_model: str, tokenizer: str, input_len: int, output_len: int,
-                    num_prompts: int, concurrency: int, seed: int) -> list[str] | None:
+    def bench_serve(
+        self,
+        *,
+        port: int,
+        served_model: str,
+        tokenizer: str,
+        input_len: int,
+        output_len: int,
+        num_prompts: int,
+        concurrency: int,
+        seed: int,
+    ) -> list[str] | None:
         """The engine's own serving benchmark for one throughput level, as argv run inside the server's
         container against ``127.0.0.1:port``: random prompts of exactly ``input_len`` tokens, exactly
         ``output_len`` tokens out (EOS ignored), ``num_prompts`` requests, ``concurrency`` in flight.

