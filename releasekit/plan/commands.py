@@ -52,6 +52,14 @@ def lock_cmd(
     download_dir: Path | None = typer.Option(
         None, "--download-dir", help="Keep the wheels fetched from an index here (a wheelhouse for build)."
     ),
+    models: list[str] = typer.Option(
+        [],
+        "--models",
+        help="Lock validation.models: a Hugging Face cache DIR, or NAME=DIR for a model directory (repeatable).",
+    ),
+    datasets: bool = typer.Option(
+        False, "--datasets", help="Lock validation.datasets: sha256 and record count of each file."
+    ),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
@@ -61,6 +69,7 @@ def lock_cmd(
     from releasekit.findings import Findings
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
+    from releasekit.plan.models_lock import ModelSources
     from releasekit.records.lock import write_lock
     from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
@@ -76,6 +85,8 @@ def lock_cmd(
         findings=findings,
         strict=strict,
         download_dir=download_dir,
+        model_sources=ModelSources.parse(models) if models else None,
+        datasets=datasets,
     )
     # Sorted by component, code, path: the output is a function of the inputs.
     findings.findings.sort(key=lambda f: (f.location.component or "", f.code, f.location.path or ""))
@@ -105,6 +116,14 @@ def lock_cmd(
     console.print(
         findings_table(f"lock {output}", ["component", "branch / pin", "commit / sha256", "PRs"], rows)
     )
+    for key, model in lock.models.items():
+        console.print(
+            f"model {key}: {model.source} {model.hub or ''}@{(model.revision or '-')[:12]}, {len(model.files)} file(s) hashed"
+        )
+    for key, dataset in lock.datasets.items():
+        console.print(
+            f"dataset {key}: {dataset.path} sha256 {dataset.sha256[:12]}, {dataset.samples} records"
+        )
     if lock.toolchain.base_image.note:
         console.print(f"base image {lock.toolchain.base_image.name}: {lock.toolchain.base_image.note}")
     if len(findings):

@@ -19,6 +19,7 @@ from releasekit.git.mirror import Mirror
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
 from releasekit.plan.mirrors import open_mirror
+from releasekit.plan.models_lock import ModelSources, lock_datasets, lock_models
 from releasekit.plan.wheels import ImageInterpreter, image_interpreter, pinned_wheel, source_findings
 from releasekit.records.lock import (
     Lock,
@@ -269,6 +270,8 @@ def build_lock(
     findings: Findings | None = None,
     strict: bool = False,
     download_dir: Path | None = None,
+    model_sources: ModelSources | None = None,
+    datasets: bool = False,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Lock:
     manifest = loaded.manifest
@@ -304,7 +307,12 @@ def build_lock(
         base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
     except EnvironmentProblem:
         base = LockedBaseImage(name=tc.base_image.name)
+    spec, found = manifest.validation, findings if findings is not None else Findings()
     return Lock(
+        models=lock_models(spec, model_sources, loaded.directory, found, strict=strict)
+        if model_sources
+        else {},
+        datasets=lock_datasets(spec, loaded.directory, found, strict=strict) if datasets else {},
         name=manifest.name,
         manifest=LockedManifest(path=loaded.path.name, sha256=loaded.sha256, name=manifest.name),
         locked_at=now().strftime("%Y-%m-%dT%H:%M:%SZ"),
