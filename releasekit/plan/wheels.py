@@ -255,8 +255,8 @@ def pinned_wheel(
 ) -> PinnedWheel | None:
     """The wheel a pin locks to: the best-fitting one of the wheelhouses, else pip's choice from the index.
 
-    None when the index has the pinned version only for other Pythons or platforms (each
-    listed wheel is then a WHEEL_TAGS_MISMATCH finding).
+    None when the index has the pinned version only for other Pythons or platforms (one
+    WHEEL_TAGS_MISMATCH finding naming what it has).
     """
     candidates = _wheelhouse_candidates(comp, wheelhouses)
     if candidates:
@@ -288,8 +288,12 @@ def pinned_wheel(
             listed = _listed_wheels(comp, index_url)
             if listed and all(fit_rank(n, image) is None for n in listed):
                 # The version is there, built for other Pythons or platforms: a finding, not a broken input.
-                for filename in listed:
-                    _tag_findings(name, filename, image, findings, strict)
+                findings.add(
+                    "WHEEL_TAGS_MISMATCH",
+                    f"no wheel of {comp.requirement} at {shown} fits the image ({image.describe()}); "
+                    f"it has {', '.join(wheel_tags(n) for n in listed)}",
+                    component=name,
+                )
                 return None
             raise InputError(
                 f"{name}: pip download of {comp.requirement} from {shown}: {failed.line}"
