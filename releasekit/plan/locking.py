@@ -18,9 +18,11 @@ from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
+from releasekit.plan.checks import lock_checks
+from releasekit.plan.checks.lock_context import LockContext
 from releasekit.plan.mirrors import open_mirror
 from releasekit.plan.models_lock import ModelSources, lock_datasets, lock_models
-from releasekit.plan.wheels import ImageInterpreter, image_interpreter, pinned_wheel, source_findings
+from releasekit.plan.wheels import ImageInterpreter, image_interpreter, pinned_wheel
 from releasekit.records.lock import (
     Lock,
     LockedBaseImage,
@@ -161,12 +163,11 @@ def lock_wheel_component(
     *,
     image: ImageInterpreter | None = None,
     findings: Findings | None = None,
-    strict: bool = False,
     download_dir: Path | None = None,
 ) -> LockedWheelComponent | None:
     """The pinned wheel (plan/wheels.py) and its source; None when only findings can say why not."""
     findings = findings if findings is not None else Findings()
-    wheel = pinned_wheel(name, comp, wheelhouses, image, findings, strict=strict, download_dir=download_dir)
+    wheel = pinned_wheel(name, comp, wheelhouses, image, findings, download_dir=download_dir)
     if wheel is None:
         return None
     if comp.sha256 != TO_BE_LOCKED and comp.sha256 != wheel.sha256:
@@ -174,7 +175,6 @@ def lock_wheel_component(
             f"{name}: {wheel.filename} has sha256 {wheel.sha256}, the manifest pins {comp.sha256}"
         )
     source = lock_wheel_source(name, comp.source, **(source_options or {})) if comp.source else None
-    source_findings(name, source, findings, strict)
     return LockedWheelComponent(
         name=name,
         distribution=comp.distribution,
@@ -297,7 +297,6 @@ def build_lock(
                 options,
                 image=image_interpreter(manifest.toolchain),
                 findings=findings,
-                strict=strict,
                 download_dir=download_dir,
             )
             if wheel is not None:
@@ -308,7 +307,7 @@ def build_lock(
     except EnvironmentProblem:
         base = LockedBaseImage(name=tc.base_image.name)
     spec, found = manifest.validation, findings if findings is not None else Findings()
-    return Lock(
+    lock = Lock(
         models=lock_models(spec, model_sources, loaded.directory, found, strict=strict)
         if model_sources
         else {},
@@ -325,3 +324,5 @@ def build_lock(
             cuda_arch_list=list(tc.cuda_arch_list),
         ),
     )
+    found.extend(lock_checks().run(LockContext(lock=lock, image=image_interpreter(tc), strict=strict)))
+    return lock

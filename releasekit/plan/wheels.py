@@ -25,14 +25,12 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.findings import Findings, Severity
+from releasekit.findings import Findings
 from releasekit.git.remote import strip_credentials
 from releasekit.manifest.models import Toolchain, WheelComponent
-from releasekit.records.lock import LockedWheelSource
 from releasekit.simple_index import project_links
 
 PYPI_SIMPLE = "https://pypi.org/simple/"
-WHEEL_CODES = ("WHEEL_TAGS_MISMATCH", "WHEEL_TAGS_UNCHECKED", "WHEEL_SOURCE_UNVERIFIED")
 _PIP_TIMEOUT_S = 900
 _MANY = re.compile(r"^(manylinux|musllinux)_([0-9]+)_([0-9]+)_([a-z0-9_]+)$")
 # PEP 600's aliases of the older manylinux tags: glibc minor version -> legacy name, the arches it had.
@@ -113,8 +111,12 @@ def is_pinned_wheel(filename: str, comp: WheelComponent) -> bool:
     return parsed[0] == canonicalize_name(comp.distribution) and parsed[1] == pinned
 
 
-def _universal(tags: frozenset[Tag]) -> bool:
-    return any(t.abi == "none" and t.platform == "any" and t.interpreter.startswith("py") for t in tags)
+def is_universal(filename: str) -> bool:
+    """A pure wheel (``py3-none-any``): it fits every image."""
+    parsed = _parsed(filename)
+    return parsed is not None and any(
+        t.abi == "none" and t.platform == "any" and t.interpreter.startswith("py") for t in parsed[2]
+    )
 
 
 def fit_rank(filename: str, image: ImageInterpreter) -> int | None:
@@ -219,30 +221,6 @@ class PinnedWheel:
     )
 
 
-def _tag_findings(
-    name: str, filename: str, image: ImageInterpreter | None, findings: Findings, strict: bool
-) -> None:
-    parsed = _parsed(filename)
-    if parsed is not None and _universal(parsed[2]):
-        return
-    if image is None:
-        findings.add(
-            "WHEEL_TAGS_UNCHECKED",
-            f"{filename} is built for {wheel_tags(filename)}; the toolchain names no python and platform, "
-            "so whether it fits the image is not known",
-            severity=Severity.error if strict else Severity.warning,
-            component=name,
-            path=filename,
-        )
-    elif fit_rank(filename, image) is None:
-        findings.add(
-            "WHEEL_TAGS_MISMATCH",
-            f"{filename} is built for {wheel_tags(filename)}; the image is {image.describe()}",
-            component=name,
-            path=filename,
-        )
-
-
 def pinned_wheel(
     name: str,
     comp: WheelComponent,
@@ -250,7 +228,6 @@ def pinned_wheel(
     image: ImageInterpreter | None,
     findings: Findings,
     *,
-    strict: bool = False,
     download_dir: Path | None = None,
 ) -> PinnedWheel | None:
     """The wheel a pin locks to: the best-fitting one of the wheelhouses, else pip's choice from the index.
@@ -271,7 +248,6 @@ def pinned_wheel(
                 "name one with 'filename', or give the toolchain python and platform"
             )
         chosen = candidates[0]
-        _tag_findings(name, chosen.name, image, findings, strict)
         return PinnedWheel(filename=chosen.name, sha256=_sha256(chosen))
     index_url = comp.index_url or PYPI_SIMPLE
     shown = strip_credentials(index_url)
@@ -302,22 +278,8 @@ def pinned_wheel(
             raise InputError(
                 f"{name}: pip chose {fetched.name} for {image.describe()}, the manifest names {comp.filename}"
             )
-        _tag_findings(name, fetched.name, image, findings, strict)
         pinned = PinnedWheel(filename=fetched.name, sha256=_sha256(fetched), fetched_from=shown)
         if download_dir is not None:
             download_dir.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(fetched, download_dir / fetched.name)
     return pinned
-
-
-def source_findings(name: str, source: LockedWheelSource | None, findings: Findings, strict: bool) -> None:
-    """An unverified ``source:`` is said aloud: a warning, an error with ``--strict``."""
-    if source is None or source.verified:
-        return
-    findings.add(
-        "WHEEL_SOURCE_UNVERIFIED",
-        f"the source {source.repo} {source.ref or ''}@{source.commit or 'unknown'} could not be read: "
-        "that the wheel was built from it is recorded as given, not checked",
-        severity=Severity.error if strict else Severity.warning,
-        component=name,
-    )
