@@ -188,6 +188,7 @@ def test_an_index_with_wheels_only_for_other_pythons_is_a_finding(
 def test_a_wheelhouse_wheel_for_another_python_is_a_finding(tmp_path: Path) -> None:
     house = tmp_path / "house"
     make_wheel(house, CP311)
+    make_wheel(house, "cp310-cp310-manylinux_2_28_x86_64")
     findings = Findings()
     lock = build_lock(load_manifest(write_manifest(tmp_path)), wheelhouses=[house], findings=findings)
     assert [(f.code, f.severity.value) for f in findings] == [("WHEEL_TAGS_MISMATCH", "error")]

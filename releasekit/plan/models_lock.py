@@ -28,7 +28,8 @@ MODEL_CODES = (
     "DATASET_NOT_FOUND",
     "DATASET_CHANGED",
 )
-# Hashed when the manifest lists no files: small, and they say what a model is.
+# Hashed when the manifest lists no files: small, and they say what a model is. The same list
+# as validate/models.py's (validate hashes them too); plan cannot import a later stage.
 IDENTITY_FILES = (
     "config.json",
     "generation_config.json",

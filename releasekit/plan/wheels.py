@@ -216,9 +216,6 @@ def _listed_wheels(comp: WheelComponent, index_url: str) -> list[str]:
 class PinnedWheel:
     filename: str
     sha256: str
-    fetched_from: str | None = (
-        None  # the index pip fetched it from (credentials stripped); None: a wheelhouse
-    )
 
 
 def pinned_wheel(
@@ -239,8 +236,11 @@ def pinned_wheel(
     if candidates:
         if image is not None and len(candidates) > 1:
             fitting = [p for p in candidates if fit_rank(p.name, image) is not None]
-            # pip's own choice among wheels that fit: the best-ranked tag.
-            candidates = sorted(fitting, key=lambda p: (fit_rank(p.name, image), p.name))[:1] or candidates
+            # pip's own choice among wheels that fit: the best-ranked tag. None fits: the first,
+            # which the lock's WHEEL_TAGS_MISMATCH then names.
+            candidates = (
+                sorted(fitting, key=lambda p: (fit_rank(p.name, image), p.name))[:1] or candidates[:1]
+            )
         names = sorted({p.name for p in candidates})
         if len(names) > 1:
             raise InputError(
@@ -278,7 +278,7 @@ def pinned_wheel(
             raise InputError(
                 f"{name}: pip chose {fetched.name} for {image.describe()}, the manifest names {comp.filename}"
             )
-        pinned = PinnedWheel(filename=fetched.name, sha256=_sha256(fetched), fetched_from=shown)
+        pinned = PinnedWheel(filename=fetched.name, sha256=_sha256(fetched))
         if download_dir is not None:
             download_dir.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(fetched, download_dir / fetched.name)
