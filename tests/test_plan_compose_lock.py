@@ -149,40 +149,6 @@ def test_local_repos_refused_without_the_option(
     assert r.returncode == 0, r.stderr
 
 
-def test_wheel_pin_from_a_simple_index(world: World, tmp_path: Path) -> None:
-    import functools
-    import http.server
-    import threading
-
-    root = tmp_path / "index"
-    project = root / "apache-tvm-ffi"
-    payload = b"a wheel served over http"
-    _wheel(project, payload=payload)
-    (project / "index.html").write_text(
-        '<a href="apache_tvm_ffi-0.1.12-py3-none-any.whl">apache_tvm_ffi-0.1.12-py3-none-any.whl</a>\n'
-    )
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        data = world.manifest()
-        data["components"]["tvm-ffi"] = {
-            "kind": "wheel",
-            "requirement": "apache-tvm-ffi==0.1.12",
-            "sha256": "to-be-locked",
-            "index_url": f"http://127.0.0.1:{server.server_address[1]}/",
-        }
-        lock = build_lock(load_manifest(world.write_manifest(data, "index.yaml")))
-        assert lock.wheel_components()["tvm-ffi"].sha256 == hashlib.sha256(payload).hexdigest()
-        data["components"]["tvm-ffi"]["requirement"] = "apache-tvm-ffi==9.9"
-        with pytest.raises(InputError, match="no wheel"):
-            build_lock(load_manifest(world.write_manifest(data, "index.yaml")))
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.parametrize(
     "repo",
     ["ext::sh -c touch% PWNED", "-uhack", "http://example.com/x.git", "https://u:secret@127.0.0.1:9/x.git"],

@@ -288,7 +288,16 @@ class Toolchain(StrictModel):
     nccl: str | None = None
     pytorch: str | None = None
     cudnn: str | None = None
-    python: str | None = None
+    python: str | None = Field(
+        default=None,
+        pattern=r"^3\.[0-9]{1,2}(\.[0-9]{1,3})?$",
+        description="the image's CPython version, e.g. 3.12: wheels must fit it (plan lock)",
+    )
+    platform: str | None = Field(
+        default=None,
+        pattern=r"^((manylinux|musllinux)_[0-9]+_[0-9]+|linux)_[a-z0-9_]+$",
+        description="the image's most specific wheel platform tag, e.g. manylinux_2_39_x86_64 (glibc 2.39)",
+    )
     cuda_arch_list: list[ArchName] = Field(min_length=1)
 
 

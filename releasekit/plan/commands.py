@@ -46,18 +46,35 @@ def lock_cmd(
     compose: bool = typer.Option(
         False, "--compose", help="Also record the tree of canonical + planned PRs merged in order."
     ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Warnings are errors: an unverified wheel source, unchecked wheel tags."
+    ),
+    download_dir: Path | None = typer.Option(
+        None, "--download-dir", help="Keep the wheels fetched from an index here (a wheelhouse for build)."
+    ),
+    models: list[str] = typer.Option(
+        [],
+        "--models",
+        help="Lock validation.models: a Hugging Face cache DIR, or NAME=DIR for a model directory (repeatable).",
+    ),
+    datasets: bool = typer.Option(
+        False, "--datasets", help="Lock validation.datasets: sha256 and record count of each file."
+    ),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
     as_json: bool = _JSON,
 ) -> None:
     """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
+    from releasekit.findings import Findings
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
+    from releasekit.plan.models_lock import ModelSources
     from releasekit.records.lock import write_lock
-    from releasekit.report import findings_table, print_json, stdout_console
+    from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
     loaded = load_manifest(manifest)
+    findings = Findings()
     lock = build_lock(
         loaded,
         cache_dir=cache,
@@ -65,12 +82,31 @@ def lock_cmd(
         allow_local=allow_local_repos,
         fetch=not no_fetch,
         compose=compose,
+        findings=findings,
+        strict=strict,
+        download_dir=download_dir,
+        model_sources=ModelSources.parse(models) if models else None,
+        datasets=datasets,
     )
-    digest = write_lock(lock, output)
+    # Sorted by component, code, path: the output is a function of the inputs.
+    findings.findings.sort(key=lambda f: (f.location.component or "", f.code, f.location.path or ""))
+    # A lock with an error finding (a wheel that does not fit the image) is never written.
+    digest = write_lock(lock, output) if findings.passed else None
     if as_json:
-        print_json({"lock": str(output), "sha256": digest, "components": sorted(lock.components)})
-        return
+        print_json(
+            {
+                "lock": str(output) if digest else None,
+                "sha256": digest,
+                "components": sorted(lock.components),
+                "findings": findings.model_dump(mode="json"),
+            }
+        )
+        _exit(findings)
     console = stdout_console()
+    if digest is None:
+        render_findings(findings, console)
+        console.print(f"{output} not written")
+        _exit(findings)
     rows = []
     for name, comp in lock.components.items():
         if comp.kind == "git":
@@ -80,8 +116,18 @@ def lock_cmd(
     console.print(
         findings_table(f"lock {output}", ["component", "branch / pin", "commit / sha256", "PRs"], rows)
     )
+    for key, model in lock.models.items():
+        console.print(
+            f"model {key}: {model.source} {model.hub or ''}@{(model.revision or '-')[:12]}, {len(model.files)} file(s) hashed"
+        )
+    for key, dataset in lock.datasets.items():
+        console.print(
+            f"dataset {key}: {dataset.path} sha256 {dataset.sha256[:12]}, {dataset.samples} records"
+        )
     if lock.toolchain.base_image.note:
         console.print(f"base image {lock.toolchain.base_image.name}: {lock.toolchain.base_image.note}")
+    if len(findings):
+        render_findings(findings, console)
     console.print(f"wrote {output} (sha256 {digest})")
 
 

@@ -11,18 +11,18 @@ import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urljoin
-
-import httpx
-from packaging.utils import canonicalize_name
 
 from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.findings import Findings
 from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
-from releasekit.git.remote import strip_credentials
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
+from releasekit.plan.checks import lock_checks
+from releasekit.plan.checks.lock_context import LockContext
 from releasekit.plan.mirrors import open_mirror
+from releasekit.plan.models_lock import ModelSources, lock_datasets, lock_models
+from releasekit.plan.wheels import ImageInterpreter, image_interpreter, pinned_wheel
 from releasekit.records.lock import (
     Lock,
     LockedBaseImage,
@@ -35,7 +35,6 @@ from releasekit.records.lock import (
     LockedWheelComponent,
     LockedWheelSource,
 )
-from releasekit.simple_index import project_links
 
 
 def _lock_pr(
@@ -119,41 +118,6 @@ def lock_git_component(name: str, comp: GitComponent, mirror: Mirror) -> LockedG
     )
 
 
-def _wheel_filename_matches(filename: str, dist: str, version: str) -> bool:
-    if not filename.endswith(".whl"):
-        return False
-    parts = filename[:-4].split("-")
-    return len(parts) >= 5 and canonicalize_name(parts[0]) == canonicalize_name(dist) and parts[1] == version
-
-
-def _wheel_from_index(name: str, comp: WheelComponent, index_url: str) -> tuple[str, str]:
-    """(filename, sha256) of the pinned wheel on a simple index; the file is hashed, not trusted by name."""
-    dist, version = comp.distribution, comp.version
-    shown = strip_credentials(f"{index_url.rstrip('/')}/{canonicalize_name(dist)}/")
-    try:
-        with httpx.Client(timeout=60, follow_redirects=True) as client:
-            page, links = project_links(client, index_url, dist)
-            names = [
-                n
-                for n in links
-                if (comp.filename is None or n == comp.filename) and _wheel_filename_matches(n, dist, version)
-            ]
-            if not names:
-                raise InputError(f"{name}: no wheel for {dist}=={version} listed at {shown}")
-            if len(names) > 1:
-                raise InputError(
-                    f"{name}: {len(names)} wheels for {dist}=={version} at {shown}; name one with 'filename'"
-                )
-            digest = hashlib.sha256()
-            with client.stream("GET", urljoin(page, links[names[0]])) as resp:
-                resp.raise_for_status()
-                for chunk in resp.iter_bytes():
-                    digest.update(chunk)
-    except httpx.HTTPError as exc:
-        raise EnvironmentProblem(f"{name}: cannot read {shown}: {type(exc).__name__}") from None
-    return names[0], digest.hexdigest()
-
-
 def lock_wheel_source(
     name: str,
     src: WheelSource,
@@ -192,36 +156,32 @@ def lock_wheel_source(
 
 
 def lock_wheel_component(
-    name: str, comp: WheelComponent, wheelhouses: list[Path], source_options: dict | None = None
-) -> LockedWheelComponent:
-    dist, version = comp.distribution, comp.version
-    candidates: list[Path] = []
-    for house in wheelhouses:
-        if not house.is_dir():
-            raise InputError(f"wheelhouse {house} is not a directory")
-        for path in sorted(house.iterdir()):
-            if comp.filename and path.name != comp.filename:
-                continue
-            if _wheel_filename_matches(path.name, dist, version):
-                candidates.append(path)
-    if not candidates and comp.index_url:
-        filename, digest = _wheel_from_index(name, comp, comp.index_url)
-    elif not candidates:
-        where = ", ".join(str(h) for h in wheelhouses) or "no --wheelhouse given"
-        raise InputError(f"{name}: no wheel for {dist}=={version} found ({where}) and no index_url")
-    elif len(candidates) > 1 and not comp.filename:
+    name: str,
+    comp: WheelComponent,
+    wheelhouses: list[Path],
+    source_options: dict | None = None,
+    *,
+    image: ImageInterpreter | None = None,
+    findings: Findings | None = None,
+    download_dir: Path | None = None,
+) -> LockedWheelComponent | None:
+    """The pinned wheel (plan/wheels.py) and its source; None when only findings can say why not."""
+    findings = findings if findings is not None else Findings()
+    wheel = pinned_wheel(name, comp, wheelhouses, image, findings, download_dir=download_dir)
+    if wheel is None:
+        return None
+    if comp.sha256 != TO_BE_LOCKED and comp.sha256 != wheel.sha256:
         raise InputError(
-            f"{name}: {len(candidates)} wheels match {dist}=={version} ({', '.join(p.name for p in candidates)}); "
-            "name one with 'filename'"
+            f"{name}: {wheel.filename} has sha256 {wheel.sha256}, the manifest pins {comp.sha256}"
         )
-    else:
-        filename = candidates[0].name
-        digest = hashlib.sha256(candidates[0].read_bytes()).hexdigest()
-    if comp.sha256 != TO_BE_LOCKED and comp.sha256 != digest:
-        raise InputError(f"{name}: {filename} has sha256 {digest}, the manifest pins {comp.sha256}")
     source = lock_wheel_source(name, comp.source, **(source_options or {})) if comp.source else None
     return LockedWheelComponent(
-        name=name, distribution=dist, version=version, filename=filename, sha256=digest, source=source
+        name=name,
+        distribution=comp.distribution,
+        version=comp.version,
+        filename=wheel.filename,
+        sha256=wheel.sha256,
+        source=source,
     )
 
 
@@ -307,6 +267,11 @@ def build_lock(
     allow_local: bool = False,
     fetch: bool = True,
     compose: bool = False,
+    findings: Findings | None = None,
+    strict: bool = False,
+    download_dir: Path | None = None,
+    model_sources: ModelSources | None = None,
+    datasets: bool = False,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Lock:
     manifest = loaded.manifest
@@ -325,13 +290,28 @@ def build_lock(
                 )
         else:
             options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
-            components[name] = lock_wheel_component(name, comp, houses, options)
+            wheel = lock_wheel_component(
+                name,
+                comp,
+                houses,
+                options,
+                image=image_interpreter(manifest.toolchain),
+                findings=findings,
+                download_dir=download_dir,
+            )
+            if wheel is not None:
+                components[name] = wheel
     tc = manifest.toolchain
     try:
         base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
     except EnvironmentProblem:
         base = LockedBaseImage(name=tc.base_image.name)
-    return Lock(
+    spec, found = manifest.validation, findings if findings is not None else Findings()
+    lock = Lock(
+        models=lock_models(spec, model_sources, loaded.directory, found, strict=strict)
+        if model_sources
+        else {},
+        datasets=lock_datasets(spec, loaded.directory, found, strict=strict) if datasets else {},
         name=manifest.name,
         manifest=LockedManifest(path=loaded.path.name, sha256=loaded.sha256, name=manifest.name),
         locked_at=now().strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -344,3 +324,5 @@ def build_lock(
             cuda_arch_list=list(tc.cuda_arch_list),
         ),
     )
+    found.extend(lock_checks().run(LockContext(lock=lock, image=image_interpreter(tc), strict=strict)))
+    return lock

@@ -115,6 +115,31 @@ class LockedToolchain(Strict):
     cuda_arch_list: list[str] = Field(default_factory=list)
 
 
+class LockedModelFile(Strict):
+    path: str  # relative to the model directory (the snapshot)
+    sha256: Sha256Hex
+    size: int
+
+
+class LockedModel(Strict):
+    """A model of ``validation.models`` (``plan lock --models``): its revision and the files hashed."""
+
+    name: str  # the manifest's key under validation.models
+    hub: str | None = None
+    revision: Sha1 | None = None  # the hub commit of the cache snapshot; None for a plain directory
+    source: Literal["hub-cache", "directory"]
+    files: list[LockedModelFile]  # sorted by path; every file that was hashed
+
+
+class LockedDataset(Strict):
+    """A dataset of ``validation.datasets`` (``plan lock --datasets``): the file's sha256 and record count."""
+
+    name: str
+    path: str  # as the manifest names it (relative to the manifest)
+    sha256: Sha256Hex
+    samples: int  # non-empty lines (JSONL records)
+
+
 class Lock(Record):
     kind = "lock"
 
@@ -124,6 +149,9 @@ class Lock(Record):
     locked_at: str  # RFC 3339, informational; never used as a build input
     components: dict[str, LockedComponent]
     toolchain: LockedToolchain
+    # validation.models / validation.datasets locked by ``plan lock --models`` / ``--datasets``.
+    models: dict[str, LockedModel] = Field(default_factory=dict)
+    datasets: dict[str, LockedDataset] = Field(default_factory=dict)
 
     def git_components(self) -> dict[str, LockedGitComponent]:
         return {k: v for k, v in self.components.items() if isinstance(v, LockedGitComponent)}

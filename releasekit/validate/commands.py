@@ -122,7 +122,12 @@ def run(
 
     loaded = load_manifest(file)
     if dry_run:
-        _dry_run(loaded, image, cell or None, json_out)
+        from releasekit.records.lock import read_lock
+        from releasekit.validate.locked_inputs import with_locked_inputs
+
+        _dry_run(
+            with_locked_inputs(loaded, read_lock(lock)) if lock else loaded, image, cell or None, json_out
+        )
     result = run_validation(
         loaded,
         image,

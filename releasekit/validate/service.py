@@ -22,7 +22,7 @@ from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings, Location, Severity
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.validation import Cell, ForbiddenSwitches, ValidationSpec
-from releasekit.records.lock import lock_file_sha256
+from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.receipt import (
     CheckResult,
     Invocation,
@@ -37,6 +37,7 @@ from releasekit.validate.client import EngineClient
 from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
 from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import evaluate_gate, resolve_baseline
+from releasekit.validate.locked_inputs import with_locked_inputs
 from releasekit.validate.models import check_model, resolve_model
 from releasekit.validate.scheduler import Job, run_packed
 from releasekit.validate.stats import t_interval
@@ -392,6 +393,9 @@ def run_validation(
     client=None,
     seed: int = 0,
 ) -> ValidationResult:
+    if lock_path is not None:
+        # Models and datasets the lock pinned (plan lock --models/--datasets) count as pinned.
+        loaded = with_locked_inputs(loaded, read_lock(lock_path))
     spec = loaded.manifest.validation
     if cells:
         found = {c: spec.cell(c) for c in cells}

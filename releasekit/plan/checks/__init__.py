@@ -10,6 +10,7 @@ from releasekit.plan.checks.carried import CarriedCommitsVerified
 from releasekit.plan.checks.context import ComponentState, PlanContext, build_state
 from releasekit.plan.checks.duplicated_prerequisite import DuplicatedPrerequisiteCommits
 from releasekit.plan.checks.exclusions import ExclusionsAbsent
+from releasekit.plan.checks.lock_context import LockContext
 from releasekit.plan.checks.lock_manifest import LockMatchesManifest
 from releasekit.plan.checks.merge_order import MergeOrder
 from releasekit.plan.checks.pins import PinsAgree
@@ -18,6 +19,8 @@ from releasekit.plan.checks.pr_heads import PRHeadsUnmoved
 from releasekit.plan.checks.published import CheckedCommitPublished
 from releasekit.plan.checks.release_only import ReleaseOnlyCommits
 from releasekit.plan.checks.superseded import SupersededAbsent
+from releasekit.plan.checks.wheel_source import WheelSourcesVerified
+from releasekit.plan.checks.wheel_tags import WheelTagsFitImage
 
 
 def all_checks() -> list[Check[PlanContext]]:
@@ -42,4 +45,9 @@ def plan_checks() -> AllOf[PlanContext]:
     return AllOf(*all_checks(), name="plan check")
 
 
-__all__ = ["ComponentState", "PlanContext", "all_checks", "build_state", "plan_checks"]
+def lock_checks() -> AllOf[LockContext]:
+    """What ``plan lock`` judges in the lock it resolved (the wheels against the image)."""
+    return AllOf(WheelTagsFitImage(), WheelSourcesVerified(), name="plan lock")
+
+
+__all__ = ["ComponentState", "PlanContext", "all_checks", "build_state", "lock_checks", "plan_checks"]

@@ -1,0 +1,242 @@
+"""Locking what a validation cell reads: models (``plan lock --models``) and datasets (``--datasets``).
+
+A model is found, per ``validation.models`` entry, in this order: a directory given as
+``NAME=DIR``; the manifest's ``hub`` repository in a Hugging Face cache given as ``DIR``
+(read through ``huggingface_hub.scan_cache_dir``: no network); the manifest's own ``path``.
+A cache snapshot's revision is the manifest's ``revision`` when it gives one (that
+snapshot must be in the cache), else the cache's ``refs/main``. The files hashed are the
+manifest's ``files``, or, when it lists none, the identity files present (config,
+tokenizer, weight index): weight shards are hashed only when listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from releasekit.errors import InputError
+from releasekit.findings import Findings, Severity
+from releasekit.manifest.validation import TO_BE_LOCKED, Dataset, ModelRef, ValidationSpec
+from releasekit.records.lock import LockedDataset, LockedModel, LockedModelFile
+
+MODEL_CODES = (
+    "MODEL_NOT_FOUND",
+    "MODEL_FILE_MISSING",
+    "MODEL_HASH_MISMATCH",
+    "MODEL_NOTHING_HASHED",
+    "DATASET_NOT_FOUND",
+    "DATASET_CHANGED",
+)
+# Hashed when the manifest lists no files: small, and they say what a model is. The same list
+# as validate/models.py's (validate hashes them too); plan cannot import a later stage.
+IDENTITY_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "model.safetensors.index.json",
+)
+
+
+@dataclass
+class ModelSources:
+    """What ``--models`` named: Hugging Face caches, and directories of named models."""
+
+    caches: list[Path] = field(default_factory=list)
+    directories: dict[str, Path] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, values: list[str]) -> ModelSources:
+        sources = cls()
+        for value in values:
+            name, eq, where = value.partition("=")
+            if eq and name and "/" not in name:
+                sources.directories[name] = Path(where)
+            else:
+                sources.caches.append(Path(value))
+        for path in [*sources.caches, *sources.directories.values()]:
+            if not path.is_dir():
+                raise InputError(f"--models {path}: not a directory")
+        return sources
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    directory: Path
+    revision: str | None
+    # file path relative to the snapshot -> the file to read (a cache snapshot's files are links to blobs)
+    files: dict[str, Path]
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _from_hub_cache(key: str, model: ModelRef, caches: list[Path]) -> _Snapshot | None:
+    from huggingface_hub import CacheNotFound, scan_cache_dir
+
+    for cache in caches:
+        try:
+            info = scan_cache_dir(cache)
+        except CacheNotFound:
+            raise InputError(f"--models {cache}: not a Hugging Face cache directory") from None
+        repo = next((r for r in info.repos if r.repo_type == "model" and r.repo_id == model.hub), None)
+        if repo is None:
+            continue
+        wanted = model.revision if model.revision not in (None, TO_BE_LOCKED) else None
+        if wanted is not None:
+            revision = next((r for r in repo.revisions if r.commit_hash == wanted), None)
+            if revision is None:
+                raise InputError(
+                    f"model '{key}': {model.hub} revision {wanted} is not in the cache {cache} "
+                    f"(it has {', '.join(sorted(r.commit_hash[:12] for r in repo.revisions)) or 'none'})"
+                )
+        else:
+            on_main = [r for r in repo.revisions if "main" in r.refs]
+            if not on_main and len(repo.revisions) != 1:
+                raise InputError(
+                    f"model '{key}': {model.hub} has {len(repo.revisions)} snapshots in {cache} and no refs/main; "
+                    "pin one with 'revision'"
+                )
+            revision = (on_main or list(repo.revisions))[0]
+        files = {
+            f.file_path.relative_to(revision.snapshot_path).as_posix(): f.blob_path for f in revision.files
+        }
+        return _Snapshot(directory=revision.snapshot_path, revision=revision.commit_hash, files=files)
+    return None
+
+
+def _from_directory(directory: Path, revision: str | None) -> _Snapshot:
+    files = {p.relative_to(directory).as_posix(): p for p in sorted(directory.rglob("*")) if p.is_file()}
+    return _Snapshot(directory=directory, revision=revision, files=files)
+
+
+def _where(
+    key: str, model: ModelRef, sources: ModelSources, manifest_dir: Path
+) -> tuple[_Snapshot, str] | None:
+    given = model.revision if model.revision not in (None, TO_BE_LOCKED) else None
+    if key in sources.directories:
+        return _from_directory(sources.directories[key], given), "directory"
+    if model.hub and sources.caches:
+        found = _from_hub_cache(key, model, sources.caches)
+        if found is not None:
+            return found, "hub-cache"
+    if model.path:
+        local = Path(model.path) if Path(model.path).is_absolute() else manifest_dir / model.path
+        if local.is_dir():
+            return _from_directory(local, given), "directory"
+    return None
+
+
+def lock_model(
+    key: str,
+    model: ModelRef,
+    sources: ModelSources,
+    manifest_dir: Path,
+    findings: Findings,
+    *,
+    strict: bool = False,
+) -> LockedModel | None:
+    found = _where(key, model, sources, manifest_dir)
+    if found is None:
+        looked = [*(str(c) for c in sources.caches), *([model.path] if model.path else [])]
+        findings.add(
+            "MODEL_NOT_FOUND",
+            f"model '{key}' ({model.hub or model.path or model.name}) is in none of: {', '.join(looked) or 'nothing given'}; "
+            "not locked",
+            severity=Severity.error if strict else Severity.warning,
+            path=key,
+        )
+        return None
+    snapshot, kind = found
+    wanted = [f.path for f in model.files] or [n for n in IDENTITY_FILES if n in snapshot.files]
+    pinned = {f.path: f.sha256 for f in model.files if f.sha256 != TO_BE_LOCKED}
+    files: list[LockedModelFile] = []
+    for name in sorted(wanted):
+        source = snapshot.files.get(name)
+        if source is None or not source.is_file():
+            findings.add(
+                "MODEL_FILE_MISSING", f"model '{key}': {name} is not in {snapshot.directory}", path=key
+            )
+            continue
+        digest = sha256_file(source)
+        if name in pinned and pinned[name] != digest:
+            findings.add(
+                "MODEL_HASH_MISMATCH",
+                f"model '{key}': {name} has sha256 {digest}, the manifest pins {pinned[name]}",
+                path=key,
+            )
+        files.append(LockedModelFile(path=name, sha256=digest, size=source.stat().st_size))
+    if not files:
+        # A lock that hashed nothing would say "pinned" about nothing.
+        findings.add(
+            "MODEL_NOTHING_HASHED",
+            f"model '{key}': none of {', '.join(sorted(wanted)) or 'the identity files'} is in {snapshot.directory}",
+            path=key,
+        )
+        return None
+    return LockedModel(
+        name=key,
+        hub=model.hub,
+        revision=snapshot.revision,
+        source=kind,  # type: ignore[arg-type]
+        files=files,
+    )
+
+
+def lock_models(
+    spec: ValidationSpec,
+    sources: ModelSources,
+    manifest_dir: Path,
+    findings: Findings,
+    *,
+    strict: bool = False,
+) -> dict[str, LockedModel]:
+    locked = {}
+    for key in sorted(spec.models):
+        model = lock_model(key, spec.models[key], sources, manifest_dir, findings, strict=strict)
+        if model is not None:
+            locked[key] = model
+    return locked
+
+
+def lock_dataset(
+    key: str, dataset: Dataset, manifest_dir: Path, findings: Findings, *, strict: bool = False
+) -> LockedDataset | None:
+    path = manifest_dir / dataset.path
+    if not path.is_file():
+        findings.add(
+            "DATASET_NOT_FOUND",
+            f"dataset '{key}': {dataset.path} is not there; not locked",
+            severity=Severity.error if strict else Severity.warning,
+            path=key,
+        )
+        return None
+    raw = path.read_bytes()
+    sha = hashlib.sha256(raw).hexdigest()
+    # Records as validate's readers count them: non-empty lines.
+    samples = sum(1 for line in raw.decode("utf-8", errors="replace").splitlines() if line.strip())
+    if dataset.sha256 is not None and dataset.sha256 != sha:
+        findings.add(
+            "DATASET_CHANGED",
+            f"dataset '{key}': {dataset.path} has sha256 {sha}, the manifest pins {dataset.sha256}",
+        )
+    return LockedDataset(name=key, path=dataset.path, sha256=sha, samples=samples)
+
+
+def lock_datasets(
+    spec: ValidationSpec, manifest_dir: Path, findings: Findings, *, strict: bool = False
+) -> dict[str, LockedDataset]:
+    locked = {}
+    for key in sorted(spec.datasets):
+        dataset = lock_dataset(key, spec.datasets[key], manifest_dir, findings, strict=strict)
+        if dataset is not None:
+            locked[key] = dataset
+    return locked

@@ -1,0 +1,285 @@
+"""Wheel pins at lock time: the wheel that fits the image, from a wheelhouse or fetched by pip.
+
+The image's interpreter is what the manifest's toolchain says (``python``, ``platform``),
+never the interpreter running releasekit: a wheel pip picked for the user's own venv
+(``cp311``) is not the wheel a ``cp312`` image installs. A wheel that no ``--wheelhouse``
+holds is fetched with ``pip download --no-deps --only-binary :all:`` for the image's
+Python and platform from the component's ``index_url`` (PyPI when it names none), and
+its bytes are hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.findings import Findings
+from releasekit.git.remote import strip_credentials
+from releasekit.manifest.models import Toolchain, WheelComponent
+from releasekit.simple_index import project_links
+
+PYPI_SIMPLE = "https://pypi.org/simple/"
+_PIP_TIMEOUT_S = 900
+_MANY = re.compile(r"^(manylinux|musllinux)_([0-9]+)_([0-9]+)_([a-z0-9_]+)$")
+# PEP 600's aliases of the older manylinux tags: glibc minor version -> legacy name, the arches it had.
+_LEGACY_MANYLINUX = {
+    17: ("manylinux2014", {"x86_64", "i686", "aarch64", "armv7l", "ppc64", "ppc64le", "s390x"}),
+    12: ("manylinux2010", {"x86_64", "i686"}),
+    5: ("manylinux1", {"x86_64", "i686"}),
+}
+
+
+@dataclass(frozen=True)
+class ImageInterpreter:
+    """The CPython and the platform of the image, as the toolchain names them."""
+
+    python: str  # 3.12
+    platform: str  # manylinux_2_39_x86_64
+
+    @property
+    def version(self) -> tuple[int, int]:
+        major, minor = self.python.split(".")[:2]
+        return int(major), int(minor)
+
+    def platforms(self) -> list[str]:
+        """Every platform tag the image's pip accepts, most specific first.
+
+        ``manylinux_2_39_x86_64`` accepts every older glibc (``manylinux_2_38`` … ``_2_0``) and
+        the legacy aliases (``manylinux2014`` = 2.17, ``manylinux2010`` = 2.12, ``manylinux1``
+        = 2.5), and, as pip does on Linux, ``linux_x86_64`` last.
+        """
+        m = _MANY.match(self.platform)
+        if not m:
+            return [self.platform]
+        family, major, minor, arch = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+        found: list[str] = []
+        for older in range(minor, -1, -1):
+            found.append(f"{family}_{major}_{older}_{arch}")
+            legacy = _LEGACY_MANYLINUX.get(older)
+            if family == "manylinux" and major == 2 and legacy and arch in legacy[1]:
+                found.append(f"{legacy[0]}_{arch}")
+        return [*found, f"linux_{arch}"]
+
+    def tags(self) -> list[Tag]:
+        """The tags the image's pip installs, in its order of preference (packaging.tags)."""
+        interpreter = f"cp{self.version[0]}{self.version[1]}"
+        platforms = self.platforms()
+        return [
+            *cpython_tags(python_version=self.version, platforms=platforms),
+            *compatible_tags(python_version=self.version, interpreter=interpreter, platforms=platforms),
+        ]
+
+    def describe(self) -> str:
+        return f"CPython {self.python}, {self.platform}"
+
+
+def image_interpreter(toolchain: Toolchain) -> ImageInterpreter | None:
+    if toolchain.python and toolchain.platform:
+        return ImageInterpreter(python=toolchain.python, platform=toolchain.platform)
+    return None
+
+
+def _parsed(filename: str) -> tuple[str, Version, frozenset[Tag]] | None:
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    return name, version, tags
+
+
+def is_pinned_wheel(filename: str, comp: WheelComponent) -> bool:
+    """A wheel file of exactly the pinned distribution and version (names PEP 503-normalised)."""
+    parsed = _parsed(filename)
+    if parsed is None or (comp.filename and filename != comp.filename):
+        return False
+    try:
+        pinned = Version(comp.version)
+    except InvalidVersion:
+        return False
+    return parsed[0] == canonicalize_name(comp.distribution) and parsed[1] == pinned
+
+
+def is_universal(filename: str) -> bool:
+    """A pure wheel (``py3-none-any``): it fits every image."""
+    parsed = _parsed(filename)
+    return parsed is not None and any(
+        t.abi == "none" and t.platform == "any" and t.interpreter.startswith("py") for t in parsed[2]
+    )
+
+
+def fit_rank(filename: str, image: ImageInterpreter) -> int | None:
+    """Position of the wheel's best tag in the image's preference order; None: it does not fit."""
+    parsed = _parsed(filename)
+    if parsed is None:
+        return None
+    ranks = [i for i, tag in enumerate(image.tags()) if tag in parsed[2]]
+    return min(ranks) if ranks else None
+
+
+def wheel_tags(filename: str) -> str:
+    parsed = _parsed(filename)
+    return ", ".join(sorted(str(t) for t in parsed[2])) if parsed else "unparsable"
+
+
+def _wheelhouse_candidates(comp: WheelComponent, wheelhouses: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for house in wheelhouses:
+        if not house.is_dir():
+            raise InputError(f"wheelhouse {house} is not a directory")
+        found += [p for p in sorted(house.iterdir()) if p.is_file() and is_pinned_wheel(p.name, comp)]
+    return found
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _first_pip_error(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return next((ln for ln in lines if ln.startswith("ERROR:")), lines[-1] if lines else "no output")
+
+
+def pip_download(comp: WheelComponent, index_url: str, image: ImageInterpreter, dest: Path) -> Path:
+    """``pip download`` of exactly the pinned wheel for the image's Python and platform into ``dest``.
+
+    ``--isolated``: no pip configuration or PIP_* variable of this host chooses the index or
+    the wheel. _PipFailed (with pip's first ERROR line) when pip gets no wheel.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--isolated",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        f"{image.version[0]}.{image.version[1]}",
+        *[arg for platform in image.platforms() for arg in ("--platform", platform)],
+        "--index-url",
+        index_url,
+        "--dest",
+        str(dest),
+        f"{comp.distribution}=={comp.version}",
+    ]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=_PIP_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(
+            f"pip download of {comp.requirement} from {strip_credentials(index_url)} took over {_PIP_TIMEOUT_S} s"
+        ) from None
+    wheels = sorted(p for p in dest.iterdir() if p.name.endswith(".whl"))
+    if done.returncode != 0 or len(wheels) != 1:
+        raise _PipFailed(_first_pip_error(done.stderr))
+    return wheels[0]
+
+
+class _PipFailed(Exception):
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def _listed_wheels(comp: WheelComponent, index_url: str) -> list[str]:
+    """The pinned version's wheels the index lists (to name them when none fits the image)."""
+    try:
+        with httpx.Client(timeout=60, follow_redirects=True) as client:
+            _page, links = project_links(client, index_url, comp.distribution)
+    except httpx.HTTPError:
+        return []
+    return sorted(n for n in links if is_pinned_wheel(n, comp))
+
+
+@dataclass(frozen=True)
+class PinnedWheel:
+    filename: str
+    sha256: str
+
+
+def pinned_wheel(
+    name: str,
+    comp: WheelComponent,
+    wheelhouses: list[Path],
+    image: ImageInterpreter | None,
+    findings: Findings,
+    *,
+    download_dir: Path | None = None,
+) -> PinnedWheel | None:
+    """The wheel a pin locks to: the best-fitting one of the wheelhouses, else pip's choice from the index.
+
+    None when the index has the pinned version only for other Pythons or platforms (one
+    WHEEL_TAGS_MISMATCH finding naming what it has).
+    """
+    candidates = _wheelhouse_candidates(comp, wheelhouses)
+    if candidates:
+        if image is not None and len(candidates) > 1:
+            fitting = [p for p in candidates if fit_rank(p.name, image) is not None]
+            # pip's own choice among wheels that fit: the best-ranked tag. None fits: the first,
+            # which the lock's WHEEL_TAGS_MISMATCH then names.
+            candidates = (
+                sorted(fitting, key=lambda p: (fit_rank(p.name, image), p.name))[:1] or candidates[:1]
+            )
+        names = sorted({p.name for p in candidates})
+        if len(names) > 1:
+            raise InputError(
+                f"{name}: {len(names)} wheels match {comp.requirement} ({', '.join(names)}); "
+                "name one with 'filename', or give the toolchain python and platform"
+            )
+        chosen = candidates[0]
+        return PinnedWheel(filename=chosen.name, sha256=_sha256(chosen))
+    index_url = comp.index_url or PYPI_SIMPLE
+    shown = strip_credentials(index_url)
+    if image is None:
+        where = ", ".join(str(h) for h in wheelhouses) or "no --wheelhouse given"
+        raise InputError(
+            f"{name}: no wheel for {comp.requirement} in a wheelhouse ({where}); fetching it from {shown} needs "
+            "toolchain.python and toolchain.platform (the image's, e.g. 3.12 and manylinux_2_39_x86_64)"
+        )
+    with tempfile.TemporaryDirectory(prefix="releasekit-wheel-") as tmp:
+        try:
+            fetched = pip_download(comp, index_url, image, Path(tmp))
+        except _PipFailed as failed:
+            listed = _listed_wheels(comp, index_url)
+            if listed and all(fit_rank(n, image) is None for n in listed):
+                # The version is there, built for other Pythons or platforms: a finding, not a broken input.
+                findings.add(
+                    "WHEEL_TAGS_MISMATCH",
+                    f"no wheel of {comp.requirement} at {shown} fits the image ({image.describe()}); "
+                    f"it has {', '.join(wheel_tags(n) for n in listed)}",
+                    component=name,
+                )
+                return None
+            raise InputError(
+                f"{name}: pip download of {comp.requirement} from {shown}: {failed.line}"
+            ) from None
+        if comp.filename and fetched.name != comp.filename:
+            raise InputError(
+                f"{name}: pip chose {fetched.name} for {image.describe()}, the manifest names {comp.filename}"
+            )
+        pinned = PinnedWheel(filename=fetched.name, sha256=_sha256(fetched))
+        if download_dir is not None:
+            download_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(fetched, download_dir / fetched.name)
+    return pinned

@@ -1,0 +1,247 @@
+"""plan lock's wheel pins: fetched by the real ``pip download`` from a PEP 503 index on 127.0.0.1,
+chosen for the image's Python and platform (the toolchain's), tag-checked, unverified sources said aloud."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import subprocess
+import sys
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from releasekit.findings import Findings
+from releasekit.manifest import load_manifest
+from releasekit.plan.locking import build_lock
+from releasekit.plan.wheels import ImageInterpreter, fit_rank
+
+CP311 = "cp311-cp311-manylinux_2_28_x86_64"
+CP312 = "cp312-cp312-manylinux_2_28_x86_64"
+DIST, VERSION = "tokenspeed-deepgemm", "2.5.0.post20260629"
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
+
+
+def make_wheel(directory: Path, tag: str, dist: str = DIST, version: str = VERSION) -> Path:
+    """A real (minimal) wheel: dist-info with METADATA, WHEEL and RECORD, one module."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = f"{dist.replace('-', '_')}-{version}"
+    path = directory / f"{stem}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("deep_gemm/__init__.py", f"TAG = {tag!r}\n")
+        zf.writestr(
+            f"{stem}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+        )
+        zf.writestr(
+            f"{stem}.dist-info/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n",
+        )
+        zf.writestr(f"{stem}.dist-info/RECORD", "")
+    return path
+
+
+@pytest.fixture()
+def index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A PEP 503 simple index over a directory, served on 127.0.0.1: (index URL, project directory)."""
+    root = tmp_path / "index"
+    project = root / DIST
+    project.mkdir(parents=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/", project
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def publish(project: Path, *tags: str) -> dict[str, str]:
+    """Put wheels on the index; file name -> sha256."""
+    wheels = [make_wheel(project, tag) for tag in tags]
+    anchors = "".join(f'<a href="{w.name}">{w.name}</a>\n' for w in sorted(project.glob("*.whl")))
+    (project / "index.html").write_text(f"<html><body>\n{anchors}</body></html>\n")
+    return {w.name: hashlib.sha256(w.read_bytes()).hexdigest() for w in wheels}
+
+
+def write_manifest(
+    tmp_path: Path,
+    *,
+    index_url: str | None = None,
+    python: str | None = "3.12",
+    platform: str | None = "manylinux_2_39_x86_64",
+    source: dict | None = None,
+) -> Path:
+    wheel: dict = {"kind": "wheel", "requirement": f"{DIST}=={VERSION}", "sha256": "to-be-locked"}
+    if index_url:
+        wheel["index_url"] = index_url
+    if source:
+        wheel["source"] = source
+    toolchain: dict = {
+        "base_image": {"name": "runtime", "digest": "sha256:" + "0" * 64},
+        "cuda_arch_list": ["12.0a"],
+    }
+    if python:
+        toolchain["python"] = python
+    if platform:
+        toolchain["platform"] = platform
+    data = {
+        "schema": "releasekit/v1",
+        "name": "wheels",
+        "components": {"deepgemm": wheel},
+        "toolchain": toolchain,
+    }
+    path = tmp_path / "manifest.yaml"
+    path.write_text(json.dumps(data, indent=1))  # JSON is YAML
+    return path
+
+
+def lock_cli(manifest: Path, out: Path, *args: str) -> tuple[int, dict]:
+    r = subprocess.run(
+        [sys.executable, "-m", "releasekit", "plan", "lock", str(manifest), "-o", str(out), "--json", *args],
+        capture_output=True,
+        text=True,
+    )
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, json.loads(r.stdout) if r.stdout.strip() else {"stderr": r.stderr}
+
+
+def test_the_image_accepts_older_glibc_and_legacy_tags_only_for_its_python() -> None:
+    image = ImageInterpreter(python="3.12", platform="manylinux_2_39_x86_64")
+    platforms = image.platforms()
+    assert platforms[0] == "manylinux_2_39_x86_64" and platforms[-1] == "linux_x86_64"
+    assert {"manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64"} <= set(platforms)
+    fits = {
+        f"x-1.0-{tag}.whl": fit_rank(f"x-1.0-{tag}.whl", image)
+        for tag in (
+            CP312,
+            CP311,
+            "py3-none-any",
+            "cp39-abi3-manylinux2014_x86_64",
+            "cp312-cp312-manylinux_2_40_x86_64",
+        )
+    }
+    assert [name for name, rank in fits.items() if rank is None] == [
+        f"x-1.0-{CP311}.whl",
+        "x-1.0-cp312-cp312-manylinux_2_40_x86_64.whl",
+    ]
+    # pip's order of preference: the image's own ABI before abi3 before a pure wheel.
+    assert (
+        fits[f"x-1.0-{CP312}.whl"]
+        < fits["x-1.0-cp39-abi3-manylinux2014_x86_64.whl"]
+        < fits["x-1.0-py3-none-any.whl"]
+    )
+
+
+def test_a_wheel_in_no_wheelhouse_is_fetched_by_pip_for_the_image(
+    tmp_path: Path, index: tuple[str, Path]
+) -> None:
+    url, project = index
+    hashes = publish(project, CP311, CP312, "cp312-cp312-manylinux_2_28_aarch64")
+    lock_path, kept = tmp_path / "lock.json", tmp_path / "fetched"
+    rc, out = lock_cli(write_manifest(tmp_path, index_url=url), lock_path, "--download-dir", str(kept))
+    assert rc == 0, out
+    wheel = json.loads(lock_path.read_text())["components"]["deepgemm"]
+    expected = f"tokenspeed_deepgemm-{VERSION}-{CP312}.whl"
+    assert (wheel["filename"], wheel["sha256"]) == (expected, hashes[expected])
+    assert [p.name for p in kept.iterdir()] == [expected]
+    # The same index for a Python 3.11 image: pip picks the other wheel.
+    rc, _ = lock_cli(write_manifest(tmp_path, index_url=url, python="3.11"), lock_path)
+    assert rc == 0 and json.loads(lock_path.read_text())["components"]["deepgemm"]["filename"].endswith(
+        f"{CP311}.whl"
+    )
+
+
+def test_an_index_with_wheels_only_for_other_pythons_is_a_finding(
+    tmp_path: Path, index: tuple[str, Path]
+) -> None:
+    url, project = index
+    publish(project, CP311)
+    lock_path = tmp_path / "lock.json"
+    rc, out = lock_cli(write_manifest(tmp_path, index_url=url), lock_path)
+    assert rc == 1, out
+    [finding] = out["findings"]["findings"]
+    assert (finding["code"], finding["location"]["component"]) == ("WHEEL_TAGS_MISMATCH", "deepgemm")
+    assert f"it has {CP311}" in finding["message"] and "CPython 3.12" in finding["message"]
+    assert not lock_path.exists()
+    # A version the index does not have at all is unusable input: one line, exit 2.
+    manifest = write_manifest(tmp_path, index_url=url)
+    manifest.write_text(manifest.read_text().replace(VERSION, "9.9"))
+    r = subprocess.run(
+        [sys.executable, "-m", "releasekit", "plan", "lock", str(manifest), "-o", str(lock_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "pip download" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_wheelhouse_wheel_for_another_python_is_a_finding(tmp_path: Path) -> None:
+    house = tmp_path / "house"
+    make_wheel(house, CP311)
+    make_wheel(house, "cp310-cp310-manylinux_2_28_x86_64")
+    findings = Findings()
+    lock = build_lock(load_manifest(write_manifest(tmp_path)), wheelhouses=[house], findings=findings)
+    assert [(f.code, f.severity.value) for f in findings] == [("WHEEL_TAGS_MISMATCH", "error")]
+    assert "CPython 3.12, manylinux_2_39_x86_64" in findings.findings[0].message
+    # With the image's wheel beside it, the wheelhouse's fitting one is taken, as pip would.
+    fitting = make_wheel(house, CP312)
+    findings = Findings()
+    lock = build_lock(load_manifest(write_manifest(tmp_path)), wheelhouses=[house], findings=findings)
+    assert len(findings) == 0
+    assert lock.wheel_components()["deepgemm"].filename == fitting.name
+
+
+def test_a_platform_wheel_without_the_image_python_is_unchecked(tmp_path: Path) -> None:
+    house = tmp_path / "house"
+    make_wheel(house, CP311)
+    manifest = write_manifest(tmp_path, python=None, platform=None)
+    findings = Findings()
+    build_lock(load_manifest(manifest), wheelhouses=[house], findings=findings)
+    assert [(f.code, f.severity.value) for f in findings] == [("WHEEL_TAGS_UNCHECKED", "warning")]
+    findings = Findings()
+    build_lock(load_manifest(manifest), wheelhouses=[house], findings=findings, strict=True)
+    assert [(f.code, f.severity.value) for f in findings] == [("WHEEL_TAGS_UNCHECKED", "error")]
+    # A pure wheel fits every image: nothing to say.
+    pure = tmp_path / "pure"
+    make_wheel(pure, "py3-none-any")
+    findings = Findings()
+    build_lock(load_manifest(manifest), wheelhouses=[pure], findings=findings)
+    assert len(findings) == 0
+
+
+def test_an_unverified_source_warns_and_strict_refuses(tmp_path: Path) -> None:
+    house = tmp_path / "house"
+    make_wheel(house, CP312)
+    source = {
+        "repo": "https://127.0.0.1:9/deepseek-ai/DeepGEMM.git",
+        "ref": "nv_dev",
+        "commit": "a6b593d2826719dcf4892609af7b84ee23aaf32a",
+    }
+    manifest = write_manifest(tmp_path, source=source)
+    lock_path = tmp_path / "lock.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "releasekit", "plan", "lock", str(manifest), "-o", str(lock_path)]
+        + ["--wheelhouse", str(house)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning WHEEL_SOURCE_UNVERIFIED" in " ".join(r.stdout.split())
+    assert json.loads(lock_path.read_text())["components"]["deepgemm"]["source"]["verified"] is False
+    lock_path.unlink()
+    rc, out = lock_cli(manifest, lock_path, "--wheelhouse", str(house), "--strict")
+    assert rc == 1
+    assert [(f["code"], f["severity"]) for f in out["findings"]["findings"]] == [
+        ("WHEEL_SOURCE_UNVERIFIED", "error")
+    ]
+    assert not lock_path.exists()
