@@ -15,11 +15,8 @@ Policy (docs/publish.md):
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from releasekit.findings import Findings, Severity
 from releasekit.publish.checks.context import GateSubject, SuitePolicy
-from releasekit.records.base import RecordError
 from releasekit.records.test_receipt import TestReceipt
 
 _ACCEPTED = {"pre-existing", "flaky", "allowlisted"}
@@ -33,10 +30,10 @@ def read_test_receipts(subject: GateSubject) -> tuple[list[tuple[str, TestReceip
         if not loaded.ok:
             bad.append((loaded.path, loaded.problem or "unreadable"))
             continue
-        try:
-            good.append((loaded.path, TestReceipt.from_json(loaded.data, loaded.path)))
-        except (RecordError, ValidationError, ValueError) as exc:
-            bad.append((loaded.path, str(exc)))
+        if loaded.record is None:
+            bad.append((loaded.path, loaded.invalid or "not a test receipt"))
+        else:
+            good.append((loaded.path, loaded.record))
     return good, bad
 
 

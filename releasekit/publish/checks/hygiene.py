@@ -11,12 +11,8 @@ file:line); ``not-runnable`` (hooks that would need the network) is
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from releasekit.findings import Findings, Severity
 from releasekit.publish.checks.context import GateSubject
-from releasekit.records.base import RecordError
-from releasekit.records.test_receipt import HygieneReceipt
 
 _OK_STEP = {"passed", "skipped"}
 
@@ -43,10 +39,9 @@ class HygienePassed:
             why = "no hygiene.json" if loaded is None else f"hygiene.json: {loaded.problem}"
             out.add("HYGIENE_MISSING", f"{why}: run `releasekit hygiene`", severity=overall)
             return out
-        try:
-            receipt = HygieneReceipt.from_json(loaded.data, loaded.path)
-        except (RecordError, ValidationError, ValueError) as exc:
-            out.add("HYGIENE_INVALID", str(exc), severity=overall, path=loaded.path)
+        receipt = loaded.record
+        if receipt is None:
+            out.add("HYGIENE_INVALID", loaded.invalid or "", severity=overall, path=loaded.path)
             return out
         if receipt.lock_sha256 != subject.lock_sha256:
             out.add(
