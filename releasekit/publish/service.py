@@ -12,8 +12,8 @@ Publish, in order (each step only after the previous one succeeded):
      to the digest (``sha256-<hex>.releasekit``, see attachments.py);
   5. put the same manifest bytes under each release tag.
 A failure in 2-4 leaves no release tag; a rerun resumes (blobs already there are skipped).
-Steps 2-5 are ``transaction.py``; the inputs (the image among them) are resolved once, into
-``PublishInputs``, before the gate.
+Steps 2, 3 and 5 are ``transaction.py``, step 4 ``attachments.py``. The inputs (the image
+among them) are resolved once, into ``PublishInputs``, before the gate.
 
 Promote reads a tag's digest and its attached evidence back from the registry, runs the
 same gate again, and puts the same manifest bytes under the new tag: never a rebuild.
