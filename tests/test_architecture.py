@@ -11,7 +11,11 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   simple_index, signing) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands`` modules;
 - every top-level module is a stage, ``demo`` or a shared module;
-- only ``releasekit/docker_engine/`` imports ``docker``.
+- only ``releasekit/docker_engine/`` imports ``docker``;
+- typed evidence: ``json.load``/``json.loads`` only in ``records/`` (each file's model) and the
+  modules of ``JSON_ALLOWLIST`` (JSON that is no release file: tool output, wire messages,
+  argv hand-offs, each with its reason), and a release file's name (``"build.json"``...) as a
+  string literal only in ``records/`` (everyone else uses the record module's constant).
 
 The checker is proven able to fail on a small package made in tmp_path for each rule.
 """
@@ -49,11 +53,54 @@ ENTRY = frozenset(
 )  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
 DEMO = "demo"
 ADAPTER = "docker_engine"
+RECORDS = "records"  # the one home of the release files' models, names and parsing
+
+# Release files (and their DSSE envelopes): named by a constant of their record module only.
+RELEASE_FILES = frozenset(
+    {
+        "lock.json",
+        "plan-check.json",
+        "build.json",
+        "provenance.intoto.json",
+        "provenance.intoto.dsse.json",
+        "archive.json",
+        "verification_summary.json",
+        "verification_summary.dsse.json",
+        "hygiene.json",
+        "summary.json",
+        "gate.json",
+        "publish.json",
+        "RELEASE.md",
+    }
+)
+
+# Modules that parse JSON which is no release file (docs/architecture.md, "Typed evidence").
+JSON_ALLOWLIST = {
+    "releasekit.builder.dockerfile": "a Dockerfile's exec-form JSON arrays",
+    "releasekit.builder.image": "docker save's own manifest.json and config in the base tar",
+    "releasekit.builder.pep517_hooks": "argv hand-off to the PEP 517 hook process",
+    "releasekit.builder.smoke_probe": "argv hand-off to the in-image smoke probe",
+    "releasekit.builder.wheel": "the PEP 517 hook process's result files",
+    "releasekit.demo.small_model": "a Hugging Face model's config.json and safetensors header",
+    "releasekit.provenance.accounting": "the verifier's own cache table (one JSON array a line)",
+    "releasekit.provenance.image": "the in-image probe's report on stdout",
+    "releasekit.provenance.installed": "PEP 610 direct_url.json of installed distributions",
+    "releasekit.provenance.probe": "argv hand-off to the in-image probe",
+    "releasekit.provenance.reproduce": "the image config it computed itself, for comparison",
+    "releasekit.suites.checks.ruff": "ruff's diagnostics output",
+    "releasekit.validate.checks.acceptance": "the engine's per-request metrics lines",
+    "releasekit.validate.checks.gsm8k": "the GSM8K dataset lines",
+    "releasekit.validate.checks.throughput": "the benchmark's result line",
+    "releasekit.validate.client": "the OpenAI API's server-sent events",
+    "releasekit.validate.engines.vllm": "argv hand-off to the in-container cell runner",
+    "releasekit.validate.preflight": "the in-container preflight's marker line",
+    "releasekit.validate.router": "HTTP request bodies of the test router",
+}
 
 
 @dataclass(frozen=True, order=True)
 class Violation:
-    rule: str  # cycle | later-stage | imports-demo | shared-imports-stage | unplaced | docker
+    rule: str  # cycle | later-stage | imports-demo | shared-imports-stage | unplaced | docker | json | file-name
     module: str
     message: str
 
@@ -196,7 +243,55 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
             out.append(
                 Violation("docker", module, f"line {line}: imports {target}: only {package}/{ADAPTER}/ may")
             )
+    out += evidence_violations(root, package)
     return sorted(set(out))
+
+
+def _json_readers(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """Names bound to the json module, and names bound to json.load/json.loads, by the file's imports."""
+    modules: set[str] = set()
+    functions: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name == "json"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "json" and not node.level:
+            functions |= {a.asname or a.name for a in node.names if a.name in ("load", "loads")}
+    return modules, functions
+
+
+def evidence_violations(root: Path, package: str) -> list[Violation]:
+    """JSON parsed outside records/ (and the allowlist); a release file's name spelled outside records/."""
+    out: list[Violation] = []
+    for module, path in module_names(root, package).items():
+        if layer(module, package) == RECORDS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        modules, functions = _json_readers(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and module not in JSON_ALLOWLIST:
+                f = node.func
+                if (
+                    isinstance(f, ast.Attribute)
+                    and f.attr in ("load", "loads")
+                    and isinstance(f.value, ast.Name)
+                    and f.value.id in modules
+                ) or (isinstance(f, ast.Name) and f.id in functions):
+                    out.append(
+                        Violation(
+                            "json",
+                            module,
+                            f"line {node.lineno}: parses JSON: a file's model in records/ does",
+                        )
+                    )
+            elif isinstance(node, ast.Constant) and node.value in RELEASE_FILES:
+                out.append(
+                    Violation(
+                        "file-name",
+                        module,
+                        f"line {node.lineno}: {node.value!r}: use the constant of its records/ module",
+                    )
+                )
+    return out
 
 
 # --- the real tree ------------------------------------------------------------------------------
@@ -234,6 +329,11 @@ def make_package(root: Path, files: dict[str, str]) -> Path:
         },
         "plan/commands.py": "def run():\n    from releasekit.plan.service import x\n",
         "publish/service.py": "from releasekit.builder import service\nfrom ..manifest import service as m\n",
+        # records/ may parse JSON and spell file names; an allowlisted module may parse JSON
+        "records/__init__.py": "",
+        "records/build.py": 'import json\nBUILD_FILE = "build.json"\ndef read(t):\n    return json.loads(t)\n',
+        "validate/client.py": "import json\ndef event(d):\n    return json.loads(d)\n",
+        "builder/docs.py": '"""Writes build.json and RELEASE.md."""\n',
     }
     for rel, text in {**base, **files}.items():
         path = pkg / rel
@@ -257,7 +357,21 @@ CASES = {
     "shared-imports-stage": {"findings.py": "def f():\n    from releasekit.plan import service\n"},
     "unplaced": {"lock.py": ""},
     "docker": {"validate/container.py": "def run():\n    import docker.errors\n"},
+    "json": {"publish/attach.py": "import json as j\ndef f(b):\n    return j.loads(b)\n"},
+    "file-name": {"builder/write.py": 'def f(d):\n    return d / "build.json"\n'},
 }
+
+
+def test_json_read_by_name_import_is_seen(tmp_path):
+    pkg = make_package(
+        tmp_path, {"reproduce/read.py": "from json import load\ndef f(h):\n    return load(h)\n"}
+    )
+    assert [(v.rule, v.module) for v in check_package(pkg)] == [("json", "releasekit.reproduce.read")]
+
+
+def test_the_json_allowlist_names_real_modules():
+    modules = module_names(REPO / "releasekit", "releasekit")
+    assert sorted(set(JSON_ALLOWLIST) - set(modules)) == []
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))

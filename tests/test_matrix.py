@@ -137,6 +137,12 @@ def test_aggregate_writes_report_and_plots(tmp_path: Path) -> None:
     assert "![throughput.png](throughput.png)" in report and "| a |" in report
     for png in ("throughput.png", "gates.png"):
         assert (tmp_path / "report" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # summary.json is its record (schema, every field), the same as --json printed
+    from releasekit.records.summary import SUMMARY_FILE, read_summary
+
+    written = read_summary(tmp_path / "report" / SUMMARY_FILE)
+    assert written.model_dump(mode="json", by_alias=True) == summary
+    assert summary["schema"] == "releasekit.validation-summary/v1" and SUMMARY_FILE in summary["files"]
 
 
 def test_aggregate_refuses_mixed_images_and_failed_cells(tmp_path: Path) -> None:

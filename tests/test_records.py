@@ -33,6 +33,7 @@ from releasekit.records.plan_check import ComponentCheck, PlanCheckResult, PRSta
 from releasekit.records.provenance import Statement, read_statement, write_statement
 from releasekit.records.publish import GateCheckOutcome, GateOutcome, PublishRecord
 from releasekit.records.receipt import Receipt, read_receipt
+from releasekit.records.summary import Aggregate
 from releasekit.records.verification import VerificationSummary
 
 IMAGE_ID = "sha256:" + "4" * 64
@@ -308,7 +309,8 @@ def test_publish_record_round_trips_and_a_renamed_field_is_refused(tmp_path: Pat
 
 
 @pytest.mark.parametrize(
-    "record", [Lock, BuildRecord, Statement, PlanCheckResult, VerificationSummary, Receipt, PublishRecord]
+    "record",
+    [Lock, BuildRecord, Statement, PlanCheckResult, VerificationSummary, Receipt, PublishRecord, Aggregate],
 )
 def test_not_json_and_no_schema_are_one_line_input_errors(record: type[Record], tmp_path: Path) -> None:
     path = tmp_path / "file.json"
@@ -352,3 +354,146 @@ def test_publish_record_made_from_a_real_gate_report_round_trips(release: Releas
     record = publish_record(result)
     assert record.gate.cells == ["tiny-tp1", "tiny-tp1-ngram"]
     assert_round_trip(record, release.root / "publish.json")
+
+
+# --- gate.json, the OCI and in-toto documents ----------------------------------------------------
+
+
+def _gate_record(release: Release):
+    from test_publish_support import IMAGE_CMD, IMAGE_ENV
+
+    from releasekit.docker_engine import ImageFacts
+    from releasekit.manifest import load_manifest
+    from releasekit.publish.evidence import load_evidence
+    from releasekit.publish.gate import policy_from_manifest
+    from releasekit.publish.service import evaluate_gate
+    from releasekit.records.gate import GateRecord
+
+    loaded = load_manifest(release.manifest)
+    policy = policy_from_manifest(loaded.manifest)
+    report = evaluate_gate(
+        ImageFacts(id=IMAGE_ID, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)),
+        release.lock_sha256,
+        load_evidence(release.evidence, release.receipts),
+        policy,
+    )
+    return GateRecord(
+        image_id=IMAGE_ID,
+        lock_sha256=release.lock_sha256,
+        manifest_sha256=loaded.sha256,
+        policy=policy,
+        report=report,
+    )
+
+
+def test_gate_json_has_a_schema_and_reads_back(release: Release) -> None:
+    from releasekit.records.gate import GATE_SCHEMA, gate_text, read_gate
+
+    record = _gate_record(release)
+    text = gate_text(record)
+    assert json.loads(text)["schema"] == GATE_SCHEMA
+    again = read_gate(text)
+    # byte-identical when written again (a receipt's env and args are left out of the report)
+    assert gate_text(again) == text and again.policy == record.policy
+    assert sorted(r.cell for r in again.report.receipts) == ["tiny-tp1", "tiny-tp1-ngram"]
+
+
+def test_a_gate_json_from_before_the_schema_field_is_read_as_v1(release: Release) -> None:
+    from releasekit.records.gate import gate_text, read_gate
+
+    record = _gate_record(release)
+    # what publish attached before gate.json had a schema: the same fields, without it
+    old = record.model_dump_json(by_alias=True, indent=2, exclude={"schema_"})
+    assert "schema" not in json.loads(old)
+    assert gate_text(read_gate(old)) == gate_text(record)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "not attached"),
+        ("{not json", "not JSON"),
+        ('{"schema": "releasekit.gate/v2"}', "expected 'releasekit.gate/v1'"),
+        ('{"image_id": "x"}', "missing field"),
+    ],
+)
+def test_an_unusable_gate_json_is_one_line(text: str | None, message: str) -> None:
+    from releasekit.records.gate import read_gate
+
+    with pytest.raises(RecordError, match=message) as caught:
+        read_gate(text, "attached gate.json")
+    assert "\n" not in caught.value.one_line()
+
+
+def test_the_artifact_manifest_serialises_as_the_dict_it_replaced() -> None:
+    from releasekit.records.oci import OCI_MANIFEST, TITLE, Descriptor, ImageManifest
+
+    layer = {
+        "mediaType": "text/markdown",
+        "digest": "sha256:" + "1" * 64,
+        "size": 3,
+        "annotations": {TITLE: "R"},
+    }
+    as_dict = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": "application/x",
+        "config": {"mediaType": "application/x", "digest": "sha256:" + "2" * 64, "size": 2},
+        "layers": [layer],
+        "subject": {"mediaType": OCI_MANIFEST, "digest": "sha256:" + "3" * 64, "size": 9},
+    }
+    model = ImageManifest(
+        mediaType=OCI_MANIFEST,
+        artifactType="application/x",
+        config=Descriptor(mediaType="application/x", digest="sha256:" + "2" * 64, size=2),
+        layers=[Descriptor.model_validate(layer)],
+        subject=Descriptor(mediaType=OCI_MANIFEST, digest="sha256:" + "3" * 64, size=9),
+    )
+    # the same bytes, so the same manifest digest as attachments made before the model
+    assert model.to_bytes() == json.dumps(as_dict, indent=2, sort_keys=True).encode()
+    again = ImageManifest.parse(model.to_bytes())
+    assert again.layers[0].title == "R" and again.subject_digest == "sha256:" + "3" * 64
+
+
+def test_registry_documents_keep_unknown_fields_and_refuse_garbage_in_one_line() -> None:
+    from releasekit.records.oci import ImageIndex, ImageManifest
+
+    docker = b'{"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json", '
+    docker += b'"config": {"digest": "sha256:aa", "size": 1, "platform": {}}, "layers": [], "extra": 1}'
+    manifest = ImageManifest.parse(docker)
+    assert manifest.config is not None and manifest.config.digest == "sha256:aa"
+    assert ImageManifest.parse(b'{"schemaVersion": 2, "manifests": []}').config is None
+    with pytest.raises(ValueError, match="not an OCI image manifest") as caught:
+        ImageManifest.parse(b'{"config": {"size": 1}}')
+    assert "\n" not in str(caught.value)
+    index = ImageIndex.parse(b'{"manifests": [{"digest": "sha256:bb", "artifactType": "t"}, 7]}')
+    assert [(d.digest, d.artifactType) for d in index.manifests] == [("sha256:bb", "t")]
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"{", "not-json"),
+        (b'{"_type": "https://in-toto.io/Statement/v0.1", "subject": [{}]}', "not-statement"),
+        (b'{"_type": "https://in-toto.io/Statement/v1", "subject": []}', "no-subject"),
+    ],
+)
+def test_a_payload_that_is_no_statement_says_why(payload: bytes, reason: str) -> None:
+    from releasekit.records.intoto import StatementError, parse_statement
+
+    with pytest.raises(StatementError) as caught:
+        parse_statement(payload)
+    assert caught.value.reason == reason
+
+
+def test_a_signed_summary_statement_reads_back_with_its_subject_and_predicate() -> None:
+    from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE, AnyStatement, parse_statement
+
+    summary = b'{"b": 1, "a": [2]}'
+    made = AnyStatement.wrapping(
+        summary, predicate_type=VERIFICATION_SUMMARY_TYPE, image_id="sha256:" + "c" * 64, name="img"
+    )
+    back = parse_statement(made.to_bytes())
+    assert back.subject_digests() == ["sha256:" + "c" * 64]
+    assert back.predicateType == VERIFICATION_SUMMARY_TYPE and back.predicate_equals(summary.decode())
+    assert not back.predicate_equals('{"b": 2}')

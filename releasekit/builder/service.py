@@ -40,17 +40,22 @@ from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
+from releasekit.records.archive import ARCHIVE_FILE
 from releasekit.records.base import load_record
 from releasekit.records.build import (
+    BUILD_FILE,
+    RELEASE_NOTES_FILE,
     BaseImageRecord,
     BuildRecord,
     CacheReport,
     ComponentRecord,
     ImageRecord,
 )
+from releasekit.records.dsse import PROVENANCE_ENVELOPE_FILE
 from releasekit.records.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
-from releasekit.records.plan_check import PlanCheckResult
+from releasekit.records.plan_check import PLAN_CHECK_FILE, PlanCheckResult
 from releasekit.records.provenance import (
+    PROVENANCE_FILE,
     BuildDefinition,
     Builder,
     BuildMetadata,
@@ -130,13 +135,13 @@ def _prepare_outdir(outdir: Path) -> None:
     """Remove what a previous build here wrote, so that nothing stale is mistaken for this build."""
     outdir.mkdir(parents=True, exist_ok=True)
     for name in (
-        "build.json",
-        "provenance.intoto.json",
-        "provenance.intoto.dsse.json",
-        "RELEASE.md",
+        BUILD_FILE,
+        PROVENANCE_FILE,
+        PROVENANCE_ENVELOPE_FILE,
+        RELEASE_NOTES_FILE,
         "Dockerfile",
         "image.tar",
-        "archive.json",
+        ARCHIVE_FILE,
     ):
         (outdir / name).unlink(missing_ok=True)
     for sub in ("wheels", "logs"):
@@ -527,29 +532,29 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
         cache=cache_report,
         smoke=smoke.model_dump(mode="json"),
         outputs={
-            "build_record": "build.json",
-            "provenance": "provenance.intoto.json",
-            "release_notes": "RELEASE.md",
+            "build_record": BUILD_FILE,
+            "provenance": PROVENANCE_FILE,
+            "release_notes": RELEASE_NOTES_FILE,
             "dockerfile": "Dockerfile",
             "wheels": "wheels/",
             "logs": "logs/",
-            "archive": "archive.json",
+            "archive": ARCHIVE_FILE,
         },
         archive=archive,
     )
     statement = provenance_statement(record, lock, opts, lock_sha, started)
     statement.predicate.runDetails.byproducts.extend(archive_byproducts(archive, outdir))
-    write_statement(statement, outdir / "provenance.intoto.json")
-    sign_statement_file(signer, outdir / "provenance.intoto.json")  # -> provenance.intoto.dsse.json
+    write_statement(statement, outdir / PROVENANCE_FILE)
+    sign_statement_file(signer, outdir / PROVENANCE_FILE)  # -> provenance.intoto.dsse.json
     # plan check runs before build and may have left its record here (an earlier stage's file).
     plan_check = (
-        load_record(PlanCheckResult, outdir / "plan-check.json")
-        if (outdir / "plan-check.json").is_file()
+        load_record(PlanCheckResult, outdir / PLAN_CHECK_FILE)
+        if (outdir / PLAN_CHECK_FILE).is_file()
         else None
     )
     notes = notes_plan(lock, loaded.manifest.exclusions, plan_check, lock_sha)
-    (outdir / "RELEASE.md").write_text(render_release_notes(record, notes), encoding="utf-8")
-    record.write(outdir / "build.json")
+    (outdir / RELEASE_NOTES_FILE).write_text(render_release_notes(record, notes), encoding="utf-8")
+    record.write(outdir / BUILD_FILE)
     if opts.tag:
         engine.tag(image.image_id, opts.tag)
         progress(f"image: tagged {opts.tag}")

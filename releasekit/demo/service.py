@@ -25,7 +25,10 @@ from releasekit.findings import Findings
 from releasekit.manifest import load_manifest
 from releasekit.plan.check import check_plan
 from releasekit.plan.locking import build_lock
-from releasekit.records.lock import lock_file_sha256, read_lock, write_lock
+from releasekit.records.build import BUILD_FILE, RELEASE_NOTES_FILE
+from releasekit.records.lock import LOCK_FILE, lock_file_sha256, read_lock, write_lock
+from releasekit.records.plan_check import PLAN_CHECK_FILE
+from releasekit.records.provenance import PROVENANCE_FILE
 
 # Tagged by lock: demos made elsewhere on the same engine (other directories) do not move each other's tag.
 DEMO_REPOSITORY = "releasekit-demo/rkdemo"
@@ -89,7 +92,7 @@ def _example(ctx: DemoContext) -> StageResult:
 def _lock(ctx: DemoContext) -> StageResult:
     assert ctx.manifest is not None
     lock = build_lock(load_manifest(ctx.manifest), allow_local=True)
-    ctx.lock = ctx.root / "lock.json"
+    ctx.lock = ctx.root / LOCK_FILE
     digest = write_lock(lock, ctx.lock)
     commits = ", ".join(f"{n}@{c.commit[:12]}" for n, c in lock.git_components().items())
     return StageResult(
@@ -110,7 +113,7 @@ def _check(ctx: DemoContext) -> StageResult:
     )
     ctx.release = ctx.root / "release"
     ctx.release.mkdir(parents=True, exist_ok=True)
-    out = ctx.release / "plan-check.json"
+    out = ctx.release / PLAN_CHECK_FILE
     out.write_text(
         json.dumps(result.model_dump(mode="json", by_alias=True), indent=2) + "\n", encoding="utf-8"
     )
@@ -141,9 +144,9 @@ def _build(ctx: DemoContext) -> StageResult:
         summary=f"image {record.image_id[:19]} tagged {tag}; wheels {wheels}",
         outputs={
             "release": str(ctx.release),
-            "build.json": str(ctx.release / "build.json"),
-            "provenance": str(ctx.release / "provenance.intoto.json"),
-            "RELEASE.md": str(ctx.release / "RELEASE.md"),
+            BUILD_FILE: str(ctx.release / BUILD_FILE),
+            "provenance": str(ctx.release / PROVENANCE_FILE),
+            RELEASE_NOTES_FILE: str(ctx.release / RELEASE_NOTES_FILE),
         },
     )
 

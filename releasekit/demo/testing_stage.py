@@ -28,6 +28,8 @@ from releasekit.demo.result import StageResult
 from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem
 from releasekit.findings import Findings, Severity
+from releasekit.records.lock import LOCK_FILE
+from releasekit.records.test_receipt import HYGIENE_FILE
 
 
 class DemoContext(Protocol):
@@ -143,7 +145,7 @@ def baseline_stage(ctx: DemoContext) -> StageResult:
     root = ctx.root / "baseline"
     root.mkdir(parents=True, exist_ok=True)
     manifest = baseline_manifest(ctx.manifest, ctx.example.base_commits, root / "manifest.yaml")
-    lock_path = root / "lock.json"
+    lock_path = root / LOCK_FILE
     digest = write_lock(build_lock(load_manifest(manifest), allow_local=True), lock_path)
     tag = f"{BASELINE_REPOSITORY}:{digest[:12]}"
     record = run_build(
@@ -233,6 +235,6 @@ def hygiene_stage(ctx: DemoContext) -> StageResult:
             if blocking or receipt.status == "passed"
             else " (hygiene not required for this component: a warning, as the publish gate will say)"
         ),
-        outputs={"hygiene": str(ctx.release / "hygiene.json")},
+        outputs={"hygiene": str(ctx.release / HYGIENE_FILE)},
         findings=shown,
     )

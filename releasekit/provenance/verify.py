@@ -33,13 +33,14 @@ from releasekit.provenance.installed import (
 from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
 from releasekit.provenance.reproduce import ReproduceOptions, Reproduction, reproduce
 from releasekit.provenance.summary import make_summary, write_summary
-from releasekit.records.build import BuildRecord, read_build_record
+from releasekit.records.build import BUILD_FILE, BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
-from releasekit.records.verification import CheckOutcome, ReleasekitBlock
+from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, CheckOutcome, ReleasekitBlock
 from releasekit.signing import load_signer
 from releasekit.signing.statements import sign_summary_file
 
-SUMMARY_NAME = "verification_summary.json"
+SUMMARY_NAME = VERIFICATION_SUMMARY_FILE
 _PREFIX = re.compile(r"^(/.*?)/lib/python3[^/]*/(?:site|dist)-packages$")
 
 
@@ -316,15 +317,15 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     if opts.artifacts is not None:
         if not opts.artifacts.is_dir():
             raise InputError(f"release directory {opts.artifacts} does not exist")
-        if (opts.artifacts / "build.json").is_file():
-            record = read_build_record(opts.artifacts / "build.json")
+        if (opts.artifacts / BUILD_FILE).is_file():
+            record = read_build_record(opts.artifacts / BUILD_FILE)
         else:
             notes.add(
                 "BUILD_RECORD_UNAVAILABLE",
                 f"{opts.artifacts}/build.json is missing",
                 severity=Severity.warning,
             )
-        provenance = opts.artifacts / "provenance.intoto.json"
+        provenance = opts.artifacts / PROVENANCE_FILE
     comps = expected_components(lock, record, manifest)
     wheels, wheel_errors = _wheels(opts.artifacts, comps)
 

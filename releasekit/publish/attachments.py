@@ -19,33 +19,36 @@ path (``archive/...``) and typed ``ARCHIVE_BLOB_MEDIA``; those binary layers are
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from pydantic import BaseModel
 
 from releasekit.errors import EnvironmentProblem
 from releasekit.publish.evidence import (
-    BUILD_NOTES_FILE,
-    HYGIENE_FILE,
-    PLAN_CHECK_FILE,
-    PROVENANCE_FILE,
-    VERIFICATION_SUMMARY_FILE,
+    RECEIPT_PARSER,
+    TEST_RECEIPT_PARSER,
     Evidence,
-    LoadedJson,
-    parse_json,
+    evidence_from,
+    missing,
+    parse_evidence,
 )
 from releasekit.publish.registry import ManifestBlob, RegistryClient
+from releasekit.records.archive import ARCHIVE_FILE
+from releasekit.records.build import RELEASE_NOTES_FILE
+from releasekit.records.evidence import EvidenceFile, Parser
+from releasekit.records.gate import GATE_FILE
+from releasekit.records.oci import OCI_MANIFEST, TITLE, Descriptor, EvidenceConfig, ImageManifest
+from releasekit.records.plan_check import PLAN_CHECK_FILE
+from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.publish import AttachmentRecord, SignedAttachmentRecord
+from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR
+from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 
 ARTIFACT_TYPE = "application/vnd.releasekit.attestations.v1+json"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-TITLE = "org.opencontainers.image.title"
-GATE_FILE = "gate.json"
-NOTES_FILE = "RELEASE.md"
+NOTES_FILE = RELEASE_NOTES_FILE
 RECEIPT_PREFIX = "receipts/"
-TEST_RECEIPT_PREFIX = "tests/"
+TEST_RECEIPT_PREFIX = TESTS_DIR + "/"
 TEST_RECEIPT_MEDIA = "application/vnd.releasekit.test-receipt+json"
 HYGIENE_MEDIA = "application/vnd.releasekit.hygiene+json"
 
@@ -57,10 +60,13 @@ _MEDIA = {
     NOTES_FILE: "text/markdown",
 }
 RECEIPT_MEDIA = "application/vnd.releasekit.receipt+json"
-ARCHIVE_INDEX_FILE = "archive.json"
+ARCHIVE_INDEX_FILE = ARCHIVE_FILE
 ARCHIVE_INDEX_MEDIA = "application/vnd.releasekit.archive+json"
 ARCHIVE_BLOB_MEDIA = "application/vnd.releasekit.archive.blob"
 ARCHIVE_PREFIX = "archive/"
+
+# One layer of an artifact: (title, media type, bytes).
+Layer = tuple[str, str, bytes]
 
 
 def attachment_tag(image_digest: str) -> str:
@@ -71,10 +77,61 @@ def attachment_tag(image_digest: str) -> str:
 Attached = AttachmentRecord
 
 
-def _raw(loaded: LoadedJson) -> bytes | None:
-    if not loaded.ok or loaded.text is None:
-        return None
-    return loaded.text.encode("utf-8")
+def push_artifact(
+    client: RegistryClient,
+    repository: str,
+    image: ManifestBlob,
+    *,
+    artifact_type: str,
+    config: bytes,
+    config_media_type: str,
+    layers: list[Layer],
+    annotations: dict[str, str] | None = None,
+) -> bytes:
+    """Push the config and every layer blob; the OCI 1.1 artifact manifest over them (``subject``: the image).
+
+    Returns the manifest's bytes (``ImageManifest.to_bytes``: the same inputs, the same digest);
+    the caller puts it under a tag or by digest.
+    """
+    config_digest = client.push_blob(repository, config)
+    descriptors = [
+        Descriptor(
+            mediaType=media,
+            digest=client.push_blob(repository, data),
+            size=len(data),
+            annotations={TITLE: title},
+        )
+        for title, media, data in layers
+    ]
+    manifest = ImageManifest(
+        schemaVersion=2,
+        mediaType=OCI_MANIFEST,
+        artifactType=artifact_type,
+        config=Descriptor(mediaType=config_media_type, digest=config_digest, size=len(config)),
+        layers=descriptors,
+        subject=Descriptor(mediaType=image.media_type, digest=image.digest, size=len(image.data)),
+        annotations=annotations,
+    )
+    return manifest.to_bytes()
+
+
+def _name(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def evidence_layers(evidence: Evidence) -> list[Layer]:
+    """The evidence files read for the gate, as attached: each one's exact bytes, when it was readable."""
+    named: list[tuple[str, str, EvidenceFile[Any] | None]] = [
+        (PROVENANCE_FILE, _MEDIA[PROVENANCE_FILE], evidence.provenance),
+        (VERIFICATION_SUMMARY_FILE, _MEDIA[VERIFICATION_SUMMARY_FILE], evidence.verification_summary),
+        (PLAN_CHECK_FILE, _MEDIA[PLAN_CHECK_FILE], evidence.plan_check),
+        *((RECEIPT_PREFIX + _name(r.path), RECEIPT_MEDIA, r) for r in evidence.receipts),
+        *((TEST_RECEIPT_PREFIX + _name(t.path), TEST_RECEIPT_MEDIA, t) for t in evidence.test_receipts),
+        (HYGIENE_FILE, HYGIENE_MEDIA, evidence.hygiene),
+    ]
+    return [
+        (title, media, raw) for title, media, f in named if f is not None and (raw := f.raw()) is not None
+    ]
 
 
 def attach(
@@ -90,29 +147,7 @@ def attach(
     archive_dir: Path | None = None,
     archive_files: list[str] | None = None,
 ) -> Attached:
-    files: list[tuple[str, str, bytes]] = []
-    for name, loaded in (
-        (PROVENANCE_FILE, evidence.provenance),
-        (VERIFICATION_SUMMARY_FILE, evidence.verification_summary),
-        (PLAN_CHECK_FILE, evidence.plan_check),
-    ):
-        data = _raw(loaded)
-        if data is not None:
-            files.append((name, _MEDIA[name], data))
-    for receipt in evidence.receipts:
-        data = _raw(receipt)
-        if data is not None:
-            files.append(
-                (RECEIPT_PREFIX + receipt.path.replace("\\", "/").rsplit("/", 1)[-1], RECEIPT_MEDIA, data)
-            )
-    for test_receipt in evidence.test_receipts:
-        data = _raw(test_receipt)
-        if data is not None:
-            name = test_receipt.path.replace("\\", "/").rsplit("/", 1)[-1]
-            files.append((TEST_RECEIPT_PREFIX + name, TEST_RECEIPT_MEDIA, data))
-    hygiene = _raw(evidence.hygiene) if evidence.hygiene is not None else None
-    if hygiene is not None:
-        files.append((HYGIENE_FILE, HYGIENE_MEDIA, hygiene))
+    files = evidence_layers(evidence)
     files.append((GATE_FILE, _MEDIA[GATE_FILE], gate_json))
     files.append((NOTES_FILE, _MEDIA[NOTES_FILE], release_notes.encode()))
     if archive_dir is not None:
@@ -122,23 +157,16 @@ def attach(
         )
         for rel in archive_files or []:
             files.append((rel, ARCHIVE_BLOB_MEDIA, (archive_dir / rel).read_bytes()))
-
-    config = json.dumps({"image_id": image_id, "lock_sha256": lock_sha256, "subject": image.digest}).encode()
-    config_digest = client.push_blob(repository, config)
-    layers = []
-    for name, media, data in files:
-        digest = client.push_blob(repository, data)
-        layers.append({"mediaType": media, "digest": digest, "size": len(data), "annotations": {TITLE: name}})
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "artifactType": ARTIFACT_TYPE,
-        "config": {"mediaType": ARTIFACT_TYPE, "digest": config_digest, "size": len(config)},
-        "layers": layers,
-        "subject": {"mediaType": image.media_type, "digest": image.digest, "size": len(image.data)},
-        "annotations": {"io.releasekit.image.id": image_id, "io.releasekit.lock.sha256": lock_sha256},
-    }
-    body = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    body = push_artifact(
+        client,
+        repository,
+        image,
+        artifact_type=ARTIFACT_TYPE,
+        config=EvidenceConfig(image_id=image_id, lock_sha256=lock_sha256, subject=image.digest).to_bytes(),
+        config_media_type=ARTIFACT_TYPE,
+        layers=files,
+        annotations={"io.releasekit.image.id": image_id, "io.releasekit.lock.sha256": lock_sha256},
+    )
     tag = attachment_tag(image.digest)
     digest = client.put_manifest(repository, tag, body, OCI_MANIFEST)
     return Attached(tag=tag, digest=digest, files=[name for name, _, _ in files])
@@ -148,43 +176,64 @@ class FetchedAttachments(BaseModel):
     digest: str
     files: dict[str, str]  # title -> text
 
-    def evidence(self) -> Evidence:
-        def loaded(name: str) -> LoadedJson:
-            text = self.files.get(name)
-            if text is None:
-                return LoadedJson(path=f"attached:{name}", problem="not attached to this digest")
-            return parse_json(f"attached:{name}", text.encode("utf-8"))
+    def _read(self, name: str, parse: Parser[Any]) -> EvidenceFile[Any]:
+        text = self.files.get(name)
+        if text is None:
+            return missing(f"attached:{name}", "not attached to this digest")
+        return parse_evidence(f"attached:{name}", text.encode("utf-8"), parse)
 
-        return Evidence(
-            plan_check=loaded(PLAN_CHECK_FILE),
-            verification_summary=loaded(VERIFICATION_SUMMARY_FILE),
-            provenance=loaded(PROVENANCE_FILE),
-            build_notes=self.files.get(BUILD_NOTES_FILE),
-            receipts=[loaded(name) for name in sorted(self.files) if name.startswith(RECEIPT_PREFIX)],
-            test_receipts=[
-                loaded(name) for name in sorted(self.files) if name.startswith(TEST_RECEIPT_PREFIX)
+    def evidence(self) -> Evidence:
+        titles = sorted(self.files)
+        return evidence_from(
+            self._read,
+            [self._read(name, RECEIPT_PARSER) for name in titles if name.startswith(RECEIPT_PREFIX)],
+            [
+                self._read(name, TEST_RECEIPT_PARSER)
+                for name in titles
+                if name.startswith(TEST_RECEIPT_PREFIX)
             ],
-            hygiene=loaded(HYGIENE_FILE) if HYGIENE_FILE in self.files else None,
+            build_notes=self.files.get(NOTES_FILE),
+            has_hygiene=HYGIENE_FILE in self.files,
         )
+
+
+def read_artifact(
+    client: RegistryClient, repository: str, reference: str, what: str
+) -> tuple[ManifestBlob, ImageManifest] | None:
+    """The artifact manifest under ``reference`` (None when there is none); malformed: EnvironmentProblem."""
+    blob = client.get_manifest(repository, reference)
+    if blob is None:
+        return None
+    try:
+        return blob, ImageManifest.parse(blob.data)
+    except ValueError as exc:
+        raise EnvironmentProblem(f"{what} is malformed: {exc}") from None
+
+
+def _title(layer: Descriptor, what: str) -> str:
+    if layer.title is None:
+        raise EnvironmentProblem(f"{what} is malformed: a layer has no {TITLE} annotation")
+    return layer.title
 
 
 def fetch_attachments(
     client: RegistryClient, repository: str, image_digest: str
 ) -> FetchedAttachments | None:
-    blob = client.get_manifest(repository, attachment_tag(image_digest))
-    if blob is None:
+    what = f"attachment {attachment_tag(image_digest)}"
+    found = read_artifact(client, repository, attachment_tag(image_digest), what)
+    if found is None:
         return None
+    blob, manifest = found
+    if manifest.subject_digest != image_digest:
+        raise EnvironmentProblem(f"{what} names another subject")
     try:
-        manifest = json.loads(blob.data)
-        if manifest.get("subject", {}).get("digest") != image_digest:
-            raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)} names another subject")
         files = {
-            layer["annotations"][TITLE]: client.get_blob(repository, layer["digest"]).decode("utf-8")
-            for layer in manifest.get("layers", [])
-            if layer.get("mediaType") != ARCHIVE_BLOB_MEDIA
+            _title(layer, what): client.get_blob(repository, layer.digest).decode("utf-8")
+            for layer in manifest.layers
+            if layer.mediaType != ARCHIVE_BLOB_MEDIA
         }
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)} is malformed: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise EnvironmentProblem(f"{what} is malformed: {exc}") from None
     return FetchedAttachments(digest=blob.digest, files=files)
 
 
@@ -214,31 +263,19 @@ def attach_signed(
     referrers, that is how promote finds it; otherwise (distribution 2.x has no referrers
     API) it is also put under ``sha256-<hex>.att``.
     """
-    config_digest = client.push_blob(repository, EMPTY_CONFIG)
-    layers = []
-    for name, data in sorted(envelopes.items()):
-        digest = client.push_blob(repository, data)
-        layers.append(
-            {
-                "mediaType": SIGNED_ARTIFACT_TYPE,
-                "digest": digest,
-                "size": len(data),
-                "annotations": {TITLE: name},
-            }
-        )
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "artifactType": SIGNED_ARTIFACT_TYPE,
-        "config": {"mediaType": SIGNED_CONFIG_TYPE, "digest": config_digest, "size": len(EMPTY_CONFIG)},
-        "layers": layers,
-        "subject": {"mediaType": image.media_type, "digest": image.digest, "size": len(image.data)},
-    }
-    body = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    body = push_artifact(
+        client,
+        repository,
+        image,
+        artifact_type=SIGNED_ARTIFACT_TYPE,
+        config=EMPTY_CONFIG,
+        config_media_type=SIGNED_CONFIG_TYPE,
+        layers=[(name, SIGNED_ARTIFACT_TYPE, data) for name, data in sorted(envelopes.items())],
+    )
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     client.put_manifest(repository, digest, body, OCI_MANIFEST)
     referrers = client.referrers(repository, image.digest)
-    if referrers is not None and any(r.get("digest") == digest for r in referrers):
+    if referrers is not None and any(r.digest == digest for r in referrers):
         return SignedAttached(digest=digest, method=REFERRERS_API, files=sorted(envelopes))
     tag = signed_tag(image.digest)
     client.put_manifest(repository, tag, body, OCI_MANIFEST)
@@ -254,31 +291,24 @@ class FetchedSigned(BaseModel):
 def _read_signed(
     client: RegistryClient, repository: str, reference: str, image_digest: str
 ) -> dict[str, bytes] | None:
-    blob = client.get_manifest(repository, reference)
-    if blob is None:
+    what = f"signed evidence {reference}"
+    found = read_artifact(client, repository, reference, what)
+    if found is None or found[1].artifactType != SIGNED_ARTIFACT_TYPE:
         return None
-    try:
-        manifest = json.loads(blob.data)
-        if manifest.get("artifactType") != SIGNED_ARTIFACT_TYPE:
-            return None
-        if manifest.get("subject", {}).get("digest") != image_digest:
-            raise EnvironmentProblem(f"signed evidence {reference} names another subject than {image_digest}")
-        return {
-            layer["annotations"][TITLE]: client.get_blob(repository, layer["digest"])
-            for layer in manifest.get("layers", [])
-        }
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise EnvironmentProblem(f"signed evidence {reference} is malformed: {exc}") from None
+    manifest = found[1]
+    if manifest.subject_digest != image_digest:
+        raise EnvironmentProblem(f"{what} names another subject than {image_digest}")
+    return {_title(layer, what): client.get_blob(repository, layer.digest) for layer in manifest.layers}
 
 
 def fetch_signed(client: RegistryClient, repository: str, image_digest: str) -> FetchedSigned | None:
     """The envelopes attached to ``image_digest``: through the referrers API, else the ``.att`` tag."""
     referrers = client.referrers(repository, image_digest)
     for ref in referrers or []:
-        if ref.get("artifactType") == SIGNED_ARTIFACT_TYPE and isinstance(ref.get("digest"), str):
-            files = _read_signed(client, repository, str(ref["digest"]), image_digest)
+        if ref.artifactType == SIGNED_ARTIFACT_TYPE:
+            files = _read_signed(client, repository, ref.digest, image_digest)
             if files is not None:
-                return FetchedSigned(digest=str(ref["digest"]), method=REFERRERS_API, files=files)
+                return FetchedSigned(digest=ref.digest, method=REFERRERS_API, files=files)
     tag = signed_tag(image_digest)
     files = _read_signed(client, repository, tag, image_digest)
     if files is None:
@@ -287,35 +317,35 @@ def fetch_signed(client: RegistryClient, repository: str, image_digest: str) -> 
     return FetchedSigned(digest=blob.digest if blob else "", method=TAG_FALLBACK, files=files)
 
 
+def _archive_title(title: str | None, what: str) -> str:
+    parts = (title or "").split("/")
+    if (
+        title is None
+        or not title.startswith(ARCHIVE_PREFIX)
+        or any(p in ("", ".", "..") for p in parts)
+        or "\\" in title
+    ):
+        raise EnvironmentProblem(f"{what}: unsafe archive path {title!r}")
+    return title
+
+
 def fetch_archive_blobs(client: RegistryClient, repository: str, image_digest: str, dest: Path) -> list[str]:
     """Download the archive files attached to ``image_digest`` into ``dest`` (by title); returns the titles.
 
     Each blob is checked against its layer digest by the registry client; whether it is the file
     ``archive.json`` lists is for the caller to check.
     """
-    blob = client.get_manifest(repository, attachment_tag(image_digest))
-    if blob is None:
+    what = f"attachment {attachment_tag(image_digest)}"
+    found = read_artifact(client, repository, attachment_tag(image_digest), what)
+    if found is None:
         return []
     titles: list[str] = []
-    try:
-        manifest = json.loads(blob.data)
-        for layer in manifest.get("layers", []):
-            if layer.get("mediaType") != ARCHIVE_BLOB_MEDIA:
-                continue
-            title = str(layer["annotations"][TITLE])
-            parts = title.split("/")
-            if (
-                not title.startswith(ARCHIVE_PREFIX)
-                or any(p in ("", ".", "..") for p in parts)
-                or "\\" in title
-            ):
-                raise EnvironmentProblem(
-                    f"attachment {attachment_tag(image_digest)}: unsafe archive path {title!r}"
-                )
-            out = dest / title
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(client.get_blob(repository, layer["digest"]))
-            titles.append(title)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise EnvironmentProblem(f"attachment {attachment_tag(image_digest)} is malformed: {exc}") from None
+    for layer in found[1].layers:
+        if layer.mediaType != ARCHIVE_BLOB_MEDIA:
+            continue
+        title = _archive_title(layer.title, what)
+        out = dest / title
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(client.get_blob(repository, layer.digest))
+        titles.append(title)
     return titles

@@ -2,7 +2,7 @@
 
 A push is always of a staging tag that names the image ID, never of a release tag: release
 tags are put on the registry only after the pushed manifest has been checked (see
-``releasekit.publish.transaction``).
+``releasekit.publish.transaction``, which also reads it back).
 """
 
 from __future__ import annotations

@@ -18,74 +18,44 @@ The test stage's records sit in the evidence directory too (``releasekit test`` 
 (``releasekit.records.test_receipt.TestReceipt``) and ``hygiene.json``
 (``HygieneReceipt``). Both are optional for a manifest without ``tests:``/``hygiene:``.
 
-Unreadable files do not crash the gate: they become "missing" for the check that needs
-them, with the reason in the finding's message.
+Each file is read once, into its record (``releasekit.records.evidence.EvidenceFile``).
+Unreadable files do not crash the gate: they become "missing" (or "invalid") for the check
+that needs them, with the reason in the finding's message.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from releasekit.records.legacy import legacy_receipt_facts
-from releasekit.records.plan_check import PlanCheckResult
-from releasekit.records.receipt import RECEIPT_SCHEMA, Receipt
-from releasekit.records.verification import VerificationSummary
+from releasekit.records.build import RELEASE_NOTES_FILE
+from releasekit.records.evidence import EvidenceFile, Parser, missing, parse_evidence, read_evidence
+from releasekit.records.gate import ReceiptView
+from releasekit.records.intoto import StatementSubjects
+from releasekit.records.plan_check import PLAN_CHECK_FILE, PlanCheckResult
+from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR, HygieneReceipt, TestReceipt
+from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationSummary
 
 __all__ = [
+    "HYGIENE_FILE",
+    "PLAN_CHECK_FILE",
+    "PROVENANCE_FILE",
+    "RELEASE_NOTES_FILE",
+    "TESTS_DIR",
+    "VERIFICATION_SUMMARY_FILE",
     "Evidence",
-    "LoadedJson",
     "PlanCheckEvidence",
     "ReceiptView",
     "VerificationSummary",
+    "evidence_from",
     "load_evidence",
+    "missing",
+    "parse_evidence",
 ]
-
-PLAN_CHECK_FILE = "plan-check.json"
-VERIFICATION_SUMMARY_FILE = "verification_summary.json"
-PROVENANCE_FILE = "provenance.intoto.json"
-BUILD_NOTES_FILE = "RELEASE.md"
-TESTS_DIR = "tests"
-HYGIENE_FILE = "hygiene.json"
-
-
-class LoadedJson(BaseModel):
-    """A JSON file read for the gate: the data, or why it could not be read."""
-
-    path: str
-    data: Any = None
-    problem: str | None = None
-    sha256: str | None = None
-    # The file's exact text: attached as is, so digests other stages recorded still match.
-    text: str | None = Field(default=None, exclude=True, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
-
-
-def read_json(path: Path) -> LoadedJson:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return LoadedJson(path=str(path), problem="file not found")
-    except OSError as exc:
-        return LoadedJson(path=str(path), problem=f"cannot read: {exc.strerror or exc}")
-    return parse_json(str(path), raw)
-
-
-def parse_json(name: str, raw: bytes) -> LoadedJson:
-    import hashlib
-
-    try:
-        text = raw.decode("utf-8")
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return LoadedJson(path=name, problem=f"not valid JSON: {exc}")
-    return LoadedJson(path=name, data=data, sha256=hashlib.sha256(raw).hexdigest(), text=text)
 
 
 class PlanCheckEvidence(BaseModel):
@@ -104,99 +74,91 @@ class PlanCheckEvidence(BaseModel):
         return cls(passed=result.passed and not errors, lock_sha256=result.lock_sha256, error_codes=errors)
 
 
-class ReceiptView(BaseModel):
-    """What the gate reads from a validation receipt, whatever else the receipt holds.
+def _plan_check(data: Any, _name: str, _sha: str) -> PlanCheckEvidence:
+    return PlanCheckEvidence.from_json(data)
 
-    A ``releasekit.receipt/v1`` receipt is validated strictly against its record
-    (``releasekit.records.receipt.Receipt``); a receipt of today's tool (``status:
-    qualified``, no schema) is read for the few facts the gate needs, so old releases can
-    be checked too.
-    """
 
-    path: str
-    sha256: str
-    cell: str | None
-    cell_sha256: str | None = None
-    image_id: str | None
-    lock_sha256: str | None
-    passed: bool
-    # What the server ran with: read by the gate, left out of reports (an env may hold a token).
-    env: dict[str, str] = Field(default_factory=dict, exclude=True)
-    args: list[str] = Field(default_factory=list, exclude=True)
-    metrics: list[dict[str, Any]] = Field(default_factory=list)
+def _summary(data: Any, _name: str, _sha: str) -> VerificationSummary:
+    return VerificationSummary.from_json(data)
 
-    @classmethod
-    def from_loaded(cls, loaded: LoadedJson) -> ReceiptView:
-        data = loaded.data
-        if not isinstance(data, dict):
-            raise ValueError("expected a JSON object")
-        if data.get("schema") == RECEIPT_SCHEMA:
-            return cls._from_v1(loaded)
-        if "schema" in data:
-            raise ValueError(f"unknown receipt schema {data['schema']!r}")
-        return cls._from_legacy(loaded)
 
-    @classmethod
-    def _from_v1(cls, loaded: LoadedJson) -> ReceiptView:
-        receipt = Receipt.from_json(loaded.data, loaded.path)
-        headlines: list[dict[str, Any]] = [
-            {"name": g.metric, "value": g.candidate, "baseline": g.baseline_value, "passed": g.passed}
-            for g in receipt.gates
-        ]
-        gated = {g.metric for g in receipt.gates}
-        headlines += [
-            {"name": name, "value": m.value, "unit": m.unit}
-            for name, m in receipt.metrics.items()
-            if name not in gated
-        ]
-        invocation = receipt.invocation
-        return cls(
-            path=loaded.path,
-            sha256=loaded.sha256 or "",
-            cell=receipt.cell_id,
-            cell_sha256=receipt.cell_sha256,
-            image_id=receipt.image_id,
-            lock_sha256=receipt.lock_sha256,
-            passed=receipt.passed and receipt.status == "passed",
-            env=dict(invocation.env) if invocation else {},
-            args=list(invocation.argv) if invocation else [],
-            metrics=headlines,
-        )
+def _subjects(data: Any, _name: str, _sha: str) -> StatementSubjects:
+    return StatementSubjects.from_json(data)
 
-    @classmethod
-    def _from_legacy(cls, loaded: LoadedJson) -> ReceiptView:
-        facts = legacy_receipt_facts(loaded.data)  # today's tool's files are read in records/legacy.py only
-        return cls(path=loaded.path, sha256=loaded.sha256 or "", **facts.model_dump())
+
+def _test_receipt(data: Any, name: str, _sha: str) -> TestReceipt:
+    return TestReceipt.from_json(data, name)
+
+
+def _hygiene(data: Any, name: str, _sha: str) -> HygieneReceipt:
+    return HygieneReceipt.from_json(data, name)
+
+
+RECEIPT_PARSER: Parser[ReceiptView] = ReceiptView.from_json
+TEST_RECEIPT_PARSER: Parser[TestReceipt] = _test_receipt
 
 
 class Evidence(BaseModel):
-    """Everything the gate looks at besides the image and the policy."""
+    """Everything the gate looks at besides the image and the policy, each file read into its record."""
 
-    plan_check: LoadedJson
-    verification_summary: LoadedJson
-    provenance: LoadedJson
+    plan_check: EvidenceFile[PlanCheckEvidence]
+    verification_summary: EvidenceFile[VerificationSummary]
+    provenance: EvidenceFile[StatementSubjects]
     build_notes: str | None = None
-    receipts: list[LoadedJson] = Field(default_factory=list)
+    receipts: list[EvidenceFile[ReceiptView]] = Field(default_factory=list)
     # The test stage's records (tests/*.json, hygiene.json): read by the gate's test and hygiene rules.
-    test_receipts: list[LoadedJson] = Field(default_factory=list)
-    hygiene: LoadedJson | None = None
+    test_receipts: list[EvidenceFile[TestReceipt]] = Field(default_factory=list)
+    hygiene: EvidenceFile[HygieneReceipt] | None = None
+
+    def texts(self) -> list[str]:
+        """The exact text of every evidence file that was read (for the secret scan)."""
+        files: list[EvidenceFile[Any]] = [
+            self.plan_check,
+            self.verification_summary,
+            self.provenance,
+            *self.receipts,
+            *self.test_receipts,
+            *([self.hygiene] if self.hygiene else []),
+        ]
+        return [self.build_notes or "", *(f.text or "" for f in files)]
+
+
+def evidence_from(
+    read: Callable[[str, Parser[Any]], EvidenceFile[Any]],
+    receipts: list[EvidenceFile[ReceiptView]],
+    test_receipts: list[EvidenceFile[TestReceipt]],
+    *,
+    build_notes: str | None,
+    has_hygiene: bool,
+) -> Evidence:
+    """The evidence, each named file read by ``read(name, parser)`` (from a directory or the registry)."""
+    return Evidence(
+        plan_check=read(PLAN_CHECK_FILE, _plan_check),
+        verification_summary=read(VERIFICATION_SUMMARY_FILE, _summary),
+        provenance=read(PROVENANCE_FILE, _subjects),
+        build_notes=build_notes,
+        receipts=receipts,
+        test_receipts=test_receipts,
+        hygiene=read(HYGIENE_FILE, _hygiene) if has_hygiene else None,
+    )
 
 
 def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
-    notes_path = evidence_dir / BUILD_NOTES_FILE
+    notes_path = evidence_dir / RELEASE_NOTES_FILE
     receipts = (
-        [read_json(p) for p in sorted(receipts_dir.glob("*.json")) if p.is_file()]
+        [read_evidence(p, RECEIPT_PARSER) for p in sorted(receipts_dir.glob("*.json")) if p.is_file()]
         if receipts_dir.is_dir()
         else []
     )
-    return Evidence(
-        plan_check=read_json(evidence_dir / PLAN_CHECK_FILE),
-        verification_summary=read_json(evidence_dir / VERIFICATION_SUMMARY_FILE),
-        provenance=read_json(evidence_dir / PROVENANCE_FILE),
+    tests = [
+        read_evidence(p, TEST_RECEIPT_PARSER)
+        for p in sorted((evidence_dir / TESTS_DIR).glob("*.json"))
+        if p.is_file()
+    ]
+    return evidence_from(
+        lambda name, parse: read_evidence(evidence_dir / name, parse),
+        receipts,
+        tests,
         build_notes=notes_path.read_text(encoding="utf-8") if notes_path.is_file() else None,
-        receipts=receipts,
-        test_receipts=[
-            read_json(p) for p in sorted((evidence_dir / TESTS_DIR).glob("*.json")) if p.is_file()
-        ],
-        hygiene=read_json(evidence_dir / HYGIENE_FILE) if (evidence_dir / HYGIENE_FILE).exists() else None,
+        has_hygiene=(evidence_dir / HYGIENE_FILE).exists(),
     )

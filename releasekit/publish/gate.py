@@ -47,35 +47,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from releasekit.checks import AllOf
 from releasekit.findings import Findings
 from releasekit.publish.checks import all_checks
-from releasekit.publish.checks.context import (
+from releasekit.publish.checks.context import GateSubject, read_receipts
+from releasekit.records.gate import (
     CellPolicy,
+    CheckResult,
     GatePolicy,
-    GateSubject,
+    GateReport,
     HygienePolicy,
     SuitePolicy,
-    read_receipts,
 )
-from releasekit.publish.evidence import ReceiptView
-
-
-class CheckResult(BaseModel):
-    name: str
-    passed: bool
-    findings: Findings
-
-
-class GateReport(BaseModel):
-    image_id: str
-    lock_sha256: str
-    passed: bool
-    checks: list[CheckResult]
-    findings: Findings
-    receipts: list[ReceiptView] = Field(default_factory=list)
 
 
 class PublishGate:

@@ -78,12 +78,7 @@ def _tests_section(subject: GateSubject) -> list[str]:
         )
     loaded = subject.evidence.hygiene
     if policy.hygiene:
-        hygiene: HygieneReceipt | None = None
-        if loaded is not None and loaded.ok:
-            try:
-                hygiene = HygieneReceipt.from_json(loaded.data, loaded.path)
-            except ValueError:
-                hygiene = None
+        hygiene: HygieneReceipt | None = loaded.record if loaded is not None else None
         if hygiene is not None and hygiene.lock_sha256 != subject.lock_sha256:
             hygiene = None
         lines += ["", "| hygiene | steps |", "| --- | --- |"]

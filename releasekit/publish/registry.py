@@ -20,6 +20,7 @@ import httpx
 
 from releasekit.docker_engine import config_credentials
 from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.records.oci import Descriptor, ImageIndex
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",
@@ -303,7 +304,7 @@ class RegistryClient:
             raise self._fail(response, f"list tags of {repository}")
         return sorted(response.json().get("tags") or [])
 
-    def referrers(self, repository: str, digest: str) -> list[dict[str, object]] | None:
+    def referrers(self, repository: str, digest: str) -> list[Descriptor] | None:
         """OCI 1.1 referrers of ``digest`` (descriptors), or None when the registry has no referrers API."""
         response = self._request(
             "GET",
@@ -313,7 +314,6 @@ class RegistryClient:
         if response.status_code != 200:
             return None  # a registry with the API never answers 404 here (OCI distribution spec 1.1)
         try:
-            manifests = response.json().get("manifests") or []
+            return ImageIndex.parse(response.content).manifests
         except ValueError:
             return None
-        return [m for m in manifests if isinstance(m, dict)]

@@ -12,6 +12,8 @@ Publish, in order (each step only after the previous one succeeded):
      to the digest (``sha256-<hex>.releasekit``, see attachments.py);
   5. put the same manifest bytes under each release tag.
 A failure in 2-4 leaves no release tag; a rerun resumes (blobs already there are skipped).
+Steps 2, 3 and 5 are ``transaction.py``, step 4 ``attachments.py``. The inputs (the image
+among them) are resolved once, into ``PublishInputs``, before the gate.
 
 Promote reads a tag's digest and its attached evidence back from the registry, runs the
 same gate again, and puts the same manifest bytes under the new tag: never a rebuild.
@@ -19,21 +21,23 @@ same gate again, and puts the same manifest bytes under the new tag: never a reb
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.publish.attachments import (
+    FetchedAttachments,
     attach,
     attach_signed,
     fetch_attachments,
     fetch_signed,
 )
-from releasekit.publish.engine import DockerEngine, ImageFacts, staging_tag
-from releasekit.publish.evidence import PROVENANCE_FILE, VERIFICATION_SUMMARY_FILE, Evidence, load_evidence
+from releasekit.publish.engine import DockerEngine, staging_tag
+from releasekit.publish.evidence import Evidence, load_evidence
 from releasekit.publish.gate import (
     CheckResult,
     GatePolicy,
@@ -43,7 +47,7 @@ from releasekit.publish.gate import (
     publish_gate,
 )
 from releasekit.publish.notes import release_notes
-from releasekit.publish.registry import Reference, RegistryClient, resolve_credentials
+from releasekit.publish.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
 from releasekit.publish.signatures import (
     CHECK_NAME,
     SignedVerdict,
@@ -51,18 +55,39 @@ from releasekit.publish.signatures import (
     local_envelopes,
     trusted_keys,
 )
+from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check, push_checked, put_tags
 from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, safe_entry_path
 from releasekit.records.base import write_record
+from releasekit.records.build import RELEASE_NOTES_FILE
+from releasekit.records.gate import GATE_FILE, GateRecord, gate_text, read_gate
 from releasekit.records.lock import lock_file_sha256, read_lock
+from releasekit.records.oci import ImageConfig, ImageManifest
+from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.publish import (
+    PUBLISH_FILE,
     GateCheckOutcome,
     GateOutcome,
     Published,
     PublishRecord,
 )
+from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
+from releasekit.signing import TrustedKeys
 
-RESULT_FILE = "publish.json"
-NOTES_FILE = "RELEASE.md"
+__all__ = [
+    "GateRecord",
+    "PromoteResult",
+    "PublishInputs",
+    "PublishResult",
+    "check_pushed",
+    "evaluate_gate",
+    "promote",
+    "publish",
+    "publish_record",
+    "pull_back_check",
+]
+
+RESULT_FILE = PUBLISH_FILE
+NOTES_FILE = RELEASE_NOTES_FILE
 
 
 class PublishResult(Published):
@@ -81,14 +106,24 @@ class PromoteResult(BaseModel):
     findings: Findings = Field(default_factory=Findings)
 
 
-class GateRecord(BaseModel):
-    """gate.json in the attachments: what the gate applied, so promote can apply it again."""
+@dataclass(frozen=True)
+class PublishInputs:
+    """What one publish acts on, resolved once before the gate: the image (its facts, by ID), the
+    lock, the manifest's policy, where to push and under which tags, and the evidence."""
 
-    image_id: str
+    image: ImageFacts
+    lock_name: str
     lock_sha256: str
     manifest_sha256: str | None
+    lock_manifest_sha256: str | None
     policy: GatePolicy
-    report: GateReport
+    target: Reference
+    tags: list[str]
+    evidence_dir: Path
+    out_dir: Path
+    evidence: Evidence
+    envelopes: dict[str, bytes]
+    trusted: TrustedKeys | None
 
 
 def _manifest_for(lock_path: Path, manifest_path: Path | None, recorded: str):
@@ -120,6 +155,71 @@ def _expand_tags(tags: list[str], *, image_id: str, lock_sha256: str, name: str)
     return out
 
 
+def _target_and_tags(to: str | None, tags: list[str] | None, manifest: object) -> tuple[Reference, list[str]]:
+    """``--to`` (else ``publish.repository``) and the tags: ``--tag``, else the one in ``--to``, else ``publish.tags``."""
+    publish_section = getattr(manifest, "publish", None)
+    target_text = to or (publish_section.repository if publish_section else None)
+    if not target_text:
+        raise InputError(
+            "no publish target: pass --to REGISTRY/REPO or set publish.repository in the manifest"
+        )
+    target = Reference.parse(target_text)
+    if target.digest:
+        raise InputError(f"--to {target_text!r}: a digest cannot be a publish target")
+    wanted = (
+        list(tags or [])
+        or ([target.tag] if target.tag else [])
+        or list(publish_section.tags if publish_section else [])
+    )
+    if not wanted:
+        raise InputError("no tags: pass --tag TAG (repeatable), REGISTRY/REPO:TAG or set publish.tags")
+    return Reference(host=target.host, repository=target.repository), wanted
+
+
+def resolve_inputs(
+    engine: DockerEngine,
+    *,
+    image: str,
+    lock_path: Path,
+    receipts_dir: Path,
+    evidence_dir: Path | None,
+    manifest_path: Path | None,
+    to: str | None,
+    tags: list[str] | None,
+    out_dir: Path | None,
+    trusted_key_files: list[Path] | None,
+) -> PublishInputs:
+    """Read the lock and manifest, inspect the image once, load the evidence: bad input is exit 2 here."""
+    lock = read_lock(lock_path)
+    lock_sha = lock_file_sha256(lock_path)
+    loaded = _manifest_for(lock_path, manifest_path, lock.manifest.path)
+    target, wanted = _target_and_tags(to, tags, loaded.manifest)
+    evidence_dir = evidence_dir or lock_path.parent
+    facts = engine.inspect(image)
+    final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
+    policy = policy_from_manifest(loaded.manifest)
+    evidence = load_evidence(evidence_dir, receipts_dir)
+    envelopes = local_envelopes(evidence_dir)
+    trusted = trusted_keys(
+        list(trusted_key_files or []), signed=bool(envelopes), policy_signed=policy.signed, what="publish"
+    )
+    return PublishInputs(
+        image=facts,
+        lock_name=lock.name,
+        lock_sha256=lock_sha,
+        manifest_sha256=loaded.sha256,
+        lock_manifest_sha256=lock.manifest.sha256,
+        policy=policy,
+        target=target,
+        tags=final_tags,
+        evidence_dir=evidence_dir,
+        out_dir=out_dir or evidence_dir / "published",
+        evidence=evidence,
+        envelopes=envelopes,
+        trusted=trusted,
+    )
+
+
 def evaluate_gate(
     image: ImageFacts,
     lock_sha256: str,
@@ -140,23 +240,6 @@ def evaluate_gate(
     return publish_gate().evaluate(subject)
 
 
-def check_pushed(client: RegistryClient, target: Reference, digest: str, image_id: str):
-    """The registry has exactly this image under ``digest``, every blob of it."""
-    blob = client.get_manifest(target.repository, digest)
-    if blob is None:
-        raise EnvironmentProblem(f"registry {target.host} has no manifest {digest} after the push")
-    manifest = json.loads(blob.data)
-    config = manifest.get("config") or {}
-    if config.get("digest") != image_id:
-        raise EnvironmentProblem(
-            f"registry manifest {digest} has config {config.get('digest')}, not the image {image_id}"
-        )
-    for item in [config, *manifest.get("layers", [])]:
-        if not client.has_blob(target.repository, item["digest"]):
-            raise EnvironmentProblem(f"registry {target.host} lacks blob {item['digest']} of {digest}")
-    return blob
-
-
 def _add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
     """The signature check joins the gate's checks, so a refusal reads like any other gate's."""
     report.checks.append(
@@ -166,22 +249,28 @@ def _add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
     report.passed = report.passed and verdict.findings.passed
 
 
-def pull_back_check(built: ImageFacts, pulled: ImageFacts, reference: str, digest: str) -> None:
-    """The image pulled back by digest is the one built: same image ID, the pushed digest, same labels."""
-    problems: list[str] = []
-    if pulled.id != built.id:
-        problems.append(f"image ID {pulled.id} is not the built {built.id}")
-    if digest not in pulled.repo_digests:
-        problems.append(f"the engine does not record digest {digest} for it")
-    if pulled.labels != built.labels:
-        changed = sorted(
-            k for k in set(pulled.labels) | set(built.labels) if pulled.labels.get(k) != built.labels.get(k)
+def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
+    """Step 1: the gate over the local evidence, then the signatures when keys were given or required."""
+    report = evaluate_gate(
+        inputs.image,
+        inputs.lock_sha256,
+        inputs.evidence,
+        inputs.policy,
+        manifest_sha256=inputs.manifest_sha256,
+        lock_manifest_sha256=inputs.lock_manifest_sha256,
+    )
+    verdict = SignedVerdict()
+    if inputs.trusted is not None:
+        verdict = check_signed(
+            inputs.envelopes,
+            inputs.trusted,
+            image_id=inputs.image.id,
+            provenance=inputs.evidence.provenance.text,
+            summary=inputs.evidence.verification_summary.text,
+            where="",
         )
-        problems.append(f"labels differ ({', '.join(changed[:3])})")
-    if problems:
-        raise EnvironmentProblem(
-            f"pull-back of {reference}: {'; '.join(problems)}", hint="nothing was tagged"
-        )
+        _add_signed_check(report, verdict)
+    return report, verdict
 
 
 def archive_files(evidence_dir: Path) -> list[str] | None:
@@ -203,16 +292,76 @@ def archive_files(evidence_dir: Path) -> list[str] | None:
 
 
 def _mentions(evidence: Evidence, secret: str) -> bool:
-    texts = [evidence.build_notes or ""]
-    texts += [
-        item.text or "" for item in (evidence.plan_check, evidence.verification_summary, evidence.provenance)
-    ]
-    texts += [item.text or "" for item in evidence.receipts]
-    texts += [
-        item.text or ""
-        for item in [*evidence.test_receipts, *([evidence.hygiene] if evidence.hygiene else [])]
-    ]
-    return bool(secret) and any(secret in text for text in texts)
+    return bool(secret) and any(secret in text for text in evidence.texts())
+
+
+def _attach_all(
+    client: RegistryClient,
+    inputs: PublishInputs,
+    report: GateReport,
+    pushed: Pushed,
+    notes: str,
+    archived: list[str] | None,
+) -> Published:
+    """Step 4: the evidence, the gate record and the notes (and the source archive), then the envelopes."""
+    blob = pushed.blob
+    record = GateRecord(
+        image_id=inputs.image.id,
+        lock_sha256=inputs.lock_sha256,
+        manifest_sha256=inputs.manifest_sha256,
+        policy=inputs.policy,
+        report=report,
+    )
+    attached = attach(
+        client,
+        inputs.target.repository,
+        blob,
+        image_id=inputs.image.id,
+        lock_sha256=inputs.lock_sha256,
+        evidence=inputs.evidence,
+        gate_json=gate_text(record).encode(),
+        release_notes=notes,
+        archive_dir=inputs.evidence_dir if archived is not None else None,
+        archive_files=archived,
+    )
+    signed = (
+        attach_signed(client, inputs.target.repository, blob, inputs.envelopes) if inputs.envelopes else None
+    )
+    return Published(
+        published=True,
+        image_id=inputs.image.id,
+        lock_sha256=inputs.lock_sha256,
+        repository=inputs.target.name,
+        tags=inputs.tags,
+        digest=pushed.digest,
+        staging_tag=staging_tag(inputs.image.id),
+        attachment=attached,
+        signed=signed,
+    )
+
+
+def _release(engine: DockerEngine, inputs: PublishInputs, report: GateReport) -> tuple[Published, str]:
+    """Steps 2-5 against the registry; returns what was published and the release notes."""
+    archived = archive_files(inputs.evidence_dir)  # a bad archive is refused before anything is pushed
+    target = inputs.target
+    credentials = resolve_credentials(target.host)
+    if credentials is not None and _mentions(inputs.evidence, credentials.password):
+        raise InputError("the evidence contains the registry password; refusing to push and attach it")
+    with RegistryClient(target.host, credentials) as client:
+        client.ping()  # unreachable or refused: say so before anything is pushed
+        pushed = push_checked(engine, client, inputs.image, target, credentials)
+        notes = release_notes(
+            build_notes=inputs.evidence.build_notes,
+            report=report,
+            policy=inputs.policy,
+            repository=target.name,
+            digest=pushed.digest,
+            tags=inputs.tags,
+            evidence=inputs.evidence,
+        )
+        done = _attach_all(client, inputs, report, pushed, notes, archived)
+        done.moved_tags = put_tags(client, target, pushed, inputs.tags).moved
+    return done, notes
 
 
 def publish(
@@ -227,136 +376,38 @@ def publish(
     out_dir: Path | None = None,
     trusted_key_files: list[Path] | None = None,
 ) -> PublishResult:
-    lock = read_lock(lock_path)
-    lock_sha = lock_file_sha256(lock_path)
-    loaded = _manifest_for(lock_path, manifest_path, lock.manifest.path)
-    manifest = loaded.manifest
-    target_text = to or (manifest.publish.repository if manifest.publish else None)
-    if not target_text:
-        raise InputError(
-            "no publish target: pass --to REGISTRY/REPO or set publish.repository in the manifest"
-        )
-    target = Reference.parse(target_text)
-    if target.digest:
-        raise InputError(f"--to {target_text!r}: a digest cannot be a publish target")
-    wanted = (
-        list(tags or [])
-        or ([target.tag] if target.tag else [])
-        or list(manifest.publish.tags if manifest.publish else [])
-    )
-    if not wanted:
-        raise InputError("no tags: pass --tag TAG (repeatable), REGISTRY/REPO:TAG or set publish.tags")
-    target = Reference(host=target.host, repository=target.repository)
-    evidence_dir = evidence_dir or lock_path.parent
-    out_dir = out_dir or evidence_dir / "published"
-
     engine = DockerEngine()
-    facts = engine.inspect(image)
-    final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
-    policy = policy_from_manifest(manifest)
-    evidence = load_evidence(evidence_dir, receipts_dir)
-    envelopes = local_envelopes(evidence_dir)
-    trusted = trusted_keys(
-        list(trusted_key_files or []), signed=bool(envelopes), policy_signed=policy.signed, what="publish"
+    inputs = resolve_inputs(
+        engine,
+        image=image,
+        lock_path=lock_path,
+        receipts_dir=receipts_dir,
+        evidence_dir=evidence_dir,
+        manifest_path=manifest_path,
+        to=to,
+        tags=tags,
+        out_dir=out_dir,
+        trusted_key_files=trusted_key_files,
     )
-    report = evaluate_gate(
-        facts,
-        lock_sha,
-        evidence,
-        policy,
-        manifest_sha256=loaded.sha256,
-        lock_manifest_sha256=lock.manifest.sha256,
-    )
-    verdict = SignedVerdict()
-    if trusted is not None:
-        verdict = check_signed(
-            envelopes,
-            trusted,
-            image_id=facts.id,
-            provenance=evidence.provenance.text,
-            summary=evidence.verification_summary.text,
-            where="",
-        )
-        _add_signed_check(report, verdict)
+    report, verdict = judge(inputs)
     result = PublishResult(
         published=False,
-        image_id=facts.id,
-        lock_sha256=lock_sha,
-        repository=target.name,
-        tags=final_tags,
+        image_id=inputs.image.id,
+        lock_sha256=inputs.lock_sha256,
+        repository=inputs.target.name,
+        tags=inputs.tags,
         gate=report,
     )
     if not report.passed:
         return result
-
-    archived = archive_files(evidence_dir)
-    credentials = resolve_credentials(target.host)
-    if credentials is not None and _mentions(evidence, credentials.password):
-        raise InputError("the evidence contains the registry password; refusing to push and attach it")
-    with RegistryClient(target.host, credentials) as client:
-        client.ping()  # unreachable or refused: say so before anything is pushed
-
-        def registry_still_there() -> None:
-            try:
-                client.ping()
-            except EnvironmentProblem as exc:
-                raise EnvironmentProblem(
-                    f"push to {target.host} interrupted: {exc.message}",
-                    hint="nothing was tagged; rerun to resume",
-                ) from None
-
-        digest = engine.push_staged(facts.id, target, credentials, on_retry=registry_still_there)
-        blob = check_pushed(client, target, digest, facts.id)
-        pulled = engine.pull_back(target, digest, credentials)
-        pull_back_check(facts, pulled, f"{target.name}@{digest}", digest)
-        notes = release_notes(
-            build_notes=evidence.build_notes,
-            report=report,
-            policy=policy,
-            repository=target.name,
-            digest=digest,
-            tags=final_tags,
-            evidence=evidence,
-        )
-        record = GateRecord(
-            image_id=facts.id,
-            lock_sha256=lock_sha,
-            manifest_sha256=loaded.sha256,
-            policy=policy,
-            report=report,
-        )
-        attached = attach(
-            client,
-            target.repository,
-            blob,
-            image_id=facts.id,
-            lock_sha256=lock_sha,
-            evidence=evidence,
-            gate_json=record.model_dump_json(indent=2).encode(),
-            release_notes=notes,
-            archive_dir=evidence_dir if archived is not None else None,
-            archive_files=archived,
-        )
-        signed = attach_signed(client, target.repository, blob, envelopes) if envelopes else None
-        moved: dict[str, str] = {}
-        for tag in final_tags:
-            before = client.get_manifest(target.repository, tag)
-            if before is not None and before.digest != digest:
-                moved[tag] = before.digest
-            client.put_manifest(target.repository, tag, blob.data, blob.media_type)
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    notes_path = out_dir / NOTES_FILE
+    done, notes = _release(engine, inputs, report)
+    inputs.out_dir.mkdir(parents=True, exist_ok=True)
+    notes_path = inputs.out_dir / NOTES_FILE
     notes_path.write_text(notes, encoding="utf-8")
-    result.published = True
-    result.digest = digest
-    result.staging_tag = staging_tag(facts.id)
-    result.attachment = attached
-    result.signed = signed
-    result.signers = verdict.signers
-    result.moved_tags = moved
-    result.release_notes = str(notes_path)
-    write_record(publish_record(result), out_dir / RESULT_FILE)
+    result = PublishResult(
+        **{**done.model_dump(), "signers": verdict.signers, "release_notes": str(notes_path)}, gate=report
+    )
+    write_record(publish_record(result), inputs.out_dir / RESULT_FILE)
     return result
 
 
@@ -374,6 +425,81 @@ def publish_record(result: PublishResult) -> PublishRecord:
             cells=sorted({r.cell for r in report.receipts if r.cell}),
         ),
     )
+
+
+def _registry_image(client: RegistryClient, src: Reference) -> tuple[ManifestBlob, ImageFacts]:
+    """The manifest ``src`` names and the image facts its config blob records."""
+    blob = client.get_manifest(src.repository, src.digest or src.tag or "")
+    if blob is None:
+        raise InputError(f"{src} does not exist in the registry")
+    try:
+        manifest = ImageManifest.parse(blob.data)
+    except ValueError as exc:
+        raise InputError(f"{src}: {exc}") from None
+    if manifest.config is None:
+        raise InputError(f"{src} is a manifest list or index; promote a single image")
+    image_id = manifest.config.digest
+    try:
+        config = ImageConfig.parse(client.get_blob(src.repository, image_id))
+    except ValueError as exc:
+        raise InputError(f"{src}: config blob {image_id}: {exc}") from None
+    return blob, ImageFacts.from_config(image_id, config.config or {})
+
+
+def _promote_gate(
+    client: RegistryClient,
+    src: Reference,
+    blob: ManifestBlob,
+    image: ImageFacts,
+    fetched: FetchedAttachments,
+    record: GateRecord,
+    *,
+    manifest_path: Path | None,
+    trusted_key_files: list[Path] | None,
+    result: PromoteResult,
+) -> None:
+    """The same gate again over the attached evidence (and the attached envelopes): into ``result``."""
+    manifest_sha = record.manifest_sha256
+    policy = record.policy
+    if manifest_path is not None:
+        from releasekit.manifest import load_manifest
+
+        loaded = load_manifest(manifest_path)
+        # Promotion may hold a release to a stricter matrix than the one it was locked
+        # with, so the manifest-matches-lock check does not apply to this one.
+        policy = policy_from_manifest(loaded.manifest)
+        manifest_sha = None
+    gate = evaluate_gate(
+        image,
+        record.lock_sha256,
+        fetched.evidence(),
+        policy,
+        manifest_sha256=manifest_sha,
+        lock_manifest_sha256=record.manifest_sha256,
+    )
+    # Signed evidence: verified whenever it is there, required when the policy (as published,
+    # or as --manifest says) or a --trusted-key asks for it. No key to check with: exit 2.
+    signed = fetch_signed(client, src.repository, blob.digest)
+    trusted = trusted_keys(
+        list(trusted_key_files or []),
+        signed=signed is not None,
+        policy_signed=policy.signed or record.policy.signed,
+        what=str(src),
+    )
+    if trusted is not None:
+        verdict = check_signed(
+            signed.files if signed else {},
+            trusted,
+            image_id=image.id,
+            provenance=fetched.files.get(PROVENANCE_FILE),
+            summary=fetched.files.get(VERIFICATION_SUMMARY_FILE),
+            where="attached:",
+        )
+        _add_signed_check(gate, verdict)
+        result.signers = verdict.signers
+        result.signed_via = signed.method if signed else None
+    result.gate = gate
+    result.findings.extend(gate.findings)
 
 
 def promote(
@@ -395,73 +521,35 @@ def promote(
     credentials = resolve_credentials(src.host)
     with RegistryClient(src.host, credentials) as client:
         client.ping()
-        blob = client.get_manifest(src.repository, src.digest or src.tag or "")
-        if blob is None:
-            raise InputError(f"{src} does not exist in the registry")
-        manifest = json.loads(blob.data)
-        config_ref = manifest.get("config") or {}
-        if "digest" not in config_ref:
-            raise InputError(f"{src} is a manifest list or index; promote a single image")
-        image_id = str(config_ref["digest"])
-        config = json.loads(client.get_blob(src.repository, image_id))
-        facts = ImageFacts.from_config(image_id, config.get("config") or {})
-        result.digest, result.image_id = blob.digest, image_id
+        blob, image = _registry_image(client, src)
+        result.digest, result.image_id = blob.digest, image.id
         fetched = fetch_attachments(client, src.repository, blob.digest)
         if fetched is None:
             result.findings.add(
                 "ATTACHMENTS_MISSING",
                 f"{src} ({blob.digest}) has no releasekit evidence attached: it was not published by releasekit",
-                image=image_id,
+                image=image.id,
             )
             return result
         try:
-            record = GateRecord.model_validate_json(fetched.files.get("gate.json", ""))
+            record = read_gate(fetched.files.get(GATE_FILE), f"attached {GATE_FILE}")
         except ValueError:
             result.findings.add(
-                "ATTACHMENTS_MISSING", "the attached gate.json is missing or unreadable", image=image_id
+                "ATTACHMENTS_MISSING", f"the attached {GATE_FILE} is missing or unreadable", image=image.id
             )
             return result
-        manifest_sha = record.manifest_sha256
-        policy = record.policy
-        if manifest_path is not None:
-            from releasekit.manifest import load_manifest
-
-            loaded = load_manifest(manifest_path)
-            # Promotion may hold a release to a stricter matrix than the one it was locked
-            # with, so the manifest-matches-lock check does not apply to this one.
-            policy = policy_from_manifest(loaded.manifest)
-            manifest_sha = None
-        result.gate = evaluate_gate(
-            facts,
-            record.lock_sha256,
-            fetched.evidence(),
-            policy,
-            manifest_sha256=manifest_sha,
-            lock_manifest_sha256=record.manifest_sha256,
+        _promote_gate(
+            client,
+            src,
+            blob,
+            image,
+            fetched,
+            record,
+            manifest_path=manifest_path,
+            trusted_key_files=trusted_key_files,
+            result=result,
         )
-        # Signed evidence: verified whenever it is there, required when the policy (as published,
-        # or as --manifest says) or a --trusted-key asks for it. No key to check with: exit 2.
-        signed = fetch_signed(client, src.repository, blob.digest)
-        trusted = trusted_keys(
-            list(trusted_key_files or []),
-            signed=signed is not None,
-            policy_signed=policy.signed or record.policy.signed,
-            what=str(src),
-        )
-        if trusted is not None:
-            verdict = check_signed(
-                signed.files if signed else {},
-                trusted,
-                image_id=image_id,
-                provenance=fetched.files.get(PROVENANCE_FILE),
-                summary=fetched.files.get(VERIFICATION_SUMMARY_FILE),
-                where="attached:",
-            )
-            _add_signed_check(result.gate, verdict)
-            result.signers = verdict.signers
-            result.signed_via = signed.method if signed else None
-        result.findings.extend(result.gate.findings)
-        if not result.gate.passed:
+        if result.gate is None or not result.gate.passed:
             return result
         client.put_manifest(dst.repository, dst.tag, blob.data, blob.media_type)
         check = client.get_manifest(dst.repository, dst.tag)

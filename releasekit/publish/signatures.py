@@ -13,20 +13,19 @@ A required envelope that is absent is SIGNATURE_MISSING.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings
+from releasekit.records.dsse import PROVENANCE_ENVELOPE_FILE as PROVENANCE_ENVELOPE
+from releasekit.records.dsse import SUMMARY_ENVELOPE_FILE as SUMMARY_ENVELOPE
+from releasekit.records.provenance import SLSA_PROVENANCE_V1 as SLSA_PROVENANCE
 from releasekit.signing import SignatureError, TrustedKeys, load_trusted_keys, verify_envelope
-from releasekit.signing.statements import VERIFICATION_SUMMARY_TYPE, parse_statement, subject_digests
+from releasekit.signing.statements import VERIFICATION_SUMMARY_TYPE, parse_statement
 
-PROVENANCE_ENVELOPE = "provenance.intoto.dsse.json"
-SUMMARY_ENVELOPE = "verification_summary.dsse.json"
 ENVELOPES = (PROVENANCE_ENVELOPE, SUMMARY_ENVELOPE)
-SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
 CHECK_NAME = "signed evidence"
 
 
@@ -82,14 +81,14 @@ def check_signed(
             verdict.findings.add(exc.code, exc.one_line(), image=image_id)
             continue
         verdict.signers[name] = verified.keyid
-        if statement.get("predicateType") != kinds[name]:
+        if statement.predicateType != kinds[name]:
             verdict.findings.add(
                 "SIGNED_EVIDENCE_MISMATCH",
-                f"{label}: signed statement is a {statement.get('predicateType')!r}, expected {kinds[name]!r}",
+                f"{label}: signed statement is a {statement.predicateType!r}, expected {kinds[name]!r}",
                 image=image_id,
             )
             continue
-        digests = subject_digests(statement)
+        digests = statement.subject_digests()
         if image_id not in digests:
             verdict.findings.add(
                 "SIGNED_SUBJECT_MISMATCH",
@@ -103,7 +102,7 @@ def check_signed(
         same = (
             verified.payload == copy.encode("utf-8")
             if name == PROVENANCE_ENVELOPE
-            else _same_json(statement.get("predicate"), copy)
+            else statement.predicate_equals(copy)
         )
         if not same:
             verdict.findings.add(
@@ -112,10 +111,3 @@ def check_signed(
                 image=image_id,
             )
     return verdict
-
-
-def _same_json(signed: object, text: str) -> bool:
-    try:
-        return bool(json.loads(text) == signed)
-    except ValueError:
-        return False

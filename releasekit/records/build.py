@@ -10,6 +10,8 @@ from pydantic import Field
 from releasekit.records.archive import ArchiveIndex
 from releasekit.records.base import Record, Strict, load_record, write_record
 
+BUILD_FILE: Final = "build.json"
+RELEASE_NOTES_FILE: Final = "RELEASE.md"  # the build's notes; publish writes (and attaches) its own
 BUILD_RECORD_SCHEMA: Final = "releasekit.build/v1"
 
 

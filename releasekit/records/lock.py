@@ -15,6 +15,7 @@ from pydantic import Field
 
 from releasekit.records.base import Record, Strict, load_record, write_record
 
+LOCK_FILE: Final = "lock.json"
 LOCK_SCHEMA: Final = "releasekit.lock/v1"
 
 Sha1 = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]

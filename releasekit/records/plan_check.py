@@ -9,6 +9,7 @@ from pydantic import Field
 from releasekit.findings import Findings, Severity
 from releasekit.records.base import Record, Strict
 
+PLAN_CHECK_FILE: Final = "plan-check.json"
 PLAN_CHECK_SCHEMA: Final = "releasekit.plan-check/v1"
 
 MergeHow = Literal["ancestry", "patch-id", "squash"]

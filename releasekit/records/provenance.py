@@ -9,25 +9,20 @@ what the verification summary names its policy and input attestations with.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field
 
-from releasekit.records.base import Record, Strict, load_record, write_record
+from releasekit.records.base import Record, RecordError, Strict, load_record, parse_record, write_record
+from releasekit.records.intoto import STATEMENT_TYPE, ResourceDescriptor
 
-STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"
+__all__ = ["PROVENANCE_FILE", "STATEMENT_TYPE", "ResourceDescriptor", "Statement"]
+
+PROVENANCE_FILE: Final = "provenance.intoto.json"
 SLSA_PROVENANCE_V1: Final = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://releasekit.dev/build/image/v1"
-
-
-class ResourceDescriptor(Strict):
-    """An in-toto ResourceDescriptor: something named by URI and/or name, and its digests."""
-
-    name: str | None = None
-    uri: str | None = None
-    digest: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, Any] | None = None
 
 
 class Builder(Strict):
@@ -82,3 +77,12 @@ def write_statement(statement: Statement, path: Path) -> None:
 
 def read_statement(path: Path) -> Statement:
     return load_record(Statement, path)
+
+
+def parse_statement_text(text: str, source: str) -> Statement:
+    """A statement read from text (an attachment); not JSON or not the model: RecordError, one line."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{source}: not JSON ({exc})") from None
+    return parse_record(Statement, data, source)

@@ -14,6 +14,7 @@ from pydantic import Field
 from releasekit.findings import Findings
 from releasekit.records.base import Record, Strict
 
+PUBLISH_FILE: Final = "publish.json"
 PUBLISH_SCHEMA: Final = "releasekit.publish/v1"
 
 

@@ -171,3 +171,22 @@ def read_receipts(directory: Path) -> list[Receipt]:
     if not directory.is_dir():
         raise InputError(f"{directory}: not a directory of receipts")
     return [read_receipt(p) for p in sorted(directory.glob("*.json"))]
+
+
+def receipt_values(path: Path) -> dict[str, float]:
+    """Every number a receipt file holds: ours (its metrics) or today's tool's (its ``evidence``).
+
+    Which one it is, is decided by the file's own marker: ours has ``schema``
+    (``releasekit.receipt/v1``), today's tool's ``schema_version`` and ``evidence``.
+    Raises ``InputError`` (one line) for a file that is neither.
+    """
+    from releasekit.records.legacy import read_validation_receipt
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON receipt: {exc}") from None
+    if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
+        return read_validation_receipt(path).metrics()
+    receipt = read_receipt(path)
+    return {name: m.value for name, m in receipt.metrics.items() if m.value is not None}

@@ -14,6 +14,8 @@ from pydantic import Field
 from releasekit.findings import Findings
 from releasekit.records.base import Record, Strict, load_record, write_record
 
+TESTS_DIR: Final = "tests"  # tests/<component>.<suite>.json, in the release directory
+HYGIENE_FILE: Final = "hygiene.json"
 TEST_RECEIPT_SCHEMA: Final = "releasekit.test-receipt/v1"
 HYGIENE_SCHEMA: Final = "releasekit.hygiene/v1"
 

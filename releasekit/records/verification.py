@@ -17,6 +17,7 @@ from releasekit.findings import Finding, Severity
 from releasekit.records.base import Record, Strict
 from releasekit.records.provenance import ResourceDescriptor
 
+VERIFICATION_SUMMARY_FILE: Final = "verification_summary.json"
 VERIFICATION_SCHEMA: Final = "releasekit.verification-summary/v1"
 VERIFIER_ID = "https://github.com/releasekit/releasekit/verify-provenance"
 POLICY_URI = "releasekit:verify-provenance/v1"

@@ -12,7 +12,6 @@ file (and, for a bundle, git's word on the object) named.
 from __future__ import annotations
 
 import gzip
-import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,18 +21,13 @@ from releasekit.builder.image import base_layers
 from releasekit.docker_engine import Engine
 from releasekit.errors import InputError
 from releasekit.git.bundle import verify_bundle_alone
-from releasekit.publish.attachments import (
-    ARCHIVE_INDEX_FILE,
-    fetch_archive_blobs,
-    fetch_attachments,
-)
-from releasekit.publish.evidence import PROVENANCE_FILE
+from releasekit.publish.attachments import fetch_archive_blobs, fetch_attachments
 from releasekit.publish.registry import Reference, RegistryClient, resolve_credentials
 from releasekit.records.archive import ARCHIVE_FILE, ArchiveIndex, file_sha256, read_archive, safe_entry_path
-from releasekit.records.base import parse_record
-from releasekit.records.build import read_build_record
+from releasekit.records.build import BUILD_FILE, read_build_record
 from releasekit.records.lock import LockedGitComponent, read_lock
-from releasekit.records.provenance import Statement, read_statement
+from releasekit.records.oci import ImageConfig, ImageManifest
+from releasekit.records.provenance import PROVENANCE_FILE, Statement, parse_statement_text, read_statement
 
 LayerTar = Callable[
     [int, Path], Path | None
@@ -79,7 +73,7 @@ def from_directory(directory: Path) -> Published:
         raise InputError(f"--from {directory}: not a directory")
     index = read_archive(directory / ARCHIVE_FILE)
     statement = read_statement(directory / PROVENANCE_FILE)
-    build = read_build_record(directory / "build.json")
+    build = read_build_record(directory / BUILD_FILE)
     published = Published(
         source=str(directory), directory=directory, index=index, statement=statement, image_id=build.image_id
     )
@@ -109,40 +103,39 @@ def from_registry(text: str, scratch: Path) -> Published:
         if blob is None:
             raise InputError(f"{text} does not exist in the registry")
         try:
-            manifest = json.loads(blob.data)
-            image_id = str(manifest["config"]["digest"])
-            layers = [dict(layer) for layer in manifest["layers"]]
-            config = json.loads(client.get_blob(ref.repository, image_id))
-            diff_ids = [str(d) for d in config["rootfs"]["diff_ids"]]
-        except (KeyError, TypeError, ValueError) as exc:
+            manifest = ImageManifest.parse(blob.data)
+            if manifest.config is None:
+                raise ValueError("no config: a manifest list or index")
+            image_id = manifest.config.digest
+            layers = list(manifest.layers)
+            config = ImageConfig.parse(client.get_blob(ref.repository, image_id))
+            if config.rootfs is None:
+                raise ValueError("the image config has no rootfs")
+            diff_ids = list(config.rootfs.diff_ids)
+        except ValueError as exc:
             raise InputError(f"{text} is not a single image manifest ({exc})") from None
         fetched = fetch_attachments(client, ref.repository, blob.digest)
         if fetched is None:
             raise InputError(f"{ref.name}@{blob.digest} has no releasekit evidence attached")
-        if ARCHIVE_INDEX_FILE not in fetched.files:
+        if ARCHIVE_FILE not in fetched.files:
             raise InputError(
-                f"{ref.name}@{blob.digest}: the attached evidence has no source archive ({ARCHIVE_INDEX_FILE})"
+                f"{ref.name}@{blob.digest}: the attached evidence has no source archive ({ARCHIVE_FILE})"
             )
         if PROVENANCE_FILE not in fetched.files:
             raise InputError(f"{ref.name}@{blob.digest}: the attached evidence has no {PROVENANCE_FILE}")
         directory = scratch / "evidence"
         directory.mkdir(parents=True, exist_ok=True)
-        for name in (ARCHIVE_INDEX_FILE, PROVENANCE_FILE):
+        for name in (ARCHIVE_FILE, PROVENANCE_FILE):
             (directory / name).write_text(fetched.files[name], encoding="utf-8")
         fetch_archive_blobs(client, ref.repository, blob.digest, directory)
     index = read_archive(directory / ARCHIVE_FILE)
-    try:
-        statement = parse_record(
-            Statement, json.loads(fetched.files[PROVENANCE_FILE]), f"attached {PROVENANCE_FILE}"
-        )
-    except json.JSONDecodeError as exc:
-        raise InputError(f"attached {PROVENANCE_FILE}: not JSON ({exc})") from None
+    statement = parse_statement_text(fetched.files[PROVENANCE_FILE], f"attached {PROVENANCE_FILE}")
 
     def layer_tar(i: int, where: Path) -> Path | None:
         if i >= len(layers):
             return None
         with RegistryClient(ref.host, credentials) as again:
-            data = again.get_blob(ref.repository, str(layers[i]["digest"]))
+            data = again.get_blob(ref.repository, layers[i].digest)
         out = where / f"published-layer-{i}.tar"
         out.write_bytes(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
         return out

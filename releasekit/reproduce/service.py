@@ -24,6 +24,7 @@ from releasekit.docker_engine import Engine
 from releasekit.git.bundle import mirror_from_bundle
 from releasekit.records.archive import ARCHIVE_DIR
 from releasekit.records.build import BuildRecord
+from releasekit.records.lock import LOCK_FILE
 from releasekit.reproduce.compare import (
     ComponentComparison,
     Difference,
@@ -200,7 +201,7 @@ def reproduce(
         inputs = work / "inputs"
         inputs.mkdir()
         manifest = inputs / Path(manifest_entry.path).name
-        lock = inputs / "lock.json"
+        lock = inputs / LOCK_FILE
         shutil.copyfile(pub.directory / manifest_entry.path, manifest)
         shutil.copyfile(pub.directory / lock_entry.path, lock)
         git_cache = work / "git"

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from releasekit.errors import ReleasekitError
+from releasekit.records.dsse import Envelope, EnvelopeSignature
 from releasekit.signing.keys import Signer, TrustedKeys
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -41,36 +39,11 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
 
 
-class EnvelopeSignature(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    keyid: str = ""
-    sig: str
-
-
-class Envelope(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
-    payload: str
-    payload_type: str = Field(alias="payloadType")
-    signatures: list[EnvelopeSignature] = Field(default_factory=list)
-
-    def to_json(self) -> bytes:
-        data = {
-            "payload": self.payload,
-            "payloadType": self.payload_type,
-            "signatures": [{"keyid": s.keyid, "sig": s.sig} for s in self.signatures],
-        }
-        return (json.dumps(data, indent=2) + "\n").encode("utf-8")
-
-    @classmethod
-    def parse(cls, data: bytes, where: str = "envelope") -> Envelope:
-        try:
-            return cls.model_validate_json(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            spot = ".".join(str(p) for p in first.get("loc", ())) or "(top)"
-            raise SignatureError(f"{where}: not a DSSE envelope ({spot}: {first.get('msg')})") from None
+def parse_envelope(data: bytes, where: str = "envelope") -> Envelope:
+    try:
+        return Envelope.from_bytes(data)
+    except ValueError as exc:
+        raise SignatureError(f"{where}: not a DSSE envelope ({exc})") from None
 
 
 def sign_payload(signer: Signer, payload: bytes, payload_type: str = PAYLOAD_TYPE) -> Envelope:
@@ -113,7 +86,7 @@ def verify_envelope(
     """
     if not trusted:
         raise SignatureError(f"{where}: no trusted public key to verify with", code="SIGNER_UNTRUSTED")
-    envelope = data if isinstance(data, Envelope) else Envelope.parse(data, where)
+    envelope = data if isinstance(data, Envelope) else parse_envelope(data, where)
     if envelope.payload_type != payload_type:
         raise SignatureError(f"{where}: payloadType is {envelope.payload_type!r}, expected {payload_type!r}")
     if not envelope.signatures:

@@ -4,36 +4,54 @@
 ``verification_summary.json`` is a SLSA verification summary body: its envelope's payload
 is an in-toto Statement whose ``predicate`` is that file's JSON, unchanged, and whose
 subject is the image it verified. Both files stay as they are; the envelopes are added.
+The statement and envelope models are ``releasekit.records.intoto`` and ``releasekit.records.dsse``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
+from releasekit.records.dsse import ENVELOPE_SUFFIX, envelope_name
+from releasekit.records.intoto import (
+    STATEMENT_TYPE,
+    VERIFICATION_SUMMARY_TYPE,
+    AnyStatement,
+    StatementError,
+)
+from releasekit.records.intoto import parse_statement as parse_any_statement
 from releasekit.signing.dsse import PAYLOAD_TYPE, SignatureError, sign_payload
 from releasekit.signing.keys import Signer
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-VERIFICATION_SUMMARY_TYPE = "https://slsa.dev/verification_summary/v1"
-ENVELOPE_SUFFIX = ".dsse.json"
+__all__ = [
+    "ENVELOPE_SUFFIX",
+    "STATEMENT_TYPE",
+    "VERIFICATION_SUMMARY_TYPE",
+    "envelope_path",
+    "parse_statement",
+    "sign_statement_file",
+    "sign_summary_file",
+    "summary_statement",
+    "write_envelope",
+]
+
+_WHY = {
+    "not-json": "the signed payload is not JSON",
+    "not-statement": "the signed payload is not an in-toto Statement v1",
+    "no-subject": "the signed statement has no subject",
+}
 
 
 def envelope_path(statement_file: Path) -> Path:
     """``provenance.intoto.json`` -> ``provenance.intoto.dsse.json``."""
-    return statement_file.with_name(statement_file.name.removesuffix(".json") + ENVELOPE_SUFFIX)
+    return statement_file.with_name(envelope_name(statement_file.name))
 
 
 def summary_statement(image_id: str, summary: bytes, name: str | None = None) -> bytes:
     """The in-toto Statement that carries a verification summary (its JSON as the predicate)."""
-    statement = {
-        "_type": STATEMENT_TYPE,
-        "subject": [{"name": name or image_id, "digest": {"sha256": image_id.removeprefix("sha256:")}}],
-        "predicateType": VERIFICATION_SUMMARY_TYPE,
-        "predicate": json.loads(summary),
-    }
-    return (json.dumps(statement, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    statement = AnyStatement.wrapping(
+        summary, predicate_type=VERIFICATION_SUMMARY_TYPE, image_id=image_id, name=name or image_id
+    )
+    return statement.to_bytes()
 
 
 def write_envelope(signer: Signer | None, payload: bytes, path: Path) -> Path | None:
@@ -55,24 +73,9 @@ def sign_summary_file(signer: Signer | None, summary_file: Path, image_id: str) 
     return write_envelope(signer, payload, envelope_path(summary_file))
 
 
-def parse_statement(payload: bytes, where: str) -> dict[str, Any]:
+def parse_statement(payload: bytes, where: str) -> AnyStatement:
+    """The statement a verified envelope carries; a :class:`SignatureError` (one line) when it is none."""
     try:
-        statement = json.loads(payload)
-    except ValueError:
-        raise SignatureError(f"{where}: the signed payload is not JSON") from None
-    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
-        raise SignatureError(f"{where}: the signed payload is not an in-toto Statement v1")
-    subjects = statement.get("subject")
-    if not isinstance(subjects, list) or not subjects:
-        raise SignatureError(f"{where}: the signed statement has no subject")
-    return statement
-
-
-def subject_digests(statement: dict[str, Any]) -> list[str]:
-    """Every subject's sha256, as ``sha256:<hex>``."""
-    out: list[str] = []
-    for subject in statement.get("subject") or []:
-        digest = (subject.get("digest") or {}).get("sha256") if isinstance(subject, dict) else None
-        if isinstance(digest, str):
-            out.append("sha256:" + digest)
-    return out
+        return parse_any_statement(payload)
+    except StatementError as exc:
+        raise SignatureError(f"{where}: {_WHY[exc.reason]}") from None

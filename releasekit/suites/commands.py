@@ -125,7 +125,9 @@ def hygiene_command(
                     f"  {step.step} ({step.tool} {step.version or ''}): {step.status}", markup=False
                 )
         render_findings(receipt.findings, console, ok_message="clean")
-        console.print(f"hygiene: {receipt.status.upper()}  ({outdir / 'hygiene.json'})", markup=False)
+        from releasekit.records.test_receipt import HYGIENE_FILE
+
+        console.print(f"hygiene: {receipt.status.upper()}  ({outdir / HYGIENE_FILE})", markup=False)
     raise typer.Exit(1 if receipt.status == "failed" else 0)
 
 

@@ -23,7 +23,13 @@ from releasekit.findings import Findings
 from releasekit.git.runner import Git
 from releasekit.manifest import load_manifest
 from releasekit.records.lock import lock_file_sha256, read_lock
-from releasekit.records.test_receipt import HygieneComponent, HygieneReceipt, HygieneStepResult, write_record
+from releasekit.records.test_receipt import (
+    HYGIENE_FILE,
+    HygieneComponent,
+    HygieneReceipt,
+    HygieneStepResult,
+    write_record,
+)
 from releasekit.suites.checks import hygiene_checks
 from releasekit.suites.context import HygieneContext
 from releasekit.suites.sources import composed_tree
@@ -172,5 +178,5 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
     receipt = HygieneReceipt(
         status=overall, lock_sha256=lock_file_sha256(opts.lock), components=components, findings=findings
     )
-    write_record(receipt, opts.outdir / "hygiene.json")
+    write_record(receipt, opts.outdir / HYGIENE_FILE)
     return receipt

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import Baseline, Gate
-from releasekit.records.receipt import GateResult, Metric, read_receipt
+from releasekit.records.receipt import GateResult, Metric
 from releasekit.validate.stats import t_interval
 
 
@@ -27,23 +27,12 @@ class BaselineValues(BaseModel):
 def receipt_values(path: Path) -> dict[str, float]:
     """Every number a receipt file holds: ours (its metrics) or today's tool's (its ``evidence``).
 
-    Which one it is, is decided by the file's own marker: ours has ``schema``
-    (``releasekit.receipt/v1``), today's tool's ``schema_version`` and ``evidence``.
-    Raises ``InputError`` (one line) for a file that is neither.
+    ``records.receipt.receipt_values`` reads it (the file's own marker says which it is);
+    ``InputError`` (one line) for a file that is neither.
     """
-    import json
+    from releasekit.records.receipt import receipt_values as read_values
 
-    from releasekit.errors import InputError
-    from releasekit.records.legacy import read_validation_receipt
-
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a JSON receipt: {exc}") from None
-    if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
-        return read_validation_receipt(path).metrics()
-    receipt = read_receipt(path)
-    return {name: m.value for name, m in receipt.metrics.items() if m.value is not None}
+    return read_values(path)
 
 
 def resolve_baseline(name: str, baseline: Baseline, manifest_dir: Path) -> BaselineValues:

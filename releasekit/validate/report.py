@@ -2,55 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
-from releasekit.findings import Finding, Findings
+from releasekit.findings import Findings
+from releasekit.records.base import write_record
 from releasekit.records.receipt import Receipt, read_receipts
+from releasekit.records.summary import AGGREGATE_SCHEMA, SUMMARY_FILE, Aggregate, CellRow, SuiteRow
 from releasekit.records.test_receipt import TestReceipt, read_test_receipt_dir
 
-AGGREGATE_SCHEMA = "releasekit.validation-summary/v1"
-
-
-class CellRow(BaseModel):
-    cell_id: str
-    status: str
-    passed: bool
-    required: bool
-    speculative: str
-    gpus: int
-    duration_s: float
-    headline: dict[str, float | None] = Field(default_factory=dict)
-    codes: list[str] = Field(default_factory=list)
-
-
-class SuiteRow(BaseModel):
-    """A component test suite (``releasekit test``) of the same image: its counts next to the plan's stated counts."""
-
-    component: str
-    suite: str
-    status: str
-    required: bool
-    counts: str
-    stated: str  # the plan's count rules with the actual numbers ("passed >= 366: 366 ok"), "-" when none
-    accepted: str  # failures accepted as pre-existing/flaky/allowlisted
-    skip_reason: str | None = None
-
-
-class Aggregate(BaseModel):
-    schema_: str = Field(default=AGGREGATE_SCHEMA, alias="schema")
-    image_id: str | None
-    lock_sha256: str | None
-    manifest_sha256: str | None
-    cells: list[CellRow]
-    suites: list[SuiteRow] = Field(default_factory=list)
-    passed: bool
-    findings: list[Finding] = Field(default_factory=list)
-    files: list[str] = Field(default_factory=list)
-
-    model_config = {"populate_by_name": True}
+__all__ = ["AGGREGATE_SCHEMA", "Aggregate", "CellRow", "SuiteRow", "aggregate", "aggregate_directory"]
 
 
 HEADLINE = (
@@ -298,8 +258,6 @@ def aggregate_directory(
         if plot_gates(receipts, report_dir / "gates.png"):
             images.append("gates.png")
         (report_dir / "REPORT.md").write_text(markdown(agg, receipts, images))
-        agg.files = ["REPORT.md", *images, "summary.json"]
-        (report_dir / "summary.json").write_text(
-            json.dumps(agg.model_dump(mode="json", by_alias=True), indent=2) + "\n"
-        )
+        agg.files = ["REPORT.md", *images, SUMMARY_FILE]
+        write_record(agg, report_dir / SUMMARY_FILE)
     return agg

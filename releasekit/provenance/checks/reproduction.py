@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from releasekit.findings import Findings
 from releasekit.provenance.context import VerifyContext
+from releasekit.records.build import BUILD_FILE
 
 
 class ReproductionCheck:
@@ -68,7 +69,7 @@ class ReproductionCheck:
                 found.add(
                     "BUILD_CLAIM_MISMATCH",
                     f"build.json claims image {record.image_id}; the lock reproduces {rep.image_id}",
-                    file="build.json",
+                    file=BUILD_FILE,
                     field="image_id",
                 )
             if record.image.wheels_layer_digest != rep.layer_diff_id:
@@ -76,7 +77,7 @@ class ReproductionCheck:
                     "BUILD_CLAIM_MISMATCH",
                     f"build.json claims release layer {record.image.wheels_layer_digest}; "
                     f"reproduced {rep.layer_diff_id}",
-                    file="build.json",
+                    file=BUILD_FILE,
                     field="image.wheels_layer_digest",
                 )
             rebuilt = {c.name: c for c in rep.components}
@@ -87,7 +88,7 @@ class ReproductionCheck:
                         "BUILD_CLAIM_MISMATCH",
                         f"build.json claims wheel sha256 {claimed.wheel_sha256} for {claimed.name}; "
                         f"reproduced {mine.wheel_sha256 if mine else 'nothing'}",
-                        file="build.json",
+                        file=BUILD_FILE,
                         component=claimed.name,
                         field="wheel_sha256",
                     )

@@ -15,11 +15,8 @@ Policy (docs/publish.md):
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from releasekit.findings import Findings, Severity
 from releasekit.publish.checks.context import GateSubject, SuitePolicy
-from releasekit.records.base import RecordError
 from releasekit.records.test_receipt import TestReceipt
 
 _ACCEPTED = {"pre-existing", "flaky", "allowlisted"}
@@ -33,10 +30,10 @@ def read_test_receipts(subject: GateSubject) -> tuple[list[tuple[str, TestReceip
         if not loaded.ok:
             bad.append((loaded.path, loaded.problem or "unreadable"))
             continue
-        try:
-            good.append((loaded.path, TestReceipt.from_json(loaded.data, loaded.path)))
-        except (RecordError, ValidationError, ValueError) as exc:
-            bad.append((loaded.path, str(exc)))
+        if loaded.record is None:
+            bad.append((loaded.path, loaded.invalid or "not a test receipt"))
+        else:
+            good.append((loaded.path, loaded.record))
     return good, bad
 
 
@@ -74,93 +71,103 @@ class TestSuitesPassed:
 
     def run(self, subject: GateSubject) -> Findings:
         out = Findings()
-        policies = {p.key: p for p in subject.policy.suites}
-
-        def severity(policy: SuitePolicy | None) -> Severity:
-            return Severity.error if policy is not None and policy.required else Severity.warning
-
         receipts, invalid = read_test_receipts(subject)
         for path, problem in invalid:
             out.add("TEST_RECEIPT_INVALID", problem, path=path)
-        bound: dict[str, list[tuple[str, TestReceipt]]] = {}
-        for path, receipt in receipts:
-            key = f"{receipt.component}/{receipt.suite}"
-            policy = policies.get(key)
-            comp, field = receipt.component, f"tests.{receipt.suite}"
-            if policy is None:
-                out.add(
-                    "TEST_RECEIPT_UNKNOWN_SUITE",
-                    "the manifest has no such suite",
-                    severity=Severity.warning,
-                    component=comp,
-                    field=field,
-                    path=path,
-                )
-                continue
-            if receipt.image_id != subject.image.id:
-                out.add(
-                    "TEST_RECEIPT_FOR_OTHER_IMAGE",
-                    f"the suite ran in image {receipt.image_id or '(none recorded)'}, publishing {subject.image.id}",
-                    severity=severity(policy),
-                    component=comp,
-                    field=field,
-                    path=path,
-                )
-                continue
-            if receipt.lock_sha256 != subject.lock_sha256:
-                said = (
-                    f"lock {receipt.lock_sha256[:12]}…"
-                    if receipt.lock_sha256
-                    else "no lock (run without --lock)"
-                )
-                out.add(
-                    "TEST_RECEIPT_FOR_OTHER_LOCK",
-                    f"the receipt names {said}, this lock is {subject.lock_sha256[:12]}…",
-                    severity=severity(policy),
-                    component=comp,
-                    field=field,
-                    path=path,
-                )
-                continue
-            bound.setdefault(key, []).append((path, receipt))
+        bound = _bind(subject, receipts, out)
         for policy in subject.policy.suites:
-            comp, field = policy.component, f"tests.{policy.suite}"
-            found = bound.get(policy.key, [])
-            if not found:
-                if policy.required:
-                    out.add(
-                        "TEST_RECEIPT_MISSING",
-                        "no test receipt for this image and lock: run `releasekit test`",
-                        component=comp,
-                        field=field,
-                    )
-                continue
-            # Every receipt for the suite must pass: a failed run beside a passed one is not averaged away.
-            for path, receipt in found:
-                problems = suite_problems(receipt)
-                if not problems:
-                    continue
-                if receipt.status == "skipped" and len(problems) == 1:
-                    hint = (
-                        "; run it on a host that has what it needs, or mark it required: false in the manifest"
-                        if policy.required
-                        else " (required: false)"
-                    )
-                    out.add(
-                        "TEST_SUITE_SKIPPED",
-                        f"the suite did not run: {receipt.skip_reason or 'skipped'}{hint}",
-                        severity=severity(policy),
-                        path=path,
-                        component=comp,
-                        field=field,
-                    )
-                    continue
-                out.add(
-                    "TEST_SUITE_FAILED",
-                    "; ".join(problems) + ("" if policy.required else " (required: false)"),
-                    severity=severity(policy),
-                    path=path,
-                    component=comp,
-                    field=field,
-                )
+            _judge_suite(policy, bound.get(policy.key, []), out)
         return out
+
+
+def _severity(policy: SuitePolicy | None) -> Severity:
+    return Severity.error if policy is not None and policy.required else Severity.warning
+
+
+def _bind(
+    subject: GateSubject, receipts: list[tuple[str, TestReceipt]], out: Findings
+) -> dict[str, list[tuple[str, TestReceipt]]]:
+    """The receipts of a known suite for this image and lock, by suite; the others are reported into ``out``."""
+    policies = {p.key: p for p in subject.policy.suites}
+    bound: dict[str, list[tuple[str, TestReceipt]]] = {}
+    for path, receipt in receipts:
+        key = f"{receipt.component}/{receipt.suite}"
+        policy = policies.get(key)
+        comp, field = receipt.component, f"tests.{receipt.suite}"
+        if policy is None:
+            out.add(
+                "TEST_RECEIPT_UNKNOWN_SUITE",
+                "the manifest has no such suite",
+                severity=Severity.warning,
+                component=comp,
+                field=field,
+                path=path,
+            )
+            continue
+        if receipt.image_id != subject.image.id:
+            out.add(
+                "TEST_RECEIPT_FOR_OTHER_IMAGE",
+                f"the suite ran in image {receipt.image_id or '(none recorded)'}, publishing {subject.image.id}",
+                severity=_severity(policy),
+                component=comp,
+                field=field,
+                path=path,
+            )
+            continue
+        if receipt.lock_sha256 != subject.lock_sha256:
+            said = (
+                f"lock {receipt.lock_sha256[:12]}…" if receipt.lock_sha256 else "no lock (run without --lock)"
+            )
+            out.add(
+                "TEST_RECEIPT_FOR_OTHER_LOCK",
+                f"the receipt names {said}, this lock is {subject.lock_sha256[:12]}…",
+                severity=_severity(policy),
+                component=comp,
+                field=field,
+                path=path,
+            )
+            continue
+        bound.setdefault(key, []).append((path, receipt))
+    return bound
+
+
+def _judge_suite(policy: SuitePolicy, found: list[tuple[str, TestReceipt]], out: Findings) -> None:
+    """A suite's receipts for this image and lock: missing, skipped or failed ones are reported into ``out``."""
+    comp, field = policy.component, f"tests.{policy.suite}"
+    if not found:
+        if policy.required:
+            out.add(
+                "TEST_RECEIPT_MISSING",
+                "no test receipt for this image and lock: run `releasekit test`",
+                component=comp,
+                field=field,
+            )
+        return
+    # Every receipt for the suite must pass: a failed run beside a passed one is not averaged away.
+    for path, receipt in found:
+        problems = suite_problems(receipt)
+        if not problems:
+            continue
+        if receipt.status == "skipped" and len(problems) == 1:
+            hint = (
+                "; run it on a host that has what it needs, or mark it required: false in the manifest"
+                if policy.required
+                else " (required: false)"
+            )
+            out.add(
+                "TEST_SUITE_SKIPPED",
+                f"the suite did not run: {receipt.skip_reason or 'skipped'}{hint}",
+                severity=_severity(policy),
+                path=path,
+                component=comp,
+                field=field,
+            )
+            continue
+        out.add(
+            "TEST_SUITE_FAILED",
+            "; ".join(problems) + ("" if policy.required else " (required: false)"),
+            severity=_severity(policy),
+            path=path,
+            component=comp,
+            field=field,
+        )

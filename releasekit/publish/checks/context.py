@@ -5,10 +5,23 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from releasekit.docker_engine import ImageFacts
-from releasekit.publish.evidence import Evidence, ReceiptView
+from releasekit.publish.evidence import Evidence
+from releasekit.records.gate import CellPolicy, GatePolicy, HygienePolicy, ReceiptView, SuitePolicy
+
+__all__ = [
+    "CellPolicy",
+    "GatePolicy",
+    "GateSubject",
+    "HygienePolicy",
+    "ReceiptView",
+    "SuitePolicy",
+    "flags_of",
+    "read_receipts",
+    "shown",
+]
 
 # Where a server runs and which GPUs it sees: placement, not behaviour.
 PLACEMENT_ENV = frozenset(
@@ -30,53 +43,6 @@ CREDENTIAL_NAME = re.compile(
 def shown(key: str, value: str) -> str:
     """A value fit for a finding message: never one of a credential-like variable."""
     return "***" if CREDENTIAL_NAME.search(key) else value
-
-
-class CellPolicy(BaseModel):
-    id: str
-    sha256: str | None = None  # of the cell's canonical JSON: a receipt proves exactly this definition
-    required: bool = True
-    # The engine whose adapter says which flags only place the server (the manifest's default engine).
-    engine: str = "vllm"
-    env: dict[str, str] = Field(default_factory=dict)
-    args: list[str] = Field(default_factory=list)
-
-
-class SuitePolicy(BaseModel):
-    """A component's test suite (manifest ``tests:``): required suites need a passed receipt."""
-
-    component: str
-    suite: str
-    required: bool = True
-    gpus: int = 0  # what the suite needs: said in a refusal, so the reader knows where to run it
-    expect: list[str] = Field(default_factory=list)  # the plan's stated counts ("passed >= 366")
-
-    @property
-    def key(self) -> str:
-        return f"{self.component}/{self.suite}"
-
-
-class HygienePolicy(BaseModel):
-    """A component's hygiene (manifest ``hygiene:``): required components need every step passed."""
-
-    component: str
-    steps: list[str] = Field(default_factory=list)
-    required: bool = True
-
-
-class GatePolicy(BaseModel):
-    """What the manifest asks of a release: its cells, suites, hygiene and the switches it forbids."""
-
-    cells: list[CellPolicy] = Field(default_factory=list)
-    suites: list[SuitePolicy] = Field(default_factory=list)
-    hygiene: list[HygienePolicy] = Field(default_factory=list)
-    forbidden_env: list[str] = Field(default_factory=list)
-    forbidden_args: list[str] = Field(default_factory=list)
-    forbidden_reason: str | None = None
-    signed: bool = False  # publish.signed: the evidence must carry signatures by a trusted key
-
-    def cell(self, cell_id: str) -> CellPolicy | None:
-        return next((c for c in self.cells if c.id == cell_id), None)
 
 
 class GateSubject(BaseModel):
@@ -105,10 +71,9 @@ def read_receipts(subject: GateSubject) -> tuple[list[ReceiptView], list[tuple[s
         if not loaded.ok:
             invalid.append((loaded.path, loaded.problem or "unreadable"))
             continue
-        try:
-            view = ReceiptView.from_loaded(loaded)
-        except (ValueError, TypeError) as exc:
-            invalid.append((loaded.path, str(exc)))
+        view = loaded.record
+        if view is None:
+            invalid.append((loaded.path, loaded.invalid or "not a receipt"))
             continue
         if not view.cell or not view.image_id or not view.lock_sha256:
             invalid.append((loaded.path, "a receipt must name its cell, image_id and lock_sha256"))

@@ -11,12 +11,9 @@ file:line); ``not-runnable`` (hooks that would need the network) is
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from releasekit.findings import Findings, Severity
-from releasekit.publish.checks.context import GateSubject
-from releasekit.records.base import RecordError
-from releasekit.records.test_receipt import HygieneReceipt
+from releasekit.publish.checks.context import GateSubject, HygienePolicy
+from releasekit.records.test_receipt import HygieneComponent, HygieneReceipt
 
 _OK_STEP = {"passed", "skipped"}
 
@@ -36,73 +33,77 @@ class HygienePassed:
         policies = subject.policy.hygiene
         if not policies:
             return out
-        any_required = any(p.required for p in policies)
-        overall = Severity.error if any_required else Severity.warning
-        loaded = subject.evidence.hygiene
-        if loaded is None or not loaded.ok:
-            why = "no hygiene.json" if loaded is None else f"hygiene.json: {loaded.problem}"
-            out.add("HYGIENE_MISSING", f"{why}: run `releasekit hygiene`", severity=overall)
+        receipt = _receipt(subject, out)
+        if receipt is None:
             return out
-        try:
-            receipt = HygieneReceipt.from_json(loaded.data, loaded.path)
-        except (RecordError, ValidationError, ValueError) as exc:
-            out.add("HYGIENE_INVALID", str(exc), severity=overall, path=loaded.path)
-            return out
-        if receipt.lock_sha256 != subject.lock_sha256:
-            out.add(
-                "HYGIENE_WRONG_LOCK",
-                f"hygiene.json checked lock {receipt.lock_sha256[:12]}…, this lock is {subject.lock_sha256[:12]}…",
-                severity=overall,
-                path=loaded.path,
-            )
-            return out
+        path = subject.evidence.hygiene.path if subject.evidence.hygiene else ""
         components = {c.component: c for c in receipt.components}
         for policy in policies:
-            severity = Severity.error if policy.required else Severity.warning
-            note = "" if policy.required else " (hygiene required: false)"
-            name, path = policy.component, loaded.path
-            comp = components.get(policy.component)
-            if comp is None:
-                out.add(
-                    "HYGIENE_MISSING",
-                    f"hygiene.json has no entry for this component{note}",
-                    severity=severity,
-                    component=name,
-                    field="hygiene",
-                    path=path,
-                )
-                continue
-            steps = {s.step: s for s in comp.steps}
-            failed = [s.step for s in comp.steps if s.status == "failed"]
-            if failed:
-                problems = [
-                    f"{f.location.file or '?'}:{f.location.line or '?'} {f.code} {f.message}"
-                    for f in receipt.findings.errors
-                    if f.location.component == policy.component
-                ]
-                shown = "; ".join(problems[:3]) + (
-                    f"; … {len(problems) - 3} more" if len(problems) > 3 else ""
-                )
-                out.add(
-                    "HYGIENE_FAILED",
-                    f"{', '.join(failed)} failed" + (f": {shown}" if shown else "") + note,
-                    severity=severity,
-                    component=name,
-                    field="hygiene",
-                    path=path,
-                )
-            unrun = [s for s in policy.steps if s not in steps]
-            incomplete = [s.step for s in comp.steps if s.status not in _OK_STEP and s.status != "failed"]
-            if unrun or incomplete:
-                parts = ([f"{', '.join(incomplete)} not runnable here"] if incomplete else []) + (
-                    [f"{', '.join(unrun)} not run"] if unrun else []
-                )
-                out.add(
-                    "HYGIENE_INCOMPLETE",
-                    "; ".join(parts) + " (never a pass)" + note,
-                    severity=severity,
-                    component=name,
-                    field="hygiene",
-                    path=path,
-                )
+            _judge_component(policy, components.get(policy.component), receipt, path, out)
         return out
+
+
+def _receipt(subject: GateSubject, out: Findings) -> HygieneReceipt | None:
+    """hygiene.json for this lock; missing, invalid or of another lock: reported into ``out``, None."""
+    overall = Severity.error if any(p.required for p in subject.policy.hygiene) else Severity.warning
+    loaded = subject.evidence.hygiene
+    if loaded is None or not loaded.ok:
+        why = "no hygiene.json" if loaded is None else f"hygiene.json: {loaded.problem}"
+        out.add("HYGIENE_MISSING", f"{why}: run `releasekit hygiene`", severity=overall)
+        return None
+    receipt = loaded.record
+    if receipt is None:
+        out.add("HYGIENE_INVALID", loaded.invalid or "", severity=overall, path=loaded.path)
+        return None
+    if receipt.lock_sha256 != subject.lock_sha256:
+        out.add(
+            "HYGIENE_WRONG_LOCK",
+            f"hygiene.json checked lock {receipt.lock_sha256[:12]}…, this lock is {subject.lock_sha256[:12]}…",
+            severity=overall,
+            path=loaded.path,
+        )
+        return None
+    return receipt
+
+
+def _judge_component(
+    policy: HygienePolicy,
+    comp: HygieneComponent | None,
+    receipt: HygieneReceipt,
+    path: str,
+    out: Findings,
+) -> None:
+    """One component's hygiene entry against the manifest's steps: reported into ``out``."""
+    severity = Severity.error if policy.required else Severity.warning
+    note = "" if policy.required else " (hygiene required: false)"
+    where = {"component": policy.component, "field": "hygiene", "path": path}
+    if comp is None:
+        out.add(
+            "HYGIENE_MISSING",
+            f"hygiene.json has no entry for this component{note}",
+            severity=severity,
+            **where,
+        )
+        return
+    steps = {s.step: s for s in comp.steps}
+    failed = [s.step for s in comp.steps if s.status == "failed"]
+    if failed:
+        problems = [
+            f"{f.location.file or '?'}:{f.location.line or '?'} {f.code} {f.message}"
+            for f in receipt.findings.errors
+            if f.location.component == policy.component
+        ]
+        shown = "; ".join(problems[:3]) + (f"; … {len(problems) - 3} more" if len(problems) > 3 else "")
+        out.add(
+            "HYGIENE_FAILED",
+            f"{', '.join(failed)} failed" + (f": {shown}" if shown else "") + note,
+            severity=severity,
+            **where,
+        )
+    unrun = [s for s in policy.steps if s not in steps]
+    incomplete = [s.step for s in comp.steps if s.status not in _OK_STEP and s.status != "failed"]
+    if unrun or incomplete:
+        parts = ([f"{', '.join(incomplete)} not runnable here"] if incomplete else []) + (
+            [f"{', '.join(unrun)} not run"] if unrun else []
+        )
+        out.add("HYGIENE_INCOMPLETE", "; ".join(parts) + " (never a pass)" + note, severity=severity, **where)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from releasekit.findings import Findings
 from releasekit.publish.checks.context import GateSubject
-from releasekit.publish.evidence import PlanCheckEvidence
 
 
 class PlanCheckPassed:
@@ -17,10 +16,9 @@ class PlanCheckPassed:
         if not loaded.ok:
             out.add("PLAN_CHECK_MISSING", f"plan-check result: {loaded.problem}", path=loaded.path)
             return out
-        try:
-            result = PlanCheckEvidence.from_json(loaded.data)
-        except ValueError as exc:
-            out.add("PLAN_CHECK_MISSING", f"plan-check result unusable: {exc}", path=loaded.path)
+        result = loaded.record
+        if result is None:
+            out.add("PLAN_CHECK_MISSING", f"plan-check result unusable: {loaded.invalid}", path=loaded.path)
             return out
         if result.lock_sha256 != subject.lock_sha256:
             out.add(

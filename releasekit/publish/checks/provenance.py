@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from releasekit.findings import Findings
 from releasekit.publish.checks.context import GateSubject
-from releasekit.publish.evidence import PROVENANCE_FILE, VerificationSummary
+from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.records.verification import VerificationSummary
 
 
 class ProvenanceVerified:
@@ -26,11 +27,13 @@ class ProvenanceVerified:
         if not loaded.ok:
             out.add("VERIFICATION_MISSING", f"verification summary: {loaded.problem}", path=loaded.path)
         else:
-            try:
-                summary = VerificationSummary.from_json(loaded.data)
-            except ValueError as exc:
-                summary = None
-                out.add("VERIFICATION_MISSING", f"verification summary unusable: {exc}", path=loaded.path)
+            summary = loaded.record
+            if summary is None:
+                out.add(
+                    "VERIFICATION_MISSING",
+                    f"verification summary unusable: {loaded.invalid}",
+                    path=loaded.path,
+                )
             else:
                 if not summary.names_image(image_id):
                     out.add(
@@ -61,12 +64,8 @@ class ProvenanceVerified:
             )
         if not statement.ok:
             out.add("PROVENANCE_MISSING", f"provenance statement: {statement.problem}", path=statement.path)
-        elif isinstance(statement.data, dict):
-            subjects = statement.data.get("subject") or []
-            digests = {
-                str((s or {}).get("digest", {}).get("sha256")) for s in subjects if isinstance(s, dict)
-            }
-            if subjects and image_id.removeprefix("sha256:") not in digests:
+        elif statement.record is not None:
+            if not statement.record.names(image_id):
                 out.add(
                     "PROVENANCE_WRONG_IMAGE",
                     f"the provenance statement's subjects do not include {image_id}",

@@ -24,49 +24,7 @@ class ReceiptsComplete:
         views, invalid = read_receipts(subject)
         for path, problem in invalid:
             out.add("RECEIPT_INVALID", problem, path=path)
-        bound: dict[str, list[ReceiptView]] = {}
-        for view in views:
-            if view.image_id != subject.image.id:
-                out.add(
-                    "RECEIPT_WRONG_IMAGE",
-                    f"receipt is for image {view.image_id}, publishing {subject.image.id}",
-                    cell=view.cell,
-                    path=view.path,
-                )
-                continue
-            if view.lock_sha256 != subject.lock_sha256:
-                out.add(
-                    "RECEIPT_WRONG_LOCK",
-                    f"receipt is for lock {view.lock_sha256[:12] if view.lock_sha256 else '?'}…, "
-                    f"this lock is {subject.lock_sha256[:12]}…",
-                    cell=view.cell,
-                    path=view.path,
-                )
-                continue
-            assert view.cell is not None
-            cell_policy = subject.policy.cell(view.cell)
-            if (
-                cell_policy
-                and cell_policy.sha256
-                and view.cell_sha256
-                and view.cell_sha256 != cell_policy.sha256
-            ):
-                out.add(
-                    "RECEIPT_STALE_CELL",
-                    "the receipt validated an older definition of this cell; validate it again",
-                    cell=view.cell,
-                    path=view.path,
-                )
-                continue
-            bound.setdefault(view.cell, []).append(view)
-            if cell_policy is None:
-                out.add(
-                    "RECEIPT_UNKNOWN_CELL",
-                    "the manifest's validation matrix has no such cell",
-                    severity=Severity.warning,
-                    cell=view.cell,
-                    path=view.path,
-                )
+        bound = _bind(subject, views, out)
         for cell in subject.policy.cells:
             if not cell.required:
                 continue
@@ -80,3 +38,46 @@ class ReceiptsComplete:
                         "RECEIPT_FAILED", "the cell's validation did not pass", cell=cell.id, path=view.path
                     )
         return out
+
+
+def _bind(subject: GateSubject, views: list[ReceiptView], out: Findings) -> dict[str, list[ReceiptView]]:
+    """The receipts for this image, this lock and the cell's current definition, by cell; the rest into ``out``."""
+    bound: dict[str, list[ReceiptView]] = {}
+    for view in views:
+        if view.image_id != subject.image.id:
+            out.add(
+                "RECEIPT_WRONG_IMAGE",
+                f"receipt is for image {view.image_id}, publishing {subject.image.id}",
+                cell=view.cell,
+                path=view.path,
+            )
+            continue
+        if view.lock_sha256 != subject.lock_sha256:
+            out.add(
+                "RECEIPT_WRONG_LOCK",
+                f"receipt is for lock {view.lock_sha256[:12] if view.lock_sha256 else '?'}…, "
+                f"this lock is {subject.lock_sha256[:12]}…",
+                cell=view.cell,
+                path=view.path,
+            )
+            continue
+        assert view.cell is not None
+        cell_policy = subject.policy.cell(view.cell)
+        if cell_policy and cell_policy.sha256 and view.cell_sha256 and view.cell_sha256 != cell_policy.sha256:
+            out.add(
+                "RECEIPT_STALE_CELL",
+                "the receipt validated an older definition of this cell; validate it again",
+                cell=view.cell,
+                path=view.path,
+            )
+            continue
+        bound.setdefault(view.cell, []).append(view)
+        if cell_policy is None:
+            out.add(
+                "RECEIPT_UNKNOWN_CELL",
+                "the manifest's validation matrix has no such cell",
+                severity=Severity.warning,
+                cell=view.cell,
+                path=view.path,
+            )
+    return bound
