@@ -67,7 +67,8 @@ class PlanContext:
     release_only: tuple[tuple[str, ReleaseOnlyReport], ...] = ()
     # (component, ref) of a manifest ``release_refs`` entry that the mirror does not have.
     release_missing: tuple[tuple[str, str], ...] = ()
-    pins: PinAuditResult | None = None
+    # One pin audit per component read (``pin_inputs``, ``--pins``, ``--pins-repo``), at its checked commit.
+    pins: tuple[PinAuditResult, ...] = ()
     # Every ``carries:`` entry, verified (releasekit.plan.carried).
     carried: tuple[CarriedVerdict, ...] = ()
     # (exclusion id, component) -> the upstream change's commits as read (releasekit.plan.upstream).
