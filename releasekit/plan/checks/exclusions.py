@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import patch_ids
 from releasekit.manifest.models import Exclusion
+from releasekit.manifest.path_patterns import matching
 from releasekit.plan.checks.context import ComponentState, PlanContext, short
 from releasekit.plan.upstream import UpstreamPatches
 
@@ -94,8 +94,8 @@ def exclusion_hits(cs: ComponentState, excl: Exclusion, single_component: bool) 
             hits.append(f"a copy of commit {prefix} is on {cs.branch}")
     if excl.paths:
         files = git.run("ls-tree", "-r", "--name-only", "--full-tree", cs.checked).splitlines()
-        for pattern in excl.paths:
-            matched = [f for f in files if fnmatch.fnmatchcase(f, pattern)]
+        # gitignore semantics (releasekit.manifest.path_patterns): '*' stays within a segment.
+        for pattern, matched in matching(excl.paths, files).items():
             if matched:
                 hits.append(
                     f"path {matched[0]} matches '{pattern}'"
