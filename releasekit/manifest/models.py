@@ -61,6 +61,10 @@ class PlannedPR(StrictModel):
     carries: list[CommitPrefix] = Field(
         default_factory=list, description="release-only commits whose change this PR brings onto canonical"
     )
+    arrived_in: PRNumber | None = Field(
+        default=None,
+        description="acknowledged: this PR never had its own merge, it arrived inside this PR's merge",
+    )
     note: str | None = None
 
 

@@ -44,6 +44,8 @@ STATUS_ROLE: dict[str, str] = {
     "CARRIED_CHANGE_ABSENT": "planned",
     "DUPLICATED_PREREQUISITE_COMMIT": "planned",
     "PR_ARRIVED_INSIDE_ANOTHER": "planned",
+    "PR_ARRIVAL_ACKNOWLEDGED": "planned",
+    "ARRIVED_IN_CONTRADICTED": "planned",
 }
 
 

@@ -34,6 +34,7 @@ class PRStatus(Strict):
     landed_time: int | None = None  # its committer time (cross-component order)
     arrival: Arrival | None = None  # how it arrived (merged PRs)
     arrived_inside: int | None = None  # arrival "inside": the PR whose merge brought it
+    arrival_acknowledged: bool = False  # "inside" as the manifest's `arrived_in` says
     codes: list[str] = Field(default_factory=list)
 
 

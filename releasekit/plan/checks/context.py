@@ -186,11 +186,22 @@ def build_state(
     ]
     pr_patches, pr_stops = _own_commits(mirror, checked, history, heads, states, [pr for pr, _ in own_prs])
     arrivals = _arrivals(mirror, heads, states, pr_patches, pending)
+    planned_by_pr = {p.pr: p for p in comp.merge_plan}
     for pr, role, title, head, found in pending:
         status = _status_from(name, times, pr, role, title, head, found)
         if role in ("planned", "already_canonical") and pr in arrivals:
             arrival, inside = arrivals[pr]
-            status = status.model_copy(update={"arrival": arrival, "arrived_inside": inside})
+            acknowledged = planned_by_pr[pr].arrived_in if pr in planned_by_pr else None
+            status = status.model_copy(
+                update={
+                    "arrival": arrival,
+                    "arrived_inside": inside,
+                    # the manifest's arrived_in, when git agrees (RELEASE.md says so)
+                    "arrival_acknowledged": arrival == "inside"
+                    and inside is not None
+                    and inside == acknowledged,
+                }
+            )
         statuses.append(status)
     for change in comp.already_canonical:
         if change.commit is None:
