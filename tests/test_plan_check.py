@@ -276,6 +276,39 @@ def test_check_folds_in_release_only_and_pins(world: World, tmp_path: Path) -> N
     assert r.exit_code == 1 and json.loads(r.output)["pins"][0]["commit"] == locked_inputs
 
 
+def test_pin_inputs_in_the_manifest_audit_the_checked_commit_without_a_flag(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    data = world.manifest(pins=[{"package": "apache-tvm-ffi", "version": "0.1.12"}])
+    skip = {"paths": ["/requirements/rocm*.txt"], "reason": "a CUDA image"}
+    data["components"]["vllm"]["pin_inputs"] = {"skip": [skip]}
+    # No release input in the tree: the pins were checked nowhere, which is an error.
+    result = _check(world, data=data)
+    assert [(f.code, f.location.component) for f in result.findings if f.code.startswith("PIN")] == [
+        ("PINS_NOTHING_SCANNED", "vllm"),
+        ("PIN_NOT_FOUND", "vllm"),
+    ]
+    assert not result.passed and [p.files_scanned for p in result.pins] == [0]
+    world.vllm.commit(
+        {
+            "requirements/cuda.txt": "apache-tvm-ffi==0.1.12\n",
+            "requirements/rocm.txt": "fastsafetensors @ git+https://example.com/f.git\n",
+        },
+        "inputs",
+        branch=FF,
+    )
+    world.vllm.push(FF)
+    result = _check(world, data=data)
+    assert result.passed, [f.render() for f in result.findings]
+    [pins] = result.pins
+    assert (pins.component, pins.commit, pins.files) == (
+        "vllm",
+        world.vllm.rev(FF),
+        ["requirements/cuda.txt"],
+    )
+    assert [(s.file, s.reason) for s in pins.skipped] == [("requirements/rocm.txt", "a CUDA image")]
+
+
 def test_after_an_already_canonical_pr_and_canonical_advanced(world: World) -> None:
     world.land_b12x()
     data = world.manifest()
