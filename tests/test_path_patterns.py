@@ -116,3 +116,9 @@ def test_plan_check_flags_only_the_launchers_in_a_fork_shaped_repository(
     result = check_plan(load_manifest(path), allow_local=True)
     hits = [f.message for f in result.findings if f.code == "EXCLUDED_CHANGE_PRESENT"]
     assert len(hits) == 1 and "path scripts/run-glm51-vllm matches '/scripts/run-*-vllm'" in hits[0], hits
+    # A name git would quote ("deploy/z\303\274rich.sh") is matched as it is.
+    forge.commit({"deploy/zürich.sh": "vllm serve\n"}, "deploy: launcher")
+    forge.push("main")
+    result = check_plan(load_manifest(path), allow_local=True)
+    hits = [f.message for f in result.findings if f.code == "EXCLUDED_CHANGE_PRESENT"]
+    assert any("path deploy/zürich.sh matches '/deploy/'" in h for h in hits), hits
