@@ -122,3 +122,45 @@ def test_plan_check_flags_only_the_launchers_in_a_fork_shaped_repository(
     result = check_plan(load_manifest(path), allow_local=True)
     hits = [f.message for f in result.findings if f.code == "EXCLUDED_CHANGE_PRESENT"]
     assert any("path deploy/zürich.sh matches '/deploy/'" in h for h in hits), hits
+
+
+def test_ff_next_pin_scope_on_the_real_fork_tree() -> None:
+    from releasekit.plan.pins import release_inputs
+
+    vllm = yaml.safe_load(FF_NEXT.read_text())["components"]["vllm"]
+    patterns = [p for skip in vllm["pin_inputs"]["skip"] for p in skip["paths"]]
+    inputs = [rel for rel, _ in release_inputs(FORK_PATHS)]
+    skipped = sorted({p for found in matching(patterns, inputs).values() for p in found})
+    kept = [rel for rel in inputs if rel not in skipped]
+    # Every other platform's requirement file and image is out of scope ...
+    assert skipped == [
+        "docker/Dockerfile.cpu",
+        "docker/Dockerfile.ppc64le",
+        "docker/Dockerfile.rocm",
+        "docker/Dockerfile.rocm_base",
+        "docker/Dockerfile.s390x",
+        "docker/Dockerfile.tpu",
+        "docker/Dockerfile.xpu",
+        "requirements/build/cpu.txt",
+        "requirements/build/rocm.txt",
+        "requirements/cpu.txt",
+        "requirements/kv_connectors_rocm.txt",
+        "requirements/rocm.txt",
+        "requirements/test/rocm.in",
+        "requirements/test/rocm.txt",
+        "requirements/test/xpu.in",
+        "requirements/test/xpu.txt",
+        "requirements/tpu.txt",
+        "requirements/xpu.txt",
+    ]
+    # ... and every CUDA input stays in.
+    for cuda in (
+        "docker/Dockerfile",
+        "requirements/cuda.txt",
+        "requirements/build/cuda.txt",
+        "requirements/common.txt",
+        "requirements/test/cuda.txt",
+        "pyproject.toml",
+        "setup.py",
+    ):
+        assert cuda in kept

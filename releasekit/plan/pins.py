@@ -58,6 +58,8 @@ from releasekit.manifest.path_patterns import PathPattern
 from releasekit.records.plan_check import PinAuditResult, PinOccurrence, SkippedPinInput
 
 Scope = Literal["build", "runtime", "release"]
+# Vendored environments committed by mistake are not the project's inputs. ``build``/``dist``
+# are: a commit holds no build output, and vLLM's requirements/build/cuda.txt is a real input.
 _SKIP_DIRS = {
     ".git",
     ".venv",
@@ -66,8 +68,6 @@ _SKIP_DIRS = {
     "__pycache__",
     "site-packages",
     ".tox",
-    "build",
-    "dist",
 }
 _REQ_GLOBS = (
     "requirements*.txt",
