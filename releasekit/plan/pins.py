@@ -3,7 +3,10 @@
 What is pinned: the manifest's ``pins`` and its wheel components' ``name==version``
 (``flashinfer-python==0.6.14`` must be what the repository installs too; all scopes).
 
-Release inputs read (relative to ``--repo``), each requirement found at its own file:line:
+Release inputs are read from one commit's tree through git objects (``CommitTree``:
+``git ls-tree`` + ``git cat-file --batch``, never a work tree), minus the manifest's
+``pin_inputs.skip`` (recorded as skipped, with the reason); no input read at all is
+``PINS_NOTHING_SCANNED``. Each requirement is found at its own file:line:
 
 - requirement and constraint files: ``requirements*.txt``/``*.in``, ``*-requirements.txt``,
   ``constraints*.txt``, every ``.txt``/``.in`` in a folder named ``requirements``
@@ -22,7 +25,8 @@ Release inputs read (relative to ``--repo``), each requirement found at its own 
   (``pip``/``pip3``/``python -m pip``/``uv pip`` ``install``, ``uv add``) over ``\\``
   continuation lines and ``run: |`` blocks; each argument is reported on the line where it
   is written; plus ``ARG``/``ENV``/``env:`` version variables named after the package
-  (``APACHE_TVM_FFI_VERSION=…``, ``TVM_FFI_VERSION: …``).
+  (``APACHE_TVM_FFI_VERSION=…``, ``TVM_FFI_VERSION: …``), and ``FROM`` image tags that name a
+  pinned package's version (``FROM base:cu130-flashinfer-0.6.16``).
 
 Versions compare by PEP 440 (``packaging``): ``==0.1.12.0`` is the pin 0.1.12. A
 specifier set agrees only when it admits the pinned version and nothing else; one that
