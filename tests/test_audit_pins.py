@@ -27,11 +27,29 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True)
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def _write(root: Path, files: dict[str, str], *, commit: bool = True) -> str:
+    """Write the files into a git repository at ``root`` and commit them; the commit's SHA."""
+    if not (root / ".git").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        _git(root, "init", "-q", "-b", "main")
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    if not commit:
+        return ""
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "--allow-empty", "-m", "inputs")
+    return _git(root, "rev-parse", "HEAD")
 
 
 GOOD = {
@@ -245,3 +263,118 @@ def test_fixed_seed_000_repo_passes(tmp_path: Path) -> None:
         "requirements/cuda-thirdparty.txt",
         "pixi.toml",
     }
+
+
+# --- issue 23: pins at a commit, read through git objects --------------------------------
+
+
+def _audit(manifest: Path, repo: Path, *extra: str) -> tuple[int, dict[str, object]]:
+    r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json", *extra)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def _codes(data: dict[str, object]) -> list[tuple[str, object, object]]:
+    findings = data["findings"]["findings"]  # type: ignore[index]
+    return sorted((f["code"], f["location"]["file"], f["location"]["line"]) for f in findings)  # type: ignore[union-attr]
+
+
+def test_pins_are_read_from_the_commit_not_the_work_tree(tmp_path: Path, manifest: Path) -> None:
+    repo = tmp_path / "repo"
+    old = _write(repo, {"requirements.txt": "apache-tvm-ffi==0.1.11\nflashinfer-python==0.6.2\n"})
+    new = _write(repo, {"requirements.txt": "apache-tvm-ffi==0.1.12\nflashinfer-python==0.6.2\n"})
+    # An uncommitted edit of the work tree is not what is released: it is not read.
+    _write(repo, {"requirements.txt": "apache-tvm-ffi==0.0.1\n"}, commit=False)
+    code, data = _audit(manifest, repo)
+    assert code == 0, data
+    assert data["commit"] == new and data["files"] == ["requirements.txt"] and data["files_scanned"] == 1
+    code, data = _audit(manifest, repo, "--commit", old)
+    assert code == 1 and data["commit"] == old
+    assert _codes(data) == [("PIN_MISMATCH", "requirements.txt", 1)]
+    # A bare clone (no work tree at all) gives the same answer.
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    code, data = _audit(manifest, bare)
+    assert code == 0 and data["commit"] == new and data["files_scanned"] == 1
+
+
+def test_nothing_scanned_is_an_error_and_every_pin_is_accounted_for(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(SEED_MANIFEST))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _cli("audit", "pins", str(manifest), "--repo", str(empty))
+    assert (
+        r.returncode == 2 and "not a git repository" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    )
+    repo = tmp_path / "repo"
+    _write(repo, {"README.md": "apache-tvm-ffi==0.1.12 in prose\n"})
+    code, data = _audit(manifest, repo)
+    assert code == 1 and data["files_scanned"] == 0 and data["passed"] is False
+    assert "PINS_NOTHING_SCANNED" in [c for c, _, _ in _codes(data)]
+    # One input naming none of them: every pin, the wheel components' too, is PIN_NOT_FOUND.
+    _write(repo, {"requirements.txt": "numpy==2.0\n"})
+    code, data = _audit(manifest, repo)
+    assert code == 0 and data["files_scanned"] == 1
+    messages = sorted(f["message"].split(" ")[0] for f in data["findings"]["findings"])  # type: ignore[index]
+    assert messages == [
+        "apache-tvm-ffi==0.1.12",
+        "flashinfer-python==0.6.14",
+        "tokenspeed-deepgemm==2.5.0.post20260629",
+    ]
+
+
+def test_dockerfile_from_tags_are_pin_inputs(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(SEED_MANIFEST))
+    repo = tmp_path / "repo"
+    _write(
+        repo,
+        {
+            "docker/Dockerfile.nvidia": "ARG BASE=x\nFROM --platform=linux/amd64 lmsysorg/base:cu130-torch-2.13.0-flashinfer-0.6.16 AS base\n",
+            "docker/Dockerfile.release": "FROM reg.example/team/base:flashinfer-python-0.6.14-cu130\nFROM base:${TAG}\n",
+        },
+    )
+    code, data = _audit(manifest, repo)
+    assert code == 1
+    assert [c for c in _codes(data) if c[0] != "PIN_NOT_FOUND"] == [
+        ("PIN_MISMATCH", "docker/Dockerfile.nvidia", 2)
+    ]
+    agreeing = {(o["file"], o["line"]) for o in data["occurrences"] if o["agrees"]}  # type: ignore[attr-defined,index]
+    assert agreeing == {("docker/Dockerfile.release", 1)}
+
+
+def test_pin_inputs_scope_skips_files_with_the_reason(tmp_path: Path) -> None:
+    data = {
+        **SEED_MANIFEST,
+        "components": {
+            **SEED_MANIFEST["components"],  # type: ignore[dict-item]
+            "app": {
+                "kind": "git",
+                "repo": "https://example.com/app.git",
+                "pin_inputs": {
+                    "skip": [{"paths": ["/requirements/**/*xpu*"], "reason": "an SM120 CUDA image: no XPU"}]
+                },
+            },
+        },
+    }
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(data))
+    repo = tmp_path / "repo"
+    _write(
+        repo,
+        {
+            "requirements/cuda.txt": "-r xpu.txt\napache-tvm-ffi==0.1.12\n",
+            "requirements/xpu.txt": "kernels @ https://example.com/k.whl\n",
+            "requirements/test/xpu.in": "git+https://example.com/x.git#egg=x\n",
+        },
+    )
+    code, unscoped = _audit(manifest, repo)
+    assert code == 1 and [c[0] for c in _codes(unscoped)].count("VCS_DEPENDENCY") == 2
+    code, scoped = _audit(manifest, repo, "--component", "app")
+    assert code == 0, scoped
+    assert scoped["files"] == ["requirements/cuda.txt"] and scoped["component"] == "app"
+    assert scoped["skipped"] == [
+        {"file": f, "pattern": "/requirements/**/*xpu*", "reason": "an SM120 CUDA image: no XPU"}
+        for f in ("requirements/test/xpu.in", "requirements/xpu.txt")
+    ]

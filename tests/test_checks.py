@@ -187,7 +187,7 @@ def _plan_snapshot(ctx: Any) -> Any:
                 for name, cs in ctx.components.items()
             },
             [(n, r.model_dump()) for n, r in ctx.release_only],
-            ctx.pins.model_dump() if ctx.pins else None,
+            [audit.model_dump() for audit in ctx.pins],
         )
     )
 
@@ -208,17 +208,15 @@ def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(
     world.vllm.cherry_pick(world.vllm.pr_head(106), FF)  # a superseded PR's copy
     world.vllm.merge_pr(88, "merge")  # a closed PR
     world.vllm.cherry_pick(world.launcher, FF)  # an excluded change
+    world.vllm.commit({"requirements.txt": "apache-tvm-ffi==0.1.11\n"}, "a pin input", branch=FF)
+    world.vllm.push(FF)
     data = world.manifest(pins=[{"package": "apache-tvm-ffi", "version": "0.1.12"}])
     loaded = load_manifest(world.write_manifest(data))
     lock = build_lock(loaded)
     world.vllm.force_push_pr(101, [{"vllm/pr101_0.py": "REWRITTEN = 1\n"}])  # a moved head
     world.vllm.commit({"vllm/later.py": "LATER = 1\n"}, "after the lock", branch=FF)
     world.vllm.push(FF)  # canonical moved on since the lock
-    inputs = tmp_path / "build-repo"
-    inputs.mkdir()
-    (inputs / "requirements.txt").write_text("apache-tvm-ffi==0.1.11\n")
-
-    ctx = plan_context(loaded, lock=lock, releases={"vllm": "release/v17"}, pins_repo=inputs)
+    ctx = plan_context(loaded, lock=lock, releases={"vllm": "release/v17"}, pins=["vllm"])
     before = _plan_snapshot(ctx)
     emitted: set[str] = set()
     for check in all_checks():

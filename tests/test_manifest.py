@@ -230,6 +230,8 @@ def broken(mutate) -> dict:
         ("AFTER_TARGET_NOT_MERGED", lambda d: d["components"]["app"]["merge_plan"][1].update(after=[4])),
         ("AFTER_TARGET_NOT_MERGED", lambda d: d["components"]["app"]["merge_plan"][1].update(after=[6])),
         ("SELF_DEPENDENCY", lambda d: d["components"]["app"]["merge_plan"][1].update(after=[2])),
+        ("UNKNOWN_ARRIVED_IN", lambda d: d["components"]["app"]["merge_plan"][0].update(arrived_in=99)),
+        ("UNKNOWN_ARRIVED_IN", lambda d: d["components"]["app"]["merge_plan"][0].update(arrived_in=1)),
         ("ORDER_CONTRADICTS_AFTER", lambda d: d["components"]["app"]["merge_plan"][0].update(after=[2])),
         ("SUPERSEDED_PR_PLANNED", lambda d: d["components"]["app"]["merge_plan"][2].update(supersedes=[1])),
         (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -228,29 +229,84 @@ def test_check_folds_in_release_only_and_pins(world: World, tmp_path: Path) -> N
     from typer.testing import CliRunner
 
     from releasekit.cli import app
+    from releasekit.errors import InputError
 
     world.land_b12x()
     world.land_vllm(VLLM_PLAN)
+    locked_inputs = world.vllm.commit(
+        {"requirements.txt": "apache-tvm-ffi==0.1.11\n"}, "pin inputs", branch=FF
+    )
+    world.vllm.push(FF)
     data = world.manifest(pins=[{"package": "apache-tvm-ffi", "version": "0.1.12"}])
     path = world.write_manifest(data)
-    inputs = tmp_path / "build-repo"
-    inputs.mkdir()
-    (inputs / "requirements.txt").write_text("apache-tvm-ffi==0.1.11\n")
-    r = CliRunner().invoke(
-        app,
-        ["plan", "check", str(path), "--release", "vllm=release/v17", "--pins-repo", str(inputs), "--json"],
-    )
+    lock = tmp_path / "lock.json"
+    assert CliRunner().invoke(app, ["plan", "lock", str(path), "-o", str(lock)]).exit_code == 0
+    # Canonical moves on and fixes the pin: the lock's commit is what is checked, not the branch.
+    world.vllm.commit({"requirements.txt": "apache-tvm-ffi==0.1.12\n"}, "fix the pin", branch=FF)
+    world.vllm.push(FF)
+    args = ["plan", "check", str(path), "--lock", str(lock), "--release", "vllm=release/v17"]
+    r = CliRunner().invoke(app, [*args, "--pins", "vllm", "--json"])
     assert r.exit_code == 1, r.output
     data = json.loads(r.output)
     codes = sorted(
-        (f["code"], f["location"]["component"], f["location"]["commit"]) for f in data["findings"]["findings"]
+        (f["code"], f["location"]["component"], f["location"]["commit"])
+        for f in data["findings"]["findings"]
+        if f["severity"] != "info"
     )
     assert codes == [
-        ("PIN_MISMATCH", None, None),
-        ("RELEASE_ONLY_CARRIED", "vllm", world.release_only),
+        ("PIN_MISMATCH", "vllm", None),
         ("RELEASE_ONLY_COMMIT", "vllm", world.launcher),
     ]
     assert data["release_only"][0]["examined"] == 2
+    [pins] = data["pins"]
+    assert pins["commit"] == locked_inputs and pins["component"] == "vllm"
+    assert pins["files"] == ["requirements.txt"] and pins["files_scanned"] == 1
+    # --pins-repo: a work tree at another commit than the locked one is refused (exit 2) ...
+    clone = tmp_path / "wt"
+    subprocess.run(["git", "clone", "-q", "-b", FF, world.vllm.url, str(clone)], check=True)
+    r = CliRunner().invoke(app, [*args, "--pins-repo", str(clone), "--json"])
+    assert isinstance(r.exception, InputError) and "not at the checked commit" in str(r.exception)
+    # ... and so is one at the locked commit with uncommitted changes; a clean one is read.
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", locked_inputs], check=True)
+    (clone / "requirements.txt").write_text("apache-tvm-ffi==0.1.12\n")
+    r = CliRunner().invoke(app, [*args, "--pins-repo", str(clone), "--json"])
+    assert isinstance(r.exception, InputError) and "uncommitted changes" in str(r.exception)
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "--", "requirements.txt"], check=True)
+    r = CliRunner().invoke(app, [*args, "--pins-repo", str(clone), "--json"])
+    assert r.exit_code == 1 and json.loads(r.output)["pins"][0]["commit"] == locked_inputs
+
+
+def test_pin_inputs_in_the_manifest_audit_the_checked_commit_without_a_flag(world: World) -> None:
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    data = world.manifest(pins=[{"package": "apache-tvm-ffi", "version": "0.1.12"}])
+    skip = {"paths": ["/requirements/rocm*.txt"], "reason": "a CUDA image"}
+    data["components"]["vllm"]["pin_inputs"] = {"skip": [skip]}
+    # No release input in the tree: the pins were checked nowhere, which is an error.
+    result = _check(world, data=data)
+    assert [(f.code, f.location.component) for f in result.findings if f.code.startswith("PIN")] == [
+        ("PINS_NOTHING_SCANNED", "vllm"),
+        ("PIN_NOT_FOUND", "vllm"),
+    ]
+    assert not result.passed and [p.files_scanned for p in result.pins] == [0]
+    world.vllm.commit(
+        {
+            "requirements/cuda.txt": "apache-tvm-ffi==0.1.12\n",
+            "requirements/rocm.txt": "fastsafetensors @ git+https://example.com/f.git\n",
+        },
+        "inputs",
+        branch=FF,
+    )
+    world.vllm.push(FF)
+    result = _check(world, data=data)
+    assert result.passed, [f.render() for f in result.findings]
+    [pins] = result.pins
+    assert (pins.component, pins.commit, pins.files) == (
+        "vllm",
+        world.vllm.rev(FF),
+        ["requirements/cuda.txt"],
+    )
+    assert [(s.file, s.reason) for s in pins.skipped] == [("requirements/rocm.txt", "a CUDA image")]
 
 
 def test_after_an_already_canonical_pr_and_canonical_advanced(world: World) -> None:

@@ -145,13 +145,49 @@ def test_a_pr_that_arrived_inside_a_later_one_is_reported_with_both_named(world:
     world.land_vllm([n for n in VLLM_PLAN if n != 97])
     result = _check(world, world.manifest())
     inside = _found(result, "PR_ARRIVED_INSIDE_ANOTHER")
-    assert [(f.location.pr, f.severity) for f in inside] == [(97, Severity.warning)]
+    # A deviation from the plan ("merge #97, then #103"): an error, the check fails.
+    assert [(f.location.pr, f.severity) for f in inside] == [(97, Severity.error)]
+    assert not result.passed
     assert "#97" in inside[0].message and "inside PR #103" in inside[0].message
+    assert "arrived_in: 103" in inside[0].message
     s97, s103 = _vllm_status(result, 97), _vllm_status(result, 103)
     assert (s97.state, s97.arrival, s97.arrived_inside) == ("merged", "inside", 103)
     assert (s103.arrival, s103.arrived_inside) == ("merge", None)
-    assert s97.codes == ["PR_ARRIVED_INSIDE_ANOTHER"]
+    assert s97.codes == ["PR_ARRIVED_INSIDE_ANOTHER"] and not s97.arrival_acknowledged
     assert not _found(result, "DUPLICATED_PREREQUISITE_COMMIT")  # stacked (the same commits), not duplicated
+
+
+def test_an_acknowledged_arrival_passes_and_release_notes_say_so(world: World) -> None:
+    from releasekit.builder.release_notes import notes_plan
+    from releasekit.plan.locking import build_lock
+
+    world.vllm.force_push_pr(103, [{"vllm/pr103_0.py": "A = 1\n"}], start=world.vllm.pr_head(97))
+    world.land_b12x()
+    world.land_vllm([n for n in VLLM_PLAN if n != 97])
+    data = world.manifest()
+    plan = data["components"]["vllm"]["merge_plan"]
+    next(p for p in plan if p["pr"] == 97)["arrived_in"] = 103
+    result = _check(world, data)
+    assert result.passed, [f.render() for f in result.findings]
+    [ack] = _found(result, "PR_ARRIVAL_ACKNOWLEDGED")
+    assert (ack.location.pr, ack.severity) == (97, Severity.info) and "arrived_in: 103" in ack.message
+    assert _vllm_status(result, 97).arrival_acknowledged
+    loaded = load_manifest(world.write_manifest(data))
+    lock = build_lock(loaded)
+    result = check_plan(loaded, lock=lock, lock_sha256="a" * 64, allow_local=True)
+    [line] = [p for p in notes_plan(lock, [], result, "a" * 64).merged if p.number == 97]
+    assert "inside #103 (no merge of its own; acknowledged in the manifest: `arrived_in: 103`)" in line.landed
+    # An acknowledgement git contradicts is an error: another carrier, or an own merge.
+    next(p for p in plan if p["pr"] == 97)["arrived_in"] = 108
+    wrong = _check(world, data)
+    assert {f.code for f in wrong.findings if f.location.pr == 97} == {
+        "PR_ARRIVED_INSIDE_ANOTHER",
+        "ARRIVED_IN_CONTRADICTED",
+    }
+    next(p for p in plan if p["pr"] == 103)["arrived_in"] = 97
+    own = _found(_check(world, data), "ARRIVED_IN_CONTRADICTED")
+    assert {f.location.pr for f in own} == {97, 103}
+    assert any("it arrived by merge" in f.message for f in own if f.location.pr == 103)
 
 
 def test_arrivals_name_each_way_of_landing(world: World) -> None:

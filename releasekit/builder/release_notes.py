@@ -42,7 +42,14 @@ class ReleaseNotesPlan:
     plan_check: str = "not run"  # "passed" / "failed" / "not run" / a reason it was not used
 
 
-def _landed(arrival: str | None, inside: int | None, how: str | None, at: str | None, state: str) -> str:
+def _landed(
+    arrival: str | None,
+    inside: int | None,
+    how: str | None,
+    at: str | None,
+    state: str,
+    acknowledged: bool = False,
+) -> str:
     if state not in ("merged",):
         return state
     words = {
@@ -54,6 +61,10 @@ def _landed(arrival: str | None, inside: int | None, how: str | None, at: str | 
     text = (
         f"inside #{inside}" if arrival == "inside" and inside else words.get(arrival or "", how or "merged")
     )
+    if acknowledged:
+        text += f" (no merge of its own; acknowledged in the manifest: `arrived_in: {inside}`)"
+    elif arrival == "inside":
+        text += " (no merge of its own, not acknowledged)"
     return f"{text} at `{at[:12]}`" if at else text
 
 
@@ -82,7 +93,9 @@ def notes_plan(
                 landed = "not checked (no plan-check.json)"
                 codes = ""
             else:
-                landed = _landed(st.arrival, st.arrived_inside, st.how, st.landed_at, st.state)
+                landed = _landed(
+                    st.arrival, st.arrived_inside, st.how, st.landed_at, st.state, st.arrival_acknowledged
+                )
                 codes = ", ".join(st.codes)
             line = PRLine(name, pr.number, pr.title or "", pr.head, pr.role, landed, codes)
             (plan.merged if pr.role in ("planned", "already_canonical") else plan.not_merged).append(line)

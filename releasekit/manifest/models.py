@@ -16,8 +16,9 @@ import re
 from typing import Annotated, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from releasekit.manifest.path_patterns import check_pattern
 from releasekit.manifest.testing import Hygiene, TestSuites
 from releasekit.manifest.validation import ValidationSpec
 
@@ -59,6 +60,10 @@ class PlannedPR(StrictModel):
     head: FullSha | ToBeLocked = TO_BE_LOCKED
     carries: list[CommitPrefix] = Field(
         default_factory=list, description="release-only commits whose change this PR brings onto canonical"
+    )
+    arrived_in: PRNumber | None = Field(
+        default=None,
+        description="acknowledged: this PR never had its own merge, it arrived inside this PR's merge",
     )
     note: str | None = None
 
@@ -193,6 +198,28 @@ class BuildRecipe(StrictModel):
     )
 
 
+def _path_patterns(value: list[str]) -> list[str]:
+    for pattern in value:
+        check_pattern(pattern)
+    return value
+
+
+PathPatterns = Annotated[list[str], AfterValidator(_path_patterns)]
+
+
+class PinInputSkip(StrictModel):
+    """Release inputs that ``audit pins`` does not read, and why (listed as skipped in its record)."""
+
+    paths: PathPatterns = Field(min_length=1, description="gitignore-style patterns of files not read")
+    reason: str = Field(min_length=1)
+
+
+class PinInputs(StrictModel):
+    """Which of a component's files are pin inputs of this release (``audit pins``, ``plan check``)."""
+
+    skip: list[PinInputSkip] = Field(default_factory=list)
+
+
 class GitComponent(StrictModel):
     kind: Literal["git"] = "git"
     repo: str = Field(min_length=1, max_length=2000)
@@ -219,6 +246,10 @@ class GitComponent(StrictModel):
     release_refs: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
         default_factory=list,
         description="release branches/refs that plan check always audits for release-only commits (e.g. release/v17)",
+    )
+    pin_inputs: PinInputs | None = Field(
+        default=None,
+        description="present: plan check audits the pins in this component's checked commit, minus `skip`",
     )
     note: str | None = None
 
@@ -373,7 +404,9 @@ class Exclusion(StrictModel):
     patch_ids: list[PatchId] = Field(
         default_factory=list, description="patch-ids of the excluded change's commits"
     )
-    paths: list[str] = Field(default_factory=list, description="glob patterns of files that must not appear")
+    paths: PathPatterns = Field(
+        default_factory=list, description="gitignore-style patterns of files that must not appear"
+    )
     message_pattern: str | None = Field(default=None, description="regex over commit subjects")
 
     @field_validator("message_pattern")

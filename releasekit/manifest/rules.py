@@ -169,6 +169,22 @@ def rule_after_targets(ctx: RuleContext) -> None:
                     )
 
 
+def rule_arrived_in(ctx: RuleContext) -> None:
+    """``arrived_in:`` names the PR whose merge brought this one: another PR of the same merge plan."""
+    for name, comp in _git(ctx):
+        planned = {p.pr for p in comp.merge_plan}
+        for i, entry in enumerate(comp.merge_plan):
+            carrier = entry.arrived_in
+            if carrier is not None and (carrier == entry.pr or carrier not in planned):
+                ctx.add(
+                    "UNKNOWN_ARRIVED_IN",
+                    f"PR #{entry.pr} 'arrived_in: {carrier}' must name another PR of {name}'s merge plan",
+                    ("components", name, "merge_plan", i, "arrived_in"),
+                    component=name,
+                    pr=entry.pr,
+                )
+
+
 def _dependency_graph(ctx: RuleContext) -> dict[PRKey, list[PRKey]]:
     graph: dict[PRKey, list[PRKey]] = {}
     for name, comp in _git(ctx):
@@ -481,6 +497,7 @@ def rule_provenance_items(ctx: RuleContext) -> None:
 RULES: tuple[Rule, ...] = (
     rule_unique_pr_numbers,
     rule_after_targets,
+    rule_arrived_in,
     rule_no_cycles,
     rule_order_respects_after,
     rule_superseded_not_planned,

@@ -13,15 +13,22 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings
+from releasekit.git.tree import work_tree_state
 from releasekit.manifest import LoadedManifest
 from releasekit.plan.carried import CarriedVerdict, verify_carried
 from releasekit.plan.checks import ComponentState, PlanContext, build_state, plan_checks
 from releasekit.plan.locking import open_mirror
-from releasekit.plan.pins import audit_pins
+from releasekit.plan.pins import audit_pins, commit_tree
 from releasekit.plan.release_only import find_release_only
 from releasekit.plan.upstream import UpstreamPatches, read_upstream
 from releasekit.records.lock import Lock
-from releasekit.records.plan_check import ComponentCheck, PlanCheckResult, PRStatus, ReleaseOnlyReport
+from releasekit.records.plan_check import (
+    ComponentCheck,
+    PinAuditResult,
+    PlanCheckResult,
+    PRStatus,
+    ReleaseOnlyReport,
+)
 
 # Which status (by role) a finding code belongs to; PR_HEAD_MOVED takes the lock's role.
 STATUS_ROLE: dict[str, str] = {
@@ -37,6 +44,8 @@ STATUS_ROLE: dict[str, str] = {
     "CARRIED_CHANGE_ABSENT": "planned",
     "DUPLICATED_PREREQUISITE_COMMIT": "planned",
     "PR_ARRIVED_INSIDE_ANOTHER": "planned",
+    "PR_ARRIVAL_ACKNOWLEDGED": "planned",
+    "ARRIVED_IN_CONTRADICTED": "planned",
 }
 
 
@@ -103,6 +112,7 @@ def plan_context(
     fetch: bool = True,
     releases: dict[str, str] | None = None,
     pins_repo: Path | None = None,
+    pins: list[str] | None = None,
 ) -> PlanContext:
     """Read everything the checks judge: each mirror once, the release branches, the pins."""
     for name in releases or {}:
@@ -142,17 +152,62 @@ def plan_context(
                     base_dir=loaded.directory,
                     fetch=fetch,
                 )
-    pins = audit_pins(loaded.manifest, pins_repo) if pins_repo is not None else None
+    pin_audits = _pin_audits(loaded, components, pins or [], pins_repo)
     return PlanContext(
         loaded=loaded,
         lock=lock,
         components=components,
         release_only=reports,
         release_missing=tuple(missing),
-        pins=pins,
+        pins=pin_audits,
         carried=carried,
         upstream=upstream,
     )
+
+
+def _pin_audits(
+    loaded: LoadedManifest,
+    components: dict[str, ComponentState],
+    named: list[str],
+    pins_repo: Path | None,
+) -> tuple[PinAuditResult, ...]:
+    """Audit pins at the checked commit of each component with ``pin_inputs``, named by ``--pins``,
+    or whose checked commit a clean ``--pins-repo`` work tree is at; read through git objects."""
+    wanted = [name for name, comp in loaded.manifest.git_components().items() if comp.pin_inputs is not None]
+    for name in named:
+        if name not in components:
+            raise InputError(f"--pins names {name!r}, which is not a git component of the manifest")
+        wanted.append(name)
+    if pins_repo is not None:
+        state = work_tree_state(pins_repo)
+        if not state.clean:
+            raise InputError(
+                f"--pins-repo {pins_repo} has uncommitted changes ({'; '.join(state.changes)}): "
+                "pins are read from the checked commit, so the work tree must be clean"
+            )
+        at = [name for name, cs in components.items() if cs.checked == state.head]
+        if not at:
+            checked = ", ".join(f"{name}@{cs.checked[:12]}" for name, cs in components.items())
+            raise InputError(
+                f"--pins-repo {pins_repo} is at {state.head[:12]}, not at the checked commit of any "
+                f"git component ({checked}): its pins would not be the release's"
+            )
+        wanted.extend(at)
+    audits: list[PinAuditResult] = []
+    for name in dict.fromkeys(wanted):
+        cs = components[name]
+        comp = loaded.manifest.git_components()[name]
+        audits.append(
+            audit_pins(
+                loaded.manifest,
+                commit_tree(cs.mirror.git, cs.checked),
+                repo=cs.mirror.url,
+                commit=cs.checked,
+                component=name,
+                skip=comp.pin_inputs.skip if comp.pin_inputs else [],
+            )
+        )
+    return tuple(audits)
 
 
 def check_plan(
@@ -165,6 +220,7 @@ def check_plan(
     fetch: bool = True,
     releases: dict[str, str] | None = None,
     pins_repo: Path | None = None,
+    pins: list[str] | None = None,
 ) -> PlanCheckResult:
     """Check every git component; ``releases`` (component -> release ref) and ``pins_repo`` add the audits."""
     ctx = plan_context(
@@ -175,11 +231,12 @@ def check_plan(
         fetch=fetch,
         releases=releases,
         pins_repo=pins_repo,
+        pins=pins,
     )
     findings = plan_checks().run(ctx)
     return PlanCheckResult(
         release_only=[report for _, report in ctx.release_only],
-        pins=ctx.pins,
+        pins=list(ctx.pins),
         passed=findings.passed,
         manifest_sha256=loaded.sha256,
         lock_sha256=lock_sha256,

@@ -172,8 +172,15 @@ def check_cmd(
         "--release",
         help="COMPONENT=REF: also audit this release branch/commit for release-only commits (repeatable).",
     ),
+    pins: list[str] = typer.Option(
+        [],
+        "--pins",
+        help="COMPONENT: also audit the pins at this component's checked commit (repeatable).",
+    ),
     pins_repo: Path | None = typer.Option(
-        None, "--pins-repo", help="Also audit the manifest's pins in this build/release repository."
+        None,
+        "--pins-repo",
+        help="A clean work tree at a component's checked commit: audit that component's pins.",
     ),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
@@ -204,6 +211,7 @@ def check_cmd(
         fetch=not no_fetch,
         releases=releases,
         pins_repo=pins_repo,
+        pins=pins,
     )
     if output:
         write_record(result, output)
@@ -331,16 +339,34 @@ def release_only_cmd(
 @audit_app.command("pins")
 def pins_cmd(
     manifest: Path = typer.Argument(..., help="The release manifest (YAML) with `pins:`."),
-    repo: Path = typer.Option(..., "--repo", help="The build/release repository to scan."),
+    repo: Path = typer.Option(
+        ..., "--repo", help="A local git repository (work tree or bare); its commit is read, not its files."
+    ),
+    commit: str | None = typer.Option(None, "--commit", help="The commit to read (default: HEAD)."),
+    component: str | None = typer.Option(
+        None, "--component", help="The git component this repository is: applies its `pin_inputs.skip`."
+    ),
+    lock: Path | None = typer.Option(
+        None, "--lock", help="Read the component's locked commit (needs --component)."
+    ),
     as_json: bool = _JSON,
 ) -> None:
-    """Every pin must appear with the same version in every build, runtime and release input."""
+    """Every pin must appear with the same version in every build, runtime and release input of one commit."""
     from releasekit.manifest import load_manifest
-    from releasekit.plan.pins import audit_pins
+    from releasekit.plan.pins import pins_service
+    from releasekit.records.lock import read_lock
     from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
     loaded = load_manifest(manifest)
-    result = audit_pins(loaded.manifest, repo)
+    locked_commit = None
+    if lock is not None:
+        if component is None:
+            raise InputError("--lock needs --component: which component's locked commit to read")
+        locked = read_lock(lock).git_components().get(component)
+        if locked is None:
+            raise InputError(f"{lock} locks no git component named {component!r}")
+        locked_commit = locked.commit
+    result = pins_service(loaded.manifest, repo, rev=commit, component=component, locked_commit=locked_commit)
     if as_json:
         print_json(result)
     else:
@@ -358,7 +384,8 @@ def pins_cmd(
         ]
         console.print(
             findings_table(
-                f"pins in {repo} ({result.files_scanned} release inputs)",
+                f"pins in {repo} @ {result.commit[:12]} ({result.files_scanned} release inputs read, "
+                f"{len(result.skipped)} skipped)",
                 ["where", "package", "found", "pin", "scope", ""],
                 rows,
             )

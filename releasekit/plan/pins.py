@@ -3,7 +3,10 @@
 What is pinned: the manifest's ``pins`` and its wheel components' ``name==version``
 (``flashinfer-python==0.6.14`` must be what the repository installs too; all scopes).
 
-Release inputs read (relative to ``--repo``), each requirement found at its own file:line:
+Release inputs are read from one commit's tree through git objects (``CommitTree``:
+``git ls-tree`` + ``git cat-file --batch``, never a work tree), minus the manifest's
+``pin_inputs.skip`` (recorded as skipped, with the reason); no input read at all is
+``PINS_NOTHING_SCANNED``. Each requirement is found at its own file:line:
 
 - requirement and constraint files: ``requirements*.txt``/``*.in``, ``*-requirements.txt``,
   ``constraints*.txt``, every ``.txt``/``.in`` in a folder named ``requirements``
@@ -22,7 +25,8 @@ Release inputs read (relative to ``--repo``), each requirement found at its own 
   (``pip``/``pip3``/``python -m pip``/``uv pip`` ``install``, ``uv add``) over ``\\``
   continuation lines and ``run: |`` blocks; each argument is reported on the line where it
   is written; plus ``ARG``/``ENV``/``env:`` version variables named after the package
-  (``APACHE_TVM_FFI_VERSION=…``, ``TVM_FFI_VERSION: …``).
+  (``APACHE_TVM_FFI_VERSION=…``, ``TVM_FFI_VERSION: …``), and ``FROM`` image tags that name a
+  pinned package's version (``FROM base:cu130-flashinfer-0.6.16``).
 
 Versions compare by PEP 440 (``packaging``): ``==0.1.12.0`` is the pin 0.1.12. A
 specifier set agrees only when it admits the pinned version and nothing else; one that
@@ -36,11 +40,11 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import os
+import posixpath
 import re
 import tomllib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,10 +55,15 @@ from packaging.version import InvalidVersion, Version
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
-from releasekit.manifest.models import Manifest, Pin
-from releasekit.records.plan_check import PinAuditResult, PinOccurrence
+from releasekit.git.runner import Git, GitFailed
+from releasekit.git.tree import commit_files, read_files, resolve_commit
+from releasekit.manifest.models import Manifest, Pin, PinInputSkip
+from releasekit.manifest.path_patterns import PathPattern
+from releasekit.records.plan_check import PinAuditResult, PinOccurrence, SkippedPinInput
 
 Scope = Literal["build", "runtime", "release"]
+# Vendored environments committed by mistake are not the project's inputs. ``build``/``dist``
+# are: a commit holds no build output, and vLLM's requirements/build/cuda.txt is a real input.
 _SKIP_DIRS = {
     ".git",
     ".venv",
@@ -63,8 +72,6 @@ _SKIP_DIRS = {
     "__pycache__",
     "site-packages",
     ".tox",
-    "build",
-    "dist",
 }
 _REQ_GLOBS = (
     "requirements*.txt",
@@ -165,31 +172,49 @@ def _file_kind(rel: str) -> str | None:
     return None
 
 
-def release_inputs(root: Path) -> list[tuple[str, str]]:
+@dataclass
+class CommitTree:
+    """The files of one commit: their paths, and a reader of their contents (git objects)."""
+
+    files: list[str]
+    reader: Callable[[Iterable[str]], dict[str, bytes | None]]
+    _cache: dict[str, bytes | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.fileset = frozenset(self.files)
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        missing = [p for p in paths if p not in self._cache]
+        if missing:
+            self._cache.update(self.reader(missing))
+
+    def text(self, path: str) -> str | None:
+        self.prefetch([path])
+        data = self._cache.get(path)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def release_inputs(files: Iterable[str]) -> list[tuple[str, str]]:
+    """(path, kind) of every release input among ``files``, in path order."""
     found: list[tuple[str, str]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS or d == ".github")
-        for filename in sorted(filenames):
-            rel = os.path.relpath(os.path.join(dirpath, filename), root).replace(os.sep, "/")
-            kind = _file_kind(rel)
-            if kind:
-                found.append((rel, kind))
+    for rel in sorted(files):
+        dirs = rel.split("/")[:-1]
+        if any(d in _SKIP_DIRS for d in dirs):
+            continue
+        kind = _file_kind(rel)
+        if kind:
+            found.append((rel, kind))
     return found
 
 
-def _resolve(root: Path, base_rel: str, ref: str) -> str | None:
+def _resolve(files: frozenset[str], base_rel: str, ref: str) -> str | None:
     """A file named from another (``-r x.txt``, ``open("requirements/x.txt")``), relative to the repo."""
     ref = ref.strip().strip("'\"")
-    if not ref or "$" in ref or "://" in ref:
+    if not ref or "$" in ref or "://" in ref or ref.startswith("/"):
         return None
-    base = (root / base_rel).parent
-    for candidate in (base / ref, root / ref):
-        try:
-            resolved = candidate.resolve()
-            rel = resolved.relative_to(root.resolve()).as_posix()
-        except (OSError, ValueError):
-            continue
-        if resolved.is_file():
+    for candidate in (posixpath.join(posixpath.dirname(base_rel), ref), ref):
+        rel = posixpath.normpath(candidate)
+        if not rel.startswith("../") and rel in files:
             return rel
     return None
 
@@ -238,7 +263,7 @@ def _tokens(logical: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 def _read_requirements(
-    root: Path, rel: str, lines: list[str], scope: Scope, queue: list[str]
+    root: frozenset[str], rel: str, lines: list[str], scope: Scope, queue: list[str]
 ) -> Iterator[Found]:
     for logical in _logical_lines(lines):
         words = _tokens(logical)
@@ -267,7 +292,7 @@ def _read_requirements(
 
 
 def _install_words(
-    logical: list[tuple[int, str]], root: Path, rel: str, queue: list[str]
+    logical: list[tuple[int, str]], root: frozenset[str], rel: str, queue: list[str]
 ) -> Iterator[tuple[int, str]]:
     """The requirement arguments of every install command of a shell logical line."""
     joined = " ".join(text for _, text in logical)
@@ -318,7 +343,9 @@ def _install_words(
         i += 1
 
 
-def _read_shell(root: Path, rel: str, kind: str, lines: list[str], queue: list[str]) -> Iterator[Found]:
+def _read_shell(
+    root: frozenset[str], rel: str, kind: str, lines: list[str], queue: list[str]
+) -> Iterator[Found]:
     cleaned = []
     for raw in lines:
         text = raw
@@ -485,7 +512,7 @@ def _path_constant(node: ast.AST) -> str | None:
     return None
 
 
-def _read_setup(root: Path, rel: str, text: str, queue: list[str]) -> Iterator[Found]:
+def _read_setup(root: frozenset[str], rel: str, text: str, queue: list[str]) -> Iterator[Found]:
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -602,33 +629,66 @@ def _wanted(manifest: Manifest) -> list[Wanted]:
     return out
 
 
-def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
-    if not root.is_dir():
-        raise InputError(f"--repo {root} is not a directory")
+def _skip_reason(rel: str, skips: list[tuple[PathPattern, str]]) -> tuple[str, str] | None:
+    for pattern, reason in skips:
+        if pattern.matches(rel):
+            return pattern.pattern, reason
+    return None
+
+
+def audit_pins(
+    manifest: Manifest,
+    tree: CommitTree,
+    *,
+    repo: str,
+    commit: str,
+    component: str | None = None,
+    skip: list[PinInputSkip] | None = None,
+) -> PinAuditResult:
+    """Audit the pins in the release inputs of one commit's tree (``CommitTree``), minus ``skip``."""
     findings = Findings()
     occurrences: list[PinOccurrence] = []
     wanted = _wanted(manifest)
     by_name = {canonicalize_name(w.package): w for w in wanted}
-    files = release_inputs(root)
+    skips = [(PathPattern(p), s.reason) for s in skip or [] for p in s.paths]
+    skipped: dict[str, SkippedPinInput] = {}
+    pending: list[tuple[str, str]] = []
+    for rel, kind in release_inputs(tree.files):
+        out_of_scope = _skip_reason(rel, skips)
+        if out_of_scope:
+            skipped[rel] = SkippedPinInput(file=rel, pattern=out_of_scope[0], reason=out_of_scope[1])
+        else:
+            pending.append((rel, kind))
+    tree.prefetch(rel for rel, _ in pending)  # one cat-file for every input found by name
+    files = tree.fileset
     queue: list[str] = []
     done: set[str] = set()
     requirements: list[Found] = []
-    pending: list[tuple[str, str]] = list(files)
+    where = {"component": component} if component else {}
     while pending or queue:
         if pending:
             rel, kind = pending.pop(0)
         else:
             rel, kind = queue.pop(0), "requirements"
-        if rel in done:
+        if rel in done or rel in skipped:
+            continue
+        out_of_scope = _skip_reason(rel, skips)
+        if out_of_scope:  # named by another input (-r, open()), but out of scope
+            skipped[rel] = SkippedPinInput(file=rel, pattern=out_of_scope[0], reason=out_of_scope[1])
             continue
         done.add(rel)
-        try:
-            text = (root / rel).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"cannot read {rel}: {exc.strerror}") from None
+        text = tree.text(rel)
+        if text is None:
+            findings.add(
+                "PIN_INPUT_UNREADABLE",
+                f"{rel}: its blob is not in the repository; its pins were not checked",
+                file=rel,
+                **where,
+            )
+            continue
         lines = text.splitlines()
         if kind == "requirements":
-            requirements.extend(_read_requirements(root, rel, lines, _req_scope(rel), queue))
+            requirements.extend(_read_requirements(files, rel, lines, _req_scope(rel), queue))
         elif kind in ("pyproject", "pixi"):
             try:
                 data = tomllib.loads(text)
@@ -637,16 +697,19 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
                     "PIN_INPUT_UNREADABLE",
                     f"{rel} is not valid TOML ({exc}); its pins were not checked",
                     file=rel,
+                    **where,
                 )
                 continue
             requirements.extend(
                 _read_pyproject(rel, lines, data) if kind == "pyproject" else _read_pixi(rel, lines, data)
             )
         elif kind == "setup":
-            requirements.extend(_read_setup(root, rel, text, queue))
+            requirements.extend(_read_setup(files, rel, text, queue))
         else:
-            requirements.extend(_read_shell(root, rel, kind, lines, queue))
+            requirements.extend(_read_shell(files, rel, kind, lines, queue))
             _version_variables(rel, kind, lines, wanted, findings, occurrences)
+            if kind == "dockerfile":
+                _from_tags(rel, lines, wanted, findings, occurrences)
     for found in requirements:
         parsed = _name_spec(found)
         if parsed is None:
@@ -666,22 +729,91 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
             continue
         ok, why = _agrees(spec, want.version)
         _record(findings, occurrences, found, want, spec, ok, why)
+    if not done:
+        findings.add(
+            "PINS_NOTHING_SCANNED",
+            f"no release input was read at {commit[:12]} ({len(tree.files)} files in the tree, "
+            f"{len(skipped)} inputs skipped as out of scope): the pins were checked nowhere",
+            commit=commit,
+            **where,
+        )
     seen = {canonicalize_name(o.package) for o in occurrences}
-    for pin in manifest.pins:
-        if canonicalize_name(pin.package) not in seen:
+    for want in wanted:
+        if canonicalize_name(want.package) not in seen:
+            origin = "" if want.origin == "pin" else f" ({want.origin})"
             findings.add(
                 "PIN_NOT_FOUND",
-                f"{pin.package}=={pin.version} is not named in any release input",
+                f"{want.package}=={want.version}{origin} is not named in any release input "
+                f"at {commit[:12]} ({len(done)} read)",
                 severity=Severity.info,
+                commit=commit,
+                **where,
             )
-    occurrences.sort(key=lambda o: (o.file, o.line))
+    if component:
+        for finding in findings:
+            finding.location.component = component
+    occurrences.sort(key=lambda o: (o.file, o.line, o.package))
     return PinAuditResult(
-        root=str(root),
+        repo=repo,
+        component=component,
+        commit=commit,
         files_scanned=len(done),
+        files=sorted(done),
+        skipped=sorted(skipped.values(), key=lambda s: s.file),
         occurrences=occurrences,
         passed=findings.passed,
         findings=findings,
     )
+
+
+# A tag's version: release segments, then pre/post/dev parts (0.6.16, 2.5.0.post20260810, 1.0rc1).
+_TAG_VERSION = r"v?(?P<version>[0-9]+(?:\.[0-9]+)+(?:[.]?(?:a|b|rc|post|dev)[0-9]+)*)"
+
+
+def _tag_aliases(package: str) -> list[str]:
+    """How an image tag may name a package: its name, without a trailing python/py, its last words."""
+    words = [w for w in re.split(r"[-_.]+", canonicalize_name(package)) if w]
+    aliases = {"-".join(words)}
+    if len(words) > 1 and words[-1] in ("python", "py"):
+        aliases.add("-".join(words[:-1]))
+    for start in range(1, len(words) - 1):
+        aliases.add("-".join(words[start:]))
+    return sorted(aliases, key=len, reverse=True)
+
+
+def _from_tags(
+    rel: str,
+    lines: list[str],
+    wanted: list[Wanted],
+    findings: Findings,
+    occurrences: list[PinOccurrence],
+) -> None:
+    """``FROM image:flashinfer-0.6.16``: a base image tag naming a pinned package's version is a pin input."""
+    for lineno, raw in enumerate(lines, start=1):
+        m = re.match(r"^\s*FROM\s+(?:--\S+\s+)*(?P<image>\S+)", _strip_comment(raw), re.IGNORECASE)
+        if not m:
+            continue
+        image = m.group("image").split("@", 1)[0]
+        last = image.rsplit("/", 1)[-1]
+        if ":" not in last or "$" in last:
+            continue  # no tag, or a variable (checked where the variable is set)
+        tag = last.split(":", 1)[1].lower()
+        for want in wanted:
+            if "release" not in want.scopes:
+                continue
+            for alias in _tag_aliases(want.package):
+                name = "[-_.]".join(re.escape(w) for w in alias.split("-"))
+                hit = re.search(rf"(?:^|[-_.]){name}[-_]?{_TAG_VERSION}(?=$|[-_+])", tag)
+                if hit is None:
+                    continue
+                value = hit.group("version")
+                try:
+                    ok = Version(value) == Version(want.version)
+                except InvalidVersion:
+                    ok = value == want.version
+                found = Found(rel, lineno, f"FROM {m.group('image')}", "release")
+                _record(findings, occurrences, found, want, f"FROM tag {tag}", ok, "other version")
+                break
 
 
 def _version_variables(
@@ -752,4 +884,51 @@ def _record(
         )
 
 
-__all__ = ["Pin", "audit_pins", "release_inputs"]
+def commit_tree(git: Git, commit: str) -> CommitTree:
+    """The files of ``commit`` in ``git``'s repository, read through git objects on demand."""
+    return CommitTree(commit_files(git, commit), lambda paths: read_files(git, commit, paths))
+
+
+def _local_repository(directory: Path) -> Git:
+    """A repository on disk named by the user (a work tree's top or a bare repository), read in place."""
+    if not directory.is_dir():
+        raise InputError(f"--repo {directory} is not a directory")
+    git = Git(directory)
+    top = directory.resolve()
+    for question in ("--show-toplevel", "--absolute-git-dir"):
+        try:
+            answer = git.run("rev-parse", question).strip()
+        except GitFailed:
+            continue
+        if answer and Path(answer).resolve() == top:
+            return git
+    raise InputError(
+        f"--repo {directory} is not a git repository (pins are read from a commit's tree through git objects)"
+    )
+
+
+def pins_service(
+    manifest: Manifest,
+    repo: Path,
+    *,
+    rev: str | None = None,
+    component: str | None = None,
+    locked_commit: str | None = None,
+) -> PinAuditResult:
+    """``audit pins``: the pins in ``rev`` (default HEAD, or the lock's commit) of a local repository."""
+    skip: list[PinInputSkip] = []
+    if component is not None:
+        comp = manifest.git_components().get(component)
+        if comp is None:
+            raise InputError(f"--component {component!r} is not a git component of the manifest")
+        skip = comp.pin_inputs.skip if comp.pin_inputs else []
+    git = _local_repository(repo)
+    commit = resolve_commit(git, rev or locked_commit or "HEAD", f"--repo {repo}")
+    if locked_commit and commit != locked_commit:
+        raise InputError(f"--commit {rev} is {commit[:12]}, not the locked commit {locked_commit[:12]}")
+    return audit_pins(
+        manifest, commit_tree(git, commit), repo=str(repo), commit=commit, component=component, skip=skip
+    )
+
+
+__all__ = ["CommitTree", "Pin", "audit_pins", "commit_tree", "pins_service", "release_inputs"]

@@ -35,6 +35,7 @@ class PRStatus(Strict):
     landed_time: int | None = None  # its committer time (cross-component order)
     arrival: Arrival | None = None  # how it arrived (merged PRs)
     arrived_inside: int | None = None  # arrival "inside": the PR whose merge brought it
+    arrival_acknowledged: bool = False  # "inside" as the manifest's `arrived_in` says
     codes: list[str] = Field(default_factory=list)
 
 
@@ -57,9 +58,10 @@ class PlanCheckResult(Record):
     manifest_sha256: str
     lock_sha256: str | None = None
     components: list[ComponentCheck] = Field(default_factory=list)
-    # With --release COMPONENT=REF / --pins-repo DIR: the audits, folded into one gate result.
+    # Release refs (and --release COMPONENT=REF) and pin audits (components with `pin_inputs`,
+    # --pins COMPONENT, --pins-repo DIR): the audits, folded into one gate result.
     release_only: list[ReleaseOnlyReport] = Field(default_factory=list)
-    pins: PinAuditResult | None = None
+    pins: list[PinAuditResult] = Field(default_factory=list)
     findings: Findings = Field(default_factory=Findings)
 
     def error_codes(self) -> list[str]:
@@ -96,9 +98,23 @@ class PinOccurrence(Strict):
     scope: Literal["build", "runtime", "release"]
 
 
+class SkippedPinInput(Strict):
+    """A release input left out by the manifest's ``pin_inputs.skip`` (the pattern and its reason)."""
+
+    file: str
+    pattern: str
+    reason: str
+
+
 class PinAuditResult(Strict):
-    root: str
+    """``audit pins`` over one commit's tree, read through git objects."""
+
+    repo: str
+    component: str | None = None  # the manifest's git component whose commit was read
+    commit: str
     files_scanned: int
+    files: list[str] = Field(default_factory=list)  # the inputs read, sorted
+    skipped: list[SkippedPinInput] = Field(default_factory=list)  # out of scope, sorted by file
     occurrences: list[PinOccurrence] = Field(default_factory=list)
     passed: bool
     findings: Findings = Field(default_factory=Findings)

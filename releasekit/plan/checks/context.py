@@ -67,7 +67,8 @@ class PlanContext:
     release_only: tuple[tuple[str, ReleaseOnlyReport], ...] = ()
     # (component, ref) of a manifest ``release_refs`` entry that the mirror does not have.
     release_missing: tuple[tuple[str, str], ...] = ()
-    pins: PinAuditResult | None = None
+    # One pin audit per component read (``pin_inputs``, ``--pins``, ``--pins-repo``), at its checked commit.
+    pins: tuple[PinAuditResult, ...] = ()
     # Every ``carries:`` entry, verified (releasekit.plan.carried).
     carried: tuple[CarriedVerdict, ...] = ()
     # (exclusion id, component) -> the upstream change's commits as read (releasekit.plan.upstream).
@@ -185,11 +186,22 @@ def build_state(
     ]
     pr_patches, pr_stops = _own_commits(mirror, checked, history, heads, states, [pr for pr, _ in own_prs])
     arrivals = _arrivals(mirror, heads, states, pr_patches, pending)
+    planned_by_pr = {p.pr: p for p in comp.merge_plan}
     for pr, role, title, head, found in pending:
         status = _status_from(name, times, pr, role, title, head, found)
         if role in ("planned", "already_canonical") and pr in arrivals:
             arrival, inside = arrivals[pr]
-            status = status.model_copy(update={"arrival": arrival, "arrived_inside": inside})
+            acknowledged = planned_by_pr[pr].arrived_in if pr in planned_by_pr else None
+            status = status.model_copy(
+                update={
+                    "arrival": arrival,
+                    "arrived_inside": inside,
+                    # the manifest's arrived_in, when git agrees (RELEASE.md says so)
+                    "arrival_acknowledged": arrival == "inside"
+                    and inside is not None
+                    and inside == acknowledged,
+                }
+            )
         statuses.append(status)
     for change in comp.already_canonical:
         if change.commit is None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import patch_ids
+from releasekit.git.tree import commit_files
 from releasekit.manifest.models import Exclusion
+from releasekit.manifest.path_patterns import matching
 from releasekit.plan.checks.context import ComponentState, PlanContext, short
 from releasekit.plan.upstream import UpstreamPatches
 
@@ -93,9 +94,9 @@ def exclusion_hits(cs: ComponentState, excl: Exclusion, single_component: bool) 
         if pid and any(hist.equivalents(p) for p in pid.values()):
             hits.append(f"a copy of commit {prefix} is on {cs.branch}")
     if excl.paths:
-        files = git.run("ls-tree", "-r", "--name-only", "--full-tree", cs.checked).splitlines()
-        for pattern in excl.paths:
-            matched = [f for f in files if fnmatch.fnmatchcase(f, pattern)]
+        files = commit_files(git, cs.checked)  # -z: names git would quote are matched as they are
+        # gitignore semantics (releasekit.manifest.path_patterns): '*' stays within a segment.
+        for pattern, matched in matching(excl.paths, files).items():
             if matched:
                 hits.append(
                     f"path {matched[0]} matches '{pattern}'"

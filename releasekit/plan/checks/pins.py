@@ -1,4 +1,4 @@
-"""Release inputs (requirements, Dockerfiles, CI files) name the manifest's pinned versions (``--pins``)."""
+"""Release inputs (requirements, Dockerfiles, CI files) of the checked commits name the manifest's pinned versions."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ from releasekit.plan.checks.context import PlanContext
 
 class PinsAgree:
     name = "pins-agree"
-    codes = ("VCS_DEPENDENCY", "PIN_UNPINNED", "PIN_MISMATCH", "PIN_NOT_FOUND")
+    codes = (
+        "VCS_DEPENDENCY",
+        "PIN_UNPINNED",
+        "PIN_MISMATCH",
+        "PIN_NOT_FOUND",
+        "PIN_INPUT_UNREADABLE",
+        "PINS_NOTHING_SCANNED",
+    )
 
     def run(self, ctx: PlanContext) -> Findings:
         findings = Findings()
-        if ctx.pins is not None:
-            findings.extend(f.model_copy(deep=True) for f in ctx.pins.findings)
+        for audit in ctx.pins:
+            findings.extend(f.model_copy(deep=True) for f in audit.findings)
         return findings
