@@ -7,11 +7,11 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
 - a stage never imports a later stage (manifest < plan < build < provenance < test <
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
-- the shared modules (errors, findings, checks, records, git, docker_engine, fatbin, report,
+- the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
   simple_index, signing) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands`` modules;
 - every top-level module is a stage, ``demo`` or a shared module;
-- only ``releasekit/docker_engine/`` imports ``docker``.
+- only ``releasekit/docker_engine/`` imports ``docker``; only ``releasekit/forge/`` imports ``githubkit``.
 
 The checker is proven able to fail on a small package made in tmp_path for each rule.
 """
@@ -38,6 +38,7 @@ SHARED = frozenset(
         "records",
         "git",
         "docker_engine",
+        "forge",
         "fatbin",
         "report",
         "simple_index",
@@ -49,6 +50,7 @@ ENTRY = frozenset(
 )  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
 DEMO = "demo"
 ADAPTER = "docker_engine"
+FORGE_ADAPTER = "forge"  # the only package that imports githubkit
 
 
 @dataclass(frozen=True, order=True)
@@ -196,6 +198,14 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
             out.append(
                 Violation("docker", module, f"line {line}: imports {target}: only {package}/{ADAPTER}/ may")
             )
+        if (target == "githubkit" or target.startswith("githubkit.")) and layer(
+            module, package
+        ) != FORGE_ADAPTER:
+            out.append(
+                Violation(
+                    "githubkit", module, f"line {line}: imports {target}: only {package}/{FORGE_ADAPTER}/ may"
+                )
+            )
     return sorted(set(out))
 
 
@@ -257,6 +267,7 @@ CASES = {
     "shared-imports-stage": {"findings.py": "def f():\n    from releasekit.plan import service\n"},
     "unplaced": {"lock.py": ""},
     "docker": {"validate/container.py": "def run():\n    import docker.errors\n"},
+    "githubkit": {"plan/lock.py": "def read():\n    from githubkit import GitHub\n"},
 }
 
 

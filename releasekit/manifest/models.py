@@ -193,6 +193,40 @@ class BuildRecipe(StrictModel):
     )
 
 
+class ForgeSpec(StrictModel):
+    """Where a component's pull requests live: GitHub, or GitHub Enterprise by its API base URL.
+
+    Read by ``plan lock`` (releasekit/forge/); every field may be derived for a github.com repo.
+    """
+
+    api_url: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="REST API base, e.g. https://ghe.example.com/api/v3; absent: https://api.github.com",
+    )
+    repo: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$",
+        description="owner/name on the forge; absent: from a github.com repo URL",
+    )
+    base_branch: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="the branch every planned PR must target; absent: canonical_branch",
+    )
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, value: str | None) -> str | None:
+        # A token goes to this URL: https only, except loopback (tests, a local forge).
+        if value is not None and not re.match(
+            r"^(https://[^\s/@]+|http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?)(/\S*)?$", value
+        ):
+            raise ValueError("api_url must be https:// (http:// only for 127.0.0.1 or localhost)")
+        return value
+
+
 class GitComponent(StrictModel):
     kind: Literal["git"] = "git"
     repo: str = Field(min_length=1, max_length=2000)
@@ -219,6 +253,9 @@ class GitComponent(StrictModel):
     release_refs: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
         default_factory=list,
         description="release branches/refs that plan check always audits for release-only commits (e.g. release/v17)",
+    )
+    forge: ForgeSpec | None = Field(
+        default=None, description="where the pull requests live (absent: derived from a github.com repo)"
     )
     note: str | None = None
 

@@ -30,6 +30,9 @@ _CACHE = typer.Option(
 _NO_FETCH = typer.Option(
     False, "--no-fetch", help="Use the mirror cache as it is (fetch only repositories never fetched)."
 )
+_NO_FORGE = typer.Option(
+    False, "--no-forge", help="Do not ask the forge (GitHub) about pull requests; recorded as absent."
+)
 
 
 def _exit(findings: Findings) -> None:
@@ -49,6 +52,7 @@ def lock_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    no_forge: bool = _NO_FORGE,
     as_json: bool = _JSON,
 ) -> None:
     """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
@@ -65,6 +69,7 @@ def lock_cmd(
         allow_local=allow_local_repos,
         fetch=not no_fetch,
         compose=compose,
+        forge=not no_forge,
     )
     digest = write_lock(lock, output)
     if as_json:
@@ -82,6 +87,11 @@ def lock_cmd(
     )
     if lock.toolchain.base_image.note:
         console.print(f"base image {lock.toolchain.base_image.name}: {lock.toolchain.base_image.note}")
+    for name, fc in (lock.forge.components if lock.forge else {}).items():
+        if fc.status == "read":
+            console.print(f"forge {name}: {fc.repo}, {len(fc.pull_requests)} PRs read from {fc.api_url}")
+        else:
+            console.print(f"forge {name}: absent ({fc.reason})")
     console.print(f"wrote {output} (sha256 {digest})")
 
 
@@ -132,6 +142,14 @@ def check_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    no_forge: bool = typer.Option(
+        False,
+        "--no-forge",
+        help="Judge the forge checks on the lock's forge record; do not ask the forge now.",
+    ),
+    require_forge: bool = typer.Option(
+        False, "--require-forge", help="A forge check that cannot run (no forge data) is an error, not info."
+    ),
     as_json: bool = _JSON,
 ) -> None:
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
@@ -158,6 +176,8 @@ def check_cmd(
         fetch=not no_fetch,
         releases=releases,
         pins_repo=pins_repo,
+        forge=not no_forge,
+        require_forge=require_forge,
     )
     if output:
         write_record(result, output)

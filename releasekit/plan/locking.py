@@ -307,6 +307,7 @@ def build_lock(
     allow_local: bool = False,
     fetch: bool = True,
     compose: bool = False,
+    forge: bool = True,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Lock:
     manifest = loaded.manifest
@@ -331,6 +332,9 @@ def build_lock(
         base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
     except EnvironmentProblem:
         base = LockedBaseImage(name=tc.base_image.name)
+    from releasekit.plan.forge_read import read_forge
+
+    branches = {n: c.canonical_branch for n, c in components.items() if isinstance(c, LockedGitComponent)}
     return Lock(
         name=manifest.name,
         manifest=LockedManifest(path=loaded.path.name, sha256=loaded.sha256, name=manifest.name),
@@ -343,4 +347,5 @@ def build_lock(
             pytorch=tc.pytorch,
             cuda_arch_list=list(tc.cuda_arch_list),
         ),
+        forge=read_forge(loaded, use_forge=forge, branches=branches),
     )

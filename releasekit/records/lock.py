@@ -14,6 +14,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field
 
 from releasekit.records.base import Record, Strict, load_record, write_record
+from releasekit.records.forge import ForgeData
 
 LOCK_SCHEMA: Final = "releasekit.lock/v1"
 
@@ -124,6 +125,8 @@ class Lock(Record):
     locked_at: str  # RFC 3339, informational; never used as a build input
     components: dict[str, LockedComponent]
     toolchain: LockedToolchain
+    # What the forge said about every named PR (records/forge.py); None: a lock from before forge reading.
+    forge: ForgeData | None = None
 
     def git_components(self) -> dict[str, LockedGitComponent]:
         return {k: v for k, v in self.components.items() if isinstance(v, LockedGitComponent)}
