@@ -18,7 +18,9 @@ from forge import Forge
 from github_server import PR, GitHubServer
 
 from releasekit.errors import EnvironmentProblem
+from releasekit.forge import ForgeLocation, locate, token_from_env
 from releasekit.manifest import load_manifest
+from releasekit.manifest.models import ForgeSpec
 from releasekit.plan.check import check_plan
 from releasekit.plan.forge_read import named_prs
 from releasekit.plan.locking import build_lock
@@ -256,9 +258,10 @@ def test_5xx_is_retried_and_a_short_rate_limit_is_waited_out(
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
     honest.server.fail_next(502)
     honest.server.rate_limit_for(0)
+    honest.server.fail_next(429, {"retry-after": "1"})  # a secondary rate limit
     monkeypatch.setenv("RELEASEKIT_FORGE_MAX_WAIT", "5")
     lock = build_lock(loaded, allow_local=True)
-    assert honest.server.statuses() == [502, 403, 200]
+    assert honest.server.statuses() == [502, 403, 429, 200]
     assert lock.forge is not None and lock.forge.components["app"].status == "read"
     honest.server.rate_limit_for(3600)
     monkeypatch.setenv("RELEASEKIT_FORGE_MAX_WAIT", "1")
@@ -383,3 +386,26 @@ def test_release_notes_show_the_forge_state(honest: World, tmp_path: Path) -> No
         record, notes_plan(build_lock(loaded, allow_local=True, forge=False), [], None, "a" * 64)
     )
     assert "| planned | not checked (no plan-check.json) | not read (--no-forge) | - |" in offline
+
+
+def test_where_the_forge_is_and_whose_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = "https://api.github.com"
+    assert locate("https://github.com/local-inference-lab/vllm.git") == ForgeLocation(
+        api, "local-inference-lab", "vllm"
+    )
+    assert locate("git@github.com:lightseekorg/tokenspeed.git") == ForgeLocation(
+        api, "lightseekorg", "tokenspeed"
+    )
+    ghe = "https://ghe.example.com/api/v3"
+    assert locate("https://ghe.example.com/lab/b12x.git", ghe, "lab/b12x") == ForgeLocation(
+        ghe, "lab", "b12x"
+    )
+    assert locate("https://ghe.example.com/lab/b12x.git") is None  # not github.com, no forge: block
+    assert locate("/srv/mirrors/vllm.git") is None
+    assert token_from_env() is None
+    with pytest.raises(ValueError, match="api_url must be https://"):
+        ForgeSpec(api_url="http://ghe.example.com/api/v3")  # the token would travel in clear
+    monkeypatch.setenv("GH_TOKEN", "from-gh")
+    assert token_from_env() == "from-gh"
+    monkeypatch.setenv("GITHUB_TOKEN", "from-github")
+    assert token_from_env() == "from-github"

@@ -98,6 +98,13 @@ def _facts(data: Any) -> PullFacts | None:
     )
 
 
+def _json(resp: Any, where: str) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        raise ForgeFailed(f"{where}: the answer is not JSON (HTTP {resp.status_code})") from None
+
+
 def _next_link(header: str | None) -> str | None:
     """The ``rel="next"`` URL of a ``Link`` header (RFC 8288, as GitHub writes it)."""
     for part in (header or "").split(","):
@@ -163,7 +170,7 @@ class GitHubForge:
             user_agent="releasekit",
             timeout=self.timeout,
             trust_env=False,
-            follow_redirects=False,
+            follow_redirects=True,  # a renamed repository answers 301; httpx drops the token off-host
             transport=transport,
             http_cache=False,  # the on-disk ETag cache above replaces githubkit's in-memory one
             auto_retry=self._retry,
@@ -231,7 +238,7 @@ class GitHubForge:
                     else:
                         assert url is not None
                         resp = gh.request("GET", self._checked_url(url))
-                    page = resp.json()
+                    page = _json(resp, f"forge {self.api_url}: {what}")
                     if not isinstance(page, list):
                         raise ForgeFailed(f"forge {self.api_url}: {what}: not a list of pull requests")
                     numbers_seen = []
@@ -254,7 +261,7 @@ class GitHubForge:
                             missing.add(number)
                             continue
                         raise
-                    facts = _facts(one.json())
+                    facts = _facts(_json(one, f"forge {self.api_url}: {what}"))
                     if facts is None:
                         raise ForgeFailed(f"forge {self.api_url}: {what}: not a pull request")
                     found[number] = facts
