@@ -409,3 +409,109 @@ def test_where_the_forge_is_and_whose_token(monkeypatch: pytest.MonkeyPatch) -> 
     assert token_from_env() == "from-gh"
     monkeypatch.setenv("GITHUB_TOKEN", "from-github")
     assert token_from_env() == "from-github"
+
+
+def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
+    """The seed-003 world (tests/plan_world.py) with the real ff-next.yaml's forge facts, and a
+    forge that breaks each sentence of the seed in turn."""
+    from plan_world import FF
+    from plan_world import World as SeedWorld
+
+    real = load_manifest(REPO / "manifests" / "ff-next.yaml")
+    world = SeedWorld(tmp_path / "w")
+    data = world.manifest()
+    servers: dict[str, GitHubServer] = {}
+    for name in ("vllm", "b12x"):
+        spec = real.manifest.git_components()[name]
+        owner, repo = spec.repo.removeprefix("https://github.com/").removesuffix(".git").split("/")
+        server = servers[name] = GitHubServer(owner=owner, repo=repo).start()
+        assert spec.forge is not None
+        data["components"][name]["forge"] = {
+            **spec.forge.model_dump(exclude_none=True),
+            "api_url": server.api_url,
+            "repo": f"{owner}/{repo}",
+        }
+    loaded = load_manifest(world.write_manifest(data))
+    for name in ("vllm", "b12x"):  # the test manifest names the PRs the real one does, in the same roles
+        assert named_prs(name, loaded.manifest.git_components()[name], loaded) == named_prs(
+            name, real.manifest.git_components()[name], real
+        )
+    vllm, b12x = servers["vllm"], servers["b12x"]
+
+    def merge_of(git: Forge, branch: str, n: int) -> str:
+        return git.git("rev-list", "--first-parent", "--merges", "-n1", "--grep", f"#{n}$", branch).strip()
+
+    def honest() -> None:
+        for server, git, base, plan in (
+            (vllm, world.vllm, FF, [*range(97, 110), 88]),
+            (b12x, world.b12x, "master", [28, 32, 33, 34, 35]),
+        ):
+            server.pulls.clear()
+            for n in plan:
+                state = "open" if n in (*range(97, 105), 108, 109, 28, 32, 34, 35) else "closed"
+                server.add(PR(n, git.pr_head(n), f"PR {n}", state, base_ref=base))
+        vllm.add(PR(96, world.vllm.pr_head(96), "TP6 (old)", "closed", base_ref=FF))
+        vllm.add(
+            PR(
+                95,
+                world.vllm.pr_head(95),
+                "NVFP4 MLA",
+                "closed",
+                False,
+                FF,
+                "2026-11-01T00:00:00Z",
+                merge_of(world.vllm, FF, 95),
+            )
+        )
+        b12x.add(
+            PR(
+                31,
+                world.b12x.pr_head(31),
+                "NF3",
+                "closed",
+                False,
+                "master",
+                "2026-11-01T00:00:00Z",
+                merge_of(world.b12x, "master", 31),
+            )
+        )
+
+    honest()
+    lock = build_lock(loaded)
+    assert {c.status for c in (lock.forge.components.values() if lock.forge else [])} == {"read"}
+    assert _forge_findings(check_plan(loaded, lock=lock)) == []
+    vllm.pulls[104].draft = True  # "All PRs below are non-draft ..."
+    vllm.pulls[103].base_ref = "release/v17"  # "... and target dev/fathomless-firmament directly"
+    b12x.pulls[33].state = "open"  # "Draft B12X PR #33 is superseded by #35 and must not be merged"
+    b12x.pulls[33].draft = True
+    vllm.pulls[106].state = "open"  # "#109 supersedes and closes #105, #106, and #107"
+    vllm.pulls[107].merged_at, vllm.pulls[107].merge_commit_sha = "2026-11-05T00:00:00Z", "7" * 40
+    vllm.pulls[88].state = "open"  # "The previous mixed #88 integration branch also remains closed"
+    vllm.pulls[96].merged_at, vllm.pulls[96].merge_commit_sha = (
+        "2026-11-05T00:00:00Z",
+        "9" * 40,
+    )  # "closed #96 is superseded"
+    vllm.pulls[95].merged_at = None  # "vLLM #95 ... is already merged"
+    b12x.pulls[31].merge_commit_sha = "3" * 40  # "#31 is already merged" (but not the commit git shows)
+    vllm.pulls[108].head_sha = "8" * 40  # seed 000: the heads qualified must still be the heads under review
+    found = check_plan(loaded, lock=lock)
+    by_component = sorted(
+        (f.location.component or "", code, pr)
+        for code, _, pr in _forge_findings(found)
+        for f in found.findings
+        if f.code == code and f.location.pr == pr
+    )
+    assert by_component == [
+        ("b12x", "FORGE_MERGE_COMMIT_MISMATCH", 31),
+        ("b12x", "SUPERSEDED_PR_OPEN", 33),
+        ("vllm", "CANONICAL_PR_NOT_MERGED_ON_FORGE", 95),
+        ("vllm", "CLOSED_PR_OPEN", 88),
+        ("vllm", "FORGE_HEAD_MOVED", 108),
+        ("vllm", "PLANNED_PR_IS_DRAFT", 104),
+        ("vllm", "PLANNED_PR_WRONG_BASE", 103),
+        ("vllm", "SUPERSEDED_PR_MERGED_ON_FORGE", 96),
+        ("vllm", "SUPERSEDED_PR_MERGED_ON_FORGE", 107),
+        ("vllm", "SUPERSEDED_PR_OPEN", 106),
+    ]
+    for server in servers.values():
+        server.stop()
