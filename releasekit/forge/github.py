@@ -132,6 +132,7 @@ class GitHubForge:
         self.backoff = backoff
         self.timeout = timeout
         self._requests = 0
+        self._waited = 0.0  # seconds spent waiting out rate limits in this read
         self._transport: EtagCachingTransport | None = None
 
     # --- the client -----------------------------------------------------------------------
@@ -141,9 +142,11 @@ class GitHubForge:
         from githubkit.typing import RetryOption
 
         if isinstance(exc, RateLimitExceeded):
-            wait = exc.retry_after.total_seconds()
-            if wait <= self.max_wait and count < 3:
-                return RetryOption(True, timedelta(seconds=max(wait, 0.05)))
+            # The bound is on the whole read: several short limits in a row add up.
+            wait = max(exc.retry_after.total_seconds(), 0.05)
+            if self._waited + wait <= self.max_wait and count < 3:
+                self._waited += wait
+                return RetryOption(True, timedelta(seconds=wait))
             return RetryOption(False)
         if isinstance(exc, RequestFailed) and exc.response.status_code >= 500 and count < SERVER_RETRIES:
             return RetryOption(True, timedelta(seconds=self.backoff * 2**count))
@@ -223,6 +226,7 @@ class GitHubForge:
         if not wanted:
             return PullsRead()
         self._requests = 0
+        self._waited = 0.0
         gh = self._client()
         try:
             with gh:
