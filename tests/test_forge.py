@@ -236,7 +236,9 @@ def test_no_forge_records_absence_and_every_check_says_not_run(honest: World, tm
     assert gone is not None and gone.status == "absent" and "unreachable" in (gone.reason or "")
 
 
-def test_deleted_pr_is_a_finding_and_pages_are_followed(honest: World, tmp_path: Path) -> None:
+def test_deleted_pr_is_a_finding_and_pages_are_followed(
+    honest: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     del honest.server.pulls[5]
     for n in range(6, 12):
         honest.server.add(PR(n, f"{n:040x}"))
@@ -250,6 +252,14 @@ def test_deleted_pr_is_a_finding_and_pages_are_followed(honest: World, tmp_path:
     assert by[5].found is False and by[5].state is None
     result = check_plan(loaded, lock=lock, allow_local=True)
     assert ("FORGE_PR_NOT_FOUND", "warning", 5) in _forge_findings(result)
+    # A busy repository: past MAX_PAGES the rest are asked for one by one, with the same result.
+    import releasekit.forge.github as github
+
+    monkeypatch.setattr(github, "MAX_PAGES", 2)
+    honest.server.log.clear()
+    again = build_lock(loaded, allow_local=True)
+    assert [e.path.rsplit("/", 1)[-1] for e in honest.server.log[2:]] == ["1", "2", "3", "4", "5"]
+    assert again.forge == lock.forge
 
 
 def test_5xx_is_retried_and_a_short_rate_limit_is_waited_out(

@@ -2,8 +2,8 @@
 
 One listing of the repository's pull requests, newest first, 100 a page, following the
 ``Link: rel="next"`` header until every wanted number has been seen (or the pages go
-below the smallest); each number still unseen is asked for alone, and a 404 there makes
-it *missing*. Only the fields releasekit records are read from the JSON, so an Enterprise
+below the smallest, or ``MAX_PAGES`` were read); each number still unseen is asked for
+alone, and a 404 there makes it *missing*. Only the fields releasekit records are read from the JSON, so an Enterprise
 server whose answers lack newer fields still works.
 
 Errors: no answer at all is ``ForgeUnreachable``; a rate limit whose reset is further away
@@ -36,6 +36,7 @@ MAX_WAIT_ENV = "RELEASEKIT_FORGE_MAX_WAIT"
 DEFAULT_MAX_WAIT = 60.0  # seconds a rate limit may be waited out before the read fails
 SERVER_RETRIES = 3
 PER_PAGE = 100
+MAX_PAGES = 10  # past this many pages (an old PR of a busy repository) each PR is asked for alone
 
 PRState = Literal["open", "closed", "merged"]
 
@@ -232,7 +233,9 @@ class GitHubForge:
             with gh:
                 url: str | None = None
                 first = True
-                while first or url:
+                pages = 0
+                while (first or url) and pages < MAX_PAGES:
+                    pages += 1
                     what = f"list pull requests of {owner}/{name}"
                     if first:
                         resp = gh.rest.pulls.list(

@@ -33,9 +33,10 @@ class ForgeHeadsMatchLock:
             if locked is None or item.pr.head_sha is None or item.pr.head_sha == locked:
                 continue
             what = "locked" if item.state.locked else "git's refs/pull head"
+            when = "now" if item.source == "forge" else "when locked"
             findings.add(
                 "FORGE_HEAD_MOVED",
-                f"#{item.pr.number}'s head on the forge is {short(item.pr.head_sha)}, "
+                f"#{item.pr.number}'s head on the forge {when} is {short(item.pr.head_sha)}, "
                 f"not {short(locked)} ({what})",
                 component=item.component,
                 pr=item.pr.number,

@@ -24,6 +24,7 @@ class ForgeItem:
     state: ComponentState
     forge: ForgeComponent
     pr: ForgePR
+    source: str  # "forge": read by this check run; "lock": as plan lock recorded it
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def forge_scope(ctx: PlanContext, check: str, roles: set[str]) -> ForgeScope:
                 continue
             named += 1
             if pr.found:
-                items.append(ForgeItem(name, cs, comp, pr))
+                items.append(ForgeItem(name, cs, comp, pr, ctx.forge_sources.get(name, "forge")))
     if named == 0:
         what = " or ".join(sorted(roles))
         not_run.append(
