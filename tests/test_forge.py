@@ -295,8 +295,11 @@ def test_the_token_reaches_the_forge_and_nothing_else(honest: World, tmp_path: P
     cache = tmp_path / "cli-cache"
     env = {**os.environ, "GITHUB_TOKEN": TOKEN, "RELEASEKIT_CACHE": str(cache), "PYTHONPATH": str(REPO)}
     lock_path, check_path = tmp_path / "lock.json", tmp_path / "check.json"
-    locked = _cli("plan", "lock", str(manifest), "-o", str(lock_path), "--allow-local-repos", env=env)
+    locked = _cli(
+        "plan", "lock", str(manifest), "-o", str(lock_path), "--allow-local-repos", "--json", env=env
+    )
     assert locked.returncode == 0, locked.stderr
+    assert json.loads(locked.stdout)["forge"] == {"app": "read"}
     honest.server.pulls[1].draft = True
     checked = _cli(
         "plan", "check", str(manifest), "--lock", str(lock_path), "--output", str(check_path),

@@ -73,7 +73,10 @@ def lock_cmd(
     )
     digest = write_lock(lock, output)
     if as_json:
-        print_json({"lock": str(output), "sha256": digest, "components": sorted(lock.components)})
+        forge = {n: c.status for n, c in (lock.forge.components if lock.forge else {}).items()}
+        print_json(
+            {"lock": str(output), "sha256": digest, "components": sorted(lock.components), "forge": forge}
+        )
         return
     console = stdout_console()
     rows = []
