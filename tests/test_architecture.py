@@ -7,11 +7,11 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
 - a stage never imports a later stage (manifest < plan < build < provenance < test <
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
-- the shared modules (errors, findings, checks, records, git, docker_engine, fatbin, report,
+- the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
   simple_index, signing) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands`` modules;
 - every top-level module is a stage, ``demo`` or a shared module;
-- only ``releasekit/docker_engine/`` imports ``docker``;
+- only ``releasekit/docker_engine/`` imports ``docker``; only ``releasekit/forge/`` imports ``githubkit``;
 - typed evidence: ``json.load``/``json.loads`` only in ``records/`` (each file's model) and the
   modules of ``JSON_ALLOWLIST`` (JSON that is no release file: tool output, wire messages,
   argv hand-offs, each with its reason), and a release file's name (``"build.json"``...) as a
@@ -42,6 +42,7 @@ SHARED = frozenset(
         "records",
         "git",
         "docker_engine",
+        "forge",
         "fatbin",
         "report",
         "simple_index",
@@ -96,6 +97,7 @@ JSON_ALLOWLIST = {
     "releasekit.validate.preflight": "the in-container preflight's marker line",
     "releasekit.validate.router": "HTTP request bodies of the test router",
 }
+FORGE_ADAPTER = "forge"  # the only package that imports githubkit
 
 
 @dataclass(frozen=True, order=True)
@@ -243,6 +245,14 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
             out.append(
                 Violation("docker", module, f"line {line}: imports {target}: only {package}/{ADAPTER}/ may")
             )
+        if (target == "githubkit" or target.startswith("githubkit.")) and layer(
+            module, package
+        ) != FORGE_ADAPTER:
+            out.append(
+                Violation(
+                    "githubkit", module, f"line {line}: imports {target}: only {package}/{FORGE_ADAPTER}/ may"
+                )
+            )
     out += evidence_violations(root, package)
     return sorted(set(out))
 
@@ -359,6 +369,7 @@ CASES = {
     "docker": {"validate/container.py": "def run():\n    import docker.errors\n"},
     "json": {"publish/attach.py": "import json as j\ndef f(b):\n    return j.loads(b)\n"},
     "file-name": {"builder/write.py": 'def f(d):\n    return d / "build.json"\n'},
+    "githubkit": {"plan/lock.py": "def read():\n    from githubkit import GitHub\n"},
 }
 
 

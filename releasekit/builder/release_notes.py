@@ -29,6 +29,7 @@ class PRLine:
     role: str
     landed: str  # how and where it landed, or why not known
     codes: str = ""
+    forge: str = "not read"  # the PR's state on the forge as the lock recorded it
 
 
 @dataclass
@@ -68,6 +69,27 @@ def _landed(
     return f"{text} at `{at[:12]}`" if at else text
 
 
+def _forge_state(lock: Lock, component: str, number: int) -> str:
+    comp = lock.forge.component(component) if lock.forge else None
+    if comp is None:
+        return "not read (lock without forge data)"
+    if comp.status != "read":
+        return f"not read ({comp.reason})"
+    pr = next((p for p in comp.pull_requests if p.number == number), None)
+    if pr is None:
+        return "not read"
+    if not pr.found:
+        return "not found (404)"
+    words: list[str] = [pr.state or "?"]
+    if pr.draft:
+        words.append("draft")
+    if pr.base_ref:
+        words.append(f"into {pr.base_ref}")
+    if pr.state == "merged" and pr.merge_commit_sha:
+        words.append(f"as `{pr.merge_commit_sha[:12]}`")
+    return ", ".join(words)
+
+
 def notes_plan(
     lock: Lock, exclusions: list[Exclusion], plan_check: PlanCheckResult | None, lock_sha256: str
 ) -> ReleaseNotesPlan:
@@ -97,7 +119,16 @@ def notes_plan(
                     st.arrival, st.arrived_inside, st.how, st.landed_at, st.state, st.arrival_acknowledged
                 )
                 codes = ", ".join(st.codes)
-            line = PRLine(name, pr.number, pr.title or "", pr.head, pr.role, landed, codes)
+            line = PRLine(
+                name,
+                pr.number,
+                pr.title or "",
+                pr.head,
+                pr.role,
+                landed,
+                codes,
+                _forge_state(lock, name, pr.number),
+            )
             (plan.merged if pr.role in ("planned", "already_canonical") else plan.not_merged).append(line)
     return plan
 
@@ -148,21 +179,21 @@ Image `{{ r.image_id }}`{% if r.image_tag %} tagged `{{ r.image_tag }}`{% endif 
 
 Plan check: {{ p.plan_check }}.
 
-| component | PR | title | head | role | how it landed | findings |
-|---|---|---|---|---|---|---|
+| component | PR | title | head | role | how it landed | on the forge | findings |
+|---|---|---|---|---|---|---|---|
 {% for l in p.merged %}
-| {{ l.component }} | #{{ l.number }} | {{ l.title }} | `{{ l.head[:12] }}` | {{ l.role }} | {{ l.landed }} | {{ l.codes or "-" }} |
+| {{ l.component }} | #{{ l.number }} | {{ l.title }} | `{{ l.head[:12] }}` | {{ l.role }} | {{ l.landed }} | {{ l.forge }} | {{ l.codes or "-" }} |
 {% else %}
-| | | no merge plan | | | | |
+| | | no merge plan | | | | | |
 {% endfor %}
 
 {% if p.not_merged %}
 ### Superseded and closed (must not be merged)
 
-| component | PR | head | role | on canonical |
-|---|---|---|---|---|
+| component | PR | head | role | on canonical | on the forge |
+|---|---|---|---|---|---|
 {% for l in p.not_merged %}
-| {{ l.component }} | #{{ l.number }} | `{{ l.head[:12] }}` | {{ l.role }} | {{ l.landed }} |
+| {{ l.component }} | #{{ l.number }} | `{{ l.head[:12] }}` | {{ l.role }} | {{ l.landed }} | {{ l.forge }} |
 {% endfor %}
 
 {% endif %}

@@ -220,6 +220,40 @@ class PinInputs(StrictModel):
     skip: list[PinInputSkip] = Field(default_factory=list)
 
 
+class ForgeSpec(StrictModel):
+    """Where a component's pull requests live: GitHub, or GitHub Enterprise by its API base URL.
+
+    Read by ``plan lock`` (releasekit/forge/); every field may be derived for a github.com repo.
+    """
+
+    api_url: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="REST API base, e.g. https://ghe.example.com/api/v3; absent: https://api.github.com",
+    )
+    repo: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$",
+        description="owner/name on the forge; absent: from a github.com repo URL",
+    )
+    base_branch: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="the branch every planned PR must target; absent: canonical_branch",
+    )
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, value: str | None) -> str | None:
+        # A token goes to this URL: https only, except loopback (tests, a local forge).
+        if value is not None and not re.match(
+            r"^(https://[^\s/@]+|http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?)(/\S*)?$", value
+        ):
+            raise ValueError("api_url must be https:// (http:// only for 127.0.0.1 or localhost)")
+        return value
+
+
 class GitComponent(StrictModel):
     kind: Literal["git"] = "git"
     repo: str = Field(min_length=1, max_length=2000)
@@ -250,6 +284,9 @@ class GitComponent(StrictModel):
     pin_inputs: PinInputs | None = Field(
         default=None,
         description="present: plan check audits the pins in this component's checked commit, minus `skip`",
+    )
+    forge: ForgeSpec | None = Field(
+        default=None, description="where the pull requests live (absent: derived from a github.com repo)"
     )
     note: str | None = None
 

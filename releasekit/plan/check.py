@@ -17,10 +17,12 @@ from releasekit.git.tree import work_tree_state
 from releasekit.manifest import LoadedManifest
 from releasekit.plan.carried import CarriedVerdict, verify_carried
 from releasekit.plan.checks import ComponentState, PlanContext, build_state, plan_checks
+from releasekit.plan.forge_read import read_forge
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.pins import audit_pins, commit_tree
 from releasekit.plan.release_only import find_release_only
 from releasekit.plan.upstream import UpstreamPatches, read_upstream
+from releasekit.records.forge import ForgeData
 from releasekit.records.lock import Lock
 from releasekit.records.plan_check import (
     ComponentCheck,
@@ -46,11 +48,23 @@ STATUS_ROLE: dict[str, str] = {
     "PR_ARRIVED_INSIDE_ANOTHER": "planned",
     "PR_ARRIVAL_ACKNOWLEDGED": "planned",
     "ARRIVED_IN_CONTRADICTED": "planned",
+    "PLANNED_PR_IS_DRAFT": "planned",
+    "PLANNED_PR_WRONG_BASE": "planned",
+    "SUPERSEDED_PR_OPEN": "superseded",
+    "SUPERSEDED_PR_MERGED_ON_FORGE": "superseded",
+    "CLOSED_PR_OPEN": "closed",
+    "CLOSED_PR_MERGED_ON_FORGE": "closed",
+    "CANONICAL_PR_NOT_MERGED_ON_FORGE": "already_canonical",
 }
 
 
 def _roles_of(cs: ComponentState, finding: Finding) -> set[str]:
-    if finding.code == "PR_HEAD_MOVED":
+    if finding.code in (
+        "PR_HEAD_MOVED",
+        "FORGE_HEAD_MOVED",
+        "FORGE_MERGE_COMMIT_MISMATCH",
+        "FORGE_PR_NOT_FOUND",
+    ):
         return {
             p.role for p in (cs.locked.pull_requests if cs.locked else []) if p.number == finding.location.pr
         }
@@ -103,6 +117,27 @@ def _release_only(cs: ComponentState, ref: str, verdicts: tuple[CarriedVerdict, 
     return report
 
 
+def forge_facts(
+    loaded: LoadedManifest, lock: Lock | None, components: dict[str, ComponentState], *, live: bool
+) -> tuple[ForgeData | None, dict[str, str]]:
+    """The forge's facts as of now (``live``), each component the forge did not answer for
+    taken from the lock instead; component -> where its facts came from ("forge" or "lock")."""
+    locked = lock.forge if lock else None
+    if not live:
+        if locked is None:
+            return None, {}
+        return locked, {n: "lock" for n, c in locked.components.items() if c.status == "read"}
+    branches = {name: cs.branch for name, cs in components.items()}
+    now = read_forge(loaded, branches=branches)
+    merged = dict(now.components)
+    sources = {n: "forge" for n, c in merged.items() if c.status == "read"}
+    for name, comp in (locked.components if locked else {}).items():
+        if comp.status == "read" and merged.get(name, comp).status != "read":
+            merged[name] = comp
+            sources[name] = "lock"
+    return ForgeData(components=merged), sources
+
+
 def plan_context(
     loaded: LoadedManifest,
     *,
@@ -113,6 +148,8 @@ def plan_context(
     releases: dict[str, str] | None = None,
     pins_repo: Path | None = None,
     pins: list[str] | None = None,
+    forge: bool = True,
+    require_forge: bool = False,
 ) -> PlanContext:
     """Read everything the checks judge: each mirror once, the release branches, the pins."""
     for name in releases or {}:
@@ -153,6 +190,7 @@ def plan_context(
                     fetch=fetch,
                 )
     pin_audits = _pin_audits(loaded, components, pins or [], pins_repo)
+    forge_data, forge_sources = forge_facts(loaded, lock, components, live=forge)
     return PlanContext(
         loaded=loaded,
         lock=lock,
@@ -162,6 +200,9 @@ def plan_context(
         pins=pin_audits,
         carried=carried,
         upstream=upstream,
+        forge=forge_data,
+        forge_sources=forge_sources,
+        require_forge=require_forge,
     )
 
 
@@ -221,6 +262,8 @@ def check_plan(
     releases: dict[str, str] | None = None,
     pins_repo: Path | None = None,
     pins: list[str] | None = None,
+    forge: bool = True,
+    require_forge: bool = False,
 ) -> PlanCheckResult:
     """Check every git component; ``releases`` (component -> release ref) and ``pins_repo`` add the audits."""
     ctx = plan_context(
@@ -232,6 +275,8 @@ def check_plan(
         releases=releases,
         pins_repo=pins_repo,
         pins=pins,
+        forge=forge,
+        require_forge=require_forge,
     )
     findings = plan_checks().run(ctx)
     return PlanCheckResult(

@@ -30,6 +30,9 @@ _CACHE = typer.Option(
 _NO_FETCH = typer.Option(
     False, "--no-fetch", help="Use the mirror cache as it is (fetch only repositories never fetched)."
 )
+_NO_FORGE = typer.Option(
+    False, "--no-forge", help="Do not ask the forge (GitHub) about pull requests; recorded as absent."
+)
 
 
 def _exit(findings: Findings) -> None:
@@ -63,6 +66,7 @@ def lock_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    no_forge: bool = _NO_FORGE,
     as_json: bool = _JSON,
 ) -> None:
     """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
@@ -87,17 +91,20 @@ def lock_cmd(
         download_dir=download_dir,
         model_sources=ModelSources.parse(models) if models else None,
         datasets=datasets,
+        forge=not no_forge,
     )
     # Sorted by component, code, path: the output is a function of the inputs.
     findings.findings.sort(key=lambda f: (f.location.component or "", f.code, f.location.path or ""))
     # A lock with an error finding (a wheel that does not fit the image) is never written.
     digest = write_lock(lock, output) if findings.passed else None
     if as_json:
+        forge = {n: c.status for n, c in (lock.forge.components if lock.forge else {}).items()}
         print_json(
             {
                 "lock": str(output) if digest else None,
                 "sha256": digest,
                 "components": sorted(lock.components),
+                "forge": forge,
                 "findings": findings.model_dump(mode="json"),
             }
         )
@@ -126,6 +133,11 @@ def lock_cmd(
         )
     if lock.toolchain.base_image.note:
         console.print(f"base image {lock.toolchain.base_image.name}: {lock.toolchain.base_image.note}")
+    for name, fc in (lock.forge.components if lock.forge else {}).items():
+        if fc.status == "read":
+            console.print(f"forge {name}: {fc.repo}, {len(fc.pull_requests)} PRs read from {fc.api_url}")
+        else:
+            console.print(f"forge {name}: absent ({fc.reason})")
     if len(findings):
         render_findings(findings, console)
     console.print(f"wrote {output} (sha256 {digest})")
@@ -185,6 +197,14 @@ def check_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    no_forge: bool = typer.Option(
+        False,
+        "--no-forge",
+        help="Judge the forge checks on the lock's forge record; do not ask the forge now.",
+    ),
+    require_forge: bool = typer.Option(
+        False, "--require-forge", help="A forge check that cannot run (no forge data) is an error, not info."
+    ),
     as_json: bool = _JSON,
 ) -> None:
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
@@ -212,6 +232,8 @@ def check_cmd(
         releases=releases,
         pins_repo=pins_repo,
         pins=pins,
+        forge=not no_forge,
+        require_forge=require_forge,
     )
     if output:
         write_record(result, output)

@@ -272,6 +272,7 @@ def build_lock(
     download_dir: Path | None = None,
     model_sources: ModelSources | None = None,
     datasets: bool = False,
+    forge: bool = True,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Lock:
     manifest = loaded.manifest
@@ -306,6 +307,9 @@ def build_lock(
         base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
     except EnvironmentProblem:
         base = LockedBaseImage(name=tc.base_image.name)
+    from releasekit.plan.forge_read import read_forge
+
+    branches = {n: c.canonical_branch for n, c in components.items() if isinstance(c, LockedGitComponent)}
     spec, found = manifest.validation, findings if findings is not None else Findings()
     lock = Lock(
         models=lock_models(spec, model_sources, loaded.directory, found, strict=strict)
@@ -323,6 +327,7 @@ def build_lock(
             pytorch=tc.pytorch,
             cuda_arch_list=list(tc.cuda_arch_list),
         ),
+        forge=read_forge(loaded, use_forge=forge, branches=branches),
     )
     found.extend(lock_checks().run(LockContext(lock=lock, image=image_interpreter(tc), strict=strict)))
     return lock

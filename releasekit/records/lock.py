@@ -14,6 +14,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field
 
 from releasekit.records.base import Record, Strict, load_record, write_record
+from releasekit.records.forge import ForgeData
 
 LOCK_FILE: Final = "lock.json"
 LOCK_SCHEMA: Final = "releasekit.lock/v1"
@@ -153,6 +154,8 @@ class Lock(Record):
     # validation.models / validation.datasets locked by ``plan lock --models`` / ``--datasets``.
     models: dict[str, LockedModel] = Field(default_factory=dict)
     datasets: dict[str, LockedDataset] = Field(default_factory=dict)
+    # What the forge said about every named PR (records/forge.py); None: a lock from before forge reading.
+    forge: ForgeData | None = None
 
     def git_components(self) -> dict[str, LockedGitComponent]:
         return {k: v for k, v in self.components.items() if isinstance(v, LockedGitComponent)}

@@ -10,6 +10,13 @@ from releasekit.plan.checks.carried import CarriedCommitsVerified
 from releasekit.plan.checks.context import ComponentState, PlanContext, build_state
 from releasekit.plan.checks.duplicated_prerequisite import DuplicatedPrerequisiteCommits
 from releasekit.plan.checks.exclusions import ExclusionsAbsent
+from releasekit.plan.checks.forge_base import PlannedPRsTargetCanonical
+from releasekit.plan.checks.forge_canonical import CanonicalPRsMergedOnForge
+from releasekit.plan.checks.forge_draft import PlannedPRsNotDraft
+from releasekit.plan.checks.forge_found import NamedPRsOnForge
+from releasekit.plan.checks.forge_head import ForgeHeadsMatchLock
+from releasekit.plan.checks.forge_merge_commit import ForgeMergeCommitsAgree
+from releasekit.plan.checks.forge_retired import RetiredPRsClosedOnForge
 from releasekit.plan.checks.lock_context import LockContext
 from releasekit.plan.checks.lock_manifest import LockMatchesManifest
 from releasekit.plan.checks.merge_order import MergeOrder
@@ -35,6 +42,13 @@ def all_checks() -> list[Check[PlanContext]]:
         AlreadyCanonicalPresent(),
         ExclusionsAbsent(),
         PRHeadsUnmoved(),
+        NamedPRsOnForge(),
+        PlannedPRsNotDraft(),
+        PlannedPRsTargetCanonical(),
+        ForgeHeadsMatchLock(),
+        RetiredPRsClosedOnForge(),
+        ForgeMergeCommitsAgree(),
+        CanonicalPRsMergedOnForge(),
         CarriedCommitsVerified(),
         ReleaseOnlyCommits(),
         PinsAgree(),

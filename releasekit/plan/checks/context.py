@@ -18,6 +18,7 @@ from releasekit.manifest.models import TO_BE_LOCKED, GitComponent
 from releasekit.plan.carried import CarriedVerdict
 from releasekit.plan.merged import CanonicalHistory, MergeState
 from releasekit.plan.upstream import UpstreamPatches
+from releasekit.records.forge import ForgeData
 from releasekit.records.lock import Lock, LockedGitComponent
 from releasekit.records.plan_check import Arrival, PinAuditResult, PRStatus, ReleaseOnlyReport
 
@@ -73,6 +74,11 @@ class PlanContext:
     carried: tuple[CarriedVerdict, ...] = ()
     # (exclusion id, component) -> the upstream change's commits as read (releasekit.plan.upstream).
     upstream: Mapping[tuple[str, str], UpstreamPatches] = field(default_factory=dict)
+    # What the forge says about the named PRs (plan/forge_read.py): read now, or the lock's
+    # record where the forge did not answer (``forge_sources``: component -> "forge"|"lock").
+    forge: ForgeData | None = None
+    forge_sources: Mapping[str, str] = field(default_factory=dict)
+    require_forge: bool = False  # --require-forge: a forge check that cannot run is an error
 
 
 def _status_from(

@@ -1,0 +1,126 @@
+"""Read the forge's facts about every pull request a manifest names, for the lock.
+
+Named means: planned, already canonical, closed, superseded (by a planned or canonical
+entry), or excluded (an exclusion with ``component`` and ``pr``). Per component the forge
+is the manifest's ``forge:`` block, else the github.com repository URL; a component with
+neither, ``--no-forge``, or a forge that does not answer is recorded as ``absent`` with the
+reason. Nothing is invented: a field the forge did not give stays empty.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from releasekit.forge import ForgeUnreachable, GitHubForge, PullFacts, locate, token_from_env
+from releasekit.manifest import LoadedManifest
+from releasekit.manifest.models import GitComponent
+from releasekit.records.forge import ForgeComponent, ForgeData, ForgePR, PRRole
+
+
+def named_prs(name: str, comp: GitComponent, loaded: LoadedManifest) -> dict[int, list[PRRole]]:
+    """PR number -> why the manifest names it (sorted roles)."""
+    roles: dict[int, set[PRRole]] = defaultdict(set)
+    for planned in comp.merge_plan:
+        roles[planned.pr].add("planned")
+    for change in comp.already_canonical:
+        if change.pr is not None:
+            roles[change.pr].add("already_canonical")
+    for closed in comp.closed:
+        roles[closed.pr].add("closed")
+    for entry in comp.superseding():
+        for number in entry.supersedes:
+            roles[number].add("superseded")
+    for excl in loaded.manifest.exclusions:
+        if excl.pr is not None and excl.component == name:
+            roles[excl.pr].add("excluded")
+    return {n: sorted(r) for n, r in sorted(roles.items())}
+
+
+def _record(number: int, roles: list[PRRole], facts: PullFacts | None) -> ForgePR:
+    if facts is None:
+        return ForgePR(number=number, roles=roles, found=False)
+    return ForgePR(
+        number=number,
+        roles=roles,
+        title=facts.title,
+        state=facts.state,
+        draft=facts.draft,
+        base_ref=facts.base_ref or None,
+        head_sha=facts.head_sha or None,
+        merged_at=facts.merged_at,
+        merge_commit_sha=facts.merge_commit_sha,
+        updated_at=facts.updated_at,
+    )
+
+
+def read_forge(
+    loaded: LoadedManifest,
+    *,
+    use_forge: bool = True,
+    cache_dir: Path | None = None,
+    branches: dict[str, str] | None = None,
+) -> ForgeData:
+    """The forge's facts for every git component that names pull requests.
+
+    ``ForgeFailed`` (a rate limit past the bound, a refused token, 5xx after retries) is
+    raised: a lock must not silently lose what it could have read. An unreachable forge
+    is recorded as absent, as ``--no-forge`` is. ``branches``: each component's canonical
+    branch as locked (what planned PRs must target unless ``forge.base_branch`` says otherwise).
+    """
+    from releasekit.forge.etag_cache import default_cache_dir
+
+    cache = cache_dir or default_cache_dir()
+    token = token_from_env() if use_forge else None
+    components: dict[str, ForgeComponent] = {}
+    clients: dict[str, GitHubForge] = {}
+    down: dict[str, str] = {}  # api_url -> why it did not answer: asked once per run
+    for name, comp in loaded.manifest.git_components().items():
+        prs = named_prs(name, comp, loaded)
+        if not prs:
+            continue
+        spec = comp.forge
+        base_branch = (
+            (spec.base_branch if spec else None) or (branches or {}).get(name) or comp.canonical_branch
+        )
+        where = locate(comp.repo, spec.api_url if spec else None, spec.repo if spec else None)
+        if not use_forge:
+            components[name] = ForgeComponent(status="absent", reason="--no-forge", base_branch=base_branch)
+            continue
+        if where is None:
+            components[name] = ForgeComponent(
+                status="absent",
+                reason="the repository is not on github.com and the manifest gives no forge: block",
+                base_branch=base_branch,
+            )
+            continue
+        if where.api_url in down:
+            components[name] = ForgeComponent(
+                status="absent",
+                reason=down[where.api_url],
+                api_url=where.api_url,
+                repo=where.repo,
+                base_branch=base_branch,
+            )
+            continue
+        client = clients.setdefault(where.api_url, GitHubForge(where.api_url, token=token, cache_dir=cache))
+        try:
+            read = client.pulls(where.owner, where.name, prs)
+        except ForgeUnreachable as exc:
+            down[where.api_url] = str(exc)
+            components[name] = ForgeComponent(
+                status="absent",
+                reason=str(exc),
+                api_url=where.api_url,
+                repo=where.repo,
+                base_branch=base_branch,
+            )
+            continue
+        components[name] = ForgeComponent(
+            status="read",
+            api_url=where.api_url,
+            repo=where.repo,
+            base_branch=base_branch,
+            pull_requests=[_record(n, roles, read.found.get(n)) for n, roles in prs.items()],
+        )
+    return ForgeData(components=components)
