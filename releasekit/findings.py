@@ -2,6 +2,12 @@
 
 A finding has a stable ``code`` (SCREAMING_SNAKE, never renamed once released),
 a severity, a message for a person, and where it applies.
+
+A ``Findings`` collection is written in one documented order, whatever order the checks
+found them in (threads, sets, dict order): ``Finding.sort_key``, applied whenever the
+collection is serialised (every record, every ``--json``), so the same findings are the
+same bytes. The key: file, line, column, component, PR, cell, path, field, commit, image,
+then code, severity and message (a missing value sorts before any value).
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 
 class Severity(StrEnum):
@@ -67,6 +73,26 @@ class Finding(BaseModel):
     message: str
     location: Location = Field(default_factory=Location)
 
+    def sort_key(self) -> tuple[tuple[bool, str | int], ...]:
+        """The order findings are written in (see the module docstring)."""
+        loc = self.location
+        values: tuple[str | int | None, ...] = (
+            loc.file,
+            loc.line,
+            loc.column,
+            loc.component,
+            loc.pr,
+            loc.cell,
+            loc.path,
+            loc.field,
+            loc.commit,
+            loc.image,
+            self.code,
+            self.severity.value,
+            self.message,
+        )
+        return tuple((v is not None, "" if v is None else v) for v in values)
+
     def render(self) -> str:
         where = self.location.render()
         return f"{where + ': ' if where else ''}{self.severity.value} {self.code}: {self.message}"
@@ -78,6 +104,14 @@ class Findings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     findings: list[Finding] = Field(default_factory=list)
+
+    @field_serializer("findings")
+    def _in_documented_order(self, findings: list[Finding]) -> list[Finding]:
+        return sorted(findings, key=Finding.sort_key)
+
+    def sorted(self) -> list[Finding]:
+        """The findings in the order they are written (``Finding.sort_key``)."""
+        return sorted(self.findings, key=Finding.sort_key)
 
     def add(
         self,

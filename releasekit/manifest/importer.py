@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import io
 from pathlib import Path
@@ -229,7 +228,6 @@ def legacy_lock_to_lock(
             "schema": LOCK_SCHEMA,
             "name": manifest_name,
             "manifest": LockedManifest(path=str(manifest_path), sha256=manifest_sha256, name=manifest_name),
-            "locked_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
             "components": {component: git},
             "toolchain": LockedToolchain(
                 base_image=LockedBaseImage(name=base_image), cuda_arch_list=cuda_arch_list

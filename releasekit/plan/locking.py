@@ -8,8 +8,6 @@ Anything that cannot be resolved makes the lock impossible: InputError, exit 2.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urljoin
 
@@ -307,7 +305,6 @@ def build_lock(
     allow_local: bool = False,
     fetch: bool = True,
     compose: bool = False,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Lock:
     manifest = loaded.manifest
     components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
@@ -334,7 +331,6 @@ def build_lock(
     return Lock(
         name=manifest.name,
         manifest=LockedManifest(path=loaded.path.name, sha256=loaded.sha256, name=manifest.name),
-        locked_at=now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         components=components,
         toolchain=LockedToolchain(
             base_image=base,
