@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, WrapSerializer
 
 
 class Severity(StrEnum):
@@ -98,16 +98,21 @@ class Finding(BaseModel):
         return f"{where + ': ' if where else ''}{self.severity.value} {self.code}: {self.message}"
 
 
+def _sorted_on_write(value: list[Finding], handler: SerializerFunctionWrapHandler) -> Any:
+    return handler(sorted(value, key=Finding.sort_key))
+
+
+# A list of findings that is written in the documented order: ``Findings.findings`` and the
+# records that hold a bare list of findings (verification summary, receipts) use it.
+FindingList = Annotated[list[Finding], WrapSerializer(_sorted_on_write)]
+
+
 class Findings(BaseModel):
     """An ordered collection of findings from one command."""
 
     model_config = ConfigDict(extra="forbid")
 
-    findings: list[Finding] = Field(default_factory=list)
-
-    @field_serializer("findings")
-    def _in_documented_order(self, findings: list[Finding]) -> list[Finding]:
-        return sorted(findings, key=Finding.sort_key)
+    findings: FindingList = Field(default_factory=list)
 
     def sorted(self) -> list[Finding]:
         """The findings in the order they are written (``Finding.sort_key``)."""
