@@ -19,7 +19,14 @@ TIME_FIELDS: dict[str, tuple[str, ...]] = {
     ),
     "verification_summary.json": ("timeVerified",),
     "test receipt": ("started_at", "duration_s", "run.seconds"),
-    "receipt": ("started_at", "finished_at", "duration_s", "startup_s", "checks.*.duration_s"),
+    "receipt": (
+        "started_at",
+        "finished_at",
+        "duration_s",
+        "startup_s",
+        "checks.*.duration_s",
+        "processes.*.ready_s",
+    ),
 }
 
 

@@ -137,6 +137,13 @@ def test_aggregate_writes_report_and_plots(tmp_path: Path) -> None:
     assert "![throughput.png](throughput.png)" in report and "| a |" in report
     for png in ("throughput.png", "gates.png"):
         assert (tmp_path / "report" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Byte-stable (issue 22): the same receipts give the same report, plots included.
+    again = cli("validate", "aggregate", str(receipts), "-o", str(tmp_path / "again"), "--json")
+    assert again.returncode == 0 and again.stdout == proc.stdout
+    names = sorted(p.name for p in (tmp_path / "report").iterdir())
+    assert names == ["REPORT.md", "gates.png", "summary.json", "throughput.png"]
+    for name in names:
+        assert (tmp_path / "report" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
 
 
 def test_aggregate_refuses_mixed_images_and_failed_cells(tmp_path: Path) -> None:
