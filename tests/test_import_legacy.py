@@ -404,3 +404,75 @@ def test_integration_lock_becomes_a_releasekit_lock(tmp_path: Path) -> None:
     # Base + plan composes to today's tree: the lock is something to check against.
     compose = cli("plan", "compose", str(out), "--lock", str(lock_out), "--json", env=env)
     assert compose.returncode == 0, compose.stdout + compose.stderr
+
+
+def test_source_composition_shapes_become_git_and_wheel_components(tmp_path: Path) -> None:
+    sha = "ab" * 20
+    manifest = tmp_path / "m.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "name": "n",
+                "repository": "https://example.invalid/org/vllm.git",
+                "base_ref": "refs/heads/main",
+                "pull_requests": [],
+            }
+        )
+    )
+    receipt = tmp_path / "x.validation-receipt.n-r1.json"
+    receipt.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "status": "qualified",
+                "image": "img",
+                "source_composition": {
+                    "vllm": sha,
+                    "flashinfer-python": "0.6.14",
+                    "Deep_GEMM": {"base": "cd" * 20, "package_version": "2.5.0"},
+                },
+                "runtime_packages": {"torch": "2.9.0", "nccl": "2.30.4", "xgrammar": "0.2.5"},
+                "evidence": {"c1": {"runs": [1.5, 2.5]}, "note": "words"},
+            }
+        )
+    )
+    out = tmp_path / "o.yaml"
+    r = cli(
+        "manifest",
+        "import",
+        str(manifest),
+        "--receipt",
+        str(receipt),
+        "-o",
+        str(out),
+        "--base-image",
+        "b",
+        "--json",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = load_manifest(out).manifest
+    assert m.components["vllm"].commit == sha  # a bare commit for the manifest's own component: its pin
+    wheel = m.components["flashinfer-python"]
+    assert (
+        wheel.kind == "wheel"
+        and wheel.requirement == "flashinfer-python==0.6.14"
+        and wheel.sha256 == "to-be-locked"
+    )
+    deep = m.components["deep-gemm"]  # not a releasekit name as written: slugged
+    assert (deep.kind, deep.commit, deep.version, deep.repo) == (
+        "git",
+        "cd" * 20,
+        "2.5.0",
+        "https://example.invalid/org/deep-gemm.git",
+    )
+    assert (m.toolchain.pytorch, m.toolchain.nccl) == ("2.9.0", "2.30.4")
+    assert [(p.package, p.version, p.scopes) for p in m.pins] == [("xgrammar", "0.2.5", ["runtime"])]
+    assert m.validation.baselines["n-r1"].values == {"c1.runs.0": 1.5, "c1.runs.1": 2.5}
+    result = json.loads(r.stdout)
+    reported = [
+        f["location"]["field"]
+        for f in result["findings"]["findings"]
+        if f["code"] == "IMPORT_FIELD_NOT_CARRIED"
+    ]
+    assert reported == ["evidence.note"]

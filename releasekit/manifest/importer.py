@@ -123,6 +123,9 @@ class _Ledger:
         for path, value in json_leaves(raw):
             if f"{file.name}:{path}" in self.carried:
                 continue
+            if value == {} or value == []:
+                self.carry(file, path, "read (empty: nothing to carry)")
+                continue
             shown = json.dumps(value, ensure_ascii=False)
             self.findings.add(
                 "IMPORT_FIELD_NOT_CARRIED",
