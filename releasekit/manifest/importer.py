@@ -59,8 +59,6 @@ from releasekit.records.lock import (
     write_lock,
 )
 
-IMPORT_CODES = ("IMPORT_FIELD_NOT_CARRIED", "IMPORT_REPO_GUESSED", "IMPORT_PATCH_PLAN_UNKNOWN")
-
 _DISPOSITIONS = {
     "superseded": "superseded",
     "experimental": "experimental",
