@@ -2,15 +2,21 @@
 
 A finding has a stable ``code`` (SCREAMING_SNAKE, never renamed once released),
 a severity, a message for a person, and where it applies.
+
+A ``Findings`` collection is written in one documented order, whatever order the checks
+found them in (threads, sets, dict order): ``Finding.sort_key``, applied whenever the
+collection is serialised (every record, every ``--json``), so the same findings are the
+same bytes. The key: file, line, column, component, PR, cell, path, field, commit, image,
+then code, severity and message (a missing value sorts before any value).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, WrapSerializer
 
 
 class Severity(StrEnum):
@@ -67,9 +73,38 @@ class Finding(BaseModel):
     message: str
     location: Location = Field(default_factory=Location)
 
+    def sort_key(self) -> tuple[tuple[bool, str | int], ...]:
+        """The order findings are written in (see the module docstring)."""
+        loc = self.location
+        values: tuple[str | int | None, ...] = (
+            loc.file,
+            loc.line,
+            loc.column,
+            loc.component,
+            loc.pr,
+            loc.cell,
+            loc.path,
+            loc.field,
+            loc.commit,
+            loc.image,
+            self.code,
+            self.severity.value,
+            self.message,
+        )
+        return tuple((v is not None, "" if v is None else v) for v in values)
+
     def render(self) -> str:
         where = self.location.render()
         return f"{where + ': ' if where else ''}{self.severity.value} {self.code}: {self.message}"
+
+
+def _sorted_on_write(value: list[Finding], handler: SerializerFunctionWrapHandler) -> Any:
+    return handler(sorted(value, key=Finding.sort_key))
+
+
+# A list of findings that is written in the documented order: ``Findings.findings`` and the
+# records that hold a bare list of findings (verification summary, receipts) use it.
+FindingList = Annotated[list[Finding], WrapSerializer(_sorted_on_write)]
 
 
 class Findings(BaseModel):
@@ -77,7 +112,11 @@ class Findings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    findings: list[Finding] = Field(default_factory=list)
+    findings: FindingList = Field(default_factory=list)
+
+    def sorted(self) -> list[Finding]:
+        """The findings in the order they are written (``Finding.sort_key``)."""
+        return sorted(self.findings, key=Finding.sort_key)
 
     def add(
         self,

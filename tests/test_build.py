@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from stable import assert_same_record
 
 from releasekit.builder.native import fatbin_arches
 from releasekit.builder.service import BuildOptions, run_build
@@ -278,11 +279,26 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
             world.out / "wheels" / comp.wheel_filename
         ).read_bytes()
 
+    # Byte-stable records (issue 22): both builds started cold, so every record is the same bytes,
+    # the provenance apart from its documented time fields.
+    for name in ("build.json", "archive.json", "RELEASE.md", "Dockerfile", "provenance.intoto.json"):
+        assert_same_record(world.out / name, world.root / "out2" / name)
+
     cached = run_build(world.options("out3"))
     assert cached.cache.misses == [] and sorted(cached.cache.hits) == sorted(forced.cache.misses)
     assert cached.cache.layer == "hit"
     assert cached.image_id == world.record.image_id
     assert (world.root / "out3/logs/runtime.log").read_text().startswith("# cache hit")
+    # From the cache (and without --tag): the same records apart from what says hit instead of
+    # miss, and the tag.
+    for name in ("archive.json", "Dockerfile"):
+        assert_same_record(world.out / name, world.root / "out3" / name)
+    first, third = (json.loads((world.root / d / "build.json").read_text()) for d in ("out1", "out3"))
+    for record in (first, third):
+        record.pop("cache"), record.pop("image_tag")
+        for comp in record["components"]:
+            comp.pop("cache")
+    assert first == third
 
 
 def test_moved_checkout_is_refused(world: World):

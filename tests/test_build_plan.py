@@ -92,7 +92,6 @@ def constructed_lock(manifest: Path, dest: Path) -> Path:
     lock = Lock(
         name=loaded.manifest.name,
         manifest=LockedManifest(path=manifest.name, sha256=loaded.sha256, name=loaded.manifest.name),
-        locked_at="2026-01-01T00:00:00Z",
         components=components,
         toolchain=LockedToolchain(
             base_image=LockedBaseImage(name=tc.base_image.name, digest=f"sha256:{_hex('runtime', 64)}"),

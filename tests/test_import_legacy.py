@@ -10,14 +10,20 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from forge import Forge
 
-from releasekit.manifest import load_manifest
+from releasekit.errors import InputError
+from releasekit.manifest import load_manifest, validate_manifest
 from releasekit.records.legacy import read_integration_lock, read_merge_manifest, read_validation_receipt
 from releasekit.records.lock import read_lock
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO.parent / "shared" / "reference"
+# ../shared/reference beside the checkout (or beside the folder of worktrees it is in).
+REFERENCE = next(
+    (p / "shared" / "reference" for p in REPO.parents if (p / "shared" / "reference").is_dir()),
+    REPO.parent / "shared" / "reference",
+)
 REF_MANIFEST = REFERENCE / "blackwell-llm-docker.manifest.vllm.gilded-gnosis-v20.json"
 REF_LOCK = REFERENCE / "blackwell-llm-docker.integration.lock.gilded-gnosis-v20-r34.json"
 REF_RECEIPT = REFERENCE / "blackwell-llm-docker.validation-receipt.gilded-gnosis-v20-r34.json"
@@ -99,7 +105,159 @@ def test_lock_out_refuses_a_repository_without_the_locked_commits(tmp_path: Path
         env={"RELEASEKIT_CACHE": str(tmp_path / "cache")},
     )
     assert r.returncode == 2 and "e2666d9a65f4" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "lock.json").exists()
+    # Nothing is written on exit 2: neither the lock nor the manifest (-o) it would belong to.
+    assert not (tmp_path / "lock.json").exists() and not (tmp_path / "gg.yaml").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "other"]
+
+
+@needs_reference
+def test_exit_2_leaves_an_existing_output_as_it_was(tmp_path: Path) -> None:
+    other = tmp_path / "other.lock.json"
+    data = json.loads(REF_LOCK.read_text())
+    data["manifest"]["sha256"] = "0" * 64
+    other.write_text(json.dumps(data))
+    out = tmp_path / "gg.yaml"
+    out.write_text("previous\n")
+    r = cli(
+        "manifest", "import", str(REF_MANIFEST), "--lock", str(other), "-o", str(out), "--base-image", "b"
+    )
+    assert r.returncode == 2 and "sha256 000000000000" in r.stderr, r.stderr
+    assert out.read_text() == "previous\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "gg.yaml",
+        "other.lock.json",
+    ]
+
+
+def _leaves(data: object, prefix: str = "") -> list[tuple[str, object]]:
+    """Every JSON leaf path of a file, written here independently of the importer's own walker."""
+    if isinstance(data, dict) and data:
+        return [leaf for k, v in data.items() for leaf in _leaves(v, f"{prefix}.{k}" if prefix else k)]
+    if isinstance(data, list) and data:
+        return [
+            leaf for i, v in enumerate(data) for leaf in _leaves(v, f"{prefix}.{i}" if prefix else str(i))
+        ]
+    return [(prefix, data)]
+
+
+@needs_reference
+def test_every_field_of_the_three_reference_files_is_carried_or_reported(tmp_path: Path) -> None:
+    out = tmp_path / "gg.yaml"
+    r = cli(
+        "manifest",
+        "import",
+        str(REF_MANIFEST),
+        "--lock",
+        str(REF_LOCK),
+        "--receipt",
+        str(REF_RECEIPT),
+        "-o",
+        str(out),
+        "--base-image",
+        "local/base",
+        "--json",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    carried: dict[str, str] = result["carried"]
+    reported = {
+        f"{f['location']['file']}:{f['location']['field']}"
+        for f in result["findings"]["findings"]
+        if f["code"] == "IMPORT_FIELD_NOT_CARRIED"
+    }
+    written = yaml.safe_load(out.read_text())
+    strings = [v for _, v in _leaves(written) if isinstance(v, str)]
+    numbers = {
+        float(v) for _, v in _leaves(written) if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    total = 0
+    for ref in (REF_MANIFEST, REF_LOCK, REF_RECEIPT):
+        for path, value in _leaves(json.loads(ref.read_text())):
+            key = f"{ref.name}:{path}"
+            total += 1
+            assert (key in carried) != (key in reported), f"{key} is neither carried nor reported (or both)"
+            if key in reported or carried[key].startswith(("checked", "read")):
+                continue
+            # Carried: the value is in the written manifest (verbatim, or inside a note or source).
+            if isinstance(value, int | float):
+                assert float(value) in numbers, f"{key} = {value} was said to be carried to {carried[key]}"
+            else:
+                # (as releasekit spells it: a branch without refs/heads/, out-of-scope for out_of_scope)
+                spelled = {str(value), str(value).removeprefix("refs/heads/"), str(value).replace("_", "-")}
+                assert any(v in s for v in spelled for s in strings), f"{key} = {value!r} not in the manifest"
+    assert total == len(carried) + len(reported) and len(reported) < total // 5
+    m = load_manifest(out).manifest
+    # Superseded PRs keep their heads and reasons.
+    ref = read_merge_manifest(REF_MANIFEST)
+    vllm = m.components["vllm"]
+    kept = {s.pr: (s.head, s.reason) for p in vllm.merge_plan for s in p.superseded}
+    for ex in ref.reviewed_exclusions:
+        if ex.number in kept:
+            assert kept[ex.number] == (ex.head, ex.reason)
+        else:
+            assert any(
+                e.pr == ex.number and e.commits == [ex.head] and e.reason == ex.reason for e in m.exclusions
+            )
+    assert set(kept) == {165, 186, 187, 197, 212, 227, 228, 279}
+    # source_composition: six components with their commits and versions; runtime_packages: the toolchain.
+    assert sorted(m.components) == ["b12x", "flashinfer", "instanttensor", "launcher", "lmcache", "vllm"]
+    b12x = m.components["b12x"]
+    assert (b12x.commit, b12x.version) == ("7cecbb2c4819636ae7f05f8b116f2c45ee2cff7b", "1.2.1")
+    assert m.components["flashinfer"].commit == "1ac6942776b383c6b03c7a5805a22e72a3e3349f"
+    assert m.components["lmcache"].commit == "9cebd405d0caf4bebe01d694b5a8bf4e3e354314"
+    assert m.components["launcher"].commit == "7302862b8fcfdc7c06a411a61e1f0fb072258880"
+    tc = m.toolchain
+    assert (tc.pytorch, tc.cuda, tc.nccl, tc.cudnn) == ("2.12.0+cu132", "13.2.1", "2.30.4", "9.22.0.52")
+    assert {p.package: p.version for p in m.pins} == {
+        "cublas": "13.4.1.2",
+        "cutlass_dsl": "4.6.0",
+        "xgrammar": "0.2.5",
+    }
+    model = next(iter(m.validation.models.values()))
+    assert (model.hub, model.revision) == (
+        "brandonmusic/GLM-5.2-EXL3-TR3v4-3.5bpw-MTP78",
+        "9ab9579774cc432df91567a36f6e9e863e0d4c9f",
+    )
+    guessed = [f for f in result["findings"]["findings"] if f["code"] == "IMPORT_REPO_GUESSED"]
+    assert sorted(f["location"]["component"] for f in guessed) == [
+        "b12x",
+        "flashinfer",
+        "instanttensor",
+        "launcher",
+        "lmcache",
+    ]
+
+
+@needs_reference
+def test_component_repo_names_a_repository_instead_of_a_guess(tmp_path: Path) -> None:
+    out = tmp_path / "gg.yaml"
+    url = "https://github.com/flashinfer-ai/flashinfer.git"
+    args = ["manifest", "import", str(REF_MANIFEST), "--receipt", str(REF_RECEIPT), "-o", str(out)]
+    r = cli(*args, "--base-image", "b", "--component-repo", f"flashinfer={url}", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert load_manifest(out).manifest.components["flashinfer"].repo == url
+    guessed = {
+        f["location"]["component"]
+        for f in json.loads(r.stdout)["findings"]["findings"]
+        if f["code"] == "IMPORT_REPO_GUESSED"
+    }
+    assert "flashinfer" not in guessed and "b12x" in guessed
+    bad = cli(*args, "--base-image", "b", "--component-repo", "flashinfer")
+    assert bad.returncode == 2 and "NAME=URL" in bad.stderr
+
+
+def test_superseded_must_name_a_superseded_pr(tmp_path: Path) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text(
+        "schema: releasekit/v1\nname: t\ncomponents:\n  c:\n    kind: git\n    repo: https://example.invalid/c.git\n"
+        "    merge_plan:\n    - pr: 2\n      title: new\n      supersedes: [1]\n      superseded:\n"
+        "      - {pr: 3, head: to-be-locked, reason: old}\n"
+        "toolchain:\n  base_image: {name: b, digest: to-be-locked}\n  cuda_arch_list: ['12.0a']\n"
+    )
+    with pytest.raises(InputError, match=r"'superseded' names PR #3, which is not in 'supersedes'"):
+        validate_manifest(m)
+    m.write_text(m.read_text().replace("pr: 3,", "pr: 1,"))
+    plan = validate_manifest(m).manifest.components["c"].merge_plan  # type: ignore[union-attr]
+    assert plan[0].superseded[0].reason == "old"
 
 
 def test_legacy_readers_refuse_other_files(tmp_path: Path) -> None:
@@ -246,3 +404,75 @@ def test_integration_lock_becomes_a_releasekit_lock(tmp_path: Path) -> None:
     # Base + plan composes to today's tree: the lock is something to check against.
     compose = cli("plan", "compose", str(out), "--lock", str(lock_out), "--json", env=env)
     assert compose.returncode == 0, compose.stdout + compose.stderr
+
+
+def test_source_composition_shapes_become_git_and_wheel_components(tmp_path: Path) -> None:
+    sha = "ab" * 20
+    manifest = tmp_path / "m.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "name": "n",
+                "repository": "https://example.invalid/org/vllm.git",
+                "base_ref": "refs/heads/main",
+                "pull_requests": [],
+            }
+        )
+    )
+    receipt = tmp_path / "x.validation-receipt.n-r1.json"
+    receipt.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "status": "qualified",
+                "image": "img",
+                "source_composition": {
+                    "vllm": sha,
+                    "flashinfer-python": "0.6.14",
+                    "Deep_GEMM": {"base": "cd" * 20, "package_version": "2.5.0"},
+                },
+                "runtime_packages": {"torch": "2.9.0", "nccl": "2.30.4", "xgrammar": "0.2.5"},
+                "evidence": {"c1": {"runs": [1.5, 2.5]}, "note": "words"},
+            }
+        )
+    )
+    out = tmp_path / "o.yaml"
+    r = cli(
+        "manifest",
+        "import",
+        str(manifest),
+        "--receipt",
+        str(receipt),
+        "-o",
+        str(out),
+        "--base-image",
+        "b",
+        "--json",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = load_manifest(out).manifest
+    assert m.components["vllm"].commit == sha  # a bare commit for the manifest's own component: its pin
+    wheel = m.components["flashinfer-python"]
+    assert (
+        wheel.kind == "wheel"
+        and wheel.requirement == "flashinfer-python==0.6.14"
+        and wheel.sha256 == "to-be-locked"
+    )
+    deep = m.components["deep-gemm"]  # not a releasekit name as written: slugged
+    assert (deep.kind, deep.commit, deep.version, deep.repo) == (
+        "git",
+        "cd" * 20,
+        "2.5.0",
+        "https://example.invalid/org/deep-gemm.git",
+    )
+    assert (m.toolchain.pytorch, m.toolchain.nccl) == ("2.9.0", "2.30.4")
+    assert [(p.package, p.version, p.scopes) for p in m.pins] == [("xgrammar", "0.2.5", ["runtime"])]
+    assert m.validation.baselines["n-r1"].values == {"c1.runs.0": 1.5, "c1.runs.1": 2.5}
+    result = json.loads(r.stdout)
+    reported = [
+        f["location"]["field"]
+        for f in result["findings"]["findings"]
+        if f["code"] == "IMPORT_FIELD_NOT_CARRIED"
+    ]
+    assert reported == ["evidence.note"]

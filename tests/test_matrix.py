@@ -143,6 +143,13 @@ def test_aggregate_writes_report_and_plots(tmp_path: Path) -> None:
     written = read_summary(tmp_path / "report" / SUMMARY_FILE)
     assert written.model_dump(mode="json", by_alias=True) == summary
     assert summary["schema"] == "releasekit.validation-summary/v1" and SUMMARY_FILE in summary["files"]
+    # Byte-stable (issue 22): the same receipts give the same report, plots included.
+    again = cli("validate", "aggregate", str(receipts), "-o", str(tmp_path / "again"), "--json")
+    assert again.returncode == 0 and again.stdout == proc.stdout
+    names = sorted(p.name for p in (tmp_path / "report").iterdir())
+    assert names == ["REPORT.md", "gates.png", "summary.json", "throughput.png"]
+    for name in names:
+        assert (tmp_path / "report" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
 
 
 def test_aggregate_refuses_mixed_images_and_failed_cells(tmp_path: Path) -> None:

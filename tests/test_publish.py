@@ -101,11 +101,16 @@ def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registr
     assert "| tiny-optional | not run (optional) |" in notes
     assert files["RELEASE.md"].decode() == notes
 
-    # A rerun of a completed publish is harmless and lands on the same digest.
-    again = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
+    # A rerun of a completed publish is harmless and lands on the same digest; byte-stable (issue
+    # 22): it writes the same publish.json and RELEASE.md.
+    written = Path(result["release_notes"]).parent
+    first = {name: (written / name).read_bytes() for name in ("publish.json", "RELEASE.md")}
+    again = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "ff-next", "beta"))
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["digest"] == digest
     assert json.loads(again.stdout)["moved_tags"] == {}
+    assert again.stdout == r.stdout
+    assert first == {name: (written / name).read_bytes() for name in ("publish.json", "RELEASE.md")}
 
     # The next release moves `beta` and says from where.
     nxt = Release(tmp_path / "next", other_image)

@@ -88,7 +88,6 @@ class Release:
                 sha256=hashlib.sha256(self.manifest.read_bytes()).hexdigest(),
                 name="pubtest",
             ),
-            locked_at="2026-12-02T00:00:00Z",
             components={
                 "tiny": LockedGitComponent(
                     name="tiny",

@@ -129,7 +129,7 @@ def test_lock_round_trips(release: Release) -> None:
 
 
 def test_a_lock_with_a_renamed_field_is_refused_by_publish(release: Release) -> None:
-    rename_field(release.lock, "locked_at", "lockedAt")
+    rename_field(release.lock, "toolchain", "toolChain")
     proc = cli(
         "publish",
         "--image",
@@ -140,7 +140,7 @@ def test_a_lock_with_a_renamed_field_is_refused_by_publish(release: Release) -> 
         release.receipts,
         cwd=release.root,
     )
-    assert_one_line_refusal(proc, str(release.lock), "lockedAt", "locked_at")
+    assert_one_line_refusal(proc, str(release.lock), "toolChain", "toolchain")
 
 
 def test_a_lock_of_another_schema_version_is_refused(release: Release) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from forge import Forge
 from ruamel.yaml import YAML
+from stable import assert_same_record, without_times
 
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
@@ -333,6 +334,33 @@ def test_hanging_suite_is_killed_at_its_timeout(release):
     assert [f["code"] for f in hang["findings"]["findings"]] == ["SUITE_TIMED_OUT"]
 
 
+def test_a_suite_run_again_writes_the_same_receipt_apart_from_its_times(release, tmp_path):
+    """Byte-stable (issue 22): the module's run of the suite with reruns on both images, once more."""
+    proc, receipts, candidate, baseline = release
+    args = list(proc.args)
+    manifest, lock = args[4], args[args.index("--lock") + 1]
+    again = subprocess.run(
+        [sys.executable, "-m", "releasekit", "test", manifest, "--image", candidate, "--lock", lock]
+        + [
+            "--baseline-image",
+            baseline,
+            "--suite",
+            "preexisting",
+            "-o",
+            str(tmp_path),
+            "--allow-local-repos",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    first = json.dumps(receipts["preexisting"]).encode()
+    second = (tmp_path / "tests" / "comp.preexisting.json").read_bytes()
+    assert receipts["preexisting"]["failures"]  # reruns on both images: the richest receipt
+    assert without_times(first, "test receipt") == without_times(second, "test receipt")
+
+
 def test_receipts_are_typed_records(release, tmp_path):
     from releasekit.errors import InputError
     from releasekit.records.test_receipt import TestReceipt, read_test_receipt
@@ -403,6 +431,11 @@ def _hygiene(root: Path, repo: Forge, pr: int) -> tuple[subprocess.CompletedProc
 def test_hygiene_reports_each_planted_problem_at_file_line(tmp_path, repo):
     proc, receipt = _hygiene(tmp_path, repo, 2)
     assert proc.returncode == 1, proc.stderr
+    # Byte-stable (issue 22): a second run on the same inputs writes the same hygiene.json.
+    (tmp_path / "again").mkdir()
+    again, _ = _hygiene(tmp_path / "again", repo, 2)
+    assert again.returncode == 1, again.stderr
+    assert_same_record(tmp_path / "out" / "hygiene.json", tmp_path / "again" / "out" / "hygiene.json")
     spots = {
         (f["code"], f["location"].get("file"), f["location"].get("line"))
         for f in receipt["findings"]["findings"]

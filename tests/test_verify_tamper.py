@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stable import assert_same_record
 
 from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
 
@@ -123,6 +124,7 @@ class Release:
         return image.id
 
     def verify(self, image: str, **kwargs) -> VerifyResult:
+        kwargs.setdefault("summary", self.root / f"summary-{image[7:19]}.json")
         opts = VerifyOptions(
             image=image,
             lock=self.lock,
@@ -130,7 +132,6 @@ class Release:
             manifest=self.manifest,
             allow_local_repos=True,
             cache_dir=str(self.root / "git-cache"),
-            summary=self.root / f"summary-{image[7:19]}.json",
             **kwargs,
         )
         return verify_provenance(opts)
@@ -197,6 +198,10 @@ def test_clean_image_verifies(release):
     assert summary["verificationResult"] == "PASSED"
     assert summary["resourceUri"] == release.image_id
     assert summary["policy"]["digest"]["sha256"] == result.lock_sha256
+    # Byte-stable (issue 22): a second verification writes the same summary apart from timeVerified.
+    again = release.verify(release.image_id, summary=release.root / "summary-again.json")
+    assert again.summary_path != result.summary_path
+    assert_same_record(Path(result.summary_path), Path(again.summary_path), "verification_summary.json")
 
 
 TAMPERS = {

@@ -320,7 +320,6 @@ def _toolchain_ctx(toolchain: dict, pytorch: str | None, cuda: str | None):
     lock = Lock(
         name="t",
         manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"),
-        locked_at="x",
         components={},
         toolchain=LockedToolchain(base_image=LockedBaseImage(name="b"), pytorch=pytorch, cuda=cuda),
     )

@@ -13,7 +13,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -637,7 +636,7 @@ def provenance_statement(
             runDetails=RunDetails(
                 builder=Builder(id=BUILDER_ID, version={"releasekit": __version__}),
                 metadata=BuildMetadata(
-                    invocationId=f"{record.name}-{lock_sha[:12]}-{int(time.time())}",
+                    invocationId=f"{record.name}-{lock_sha[:12]}-{int(started.timestamp())}",
                     startedOn=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
                     finishedOn=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 ),

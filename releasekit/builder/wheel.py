@@ -75,6 +75,10 @@ class Log:
         return proc.returncode
 
 
+# What the recorded build environment says instead of the build's random temporary directory.
+BUILD_TMP = "$BUILD_TMP"
+
+
 def build_environment(
     recipe: BuildRecipe, source_date_epoch: int, commit: str, arches: list[str]
 ) -> dict[str, str]:
@@ -309,7 +313,14 @@ def build_wheel(
         version=info.version,
         sha256=info.sha256,
         native_arches=arches_found,
-        environment=hygiene.redact(container_environment(env) if builder else env),
+        # The build's own temporary directory has a random name: recorded as BUILD_TMP, so that
+        # two builds of the same inputs record the same environment (docs/architecture.md).
+        environment=hygiene.redact(
+            {
+                name: value.replace(tmp_name, BUILD_TMP)
+                for name, value in (container_environment(env) if builder else env).items()
+            }
+        ),
     )
 
 

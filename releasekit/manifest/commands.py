@@ -204,6 +204,12 @@ def import_cmd(
     receipt: Path | None = typer.Option(
         None, "--receipt", help="today's validation receipt: its numbers become a named baseline"
     ),
+    component_repo: list[str] = typer.Option(
+        [],
+        "--component-repo",
+        help="NAME=URL: the repository of a receipt's source_composition entry (repeatable; "
+        "absent: guessed beside the manifest's repository, with a warning)",
+    ),
     repo: str | None = typer.Option(
         None, "--repo", help="read the repository from here instead of the manifest's URL (--lock-out)"
     ),
@@ -214,73 +220,61 @@ def import_cmd(
 ) -> None:
     """Convert today's tool's files into a releasekit manifest (and lock), then validate it."""
     from releasekit.findings import exit_code_for
-    from releasekit.manifest import validate_manifest_bytes
-    from releasekit.manifest.importer import dump_yaml, import_reference_manifest, legacy_lock_to_lock
+    from releasekit.git import local_repos_allowed
+    from releasekit.manifest.importer import import_release
     from releasekit.manifest.models import GitComponent
-    from releasekit.records.lock import write_lock
     from releasekit.report import print_json, render_findings, stdout_console
 
-    if lock_out is not None and lock is None:
-        raise InputError("--lock-out needs --lock (today's integration lock)")
-    data = import_reference_manifest(
+    repos: dict[str, str] = {}
+    for item in component_repo:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise InputError(f"--component-repo {item!r}: expected NAME=URL")
+        repos[name] = url
+    result = import_release(
         file,
+        output,
         component=component,
         base_image=base_image,
         cuda_arch_list=cuda_arch,
         lock_path=lock,
+        lock_out=lock_out,
         receipt_path=receipt,
+        component_repos=repos,
+        repo=repo,
+        allow_local=allow_local_repos or local_repos_allowed(),
     )
-    text = dump_yaml(data)
-    checked = validate_manifest_bytes(text.encode(), str(output))
-    written_lock: str | None = None
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
-    if lock is not None and lock_out is not None:
-        from releasekit.git import Mirror, local_repos_allowed
-
-        mirror = Mirror(
-            repo or data["components"][component]["repo"],
-            allow_local=allow_local_repos or local_repos_allowed(),
-        ).ensure()
-        converted = legacy_lock_to_lock(
-            lock,
-            output,
-            checked.sha256,
-            checked.manifest.name,
-            component=component,
-            mirror=mirror,
-            base_image=base_image,
-            cuda_arch_list=cuda_arch,
-        )
-        write_lock(converted, lock_out)
-        written_lock = str(lock_out)
-    comp = checked.manifest.components[component]
+    manifest = result.loaded.manifest
+    comp = manifest.components[component]
     assert isinstance(comp, GitComponent)
     if as_json:
         print_json(
             {
-                "output": str(output),
-                "sha256": checked.sha256,
-                "lock": written_lock,
-                "findings": checked.findings,
+                "output": str(result.output),
+                "sha256": result.sha256,
+                "lock": str(result.lock) if result.lock else None,
+                "carried": result.imported.carried,
+                "findings": result.findings,
             }
         )
     else:
         console = stdout_console()
         supersessions = sum(len(p.supersedes) for p in comp.merge_plan)
         console.print(
-            f"wrote {output}: {len(comp.merge_plan)} planned PRs, {supersessions} supersessions, "
-            f"{len(checked.manifest.exclusions)} reviewed exclusions"
+            f"wrote {result.output}: {len(manifest.components)} component(s), {len(comp.merge_plan)} planned PRs, "
+            f"{supersessions} supersessions, {len(manifest.exclusions)} reviewed exclusions"
             + (
-                f", baseline(s) {', '.join(checked.manifest.validation.baselines)}"
-                if checked.manifest.validation.baselines
+                f", baseline(s) {', '.join(manifest.validation.baselines)}"
+                if manifest.validation.baselines
                 else ""
             )
+            + f"; {len(result.imported.carried)} fields carried",
+            markup=False,
         )
-        if written_lock:
-            console.print(f"wrote {written_lock}: today's integration lock as a releasekit lock")
-        render_findings(checked.findings, console, ok_message=f"{output} validates")
-    raise typer.Exit(exit_code_for(checked.findings))
+        if result.lock:
+            console.print(f"wrote {result.lock}: today's integration lock as a releasekit lock", markup=False)
+        render_findings(result.findings, console, ok_message=f"{result.output} validates")
+    raise typer.Exit(exit_code_for(result.findings))
 
 
 def register(app: typer.Typer) -> None:

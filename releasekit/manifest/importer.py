@@ -1,36 +1,49 @@
-"""Import today's tool's files (read through ``releasekit.records.legacy``).
+"""Import today's tool's files (read through ``releasekit.records.legacy``) without losing a field.
 
-- the merge manifest becomes one git component: canonical branch = its base ref, the
-  planned PRs with pinned heads in order; a reviewed exclusion whose reason says a planned
-  PR superseded it (``Superseded by PR #280``, ``Included ... in PR #254``, ``consolidated
-  in PR #229``) becomes ``supersedes:`` of that PR, not an exclusion (the newer PR may keep
-  the older one's commits: plan check then sees them as carried, not as an excluded change);
-  every other reviewed exclusion stays an exclusion (by PR number and head commit);
+Every leaf of the three files (``json_leaves``) is either carried, with where it went
+(``Imported.carried``), or named by an ``IMPORT_FIELD_NOT_CARRIED`` finding:
+
+- the merge manifest becomes the component ``--component`` (default ``vllm``): canonical
+  branch = its base ref, the planned PRs with pinned heads in order; a reviewed exclusion
+  whose reason says a planned PR superseded it (``Superseded by PR #280``, ``Included ...
+  in PR #254``, ``consolidated in PR #229``) becomes ``supersedes:`` of that PR with its
+  head and reason under ``superseded:``, not an exclusion (the newer PR may keep the older
+  one's commits: plan check then sees them as carried, not as an excluded change); every
+  other reviewed exclusion stays an exclusion (by PR number and head commit);
 - the integration lock (``--lock``) gives the base commit (the component's pinned
   ``commit``: today's composed tree is base + plan) and must name the same manifest
-  (sha256) and the same heads; ``--lock-out`` writes it as a releasekit lock
-  (``legacy_lock_to_lock``), reading the trees it does not record from the repository;
-- the validation receipt (``--receipt``) becomes the named baseline
-  ``validation.baselines.<receipt name>``: every number of its ``evidence``
-  (``mtp0.decode_tps.c1`` ...), usable by gates; its ``source_composition`` base is the
-  pinned commit when no lock is given.
+  (sha256), repository, base ref, name, heads and titles; its composed tree and patch go
+  into the component's ``note`` (and ``--lock-out`` writes the lock as a releasekit lock,
+  ``legacy_lock_to_lock``, with that tree as ``composed_tree``);
+- the validation receipt (``--receipt``): ``source_composition`` becomes components (a
+  commit: a git component pinned to it, with ``package_version`` as its version; a version
+  string: a wheel pin), ``runtime_packages`` the toolchain (torch, CUDA, cuDNN, NCCL) and
+  runtime pins (the rest), ``checkpoint`` a pinned model, and every number of ``evidence``
+  the named baseline ``validation.baselines.<receipt name>``, whose ``source`` names the
+  receipt's status, purpose, image, image ID, registry digest, date and release issue.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import io
+import json
+import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
 from releasekit.errors import InputError
+from releasekit.findings import Findings, Severity
 from releasekit.manifest.models import TO_BE_LOCKED
 from releasekit.records.legacy import (
     LegacyIntegrationLock,
+    LegacyMergeManifest,
     LegacyValidationReceipt,
+    json_leaves,
     read_integration_lock,
     read_merge_manifest,
     read_validation_receipt,
@@ -43,6 +56,7 @@ from releasekit.records.lock import (
     LockedManifest,
     LockedPR,
     LockedToolchain,
+    write_lock,
 )
 
 _DISPOSITIONS = {
@@ -53,6 +67,16 @@ _DISPOSITIONS = {
     "out-of-scope": "out-of-scope",
     "deferred": "deferred",
 }
+# runtime_packages keys that are toolchain fields; every other package becomes a runtime pin.
+_TOOLCHAIN_PACKAGES = {
+    "torch": "pytorch",
+    "pytorch": "pytorch",
+    "cuda": "cuda",
+    "cudnn": "cudnn",
+    "nccl": "nccl",
+}
+_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
 def _slug(text: str) -> str:
@@ -68,59 +92,113 @@ def baseline_name(receipt_path: Path) -> str:
     return _slug(stem.split("validation-receipt.", 1)[-1])
 
 
-def receipt_baseline(receipt: LegacyValidationReceipt, receipt_path: Path) -> dict[str, Any]:
-    values = receipt.metrics()
-    if not values:
-        raise InputError(f"{receipt_path}: the receipt's evidence holds no numbers to use as a baseline")
-    return {
-        "source": f"today's tool's validation receipt {receipt_path.name} ({receipt.status}, image {receipt.image_id or receipt.image})",
-        "values": values,
-    }
+def sibling_repo(repository: str, name: str) -> str:
+    """``https://github.com/org/vllm.git`` + ``b12x`` -> ``https://github.com/org/b12x.git``."""
+    head, _, last = repository.rstrip("/").rpartition("/")
+    return f"{head}/{name}{'.git' if last.endswith('.git') else ''}" if head else name
+
+
+@dataclass
+class Imported:
+    """What ``import_reference`` made: the manifest data, what went where, and what did not."""
+
+    data: dict[str, Any]
+    carried: dict[str, str] = field(default_factory=dict)  # "<file>:<field path>" -> where it went
+    findings: Findings = field(default_factory=Findings)
+
+
+class _Ledger:
+    """Where each field of today's files went; the rest becomes findings."""
+
+    def __init__(self) -> None:
+        self.carried: dict[str, str] = {}
+        self.findings = Findings()
+
+    def carry(self, file: Path, path: str, where: str) -> None:
+        self.carried[f"{file.name}:{path}"] = where
+
+    def not_carried(self, file: Path, raw: Any) -> None:
+        for path, value in json_leaves(raw):
+            if f"{file.name}:{path}" in self.carried:
+                continue
+            if value == {} or value == []:
+                self.carry(file, path, "read (empty: nothing to carry)")
+                continue
+            shown = json.dumps(value, ensure_ascii=False)
+            self.findings.add(
+                "IMPORT_FIELD_NOT_CARRIED",
+                f"{path} = {shown if len(shown) <= 60 else shown[:57] + '...'}: releasekit/v1 has no place for it",
+                severity=Severity.warning,
+                file=file.name,
+                field=path,
+            )
+
+
+def _raw(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))  # already read and validated by records.legacy
 
 
 def _check_lock_matches(
-    lock: LegacyIntegrationLock,
-    lock_path: Path,
-    manifest_path: Path,
-    repository: str,
-    heads: list[tuple[int, str]],
+    lock: LegacyIntegrationLock, lock_path: Path, manifest_path: Path, ref: LegacyMergeManifest
 ) -> None:
     digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
     if lock.manifest.sha256 != digest:
         raise InputError(
             f"{lock_path}: locks a manifest with sha256 {lock.manifest.sha256[:12]}, not {manifest_path.name} ({digest[:12]})"
         )
-    if lock.base.repository != repository:
+    if lock.base.repository != ref.repository:
         raise InputError(
-            f"{lock_path}: base repository {lock.base.repository} is not the manifest's {repository}"
+            f"{lock_path}: base repository {lock.base.repository} is not the manifest's {ref.repository}"
         )
+    if lock.base.ref != ref.base_ref:
+        raise InputError(f"{lock_path}: base ref {lock.base.ref} is not the manifest's {ref.base_ref}")
+    if lock.name != ref.name:
+        raise InputError(f"{lock_path}: locks '{lock.name}', not the manifest's '{ref.name}'")
     locked = [(p.number, p.head) for p in lock.pull_requests]
-    if locked != heads:
+    if locked != [(p.number, p.head) for p in ref.pull_requests]:
         raise InputError(f"{lock_path}: its pull requests and heads differ from {manifest_path.name}'s plan")
+    for lp, mp in zip(lock.pull_requests, ref.pull_requests, strict=True):
+        if lp.title is not None and lp.title != mp.title:
+            raise InputError(
+                f"{lock_path}: PR #{lp.number} is titled differently than in {manifest_path.name}"
+            )
 
 
-def import_reference_manifest(
-    path: Path,
-    *,
-    component: str = "vllm",
-    base_image: str,
-    cuda_arch_list: list[str],
-    lock_path: Path | None = None,
-    receipt_path: Path | None = None,
-) -> dict[str, Any]:
-    """Translate today's tool's files into releasekit/v1 manifest data (a plain dict)."""
-    ref = read_merge_manifest(path)
-    planned = {p.number for p in ref.pull_requests}
-    supersedes: dict[int, list[int]] = {}
-    exclusions = []
-    for ex in ref.reviewed_exclusions:
+def _merge_manifest(
+    ref: LegacyMergeManifest, path: Path, component: str, ledger: _Ledger
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The component (repo, branch, plan with supersessions) and the exclusions."""
+    where = f"components.{component}"
+    ledger.carry(path, "schema_version", "read (schema_version 1 is today's merge manifest format)")
+    ledger.carry(path, "name", "name")
+    ledger.carry(path, "repository", f"{where}.repo")
+    ledger.carry(path, "base_ref", f"{where}.canonical_branch")
+    planned = {p.number: i for i, p in enumerate(ref.pull_requests)}
+    superseded: dict[int, list[dict[str, Any]]] = {}
+    exclusions: list[dict[str, Any]] = []
+    for i, ex in enumerate(ref.reviewed_exclusions):
         disposition = _DISPOSITIONS.get(ex.disposition.lower())
         if disposition is None:
             raise InputError(f"{path}: PR #{ex.number}: unknown disposition '{ex.disposition}'")
-        by = ex.superseded_by(planned)
+        at = f"reviewed_exclusions.{i}"
+        by = ex.superseded_by(set(planned))
         if by is not None:
-            supersedes.setdefault(by, []).append(ex.number)
+            entries = superseded.setdefault(by, [])
+            dest = f"{where}.merge_plan.{planned[by]}"
+            ledger.carry(path, f"{at}.number", f"{dest}.supersedes, {dest}.superseded.{len(entries)}.pr")
+            ledger.carry(path, f"{at}.head", f"{dest}.superseded.{len(entries)}.head")
+            ledger.carry(path, f"{at}.reason", f"{dest}.superseded.{len(entries)}.reason")
+            ledger.carry(path, f"{at}.disposition", f"{dest}.supersedes")
+            entries.append({"pr": ex.number, "head": ex.head, "reason": ex.reason})
             continue
+        dest = f"exclusions.{len(exclusions)}"
+        for key, to in (
+            ("number", "pr"),
+            ("head", "commits.0"),
+            ("disposition", "disposition"),
+            ("reason", "reason"),
+        ):
+            ledger.carry(path, f"{at}.{key}", f"{dest}.{to}")
         exclusions.append(
             {
                 "id": f"{component}-pr-{ex.number}",
@@ -133,48 +211,325 @@ def import_reference_manifest(
             }
         )
     plan: list[dict[str, Any]] = []
-    for p in ref.pull_requests:
+    for i, p in enumerate(ref.pull_requests):
+        for key, to in (("number", "pr"), ("head", "head"), ("title", "title")):
+            ledger.carry(path, f"pull_requests.{i}.{key}", f"{where}.merge_plan.{i}.{to}")
         entry: dict[str, Any] = {"pr": p.number, "title": p.title, "head": p.head}
-        if p.number in supersedes:
-            entry["supersedes"] = sorted(supersedes[p.number])
+        if p.number in superseded:
+            olds = sorted(superseded[p.number], key=lambda e: e["pr"])
+            entry["supersedes"] = [e["pr"] for e in olds]
+            entry["superseded"] = olds
         plan.append(entry)
     comp: dict[str, Any] = {
         "kind": "git",
         "repo": ref.repository,
         "canonical_branch": ref.base_ref.removeprefix("refs/heads/"),
+        "merge_plan": plan,
     }
-    sources = [path.name]
+    return comp, exclusions
+
+
+def _integration_lock(
+    lock: LegacyIntegrationLock, path: Path, component: str, ledger: _Ledger, notes: list[str]
+) -> str:
+    """Check and carry the lock's fields; returns the base commit."""
+    where = f"components.{component}"
+    ledger.carry(path, "schema_version", "read (schema_version 1 is today's integration lock format)")
+    ledger.carry(path, "name", "checked: equals the merge manifest's name")
+    ledger.carry(path, "manifest.sha256", "checked: the merge manifest's sha256 (also in sources)")
+    ledger.carry(path, "base.repository", f"checked: equals {where}.repo")
+    ledger.carry(path, "base.ref", f"checked: equals {where}.canonical_branch")
+    ledger.carry(path, "base.commit", f"{where}.commit")
+    for i, p in enumerate(lock.pull_requests):
+        at = f"pull_requests.{i}"
+        for key in ("number", "head", "title"):
+            ledger.carry(
+                path,
+                f"{at}.{key}",
+                f"checked: equals {where}.merge_plan.{i}.{'pr' if key == 'number' else key}",
+            )
+        if p.disposition == "merged":
+            ledger.carry(path, f"{at}.disposition", f"checked: merged, as {where}.merge_plan.{i} says")
+        if p.ref == f"refs/pull/{p.number}/head":
+            ledger.carry(
+                path,
+                f"{at}.ref",
+                f"checked: the PR's head ref, which plan lock reads for {where}.merge_plan.{i}",
+            )
+    result = lock.result
+    text = f"today's integration lock {path.name}: base {lock.base.commit} + the plan composes tree {result.tree}"
+    ledger.carry(path, "result.tree", f"{where}.note (and composed_tree with --lock-out)")
+    if result.patch is not None:
+        text += f", as the patch {result.patch}"
+        ledger.carry(path, "result.patch", f"{where}.note")
+    if result.patch_sha256 is not None:
+        text += f" (sha256 {result.patch_sha256})"
+        ledger.carry(path, "result.patch_sha256", f"{where}.note")
+    notes.append(text)
+    return lock.base.commit
+
+
+def _composition_component(
+    name: str,
+    value: Any,
+    at: str,
+    receipt_path: Path,
+    repository: str,
+    repos: dict[str, str],
+    ledger: _Ledger,
+) -> dict[str, Any] | None:
+    """One ``source_composition`` entry other than the manifest's component, as a component."""
+    where = f"components.{name}"
+    if isinstance(value, str) and not _SHA1.match(value):
+        ledger.carry(receipt_path, at, f"{where}.requirement")
+        return {"kind": "wheel", "requirement": f"{name}=={value}", "sha256": TO_BE_LOCKED}
+    comp: dict[str, Any] = {"kind": "git"}
+    if name in repos:
+        comp["repo"] = repos[name]
+    else:
+        comp["repo"] = sibling_repo(repository, name)
+        ledger.findings.add(
+            "IMPORT_REPO_GUESSED",
+            f"the receipt names no repository for '{name}': guessed {comp['repo']} (the merge manifest's "
+            f"owner); give the right one with --component-repo {name}=URL",
+            severity=Severity.warning,
+            file=receipt_path.name,
+            field=at,
+            component=name,
+        )
+    if isinstance(value, str):
+        comp["commit"] = value
+        ledger.carry(receipt_path, at, f"{where}.commit")
+        return comp
+    if not isinstance(value, dict):
+        return None
+    base = value.get("base")
+    if isinstance(base, str) and _SHA1.match(base):
+        comp["commit"] = base
+        ledger.carry(receipt_path, f"{at}.base", f"{where}.commit")
+    version = value.get("package_version")
+    if isinstance(version, str):
+        comp["version"] = version
+        ledger.carry(receipt_path, f"{at}.package_version", f"{where}.version")
+    if "commit" not in comp:
+        comp["commit"] = TO_BE_LOCKED
+    tree, patch = value.get("tree"), value.get("patch_sha256")
+    if isinstance(tree, str) or isinstance(patch, str):
+        comp["note"] = (
+            f"today's validation receipt {receipt_path.name}: released as base {comp['commit']} + a patch"
+            + (f" (sha256 {patch})" if isinstance(patch, str) else "")
+            + (f", tree {tree}" if isinstance(tree, str) else "")
+        )
+        for key in ("tree", "patch_sha256"):
+            if isinstance(value.get(key), str):
+                ledger.carry(receipt_path, f"{at}.{key}", f"{where}.note")
+        ledger.findings.add(
+            "IMPORT_PATCH_PLAN_UNKNOWN",
+            f"'{name}' was released as its base commit plus a patch whose pull requests today's files do not "
+            f"name: write its merge_plan, or the build will use the base commit alone",
+            severity=Severity.warning,
+            file=receipt_path.name,
+            field=at,
+            component=name,
+        )
+    return comp
+
+
+def _receipt(
+    receipt: LegacyValidationReceipt,
+    raw: dict[str, Any],
+    path: Path,
+    *,
+    component: str,
+    comp: dict[str, Any],
+    repository: str,
+    repos: dict[str, str],
+    data: dict[str, Any],
+    ledger: _Ledger,
+    notes: list[str],
+) -> None:
+    """Carry the receipt: composition, runtime packages, checkpoint and the baseline."""
+    ledger.carry(path, "schema_version", "read (schema_version 1 is today's validation receipt format)")
+    components: dict[str, Any] = data["components"]
+    for name, value in receipt.source_composition.items():
+        at = f"source_composition.{name}"
+        if name == component:
+            own = value if isinstance(value, dict) else {"base": value}
+            key = f"{at}.base" if isinstance(value, dict) else at
+            base = own.get("base")
+            if "commit" in comp:
+                if base != comp["commit"]:
+                    raise InputError(
+                        f"{path}: {at}: base {base} is not the integration lock's base {comp['commit']}"
+                    )
+                ledger.carry(path, key, f"checked: equals components.{component}.commit")
+            elif isinstance(base, str) and _SHA1.match(base):
+                comp["commit"] = base
+                ledger.carry(path, key, f"components.{component}.commit")
+            extra = [f"{k} {own[k]}" for k in ("tree", "patch_sha256") if isinstance(own.get(k), str)]
+            if extra:
+                notes.append(f"today's validation receipt {path.name}: " + ", ".join(extra))
+                for k in ("tree", "patch_sha256"):
+                    if isinstance(own.get(k), str):
+                        ledger.carry(path, f"{at}.{k}", f"components.{component}.note")
+            continue
+        key = _slug(name) if not _NAME.match(name) else name
+        made = _composition_component(key, value, at, path, repository, repos, ledger)
+        if made is not None:
+            components[key] = made
+    toolchain: dict[str, Any] = data["toolchain"]
+    pins: list[dict[str, Any]] = []
+    for package, version in receipt.runtime_packages.items():
+        at = f"runtime_packages.{package}"
+        slot = _TOOLCHAIN_PACKAGES.get(package.lower())
+        if slot is not None and slot not in toolchain:
+            toolchain[slot] = version
+            ledger.carry(path, at, f"toolchain.{slot}")
+        else:
+            ledger.carry(path, at, f"pins.{len(pins)}")
+            pins.append(
+                {
+                    "package": package,
+                    "version": version,
+                    "scopes": ["runtime"],
+                    "reason": f"runtime_packages of today's validation receipt {path.name}",
+                }
+            )
+    if pins:
+        data["pins"] = pins
+    validation: dict[str, Any] = {}
+    checkpoint = raw.get("checkpoint")
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("repository"), str):
+        model = _checkpoint_model(checkpoint, path, ledger)
+        if model is not None:
+            key, ref = model
+            validation["models"] = {key: ref}
+    values: dict[str, float] = {}
+    for field_path, metric, value in receipt.metric_leaves():
+        values[metric] = value
+        ledger.carry(path, field_path, f"validation.baselines.{baseline_name(path)}.values.{metric}")
+    if values:
+        validation["baselines"] = {
+            baseline_name(path): {"source": _baseline_source(raw, path, ledger), "values": values}
+        }
+    if validation:
+        data["validation"] = validation
+
+
+def _checkpoint_model(
+    checkpoint: dict[str, Any], path: Path, ledger: _Ledger
+) -> tuple[str, dict[str, Any]] | None:
+    repo = checkpoint["repository"]
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$", repo):
+        return None
+    key = _slug(repo.rpartition("/")[2])
+    where = f"validation.models.{key}"
+    model: dict[str, Any] = {"name": repo, "hub": repo}
+    ledger.carry(path, "checkpoint.repository", f"{where}.hub")
+    revision = checkpoint.get("revision")
+    if isinstance(revision, str) and _SHA1.match(revision):
+        model["revision"] = revision
+        ledger.carry(path, "checkpoint.revision", f"{where}.revision")
+    shard, digest = checkpoint.get("shared_bf16_shard"), checkpoint.get("shared_bf16_shard_sha256")
+    if isinstance(shard, str) and isinstance(digest, str) and re.match(r"^[0-9a-f]{64}$", digest):
+        model["files"] = [{"path": shard, "sha256": digest}]
+        ledger.carry(path, "checkpoint.shared_bf16_shard", f"{where}.files.0.path")
+        ledger.carry(path, "checkpoint.shared_bf16_shard_sha256", f"{where}.files.0.sha256")
+    if isinstance(checkpoint.get("role"), str):
+        model["note"] = checkpoint["role"]
+        ledger.carry(path, "checkpoint.role", f"{where}.note")
+    return key, model
+
+
+def _baseline_source(raw: dict[str, Any], path: Path, ledger: _Ledger) -> str:
+    """Which measurement the numbers are: the receipt's identity, in words."""
+    where = f"validation.baselines.{baseline_name(path)}.source"
+    parts = [f"today's tool's validation receipt {path.name}"]
+    for key, label in (
+        ("status", "status"),
+        ("purpose", "purpose"),
+        ("image", "image"),
+        ("image_id", "image ID"),
+        ("registry_digest", "registry digest"),
+        ("validated_at", "validated at"),
+        ("release_issue", "release issue"),
+    ):
+        value = raw.get(key)
+        if isinstance(value, str):
+            parts.append(f"{label}: {value}")
+            ledger.carry(path, key, where)
+    return "; ".join(parts)
+
+
+def import_reference(
+    path: Path,
+    *,
+    component: str = "vllm",
+    base_image: str,
+    cuda_arch_list: list[str],
+    lock_path: Path | None = None,
+    receipt_path: Path | None = None,
+    component_repos: dict[str, str] | None = None,
+) -> Imported:
+    """Translate today's tool's files into releasekit/v1 manifest data, accounting for every field."""
+    ledger = _Ledger()
+    ref = read_merge_manifest(path)
+    lock = read_integration_lock(lock_path) if lock_path is not None else None
+    receipt = read_validation_receipt(receipt_path) if receipt_path is not None else None
+    comp, exclusions = _merge_manifest(ref, path, component, ledger)
+    sources = [f"{path.name} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()})"]
     data: dict[str, Any] = {
         "schema": "releasekit/v1",
         "name": _slug(ref.name),
         "description": f"Imported from today's tool's files: {path.name}",
         "sources": sources,
+        "components": {component: comp},
+        "toolchain": {"base_image": {"name": base_image, "digest": TO_BE_LOCKED}},
     }
-    receipt = read_validation_receipt(receipt_path) if receipt_path else None
-    if lock_path is not None:
-        lock = read_integration_lock(lock_path)
-        _check_lock_matches(
-            lock, lock_path, path, ref.repository, [(p.number, p.head) for p in ref.pull_requests]
-        )
-        comp["commit"] = lock.base.commit
-        sources.append(lock_path.name)
-    elif receipt is not None:
-        base = receipt.source_composition.get(component)
-        if isinstance(base, dict) and isinstance(base.get("base"), str):
-            comp["commit"] = base["base"]
-    comp["merge_plan"] = plan
-    data["components"] = {component: comp}
-    data["toolchain"] = {
-        "base_image": {"name": base_image, "digest": TO_BE_LOCKED},
-        "cuda_arch_list": cuda_arch_list,
-    }
-    data["exclusions"] = exclusions
+    notes: list[str] = []
+    if lock is not None and lock_path is not None:
+        _check_lock_matches(lock, lock_path, path, ref)
+        comp["commit"] = _integration_lock(lock, lock_path, component, ledger, notes)
+        sources.append(f"{lock_path.name} (sha256 {hashlib.sha256(lock_path.read_bytes()).hexdigest()})")
     if receipt is not None and receipt_path is not None:
-        sources.append(receipt_path.name)
-        data["validation"] = {
-            "baselines": {baseline_name(receipt_path): receipt_baseline(receipt, receipt_path)}
-        }
-    return data
+        _receipt(
+            receipt,
+            _raw(receipt_path),
+            receipt_path,
+            component=component,
+            comp=comp,
+            repository=ref.repository,
+            repos=component_repos or {},
+            data=data,
+            ledger=ledger,
+            notes=notes,
+        )
+        sources.append(
+            f"{receipt_path.name} (sha256 {hashlib.sha256(receipt_path.read_bytes()).hexdigest()})"
+        )
+    if notes:
+        comp["note"] = "; ".join(notes)
+    data["toolchain"]["cuda_arch_list"] = cuda_arch_list
+    data["exclusions"] = exclusions
+    # Keys in the manifest's usual order (components, toolchain, pins, exclusions, validation).
+    order = [
+        "schema",
+        "name",
+        "description",
+        "sources",
+        "components",
+        "toolchain",
+        "pins",
+        "exclusions",
+        "validation",
+    ]
+    data = {k: data[k] for k in order if k in data}
+    ledger.not_carried(path, _raw(path))
+    if lock_path is not None:
+        ledger.not_carried(lock_path, _raw(lock_path))
+    if receipt_path is not None:
+        ledger.not_carried(receipt_path, _raw(receipt_path))
+    return Imported(data=data, carried=ledger.carried, findings=ledger.findings)
 
 
 def legacy_lock_to_lock(
@@ -228,8 +583,7 @@ def legacy_lock_to_lock(
         {
             "schema": LOCK_SCHEMA,
             "name": manifest_name,
-            "manifest": LockedManifest(path=str(manifest_path), sha256=manifest_sha256, name=manifest_name),
-            "locked_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+            "manifest": LockedManifest(path=manifest_path.name, sha256=manifest_sha256, name=manifest_name),
             "components": {component: git},
             "toolchain": LockedToolchain(
                 base_image=LockedBaseImage(name=base_image), cuda_arch_list=cuda_arch_list
@@ -245,3 +599,81 @@ def dump_yaml(data: dict[str, Any]) -> str:
     buf = io.StringIO()
     yaml.dump(data, buf)
     return buf.getvalue()
+
+
+@dataclass
+class ImportResult:
+    """What ``import_release`` wrote."""
+
+    output: Path
+    sha256: str
+    lock: Path | None
+    imported: Imported
+    loaded: Any  # releasekit.manifest.LoadedManifest of the written text
+    findings: Findings  # the import's findings, then the written manifest's rule findings
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def import_release(
+    path: Path,
+    output: Path,
+    *,
+    component: str,
+    base_image: str,
+    cuda_arch_list: list[str],
+    lock_path: Path | None = None,
+    lock_out: Path | None = None,
+    receipt_path: Path | None = None,
+    component_repos: dict[str, str] | None = None,
+    repo: str | None = None,
+    allow_local: bool = False,
+) -> ImportResult:
+    """Import, validate, and only then write ``output`` (and ``lock_out``): nothing is written on an error."""
+    from releasekit.manifest import validate_manifest_bytes
+
+    if lock_out is not None and lock_path is None:
+        raise InputError("--lock-out needs --lock (today's integration lock)")
+    imported = import_reference(
+        path,
+        component=component,
+        base_image=base_image,
+        cuda_arch_list=cuda_arch_list,
+        lock_path=lock_path,
+        receipt_path=receipt_path,
+        component_repos=component_repos,
+    )
+    text = dump_yaml(imported.data)
+    checked = validate_manifest_bytes(text.encode(), str(output))
+    converted: Lock | None = None
+    if lock_path is not None and lock_out is not None:
+        from releasekit.git import Mirror
+
+        mirror = Mirror(
+            repo or imported.data["components"][component]["repo"], allow_local=allow_local
+        ).ensure()
+        converted = legacy_lock_to_lock(
+            lock_path,
+            output,
+            checked.sha256,
+            checked.manifest.name,
+            component=component,
+            mirror=mirror,
+            base_image=base_image,
+            cuda_arch_list=cuda_arch_list,
+        )
+    _write_atomically(output, text)
+    if converted is not None and lock_out is not None:
+        write_lock(converted, lock_out)
+    findings = Findings()
+    findings.extend(imported.findings)
+    findings.extend(checked.findings)
+    return ImportResult(output, checked.sha256, lock_out if converted else None, imported, checked, findings)

@@ -48,6 +48,14 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class SupersededPR(StrictModel):
+    """A PR that a planned one replaces, as reviewed: its head and why (each one is also in ``supersedes``)."""
+
+    pr: PRNumber
+    head: FullSha | ToBeLocked = TO_BE_LOCKED
+    reason: str | None = Field(default=None, min_length=1)
+
+
 class PlannedPR(StrictModel):
     """One pull request to merge into the canonical branch, in the listed order."""
 
@@ -65,7 +73,18 @@ class PlannedPR(StrictModel):
         default=None,
         description="acknowledged: this PR never had its own merge, it arrived inside this PR's merge",
     )
+    superseded: list[SupersededPR] = Field(
+        default_factory=list,
+        description="what is known of the PRs in 'supersedes': their reviewed head and the reason",
+    )
     note: str | None = None
+
+    @model_validator(mode="after")
+    def _superseded_are_superseded(self) -> PlannedPR:
+        for old in self.superseded:
+            if old.pr not in self.supersedes:
+                raise ValueError(f"'superseded' names PR #{old.pr}, which is not in 'supersedes'")
+        return self
 
 
 class CanonicalChange(StrictModel):

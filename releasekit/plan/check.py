@@ -73,9 +73,10 @@ def _roles_of(cs: ComponentState, finding: Finding) -> set[str]:
 
 
 def statuses_with_codes(cs: ComponentState, findings: Findings) -> list[PRStatus]:
-    """The component's PR statuses, each with the codes of the findings about it, in finding order."""
+    """The component's PR statuses, each with the codes of the findings about it, in the order
+    findings are written (``Finding.sort_key``: the same whatever order the checks found them in)."""
     codes: list[list[str]] = [[] for _ in cs.statuses]
-    for finding in findings:
+    for finding in findings.sorted():
         where = finding.location
         if where.component != cs.name:
             continue

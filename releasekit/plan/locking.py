@@ -8,8 +8,6 @@ Anything that cannot be resolved makes the lock impossible: InputError, exit 2.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 from releasekit.errors import EnvironmentProblem, InputError
@@ -273,7 +271,6 @@ def build_lock(
     model_sources: ModelSources | None = None,
     datasets: bool = False,
     forge: bool = True,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Lock:
     manifest = loaded.manifest
     components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
@@ -318,7 +315,6 @@ def build_lock(
         datasets=lock_datasets(spec, loaded.directory, found, strict=strict) if datasets else {},
         name=manifest.name,
         manifest=LockedManifest(path=loaded.path.name, sha256=loaded.sha256, name=manifest.name),
-        locked_at=now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         components=components,
         toolchain=LockedToolchain(
             base_image=base,

@@ -115,22 +115,42 @@ class LegacyValidationReceipt(_Legacy):
     def metrics(self) -> dict[str, float]:
         """Every number of ``evidence`` as ``<profile>.<name>[.<key>]`` (e.g. ``mtp0.decode_tps.c1``).
 
-        Strings, lists and booleans are left out: a baseline holds numbers only.
+        A list's numbers are named by their index (``...64000_runs.0``); strings and booleans
+        are left out: a baseline holds numbers only.
         """
-        out: dict[str, float] = {}
+        return {name: value for _, name, value in self.metric_leaves()}
 
-        def walk(prefix: str, value: Any) -> None:
+    def metric_leaves(self) -> list[tuple[str, str, float]]:
+        """``(field path in the receipt, metric name, value)`` for every number of ``evidence``."""
+        out: list[tuple[str, str, float]] = []
+
+        def walk(path: str, prefix: str, value: Any) -> None:
             if isinstance(value, bool):
                 return
             if isinstance(value, int | float):
-                out[prefix] = float(value)
-            elif isinstance(value, dict):
-                for key, sub in value.items():
+                out.append((path, prefix, float(value)))
+            elif isinstance(value, dict | list):
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                for key, sub in items:
                     part = re.sub(r"[^a-z0-9_]+", "_", str(key).lower()).strip("_") or "_"
-                    walk(f"{prefix}.{part}" if prefix else part, sub)
+                    walk(f"{path}.{key}", f"{prefix}.{part}" if prefix else part, sub)
 
-        walk("", self.evidence)
+        walk("evidence", "", self.evidence)
         return out
+
+
+def json_leaves(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every leaf of parsed JSON as ``(dotted path, value)``; list items are named by index.
+
+    An empty object or list is a leaf of its own.
+    """
+    if isinstance(data, dict | list) and data:
+        items = data.items() if isinstance(data, dict) else enumerate(data)
+        out: list[tuple[str, Any]] = []
+        for key, sub in items:
+            out.extend(json_leaves(sub, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return [(prefix, data)]
 
 
 M = TypeVar("M", bound=BaseModel)

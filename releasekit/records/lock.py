@@ -2,6 +2,10 @@
 
 ``plan lock`` writes it; every later stage reads it (and only it, plus the manifest it
 names by sha256). It is the contract between the stages, so it is versioned and strict.
+
+It carries no wall-clock time: two locks of the same manifest and remote state are the
+same bytes, and so is everything named after the lock's sha256. Locks written before that
+(``locked_at``, schema still ``releasekit.lock/v1``) are read with that one field dropped.
 """
 
 from __future__ import annotations
@@ -9,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from releasekit.records.base import Record, Strict, load_record, write_record
 from releasekit.records.forge import ForgeData
@@ -148,7 +152,6 @@ class Lock(Record):
     schema_: Literal["releasekit.lock/v1"] = Field(default=LOCK_SCHEMA, alias="schema")
     name: str
     manifest: LockedManifest
-    locked_at: str  # RFC 3339, informational; never used as a build input
     components: dict[str, LockedComponent]
     toolchain: LockedToolchain
     # validation.models / validation.datasets locked by ``plan lock --models`` / ``--datasets``.
@@ -156,6 +159,14 @@ class Lock(Record):
     datasets: dict[str, LockedDataset] = Field(default_factory=dict)
     # What the forge said about every named PR (records/forge.py); None: a lock from before forge reading.
     forge: ForgeData | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_locked_at(cls, data: Any) -> Any:
+        """Earlier v1 locks carried ``locked_at`` (a wall-clock time); it is ignored, never written."""
+        if isinstance(data, dict) and "locked_at" in data:
+            data = {k: v for k, v in data.items() if k != "locked_at"}
+        return data
 
     def git_components(self) -> dict[str, LockedGitComponent]:
         return {k: v for k, v in self.components.items() if isinstance(v, LockedGitComponent)}

@@ -13,7 +13,7 @@ from typing import Final, Literal
 from pydantic import Field
 
 from releasekit.errors import InputError
-from releasekit.findings import Finding
+from releasekit.findings import FindingList
 from releasekit.manifest.validation import Cell
 from releasekit.records.base import Record, Strict, load_record, write_record
 
@@ -38,7 +38,7 @@ class CheckResult(Strict):
     required: bool = True
     metrics: list[Metric] = Field(default_factory=list)
     details: dict[str, object] = Field(default_factory=dict)
-    findings: list[Finding] = Field(default_factory=list)
+    findings: FindingList = Field(default_factory=list)
     duration_s: float = 0.0
 
 
@@ -138,7 +138,7 @@ class Receipt(Record):
     metrics: dict[str, Metric] = Field(default_factory=dict)
     checks: list[CheckResult] = Field(default_factory=list)
     gates: list[GateResult] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
+    findings: FindingList = Field(default_factory=list)
     log_tail: list[str] = Field(default_factory=list)
     host: dict[str, str] = Field(default_factory=dict)
     # Which engine adapter (releasekit.validate.engines) judged this cell, and its version.

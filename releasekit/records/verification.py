@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 from pydantic import Field, PrivateAttr
 
 from releasekit import __version__
-from releasekit.findings import Finding, Severity
+from releasekit.findings import FindingList, Severity
 from releasekit.records.base import Record, Strict
 from releasekit.records.provenance import ResourceDescriptor
 
@@ -40,7 +40,7 @@ class ReleasekitBlock(Strict):
     manifest_sha256: str
     image_tags: list[str] = Field(default_factory=list)
     checks: list[CheckOutcome] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
+    findings: FindingList = Field(default_factory=list)
 
 
 class VerificationSummary(Record):
