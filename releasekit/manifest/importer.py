@@ -44,6 +44,7 @@ from releasekit.records.legacy import (
     LegacyMergeManifest,
     LegacyValidationReceipt,
     json_leaves,
+    raw_tree,
     read_integration_lock,
     read_merge_manifest,
     read_validation_receipt,
@@ -132,10 +133,6 @@ class _Ledger:
                 file=file.name,
                 field=path,
             )
-
-
-def _raw(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))  # already read and validated by records.legacy
 
 
 def _check_lock_matches(
@@ -494,7 +491,7 @@ def import_reference(
     if receipt is not None and receipt_path is not None:
         _receipt(
             receipt,
-            _raw(receipt_path),
+            raw_tree(receipt_path),
             receipt_path,
             component=component,
             comp=comp,
@@ -524,11 +521,11 @@ def import_reference(
         "validation",
     ]
     data = {k: data[k] for k in order if k in data}
-    ledger.not_carried(path, _raw(path))
+    ledger.not_carried(path, raw_tree(path))
     if lock_path is not None:
-        ledger.not_carried(lock_path, _raw(lock_path))
+        ledger.not_carried(lock_path, raw_tree(lock_path))
     if receipt_path is not None:
-        ledger.not_carried(receipt_path, _raw(receipt_path))
+        ledger.not_carried(receipt_path, raw_tree(receipt_path))
     return Imported(data=data, carried=ledger.carried, findings=ledger.findings)
 
 

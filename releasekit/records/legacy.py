@@ -156,6 +156,12 @@ def json_leaves(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
 M = TypeVar("M", bound=BaseModel)
 
 
+def raw_tree(path: Path) -> Any:
+    """The JSON tree of a file already read through its model: what ``manifest import`` accounts
+    for leaf by leaf (every field is carried or reported)."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def _read(path: Path, model: type[M], what: str) -> M:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
