@@ -13,6 +13,8 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings
+from releasekit.git.remote import check_remote
+from releasekit.git.runner import GitFailed
 from releasekit.manifest import LoadedManifest
 from releasekit.plan.carried import CarriedVerdict, verify_carried
 from releasekit.plan.checks import ComponentState, PlanContext, build_state, plan_checks
@@ -109,15 +111,25 @@ def plan_context(
         if name not in loaded.manifest.git_components():
             raise InputError(f"--release names {name!r}, which is not a git component of the manifest")
     components: dict[str, ComponentState] = {}
+    unreadable: dict[str, str] = {}
+    for comp in loaded.manifest.git_components().values():
+        # An unsafe or malformed address is bad input (exit 2), not an unreadable component.
+        check_remote(comp.repo, allow_local=allow_local, base_dir=loaded.directory)
     for name, comp in loaded.manifest.git_components().items():
-        mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
-        locked = lock.git_components().get(name) if lock else None
-        components[name] = build_state(name, comp, mirror, locked)
+        # One component that cannot be read is a finding for it; the others are still checked.
+        try:
+            mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
+            locked = lock.git_components().get(name) if lock else None
+            components[name] = build_state(name, comp, mirror, locked)
+        except (InputError, GitFailed) as exc:
+            unreadable[name] = exc.one_line()
     carried = tuple(v for cs in components.values() for v in verify_carried(cs))
     # The manifest's release refs are always audited; --release adds to them.
     audits: list[tuple[str, str]] = []
     missing: list[tuple[str, str]] = []
     for name, comp in loaded.manifest.git_components().items():
+        if name not in components:
+            continue
         for ref in comp.release_refs:
             try:
                 components[name].mirror.resolve(ref)
@@ -126,7 +138,7 @@ def plan_context(
             else:
                 audits.append((name, ref))
     for name, ref in (releases or {}).items():
-        if (name, ref) not in audits:
+        if (name, ref) not in audits and name in components:
             audits.append((name, ref))
     reports = tuple((name, _release_only(components[name], ref, carried)) for name, ref in audits)
     upstream: dict[tuple[str, str], UpstreamPatches] = {}
@@ -152,6 +164,7 @@ def plan_context(
         pins=pins,
         carried=carried,
         upstream=upstream,
+        unreadable=unreadable,
     )
 
 

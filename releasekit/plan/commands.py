@@ -30,6 +30,17 @@ _CACHE = typer.Option(
 _NO_FETCH = typer.Option(
     False, "--no-fetch", help="Use the mirror cache as it is (fetch only repositories never fetched)."
 )
+_MIRROR = typer.Option(
+    [],
+    "--mirror",
+    help="URL=PATH: read the repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+)
+
+
+def _mirrors(specs: list[str]) -> None:
+    from releasekit.git.mirrors import add_mirrors
+
+    add_mirrors(specs)
 
 
 def _exit(findings: Findings) -> None:
@@ -49,9 +60,11 @@ def lock_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    mirror: list[str] = _MIRROR,
     as_json: bool = _JSON,
 ) -> None:
     """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
+    _mirrors(mirror)
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
     from releasekit.records.lock import write_lock
@@ -132,9 +145,11 @@ def check_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    mirror: list[str] = _MIRROR,
     as_json: bool = _JSON,
 ) -> None:
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
+    _mirrors(mirror)
     from releasekit.manifest import load_manifest
     from releasekit.plan.check import check_plan
     from releasekit.records.base import write_record
@@ -178,9 +193,11 @@ def compose_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    mirror: list[str] = _MIRROR,
     as_json: bool = _JSON,
 ) -> None:
     """Merge the planned PRs in order onto a fresh checkout of the base; report conflicts and the tree."""
+    _mirrors(mirror)
     from releasekit.manifest import load_manifest
     from releasekit.plan.compose import compose_plan
     from releasekit.records.lock import lock_file_sha256, read_lock
@@ -242,9 +259,11 @@ def release_only_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    mirror: list[str] = _MIRROR,
     as_json: bool = _JSON,
 ) -> None:
     """List commits of the release side whose change is not on canonical (git cherry, across merges too)."""
+    _mirrors(mirror)
     from releasekit.plan.audit import release_only_audit
 
     report = release_only_audit(

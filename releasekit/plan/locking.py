@@ -20,6 +20,7 @@ from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
 from releasekit.git.remote import strip_credentials
+from releasekit.git.runner import GitFailed
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
 from releasekit.plan.mirrors import open_mirror
@@ -312,20 +313,29 @@ def build_lock(
     manifest = loaded.manifest
     components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
     houses = [h if h.is_absolute() else Path.cwd() / h for h in (wheelhouses or [])]
+    # Every component is tried: one that cannot be locked does not hide the next one's problem.
+    problems: list[str] = []
     for name, comp in manifest.components.items():
-        if isinstance(comp, GitComponent):
-            mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
-            components[name] = locked = lock_git_component(name, comp, mirror)
-            builder = lock_builder(comp, loaded)
-            if builder is not None:
-                components[name] = locked = locked.model_copy(update={"builder": builder})
-            if compose and comp.merge_plan:
-                components[name] = locked.model_copy(
-                    update={"composed_tree": _composed_tree(name, comp, mirror, locked)}
-                )
-        else:
-            options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
-            components[name] = lock_wheel_component(name, comp, houses, options)
+        try:
+            if isinstance(comp, GitComponent):
+                mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
+                components[name] = locked = lock_git_component(name, comp, mirror)
+                builder = lock_builder(comp, loaded)
+                if builder is not None:
+                    components[name] = locked = locked.model_copy(update={"builder": builder})
+                if compose and comp.merge_plan:
+                    components[name] = locked.model_copy(
+                        update={"composed_tree": _composed_tree(name, comp, mirror, locked)}
+                    )
+            else:
+                options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
+                components[name] = lock_wheel_component(name, comp, houses, options)
+        except (InputError, GitFailed) as exc:
+            line = exc.one_line()
+            problems.append(line if line.startswith(f"{name}:") else f"{name}: {line}")
+    if problems:
+        summary = problems[0] if len(problems) == 1 else f"{len(problems)} components cannot be locked"
+        raise InputError(summary, details=problems if len(problems) > 1 else None)
     tc = manifest.toolchain
     try:
         base = resolve_base_image(tc.base_image.name, tc.base_image.digest)

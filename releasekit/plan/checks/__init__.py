@@ -18,11 +18,13 @@ from releasekit.plan.checks.pr_heads import PRHeadsUnmoved
 from releasekit.plan.checks.published import CheckedCommitPublished
 from releasekit.plan.checks.release_only import ReleaseOnlyCommits
 from releasekit.plan.checks.superseded import SupersededAbsent
+from releasekit.plan.checks.unreadable import ComponentsReadable
 
 
 def all_checks() -> list[Check[PlanContext]]:
     return [
         LockMatchesManifest(),
+        ComponentsReadable(),
         CheckedCommitPublished(),
         PlannedPRsMerged(),
         MergeOrder(),

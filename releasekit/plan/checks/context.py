@@ -72,6 +72,8 @@ class PlanContext:
     carried: tuple[CarriedVerdict, ...] = ()
     # (exclusion id, component) -> the upstream change's commits as read (releasekit.plan.upstream).
     upstream: Mapping[tuple[str, str], UpstreamPatches] = field(default_factory=dict)
+    # Git component -> why its repository or refs could not be read (the others are still checked).
+    unreadable: Mapping[str, str] = field(default_factory=dict)
 
 
 def _status_from(

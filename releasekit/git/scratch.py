@@ -1,0 +1,84 @@
+"""Object writes that must not land in the repository being read.
+
+``git merge-tree --write-tree`` (how ``audit release-only`` tells an automatic merge from a
+hand-made resolution) writes the merged trees and blobs into the object store. A
+repository releasekit was given to read (``--repo DIR``, a team's shared mirror, a
+read-only one) must come out byte-identical, so those writes go to a throw-away object
+directory of releasekit's own that borrows the repository's objects as an alternate
+(``GIT_OBJECT_DIRECTORY`` + ``GIT_ALTERNATE_OBJECT_DIRECTORIES``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from releasekit.git.runner import Git, git_env
+
+_OBJECTS: dict[tuple[Path, bool], str] = {}
+
+
+def objects_dir(git: Git) -> str:
+    """The absolute object directory of ``git``'s repository (bare or with a work tree)."""
+    key = (git.directory, git.bare)
+    if key not in _OBJECTS:
+        if git.bare and (git.directory / "objects").is_dir():
+            found = str((git.directory / "objects").resolve())
+        else:
+            common = git.run("rev-parse", "--path-format=absolute", "--git-common-dir").strip()
+            found = str(Path(common) / "objects")
+        _OBJECTS[key] = found
+    return _OBJECTS[key]
+
+
+def _object_times(objects: Path) -> dict[str, tuple[int, int]]:
+    """path -> (atime, mtime) of every pack and loose object file (what git "freshens")."""
+    times: dict[str, tuple[int, int]] = {}
+    for sub in objects.iterdir() if objects.is_dir() else ():
+        if sub.name == "info" or not sub.is_dir():
+            continue
+        for entry in os.scandir(sub):
+            if entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                times[entry.path] = (st.st_atime_ns, st.st_mtime_ns)
+    return times
+
+
+def merge_tree(git: Git, first: str, second: str) -> str | None:
+    """The tree git's own merge of two commits gives (None when it conflicts), written outside the repository.
+
+    git "freshens" an object it would write but finds in an alternate (it sets the pack's or
+    loose file's mtime to now, so gc keeps it). Where the filesystem lets it (root, a
+    writable copy), the times of the repository's object files are put back afterwards, so
+    the repository comes out as it was, times included; on a truly read-only repository
+    the freshening fails and git writes those objects into the scratch directory instead.
+    """
+    borrowed = objects_dir(git)
+    times = _object_times(Path(borrowed))
+    try:
+        return _merge_tree(git, first, second, borrowed)
+    finally:
+        for path, (atime, mtime) in times.items():
+            try:
+                st = os.stat(path)
+                if st.st_mtime_ns != mtime:
+                    os.utime(path, ns=(atime, mtime))
+            except OSError:
+                continue
+
+
+def _merge_tree(git: Git, first: str, second: str, borrowed: str) -> str | None:
+    with tempfile.TemporaryDirectory(prefix="releasekit-objects-") as scratch:
+        env = git_env()
+        env.update(GIT_OBJECT_DIRECTORY=scratch, GIT_ALTERNATE_OBJECT_DIRECTORIES=borrowed)
+        proc = subprocess.run(
+            git.argv(["merge-tree", "--write-tree", "--no-messages", first, second]),
+            capture_output=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode().split()[0]
