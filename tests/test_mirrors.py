@@ -307,3 +307,24 @@ def test_every_component_is_reported(world: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and not (tmp_path / "l.json").exists()
     lines = r.stderr.strip().splitlines()
     assert [line.split(":")[2].strip() for line in lines] == ["broken", "zeta"], lines
+
+
+def test_checkout_and_bundle_through_a_mirror(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What build and the release archive do with a mirrored repository: a fresh checkout and a bundle."""
+    from releasekit.git import create_bundle, fresh_checkout
+    from releasekit.git.mirror import Mirror
+    from releasekit.git.mirrors import MIRRORS_ENV
+
+    snapshot = world / "snapshot.git"
+    (tmp_path / "mirrors.txt").write_text(f"https://git.example.invalid/org/lib.git={snapshot}\n")
+    monkeypatch.setenv(MIRRORS_ENV, str(tmp_path / "mirrors.txt"))
+    mirror = Mirror("https://git.example.invalid/org/lib", tmp_path / "cache").update()
+    assert mirror.skipped_refs == []
+    head = mirror.branch_head("main")
+    checkout = fresh_checkout(mirror, head, tmp_path / "co", expect_tree=mirror.tree_of(head))
+    assert (checkout.path / "src" / "b.py").read_text() == "B = 2\n"
+    assert checkout.repo == "https://git.example.invalid/org/lib"
+    create_bundle(mirror, head, "refs/heads/main", tmp_path / "lib.bundle")
+    assert (tmp_path / "lib.bundle").stat().st_size > 0

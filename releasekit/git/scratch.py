@@ -33,16 +33,37 @@ def objects_dir(git: Git) -> str:
     return _OBJECTS[key]
 
 
-def _object_times(objects: Path) -> dict[str, tuple[int, int]]:
-    """path -> (atime, mtime) of every pack and loose object file (what git "freshens")."""
-    times: dict[str, tuple[int, int]] = {}
-    for sub in objects.iterdir() if objects.is_dir() else ():
-        if sub.name == "info" or not sub.is_dir():
+def _object_dirs(objects: Path) -> list[Path]:
+    """``objects`` and, recursively, the object directories it borrows from (``info/alternates``)."""
+    found: list[Path] = []
+    todo = [objects]
+    while todo and len(found) < 16:
+        here = todo.pop(0)
+        if here in found or not here.is_dir():
             continue
-        for entry in os.scandir(sub):
-            if entry.is_file(follow_symlinks=False):
-                st = entry.stat(follow_symlinks=False)
-                times[entry.path] = (st.st_atime_ns, st.st_mtime_ns)
+        found.append(here)
+        try:
+            lines = (here / "info" / "alternates").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                todo.append((here / line).resolve())
+    return found
+
+
+def _object_times(objects: Path) -> dict[str, tuple[int, int]]:
+    """path -> (atime, mtime) of every pack and loose object file (what git "freshens"), alternates included."""
+    times: dict[str, tuple[int, int]] = {}
+    for directory in _object_dirs(objects):
+        for sub in directory.iterdir():
+            if sub.name == "info" or not sub.is_dir():
+                continue
+            for entry in os.scandir(sub):
+                if entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    times[entry.path] = (st.st_atime_ns, st.st_mtime_ns)
     return times
 
 
