@@ -164,6 +164,13 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, t
     assert _without_time(out) == _without_time(tmp_path / "origin.json")
     assert json.loads(out.read_text())["components"]["lib"]["repo"] == origin.as_uri()
     assert _listing(snapshot) == before
+    # The root option applies to any command.
+    root = tmp_path / "root.json"
+    r = _rk(
+        "--mirror", f"{origin}={snapshot}", "plan", "lock", str(manifest), "-o", str(root), cwd=world, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert _without_time(root) == _without_time(out)
     # plan check through the same mirror, given as a RELEASEKIT_MIRRORS file (relative path).
     (world / "mirrors.txt").write_text(f"# team mirrors\n{origin} = snapshot.git\n")
     env["RELEASEKIT_MIRRORS"] = str(world / "mirrors.txt")
