@@ -328,10 +328,26 @@ def test_checkout_and_bundle_through_a_mirror(
     (tmp_path / "mirrors.txt").write_text(f"https://git.example.invalid/org/lib.git={snapshot}\n")
     monkeypatch.setenv(MIRRORS_ENV, str(tmp_path / "mirrors.txt"))
     mirror = Mirror("https://git.example.invalid/org/lib", tmp_path / "cache").update()
-    assert mirror.skipped_refs == []
+    assert mirror.skipped_refs == {}
     head = mirror.branch_head("main")
     checkout = fresh_checkout(mirror, head, tmp_path / "co", expect_tree=mirror.tree_of(head))
     assert (checkout.path / "src" / "b.py").read_text() == "B = 2\n"
     assert checkout.repo == "https://git.example.invalid/org/lib"
     create_bundle(mirror, head, "refs/heads/main", tmp_path / "lib.bundle")
     assert (tmp_path / "lib.bundle").stat().st_size > 0
+
+
+def test_a_ref_whose_commit_the_mirror_lacks_is_named(world: Path, tmp_path: Path) -> None:
+    snapshot = world / "snapshot.git"
+    tree = _git("rev-parse", "refs/heads/main^{tree}", cwd=snapshot).stdout.strip()
+    lost = _git("commit-tree", tree, "-m", "a force-push the snapshot lost", cwd=snapshot).stdout.strip()
+    _git("update-ref", "refs/pull/1/head", lost, cwd=snapshot)
+    (snapshot / "objects" / lost[:2] / lost[2:]).unlink()
+    url = "https://git.example.invalid/org/lib.git"
+    manifest = _manifest(tmp_path / "m.yaml", {"lib": url})
+    r = _rk("plan", "lock", str(manifest), "-o", "l.json", "--mirror", f"{url}={snapshot}", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"releasekit: error: lib#1: {url} has no refs/pull/1/head (in the mirror {snapshot} refs/pull/1/head"
+        f" points at {lost}, an object the mirror does not have); cannot lock the merge plan"
+    ]

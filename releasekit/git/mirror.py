@@ -81,8 +81,8 @@ class Mirror:
         self.git = Git(self.path, allow_file=self.remote.is_local, bare=True, label=self.remote.public)
         # A local copy to read instead of the URL (--mirror URL=PATH, RELEASEKIT_MIRRORS).
         self.source: Path | None = mirror_for(self.remote.public)
-        # Refs of the local copy left out because the object they point at is not there.
-        self.skipped_refs: list[str] = []
+        # Refs of the local copy left out because the object they point at is not there: ref -> object.
+        self.skipped_refs: dict[str, str] = {}
 
     @property
     def url(self) -> str:
@@ -160,7 +160,7 @@ class Mirror:
         alternates.parent.mkdir(parents=True, exist_ok=True)
         alternates.write_text(f"{gitdir / 'objects'}\n", encoding="utf-8")
         present = self._present(set(wanted.values()))
-        self.skipped_refs = sorted(name for name, sha in wanted.items() if sha not in present)
+        self.skipped_refs = {name: sha for name, sha in sorted(wanted.items()) if sha not in present}
         keep = {name: sha for name, sha in wanted.items() if sha in present}
         current: dict[str, str] = {}
         out = self.git.run("for-each-ref", "--format=%(objectname) %(refname)", *_BORROWED_PREFIXES)
@@ -243,8 +243,15 @@ class Mirror:
         check_ref(branch)
         sha = self._verify(f"refs/heads/{branch}")
         if sha is None:
-            raise InputError(f"{self.url}: no branch {branch!r}")
+            raise InputError(f"{self.url}: no branch {branch!r}{self.why_absent(f'refs/heads/{branch}')}")
         return sha
+
+    def why_absent(self, ref: str) -> str:
+        """Why a ref is not here when the local copy has it: '' or ' (… points at X, which … lacks)'."""
+        sha = self.skipped_refs.get(ref)
+        if sha is None:
+            return ""
+        return f" (in the mirror {self.source} {ref} points at {sha}, an object the mirror does not have)"
 
     def pr_head(self, number: int) -> str | None:
         """The commit refs/pull/N/head points at, or None when the remote has no such PR."""

@@ -60,7 +60,9 @@ def _lock_pr(
         found = mirror.pr_head(number)
         if found is None:
             if required:
-                raise InputError(f"{name}#{number}: {mirror.url} has no {ref}; cannot lock the merge plan")
+                raise InputError(
+                    f"{name}#{number}: {mirror.url} has no {ref}{mirror.why_absent(ref)}; cannot lock the merge plan"
+                )
             return None
         head = found
     return LockedPR(number=number, ref=ref, head=head, tree=mirror.tree_of(head), title=title, role=role)  # type: ignore[arg-type]
@@ -332,7 +334,7 @@ def build_lock(
                 components[name] = lock_wheel_component(name, comp, houses, options)
         except (InputError, GitFailed) as exc:
             line = exc.one_line()
-            problems.append(line if line.startswith(f"{name}:") else f"{name}: {line}")
+            problems.append(line if line.startswith((f"{name}:", f"{name}#")) else f"{name}: {line}")
     if problems:
         summary = problems[0] if len(problems) == 1 else f"{len(problems)} components cannot be locked"
         raise InputError(summary, details=problems if len(problems) > 1 else None)
