@@ -41,7 +41,7 @@ def _rk(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
     )
 
 
-def _manifest(path: Path, repos: dict[str, str], branch: str = "main") -> Path:
+def _manifest(path: Path, repos: dict[str, str], branch: str = "main", prs: tuple[int, ...] = (1,)) -> Path:
     parts = ["schema: releasekit/v1", "name: mirror-test", "components:"]
     for name, repo in repos.items():
         parts += [
@@ -50,7 +50,7 @@ def _manifest(path: Path, repos: dict[str, str], branch: str = "main") -> Path:
             f"    repo: {repo}",
             f"    canonical_branch: {branch}",
             "    merge_plan:",
-            "      - {pr: 1, title: one}",
+            *[f"      - {{pr: {n}, title: PR {n}}}" for n in prs],
         ]
     parts += ["toolchain:", "  base_image:", f"    name: {BASE}", "    digest: to-be-locked"]
     parts += ['  cuda_arch_list: ["12.0a"]', ""]
@@ -238,6 +238,19 @@ def test_read_only_repository_comes_out_unchanged(world: Path, tmp_path: Path) -
             cwd=tmp_path,
         )
         assert r.returncode == 0, r.stdout + r.stderr
+        # plan compose merges (PR 9 is open) in a checkout that borrows the repository's objects.
+        composing = _manifest(
+            tmp_path / "compose.yaml", {"lib": "https://git.example.invalid/org/lib.git"}, prs=(1, 9)
+        )
+        r = _rk(
+            "plan",
+            "compose",
+            str(composing),
+            "--mirror",
+            f"https://git.example.invalid/org/lib={work}",
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0 and "merges cleanly" in r.stdout, r.stdout + r.stderr
         assert _listing(work) == before
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(work)], check=True)

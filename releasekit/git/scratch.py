@@ -6,6 +6,10 @@ repository releasekit was given to read (``--repo DIR``, a team's shared mirror,
 read-only one) must come out byte-identical, so those writes go to a throw-away object
 directory of releasekit's own that borrows the repository's objects as an alternate
 (``GIT_OBJECT_DIRECTORY`` + ``GIT_ALTERNATE_OBJECT_DIRECTORIES``).
+
+Commands that do write objects of their own (``plan compose`` merging in a fresh checkout
+whose objects are borrowed from the cache and, through it, from a ``--mirror``) run inside
+``object_times_kept``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from releasekit.git.runner import Git, git_env
@@ -67,27 +73,33 @@ def _object_times(objects: Path) -> dict[str, tuple[int, int]]:
     return times
 
 
-def merge_tree(git: Git, first: str, second: str) -> str | None:
-    """The tree git's own merge of two commits gives (None when it conflicts), written outside the repository.
+@contextmanager
+def object_times_kept(git: Git) -> Iterator[None]:
+    """Put back the times of the object files git "freshens" while the block runs.
 
-    git "freshens" an object it would write but finds in an alternate (it sets the pack's or
-    loose file's mtime to now, so gc keeps it). Where the filesystem lets it (root, a
-    writable copy), the times of the repository's object files are put back afterwards, so
-    the repository comes out as it was, times included; on a truly read-only repository
-    the freshening fails and git writes those objects into the scratch directory instead.
+    git sets the mtime of an object file (a pack or a loose object) to now when it would
+    write an object it finds already there, through alternates too, so that gc keeps it.
+    Where the filesystem lets it (root, a writable copy), those times are put back
+    afterwards: a repository releasekit only reads (a ``--mirror`` borrowed by the cache,
+    a ``--repo DIR``) comes out as it was, times included. On a truly read-only one the
+    freshening fails and git writes those objects into the directory it writes to instead.
     """
-    borrowed = objects_dir(git)
-    times = _object_times(Path(borrowed))
+    times = _object_times(Path(objects_dir(git)))
     try:
-        return _merge_tree(git, first, second, borrowed)
+        yield
     finally:
         for path, (atime, mtime) in times.items():
             try:
-                st = os.stat(path)
-                if st.st_mtime_ns != mtime:
+                if os.stat(path).st_mtime_ns != mtime:
                     os.utime(path, ns=(atime, mtime))
             except OSError:
                 continue
+
+
+def merge_tree(git: Git, first: str, second: str) -> str | None:
+    """The tree git's own merge of two commits gives (None when it conflicts), written outside the repository."""
+    with object_times_kept(git):
+        return _merge_tree(git, first, second, objects_dir(git))
 
 
 def _merge_tree(git: Git, first: str, second: str, borrowed: str) -> str | None:
