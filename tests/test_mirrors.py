@@ -178,6 +178,14 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, t
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["passed"] is True
     assert _listing(snapshot) == before
+    # The mirror goes away and the origin comes back: the same cache fetches from the origin.
+    (world / "origin" / "gone.git").rename(origin)
+    snapshot.rename(world / "snapshot-moved.git")
+    del env["RELEASEKIT_MIRRORS"]
+    again = tmp_path / "again.json"
+    r = _rk("plan", "lock", str(manifest), "-o", str(again), cwd=world, env=env)
+    assert r.returncode == 0, r.stderr
+    assert _without_time(again) == _without_time(out)
 
 
 def test_mirror_option_is_one_line_on_bad_input(world: Path) -> None:

@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -117,6 +118,7 @@ class Mirror:
             if self.source is not None:
                 self._borrow(self.source)
                 return self
+            self._drop_lost_alternates()
             try:
                 self.git.run(
                     "fetch",
@@ -177,6 +179,23 @@ class Mirror:
             head = ""
         if head.startswith("refs/heads/") and head in keep:
             self.git.run("symbolic-ref", "HEAD", head)
+
+    def _drop_lost_alternates(self) -> None:
+        """A cache that borrowed from a mirror which is gone now starts again from nothing.
+
+        Its refs name objects only the mirror had; fetching into it would tell the remote it
+        has them. While the mirror is still there its objects stay borrowed.
+        """
+        alternates = self.path / "objects" / "info" / "alternates"
+        if not alternates.is_file():
+            return
+        listed = [
+            line.strip() for line in alternates.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
+        if all(Path(entry).is_dir() for entry in listed):
+            return
+        shutil.rmtree(self.path)
+        self._create()
 
     def _present(self, shas: set[str]) -> set[str]:
         """Which of these objects this repository (with its alternates) has."""
