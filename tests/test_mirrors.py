@@ -288,6 +288,18 @@ def test_git_errors_name_repository_object_and_gits_line(world: Path, tmp_path: 
     assert len(line.splitlines()) == 1 and "internal error" not in line
     release = _git("rev-parse", "refs/pull/9/head", cwd=snapshot).stdout.strip()
     assert str(snapshot) in line and f"fatal: unable to read {blob}" in line and release in line
+    lost_in = _git("rev-parse", "refs/pull/9/head^1", cwd=snapshot).stdout.strip()
+    assert line.endswith(
+        f"(object {blob[:12]} is big.bin in commit {lost_in[:12]} 'big file'; the mirror lacks it)"
+    )
+    # The same object needed by a planned PR: plan check says so for that component, exit 1.
+    url = "https://git.example.invalid/org/lib.git"
+    manifest = _manifest(tmp_path / "p.yaml", {"lib": url}, prs=(9,))
+    r = _rk("plan", "check", str(manifest), "--json", "--mirror", f"{url}={snapshot}", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [finding] = json.loads(r.stdout)["findings"]["findings"]
+    assert finding["code"] == "COMPONENT_UNREADABLE" and f"fatal: unable to read {blob}" in finding["message"]
+    assert "big.bin in commit" in finding["message"] and url in finding["message"]
     # A missing ref: the canonical branch the manifest names.
     manifest = _manifest(
         tmp_path / "m.yaml", {"lib": "https://git.example.invalid/org/lib.git"}, branch="nope"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings
+from releasekit.git.missing import missing_object_note
 from releasekit.git.remote import check_remote
 from releasekit.git.runner import GitFailed
 from releasekit.manifest import LoadedManifest
@@ -117,12 +118,14 @@ def plan_context(
         check_remote(comp.repo, allow_local=allow_local, base_dir=loaded.directory)
     for name, comp in loaded.manifest.git_components().items():
         # One component that cannot be read is a finding for it; the others are still checked.
+        mirror = None
         try:
             mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
             locked = lock.git_components().get(name) if lock else None
             components[name] = build_state(name, comp, mirror, locked)
         except (InputError, GitFailed) as exc:
-            unreadable[name] = exc.one_line()
+            note = missing_object_note(mirror.git, exc) if mirror and isinstance(exc, GitFailed) else ""
+            unreadable[name] = exc.one_line() + note
     carried = tuple(v for cs in components.values() for v in verify_carried(cs))
     # The manifest's release refs are always audited; --release adds to them.
     audits: list[tuple[str, str]] = []
