@@ -207,6 +207,13 @@ def test_mirror_option_is_one_line_on_bad_input(world: Path) -> None:
     )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "is not a git repository" in r.stderr and not (world / "x.json").exists()
+    (world / "mirrors.txt").write_text("# ok\nhttps://git.example.invalid/org/lib\n")
+    env = {"RELEASEKIT_MIRRORS": str(world / "mirrors.txt")}
+    r = _rk("plan", "check", str(manifest), cwd=world, env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == (
+        f"releasekit: error: {world / 'mirrors.txt'}:2: expects URL=PATH, got 'https://git.example.invalid/org/lib'"
+    )
 
 
 def test_read_only_repository_comes_out_unchanged(world: Path, tmp_path: Path) -> None:

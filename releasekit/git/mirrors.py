@@ -75,7 +75,11 @@ def _from_file() -> dict[str, Path]:
     return found
 
 
+def configured_mirrors() -> dict[str, Path]:
+    """URL key -> mirror path, from ``RELEASEKIT_MIRRORS`` and ``--mirror``; InputError for a bad file."""
+    return {**_from_file(), **_GIVEN}
+
+
 def mirror_for(url: str) -> Path | None:
     """The local mirror to read ``url`` from, or None (fetch from the URL itself)."""
-    table = {**_from_file(), **_GIVEN}
-    return table.get(url_key(url))
+    return configured_mirrors().get(url_key(url))

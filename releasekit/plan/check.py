@@ -13,6 +13,7 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings
+from releasekit.git.mirrors import configured_mirrors
 from releasekit.git.missing import missing_object_note
 from releasekit.git.remote import check_remote
 from releasekit.git.runner import GitFailed
@@ -113,8 +114,9 @@ def plan_context(
             raise InputError(f"--release names {name!r}, which is not a git component of the manifest")
     components: dict[str, ComponentState] = {}
     unreadable: dict[str, str] = {}
+    # An unsafe or malformed address or mirror list is bad input (exit 2), not an unreadable component.
+    configured_mirrors()
     for comp in loaded.manifest.git_components().values():
-        # An unsafe or malformed address is bad input (exit 2), not an unreadable component.
         check_remote(comp.repo, allow_local=allow_local, base_dir=loaded.directory)
     for name, comp in loaded.manifest.git_components().items():
         # One component that cannot be read is a finding for it; the others are still checked.
