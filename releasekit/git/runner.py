@@ -29,7 +29,11 @@ def first_git_error(stderr: str, returncode: int = 1) -> str:
 
 def _named_args(argv: Sequence[str]) -> str:
     """The subcommand and the refs/objects/paths it was given (options left out), for the one line."""
-    words = [a for a in argv if not a.startswith("-") and "\n" not in a]
+    words = [
+        a
+        for i, a in enumerate(argv)
+        if not a.startswith("-") and "\n" not in a and (i == 0 or argv[i - 1] != "-c")
+    ]
     text = " ".join(words[:6]) + (" …" if len(words) > 6 else "")
     return text[:300]
 
