@@ -315,23 +315,27 @@ def build_lock(
     manifest = loaded.manifest
     components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
     houses = [h if h.is_absolute() else Path.cwd() / h for h in (wheelhouses or [])]
+
+    def lock_one(name: str, comp: GitComponent | WheelComponent) -> None:
+        if isinstance(comp, GitComponent):
+            mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
+            components[name] = locked = lock_git_component(name, comp, mirror)
+            builder = lock_builder(comp, loaded)
+            if builder is not None:
+                components[name] = locked = locked.model_copy(update={"builder": builder})
+            if compose and comp.merge_plan:
+                components[name] = locked.model_copy(
+                    update={"composed_tree": _composed_tree(name, comp, mirror, locked)}
+                )
+        else:
+            options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
+            components[name] = lock_wheel_component(name, comp, houses, options)
+
     # Every component is tried: one that cannot be locked does not hide the next one's problem.
     problems: list[str] = []
     for name, comp in manifest.components.items():
         try:
-            if isinstance(comp, GitComponent):
-                mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
-                components[name] = locked = lock_git_component(name, comp, mirror)
-                builder = lock_builder(comp, loaded)
-                if builder is not None:
-                    components[name] = locked = locked.model_copy(update={"builder": builder})
-                if compose and comp.merge_plan:
-                    components[name] = locked.model_copy(
-                        update={"composed_tree": _composed_tree(name, comp, mirror, locked)}
-                    )
-            else:
-                options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
-                components[name] = lock_wheel_component(name, comp, houses, options)
+            lock_one(name, comp)
         except (InputError, GitFailed) as exc:
             line = exc.one_line()
             problems.append(line if line.startswith((f"{name}:", f"{name}#")) else f"{name}: {line}")
