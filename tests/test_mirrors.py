@@ -253,6 +253,23 @@ def test_read_only_repository_comes_out_unchanged(world: Path, tmp_path: Path) -
             cwd=tmp_path,
         )
         assert r.returncode == 0, r.stdout + r.stderr
+        # The same audit by URL through the mirror: merge-tree runs in the cache, which borrows from it.
+        r = _rk(
+            "audit",
+            "release-only",
+            "--repo",
+            "https://git.example.invalid/org/lib.git",
+            "--mirror",
+            f"https://git.example.invalid/org/lib={work}",
+            "--release",
+            "release",
+            "--canonical",
+            "main",
+            "--json",
+            cwd=tmp_path,
+        )
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert sorted(c["subject"] for c in json.loads(r.stdout)["release_only"]) == subjects
         # plan compose merges (PR 9 is open) in a checkout that borrows the repository's objects.
         composing = _manifest(
             tmp_path / "compose.yaml", {"lib": "https://git.example.invalid/org/lib.git"}, prs=(1, 9)
