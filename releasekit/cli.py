@@ -154,8 +154,17 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
+    mirror: list[str] = typer.Option(
+        [],
+        "--mirror",
+        help="URL=PATH: read repository URL from the local copy PATH, in every command (repeatable).",
+    ),
 ) -> None:
     """Manifest -> lock -> build -> verify-provenance -> validate -> publish."""
+    if mirror:
+        from releasekit.git.mirrors import add_mirrors
+
+        add_mirrors(mirror)
 
 
 def _click_error(exc: BaseException) -> tuple[int, str] | None:

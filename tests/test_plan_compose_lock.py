@@ -151,9 +151,9 @@ def test_local_repos_refused_without_the_option(
 
 @pytest.mark.parametrize(
     "repo",
-    ["ext::sh -c touch% PWNED", "-uhack", "http://example.com/x.git", "https://u:secret@127.0.0.1:9/x.git"],
+    ["ext::sh -c touch% PWNED", "-uhack", "http://example.com/x.git"],
 )
-def test_unsafe_or_unreachable_repos_are_one_line_exit_2(world: World, tmp_path: Path, repo: str) -> None:
+def test_unsafe_repos_are_one_line_exit_2(world: World, tmp_path: Path, repo: str) -> None:
     data = world.manifest()
     data["components"]["vllm"]["repo"] = repo
     path = world.write_manifest(data)

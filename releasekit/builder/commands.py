@@ -136,6 +136,11 @@ def register(app: typer.Typer) -> None:
         allow_local_repos: bool = typer.Option(
             False, "--allow-local-repos", help="accept file:// and path remotes (tests, demo)"
         ),
+        mirror: list[str] = typer.Option(
+            [],
+            "--mirror",
+            help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+        ),
         save_image: bool = typer.Option(False, "--save-image", help="keep the image as OUTDIR/image.tar"),
         template: Path = typer.Option(
             None, "--template", help="Dockerfile template (default: dockerfiles/release.Dockerfile.j2)"
@@ -149,6 +154,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="machine-readable output (the build record)"),
     ) -> None:
         """Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image."""
+        from releasekit.git.mirrors import add_mirrors
+
+        add_mirrors(mirror)
         from rich.console import Console
         from rich.markup import escape
 

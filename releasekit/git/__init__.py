@@ -13,6 +13,13 @@ Public API (what other stages use):
   input safety, applied before git sees anything.
 - ``create_bundle`` / ``mirror_from_bundle`` / ``check_bundle``: a locked commit as one bundle
   file, and a mirror filled from such a file without contacting the remote.
+- ``mirrors.add_mirrors(["URL=PATH"])`` / ``RELEASEKIT_MIRRORS``: read URL from a local copy
+  (refs copied, objects borrowed); every ``Mirror`` opened afterwards uses it.
+- ``GitFailed`` is a ReleasekitError (exit 2): one line with the repository, what git was
+  asked and git's first ``fatal:``/``error:`` line; ``missing.missing_object_note`` adds
+  the file and commit of an object git could not read.
+- ``scratch.merge_tree`` / ``scratch.object_times_kept``: object writes that never land in,
+  or re-touch, a repository that is only read.
 """
 
 from releasekit.git.bundle import bundle_heads, bundle_ref, check_bundle, create_bundle, mirror_from_bundle

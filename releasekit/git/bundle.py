@@ -69,9 +69,7 @@ def verify_bundle_alone(bundle: Path) -> None:
         try:
             Git(repo, bare=True, allow_file=True).run("bundle", "verify", "--quiet", str(bundle.resolve()))
         except GitFailed as exc:
-            raise InputError(
-                f"{bundle.name}: git bundle verify failed: {exc.stderr.splitlines()[-1] if exc.stderr else exc}"
-            ) from None
+            raise InputError(f"{bundle.name}: git bundle verify failed: {exc.reason}") from None
 
 
 def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
@@ -93,8 +91,7 @@ def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
                 "+refs/*:refs/*",
             )
         except GitFailed as exc:
-            reason = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
-            raise InputError(f"{bundle.name}: cannot fetch from the bundle: {reason}") from None
+            raise InputError(f"{bundle.name}: cannot fetch from the bundle: {exc.reason}") from None
     return heads
 
 

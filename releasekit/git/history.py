@@ -69,7 +69,7 @@ def commit_info(git: Git, commits: Iterable[str]) -> dict[str, tuple[int, str]]:
     return info
 
 
-def _patch_id_pipe(diff_argv: list[str]) -> list[tuple[str, str]]:
+def _patch_id_pipe(diff_argv: list[str], where: str = "") -> list[tuple[str, str]]:
     """Run ``git <diff_argv> | git patch-id --stable``: [(patch_id, commit)] in the log's order."""
     env = git_env()
     producer = subprocess.Popen(
@@ -84,9 +84,16 @@ def _patch_id_pipe(diff_argv: list[str]) -> list[tuple[str, str]]:
     if producer.stderr:
         producer.stderr.close()
     if producer.wait() != 0:
-        raise GitFailed(diff_argv[1:4], producer.returncode, err)
+        raise GitFailed(
+            diff_argv[diff_argv.index("log") if "log" in diff_argv else 1 :],
+            producer.returncode,
+            err,
+            where=where,
+        )
     if consumer.returncode != 0:
-        raise GitFailed(["patch-id"], consumer.returncode, consumer.stderr.decode(errors="replace"))
+        raise GitFailed(
+            ["patch-id"], consumer.returncode, consumer.stderr.decode(errors="replace"), where=where
+        )
     pairs = []
     for line in consumer.stdout.decode().splitlines():
         parts = line.split()
@@ -123,13 +130,13 @@ def patch_ids(git: Git, *revs: str, commits: list[str] | None = None) -> dict[st
         commits = rev_list(git, *revs, extra=["--no-merges"])
     if not commits:
         return {}
-    ids = {commit: pid for pid, commit in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
+    ids = {commit: pid for pid, commit in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]), git.label)}
     return {c: ids.get(c, EMPTY_PATCH) for c in commits}
 
 
 def patch_id_set(git: Git, *revs: str) -> set[str]:
     """The distinct patch-ids of the non-merge commits of a range (empty diffs left out)."""
-    return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
+    return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]), git.label)}
 
 
 def cherry(git: Git, upstream: str, head: str) -> tuple[list[str], list[str]]:
@@ -178,7 +185,9 @@ def diff_patch_id(git: Git, old: str, new: str, paths: Sequence[str] = ()) -> st
     env = git_env()
     diff = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL)
     if diff.returncode != 0:
-        raise GitFailed(["diff", old, new], diff.returncode, diff.stderr.decode(errors="replace"))
+        raise GitFailed(
+            ["diff", old, new], diff.returncode, diff.stderr.decode(errors="replace"), where=git.label
+        )
     if not diff.stdout.strip():
         return EMPTY_PATCH
     stdin = b"commit " + b"0" * 40 + b"\n" + diff.stdout

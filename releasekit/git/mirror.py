@@ -12,11 +12,13 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from releasekit.errors import InputError
+from releasekit.git.mirrors import mirror_for
 from releasekit.git.remote import RemoteURL, check_ref, check_remote
 from releasekit.git.runner import Git, GitFailed, run_git
 
@@ -27,6 +29,8 @@ FETCH_REFSPECS = (
     "+refs/pull/*/head:refs/pull/*/head",
 )
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
+_BORROWED_PREFIXES = ("refs/heads/", "refs/tags/", "refs/pull/")
+_PR_HEAD = re.compile(r"^refs/pull/[0-9]+/head$")
 
 
 def default_cache_dir() -> Path:
@@ -39,6 +43,15 @@ def _mirror_dirname(public_url: str) -> str:
     stem = re.sub(r"\.git$", "", public_url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]) or "repo"
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:40]
     return f"{stem}-{hashlib.sha256(public_url.encode()).hexdigest()[:16]}.git"
+
+
+def _git_dir_of(source: Path, url: str) -> Path:
+    """The git directory of a local copy: the path itself (bare) or its ``.git``."""
+    if (source / "HEAD").is_file() and (source / "objects").is_dir():
+        return source
+    if (source / ".git" / "HEAD").is_file() and (source / ".git" / "objects").is_dir():
+        return source / ".git"
+    raise InputError(f"mirror of {url}: {source} is not a git repository (bare or with .git)")
 
 
 class Mirror:
@@ -66,7 +79,11 @@ class Mirror:
         )
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.path = self.cache_dir / _mirror_dirname(self.remote.public)
-        self.git = Git(self.path, allow_file=self.remote.is_local, bare=True)
+        self.git = Git(self.path, allow_file=self.remote.is_local, bare=True, label=self.remote.public)
+        # A local copy to read instead of the URL (--mirror URL=PATH, RELEASEKIT_MIRRORS).
+        self.source: Path | None = mirror_for(self.remote.public)
+        # Refs of the local copy left out because the object they point at is not there: ref -> object.
+        self.skipped_refs: dict[str, str] = {}
 
     @property
     def url(self) -> str:
@@ -91,9 +108,17 @@ class Mirror:
         return (self.path / "HEAD").is_file()
 
     def update(self) -> Mirror:
-        """Create the mirror if needed and fetch every branch, tag and PR head (pruning deleted ones)."""
+        """Create the mirror if needed and fetch every branch, tag and PR head (pruning deleted ones).
+
+        With a local copy configured for this URL (``--mirror``), its refs are taken and its
+        objects borrowed instead (``_borrow``): nothing is fetched and the copy is not written.
+        """
         with self._locked():
             self._create()
+            if self.source is not None:
+                self._borrow(self.source)
+                return self
+            self._drop_lost_alternates()
             try:
                 self.git.run(
                     "fetch",
@@ -106,12 +131,80 @@ class Mirror:
                     *FETCH_REFSPECS,
                 )
             except GitFailed as exc:
-                reason = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
                 # git anonymises URLs in its messages; make sure, since this line is printed.
-                reason = reason.replace(self.remote.url, self.remote.public)
-                raise InputError(f"cannot fetch {self.url}: {reason}") from None
+                reason = exc.reason.replace(self.remote.url, self.remote.public)
+                raise InputError(
+                    f"cannot fetch refs/heads/*, refs/tags/*, refs/pull/*/head of {self.url}: {reason}"
+                ) from None
             self._record_default_branch()
         return self
+
+    def _borrow(self, source: Path) -> None:
+        """Take the branches, tags and PR heads of the local copy ``source``; borrow its objects.
+
+        The cache repository lists ``source``'s object directory in ``objects/info/alternates``
+        and copies its refs, so no object is copied or checked. A ref whose commit is absent
+        from the copy (a snapshot without some objects) is left out and listed in
+        ``skipped_refs``; a missing object deeper down fails only when something reads it.
+        Only read-only git commands run in ``source``.
+        """
+        gitdir = _git_dir_of(source, self.url)
+        src = Git(gitdir, bare=True, label=f"{source} (mirror of {self.url})")
+        safe = ("-c", f"safe.directory={gitdir}")
+        listing = src.run(*safe, "for-each-ref", "--format=%(objectname) %(refname)", *_BORROWED_PREFIXES)
+        wanted: dict[str, str] = {}
+        for line in listing.splitlines():
+            sha, _, name = line.partition(" ")
+            if name.startswith("refs/pull/") and not _PR_HEAD.match(name):
+                continue
+            wanted[name] = sha
+        alternates = self.path / "objects" / "info" / "alternates"
+        alternates.parent.mkdir(parents=True, exist_ok=True)
+        alternates.write_text(f"{gitdir / 'objects'}\n", encoding="utf-8")
+        present = self._present(set(wanted.values()))
+        self.skipped_refs = {name: sha for name, sha in sorted(wanted.items()) if sha not in present}
+        keep = {name: sha for name, sha in wanted.items() if sha in present}
+        current: dict[str, str] = {}
+        out = self.git.run("for-each-ref", "--format=%(objectname) %(refname)", *_BORROWED_PREFIXES)
+        for line in out.splitlines():
+            sha, _, name = line.partition(" ")
+            current[name] = sha
+        commands = [f"update {name} {sha}" for name, sha in sorted(keep.items()) if current.get(name) != sha]
+        commands += [f"delete {name}" for name in sorted(current) if name not in keep]
+        if commands:
+            self.git.run("update-ref", "--stdin", input=("\n".join(commands) + "\n").encode())
+        try:
+            head = src.run(*safe, "symbolic-ref", "--quiet", "HEAD").strip()
+        except GitFailed:
+            head = ""
+        if head.startswith("refs/heads/") and head in keep:
+            self.git.run("symbolic-ref", "HEAD", head)
+
+    def _drop_lost_alternates(self) -> None:
+        """A cache that borrowed from a mirror which is gone now starts again from nothing.
+
+        Its refs name objects only the mirror had; fetching into it would tell the remote it
+        has them. While the mirror is still there its objects stay borrowed.
+        """
+        alternates = self.path / "objects" / "info" / "alternates"
+        if not alternates.is_file():
+            return
+        listed = [
+            line.strip() for line in alternates.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
+        if all(Path(entry).is_dir() for entry in listed):
+            return
+        shutil.rmtree(self.path)
+        self._create()
+
+    def _present(self, shas: set[str]) -> set[str]:
+        """Which of these objects this repository (with its alternates) has."""
+        if not shas:
+            return set()
+        out = self.git.run(
+            "cat-file", "--batch-check=%(objectname)", input=("\n".join(sorted(shas)) + "\n").encode()
+        )
+        return {line for line in out.splitlines() if _SHA1.match(line)} & shas
 
     def _create(self) -> None:
         """An empty bare mirror (nothing fetched yet), if there is none. Call with the lock held."""
@@ -169,8 +262,15 @@ class Mirror:
         check_ref(branch)
         sha = self._verify(f"refs/heads/{branch}")
         if sha is None:
-            raise InputError(f"{self.url}: no branch {branch!r}")
+            raise InputError(f"{self.url}: no branch {branch!r}{self.why_absent(f'refs/heads/{branch}')}")
         return sha
+
+    def why_absent(self, ref: str) -> str:
+        """Why a ref is not here when the local copy has it: '' or ' (… points at X, which … lacks)'."""
+        sha = self.skipped_refs.get(ref)
+        if sha is None:
+            return ""
+        return f" (in the mirror {self.source} {ref} points at {sha}, an object the mirror does not have)"
 
     def pr_head(self, number: int) -> str | None:
         """The commit refs/pull/N/head points at, or None when the remote has no such PR."""

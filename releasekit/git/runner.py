@@ -15,18 +15,44 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from releasekit.errors import EnvironmentProblem
+from releasekit.errors import EnvironmentProblem, ReleasekitError
 
 
-class GitFailed(Exception):
-    """A git command exited non-zero. Callers turn it into InputError/findings with context."""
+def first_git_error(stderr: str, returncode: int = 1) -> str:
+    """git's own first ``fatal:``/``error:`` line (else its last line, else the exit status)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line
+    return lines[-1] if lines else f"exit {returncode}"
 
-    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+
+def _named_args(argv: Sequence[str]) -> str:
+    """The subcommand and the refs/objects/paths it was given (options left out), for the one line."""
+    words = [
+        a
+        for i, a in enumerate(argv)
+        if not a.startswith("-") and "\n" not in a and (i == 0 or argv[i - 1] != "-c")
+    ]
+    text = " ".join(words[:6]) + (" …" if len(words) > 6 else "")
+    return text[:300]
+
+
+class GitFailed(ReleasekitError):
+    """A git command exited non-zero: one line naming the repository, what git was asked and git's error.
+
+    Exit 2 when nothing catches it (never an "internal error"); callers that can say more
+    turn it into an InputError or a finding.
+    """
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str, *, where: str = "") -> None:
         self.argv = list(argv)
         self.returncode = returncode
         self.stderr = stderr.strip()
-        last = self.stderr.splitlines()[-1] if self.stderr else f"exit {returncode}"
-        super().__init__(f"git {' '.join(self.argv[:2])}: {last}")
+        self.where = where
+        self.reason = first_git_error(self.stderr, returncode)
+        prefix = f"{where}: " if where else ""
+        super().__init__(f"{prefix}git {_named_args(self.argv)}: {self.reason}")
 
 
 def _git_binary() -> str:
@@ -79,10 +105,14 @@ def protocol_options(*, allow_file: bool) -> list[str]:
 class Git:
     """git bound to one repository directory (a bare mirror or a work tree)."""
 
-    def __init__(self, directory: Path, *, allow_file: bool = False, bare: bool = False) -> None:
+    def __init__(
+        self, directory: Path, *, allow_file: bool = False, bare: bool = False, label: str | None = None
+    ) -> None:
         self.directory = Path(directory)
         self.allow_file = allow_file
         self.bare = bare
+        # What error lines call this repository (a mirror's public URL; else its directory).
+        self.label = label or str(self.directory)
 
     def argv(self, args: Sequence[str]) -> list[str]:
         where = ["--git-dir", str(self.directory)] if self.bare else ["-C", str(self.directory)]
@@ -106,7 +136,7 @@ class Git:
             stdin=None if input is not None else subprocess.DEVNULL,
         )
         if check and proc.returncode != 0:
-            raise GitFailed(args, proc.returncode, proc.stderr.decode(errors="replace"))
+            raise GitFailed(args, proc.returncode, proc.stderr.decode(errors="replace"), where=self.label)
         return proc.stdout.decode(errors="replace")
 
     def ok(self, *args: str) -> bool:
@@ -133,7 +163,7 @@ class Git:
                 proc.stderr.close()
             code = proc.wait()
             if code != 0:
-                raise GitFailed(args, code, stderr)
+                raise GitFailed(args, code, stderr, where=self.label)
 
 
 def run_git(args: Sequence[str], *, cwd: Path | None = None, allow_file: bool = False) -> str:

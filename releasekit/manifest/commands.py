@@ -216,9 +216,17 @@ def import_cmd(
     allow_local_repos: bool = typer.Option(
         False, "--allow-local-repos", help="accept a local path or file:// for --repo"
     ),
+    mirrors: list[str] = typer.Option(
+        [],
+        "--mirror",
+        help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Convert today's tool's files into a releasekit manifest (and lock), then validate it."""
+    from releasekit.git.mirrors import add_mirrors
+
+    add_mirrors(mirrors)
     from releasekit.findings import exit_code_for
     from releasekit.git import local_repos_allowed
     from releasekit.manifest.importer import import_release

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from releasekit.errors import InputError
 from releasekit.git.mirror import Mirror
+from releasekit.git.missing import missing_object_note
 from releasekit.git.remote import check_ref
 from releasekit.git.runner import Git, GitFailed
 from releasekit.plan.release_only import find_release_only
@@ -86,12 +87,19 @@ def release_only_audit(
             if history.state_of(head).merged:
                 for prefix in planned.carries:
                     carried[prefix] = planned.pr
-    return find_release_only(
-        git,
-        release_sha,
-        canonical_sha,
-        repo=public,
-        release_name=release,
-        canonical_name=canonical,
-        carried=carried,
-    )
+    try:
+        return find_release_only(
+            git,
+            release_sha,
+            canonical_sha,
+            repo=public,
+            release_name=release,
+            canonical_name=canonical,
+            carried=carried,
+        )
+    except GitFailed as exc:
+        # Which file of which commit a snapshot lacks, when git could not read an object.
+        note = missing_object_note(git, exc)
+        if not note:
+            raise
+        raise InputError(exc.one_line() + note) from None

@@ -13,6 +13,10 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings
+from releasekit.git.mirrors import configured_mirrors
+from releasekit.git.missing import missing_object_note
+from releasekit.git.remote import check_remote
+from releasekit.git.runner import GitFailed
 from releasekit.git.tree import work_tree_state
 from releasekit.manifest import LoadedManifest
 from releasekit.plan.carried import CarriedVerdict, verify_carried
@@ -157,15 +161,28 @@ def plan_context(
         if name not in loaded.manifest.git_components():
             raise InputError(f"--release names {name!r}, which is not a git component of the manifest")
     components: dict[str, ComponentState] = {}
+    unreadable: dict[str, str] = {}
+    # An unsafe or malformed address or mirror list is bad input (exit 2), not an unreadable component.
+    configured_mirrors()
+    for comp in loaded.manifest.git_components().values():
+        check_remote(comp.repo, allow_local=allow_local, base_dir=loaded.directory)
     for name, comp in loaded.manifest.git_components().items():
-        mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
-        locked = lock.git_components().get(name) if lock else None
-        components[name] = build_state(name, comp, mirror, locked)
+        # One component that cannot be read is a finding for it; the others are still checked.
+        mirror = None
+        try:
+            mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
+            locked = lock.git_components().get(name) if lock else None
+            components[name] = build_state(name, comp, mirror, locked)
+        except (InputError, GitFailed) as exc:
+            note = missing_object_note(mirror.git, exc) if mirror and isinstance(exc, GitFailed) else ""
+            unreadable[name] = exc.one_line() + note
     carried = tuple(v for cs in components.values() for v in verify_carried(cs))
     # The manifest's release refs are always audited; --release adds to them.
     audits: list[tuple[str, str]] = []
     missing: list[tuple[str, str]] = []
     for name, comp in loaded.manifest.git_components().items():
+        if name not in components:
+            continue
         for ref in comp.release_refs:
             try:
                 components[name].mirror.resolve(ref)
@@ -174,7 +191,7 @@ def plan_context(
             else:
                 audits.append((name, ref))
     for name, ref in (releases or {}).items():
-        if (name, ref) not in audits:
+        if (name, ref) not in audits and name in components:
             audits.append((name, ref))
     reports = tuple((name, _release_only(components[name], ref, carried)) for name, ref in audits)
     upstream: dict[tuple[str, str], UpstreamPatches] = {}
@@ -204,6 +221,7 @@ def plan_context(
         forge=forge_data,
         forge_sources=forge_sources,
         require_forge=require_forge,
+        unreadable=unreadable,
     )
 
 

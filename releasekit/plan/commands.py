@@ -33,6 +33,17 @@ _NO_FETCH = typer.Option(
 _NO_FORGE = typer.Option(
     False, "--no-forge", help="Do not ask the forge (GitHub) about pull requests; recorded as absent."
 )
+_MIRROR = typer.Option(
+    [],
+    "--mirror",
+    help="URL=PATH: read the repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+)
+
+
+def _mirrors(specs: list[str]) -> None:
+    from releasekit.git.mirrors import add_mirrors
+
+    add_mirrors(specs)
 
 
 def _exit(findings: Findings) -> None:
@@ -67,9 +78,11 @@ def lock_cmd(
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
     no_forge: bool = _NO_FORGE,
+    mirror: list[str] = _MIRROR,
     as_json: bool = _JSON,
 ) -> None:
     """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
+    _mirrors(mirror)
     from releasekit.findings import Findings
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
@@ -205,9 +218,11 @@ def check_cmd(
     require_forge: bool = typer.Option(
         False, "--require-forge", help="A forge check that cannot run (no forge data) is an error, not info."
     ),
+    mirror: list[str] = _MIRROR,
     as_json: bool = _JSON,
 ) -> None:
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
+    _mirrors(mirror)
     from releasekit.manifest import load_manifest
     from releasekit.plan.check import check_plan
     from releasekit.records.base import write_record
@@ -254,9 +269,11 @@ def compose_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    mirror: list[str] = _MIRROR,
     as_json: bool = _JSON,
 ) -> None:
     """Merge the planned PRs in order onto a fresh checkout of the base; report conflicts and the tree."""
+    _mirrors(mirror)
     from releasekit.manifest import load_manifest
     from releasekit.plan.compose import compose_plan
     from releasekit.records.lock import lock_file_sha256, read_lock
@@ -318,9 +335,11 @@ def release_only_cmd(
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
+    mirror: list[str] = _MIRROR,
     as_json: bool = _JSON,
 ) -> None:
     """List commits of the release side whose change is not on canonical (git cherry, across merges too)."""
+    _mirrors(mirror)
     from releasekit.plan.audit import release_only_audit
 
     report = release_only_audit(

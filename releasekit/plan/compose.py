@@ -17,6 +17,7 @@ from releasekit.git.checkout import fresh_checkout
 from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
 from releasekit.git.runner import Git, GitFailed
+from releasekit.git.scratch import object_times_kept
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import GitComponent
 from releasekit.plan.mirrors import open_mirror
@@ -72,6 +73,22 @@ def compose_into(
     result = ComponentCompose(component=name, repo=mirror.url, base=base)
     work = fresh_checkout(mirror, base, dest)
     git = Git(work.path)
+    # The checkout borrows objects from the cache (and a --mirror): merging must not re-touch them.
+    with object_times_kept(git):
+        _merge_in_order(comp, mirror, git, heads, result, findings, name)
+    result.tree = _tree(git)
+    return result
+
+
+def _merge_in_order(
+    comp: GitComponent,
+    mirror: Mirror,
+    git: Git,
+    heads: dict[int, str],
+    result: ComponentCompose,
+    findings: Findings,
+    name: str,
+) -> None:
     for planned in comp.merge_plan:
         head = heads.get(planned.pr) or mirror.pr_head(planned.pr)
         if head is None:
@@ -103,8 +120,6 @@ def compose_into(
             )
             continue
         result.steps.append(ComposeStep(pr=planned.pr, head=head, result="merged", tree=_tree(git)))
-    result.tree = _tree(git)
-    return result
 
 
 def _tree(git: Git) -> str:

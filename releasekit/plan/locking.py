@@ -14,6 +14,7 @@ from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
+from releasekit.git.runner import GitFailed
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
 from releasekit.plan.checks import lock_checks
@@ -56,7 +57,9 @@ def _lock_pr(
         found = mirror.pr_head(number)
         if found is None:
             if required:
-                raise InputError(f"{name}#{number}: {mirror.url} has no {ref}; cannot lock the merge plan")
+                raise InputError(
+                    f"{name}#{number}: {mirror.url} has no {ref}{mirror.why_absent(ref)}; cannot lock the merge plan"
+                )
             return None
         head = found
     return LockedPR(number=number, ref=ref, head=head, tree=mirror.tree_of(head), title=title, role=role)  # type: ignore[arg-type]
@@ -275,7 +278,8 @@ def build_lock(
     manifest = loaded.manifest
     components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
     houses = [h if h.is_absolute() else Path.cwd() / h for h in (wheelhouses or [])]
-    for name, comp in manifest.components.items():
+
+    def lock_one(name: str, comp: GitComponent | WheelComponent) -> None:
         if isinstance(comp, GitComponent):
             mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
             components[name] = locked = lock_git_component(name, comp, mirror)
@@ -299,6 +303,18 @@ def build_lock(
             )
             if wheel is not None:
                 components[name] = wheel
+
+    # Every component is tried: one that cannot be locked does not hide the next one's problem.
+    problems: list[str] = []
+    for name, comp in manifest.components.items():
+        try:
+            lock_one(name, comp)
+        except (InputError, GitFailed) as exc:
+            line = exc.one_line()
+            problems.append(line if line.startswith((f"{name}:", f"{name}#")) else f"{name}: {line}")
+    if problems:
+        summary = problems[0] if len(problems) == 1 else f"{len(problems)} components cannot be locked"
+        raise InputError(summary, details=problems if len(problems) > 1 else None)
     tc = manifest.toolchain
     try:
         base = resolve_base_image(tc.base_image.name, tc.base_image.digest)

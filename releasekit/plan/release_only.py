@@ -19,8 +19,6 @@ A release-only commit named in the ``carries:`` of a PR that is merged on canoni
 
 from __future__ import annotations
 
-import subprocess
-
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import (
     EMPTY_PATCH,
@@ -31,21 +29,17 @@ from releasekit.git.history import (
     patch_ids,
     rev_list,
 )
-from releasekit.git.runner import Git, git_env
+from releasekit.git.runner import Git
+from releasekit.git.scratch import merge_tree
 from releasekit.records.plan_check import ReleaseOnlyCommit, ReleaseOnlyReport
 
 
 def _auto_merge_tree(git: Git, first: str, second: str) -> str | None:
-    """The tree git's own merge of two commits gives, or None when it conflicts."""
-    proc = subprocess.run(
-        git.argv(["merge-tree", "--write-tree", "--no-messages", first, second]),
-        capture_output=True,
-        env=git_env(),
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.decode().split()[0]
+    """The tree git's own merge of two commits gives, or None when it conflicts.
+
+    Written into a scratch object directory: the repository read is never written.
+    """
+    return merge_tree(git, first, second)
 
 
 def find_release_only(

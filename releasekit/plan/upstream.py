@@ -18,6 +18,7 @@ from pathlib import Path
 from releasekit.errors import InputError
 from releasekit.git.history import EMPTY_PATCH, merge_base, patch_ids
 from releasekit.git.mirror import Mirror
+from releasekit.git.mirrors import mirror_for
 from releasekit.git.remote import check_remote
 from releasekit.git.runner import Git, GitFailed
 from releasekit.manifest.models import UpstreamChange
@@ -53,14 +54,18 @@ def read_upstream(
     if fetch:
         try:
             remote = check_remote(change.repo, allow_local=allow_local, base_dir=base_dir)
-            git = Git(mirror.path, allow_file=remote.is_local, bare=True)
+            local = mirror_for(remote.public)  # --mirror / RELEASEKIT_MIRRORS: only these two refs are read
+            source = str(local) if local else remote.url
+            git = Git(
+                mirror.path, allow_file=remote.is_local or local is not None, bare=True, label=mirror.url
+            )
             git.run(
                 "fetch",
                 "--quiet",
                 "--force",
                 "--no-write-fetch-head",
                 "--",
-                remote.url,
+                source,
                 f"+refs/pull/{change.pr}/head:{pr_ref}",
             )
             # Without a default branch to bound the PR, its most recent commits are read.
@@ -71,12 +76,11 @@ def read_upstream(
                     "--force",
                     "--no-write-fetch-head",
                     "--",
-                    remote.url,
+                    source,
                     f"+HEAD:{base_ref}",
                 )
         except (InputError, GitFailed) as exc:
-            text = exc.stderr if isinstance(exc, GitFailed) else str(exc)
-            unreachable = (text.strip().splitlines() or ["fetch failed"])[-1]
+            unreachable = exc.reason if isinstance(exc, GitFailed) else str(exc)
     head = mirror.git.run("rev-parse", "--verify", "--quiet", f"{pr_ref}^{{commit}}", check=False).strip()
     if not head:
         return UpstreamPatches(

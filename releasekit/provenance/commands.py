@@ -28,6 +28,11 @@ def verify_provenance_command(
     allow_local_repos: bool = typer.Option(
         False, "--allow-local-repos", help="Allow file:// and local-path repositories (tests, demo)."
     ),
+    mirror: list[str] = typer.Option(
+        [],
+        "--mirror",
+        help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+    ),
     probe_timeout: float = typer.Option(120.0, "--probe-timeout", help="Seconds the in-image probe may run."),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Rebuild every wheel and the release layer (no build cache)."
@@ -40,6 +45,9 @@ def verify_provenance_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Prove that what IMAGE imports is exactly what the locked commits produce."""
+    from releasekit.git.mirrors import add_mirrors
+
+    add_mirrors(mirror)
     from releasekit.git import local_repos_allowed
     from releasekit.provenance.verify import VerifyOptions, verify_provenance
     from releasekit.report import print_json, render_findings, stdout_console

@@ -30,9 +30,17 @@ def test_command(
     allow_local_repos: bool = typer.Option(
         False, "--allow-local-repos", help="Allow file:// and local-path repositories."
     ),
+    mirror: list[str] = typer.Option(
+        [],
+        "--mirror",
+        help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Run the components' test suites inside IMAGE; judge failures against the baseline image."""
+    from releasekit.git.mirrors import add_mirrors
+
+    add_mirrors(mirror)
     from releasekit.git import local_repos_allowed
     from releasekit.suites.sweep import TestOptions, run_tests
 
@@ -96,9 +104,17 @@ def hygiene_command(
     allow_local_repos: bool = typer.Option(
         False, "--allow-local-repos", help="Allow file:// and local-path repositories."
     ),
+    mirror: list[str] = typer.Option(
+        [],
+        "--mirror",
+        help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Run ruff, ruff format --check, git diff --check and the repository's hooks on the composed tree."""
+    from releasekit.git.mirrors import add_mirrors
+
+    add_mirrors(mirror)
     from releasekit.git import local_repos_allowed
     from releasekit.suites.hygiene import HygieneOptions, run_hygiene
 

@@ -79,6 +79,8 @@ class PlanContext:
     forge: ForgeData | None = None
     forge_sources: Mapping[str, str] = field(default_factory=dict)
     require_forge: bool = False  # --require-forge: a forge check that cannot run is an error
+    # Git component -> why its repository or refs could not be read (the others are still checked).
+    unreadable: Mapping[str, str] = field(default_factory=dict)
 
 
 def _status_from(

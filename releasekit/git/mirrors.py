@@ -1,0 +1,85 @@
+"""Where to read a repository from instead of its URL: ``--mirror URL=PATH`` and ``RELEASEKIT_MIRRORS``.
+
+A manifest names each repository by its public URL, and everything releasekit writes
+(lock, plan-check.json, labels) keeps that URL. A mirror only changes where the objects
+and refs come from: a local repository (bare or not) holding a copy of the remote, such
+as a team's shared mirror or a snapshot without network access.
+
+Two sources, merged (the command line wins for the same URL):
+
+- ``RELEASEKIT_MIRRORS``: the path of a file of ``URL=PATH`` lines (``#`` comments and
+  blank lines ignored; a relative PATH is relative to the file's folder);
+- ``--mirror URL=PATH`` (repeatable) on the commands that reach repositories, and on the
+  root command (``releasekit --mirror URL=PATH build …``) for every other one.
+
+URLs match after dropping a trailing ``/`` and ``.git``, and credentials.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from releasekit.errors import InputError
+from releasekit.git.remote import strip_credentials
+
+MIRRORS_ENV = "RELEASEKIT_MIRRORS"
+
+# URL key -> mirror path, from --mirror options of this process.
+_GIVEN: dict[str, Path] = {}
+
+
+def url_key(url: str) -> str:
+    text = strip_credentials(url.strip()).rstrip("/")
+    if text.startswith(("/", "./", "../", "~")):
+        # A local path names the same repository as its file:// URL (how manifests' paths are kept).
+        text = Path(text).expanduser().resolve().as_uri()
+    return text[: -len(".git")] if text.endswith(".git") else text
+
+
+def parse_mirror(spec: str, *, base_dir: Path | None = None, origin: str = "--mirror") -> tuple[str, Path]:
+    """``URL=PATH`` -> (URL key, absolute path). InputError (one line) for anything else."""
+    url, sep, path = spec.strip().partition("=")
+    url, path = url.strip(), path.strip()
+    if not sep or not url or not path:
+        raise InputError(f"{origin} expects URL=PATH, got {spec!r}")
+    where = Path(path).expanduser()
+    if not where.is_absolute():
+        where = (base_dir or Path.cwd()) / where
+    return url_key(url), where.resolve()
+
+
+def add_mirrors(specs: list[str]) -> None:
+    """Record ``--mirror URL=PATH`` options for this process (every Mirror opened later uses them)."""
+    for spec in specs:
+        key, path = parse_mirror(spec)
+        _GIVEN[key] = path
+
+
+def _from_file() -> dict[str, Path]:
+    name = os.environ.get(MIRRORS_ENV, "").strip()
+    if not name:
+        return {}
+    file = Path(name).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{MIRRORS_ENV}={name}: cannot read: {type(exc).__name__}") from None
+    found: dict[str, Path] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, path = parse_mirror(line, base_dir=file.resolve().parent, origin=f"{name}:{number}:")
+        found[key] = path
+    return found
+
+
+def configured_mirrors() -> dict[str, Path]:
+    """URL key -> mirror path, from ``RELEASEKIT_MIRRORS`` and ``--mirror``; InputError for a bad file."""
+    return {**_from_file(), **_GIVEN}
+
+
+def mirror_for(url: str) -> Path | None:
+    """The local mirror to read ``url`` from, or None (fetch from the URL itself)."""
+    return configured_mirrors().get(url_key(url))

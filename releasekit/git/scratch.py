@@ -1,0 +1,117 @@
+"""Object writes that must not land in the repository being read.
+
+``git merge-tree --write-tree`` (how ``audit release-only`` tells an automatic merge from a
+hand-made resolution) writes the merged trees and blobs into the object store. A
+repository releasekit was given to read (``--repo DIR``, a team's shared mirror, a
+read-only one) must come out byte-identical, so those writes go to a throw-away object
+directory of releasekit's own that borrows the repository's objects as an alternate
+(``GIT_OBJECT_DIRECTORY`` + ``GIT_ALTERNATE_OBJECT_DIRECTORIES``).
+
+Commands that do write objects of their own (``plan compose`` merging in a fresh checkout
+whose objects are borrowed from the cache and, through it, from a ``--mirror``) run inside
+``object_times_kept``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from releasekit.git.runner import Git, git_env
+
+_OBJECTS: dict[tuple[Path, bool], str] = {}
+
+
+def objects_dir(git: Git) -> str:
+    """The absolute object directory of ``git``'s repository (bare or with a work tree)."""
+    key = (git.directory, git.bare)
+    if key not in _OBJECTS:
+        if git.bare and (git.directory / "objects").is_dir():
+            found = str((git.directory / "objects").resolve())
+        else:
+            common = git.run("rev-parse", "--path-format=absolute", "--git-common-dir").strip()
+            found = str(Path(common) / "objects")
+        _OBJECTS[key] = found
+    return _OBJECTS[key]
+
+
+def _object_dirs(objects: Path) -> list[Path]:
+    """``objects`` and, recursively, the object directories it borrows from (``info/alternates``)."""
+    found: list[Path] = []
+    todo = [objects]
+    while todo and len(found) < 16:
+        here = todo.pop(0)
+        if here in found or not here.is_dir():
+            continue
+        found.append(here)
+        try:
+            lines = (here / "info" / "alternates").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                todo.append((here / line).resolve())
+    return found
+
+
+def _object_times(objects: Path) -> dict[str, tuple[int, int]]:
+    """path -> (atime, mtime) of every pack and loose object file (what git "freshens"), alternates included."""
+    times: dict[str, tuple[int, int]] = {}
+    for directory in _object_dirs(objects):
+        for sub in directory.iterdir():
+            if sub.name == "info" or not sub.is_dir():
+                continue
+            for entry in os.scandir(sub):
+                if entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    times[entry.path] = (st.st_atime_ns, st.st_mtime_ns)
+    return times
+
+
+@contextmanager
+def object_times_kept(git: Git) -> Iterator[None]:
+    """Put back the times of the object files git "freshens" while the block runs.
+
+    git sets the mtime of an object file (a pack or a loose object) to now when it would
+    write an object it finds already there, through alternates too, so that gc keeps it.
+    Where the filesystem lets it (root, a writable copy), those times are put back
+    afterwards: a repository releasekit only reads (a ``--mirror`` borrowed by the cache,
+    a ``--repo DIR``) comes out as it was, times included. On a truly read-only one the
+    freshening fails and git writes those objects into the directory it writes to instead.
+    """
+    times = _object_times(Path(objects_dir(git)))
+    try:
+        yield
+    finally:
+        for path, (atime, mtime) in times.items():
+            try:
+                if os.stat(path).st_mtime_ns != mtime:
+                    os.utime(path, ns=(atime, mtime))
+            except OSError:
+                continue
+
+
+def merge_tree(git: Git, first: str, second: str) -> str | None:
+    """The tree git's own merge of two commits gives (None when it conflicts), written outside the repository."""
+    with object_times_kept(git):
+        return _merge_tree(git, first, second, objects_dir(git))
+
+
+def _merge_tree(git: Git, first: str, second: str, borrowed: str) -> str | None:
+    with tempfile.TemporaryDirectory(prefix="releasekit-objects-") as scratch:
+        env = git_env()
+        env.update(GIT_OBJECT_DIRECTORY=scratch, GIT_ALTERNATE_OBJECT_DIRECTORIES=borrowed)
+        proc = subprocess.run(
+            git.argv(["merge-tree", "--write-tree", "--no-messages", first, second]),
+            capture_output=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode().split()[0]
