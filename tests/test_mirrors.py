@@ -134,12 +134,6 @@ def world(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     return root
 
 
-def _without_time(lock: Path) -> dict:
-    data = json.loads(lock.read_text())
-    data.pop("locked_at", None)  # a wall-clock field (another change removes it from the lock)
-    return data
-
-
 def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, tmp_path: Path) -> None:
     origin = world / "origin" / "lib.git"
     snapshot = world / "snapshot.git"
@@ -161,7 +155,7 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, t
         "plan", "lock", str(manifest), "-o", str(out), "--mirror", f"{origin}={snapshot}", cwd=world, env=env
     )
     assert r.returncode == 0, r.stderr
-    assert _without_time(out) == _without_time(tmp_path / "origin.json")
+    assert out.read_bytes() == (tmp_path / "origin.json").read_bytes()
     assert json.loads(out.read_text())["components"]["lib"]["repo"] == origin.as_uri()
     assert _listing(snapshot) == before
     # The root option applies to any command.
@@ -170,7 +164,7 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, t
         "--mirror", f"{origin}={snapshot}", "plan", "lock", str(manifest), "-o", str(root), cwd=world, env=env
     )
     assert r.returncode == 0, r.stderr
-    assert _without_time(root) == _without_time(out)
+    assert root.read_bytes() == out.read_bytes()
     # plan check through the same mirror, given as a RELEASEKIT_MIRRORS file (relative path).
     (world / "mirrors.txt").write_text(f"# team mirrors\n{origin} = snapshot.git\n")
     env["RELEASEKIT_MIRRORS"] = str(world / "mirrors.txt")
@@ -185,7 +179,7 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, t
     again = tmp_path / "again.json"
     r = _rk("plan", "lock", str(manifest), "-o", str(again), cwd=world, env=env)
     assert r.returncode == 0, r.stderr
-    assert _without_time(again) == _without_time(out)
+    assert again.read_bytes() == out.read_bytes()
 
 
 def test_mirror_option_is_one_line_on_bad_input(world: Path) -> None:
@@ -222,7 +216,15 @@ def test_read_only_repository_comes_out_unchanged(world: Path, tmp_path: Path) -
     _git("clone", "--quiet", "--no-local", str(origin), str(work))
     _git("checkout", "--quiet", "-b", "release", "origin/release", cwd=work)
     _git("fetch", "--quiet", "origin", "+refs/pull/*/head:refs/pull/*/head", cwd=work)
-    (work / "requirements.txt").write_text("")  # not committed: audit pins reads files
+    # audit pins reads a commit's tree (never the work tree's files): one with a pin input, on a
+    # branch of its own so the release-only answer below is unchanged.
+    _git("checkout", "--quiet", "-b", "pin-inputs", cwd=work)
+    (work / "requirements.txt").write_text("packaging==24.0\n")
+    _git("add", "requirements.txt", cwd=work)
+    _git(
+        "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "--quiet", "-m", "pins", cwd=work
+    )
+    _git("checkout", "--quiet", "release", cwd=work)
     manifest = _manifest(tmp_path / "release.yaml", {"lib": "https://git.example.invalid/org/lib.git"})
     subprocess.run(["chmod", "-R", "a-w", str(work)], check=True)
     try:
@@ -242,7 +244,7 @@ def test_read_only_repository_comes_out_unchanged(world: Path, tmp_path: Path) -
         assert r.returncode == 1, r.stdout + r.stderr
         subjects = sorted(c["subject"] for c in json.loads(r.stdout)["release_only"])
         assert subjects == ["release-only fix", "side work"]  # the merge (git merge-tree) adds nothing
-        r = _rk("audit", "pins", str(manifest), "--repo", str(work), cwd=tmp_path)
+        r = _rk("audit", "pins", str(manifest), "--repo", str(work), "--commit", "pin-inputs", cwd=tmp_path)
         assert r.returncode == 0, r.stdout + r.stderr
         r = _rk(
             "plan",
@@ -321,7 +323,7 @@ def test_git_errors_name_repository_object_and_gits_line(world: Path, tmp_path: 
     manifest = _manifest(tmp_path / "p.yaml", {"lib": url}, prs=(9,))
     r = _rk("plan", "check", str(manifest), "--json", "--mirror", f"{url}={snapshot}", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
-    [finding] = json.loads(r.stdout)["findings"]["findings"]
+    [finding] = [f for f in json.loads(r.stdout)["findings"]["findings"] if f["severity"] != "info"]
     assert finding["code"] == "COMPONENT_UNREADABLE" and f"fatal: unable to read {blob}" in finding["message"]
     assert "big.bin in commit" in finding["message"] and url in finding["message"]
     # A missing ref: the canonical branch the manifest names.
@@ -363,7 +365,11 @@ def test_every_component_is_reported(world: Path, tmp_path: Path) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert [c["component"] for c in result["components"]] == ["lib"]
-    assert [(f["code"], f["location"]["component"]) for f in result["findings"]["findings"]] == [
+    assert [
+        (f["code"], f["location"]["component"])
+        for f in result["findings"]["findings"]
+        if f["severity"] != "info"
+    ] == [
         ("COMPONENT_UNREADABLE", "broken"),
         ("COMPONENT_UNREADABLE", "zeta"),
     ]

@@ -137,13 +137,13 @@ def test_a_hub_cache_snapshot_is_locked_and_validate_takes_it_as_pinned(
     dataset = pinned.manifest.validation.datasets["gsm8k"]
     assert (dataset.sha256, dataset.samples) == (_sha(GSM8K), 2)
     assert pinned.sha256 == loaded.sha256  # receipts still name the manifest as written
-    # The same inputs give the same lock (locked_at aside: its removal is another change).
-    first = _without_time(tmp_path / "lock.json")
+    # The same inputs give the same lock, byte for byte.
+    first = (tmp_path / "lock.json").read_bytes()
     assert (
         lock(manifest, "--models", str(cache), "--datasets", "--wheelhouse", str(tmp_path / "tvm")).returncode
         == 0
     )
-    assert _without_time(tmp_path / "lock.json") == first
+    assert (tmp_path / "lock.json").read_bytes() == first
 
 
 def test_a_pinned_revision_picks_that_snapshot_and_a_changed_file_is_a_finding(tmp_path: Path) -> None:
@@ -208,9 +208,3 @@ def _tvm_wheel(tmp_path: Path) -> Path:
     house.mkdir(exist_ok=True)
     (house / "apache_tvm_ffi-0.1.12-py3-none-any.whl").write_bytes(b"wheel")
     return house
-
-
-def _without_time(path: Path) -> dict:
-    data = json.loads(path.read_text())
-    data.pop("locked_at", None)
-    return data
