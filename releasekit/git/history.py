@@ -132,14 +132,16 @@ def patch_id_set(git: Git, *revs: str) -> set[str]:
     return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
 
 
-def cherry(git: Git, upstream: str, head: str) -> tuple[list[str], list[str]]:
-    """``git cherry UPSTREAM HEAD`` in one process: (commits with no equivalent, commits with one), oldest first.
+def cherry(git: Git, upstream: str, head: str, limit: str | None = None) -> tuple[list[str], list[str]]:
+    """``git cherry UPSTREAM HEAD [LIMIT]`` in one process: (commits with no equivalent, commits with one), oldest first.
 
-    Exactly right only for a head side without merge commits (git cherry skips merges).
+    Merge commits are skipped (their parents' commits are listed); commits reachable from
+    ``limit`` are left out.
     """
     plus: list[str] = []
     minus: list[str] = []
-    for line in git.run("cherry", "--end-of-options", upstream, head).splitlines():
+    args = [upstream, head] if limit is None else [upstream, head, limit]
+    for line in git.run("cherry", "--end-of-options", *args).splitlines():
         sign, _, sha = line.partition(" ")
         (plus if sign == "+" else minus).append(sha.strip())
     return plus, minus

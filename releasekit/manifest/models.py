@@ -193,6 +193,19 @@ class BuildRecipe(StrictModel):
     )
 
 
+class UpstreamBase(StrictModel):
+    """The repository a fork follows (vLLM's ``main``): its commits are never release-only.
+
+    ``audit release-only`` and ``plan check`` fetch ``ref`` of ``repo`` into the component's
+    mirror; release-side commits reachable from it are reported once, as an upstream base
+    difference, not one by one.
+    """
+
+    repo: str = Field(min_length=1, max_length=2000)
+    ref: str = Field(default="main", min_length=1, max_length=255)
+    note: str | None = None
+
+
 class GitComponent(StrictModel):
     kind: Literal["git"] = "git"
     repo: str = Field(min_length=1, max_length=2000)
@@ -219,6 +232,9 @@ class GitComponent(StrictModel):
     release_refs: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
         default_factory=list,
         description="release branches/refs that plan check always audits for release-only commits (e.g. release/v17)",
+    )
+    upstream: UpstreamBase | None = Field(
+        default=None, description="the upstream this fork follows: its commits are not release-only"
     )
     note: str | None = None
 

@@ -9,7 +9,7 @@ from releasekit.errors import InputError
 from releasekit.git.mirror import Mirror
 from releasekit.git.remote import check_ref
 from releasekit.git.runner import Git, GitFailed
-from releasekit.plan.release_only import find_release_only
+from releasekit.plan.release_only import Upstream, find_release_only
 
 if TYPE_CHECKING:
     from releasekit.manifest.models import GitComponent
@@ -41,7 +41,11 @@ def release_only_audit(
     cache_dir: Path | None = None,
     allow_local: bool = False,
     fetch: bool = True,
+    upstream: str | None = None,
 ) -> ReleaseOnlyReport:
+    """``upstream``: a revision of the repository that is the fork's upstream head (``upstream/main``,
+    a commit); without it, the manifest component's ``upstream:`` is read when ``--manifest`` is given.
+    """
     comp: GitComponent | None = None
     if manifest is not None:
         from releasekit.manifest import load_manifest
@@ -58,6 +62,7 @@ def release_only_audit(
         if repo == ".":
             repo = comp.repo
     local = Path(repo)
+    mirror_path: Path | None = None
     if "://" not in repo and local.is_dir() and ((local / ".git").exists() or (local / "HEAD").is_file()):
         # A repository on disk that the user named: read it in place, no mirror.
         git = Git(local.resolve())
@@ -67,8 +72,25 @@ def release_only_audit(
         mirror = mirror.update() if fetch else mirror.ensure()
         git = mirror.git
         public = mirror.url
+        mirror_path = mirror.path
     release_sha = _resolve(git, release, public)
     canonical_sha = _resolve(git, canonical, public)
+    base = comp.upstream if comp is not None else None
+    up: Upstream | None = None
+    unread: str | None = None
+    if upstream is not None:
+        up = Upstream(base.repo if base else "(--upstream)", upstream, _resolve(git, upstream, public))
+    elif base is not None:
+        from releasekit.plan.upstream_base import read_upstream_base
+
+        up, unread = read_upstream_base(
+            git,
+            base,
+            mirror_path=mirror_path,
+            allow_local=allow_local,
+            base_dir=manifest.parent if manifest is not None else None,
+            fetch=fetch,
+        )
     carried: dict[str, int] = {}
     if comp is not None and any(p.carries for p in comp.merge_plan):
         from releasekit.plan.merged import CanonicalHistory
@@ -94,4 +116,6 @@ def release_only_audit(
         release_name=release,
         canonical_name=canonical,
         carried=carried,
+        upstream=up,
+        upstream_unread=unread,
     )

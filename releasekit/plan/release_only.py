@@ -2,7 +2,9 @@
 
 For a linear release branch this is ``git cherry CANONICAL RELEASE``'s ``+`` lines:
 commits of the release side (not reachable from canonical) whose patch-id matches no
-commit of the canonical side (not reachable from the release). Across merges:
+commit of the canonical side (not reachable from the release). Git computes it
+(``git cherry``, one process): it compares full diffs only of canonical commits whose
+changed paths could match. Across merges:
 
 - a merge commit on the release side is judged by what it adds itself: the tree an
   automatic merge of its two parents would give (``git merge-tree``) against its own
@@ -13,6 +15,13 @@ commit of the canonical side (not reachable from the release). Across merges:
   merge's diff against its first parent has a patch-equivalent on canonical), the
   commits of that side branch count as canonical too.
 
+With an upstream (a fork's upstream branch, vLLM's ``main``): release-side commits
+reachable from it are not release-only. They are counted once, with the release-side
+commits they came in through (an upstream merge, or the upstream commit a branch was
+started on), as the release being based on a different upstream than canonical; only
+the fork's own commits and merge resolutions are judged one by one (``git cherry
+CANONICAL RELEASE UPSTREAM``).
+
 A release-only commit named in the ``carries:`` of a PR that is merged on canonical
 (the PR re-extracted it, e.g. seed 003's 83925ac7b6 via #97) counts as canonicalised.
 """
@@ -20,6 +29,7 @@ A release-only commit named in the ``carries:`` of a PR that is merged on canoni
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import (
@@ -27,12 +37,21 @@ from releasekit.git.history import (
     cherry,
     diff_patch_id,
     graph_with_subjects,
+    merge_base,
     patch_id_set,
-    patch_ids,
     rev_list,
 )
 from releasekit.git.runner import Git, git_env
-from releasekit.records.plan_check import ReleaseOnlyCommit, ReleaseOnlyReport
+from releasekit.records.plan_check import ReleaseOnlyCommit, ReleaseOnlyReport, UpstreamEntry, UpstreamOrigin
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The upstream a fork follows, resolved: ``commit`` is read from ``repo``'s ``ref``."""
+
+    repo: str
+    ref: str
+    commit: str
 
 
 def _auto_merge_tree(git: Git, first: str, second: str) -> str | None:
@@ -48,6 +67,41 @@ def _auto_merge_tree(git: Git, first: str, second: str) -> str | None:
     return proc.stdout.decode().split()[0]
 
 
+def _brought_by(
+    walk: dict[str, tuple[list[str], str]], fork: set[str], from_upstream: set[str]
+) -> list[UpstreamEntry]:
+    """The fork-side commits whose parents are upstream commits, oldest first, each with
+    how many upstream commits came in through it and through no older entry."""
+    claimed: set[str] = set()
+    entries: list[UpstreamEntry] = []
+    for commit in reversed(walk):  # oldest first
+        if commit not in fork:
+            continue
+        parents, subject = walk[commit]
+        for i, parent in enumerate(parents):
+            if parent not in from_upstream:
+                continue
+            count = 0
+            stack = [parent]
+            while stack:
+                node = stack.pop()
+                if node in claimed or node not in from_upstream:
+                    continue
+                claimed.add(node)
+                count += 1
+                stack.extend(walk[node][0])
+            entries.append(
+                UpstreamEntry(
+                    commit=commit,
+                    subject=subject,
+                    via="merge" if i > 0 else "base",
+                    upstream_commit=parent,
+                    commits=count,
+                )
+            )
+    return entries
+
+
 def find_release_only(
     git: Git,
     release: str,
@@ -57,53 +111,88 @@ def find_release_only(
     release_name: str | None = None,
     canonical_name: str | None = None,
     carried: dict[str, int] | None = None,
+    upstream: Upstream | None = None,
+    upstream_unread: str | None = None,
 ) -> ReleaseOnlyReport:
+    """``upstream_unread``: why the component's upstream could not be read (reported as a warning)."""
     walk = graph_with_subjects(git, release, f"^{canonical}")
-    graph = {c: parents for c, (parents, _) in walk.items()}
-    singles = [c for c, parents in graph.items() if len(parents) < 2]
-    if len(singles) == len(graph):
-        # No merges on the release side: git cherry's own answer, in one process (it reads
-        # full diffs of the canonical side only where the changed paths could match).
-        plus, _ = cherry(git, canonical, release)
-        return _report(
-            walk, set(plus), set(), set(), release, canonical, repo, release_name, canonical_name, carried
-        )
-    release_pids = patch_ids(git, release, f"^{canonical}", commits=singles)
-    canonical_pids = patch_id_set(git, canonical, f"^{release}")
-    # Empty commits give no patch-id line; git cherry counts them equal to any empty canonical
-    # commit, so look for one only when the release side has an empty commit.
-    if (
-        EMPTY_PATCH in release_pids.values()
-        and EMPTY_PATCH in patch_ids(git, canonical, f"^{release}").values()
-    ):
-        canonical_pids.add(EMPTY_PATCH)
+    if upstream is not None:
+        fork = set(rev_list(git, release, f"^{canonical}", f"^{upstream.commit}"))
+    else:
+        fork = set(walk)
+    from_upstream = {c for c in walk if c not in fork}
+    # The fork's own non-merge commits: git cherry's answer, in one process (it reads full
+    # diffs of the canonical side only where the changed paths could match).
+    plus, _ = cherry(git, canonical, release, upstream.commit if upstream is not None else None)
+    canonical_pids: set[str] | None = None
     covered: set[str] = set()
-    own_merges: list[str] = []
-    for commit, parents in graph.items():
-        if len(parents) < 2:
-            continue
-        if len(parents) == 2:
-            side_squashed = diff_patch_id(git, parents[0], commit) in canonical_pids
-            if side_squashed:
-                covered.update(c for c in rev_list(git, parents[1], f"^{parents[0]}") if c in graph)
+    own_merges: set[str] = set()
+    for commit in fork:
+        parents = walk[commit][0]
+        if len(parents) != 2:
+            continue  # Octopus merges cannot conflict-resolve (git refuses); they add nothing of their own.
+        if parents[1] not in from_upstream:
+            if canonical_pids is None:
+                canonical_pids = patch_id_set(git, canonical, f"^{release}")
+            pid = diff_patch_id(git, parents[0], commit)
+            if pid != EMPTY_PATCH and pid in canonical_pids:
+                # The side branch was squashed onto canonical: its commits are canonical too.
+                covered.update(c for c in rev_list(git, parents[1], f"^{parents[0]}") if c in fork)
                 covered.add(commit)
                 continue
-            auto = _auto_merge_tree(git, parents[0], parents[1])
-            tree = git.run("rev-parse", f"{commit}^{{tree}}").strip()
-            if auto != tree:
-                own_merges.append(commit)
-        # Octopus merges cannot conflict-resolve (git refuses); they add nothing of their own.
-    alone = {c for c, pid in release_pids.items() if pid not in canonical_pids and c not in covered}
+        auto = _auto_merge_tree(git, parents[0], parents[1])
+        tree = git.run("rev-parse", f"{commit}^{{tree}}").strip()
+        if auto != tree:
+            own_merges.add(commit)
+    alone = {c for c in plus if c not in covered}
+    origin: UpstreamOrigin | None = None
+    if upstream is not None:
+        origin = UpstreamOrigin(
+            repo=upstream.repo,
+            ref=upstream.ref,
+            commit=upstream.commit,
+            canonical_base=merge_base(git, canonical, upstream.commit) if from_upstream else None,
+            commits=len(from_upstream),
+            brought_by=_brought_by(walk, fork, from_upstream),
+        )
     return _report(
-        walk, alone, set(own_merges), covered, release, canonical, repo, release_name, canonical_name, carried
+        walk,
+        fork,
+        alone,
+        own_merges,
+        covered,
+        origin,
+        upstream_unread,
+        release,
+        canonical,
+        repo,
+        release_name,
+        canonical_name,
+        carried,
+    )
+
+
+def _upstream_message(origin: UpstreamOrigin, release: str) -> str:
+    ways = "; ".join(
+        f"{e.commits} through {'merge' if e.via == 'merge' else 'the upstream base of'} "
+        f"{e.commit[:12]} '{e.subject}' (upstream {e.upstream_commit[:12]})"
+        for e in origin.brought_by
+    )
+    base = f" (canonical's upstream base is {origin.canonical_base[:12]})" if origin.canonical_base else ""
+    return (
+        f"{release} is based on a different upstream than canonical{base}: {origin.commits} commits of "
+        f"{origin.repo} {origin.ref} that canonical lacks came in: {ways}; they are not release-only"
     )
 
 
 def _report(
     walk: dict[str, tuple[list[str], str]],
+    fork: set[str],
     alone: set[str],
     own_merges: set[str],
     covered: set[str],
+    origin: UpstreamOrigin | None,
+    upstream_unread: str | None,
     release: str,
     canonical: str,
     repo: str,
@@ -111,13 +200,35 @@ def _report(
     canonical_name: str | None,
     carried: dict[str, int] | None,
 ) -> ReleaseOnlyReport:
-    """The report from the release-side walk and the commits found to be release-only."""
+    """The report from the release-side walk and the commits found to be release-only.
+
+    Findings are grouped by origin: the upstream base difference once (first), then the
+    fork's own commits and merge resolutions one by one, oldest first.
+    """
     order = list(reversed(walk))  # oldest first, like git cherry
     carried = carried or {}
     findings = Findings()
+    if upstream_unread:
+        findings.add(
+            "RELEASE_UPSTREAM_UNREAD",
+            f"the upstream could not be read, so its commits are judged one by one: {upstream_unread}",
+            severity=Severity.warning,
+        )
+    if origin is not None and origin.commits:
+        where = next((e for e in reversed(origin.brought_by) if e.via == "merge"), None) or (
+            origin.brought_by[-1] if origin.brought_by else None
+        )
+        findings.add(
+            "RELEASE_UPSTREAM_BASE",
+            _upstream_message(origin, release_name or release),
+            severity=Severity.warning,
+            commit=where.commit if where else None,
+        )
     result: list[ReleaseOnlyCommit] = []
     equivalent = 0
     for commit in order:
+        if commit not in fork:
+            continue
         if commit in alone:
             kind = "commit"
         elif commit in own_merges and commit not in covered:
@@ -126,24 +237,33 @@ def _report(
             if len(walk[commit][0]) < 2 or commit in covered:
                 equivalent += 1
             continue
-        subject = walk[commit][1]
         carrier = next((pr for prefix, pr in carried.items() if commit.startswith(prefix)), None)
-        entry = ReleaseOnlyCommit(commit=commit, subject=subject, kind=kind, carried_by=carrier)  # type: ignore[arg-type]
-        result.append(entry)
-        if carrier is not None:
+        result.append(
+            ReleaseOnlyCommit(commit=commit, subject=walk[commit][1], kind=kind, carried_by=carrier)
+        )  # type: ignore[arg-type]
+    # Grouped by origin: the fork's own commits, then merge resolutions; oldest first in each.
+    result.sort(key=lambda c: c.kind != "commit")
+    for entry in result:
+        if entry.carried_by is not None:
             findings.add(
                 "RELEASE_ONLY_CARRIED",
-                f"release-only commit '{subject}' is carried onto canonical by merged PR #{carrier}",
+                f"release-only commit '{entry.subject}' is carried onto canonical by merged PR #{entry.carried_by}",
                 severity=Severity.info,
-                commit=commit,
-                pr=carrier,
+                commit=entry.commit,
+                pr=entry.carried_by,
+            )
+        elif entry.kind == "commit":
+            findings.add(
+                "RELEASE_ONLY_COMMIT",
+                f"commit '{entry.subject}' is on the release side only: no patch-equivalent on canonical",
+                commit=entry.commit,
             )
         else:
             findings.add(
                 "RELEASE_ONLY_COMMIT",
-                f"{'merge resolution' if kind != 'commit' else 'commit'} '{subject}' is on the release side only: "
-                "no patch-equivalent on canonical",
-                commit=commit,
+                f"merge resolution '{entry.subject}' is on the release side only: its tree is not git's "
+                "automatic merge of its parents (a conflict resolution or a change of its own)",
+                commit=entry.commit,
             )
     return ReleaseOnlyReport(
         repo=repo,
@@ -154,6 +274,7 @@ def _report(
         examined=len(order),
         equivalent=equivalent,
         release_only=result,
+        upstream=origin,
         passed=findings.passed,
         findings=findings,
     )
