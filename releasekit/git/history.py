@@ -149,14 +149,30 @@ def cherry(git: Git, upstream: str, head: str, limit: str | None = None) -> tupl
 
 def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]]:
     """commit -> (parents, subject) for the selection, newest first, in one walk."""
-    out = git.run("log", "--format=%H %P%x09%s", *revs, "--")
-    graph: dict[str, tuple[list[str], str]] = {}
+    return {c: (parents, subject) for c, (parents, _tree, subject) in graph_with_trees(git, *revs).items()}
+
+
+def graph_with_trees(git: Git, *revs: str) -> dict[str, tuple[list[str], str, str]]:
+    """commit -> (parents, tree, subject) for the selection, newest first, in one walk."""
+    out = git.run("log", "--format=%H %T %P%x09%s", *revs, "--")
+    graph: dict[str, tuple[list[str], str, str]] = {}
     for line in out.splitlines():
         ids, _, subject = line.partition("\t")
         parts = ids.split()
-        if parts:
-            graph[parts[0]] = (parts[1:], subject)
+        if len(parts) >= 2:
+            graph[parts[0]] = (parts[2:], parts[1], subject)
     return graph
+
+
+def resolve_commits(git: Git, *revs: str) -> list[str] | None:
+    """Each revision's commit, in one process; None when any of them does not name a commit.
+
+    The caller checks the names first (``check_ref``: none starts with ``-``); git echoes
+    ``--end-of-options`` when not given ``--verify``, which takes one name only.
+    """
+    out = git.run("rev-parse", *[f"{rev}^{{commit}}" for rev in revs], check=False)
+    shas = out.split()
+    return shas if len(shas) == len(revs) and all(len(s) in (40, 64) for s in shas) else None
 
 
 def diff_patch_id(git: Git, old: str, new: str, paths: Sequence[str] = ()) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from releasekit.errors import InputError
+from releasekit.git.history import resolve_commits
 from releasekit.git.mirror import Mirror
 from releasekit.git.remote import check_ref
 from releasekit.git.runner import Git, GitFailed
@@ -73,13 +74,18 @@ def release_only_audit(
         git = mirror.git
         public = mirror.url
         mirror_path = mirror.path
-    release_sha = _resolve(git, release, public)
-    canonical_sha = _resolve(git, canonical, public)
+    names = [release, canonical] if upstream is None else [release, canonical, upstream]
+    for name in names:
+        check_ref(name)
+    # One git process for all of them; a name that needs the origin/ fallback or does not
+    # resolve is looked up again alone (for its error message).
+    shas = resolve_commits(git, *names) or [_resolve(git, name, public) for name in names]
+    release_sha, canonical_sha = shas[0], shas[1]
     base = comp.upstream if comp is not None else None
     up: Upstream | None = None
     unread: str | None = None
     if upstream is not None:
-        up = Upstream(base.repo if base else "(--upstream)", upstream, _resolve(git, upstream, public))
+        up = Upstream(base.repo if base else "(--upstream)", upstream, shas[2])
     elif base is not None:
         from releasekit.plan.upstream_base import read_upstream_base
 

@@ -36,7 +36,7 @@ from releasekit.git.history import (
     EMPTY_PATCH,
     cherry,
     diff_patch_id,
-    graph_with_subjects,
+    graph_with_trees,
     merge_base,
     patch_id_set,
     rev_list,
@@ -115,7 +115,8 @@ def find_release_only(
     upstream_unread: str | None = None,
 ) -> ReleaseOnlyReport:
     """``upstream_unread``: why the component's upstream could not be read (reported as a warning)."""
-    walk = graph_with_subjects(git, release, f"^{canonical}")
+    walk_trees = graph_with_trees(git, release, f"^{canonical}")
+    walk = {c: (parents, subject) for c, (parents, _tree, subject) in walk_trees.items()}
     if upstream is not None:
         fork = set(rev_list(git, release, f"^{canonical}", f"^{upstream.commit}"))
     else:
@@ -140,9 +141,7 @@ def find_release_only(
                 covered.update(c for c in rev_list(git, parents[1], f"^{parents[0]}") if c in fork)
                 covered.add(commit)
                 continue
-        auto = _auto_merge_tree(git, parents[0], parents[1])
-        tree = git.run("rev-parse", f"{commit}^{{tree}}").strip()
-        if auto != tree:
+        if _auto_merge_tree(git, parents[0], parents[1]) != walk_trees[commit][1]:
             own_merges.add(commit)
     alone = {c for c in plus if c not in covered}
     origin: UpstreamOrigin | None = None
