@@ -132,6 +132,29 @@ def patch_id_set(git: Git, *revs: str) -> set[str]:
     return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
 
 
+def changed_paths(git: Git, old: str, new: str) -> frozenset[str]:
+    """The paths ``old..new`` changes (a tree diff: no file contents are read)."""
+    out = git.run("diff", "--name-only", "--no-renames", "--no-ext-diff", old, new, "--")
+    return frozenset(out.splitlines())
+
+
+def commits_changed_paths(git: Git, *revs: str) -> dict[str, frozenset[str]]:
+    """commit -> the paths it changes, for every non-merge commit of the selection, in one walk.
+
+    Equal path sets are necessary for equal patch-ids (a patch-id hashes each file's name):
+    git cherry's own prefilter, used to read full diffs only where they could match.
+    """
+    out = git.run("log", "--no-merges", "--name-only", "--no-renames", "--format=commit %H", *revs, "--")
+    paths: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in out.splitlines():
+        if line.startswith("commit ") and len(line) in (47, 71):
+            current = paths.setdefault(line[7:], set())
+        elif line and current is not None:
+            current.add(line)
+    return {commit: frozenset(names) for commit, names in paths.items()}
+
+
 def cherry(git: Git, upstream: str, head: str, limit: str | None = None) -> tuple[list[str], list[str]]:
     """``git cherry UPSTREAM HEAD [LIMIT]`` in one process: (commits with no equivalent, commits with one), oldest first.
 

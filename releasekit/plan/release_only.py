@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import (
-    EMPTY_PATCH,
+    changed_paths,
     cherry,
+    commits_changed_paths,
     diff_patch_id,
     graph_with_trees,
     merge_base,
@@ -125,7 +126,7 @@ def find_release_only(
     # The fork's own non-merge commits: git cherry's answer, in one process (it reads full
     # diffs of the canonical side only where the changed paths could match).
     plus, _ = cherry(git, canonical, release, upstream.commit if upstream is not None else None)
-    canonical_pids: set[str] | None = None
+    canonical_paths: dict[str, frozenset[str]] | None = None
     covered: set[str] = set()
     own_merges: set[str] = set()
     for commit in fork:
@@ -133,10 +134,15 @@ def find_release_only(
         if len(parents) != 2:
             continue  # Octopus merges cannot conflict-resolve (git refuses); they add nothing of their own.
         if parents[1] not in from_upstream:
-            if canonical_pids is None:
-                canonical_pids = patch_id_set(git, canonical, f"^{release}")
-            pid = diff_patch_id(git, parents[0], commit)
-            if pid != EMPTY_PATCH and pid in canonical_pids:
+            # Was the side branch taken onto canonical as one squash? Full diffs are read only
+            # for canonical commits that change exactly the paths the merge brings in.
+            if canonical_paths is None:
+                canonical_paths = commits_changed_paths(git, canonical, f"^{release}")
+            brought = changed_paths(git, parents[0], commit)
+            candidates = [c for c, paths in canonical_paths.items() if brought and paths == brought]
+            if candidates and diff_patch_id(git, parents[0], commit) in patch_id_set(
+                git, "--no-walk", *candidates
+            ):
                 # The side branch was squashed onto canonical: its commits are canonical too.
                 covered.update(c for c in rev_list(git, parents[1], f"^{parents[0]}") if c in fork)
                 covered.add(commit)
