@@ -219,3 +219,59 @@ def test_plan_check_reads_the_component_upstream_too(world: Fork, tmp_path: Path
     assert [c["commit"] for c in report["release_only"]] == [world.r1, world.r2, world.r3, world.merge]
     codes = [f["code"] for f in json.loads(r.stdout)["findings"]["findings"]]
     assert codes.count("RELEASE_UPSTREAM_BASE") == 1 and codes.count("RELEASE_ONLY_COMMIT") == 4
+
+
+def test_the_fork_audit_runs_few_git_processes_and_no_full_patch_ids(world: Fork, tmp_path: Path) -> None:
+    # A git on PATH that logs each call and runs the real one: what the CLI asks git for.
+    import os
+    import shutil
+
+    real = shutil.which("git")
+    assert real
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "git-calls"
+    (bindir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec {real} "$@"\n')
+    (bindir / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "RELEASEKIT_CACHE": str(tmp_path / "c")}
+    args = ["--repo", str(world.fork.work), "--release", "release", "--canonical", "main"]
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "audit",
+            "release-only",
+            *args,
+            "--upstream",
+            "upstream/main",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert r.returncode == 1 and json.loads(r.stdout)["upstream"]["commits"] == UPSTREAM_COMMITS
+
+    def subcommand(line: str) -> str:
+        words = line.split()
+        i = 0
+        while i < len(words) and words[i].startswith("-"):
+            i += 2 if words[i] in ("-C", "-c") else 1
+        return words[i] if i < len(words) else ""
+
+    calls = [subcommand(line) for line in log.read_text().splitlines()]
+    # log walk, one rev-parse, rev-list, cherry, merge-tree for the upstream merge, merge-base.
+    assert sorted(calls) == sorted(["log", "rev-parse", "rev-list", "cherry", "merge-tree", "merge-base"])
+    # Without an upstream, the upstream merge's side branch is checked for a squash on canonical:
+    # by changed paths first, so no full diff is read when no canonical commit changes those paths.
+    log.unlink()
+    r = subprocess.run(
+        [sys.executable, "-m", "releasekit", "audit", "release-only", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert r.returncode == 1 and len(json.loads(r.stdout)["release_only"]) == 4 + UPSTREAM_COMMITS
+    calls = [subcommand(line) for line in log.read_text().splitlines()]
+    assert "patch-id" not in calls and "diff" in calls
