@@ -14,7 +14,7 @@ from releasekit.plan.release_only import Upstream, find_release_only
 
 if TYPE_CHECKING:
     from releasekit.manifest.models import GitComponent
-    from releasekit.records.plan_check import ReleaseOnlyReport
+    from releasekit.records.release_only import ReleaseOnlyReport
 
 # The manifest (its pydantic models cost a third of the command's start) is imported only
 # when --manifest is given: ``audit release-only --repo`` is timed against ``git cherry``.

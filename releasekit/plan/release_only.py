@@ -43,7 +43,12 @@ from releasekit.git.history import (
     rev_list,
 )
 from releasekit.git.runner import Git, git_env
-from releasekit.records.plan_check import ReleaseOnlyCommit, ReleaseOnlyReport, UpstreamEntry, UpstreamOrigin
+from releasekit.records.release_only import (
+    ReleaseOnlyCommit,
+    ReleaseOnlyReport,
+    UpstreamEntry,
+    UpstreamOrigin,
+)
 
 
 @dataclass(frozen=True)
