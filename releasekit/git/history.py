@@ -155,19 +155,51 @@ def commits_changed_paths(git: Git, *revs: str) -> dict[str, frozenset[str]]:
     return {commit: frozenset(names) for commit, names in paths.items()}
 
 
+class Pending:
+    """A git command started now and read later: independent reads run side by side.
+
+    Each is its own process; ``result()`` waits for it (stdout, or GitFailed). Reading
+    them in any order cannot deadlock: a process blocked on a full pipe resumes when read.
+    """
+
+    def __init__(self, git: Git, *args: str) -> None:
+        self.args = list(args)
+        self.proc = subprocess.Popen(
+            git.argv(self.args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=git_env(),
+        )
+
+    def result(self) -> str:
+        out, err = self.proc.communicate()
+        if self.proc.returncode != 0:
+            raise GitFailed(self.args, self.proc.returncode, err.decode(errors="replace"))
+        return out.decode(errors="replace")
+
+
+def cherry_args(upstream: str, head: str, limit: str | None = None) -> list[str]:
+    """The arguments of ``git cherry UPSTREAM HEAD [LIMIT]`` (read with ``parse_cherry``)."""
+    return ["cherry", "--end-of-options", upstream, head, *([limit] if limit is not None else [])]
+
+
+def parse_cherry(out: str) -> tuple[list[str], list[str]]:
+    plus: list[str] = []
+    minus: list[str] = []
+    for line in out.splitlines():
+        sign, _, sha = line.partition(" ")
+        (plus if sign == "+" else minus).append(sha.strip())
+    return plus, minus
+
+
 def cherry(git: Git, upstream: str, head: str, limit: str | None = None) -> tuple[list[str], list[str]]:
     """``git cherry UPSTREAM HEAD [LIMIT]`` in one process: (commits with no equivalent, commits with one), oldest first.
 
     Merge commits are skipped (their parents' commits are listed); commits reachable from
     ``limit`` are left out.
     """
-    plus: list[str] = []
-    minus: list[str] = []
-    args = [upstream, head] if limit is None else [upstream, head, limit]
-    for line in git.run("cherry", "--end-of-options", *args).splitlines():
-        sign, _, sha = line.partition(" ")
-        (plus if sign == "+" else minus).append(sha.strip())
-    return plus, minus
+    return parse_cherry(git.run(*cherry_args(upstream, head, limit)))
 
 
 def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]]:
@@ -175,9 +207,11 @@ def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]
     return {c: (parents, subject) for c, (parents, _tree, subject) in graph_with_trees(git, *revs).items()}
 
 
-def graph_with_trees(git: Git, *revs: str) -> dict[str, tuple[list[str], str, str]]:
-    """commit -> (parents, tree, subject) for the selection, newest first, in one walk."""
-    out = git.run("log", "--format=%H %T %P%x09%s", *revs, "--")
+GRAPH_WITH_TREES = ["log", "--format=%H %T %P%x09%s"]
+
+
+def parse_graph_with_trees(out: str) -> dict[str, tuple[list[str], str, str]]:
+    """The output of ``GRAPH_WITH_TREES + revs``: commit -> (parents, tree, subject), newest first."""
     graph: dict[str, tuple[list[str], str, str]] = {}
     for line in out.splitlines():
         ids, _, subject = line.partition("\t")
@@ -185,6 +219,11 @@ def graph_with_trees(git: Git, *revs: str) -> dict[str, tuple[list[str], str, st
         if len(parts) >= 2:
             graph[parts[0]] = (parts[2:], parts[1], subject)
     return graph
+
+
+def graph_with_trees(git: Git, *revs: str) -> dict[str, tuple[list[str], str, str]]:
+    """commit -> (parents, tree, subject) for the selection, newest first, in one walk."""
+    return parse_graph_with_trees(git.run(*GRAPH_WITH_TREES, *revs, "--"))
 
 
 def resolve_commits(git: Git, *revs: str) -> list[str] | None:

@@ -33,16 +33,18 @@ from dataclasses import dataclass
 
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import (
+    GRAPH_WITH_TREES,
+    Pending,
     changed_paths,
-    cherry,
+    cherry_args,
     commits_changed_paths,
     diff_patch_id,
-    graph_with_trees,
-    merge_base,
+    parse_cherry,
+    parse_graph_with_trees,
     patch_id_set,
     rev_list,
 )
-from releasekit.git.runner import Git, git_env
+from releasekit.git.runner import Git, GitFailed, git_env
 from releasekit.records.release_only import (
     ReleaseOnlyCommit,
     ReleaseOnlyReport,
@@ -121,16 +123,29 @@ def find_release_only(
     upstream_unread: str | None = None,
 ) -> ReleaseOnlyReport:
     """``upstream_unread``: why the component's upstream could not be read (reported as a warning)."""
-    walk_trees = graph_with_trees(git, release, f"^{canonical}")
-    walk = {c: (parents, subject) for c, (parents, _tree, subject) in walk_trees.items()}
+    # The independent reads run side by side (each its own git process): the release-side
+    # walk; the fork's own non-merge commits without a patch-equivalent on canonical (git
+    # cherry, which reads full diffs of the canonical side only where the changed paths
+    # could match; commits reachable from the upstream left out); with an upstream, the
+    # fork side and canonical's upstream base.
+    limit = upstream.commit if upstream is not None else None
+    walk_read = Pending(git, *GRAPH_WITH_TREES, release, f"^{canonical}", "--")
+    cherry_read = Pending(git, *cherry_args(canonical, release, limit))
+    fork_read = base_read = None
     if upstream is not None:
-        fork = set(rev_list(git, release, f"^{canonical}", f"^{upstream.commit}"))
-    else:
-        fork = set(walk)
+        fork_read = Pending(git, "rev-list", release, f"^{canonical}", f"^{upstream.commit}", "--")
+        base_read = Pending(git, "merge-base", canonical, upstream.commit)
+    walk_trees = parse_graph_with_trees(walk_read.result())
+    walk = {c: (parents, subject) for c, (parents, _tree, subject) in walk_trees.items()}
+    fork = set(fork_read.result().split()) if fork_read is not None else set(walk)
     from_upstream = {c for c in walk if c not in fork}
-    # The fork's own non-merge commits: git cherry's answer, in one process (it reads full
-    # diffs of the canonical side only where the changed paths could match).
-    plus, _ = cherry(git, canonical, release, upstream.commit if upstream is not None else None)
+    plus, _ = parse_cherry(cherry_read.result())
+    canonical_base: str | None = None
+    if base_read is not None:
+        try:
+            canonical_base = base_read.result().strip() or None
+        except GitFailed:  # no common ancestor
+            canonical_base = None
     canonical_paths: dict[str, frozenset[str]] | None = None
     covered: set[str] = set()
     own_merges: set[str] = set()
@@ -161,7 +176,7 @@ def find_release_only(
             repo=upstream.repo,
             ref=upstream.ref,
             commit=upstream.commit,
-            canonical_base=merge_base(git, canonical, upstream.commit) if from_upstream else None,
+            canonical_base=canonical_base if from_upstream else None,
             commits=len(from_upstream),
             brought_by=_brought_by(walk, fork, from_upstream),
         )
