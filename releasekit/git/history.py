@@ -132,10 +132,13 @@ def patch_id_set(git: Git, *revs: str) -> set[str]:
     return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]))}
 
 
+CHANGED_PATHS = ["diff", "--name-only", "--no-renames", "--no-ext-diff"]
+COMMITS_CHANGED_PATHS = ["log", "--no-merges", "--name-only", "--no-renames", "--format=commit %H"]
+
+
 def changed_paths(git: Git, old: str, new: str) -> frozenset[str]:
     """The paths ``old..new`` changes (a tree diff: no file contents are read)."""
-    out = git.run("diff", "--name-only", "--no-renames", "--no-ext-diff", old, new, "--")
-    return frozenset(out.splitlines())
+    return frozenset(git.run(*CHANGED_PATHS, old, new, "--").splitlines())
 
 
 def commits_changed_paths(git: Git, *revs: str) -> dict[str, frozenset[str]]:
@@ -144,7 +147,11 @@ def commits_changed_paths(git: Git, *revs: str) -> dict[str, frozenset[str]]:
     Equal path sets are necessary for equal patch-ids (a patch-id hashes each file's name):
     git cherry's own prefilter, used to read full diffs only where they could match.
     """
-    out = git.run("log", "--no-merges", "--name-only", "--no-renames", "--format=commit %H", *revs, "--")
+    return parse_commits_changed_paths(git.run(*COMMITS_CHANGED_PATHS, *revs, "--"))
+
+
+def parse_commits_changed_paths(out: str) -> dict[str, frozenset[str]]:
+    """The output of ``COMMITS_CHANGED_PATHS + revs``: commit -> the paths it changes."""
     paths: dict[str, set[str]] = {}
     current: set[str] | None = None
     for line in out.splitlines():

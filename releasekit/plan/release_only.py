@@ -28,23 +28,23 @@ A release-only commit named in the ``carries:`` of a PR that is merged on canoni
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import (
+    CHANGED_PATHS,
+    COMMITS_CHANGED_PATHS,
     GRAPH_WITH_TREES,
     Pending,
-    changed_paths,
     cherry_args,
-    commits_changed_paths,
     diff_patch_id,
     parse_cherry,
+    parse_commits_changed_paths,
     parse_graph_with_trees,
     patch_id_set,
     rev_list,
 )
-from releasekit.git.runner import Git, GitFailed, git_env
+from releasekit.git.runner import Git, GitFailed
 from releasekit.records.release_only import (
     ReleaseOnlyCommit,
     ReleaseOnlyReport,
@@ -60,19 +60,6 @@ class Upstream:
     repo: str
     ref: str
     commit: str
-
-
-def _auto_merge_tree(git: Git, first: str, second: str) -> str | None:
-    """The tree git's own merge of two commits gives, or None when it conflicts."""
-    proc = subprocess.run(
-        git.argv(["merge-tree", "--write-tree", "--no-messages", first, second]),
-        capture_output=True,
-        env=git_env(),
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.decode().split()[0]
 
 
 def _brought_by(
@@ -108,6 +95,63 @@ def _brought_by(
                 )
             )
     return entries
+
+
+MERGES_AT_ONCE = 4  # fork-side merges whose git reads run side by side
+
+
+def _judge_merges(
+    git: Git,
+    walk: dict[str, tuple[list[str], str, str]],
+    fork: set[str],
+    from_upstream: set[str],
+    canonical: str,
+    release: str,
+) -> tuple[set[str], set[str]]:
+    """(commits covered by a squash on canonical, merges that add a change of their own).
+
+    A merge bringing in a non-upstream side branch: was that branch taken onto canonical as
+    one squash? Full diffs are read only for canonical commits changing exactly the paths
+    the merge brings in. Every other merge: does its tree differ from git's automatic
+    merge of its parents (a conflict resolution)? Octopus merges cannot conflict-resolve
+    (git refuses); they add nothing of their own.
+    """
+    merges = [c for c in walk if c in fork and len(walk[c][0]) == 2]  # walk order: deterministic
+    sides = {c for c in merges if walk[c][0][1] not in from_upstream}
+    canonical_read = Pending(git, *COMMITS_CHANGED_PATHS, canonical, f"^{release}", "--") if sides else None
+    canonical_paths: dict[str, frozenset[str]] | None = None
+    covered: set[str] = set()
+    own: set[str] = set()
+    for start in range(0, len(merges), MERGES_AT_ONCE):
+        chunk = merges[start : start + MERGES_AT_ONCE]
+        brought_reads = {c: Pending(git, *CHANGED_PATHS, walk[c][0][0], c, "--") for c in chunk if c in sides}
+        tree_reads = {
+            c: Pending(git, "merge-tree", "--write-tree", "--no-messages", *walk[c][0]) for c in chunk
+        }
+        for commit in chunk:
+            first, second = walk[commit][0]
+            if commit in brought_reads:
+                if canonical_paths is None and canonical_read is not None:
+                    canonical_paths = parse_commits_changed_paths(canonical_read.result())
+                brought = frozenset(brought_reads[commit].result().splitlines())
+                candidates = [
+                    c for c, paths in (canonical_paths or {}).items() if brought and paths == brought
+                ]
+                if candidates and diff_patch_id(git, first, commit) in patch_id_set(
+                    git, "--no-walk", *candidates
+                ):
+                    # The side branch was squashed onto canonical: its commits are canonical too.
+                    covered.update(c for c in rev_list(git, second, f"^{first}") if c in fork)
+                    covered.add(commit)
+                    tree_reads[commit].proc.communicate()
+                    continue
+            try:
+                auto: str | None = tree_reads[commit].result().split()[0]
+            except GitFailed:  # the automatic merge conflicts
+                auto = None
+            if auto != walk[commit][1]:
+                own.add(commit)
+    return covered, own
 
 
 def find_release_only(
@@ -146,29 +190,7 @@ def find_release_only(
             canonical_base = base_read.result().strip() or None
         except GitFailed:  # no common ancestor
             canonical_base = None
-    canonical_paths: dict[str, frozenset[str]] | None = None
-    covered: set[str] = set()
-    own_merges: set[str] = set()
-    for commit in fork:
-        parents = walk[commit][0]
-        if len(parents) != 2:
-            continue  # Octopus merges cannot conflict-resolve (git refuses); they add nothing of their own.
-        if parents[1] not in from_upstream:
-            # Was the side branch taken onto canonical as one squash? Full diffs are read only
-            # for canonical commits that change exactly the paths the merge brings in.
-            if canonical_paths is None:
-                canonical_paths = commits_changed_paths(git, canonical, f"^{release}")
-            brought = changed_paths(git, parents[0], commit)
-            candidates = [c for c, paths in canonical_paths.items() if brought and paths == brought]
-            if candidates and diff_patch_id(git, parents[0], commit) in patch_id_set(
-                git, "--no-walk", *candidates
-            ):
-                # The side branch was squashed onto canonical: its commits are canonical too.
-                covered.update(c for c in rev_list(git, parents[1], f"^{parents[0]}") if c in fork)
-                covered.add(commit)
-                continue
-        if _auto_merge_tree(git, parents[0], parents[1]) != walk_trees[commit][1]:
-            own_merges.add(commit)
+    covered, own_merges = _judge_merges(git, walk_trees, fork, from_upstream, canonical, release)
     alone = {c for c in plus if c not in covered}
     origin: UpstreamOrigin | None = None
     if upstream is not None:
