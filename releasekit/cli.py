@@ -18,9 +18,6 @@ import traceback
 from difflib import get_close_matches
 from typing import Any
 
-import typer
-from typer.core import TyperCommand, TyperGroup
-
 from releasekit import __version__
 from releasekit.errors import ReleasekitError
 
@@ -84,87 +81,119 @@ _HELP = {name: text for name, _module, text in COMMANDS}
 
 def stage_commands(module_name: str) -> dict[str, Any]:
     """Import one stage's commands module and return the click commands its ``register`` adds."""
+    import typer
+
     module = importlib.import_module(module_name)
     scratch = typer.Typer()
     module.register(scratch)
     return dict(typer.main.get_group(scratch).commands)
 
 
-class LazyStages(TyperGroup):
-    """The root group: commands come from ``COMMANDS``; a stage is imported when it is used."""
+def _build_app() -> Any:
+    """The typer app (typer is imported here: ``--version`` and the fast entries never need it)."""
+    import typer
+    from typer.core import TyperCommand, TyperGroup
 
-    _listing = False  # True while the root help is being written: stubs, no stage imports
+    class LazyStages(TyperGroup):
+        """The root group: commands come from ``COMMANDS``; a stage is imported when it is used."""
 
-    def list_commands(self, ctx: Any) -> list[str]:
-        return [name for name, _module, _help in COMMANDS]
+        _listing = False  # True while the root help is being written: stubs, no stage imports
 
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name in self.commands:
-            return self.commands[cmd_name]
-        module = _MODULE.get(cmd_name)
-        if module is None:
-            return None
-        if self._listing:
-            return TyperCommand(name=cmd_name, help=_HELP[cmd_name])
-        for name, command in stage_commands(module).items():
-            self.commands.setdefault(name, command)
-        return self.commands.get(cmd_name)
+        def list_commands(self, ctx: Any) -> list[str]:
+            return [name for name, _module, _help in COMMANDS]
 
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
+        def get_command(self, ctx: Any, cmd_name: str) -> Any:
+            if cmd_name in self.commands:
+                return self.commands[cmd_name]
+            module = _MODULE.get(cmd_name)
+            if module is None:
+                return None
+            if self._listing:
+                return TyperCommand(name=cmd_name, help=_HELP[cmd_name])
+            for name, command in stage_commands(module).items():
+                self.commands.setdefault(name, command)
+            return self.commands.get(cmd_name)
 
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        try:
-            return super().resolve_command(ctx, args)
-        except Exception as exc:
-            # Typer suggests from the commands already loaded; suggest from the whole table.
-            # (Matched by name: typer may raise its vendored click's UsageError or click's own.)
-            message = getattr(exc, "message", None)
-            usage_error = any(k.__name__ == "UsageError" for k in type(exc).__mro__)
-            if usage_error and args and isinstance(message, str) and "Did you mean" not in message:
-                matches = get_close_matches(args[0], list(_MODULE))
-                if matches:
-                    suggestion = ", ".join(repr(m) for m in matches)
-                    exc.message = f"{message.rstrip('.')}. Did you mean {suggestion}?"  # type: ignore[attr-defined]
-            raise
+        def format_help(self, ctx: Any, formatter: Any) -> None:
+            self._listing = True
+            try:
+                super().format_help(ctx, formatter)
+            finally:
+                self._listing = False
+
+        def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+            try:
+                return super().resolve_command(ctx, args)
+            except Exception as exc:
+                # Typer suggests from the commands already loaded; suggest from the whole table.
+                # (Matched by name: typer may raise its vendored click's UsageError or click's own.)
+                message = getattr(exc, "message", None)
+                usage_error = any(k.__name__ == "UsageError" for k in type(exc).__mro__)
+                if usage_error and args and isinstance(message, str) and "Did you mean" not in message:
+                    matches = get_close_matches(args[0], list(_MODULE))
+                    if matches:
+                        suggestion = ", ".join(repr(m) for m in matches)
+                        exc.message = f"{message.rstrip('.')}. Did you mean {suggestion}?"  # type: ignore[attr-defined]
+                raise
+
+    app = typer.Typer(
+        name="releasekit",
+        cls=LazyStages,
+        help="Release GPU LLM-serving images as a function of public commits.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+
+    def _version(value: bool) -> None:
+        if value:
+            typer.echo(f"releasekit {__version__}")
+            raise typer.Exit(0)
+
+    @app.callback()
+    def _root(
+        version: bool = typer.Option(
+            False, "--version", callback=_version, is_eager=True, help="Print the version."
+        ),
+        mirror: list[str] = typer.Option(
+            [],
+            "--mirror",
+            help="URL=PATH: read repository URL from the local copy PATH, in every command (repeatable).",
+        ),
+    ) -> None:
+        """Manifest -> lock -> build -> verify-provenance -> validate -> publish."""
+        if mirror:
+            from releasekit.git.mirrors import add_mirrors
+
+            add_mirrors(mirror)
+
+    return app
 
 
-app = typer.Typer(
-    name="releasekit",
-    cls=LazyStages,
-    help="Release GPU LLM-serving images as a function of public commits.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+_APP: Any = None
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"releasekit {__version__}")
-        raise typer.Exit(0)
+def __getattr__(name: str) -> Any:
+    # ``from releasekit.cli import app``: built on first use.
+    global _APP
+    if name == "app":
+        if _APP is None:
+            _APP = _build_app()
+        return _APP
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version."
-    ),
-    mirror: list[str] = typer.Option(
-        [],
-        "--mirror",
-        help="URL=PATH: read repository URL from the local copy PATH, in every command (repeatable).",
-    ),
-) -> None:
-    """Manifest -> lock -> build -> verify-provenance -> validate -> publish."""
-    if mirror:
-        from releasekit.git.mirrors import add_mirrors
+def _fast(args: list[str]) -> int | None:
+    """A typer-free entry, for a command whose start-up is timed against git (docs/plan.md).
 
-        add_mirrors(mirror)
+    None: not one of them, or arguments it leaves to the typer command (which stays the
+    reference; tests hold both to the same options and output).
+    """
+    if args[:2] == ["audit", "release-only"]:
+        from releasekit.plan.fast_commands import release_only_json
+
+        return release_only_json(args[2:])
+    return None
 
 
 def _click_error(exc: BaseException) -> tuple[int, str] | None:
@@ -181,8 +210,11 @@ def _click_error(exc: BaseException) -> tuple[int, str] | None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit 0 passed, 1 findings, 2 unusable input or environment."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="releasekit")
+        code = _fast(args)
+        if code is None:
+            code = __getattr__("app")(args=args, standalone_mode=False, prog_name="releasekit")
     except ReleasekitError as exc:
         if len(exc.details) > 1:
             # Several problems: one line each (file:line:col: field: message), no summary line.

@@ -139,29 +139,116 @@ def patch_id_set(git: Git, *revs: str) -> set[str]:
     return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]), git.label)}
 
 
-def cherry(git: Git, upstream: str, head: str) -> tuple[list[str], list[str]]:
-    """``git cherry UPSTREAM HEAD`` in one process: (commits with no equivalent, commits with one), oldest first.
+CHANGED_PATHS = ["diff", "--name-only", "--no-renames", "--no-ext-diff"]
+COMMITS_CHANGED_PATHS = ["log", "--no-merges", "--name-only", "--no-renames", "--format=commit %H"]
 
-    Exactly right only for a head side without merge commits (git cherry skips merges).
+
+def changed_paths(git: Git, old: str, new: str) -> frozenset[str]:
+    """The paths ``old..new`` changes (a tree diff: no file contents are read)."""
+    return frozenset(git.run(*CHANGED_PATHS, old, new, "--").splitlines())
+
+
+def commits_changed_paths(git: Git, *revs: str) -> dict[str, frozenset[str]]:
+    """commit -> the paths it changes, for every non-merge commit of the selection, in one walk.
+
+    Equal path sets are necessary for equal patch-ids (a patch-id hashes each file's name):
+    git cherry's own prefilter, used to read full diffs only where they could match.
     """
+    return parse_commits_changed_paths(git.run(*COMMITS_CHANGED_PATHS, *revs, "--"))
+
+
+def parse_commits_changed_paths(out: str) -> dict[str, frozenset[str]]:
+    """The output of ``COMMITS_CHANGED_PATHS + revs``: commit -> the paths it changes."""
+    paths: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in out.splitlines():
+        if line.startswith("commit ") and len(line) in (47, 71):
+            current = paths.setdefault(line[7:], set())
+        elif line and current is not None:
+            current.add(line)
+    return {commit: frozenset(names) for commit, names in paths.items()}
+
+
+class Pending:
+    """A git command started now and read later: independent reads run side by side.
+
+    Each is its own process; ``result()`` waits for it (stdout, or GitFailed). Reading
+    them in any order cannot deadlock: a process blocked on a full pipe resumes when read.
+    """
+
+    def __init__(self, git: Git, *args: str, env: dict[str, str] | None = None) -> None:
+        self.args = list(args)
+        self.proc = subprocess.Popen(
+            git.argv(self.args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=env if env is not None else git_env(),
+        )
+
+    def result(self) -> str:
+        out, err = self.proc.communicate()
+        if self.proc.returncode != 0:
+            raise GitFailed(self.args, self.proc.returncode, err.decode(errors="replace"))
+        return out.decode(errors="replace")
+
+
+def cherry_args(upstream: str, head: str, limit: str | None = None) -> list[str]:
+    """The arguments of ``git cherry UPSTREAM HEAD [LIMIT]`` (read with ``parse_cherry``)."""
+    return ["cherry", "--end-of-options", upstream, head, *([limit] if limit is not None else [])]
+
+
+def parse_cherry(out: str) -> tuple[list[str], list[str]]:
     plus: list[str] = []
     minus: list[str] = []
-    for line in git.run("cherry", "--end-of-options", upstream, head).splitlines():
+    for line in out.splitlines():
         sign, _, sha = line.partition(" ")
         (plus if sign == "+" else minus).append(sha.strip())
     return plus, minus
 
 
+def cherry(git: Git, upstream: str, head: str, limit: str | None = None) -> tuple[list[str], list[str]]:
+    """``git cherry UPSTREAM HEAD [LIMIT]`` in one process: (commits with no equivalent, commits with one), oldest first.
+
+    Merge commits are skipped (their parents' commits are listed); commits reachable from
+    ``limit`` are left out.
+    """
+    return parse_cherry(git.run(*cherry_args(upstream, head, limit)))
+
+
 def graph_with_subjects(git: Git, *revs: str) -> dict[str, tuple[list[str], str]]:
     """commit -> (parents, subject) for the selection, newest first, in one walk."""
-    out = git.run("log", "--format=%H %P%x09%s", *revs, "--")
-    graph: dict[str, tuple[list[str], str]] = {}
+    return {c: (parents, subject) for c, (parents, _tree, subject) in graph_with_trees(git, *revs).items()}
+
+
+GRAPH_WITH_TREES = ["log", "--format=%H %T %P%x09%s"]
+
+
+def parse_graph_with_trees(out: str) -> dict[str, tuple[list[str], str, str]]:
+    """The output of ``GRAPH_WITH_TREES + revs``: commit -> (parents, tree, subject), newest first."""
+    graph: dict[str, tuple[list[str], str, str]] = {}
     for line in out.splitlines():
         ids, _, subject = line.partition("\t")
         parts = ids.split()
-        if parts:
-            graph[parts[0]] = (parts[1:], subject)
+        if len(parts) >= 2:
+            graph[parts[0]] = (parts[2:], parts[1], subject)
     return graph
+
+
+def graph_with_trees(git: Git, *revs: str) -> dict[str, tuple[list[str], str, str]]:
+    """commit -> (parents, tree, subject) for the selection, newest first, in one walk."""
+    return parse_graph_with_trees(git.run(*GRAPH_WITH_TREES, *revs, "--"))
+
+
+def resolve_commits(git: Git, *revs: str) -> list[str] | None:
+    """Each revision's commit, in one process; None when any of them does not name a commit.
+
+    The caller checks the names first (``check_ref``: none starts with ``-``); git echoes
+    ``--end-of-options`` when not given ``--verify``, which takes one name only.
+    """
+    out = git.run("rev-parse", *[f"{rev}^{{commit}}" for rev in revs], check=False)
+    shas = out.split()
+    return shas if len(shas) == len(revs) and all(len(s) in (40, 64) for s in shas) else None
 
 
 def diff_patch_id(git: Git, old: str, new: str, paths: Sequence[str] = ()) -> str:

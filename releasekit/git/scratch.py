@@ -32,6 +32,8 @@ def objects_dir(git: Git) -> str:
     if key not in _OBJECTS:
         if git.bare and (git.directory / "objects").is_dir():
             found = str((git.directory / "objects").resolve())
+        elif not git.bare and (git.directory / ".git" / "objects").is_dir():
+            found = str((git.directory / ".git" / "objects").resolve())  # no process: the common case
         else:
             common = git.run("rev-parse", "--path-format=absolute", "--git-common-dir").strip()
             found = str(Path(common) / "objects")
@@ -96,16 +98,23 @@ def object_times_kept(git: Git) -> Iterator[None]:
                 continue
 
 
+@contextmanager
+def scratch_objects(git: Git) -> Iterator[dict[str, str]]:
+    """The environment of git processes whose object writes go to a throw-away directory.
+
+    Objects are read from ``git``'s repository (as an alternate) and written to a temporary
+    object directory removed afterwards; the times of the repository's object files are
+    put back (``object_times_kept``).
+    """
+    with object_times_kept(git), tempfile.TemporaryDirectory(prefix="releasekit-objects-") as scratch:
+        env = git_env()
+        env.update(GIT_OBJECT_DIRECTORY=scratch, GIT_ALTERNATE_OBJECT_DIRECTORIES=objects_dir(git))
+        yield env
+
+
 def merge_tree(git: Git, first: str, second: str) -> str | None:
     """The tree git's own merge of two commits gives (None when it conflicts), written outside the repository."""
-    with object_times_kept(git):
-        return _merge_tree(git, first, second, objects_dir(git))
-
-
-def _merge_tree(git: Git, first: str, second: str, borrowed: str) -> str | None:
-    with tempfile.TemporaryDirectory(prefix="releasekit-objects-") as scratch:
-        env = git_env()
-        env.update(GIT_OBJECT_DIRECTORY=scratch, GIT_ALTERNATE_OBJECT_DIRECTORIES=borrowed)
+    with scratch_objects(git) as env:
         proc = subprocess.run(
             git.argv(["merge-tree", "--write-tree", "--no-messages", first, second]),
             capture_output=True,

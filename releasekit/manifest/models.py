@@ -273,6 +273,19 @@ class ForgeSpec(StrictModel):
         return value
 
 
+class UpstreamBase(StrictModel):
+    """The repository a fork follows (vLLM's ``main``): its commits are never release-only.
+
+    ``audit release-only`` and ``plan check`` fetch ``ref`` of ``repo`` into the component's
+    mirror; release-side commits reachable from it are reported once, as an upstream base
+    difference, not one by one.
+    """
+
+    repo: str = Field(min_length=1, max_length=2000)
+    ref: str = Field(default="main", min_length=1, max_length=255)
+    note: str | None = None
+
+
 class GitComponent(StrictModel):
     kind: Literal["git"] = "git"
     repo: str = Field(min_length=1, max_length=2000)
@@ -306,6 +319,9 @@ class GitComponent(StrictModel):
     )
     forge: ForgeSpec | None = Field(
         default=None, description="where the pull requests live (absent: derived from a github.com repo)"
+    )
+    upstream: UpstreamBase | None = Field(
+        default=None, description="the upstream this fork follows: its commits are not release-only"
     )
     note: str | None = None
 

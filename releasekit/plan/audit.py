@@ -6,15 +6,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from releasekit.errors import InputError
+from releasekit.git.history import resolve_commits
 from releasekit.git.mirror import Mirror
 from releasekit.git.missing import missing_object_note
 from releasekit.git.remote import check_ref
 from releasekit.git.runner import Git, GitFailed
-from releasekit.plan.release_only import find_release_only
+from releasekit.plan.release_only import Upstream, find_release_only
 
 if TYPE_CHECKING:
     from releasekit.manifest.models import GitComponent
-    from releasekit.records.plan_check import ReleaseOnlyReport
+    from releasekit.records.release_only import ReleaseOnlyReport
 
 # The manifest (its pydantic models cost a third of the command's start) is imported only
 # when --manifest is given: ``audit release-only --repo`` is timed against ``git cherry``.
@@ -42,7 +43,11 @@ def release_only_audit(
     cache_dir: Path | None = None,
     allow_local: bool = False,
     fetch: bool = True,
+    upstream: str | None = None,
 ) -> ReleaseOnlyReport:
+    """``upstream``: a revision of the repository that is the fork's upstream head (``upstream/main``,
+    a commit); without it, the manifest component's ``upstream:`` is read when ``--manifest`` is given.
+    """
     comp: GitComponent | None = None
     if manifest is not None:
         from releasekit.manifest import load_manifest
@@ -59,6 +64,7 @@ def release_only_audit(
         if repo == ".":
             repo = comp.repo
     local = Path(repo)
+    mirror_path: Path | None = None
     if "://" not in repo and local.is_dir() and ((local / ".git").exists() or (local / "HEAD").is_file()):
         # A repository on disk that the user named: read it in place, no mirror.
         git = Git(local.resolve())
@@ -68,8 +74,30 @@ def release_only_audit(
         mirror = mirror.update() if fetch else mirror.ensure()
         git = mirror.git
         public = mirror.url
-    release_sha = _resolve(git, release, public)
-    canonical_sha = _resolve(git, canonical, public)
+        mirror_path = mirror.path
+    names = [release, canonical] if upstream is None else [release, canonical, upstream]
+    for name in names:
+        check_ref(name)
+    # One git process for all of them; a name that needs the origin/ fallback or does not
+    # resolve is looked up again alone (for its error message).
+    shas = resolve_commits(git, *names) or [_resolve(git, name, public) for name in names]
+    release_sha, canonical_sha = shas[0], shas[1]
+    base = comp.upstream if comp is not None else None
+    up: Upstream | None = None
+    unread: str | None = None
+    if upstream is not None:
+        up = Upstream(base.repo if base else "(--upstream)", upstream, shas[2])
+    elif base is not None:
+        from releasekit.plan.upstream_base import read_upstream_base
+
+        up, unread = read_upstream_base(
+            git,
+            base,
+            mirror_path=mirror_path,
+            allow_local=allow_local,
+            base_dir=manifest.parent if manifest is not None else None,
+            fetch=fetch,
+        )
     carried: dict[str, int] = {}
     if comp is not None and any(p.carries for p in comp.merge_plan):
         from releasekit.plan.merged import CanonicalHistory
@@ -96,6 +124,8 @@ def release_only_audit(
             release_name=release,
             canonical_name=canonical,
             carried=carried,
+            upstream=up,
+            upstream_unread=unread,
         )
     except GitFailed as exc:
         # Which file of which commit a snapshot lacks, when git could not read an object.

@@ -24,8 +24,9 @@ from releasekit.plan.checks import ComponentState, PlanContext, build_state, pla
 from releasekit.plan.forge_read import read_forge
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.pins import audit_pins, commit_tree
-from releasekit.plan.release_only import find_release_only
+from releasekit.plan.release_only import Upstream, find_release_only
 from releasekit.plan.upstream import UpstreamPatches, read_upstream
+from releasekit.plan.upstream_base import read_upstream_base
 from releasekit.records.forge import ForgeData
 from releasekit.records.lock import Lock
 from releasekit.records.plan_check import (
@@ -97,11 +98,18 @@ def statuses_with_codes(cs: ComponentState, findings: Findings) -> list[PRStatus
     return [st.model_copy(update={"codes": got}) for st, got in zip(cs.statuses, codes, strict=True)]
 
 
-def _release_only(cs: ComponentState, ref: str, verdicts: tuple[CarriedVerdict, ...]) -> ReleaseOnlyReport:
+def _release_only(
+    cs: ComponentState,
+    ref: str,
+    verdicts: tuple[CarriedVerdict, ...],
+    upstream: tuple[Upstream | None, str | None] = (None, None),
+) -> ReleaseOnlyReport:
     """Release-only commits of ``ref`` against the checked commit, with this plan's verified ``carries:``.
 
     Only a carried commit whose change the merged PR really contains (``verify_carried``)
     counts as canonicalised; a false ``carries:`` leaves the commit release-only.
+    ``upstream``: the component's upstream (commits reachable from it are reported once),
+    or why it could not be read.
     """
     carried = {
         v.commit: v.pr
@@ -116,6 +124,8 @@ def _release_only(cs: ComponentState, ref: str, verdicts: tuple[CarriedVerdict, 
         release_name=ref,
         canonical_name=f"{cs.branch}@{cs.checked[:12]}",
         carried=carried,
+        upstream=upstream[0],
+        upstream_unread=upstream[1],
     )
     for finding in report.findings:
         finding.location.component = cs.name
@@ -193,7 +203,24 @@ def plan_context(
     for name, ref in (releases or {}).items():
         if (name, ref) not in audits and name in components:
             audits.append((name, ref))
-    reports = tuple((name, _release_only(components[name], ref, carried)) for name, ref in audits)
+    # A component's upstream (its `upstream:`), read once for all of its release refs.
+    bases: dict[str, tuple[Upstream | None, str | None]] = {}
+    for name, _ref in audits:
+        base = loaded.manifest.git_components()[name].upstream
+        if base is not None and name not in bases:
+            mirror = components[name].mirror
+            bases[name] = read_upstream_base(
+                mirror.git,
+                base,
+                mirror_path=mirror.path,
+                allow_local=allow_local,
+                base_dir=loaded.directory,
+                fetch=fetch,
+            )
+    reports = tuple(
+        (name, _release_only(components[name], ref, carried, bases.get(name, (None, None))))
+        for name, ref in audits
+    )
     upstream: dict[tuple[str, str], UpstreamPatches] = {}
     for excl in loaded.manifest.exclusions:
         if excl.upstream is None:

@@ -332,6 +332,12 @@ def release_only_cmd(
     component: str | None = typer.Option(
         None, "--component", help="The manifest component the repository is."
     ),
+    upstream: str | None = typer.Option(
+        None,
+        "--upstream",
+        help="The fork's upstream head as a revision of the repository (upstream/main, a commit): "
+        "its commits are reported once, not as release-only (default: the component's `upstream:`).",
+    ),
     cache: Path | None = _CACHE,
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
@@ -351,6 +357,7 @@ def release_only_cmd(
         cache_dir=cache,
         allow_local=allow_local_repos,
         fetch=not no_fetch,
+        upstream=upstream,
     )
     if as_json:
         # Plain json, no rich: this command's start is timed against git cherry (docs/plan.md).
@@ -362,17 +369,33 @@ def release_only_cmd(
         from releasekit.report import findings_table, render_findings, stdout_console
 
         console = stdout_console()
-        rows = [
-            [c.commit[:12], c.kind, f"#{c.carried_by}" if c.carried_by else "-", c.subject]
-            for c in report.release_only
-        ]
-        console.print(
-            findings_table(
-                f"release-only: {report.release} vs {report.canonical} ({report.examined} examined, {report.equivalent} equivalent on canonical)",
-                ["commit", "kind", "carried by", "subject"],
-                rows,
+        origin = report.upstream
+        if origin is not None:
+            console.print(
+                findings_table(
+                    f"from upstream {origin.repo} {origin.ref}: {origin.commits} commits canonical lacks, "
+                    "not release-only",
+                    ["came in through", "how", "upstream commit", "commits", "subject"],
+                    [
+                        [e.commit[:12], e.via, e.upstream_commit[:12], str(e.commits), e.subject]
+                        for e in origin.brought_by
+                    ],
+                )
             )
-        )
+        for kind, title in (("commit", "fork-only commits"), ("merge-resolution", "conflict resolutions")):
+            rows = [
+                [c.commit[:12], f"#{c.carried_by}" if c.carried_by else "-", c.subject]
+                for c in report.release_only
+                if c.kind == kind
+            ]
+            console.print(
+                findings_table(
+                    f"release-only {title}: {report.release} vs {report.canonical} ({report.examined} examined, "
+                    f"{report.equivalent} equivalent on canonical)",
+                    ["commit", "carried by", "subject"],
+                    rows,
+                )
+            )
         render_findings(report.findings, console, ok_message="every release change is on canonical")
     _exit(report.findings)
 

@@ -9,6 +9,15 @@ from pydantic import Field
 from releasekit.findings import Findings, Severity
 from releasekit.records.base import Record, Strict
 
+# The release-only audit's report, embedded here; its own module so that ``audit
+# release-only`` does not build every plan-check model (start-up, docs/plan.md).
+from releasekit.records.release_only import (  # noqa: F401 - re-exported
+    ReleaseOnlyCommit,
+    ReleaseOnlyReport,
+    UpstreamEntry,
+    UpstreamOrigin,
+)
+
 PLAN_CHECK_FILE: Final = "plan-check.json"
 PLAN_CHECK_SCHEMA: Final = "releasekit.plan-check/v1"
 
@@ -66,26 +75,6 @@ class PlanCheckResult(Record):
 
     def error_codes(self) -> list[str]:
         return [f.code for f in self.findings if f.severity == Severity.error]
-
-
-class ReleaseOnlyCommit(Strict):
-    commit: str
-    subject: str
-    kind: Literal["commit", "merge-resolution"] = "commit"
-    carried_by: int | None = None  # the merged PR whose `carries:` names it
-
-
-class ReleaseOnlyReport(Strict):
-    repo: str
-    release: str
-    canonical: str
-    release_commit: str
-    canonical_commit: str
-    examined: int  # commits on the release side not reachable from canonical
-    equivalent: int  # of those, how many have a patch-equivalent on canonical
-    release_only: list[ReleaseOnlyCommit] = Field(default_factory=list)
-    passed: bool
-    findings: Findings = Field(default_factory=Findings)
 
 
 class PinOccurrence(Strict):

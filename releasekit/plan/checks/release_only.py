@@ -8,7 +8,13 @@ from releasekit.plan.checks.context import PlanContext
 
 class ReleaseOnlyCommits:
     name = "release-only-commits"
-    codes = ("RELEASE_ONLY_CARRIED", "RELEASE_ONLY_COMMIT", "RELEASE_REF_MISSING")
+    codes = (
+        "RELEASE_ONLY_CARRIED",
+        "RELEASE_ONLY_COMMIT",
+        "RELEASE_REF_MISSING",
+        "RELEASE_UPSTREAM_BASE",
+        "RELEASE_UPSTREAM_UNREAD",
+    )
 
     def run(self, ctx: PlanContext) -> Findings:
         findings = Findings()

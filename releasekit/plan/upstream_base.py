@@ -1,0 +1,86 @@
+"""The upstream a fork follows (a git component's ``upstream:``), read for the release-only audit.
+
+In a mirror (releasekit's own cache) the upstream branch is fetched under
+``refs/releasekit/upstream-base/<hash of the URL>/<ref>``: a fork shares upstream's
+history, so little moves. A repository read in place is never written: its own
+remote-tracking branch for that URL (``refs/remotes/<remote>/<ref>``, e.g. ``upstream/main``)
+is used. When neither gives a commit, the reason is returned and the audit runs
+without an upstream (``RELEASE_UPSTREAM_UNREAD``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from releasekit.errors import InputError
+from releasekit.git.remote import check_ref, check_remote
+from releasekit.git.runner import Git, GitFailed
+from releasekit.manifest.models import UpstreamBase
+from releasekit.plan.release_only import Upstream
+
+
+def _same_url(a: str, b: str) -> bool:
+    def norm(url: str) -> str:
+        url = url.strip().rstrip("/")
+        return url[: -len(".git")] if url.endswith(".git") else url
+
+    return norm(a) == norm(b)
+
+
+def _verify(git: Git, ref: str) -> str | None:
+    out = git.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False)
+    return out.strip() or None
+
+
+def read_upstream_base(
+    git: Git,
+    base: UpstreamBase,
+    *,
+    mirror_path: Path | None,
+    allow_local: bool,
+    base_dir: Path | None,
+    fetch: bool,
+) -> tuple[Upstream | None, str | None]:
+    """(the upstream's commit, None) or (None, why it could not be read).
+
+    ``mirror_path``: the component's mirror, which may be fetched into; None for a
+    repository read in place (never written).
+    """
+    check_ref(base.ref)
+    branch = base.ref if base.ref.startswith("refs/") else f"refs/heads/{base.ref}"
+    why: str | None = None
+    if mirror_path is not None:
+        slug = hashlib.sha256(base.repo.encode()).hexdigest()[:16]
+        dest = f"refs/releasekit/upstream-base/{slug}/{base.ref.removeprefix('refs/heads/')}"
+        if fetch:
+            try:
+                remote = check_remote(base.repo, allow_local=allow_local, base_dir=base_dir)
+                Git(mirror_path, allow_file=remote.is_local, bare=True).run(
+                    "fetch",
+                    "--quiet",
+                    "--force",
+                    "--no-write-fetch-head",
+                    "--",
+                    remote.url,
+                    f"+{branch}:{dest}",
+                )
+            except (InputError, GitFailed) as exc:
+                text = exc.stderr if isinstance(exc, GitFailed) else str(exc)
+                why = (text.strip().splitlines() or ["fetch failed"])[-1]
+        commit = _verify(git, dest)
+        if commit:
+            return Upstream(base.repo, base.ref, commit), None
+        return None, why or f"{base.ref} of {base.repo} was never fetched (--no-fetch)"
+    remotes = git.run("config", "--get-regexp", r"^remote\..*\.url$", check=False)
+    for line in remotes.splitlines():
+        key, _, url = line.partition(" ")
+        name = key[len("remote.") : -len(".url")]
+        if _same_url(url, base.repo):
+            commit = _verify(git, f"refs/remotes/{name}/{base.ref.removeprefix('refs/heads/')}")
+            if commit:
+                return Upstream(base.repo, base.ref, commit), None
+    return None, (
+        f"the repository has no remote-tracking branch {base.ref} of {base.repo} "
+        "(add that remote and fetch it, or give --upstream REV)"
+    )
