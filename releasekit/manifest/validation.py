@@ -40,6 +40,19 @@ class ModelFile(_Strict):
         return self
 
 
+# A model's identity files: small, and they say what a model is. ``plan lock --models`` hashes
+# them when the manifest lists no files; validate hashes and records them whenever present.
+IDENTITY_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "model.safetensors.index.json",
+)
+
+
 class ModelRef(_Strict):
     """A model as a pinned input: where its files come from, which revision, and their expected hashes.
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
-from releasekit.manifest.validation import TO_BE_LOCKED, Dataset, ModelRef, ValidationSpec
+from releasekit.manifest.validation import IDENTITY_FILES, TO_BE_LOCKED, Dataset, ModelRef, ValidationSpec
 from releasekit.records.lock import LockedDataset, LockedModel, LockedModelFile
 
 MODEL_CODES = (
@@ -27,17 +27,6 @@ MODEL_CODES = (
     "MODEL_NOTHING_HASHED",
     "DATASET_NOT_FOUND",
     "DATASET_CHANGED",
-)
-# Hashed when the manifest lists no files: small, and they say what a model is. The same list
-# as validate/models.py's (validate hashes them too); plan cannot import a later stage.
-IDENTITY_FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.model",
-    "model.safetensors.index.json",
 )
 
 

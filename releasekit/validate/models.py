@@ -16,20 +16,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from releasekit.findings import Findings, Severity
-from releasekit.manifest.validation import TO_BE_LOCKED, ModelRef
+from releasekit.manifest.validation import IDENTITY_FILES, TO_BE_LOCKED, ModelRef
 from releasekit.records.receipt import ModelRecord
 
 MODEL_MOUNT = "/models"
-# Hashed and recorded whenever present, pinned or not: small, and they say what a model is.
-IDENTITY_FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.model",
-    "model.safetensors.index.json",
-)
 _CHUNK = 1 << 20
 
 
