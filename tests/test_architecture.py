@@ -8,7 +8,7 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, fatbin, report,
-  simple_index, signing) import no stage, except that ``records`` may embed the manifest's models (the
+  simple_index, signing, digests) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands`` modules;
 - every top-level module is a stage, ``demo`` or a shared module;
 - only ``releasekit/docker_engine/`` imports ``docker``.
@@ -42,6 +42,7 @@ SHARED = frozenset(
         "report",
         "simple_index",
         "signing",
+        "digests",
     }
 )
 ENTRY = frozenset(

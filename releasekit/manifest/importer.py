@@ -19,13 +19,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import io
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from releasekit.digests import file_sha256
 from releasekit.errors import InputError
 from releasekit.manifest.models import TO_BE_LOCKED
 from releasekit.records.legacy import (
@@ -85,7 +85,7 @@ def _check_lock_matches(
     repository: str,
     heads: list[tuple[int, str]],
 ) -> None:
-    digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
+    digest = file_sha256(manifest_path)
     if lock.manifest.sha256 != digest:
         raise InputError(
             f"{lock_path}: locks a manifest with sha256 {lock.manifest.sha256[:12]}, not {manifest_path.name} ({digest[:12]})"

@@ -16,6 +16,7 @@ from urllib.parse import urljoin
 import httpx
 from packaging.utils import canonicalize_name
 
+from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
@@ -216,7 +217,7 @@ def lock_wheel_component(
         )
     else:
         filename = candidates[0].name
-        digest = hashlib.sha256(candidates[0].read_bytes()).hexdigest()
+        digest = file_sha256(candidates[0])
     if comp.sha256 != TO_BE_LOCKED and comp.sha256 != digest:
         raise InputError(f"{name}: {filename} has sha256 {digest}, the manifest pins {comp.sha256}")
     source = lock_wheel_source(name, comp.source, **(source_options or {})) if comp.source else None
@@ -264,7 +265,7 @@ def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | 
     if env.dockerfile:
         path = loaded.directory / env.dockerfile
         try:
-            dockerfile_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+            dockerfile_sha = file_sha256(path)
         except OSError as exc:
             raise InputError(
                 f"builder {env.image}: cannot read {env.dockerfile}: {exc.strerror or exc}"
