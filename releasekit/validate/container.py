@@ -11,11 +11,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-import httpx
 from pydantic import BaseModel, Field
 
 from releasekit.docker_engine import Container, Engine, NoSuchImage, connect
 from releasekit.errors import InputError
+from releasekit.validate.health import ServerHealth
 
 LABEL = "io.releasekit.validate.cell"
 
@@ -56,7 +56,7 @@ def image_facts(engine: Engine, image: str) -> tuple[str, dict[str, str]]:
     return facts.id, facts.env
 
 
-class RunningServer:
+class RunningServer(ServerHealth):
     def __init__(self, container: Container, spec: ContainerSpec) -> None:
         self.container = container
         self.spec = spec
@@ -75,21 +75,6 @@ class RunningServer:
             return False, code
         return True, None
 
-    def healthy(self, path: str, timeout_s: float = 5.0) -> bool:
-        try:
-            return httpx.get(self.base_url + path, timeout=timeout_s).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def settle(self, seconds: float = 5.0) -> tuple[bool, int | None]:
-        """Alive after up to ``seconds``? The engine records an exit a moment after it happens."""
-        deadline = time.monotonic() + seconds
-        while True:
-            alive, code = self.alive()
-            if not alive or time.monotonic() > deadline:
-                return alive, code
-            time.sleep(0.25)
-
     def wait_ready(self, paths: list[str], deadline_s: float) -> float:
         """Seconds until every path answered 200; ServerFailed when it exits or the deadline passes."""
         start = time.monotonic()
@@ -100,12 +85,8 @@ class RunningServer:
             if not self.base_url:
                 with suppress(ServerFailed):
                     self.base_url = f"http://127.0.0.1:{self._host_port()}"
-            if self.base_url:
-                try:
-                    if all(httpx.get(self.base_url + p, timeout=5).status_code == 200 for p in paths):
-                        return time.monotonic() - start
-                except httpx.HTTPError:
-                    pass
+            if self.base_url and all(self.healthy(p) for p in paths):
+                return time.monotonic() - start
             if time.monotonic() - start > deadline_s:
                 raise ServerFailed(
                     "SERVER_NOT_READY",
