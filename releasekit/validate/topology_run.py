@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from releasekit.docker_engine import Container, EngineError
+from releasekit.docker_engine import Container, ContainerSpec, EngineError
 from releasekit.docker_engine import Engine as DockerEngine
 from releasekit.records.receipt import ProcessRecord
 from releasekit.validate.container import LABEL, ServerFailed
@@ -92,17 +92,21 @@ class TopologyServer(ServerHealth):
             if spec.gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpus)))
             proc.container = self.engine.create(
-                self.image,
-                entrypoint=spec.argv[:1],
-                command=spec.argv[1:],
-                environment=env,
-                network_mode="host",
-                read_only_mounts=self.mounts,
-                writable_volumes={self.volumes[k]: self.topology.shared_dirs[k] for k in spec.shared_dirs},
-                labels={LABEL: self.cell_id, PROCESS_LABEL: spec.name},
-                gpus=spec.gpus or None,
-                ipc_mode="host" if spec.gpus else None,
-                shm_size=None if spec.gpus else self.shm_size,
+                ContainerSpec(
+                    self.image,
+                    entrypoint=spec.argv[:1],
+                    command=spec.argv[1:],
+                    environment=env,
+                    network_mode="host",
+                    read_only_mounts=self.mounts,
+                    writable_volumes={
+                        self.volumes[k]: self.topology.shared_dirs[k] for k in spec.shared_dirs
+                    },
+                    labels={LABEL: self.cell_id, PROCESS_LABEL: spec.name},
+                    gpus=spec.gpus,
+                    ipc_mode="host" if spec.gpus else None,
+                    shm_size=None if spec.gpus else self.shm_size,
+                )
             )
             proc.container.start()
             proc.started = time.monotonic()
