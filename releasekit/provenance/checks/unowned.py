@@ -11,7 +11,7 @@ import posixpath
 from collections import defaultdict
 
 from releasekit.findings import Findings, Severity
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 _CUSTOMIZE = ("sitecustomize", "usercustomize")
 
@@ -39,7 +39,7 @@ def _top(path: str, root: str) -> str:
     return root.rstrip("/") + "/" + path[len(root.rstrip("/")) + 1 :].split("/", 1)[0]
 
 
-class UnownedFilesCheck:
+class UnownedFilesCheck(NeedsImageFiles):
     name = "unowned-files"
     codes = (
         "UNOWNED_FILE",
