@@ -17,9 +17,11 @@ from releasekit.findings import Findings, Severity
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_PACKAGES = [
+    "releasekit.manifest.checks",
     "releasekit.plan.checks",
     "releasekit.publish.checks",
     "releasekit.provenance.checks",
+    "releasekit.suites.checks",
     "releasekit.validate.checks",
 ]
 

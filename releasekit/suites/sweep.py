@@ -345,8 +345,7 @@ def run_tests(opts: TestOptions) -> TestResult:
                         field=f"tests.{suite.name}.baseline",
                     )
             context = SuiteContext(component=name, suite=suite, receipt=receipt, today=today)
-            for check in suite_checks():
-                receipt.findings.extend(check.run(context))
+            receipt.findings.extend(suite_checks().run(context))
             if receipt.status == "passed" and not receipt.findings.passed:
                 receipt.status = "timed-out" if receipt.run.timed_out else "failed"
             receipt.duration_s = round(time.monotonic() - started, 3)
