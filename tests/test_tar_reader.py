@@ -424,3 +424,17 @@ def test_non_octal_number_is_refused():
     raw[148:155] = b"%06o\0" % sum(raw[:512])
     with pytest.raises(ExportAborted, match="mode field is not an octal"):
         _ours(bytes(raw))
+
+
+def test_the_plan_chooses_one_hasher_strategy():
+    from releasekit.provenance.hashpool import HashPool
+    from releasekit.provenance.inventory import ReadPlan
+
+    pool = ReadPlan(python_roots=[], hash_processes=1).hasher()
+    thread = ReadPlan(python_roots=[], hash_processes=0, hash_thread_bytes=7).hasher()
+    try:
+        assert isinstance(pool, HashPool)
+        assert isinstance(thread, HashThread) and thread.min_bytes == 7
+    finally:
+        pool.abort()
+        thread.abort()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from releasekit.fatbin import FatbinReport, read_fatbin
+from releasekit.provenance.hasher import Hasher
 from releasekit.provenance.hashpool import HashPool, HashPoolError
 from releasekit.provenance.hashthread import HashThread
 
@@ -96,6 +97,13 @@ class ReadPlan:
         if self.hash_thread_bytes is not None:
             return max(0, self.hash_thread_bytes)
         return THREAD_BYTES if (os.cpu_count() or 1) >= 2 else 0
+
+    def hasher(self) -> Hasher:
+        """The hashing strategy for this plan and host: helper processes when there are helpers, else the thread."""
+        helpers = self.helpers()
+        if helpers:
+            return HashPool(helpers, self.hash_ring_bytes, self.deadline)
+        return HashThread(self.thread_bytes(), self.hash_thread_ring_bytes, self.deadline)
 
     def under_root(self, path: str) -> str | None:
         for root in self.python_roots:
@@ -557,12 +565,7 @@ def _pax_number(pax: dict[str, str], key: str, pos: int, default: int) -> int:
 
 
 def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
-    helpers = plan.helpers()
-    pool: HashPool | HashThread
-    if helpers:
-        pool = HashPool(helpers, plan.hash_ring_bytes, plan.deadline)
-    else:
-        pool = HashThread(plan.thread_bytes(), plan.hash_thread_ring_bytes, plan.deadline)
+    pool = plan.hasher()
     pending_links: list[tuple[FileEntry, FileEntry]] = []
     try:
         inv = _read_tar(chunks, plan, pool, pending_links)
@@ -589,7 +592,7 @@ def _digests_into(entry: FileEntry) -> Callable[[bytes, bytes], None]:
 def _read_tar(
     chunks: Iterable[bytes],
     plan: ReadPlan,
-    pool: HashPool | HashThread,
+    pool: Hasher,
     pending_links: list[tuple[FileEntry, FileEntry]],
 ) -> Inventory:
     return _TarReader(chunks, plan, pool, pending_links).read()
@@ -621,7 +624,7 @@ class _TarReader:
         self,
         chunks: Iterable[bytes],
         plan: ReadPlan,
-        pool: HashPool | HashThread,
+        pool: Hasher,
         pending_links: list[tuple[FileEntry, FileEntry]],
     ) -> None:
         self.inv = Inventory()
