@@ -24,13 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from releasekit.fatbin import FatbinReport, read_fatbin
-from releasekit.provenance.hasher import Hasher
-from releasekit.provenance.hashpool import HashPool, HashPoolError
+from releasekit.provenance.hasher import Hasher, HashingError
 from releasekit.provenance.hashthread import HashThread
 
 CHUNK = 1024 * 1024
-OFFLOAD_BYTES = 64 * 1024  # a file at least this large is hashed by a helper process (when there is one)
-THREAD_BYTES = 4 * 1024 * 1024  # without helpers: a file at least this large is hashed on a thread
+THREAD_BYTES = 4 * 1024 * 1024  # a file at least this large is hashed on the hashing thread
 PREPARE_BYTES = 64 * 1024 * 1024  # a stream this long gets its hashers ready before a large file arrives
 Buffer = bytes | bytearray | memoryview  # what a chunk's slice is
 KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)
@@ -75,23 +73,13 @@ class ReadPlan:
     extra_digests: bool = True
     max_kept_bytes: int = 128 * 1024 * 1024  # all kept metadata files together (the rest is not kept)
     max_entries: int = 5_000_000  # paths in the table
-    # Helper processes that hash the larger files while this one parses the stream, each with a
-    # shared ring of ``hash_ring_bytes``. None: one helper on a host with 4 or more cores, none
-    # below (on 2 cores the copy into the ring costs what the helper saves); 0: hash here.
-    hash_processes: int | None = None
-    hash_ring_bytes: int = 64 * 1024 * 1024
-    # Without helper processes, files of at least this many bytes are hashed on a thread of this
-    # process while the reader goes on (hashthread.py). None: THREAD_BYTES on a host with 2 or more
+    # Files of at least this many bytes are hashed on a thread of this process while the reader
+    # goes on (hashthread.py). None: THREAD_BYTES on a host with 2 or more
     # cores; 0: never.
     hash_thread_bytes: int | None = None
     # The ring that file bytes wait in for that thread (copied there, its pages faulted in by the
     # thread while it is idle); mapped once a stream passes PREPARE_BYTES or a large file arrives.
     hash_thread_ring_bytes: int = 256 * 1024 * 1024
-
-    def helpers(self) -> int:
-        if self.hash_processes is not None:
-            return max(0, self.hash_processes)
-        return 1 if (os.cpu_count() or 1) >= 4 else 0
 
     def thread_bytes(self) -> int:
         if self.hash_thread_bytes is not None:
@@ -99,10 +87,7 @@ class ReadPlan:
         return THREAD_BYTES if (os.cpu_count() or 1) >= 2 else 0
 
     def hasher(self) -> Hasher:
-        """The hashing strategy for this plan and host: helper processes when there are helpers, else the thread."""
-        helpers = self.helpers()
-        if helpers:
-            return HashPool(helpers, self.hash_ring_bytes, self.deadline)
+        """The hashing thread for the largest files (with ``thread_bytes()`` 0 it declines every file)."""
         return HashThread(self.thread_bytes(), self.hash_thread_ring_bytes, self.deadline)
 
     def under_root(self, path: str) -> str | None:
@@ -570,11 +555,11 @@ def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
     try:
         inv = _read_tar(chunks, plan, pool, pending_links)
         pool.close()
-    except HashPoolError as exc:
+    except HashingError as exc:
         raise ExportAborted(f"hashing the image's files failed: {exc}") from None
     finally:
         pool.abort()
-    for link, original in pending_links:  # hard links to files a helper hashed
+    for link, original in pending_links:  # hard links to files the hashing thread hashed
         link.sha256, link.blob = original.sha256, original.blob
     return inv
 
@@ -595,115 +580,86 @@ def _read_tar(
     pool: Hasher,
     pending_links: list[tuple[FileEntry, FileEntry]],
 ) -> Inventory:
-    return _TarReader(chunks, plan, pool, pending_links).read()
-
-
-@dataclass
-class _Header:
-    """One tar header block, parsed: where it starts, its type, and the numbers it carries."""
-
-    block: bytes
-    at: int  # stream offset of the header
-    posix: bool
-    kind: bytes
-    size: int
-    mode_text: bytes | None  # the usual octal fields, already matched (None: parse them from the block)
-    uid_text: bytes | None
-    gid_text: bytes | None
-
-
-class _TarReader:
-    """The image's tar stream, entry by entry, into an Inventory (the loop of ``inventory_from_tar``).
-
-    Extended headers (pax, GNU long names) are held until the entry they describe; every
-    regular file's bytes are hashed (in line, or on the hashing thread/pool when large),
-    kept, or skipped as the plan's routing says.
-    """
-
-    def __init__(
-        self,
-        chunks: Iterable[bytes],
-        plan: ReadPlan,
-        pool: Hasher,
-        pending_links: list[tuple[FileEntry, FileEntry]],
-    ) -> None:
-        self.inv = Inventory()
-        self.stream = _Stream(chunks, plan)
-        self.plan = plan
-        self.pool = pool
-        self.pending_links = pending_links
-        self.long_name: str | None = None
-        self.long_link: str | None = None
-        self.pax: dict[str, str] | None = None
-        self.blobs = plan.extra_digests
-        self.md5_prefixes = plan.md5_prefixes if self.blobs else ()
-        self.router = _Router(plan)
-        # An accounting table (the locked base, the release layer): a sha256 of every file and
-        # nothing else, so no file needs routing.
-        self.table_only = (
-            plan.hash_all and not self.blobs and plan.max_kept_bytes <= 0 and not plan.native_names
-        )
-
-    def read(self) -> Inventory:
-        stream, plan = self.stream, self.plan
-        prepare_at = PREPARE_BYTES
-        while True:
-            if stream.total >= prepare_at:
-                self.pool.prepare()
-                prepare_at = plan.max_total_bytes + 1
-            block = stream.take(BLOCK, "a header")
-            at = stream.pos - BLOCK
-            if block == _ZERO_BLOCK:
-                if self.long_name is not None or self.long_link is not None or self.pax is not None:
-                    raise _corrupt(at, "the archive ends after an extended header, before its entry")
-                if not stream.rest_is_zero():
-                    raise _corrupt(stream.pos, "data follows the end-of-archive marker")
-                return self.inv
-            header = _parse_header(block, at)
-            if header.kind in (b"x", b"X", b"g", b"L", b"K"):
-                self._extended(header)
-            else:
-                self._entry(header)
-
-    def _extended(self, header: _Header) -> None:
-        """A pax or GNU long-name header: held for the next entry (a global pax header is refused if it sets entry keys)."""
-        at, kind, size = header.at, header.kind, header.size
-        if size > _META_CAP:
-            raise _corrupt(at, f"an extended header of {size} bytes")
-        data = self.stream.take(size, "an extended header")
-        self.stream.feed(-size % BLOCK, None, "an extended header")
-        if kind == b"L" or kind == b"K":
-            if (self.long_name if kind == b"L" else self.long_link) is not None:
-                raise _corrupt(at, "two GNU long-name headers for one entry")
-            if kind == b"L":
-                self.long_name = _text(data)
-            else:
-                self.long_link = _text(data)
-            return
-        records = _pax_records(data, at)
-        if any(k.startswith("GNU.sparse.") for k in records):
-            raise _corrupt(at, "a GNU sparse file (never in an image export)")
-        if kind == b"g":
-            bad = [k for k in _PAX_ENTRY_KEYS if k in records]
-            if bad:
-                raise _corrupt(at, f"a global pax header sets {', '.join(bad)} for every entry")
-            return
-        if self.pax is not None:
-            raise _corrupt(at, "two pax extended headers for one entry")
-        self.pax = records
-
-    def _names(self, header: _Header) -> tuple[str, str, int, int, int]:
-        """(name, link, size, uid, gid) of an entry, with any held extended header applied (and dropped)."""
-        block, at, kind, size = header.block, header.at, header.kind, header.size
-        name = _text(block[0:100])
-        if header.posix and block[345] != 0:
-            name = _text(block[345:500]) + "/" + name
-        pax, long_name, long_link = self.pax, self.long_name, self.long_link
-        link = "" if kind in _REGULAR and long_link is None and pax is None else _text(block[157:257])
-        if header.uid_text is not None and header.gid_text is not None:
-            uid, gid = int(header.uid_text, 8), int(header.gid_text, 8)
+    inv = Inventory()
+    stream = _Stream(chunks, plan)
+    files = inv.files
+    long_name: str | None = None
+    long_link: str | None = None
+    pax: dict[str, str] | None = None
+    max_file_bytes, hash_all, max_entries = plan.max_file_bytes, plan.hash_all, plan.max_entries
+    blobs = plan.extra_digests
+    md5_prefixes = plan.md5_prefixes if blobs else ()
+    router = _Router(plan)
+    # An accounting table (the locked base, the release layer): a sha256 of every file and
+    # nothing else, so no file needs routing.
+    table_only = hash_all and not blobs and plan.max_kept_bytes <= 0 and not plan.native_names
+    take, feed = stream.take, stream.feed
+    offload_at = pool.min_bytes  # the hasher takes files from this size (0: none)
+    prepare_at = PREPARE_BYTES
+    while True:
+        if stream.total >= prepare_at:
+            pool.prepare()
+            prepare_at = plan.max_total_bytes + 1
+        header = take(BLOCK, "a header")
+        at = stream.pos - BLOCK
+        if header == _ZERO_BLOCK:
+            if long_name is not None or long_link is not None or pax is not None:
+                raise _corrupt(at, "the archive ends after an extended header, before its entry")
+            if not stream.rest_is_zero():
+                raise _corrupt(stream.pos, "data follows the end-of-archive marker")
+            break
+        magic = header[257:265]
+        posix = magic[:6] == _POSIX_MAGIC
+        if not posix and magic != _GNU_MAGIC:
+            raise _corrupt(at, "not a ustar, pax or GNU tar header" if at else "not a tar stream")
+        usual = _USUAL_NUMBERS.match(header, 100, 157)
+        if usual is not None:  # octal with one NUL each: mode, uid, gid, size, (mtime), checksum
+            mode_text, uid_text, gid_text, size_text, sum_text = usual.groups()
+            size, checksum = int(size_text, 8), int(sum_text, 8)
         else:
-            uid, gid = _number(block[108:116], at, "uid"), _number(block[116:124], at, "gid")
+            mode_text = uid_text = gid_text = None
+            size, checksum = _number(header[124:136], at, "size"), _number(header[148:156], at, "checksum")
+        if checksum != _unsigned_sum(header) and checksum != _signed_sum(header):
+            raise _corrupt(at, "the header checksum does not match")
+        kind = header[156:157]
+        if size < 0:
+            raise _corrupt(at, f"negative size {size}")
+        padded = -size % BLOCK
+        if kind in (b"x", b"X", b"g", b"L", b"K"):
+            if size > _META_CAP:
+                raise _corrupt(at, f"an extended header of {size} bytes")
+            data = take(size, "an extended header")
+            feed(padded, None, "an extended header")
+            if kind == b"L" or kind == b"K":
+                if (long_name if kind == b"L" else long_link) is not None:
+                    raise _corrupt(at, "two GNU long-name headers for one entry")
+                if kind == b"L":
+                    long_name = _text(data)
+                else:
+                    long_link = _text(data)
+                continue
+            records = _pax_records(data, at)
+            if any(k.startswith("GNU.sparse.") for k in records):
+                raise _corrupt(at, "a GNU sparse file (never in an image export)")
+            if kind == b"g":
+                bad = [k for k in _PAX_ENTRY_KEYS if k in records]
+                if bad:
+                    raise _corrupt(at, f"a global pax header sets {', '.join(bad)} for every entry")
+                continue
+            if pax is not None:
+                raise _corrupt(at, "two pax extended headers for one entry")
+            pax = records
+            continue
+        # An entry: its name, link target and size, with any extended header applied.
+        name = _text(header[0:100])
+        if posix and header[345] != 0:
+            name = _text(header[345:500]) + "/" + name
+        regular = kind in _REGULAR
+        link = "" if regular and long_link is None and pax is None else _text(header[157:257])
+        if uid_text is not None and gid_text is not None:
+            uid, gid = int(uid_text, 8), int(gid_text, 8)
+        else:
+            uid, gid = _number(header[108:116], at, "uid"), _number(header[116:124], at, "gid")
         if pax is not None:
             if "path" in pax:
                 if long_name is not None:
@@ -714,20 +670,14 @@ class _TarReader:
                     raise _corrupt(at, "both a pax linkpath and a GNU long link")
                 link = pax["linkpath"]
             size = _pax_number(pax, "size", at, size)
+            padded = -size % BLOCK
             uid = _pax_number(pax, "uid", at, uid)
             gid = _pax_number(pax, "gid", at, gid)
         if long_name is not None:
             name = long_name
         if long_link is not None:
             link = long_link
-        self.long_name = self.long_link = self.pax = None
-        return name, link, size, uid, gid
-
-    def _entry(self, header: _Header) -> None:
-        name, link, size, uid, gid = self._names(header)
-        at, kind = header.at, header.kind
-        padded = -size % BLOCK
-        regular = kind in _REGULAR
+        long_name = long_link = pax = None
         if kind == b"\x00" and name.endswith("/"):
             kind = b"5"  # a v7 directory
             regular = False
@@ -741,98 +691,80 @@ class _TarReader:
                 )
             if kind == b"5":
                 name = name.rstrip("/")
-        mode_text = header.mode_text
-        mode = (
-            int(mode_text, 8) if mode_text is not None else _number(header.block[100:108], at, "mode")
-        ) & 0o7777
+        mode = (int(mode_text, 8) if mode_text is not None else _number(header[100:108], at, "mode")) & 0o7777
         path = safe_member_path(name)
-        inv = self.inv
         if path is None:
             if len(inv.refused) < 1000:
                 inv.refused.append(name[:300])
             if regular:
-                self.stream.feed(size + padded, None, name[:200])
-            return
-        if len(inv.files) >= self.plan.max_entries:
-            raise ExportAborted(f"the image's filesystem has more than {self.plan.max_entries} paths")
+                feed(size + padded, None, name[:200])
+            continue
+        if len(files) >= max_entries:
+            raise ExportAborted(f"the image's filesystem has more than {max_entries} paths")
         if regular:
             entry = FileEntry(path, "file", size, None, None, None, None, mode, uid, gid)
-            inv.files[path] = entry
+            files[path] = entry
             inv.total_bytes += size
-            self._file_bytes(entry, path, size, padded)
-        else:
-            self._non_file(header, kind, path, name, link, mode, uid, gid)
-
-    def _file_bytes(self, entry: FileEntry, path: str, size: int, padded: int) -> None:
-        """A regular file's data: hashed (in line or on the pool), kept, or skipped, as routed."""
-        plan, stream, inv = self.plan, self.stream, self.inv
-        hash_all = plan.hash_all
-        if self.table_only:
-            root, keep, native = None, False, False
-        else:
-            root, keep, native = self.router.route(path)
-            if root is not None and not hash_all and _bytecode(path):
-                root = None  # no reference hash exists for byte-code; ownership needs no bytes
-        if (
-            (root is not None or hash_all)
-            and not keep
-            and not native
-            and size <= plan.max_file_bytes
-            and not path.startswith(self.md5_prefixes)
-        ):
-            # hashes and nothing else (most files): what _Sink would do, without building one
-            inv.hashed_bytes += size
-            want_blob = self.blobs and root is not None and path.endswith(".py")
-            if size >= OFFLOAD_BYTES and self.pool.begin(size, want_blob, _digests_into(entry)):
-                stream.feed(size, self.pool.write, path)
-                self.pool.end()
-                stream.feed(padded, None, path)
-                return
-            sha = hashlib.sha256()
-            blob = hashlib.sha1(b"blob %d\0" % size) if want_blob else None
-            stream.feed_hashes(size, padded, sha, blob, path)
-            entry.sha256 = sha.digest()
-            if blob is not None:
-                entry.blob = blob.hexdigest()
-        elif root is not None or keep or hash_all:
-            sink = _Sink(
-                size,
-                path=path,
-                plan=plan,
-                inv=inv,
-                keep=keep,
-                native=native,
-                hash_it=root is not None or hash_all,
-                blob_it=self.blobs and root is not None,
-            )
-            try:
-                stream.feed(size, sink.update, path)
-                sink.finish(path, size, inv, entry)
-            finally:
-                sink.close()
-            stream.feed(padded, None, path)
-        else:
-            stream.feed(size + padded, None, path)
-
-    def _non_file(
-        self, header: _Header, kind: bytes, path: str, name: str, link: str, mode: int, uid: int, gid: int
-    ) -> None:
-        """A symlink, hard link, directory, device or FIFO."""
-        files, inv = self.inv.files, self.inv
-        if kind == b"2":
+            if table_only:
+                root, keep, native = None, False, False
+            else:
+                root, keep, native = router.route(path)
+                if root is not None and not hash_all and _bytecode(path):
+                    root = None  # no reference hash exists for byte-code; ownership needs no bytes
+            if (
+                (root is not None or hash_all)
+                and not keep
+                and not native
+                and size <= max_file_bytes
+                and not path.startswith(md5_prefixes)
+            ):
+                # hashes and nothing else (most files): what _Sink would do, without building one
+                inv.hashed_bytes += size
+                want_blob = blobs and root is not None and path.endswith(".py")
+                if offload_at and size >= offload_at and pool.begin(size, want_blob, _digests_into(entry)):
+                    feed(size, pool.write, path)
+                    pool.end()
+                    feed(padded, None, path)
+                    continue
+                sha = hashlib.sha256()
+                blob = hashlib.sha1(b"blob %d\0" % size) if want_blob else None
+                stream.feed_hashes(size, padded, sha, blob, path)
+                entry.sha256 = sha.digest()
+                if blob is not None:
+                    entry.blob = blob.hexdigest()
+            elif root is not None or keep or hash_all:
+                sink = _Sink(
+                    size,
+                    path=path,
+                    plan=plan,
+                    inv=inv,
+                    keep=keep,
+                    native=native,
+                    hash_it=root is not None or hash_all,
+                    blob_it=blobs and root is not None,
+                )
+                try:
+                    feed(size, sink.update, path)
+                    sink.finish(path, size, inv, entry)
+                finally:
+                    sink.close()
+                feed(padded, None, path)
+            else:
+                feed(size + padded, None, path)
+        elif kind == b"2":
             files[path] = FileEntry(path, "symlink", link=link, mode=mode, uid=uid, gid=gid)
         elif kind == b"1":
             target = safe_member_path(link)
             original = files.get(target) if target else None
             if target is None or original is None:
                 inv.refused.append(name[:300])
-                return
+                continue
             sha256 = original.sha256  # read once: the hashing thread may set it meanwhile
             files[path] = FileEntry(
                 path, "file", original.size, None, sha256, original.blob, original.md5, mode, uid, gid
             )
             if original.kind == "file" and sha256 is None:
-                self.pending_links.append((files[path], original))  # a helper may still be hashing it
+                pending_links.append((files[path], original))  # the hashing thread may still be hashing it
             if target in inv.contents:
                 inv.contents[path] = inv.contents[target]
         elif kind == b"5":
@@ -841,35 +773,11 @@ class _TarReader:
             other = _OTHER_KINDS[kind]
             device = None
             if other != "fifo":
-                block, at = header.block, header.at
                 device = (
-                    f"{_number(block[329:337], at, 'devmajor')}:{_number(block[337:345], at, 'devminor')}"
+                    f"{_number(header[329:337], at, 'devmajor')}:{_number(header[337:345], at, 'devminor')}"
                 )
             files[path] = FileEntry(path, other, link=device, mode=mode, uid=uid, gid=gid)
-
-
-def _parse_header(block: bytes, at: int) -> _Header:
-    """The header's magic, checksum, type and size, checked; a corrupt header is refused."""
-    magic = block[257:265]
-    posix = magic[:6] == _POSIX_MAGIC
-    if not posix and magic != _GNU_MAGIC:
-        raise _corrupt(at, "not a ustar, pax or GNU tar header" if at else "not a tar stream")
-    usual = _USUAL_NUMBERS.match(block, 100, 157)
-    mode_text: bytes | None
-    uid_text: bytes | None
-    gid_text: bytes | None
-    if usual is not None:  # octal with one NUL each: mode, uid, gid, size, (mtime), checksum
-        mode_text, uid_text, gid_text, size_text, sum_text = usual.groups()
-        size, checksum = int(size_text, 8), int(sum_text, 8)
-    else:
-        mode_text = uid_text = gid_text = None
-        size, checksum = _number(block[124:136], at, "size"), _number(block[148:156], at, "checksum")
-    if checksum != _unsigned_sum(block) and checksum != _signed_sum(block):
-        raise _corrupt(at, "the header checksum does not match")
-    kind = block[156:157]
-    if size < 0:
-        raise _corrupt(at, f"negative size {size}")
-    return _Header(block, at, posix, kind, size, mode_text, uid_text, gid_text)
+    return inv
 
 
 def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None = None) -> Inventory:
