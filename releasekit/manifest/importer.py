@@ -30,6 +30,7 @@ from releasekit.errors import InputError
 from releasekit.manifest.models import TO_BE_LOCKED
 from releasekit.records.legacy import (
     LegacyIntegrationLock,
+    LegacyMergeManifest,
     LegacyValidationReceipt,
     read_integration_lock,
     read_merge_manifest,
@@ -99,17 +100,10 @@ def _check_lock_matches(
         raise InputError(f"{lock_path}: its pull requests and heads differ from {manifest_path.name}'s plan")
 
 
-def import_reference_manifest(
-    path: Path,
-    *,
-    component: str = "vllm",
-    base_image: str,
-    cuda_arch_list: list[str],
-    lock_path: Path | None = None,
-    receipt_path: Path | None = None,
-) -> dict[str, Any]:
-    """Translate today's tool's files into releasekit/v1 manifest data (a plain dict)."""
-    ref = read_merge_manifest(path)
+def _plan_and_exclusions(
+    ref: LegacyMergeManifest, path: Path, component: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The merge plan (with what each PR supersedes) and the reviewed exclusions of today's manifest."""
     planned = {p.number for p in ref.pull_requests}
     supersedes: dict[int, list[int]] = {}
     exclusions = []
@@ -138,6 +132,21 @@ def import_reference_manifest(
         if p.number in supersedes:
             entry["supersedes"] = sorted(supersedes[p.number])
         plan.append(entry)
+    return plan, exclusions
+
+
+def import_reference_manifest(
+    path: Path,
+    *,
+    component: str = "vllm",
+    base_image: str,
+    cuda_arch_list: list[str],
+    lock_path: Path | None = None,
+    receipt_path: Path | None = None,
+) -> dict[str, Any]:
+    """Translate today's tool's files into releasekit/v1 manifest data (a plain dict)."""
+    ref = read_merge_manifest(path)
+    plan, exclusions = _plan_and_exclusions(ref, path, component)
     comp: dict[str, Any] = {
         "kind": "git",
         "repo": ref.repository,
