@@ -22,7 +22,7 @@ from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import GitComponent
-from releasekit.manifest.testing import TestSuite
+from releasekit.manifest.testing import AllowedFailure, TestSuite
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.test_receipt import (
     Counts,
@@ -222,36 +222,41 @@ def judge_suite(
         rerun = _run(image_id, suite, staged, selection)
         base_run = _run(baseline[1], suite, staged, selection) if baseline else None
     # Reruns on the baseline only matter for tests that failed twice; one baseline run covers them all.
-    for case in failing:
-        again = _evidence(rerun, case.id) if rerun else None
-        verdict: Verdict
-        on_base = None
-        if again is not None and again.outcome == "passed":
-            verdict = "flaky"
-        else:
-            on_base = _evidence(base_run, case.id) if base_run else None
-            if on_base is not None and on_base.outcome in ("failed", "error"):
-                verdict = "pre-existing"
-            elif on_base is not None and on_base.outcome == "passed":
-                verdict = "regression"
-            elif case.id in allowed:
-                verdict = "allowlisted"
-            else:
-                verdict = "unjudged"
-        entry = allowed.get(case.id)
-        receipt.failures.append(
-            FailedTest(
-                test=case.id,
-                outcome=case.outcome,
-                message=case.message,
-                output=case.output,  # type: ignore[arg-type]
-                verdict=verdict,
-                candidate_rerun=again,
-                baseline=on_base,
-                allowlist_reason=entry.reason if entry else None,
-            )
-        )
+    receipt.failures.extend(_judged(case, rerun, base_run, allowed) for case in failing)
     return receipt
+
+
+def _judged(
+    case: Case, rerun: _Run | None, base_run: _Run | None, allowed: dict[str, AllowedFailure]
+) -> FailedTest:
+    """One failing test's verdict: flaky (passed again), pre-existing or regression (by the baseline),
+    allowlisted, or unjudged."""
+    again = _evidence(rerun, case.id) if rerun else None
+    verdict: Verdict
+    on_base = None
+    if again is not None and again.outcome == "passed":
+        verdict = "flaky"
+    else:
+        on_base = _evidence(base_run, case.id) if base_run else None
+        if on_base is not None and on_base.outcome in ("failed", "error"):
+            verdict = "pre-existing"
+        elif on_base is not None and on_base.outcome == "passed":
+            verdict = "regression"
+        elif case.id in allowed:
+            verdict = "allowlisted"
+        else:
+            verdict = "unjudged"
+    entry = allowed.get(case.id)
+    return FailedTest(
+        test=case.id,
+        outcome=case.outcome,
+        message=case.message,
+        output=case.output,  # type: ignore[arg-type]
+        verdict=verdict,
+        candidate_rerun=again,
+        baseline=on_base,
+        allowlist_reason=entry.reason if entry else None,
+    )
 
 
 def _baseline_for(suite: TestSuite, override: str | None) -> tuple[str | None, str | None]:
