@@ -780,14 +780,10 @@ def _read_tar(
     return inv
 
 
-def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None = None) -> Inventory:
-    """The same table for a directory on this machine (the benchmark's installed environment).
-
-    Paths are reported as if ``root`` were ``/``. Symlinks are recorded, never followed.
-    Files are hashed on a small thread pool: hashlib releases the GIL on large buffers,
-    so hashing runs on every core while one thread walks the tree.
-    """
-    inv = Inventory()
+def _walk_directory(
+    root: str, plan: ReadPlan, inv: Inventory
+) -> list[tuple[str, str, FileEntry, bool, bool, bool]]:
+    """Every entry under ``root`` into ``inv`` (as if ``root`` were ``/``); the files to read, as jobs."""
     router = _Router(plan)
     jobs: list[tuple[str, str, FileEntry, bool, bool, bool]] = []
     stack = [(os.path.abspath(root), "")]
@@ -813,6 +809,18 @@ def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None =
                         jobs.append((item.path, path, entry, keep, native, py_root is not None))
                 else:
                     inv.files[path] = FileEntry(path, "other")
+    return jobs
+
+
+def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None = None) -> Inventory:
+    """The same table for a directory on this machine (the benchmark's installed environment).
+
+    Paths are reported as if ``root`` were ``/``. Symlinks are recorded, never followed.
+    Files are hashed on a small thread pool: hashlib releases the GIL on large buffers,
+    so hashing runs on every core while one thread walks the tree.
+    """
+    inv = Inventory()
+    jobs = _walk_directory(root, plan, inv)
 
     def run(job: tuple[str, str, FileEntry, bool, bool, bool]) -> None:
         real, path, entry, keep, native, hash_it = job
