@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -150,6 +151,46 @@ class _Served:
     log: str = ""
     startup_s: float | None = None
     server_failed: bool = False
+
+
+def _one_run(config: Any, ctx: CheckContext, cell: Cell) -> CheckResult:
+    """One run of one check; a check that crashes fails (CHECK_ERROR), it does not stop the run."""
+    check = check_for(config)
+    try:
+        return run_check(check, ctx)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a check that crashes fails the cell, not the run
+        f = Finding(
+            code="CHECK_ERROR",
+            message=f"{config.kind}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+            location=Location(cell=cell.id),
+        )
+        return CheckResult(
+            name=config.kind, kind=config.kind, passed=False, required=config.required, findings=[f]
+        )
+
+
+def _server_lost(
+    server: Any, engine: Engine, last: CheckResult, kind: str, cell: Cell, findings: Findings
+) -> bool:
+    """After a check run: did the server exit, or stop answering its health path after a failure?"""
+    alive, code = server.alive()
+    if alive and not last.passed and not server.healthy(engine.health_path):
+        # A failed check and no health: find out whether the server died or hangs.
+        alive, code = server.settle()
+        if alive:
+            findings.add(
+                "SERVER_UNHEALTHY",
+                f"{engine.health_path} stopped answering during the {kind} check",
+                cell=cell.id,
+            )
+            return True
+    if not alive:
+        who = server.who_exited() if hasattr(server, "who_exited") else "the server"
+        findings.add("SERVER_EXITED", f"{who} exited with code {code} during the {kind} check", cell=cell.id)
+        return True
+    return False
 
 
 class CellRunner:
@@ -385,45 +426,8 @@ class CellRunner:
         for config in ordered:
             runs = []
             for _ in range(_runs_for(cell, config.kind)):
-                check = check_for(config)
-                try:
-                    runs.append(run_check(check, ctx))
-                except InputError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a check that crashes fails the cell, not the run
-                    f = Finding(
-                        code="CHECK_ERROR",
-                        message=f"{config.kind}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-                        location=Location(cell=cell.id),
-                    )
-                    runs.append(
-                        CheckResult(
-                            name=config.kind,
-                            kind=config.kind,
-                            passed=False,
-                            required=config.required,
-                            findings=[f],
-                        )
-                    )
-                alive, code = server.alive()
-                if alive and not runs[-1].passed and not server.healthy(engine.health_path):
-                    # A failed check and no health: find out whether the server died or hangs.
-                    alive, code = server.settle()
-                    if alive:
-                        findings.add(
-                            "SERVER_UNHEALTHY",
-                            f"{engine.health_path} stopped answering during the {config.kind} check",
-                            cell=cell.id,
-                        )
-                        results.append(_merge_runs(runs))
-                        return results
-                if not alive:
-                    who = server.who_exited() if hasattr(server, "who_exited") else "the server"
-                    findings.add(
-                        "SERVER_EXITED",
-                        f"{who} exited with code {code} during the {config.kind} check",
-                        cell=cell.id,
-                    )
+                runs.append(_one_run(config, ctx, cell))
+                if _server_lost(server, engine, runs[-1], config.kind, cell, findings):
                     results.append(_merge_runs(runs))
                     return results
             results.append(_merge_runs(runs))
