@@ -608,12 +608,34 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
     findings = Findings()
     occurrences: list[PinOccurrence] = []
     wanted = _wanted(manifest)
-    by_name = {canonicalize_name(w.package): w for w in wanted}
-    files = release_inputs(root)
+    requirements, done = _read_inputs(root, wanted, findings, occurrences)
+    _judge_requirements(manifest, requirements, wanted, findings, occurrences)
+    seen = {canonicalize_name(o.package) for o in occurrences}
+    for pin in manifest.pins:
+        if canonicalize_name(pin.package) not in seen:
+            findings.add(
+                "PIN_NOT_FOUND",
+                f"{pin.package}=={pin.version} is not named in any release input",
+                severity=Severity.info,
+            )
+    occurrences.sort(key=lambda o: (o.file, o.line))
+    return PinAuditResult(
+        root=str(root),
+        files_scanned=len(done),
+        occurrences=occurrences,
+        passed=findings.passed,
+        findings=findings,
+    )
+
+
+def _read_inputs(
+    root: Path, wanted: list[Wanted], findings: Findings, occurrences: list[PinOccurrence]
+) -> tuple[list[Found], set[str]]:
+    """Every requirement the release inputs state (following ``-r`` includes); the files read."""
     queue: list[str] = []
     done: set[str] = set()
     requirements: list[Found] = []
-    pending: list[tuple[str, str]] = list(files)
+    pending: list[tuple[str, str]] = list(release_inputs(root))
     while pending or queue:
         if pending:
             rel, kind = pending.pop(0)
@@ -647,6 +669,18 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
         else:
             requirements.extend(_read_shell(root, rel, kind, lines, queue))
             _version_variables(rel, kind, lines, wanted, findings, occurrences)
+    return requirements, done
+
+
+def _judge_requirements(
+    manifest: Manifest,
+    requirements: list[Found],
+    wanted: list[Wanted],
+    findings: Findings,
+    occurrences: list[PinOccurrence],
+) -> None:
+    """Each requirement against the pin it names (in its scope), and VCS dependencies against the policy."""
+    by_name = {canonicalize_name(w.package): w for w in wanted}
     for found in requirements:
         parsed = _name_spec(found)
         if parsed is None:
@@ -666,22 +700,6 @@ def audit_pins(manifest: Manifest, root: Path) -> PinAuditResult:
             continue
         ok, why = _agrees(spec, want.version)
         _record(findings, occurrences, found, want, spec, ok, why)
-    seen = {canonicalize_name(o.package) for o in occurrences}
-    for pin in manifest.pins:
-        if canonicalize_name(pin.package) not in seen:
-            findings.add(
-                "PIN_NOT_FOUND",
-                f"{pin.package}=={pin.version} is not named in any release input",
-                severity=Severity.info,
-            )
-    occurrences.sort(key=lambda o: (o.file, o.line))
-    return PinAuditResult(
-        root=str(root),
-        files_scanned=len(done),
-        occurrences=occurrences,
-        passed=findings.passed,
-        findings=findings,
-    )
 
 
 def _version_variables(
