@@ -434,17 +434,8 @@ class CellRunner:
         return results
 
 
-def run_validation(
-    loaded: LoadedManifest,
-    image: str,
-    lock_path: Path | None,
-    receipts_dir: Path,
-    cells: list[str] | None = None,
-    *,
-    gpus: int = 0,
-    client=None,
-    seed: int = 0,
-) -> ValidationResult:
+def _chosen_cells(loaded: LoadedManifest, cells: list[str] | None) -> list[Cell]:
+    """The cells named (each must exist), or every cell; none at all is an input error."""
     spec = loaded.manifest.validation
     if cells:
         found = {c: spec.cell(c) for c in cells}
@@ -458,6 +449,33 @@ def run_validation(
         chosen = list(spec.cells)
     if not chosen:
         raise InputError(f"{loaded.path} has no validation cells")
+    return chosen
+
+
+def _summary(r: Receipt, receipts_dir: Path) -> CellSummary:
+    return CellSummary(
+        cell_id=r.cell_id,
+        status=r.status,
+        passed=r.passed,
+        required=r.cell.required,
+        receipt=str(receipts_dir / f"{r.cell_id}.json"),
+        duration_s=r.duration_s,
+        codes=sorted({f.code for f in r.findings if f.severity == "error"}),
+    )
+
+
+def run_validation(
+    loaded: LoadedManifest,
+    image: str,
+    lock_path: Path | None,
+    receipts_dir: Path,
+    cells: list[str] | None = None,
+    *,
+    gpus: int = 0,
+    client=None,
+    seed: int = 0,
+) -> ValidationResult:
+    chosen = _chosen_cells(loaded, cells)
     lock_sha = lock_file_sha256(lock_path) if lock_path is not None else None
     client = client or docker_client()
     image_id, image_env = image_facts(client, image)
@@ -490,18 +508,7 @@ def run_validation(
         return receipt
 
     receipts = run_packed(jobs, gpus, run_one)
-    summaries = [
-        CellSummary(
-            cell_id=r.cell_id,
-            status=r.status,
-            passed=r.passed,
-            required=r.cell.required,
-            receipt=str(receipts_dir / f"{r.cell_id}.json"),
-            duration_s=r.duration_s,
-            codes=sorted({f.code for f in r.findings if f.severity == "error"}),
-        )
-        for r in (receipts[c.id] for c in chosen)
-    ]
+    summaries = [_summary(receipts[c.id], receipts_dir) for c in chosen]
     passed = findings.passed and all(s.passed for s in summaries if s.required)
     return ValidationResult(
         image=image,
