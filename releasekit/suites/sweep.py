@@ -270,6 +270,78 @@ def _baseline_for(suite: TestSuite, override: str | None) -> tuple[str | None, s
     return suite.baseline, None
 
 
+def _selected(loaded: LoadedManifest, opts: TestOptions) -> list[tuple[str, GitComponent, TestSuite]]:
+    """(component, its manifest entry, suite) for every suite the options select; none is an input error."""
+    selected = [
+        (name, comp, suite)
+        for name, comp in loaded.manifest.git_components().items()
+        if not opts.components or name in opts.components
+        for suite in comp.tests
+        if not opts.suites or suite.name in opts.suites
+    ]
+    if not selected:
+        raise InputError(
+            f"{opts.manifest}: no test suite matches" + (f" {', '.join(opts.suites)}" if opts.suites else "")
+        )
+    return selected
+
+
+def _baseline(
+    suite: TestSuite, opts: TestOptions, baseline_ids: dict[str, str | None]
+) -> tuple[tuple[str, str] | None, str | None]:
+    """((baseline image, its ID) or None, why there is none); IDs are looked up once per image."""
+    ref, why_not = _baseline_for(suite, opts.baseline_image)
+    if ref is None:
+        return None, why_not
+    if ref not in baseline_ids:
+        baseline_ids[ref] = runner_docker.image_id(ref)
+    if baseline_ids[ref] is None:
+        raise InputError(f"baseline image {ref} is not in the local Docker Engine")
+    return (ref, str(baseline_ids[ref])), why_not
+
+
+def _stage(
+    name: str,
+    comp: GitComponent,
+    suite: TestSuite,
+    lock: Lock,
+    loaded: LoadedManifest,
+    opts: TestOptions,
+    tmp: Path,
+    checkouts: dict[str, Path],
+) -> tuple[Path, str]:
+    """The suite's files staged from the locked checkout (made once per component); (staged, commit)."""
+    locked = lock.git_components().get(name)
+    if locked is None:
+        raise InputError(f"the lock has no git component {name!r}")
+    if name not in checkouts:
+        checkouts[name] = locked_checkout(
+            comp,
+            locked,
+            loaded,
+            tmp / "checkout" / name,
+            allow_local=opts.allow_local_repos,
+            cache_dir=opts.cache_dir,
+        )
+    staged = tmp / "staged" / name / suite.name
+    stage_suite(checkouts[name], suite, staged)
+    return staged, locked.commit
+
+
+def _judge_and_write(
+    receipt: TestReceipt, name: str, suite: TestSuite, today: dt.date, started: float, outdir: Path
+) -> str:
+    """The suite checks over the receipt, its final status and duration; written; its relative path."""
+    context = SuiteContext(component=name, suite=suite, receipt=receipt, today=today)
+    receipt.findings.extend(suite_checks().run(context))
+    if receipt.status == "passed" and not receipt.findings.passed:
+        receipt.status = "timed-out" if receipt.run.timed_out else "failed"
+    receipt.duration_s = round(time.monotonic() - started, 3)
+    rel = f"tests/{name}.{suite.name}.json"
+    write_record(receipt, outdir / rel)
+    return rel
+
+
 def run_tests(opts: TestOptions) -> TestResult:
     loaded: LoadedManifest = load_manifest(opts.manifest)
     lock: Lock | None = read_lock(opts.lock) if opts.lock else None
@@ -282,17 +354,7 @@ def run_tests(opts: TestOptions) -> TestResult:
     image_id = runner_docker.image_id(opts.image)
     if image_id is None:
         raise InputError(f"image {opts.image} is not in the local Docker Engine")
-    selected: list[tuple[str, GitComponent, TestSuite]] = [
-        (name, comp, suite)
-        for name, comp in loaded.manifest.git_components().items()
-        if not opts.components or name in opts.components
-        for suite in comp.tests
-        if not opts.suites or suite.name in opts.suites
-    ]
-    if not selected:
-        raise InputError(
-            f"{opts.manifest}: no test suite matches" + (f" {', '.join(opts.suites)}" if opts.suites else "")
-        )
+    selected = _selected(loaded, opts)
     today = opts.today or dt.date.today()
     findings = Findings()
     receipts: dict[str, TestReceipt] = {}
@@ -311,14 +373,8 @@ def run_tests(opts: TestOptions) -> TestResult:
                 lock_sha256=lock_sha,
                 started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
-            ref, why_not = _baseline_for(suite, opts.baseline_image)
-            baseline: tuple[str, str] | None = None
-            if ref is not None:
-                if ref not in baseline_ids:
-                    baseline_ids[ref] = runner_docker.image_id(ref)
-                if baseline_ids[ref] is None:
-                    raise InputError(f"baseline image {ref} is not in the local Docker Engine")
-                baseline = (ref, str(baseline_ids[ref]))
+            baseline, why_not = _baseline(suite, opts, baseline_ids)
+            if baseline is not None:
                 base.baseline_image, base.baseline_image_id = baseline
             reason = unmet_needs(suite)
             if reason is not None:
@@ -326,21 +382,9 @@ def run_tests(opts: TestOptions) -> TestResult:
             else:
                 staged: Path | None = None
                 if lock is not None:
-                    locked = lock.git_components().get(name)
-                    if locked is None:
-                        raise InputError(f"the lock has no git component {name!r}")
-                    if name not in checkouts:
-                        checkouts[name] = locked_checkout(
-                            comp,
-                            locked,
-                            loaded,
-                            Path(tmp) / "checkout" / name,
-                            allow_local=opts.allow_local_repos,
-                            cache_dir=opts.cache_dir,
-                        )
-                    staged = Path(tmp) / "staged" / name / suite.name
-                    stage_suite(checkouts[name], suite, staged)
-                    base.source_commit = locked.commit
+                    staged, base.source_commit = _stage(
+                        name, comp, suite, lock, loaded, opts, Path(tmp), checkouts
+                    )
                 receipt = judge_suite(name, suite, opts.image, image_id, staged, baseline, base)
                 if why_not and any(f.verdict == "unjudged" for f in receipt.failures):
                     receipt.findings.add(
@@ -349,13 +393,7 @@ def run_tests(opts: TestOptions) -> TestResult:
                         component=name,
                         field=f"tests.{suite.name}.baseline",
                     )
-            context = SuiteContext(component=name, suite=suite, receipt=receipt, today=today)
-            receipt.findings.extend(suite_checks().run(context))
-            if receipt.status == "passed" and not receipt.findings.passed:
-                receipt.status = "timed-out" if receipt.run.timed_out else "failed"
-            receipt.duration_s = round(time.monotonic() - started, 3)
-            rel = f"tests/{name}.{suite.name}.json"
-            write_record(receipt, opts.outdir / rel)
+            rel = _judge_and_write(receipt, name, suite, today, started, opts.outdir)
             receipts[rel] = receipt
             findings.extend(receipt.findings)
     return TestResult(
