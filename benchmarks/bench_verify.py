@@ -19,8 +19,8 @@ finding would be a verifier bug.
 Then the full-image accounting, the path ``verify-provenance`` takes for an image that is
 not the reproduced one: the whole environment as one uncompressed tar stream (what ``docker
 export`` sends; the tar is written once beside the environment), every entry's type, mode,
-owner, link and sha256 read (larger files hashed by helper processes where verify-provenance
-would use them; ``--hash-processes`` overrides) and compared with a reference table of the same
+owner, link and sha256 read (files of 4 MiB and more hashed on verify-provenance's hashing
+thread; ``--hash-thread-bytes`` overrides) and compared with a reference table of the same
 tree; against ``sha256sum`` of every regular file of the tree and the floor for those same
 bytes (goal ≤ 1.3 × the floor). Each repeat starts once the last one's hashing thread has
 ended (it unmaps its ring after the digests are in, off the read's critical path).
@@ -134,7 +134,7 @@ def settle() -> None:
 
 
 def run_accounting(
-    tar: Path, reference: dict | None, helpers: int | None = None, thread_bytes: int | None = None
+    tar: Path, reference: dict | None, thread_bytes: int | None = None
 ) -> tuple[float, int, int, dict]:
     def chunks():
         with tar.open("rb", buffering=0) as handle:
@@ -151,7 +151,6 @@ def run_accounting(
             hash_all=True,
             extra_digests=False,
             max_kept_bytes=0,
-            hash_processes=helpers,
             hash_thread_bytes=thread_bytes,
         ),
     )
@@ -183,16 +182,10 @@ def main() -> int:
         "--workers", type=int, default=None, help="hashing threads (default: cores, at most 8)"
     )
     parser.add_argument(
-        "--hash-processes",
-        type=int,
-        default=None,
-        help="helper processes of the full-image accounting (default: verify-provenance's own choice)",
-    )
-    parser.add_argument(
         "--hash-thread-bytes",
         type=int,
         default=None,
-        help="without helper processes: files this large are hashed on a thread (0: never; "
+        help="files this large are hashed on the hashing thread (0: never; "
         "default: verify-provenance's own choice)",
     )
     parser.add_argument("--json", action="store_true")
@@ -213,17 +206,12 @@ def main() -> int:
     image_bytes = sum(p.stat().st_size for p in everything)
     _, _, _, reference = run_accounting(tar, None)  # the reference table, and a warm page cache
     accounting = min(
-        (
-            run_accounting(tar, reference, args.hash_processes, args.hash_thread_bytes)
-            for _ in range(args.repeat)
-        ),
+        (run_accounting(tar, reference, args.hash_thread_bytes) for _ in range(args.repeat)),
         key=lambda r: r[0],
     )
     sha256sum_all = min(run_sha256sum(everything) for _ in range(args.repeat))
     image_floor = image_bytes / throughput
-    plan = ReadPlan(
-        python_roots=[], hash_processes=args.hash_processes, hash_thread_bytes=args.hash_thread_bytes
-    )
+    plan = ReadPlan(python_roots=[], hash_thread_bytes=args.hash_thread_bytes)
     result = {
         "environment": str(env),
         "cores": os.cpu_count(),
@@ -239,8 +227,7 @@ def main() -> int:
         "ratio_vs_sha256sum": round(seconds / sha256sum, 3),
         "ratio_vs_floor": round(seconds / floor, 3),
         "findings": [f.render() for f in findings],
-        "accounting_hash_processes": plan.helpers(),
-        "accounting_hash_thread_bytes": 0 if plan.helpers() else plan.thread_bytes(),
+        "accounting_hash_thread_bytes": plan.thread_bytes(),
         "accounting_files": len(everything),
         "accounting_bytes": image_bytes,
         "accounting_s": round(accounting[0], 3),
@@ -263,8 +250,8 @@ def main() -> int:
             print("finding:", line)
         print(f"full-image accounting: {len(everything)} files, {image_bytes / 1e6:.0f} MB as one tar stream")
         print(
-            f"accounting:  {accounting[0]:.3f} s  ({result['accounting_hash_processes']} helper processes, "
-            f"thread for files >= {result['accounting_hash_thread_bytes']} bytes; {accounting[1]} differences)"
+            f"accounting:  {accounting[0]:.3f} s  (thread for files >= "
+            f"{result['accounting_hash_thread_bytes']} bytes; {accounting[1]} differences)"
         )
         print(f"sha256sum:   {sha256sum_all:.3f} s  (every regular file)")
         print(f"floor:       {image_floor:.3f} s")

@@ -8,7 +8,7 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
-  simple_index, signing) import no stage, except that ``records`` may embed the manifest's models (the
+  simple_index, signing, digests) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands``
   (and typer-free ``fast_commands``) modules;
 - every top-level module is a stage, ``demo`` or a shared module;
@@ -17,6 +17,8 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   modules of ``JSON_ALLOWLIST`` (JSON that is no release file: tool output, wire messages,
   argv hand-offs, each with its reason), and a release file's name (``"build.json"``...) as a
   string literal only in ``records/`` (everyone else uses the record module's constant).
+- no function is longer than 60 lines unless docs/architecture.md's "Long functions" list names it
+  (orchestrators delegate).
 
 The checker is proven able to fail on a small package made in tmp_path for each rule.
 """
@@ -24,6 +26,7 @@ The checker is proven able to fail on a small package made in tmp_path for each 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -48,6 +51,7 @@ SHARED = frozenset(
         "report",
         "simple_index",
         "signing",
+        "digests",
     }
 )
 ENTRY = frozenset(
@@ -450,3 +454,66 @@ def test_the_static_command_table_is_what_the_stages_register():
         for name, command in stage_commands(module).items():
             registered[name] = " ".join((command.help or "").split("\n\n")[0].split())
     assert {n: h for n, _m, h in COMMANDS} == registered
+
+
+# --- orchestrators delegate: functions over 60 lines -------------------------------------------
+
+MAX_FUNCTION_LINES = 60
+DOCS = REPO / "docs" / "architecture.md"
+
+
+def long_functions(root: Path) -> dict[str, int]:
+    """``module/path.py:Class.function`` -> lines (def line to last line) for every function over the limit."""
+    found: dict[str, int] = {}
+
+    def walk(node: ast.AST, prefix: str, rel: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = prefix + child.name
+                lines = (child.end_lineno or child.lineno) - child.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    found[f"{rel}:{name}"] = lines
+                walk(child, name + ".", rel)
+            elif isinstance(child, ast.ClassDef):
+                walk(child, prefix + child.name + ".", rel)
+
+    for path in sorted(root.rglob("*.py")):
+        walk(ast.parse(path.read_text(encoding="utf-8")), "", path.relative_to(root).as_posix())
+    return found
+
+
+def named_exceptions(text: str) -> set[str]:
+    """The functions the "Long functions" section of docs/architecture.md names (``- `path.py:name` ...``)."""
+    section = (
+        text.split("## Long functions", 1)[1].split("\n## ", 1)[0] if "## Long functions" in text else ""
+    )
+    return set(re.findall(r"^- `([\w/]+\.py:[\w.]+)`", section, re.M))
+
+
+def unexplained(root: Path, docs_text: str) -> tuple[list[str], list[str]]:
+    """(long functions the docs do not name, names in the docs that are no longer long)."""
+    found, named = long_functions(root), named_exceptions(docs_text)
+    return sorted(f"{k} ({found[k]} lines)" for k in set(found) - named), sorted(named - set(found))
+
+
+def test_no_function_over_60_lines_unless_the_docs_name_why():
+    missing, stale = unexplained(REPO / "releasekit", DOCS.read_text(encoding="utf-8"))
+    assert not missing, "split these, or name them with a reason in docs/architecture.md:\n" + "\n".join(
+        missing
+    )
+    assert not stale, "docs/architecture.md names functions that are no longer long:\n" + "\n".join(stale)
+
+
+def test_a_long_function_is_found_and_a_named_one_is_excused(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    pkg = make_package(
+        tmp_path,
+        {
+            "plan/long.py": f"class Runner:\n    def go(self):\n{textwrap.indent(body, '    ')}",
+            "plan/short.py": f"def fine():\n{''.join(body.splitlines(keepends=True)[:-1])}",
+        },
+    )
+    assert long_functions(pkg) == {"plan/long.py:Runner.go": MAX_FUNCTION_LINES + 1}
+    assert unexplained(pkg, "# A\n") == (["plan/long.py:Runner.go (61 lines)"], [])
+    docs = "## Long functions\n\n- `plan/long.py:Runner.go`: why\n- `plan/short.py:fine`: stale\n\n## Next\n"
+    assert unexplained(pkg, docs) == ([], ["plan/short.py:fine"])

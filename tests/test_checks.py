@@ -17,9 +17,11 @@ from releasekit.findings import Findings, Severity
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_PACKAGES = [
+    "releasekit.manifest.checks",
     "releasekit.plan.checks",
     "releasekit.publish.checks",
     "releasekit.provenance.checks",
+    "releasekit.suites.checks",
     "releasekit.validate.checks",
 ]
 
@@ -70,6 +72,76 @@ def test_all_of_is_itself_a_check_and_nests() -> None:
 
 def test_an_empty_all_of_passes() -> None:
     assert AllOf[list[str]]().run([]).passed
+
+
+class _OnlyWhen(_Emits):
+    def __init__(self, name: str, flag: str, *codes: str) -> None:
+        super().__init__(name, *codes)
+        self.flag = flag
+
+    def applies(self, context: list[str]) -> bool:
+        return self.flag in context
+
+
+def test_all_of_runs_only_the_checks_that_apply() -> None:
+    checks = AllOf(_Emits("always", "A_ONE"), _OnlyWhen("files", "read", "B_TWO"))
+    assert checks.run([]).codes() == ["A_ONE"]
+    assert [c.name for c, _ in checks.each([])] == ["always"]
+    assert checks.run(["read"]).codes() == ["A_ONE", "B_TWO"]
+
+
+def test_no_check_starts_after_the_deadline_and_the_cut_is_a_finding() -> None:
+    import time
+
+    from releasekit.checks import Deadline
+
+    checks = AllOf(_Emits("first", "A_ONE"), _OnlyWhen("skipped", "never", "C_X"), _Emits("second", "B_TWO"))
+    passed = Deadline(at=time.monotonic() - 1, code="LIMIT_REACHED", message="too late for {check}")
+    report = checks.report([], deadline=passed)
+    assert report.ran == [] and report.findings.codes() == ["LIMIT_REACHED"]
+    assert [f.message for f in report.findings] == ["too late for first"]
+    ahead = Deadline(at=time.monotonic() + 60, code="LIMIT_REACHED", message="{check}")
+    report = checks.report([], deadline=ahead)
+    assert [c.name for c, _ in report.ran] == ["first", "second"] and not report.cut_off
+    assert checks.run([], deadline=ahead).codes() == ["A_ONE", "B_TWO"]
+
+
+class _SlowThenLate(_Emits):
+    """A check that uses up the deadline: the next one is not started."""
+
+    def __init__(self, name: str, deadline: list[float]) -> None:
+        super().__init__(name, "A_ONE")
+        self.deadline = deadline
+
+    def run(self, context: list[str]) -> Findings:
+        self.deadline[0] = 0.0
+        return super().run(context)
+
+
+def test_the_deadline_is_read_before_each_check() -> None:
+    from releasekit.checks import Deadline
+
+    class _Moving(Deadline):
+        def passed(self) -> bool:
+            return moving[0] == 0.0
+
+    moving = [1.0]
+    checks = AllOf(_SlowThenLate("slow", moving), _Emits("next", "B_TWO"))
+    report = checks.report([], deadline=_Moving(at=0.0, code="LIMIT_REACHED", message="before {check}"))
+    assert [c.name for c, _ in report.ran] == ["slow"]
+    assert [(f.code, f.message) for f in report.findings][-1] == ("LIMIT_REACHED", "before next")
+
+
+def test_verify_checks_that_need_files_do_not_apply_without_them() -> None:
+    import dataclasses
+
+    from releasekit.provenance.checks import all_checks
+    from releasekit.provenance.context import VerifyContext
+
+    assert dataclasses.fields(VerifyContext) and VerifyContext.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    unread = [c.name for c in all_checks() if getattr(c, "applies", None) is not None]
+    without = {c.name for c in all_checks()} - set(unread)
+    assert without == {"labels", "reproduction", "image-config"}
 
 
 # --- every check declares the codes it emits (read from its source) ------------------------

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from releasekit.docker_engine import ContainerTimeout, Engine, EngineUnreachable, NoSuchImage, connect
+from releasekit.docker_engine import (
+    ContainerSpec,
+    ContainerTimeout,
+    Engine,
+    EngineUnreachable,
+    NoSuchImage,
+    connect,
+)
 from releasekit.errors import EnvironmentProblem
 
 LABEL = "io.releasekit.suites.docker-engine"
@@ -89,12 +96,16 @@ def test_a_run_reports_exit_code_and_output(engine: Engine, base_image, docker_c
 
 def test_container_lifecycle_with_shm_size_and_no_network(engine: Engine, base_image, docker_client) -> None:
     container = engine.create(
-        base_image.image_id,
-        entrypoint=["/bin/sh", "-c"],
-        command=["df -k /dev/shm | tail -1; cat /sys/class/net/*/operstate 2>/dev/null | sort -u; sleep 60"],
-        shm_size="64m",
-        network=False,
-        labels={LABEL: "lifecycle"},
+        ContainerSpec(
+            base_image.image_id,
+            entrypoint=["/bin/sh", "-c"],
+            command=[
+                "df -k /dev/shm | tail -1; cat /sys/class/net/*/operstate 2>/dev/null | sort -u; sleep 60"
+            ],
+            shm_size="64m",
+            network=False,
+            labels={LABEL: "lifecycle"},
+        )
     )
     try:
         assert container.state()[0] == "created"
@@ -159,3 +170,19 @@ def test_the_cli_does_not_import_the_docker_sdk_for_help() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path.cwd()
     )
     assert out.stdout.strip() == "False"
+
+
+def test_create_takes_one_spec_and_the_spec_is_frozen() -> None:
+    import dataclasses
+    import inspect
+
+    assert list(inspect.signature(Engine.create).parameters) == ["self", "spec"]
+    spec = ContainerSpec("img", network=False, read_only_mounts={"/h": "/c"}, writable_volumes={"v": "/w"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.image = "other"  # type: ignore[misc]
+    from releasekit.docker_engine.containers import sdk_create_kwargs
+
+    kwargs = sdk_create_kwargs(spec)
+    assert kwargs["network_mode"] == "none"
+    assert kwargs["volumes"] == {"/h": {"bind": "/c", "mode": "ro"}, "v": {"bind": "/w", "mode": "rw"}}
+    assert sdk_create_kwargs(ContainerSpec("img")) == {"detach": True}

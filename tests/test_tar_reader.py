@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import signal
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from releasekit.provenance.accounting import Expected, table
-from releasekit.provenance.hashpool import HashPoolError
+from releasekit.provenance.hasher import HashingError
 from releasekit.provenance.hashthread import THREAD_NAME, HashThread
 from releasekit.provenance.inventory import ExportAborted, ReadPlan, inventory_from_tar, safe_member_path
 
@@ -121,30 +120,12 @@ def test_same_table_as_tarfile_on_a_real_tar(tmp_path: Path):
         ["tar", "--sort=name", "-cf", str(out), "-C", str(tree), "."], check=True, stderr=subprocess.DEVNULL
     )
     data = out.read_bytes()
-    ours = _ours(data, 1 << 20, hash_processes=0, hash_thread_bytes=0)
+    ours = _ours(data, 1 << 20, hash_thread_bytes=0)
     assert len(ours) > 1000
     assert ours == _reference(data)
-    # The same with helper processes hashing the larger files, through rings small enough that
-    # pieces wrap around and the reader waits for room.
-    assert _ours(data, 1 << 20, hash_processes=2, hash_ring_bytes=256 * 1024) == ours
-    # The same with the larger files hashed on a thread of this process.
-    assert _ours(data, 1 << 20, hash_processes=0, hash_thread_bytes=64 * 1024) == ours
-
-
-def _helpers_alive() -> list[int]:
-    """Helper processes of this test process (from /proc: children running hashworker.py)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and b"hashworker.py" in cmdline:
-            found.append(int(proc.name))
-    return found
+    # The same with the larger files hashed on a thread of this process, through a ring small
+    # enough that pieces wrap around and the reader waits for room.
+    assert _ours(data, 1 << 20, hash_thread_bytes=64 * 1024, hash_thread_ring_bytes=256 * 1024) == ours
 
 
 def _big_tree() -> bytes:
@@ -178,25 +159,6 @@ def _tarfile_digests(data: bytes) -> dict[str, bytes]:
     return out
 
 
-def test_helper_processes_give_the_same_digests_and_blob_ids():
-    data = _big_tree()
-    plan = {"python_roots": ["/venv/lib/python3.11/site-packages"], "hash_all": True, "max_kept_bytes": 0}
-    here = inventory_from_tar([data], ReadPlan(**plan, hash_processes=0))
-    helped = inventory_from_tar(
-        (data[i : i + 4096] for i in range(0, len(data), 4096)),
-        ReadPlan(**plan, hash_processes=2, hash_ring_bytes=128 * 1024),
-    )
-    assert table(helped) == table(here)
-    for path, entry in here.files.items():
-        assert (helped.files[path].sha256, helped.files[path].blob) == (entry.sha256, entry.blob), path
-    big = here.files["/venv/lib/python3.11/site-packages/pkg/m4.py"]
-    assert (
-        big.blob is not None
-        and helped.files["/venv/lib/python3.11/site-packages/pkg/again.py"].blob == big.blob
-    )
-    assert not _helpers_alive()
-
-
 def _hash_threads() -> list[str]:
     """Hashing threads still alive a moment after the read (a finished one unmaps its ring on its way out)."""
     import threading
@@ -214,7 +176,6 @@ def test_the_hashing_thread_gives_the_same_digests_and_blob_ids(chunk):
         "python_roots": ["/venv/lib/python3.11/site-packages"],
         "hash_all": True,
         "max_kept_bytes": 0,
-        "hash_processes": 0,
     }
     here = inventory_from_tar([data], ReadPlan(**plan, hash_thread_bytes=0))
     threaded = inventory_from_tar(
@@ -263,7 +224,7 @@ def test_the_hashing_thread_bounds_what_waits_and_reports_a_failure(ring, piece,
     assert failing.begin(3, False, lambda sha, sha1: 1 / 0)
     failing.write(b"abc")
     failing.end()
-    with pytest.raises(HashPoolError, match="hashing thread failed"):
+    with pytest.raises(HashingError, match="hashing thread failed"):
         failing.close()
     failing.abort()
     assert not _hash_threads()
@@ -320,31 +281,10 @@ def test_without_a_zero_source_the_thread_still_hashes(monkeypatch, tmp_path):
         hashthread, "ZERO_SOURCE", str(tmp_path / "absent")
     )  # faulting in is only a head start
     data = _big_tree()
-    plan = {"python_roots": [], "hash_all": True, "max_kept_bytes": 0, "hash_processes": 0}
+    plan = {"python_roots": [], "hash_all": True, "max_kept_bytes": 0}
     threaded = inventory_from_tar([data], ReadPlan(**plan, hash_thread_bytes=64 * 1024))
     assert {p: e.sha256 for p, e in threaded.files.items() if e.kind == "file"} == _tarfile_digests(data)
     assert not _hash_threads()
-
-
-def test_a_dead_helper_or_a_bad_stream_stops_the_read_and_leaves_no_helper():
-    data = _big_tree()
-    plan = ReadPlan(
-        python_roots=[], hash_all=True, max_kept_bytes=0, hash_processes=1, hash_ring_bytes=128 * 1024
-    )
-
-    def killing(pieces):
-        for n, piece in enumerate(pieces):
-            if n == 40:
-                for pid in _helpers_alive():
-                    os.kill(pid, signal.SIGKILL)
-            yield piece
-
-    with pytest.raises(ExportAborted, match="hashing helper process stopped"):
-        inventory_from_tar(killing(data[i : i + 4096] for i in range(0, len(data), 4096)), plan)
-    assert not _helpers_alive()
-    with pytest.raises(ExportAborted, match="truncated"):
-        inventory_from_tar([data[: len(data) // 2]], plan)  # cut inside a file a helper is hashing
-    assert not _helpers_alive()
 
 
 def _headers(data: bytes) -> int:
@@ -424,3 +364,15 @@ def test_non_octal_number_is_refused():
     raw[148:155] = b"%06o\0" % sum(raw[:512])
     with pytest.raises(ExportAborted, match="mode field is not an octal"):
         _ours(bytes(raw))
+
+
+def test_the_plan_makes_the_one_hasher_and_the_reader_hashes_in_line_below_it():
+    thread = ReadPlan(python_roots=[], hash_thread_bytes=7).hasher()
+    never = ReadPlan(python_roots=[], hash_thread_bytes=0).hasher()
+    try:
+        assert isinstance(thread, HashThread) and thread.min_bytes == 7
+        assert not thread.begin(6, False, lambda sha, sha1: None)  # below it: the reader hashes in line
+        assert never.min_bytes == 0 and not never.begin(10**9, False, lambda sha, sha1: None)
+    finally:
+        thread.abort()
+        never.abort()

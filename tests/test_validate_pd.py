@@ -184,8 +184,9 @@ def cpu_engine_image(docker_client, base_image):
 def pd_manifest(directory: Path, cell_id: str, checks: list[dict]) -> Path:
     import shutil
 
-    from releasekit.demo.cpu_matrix import DATASETS, SCORED, TRAIN, _records, _sha256
+    from releasekit.demo.cpu_matrix import DATASETS, SCORED, TRAIN, _records
     from releasekit.demo.tiny_model import write_tiny_llama
+    from releasekit.digests import file_sha256
 
     write_tiny_llama(directory / "tiny-llama")
     for name in (SCORED, TRAIN):
@@ -201,12 +202,12 @@ def pd_manifest(directory: Path, cell_id: str, checks: list[dict]) -> Path:
             "datasets": {
                 "gsm8k-mini": {
                     "path": SCORED,
-                    "sha256": _sha256(DATASETS / SCORED),
+                    "sha256": file_sha256(DATASETS / SCORED),
                     "samples": _records(DATASETS / SCORED),
                 },
                 "gsm8k-train": {
                     "path": TRAIN,
-                    "sha256": _sha256(DATASETS / TRAIN),
+                    "sha256": file_sha256(DATASETS / TRAIN),
                     "samples": _records(DATASETS / TRAIN),
                 },
             },

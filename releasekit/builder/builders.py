@@ -9,12 +9,12 @@ directories, so nothing else of the checkout reaches the builder.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 from pathlib import Path
 
 from releasekit.builder.wheel import Builder
+from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.manifest import TO_BE_LOCKED
@@ -98,7 +98,7 @@ def ensure_builder(
     pinned = pinned or (locked.digest if locked else None) or (locked.image_id if locked else None)
     dockerfile = dockerfile_path(environment, manifest_dir)
     if locked and locked.dockerfile_sha256 and dockerfile is not None and dockerfile.is_file():
-        now = hashlib.sha256(dockerfile.read_bytes()).hexdigest()
+        now = file_sha256(dockerfile)
         if now != locked.dockerfile_sha256:
             raise InputError(
                 f"{component}: {environment.dockerfile} changed since the lock (sha256 {now[:12]}, "

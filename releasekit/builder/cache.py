@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from releasekit.builder.wheel import BuiltWheel
-from releasekit.builder.wheelfile import sha256_file
+from releasekit.digests import file_sha256
 from releasekit.manifest.models import BuildRecipe
 from releasekit.records.lock import LockedGitComponent, LockedToolchain, canonical_json
 
@@ -77,7 +77,7 @@ class BuildCache:
         except (OSError, ValueError):
             return None
         cached = entry_dir / entry.wheel.filename
-        if not cached.is_file() or sha256_file(cached) != entry.wheel.sha256:
+        if not cached.is_file() or file_sha256(cached) != entry.wheel.sha256:
             return None
         dest_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cached, dest_dir / cached.name)

@@ -218,28 +218,7 @@ def lint_builder(text: str, name: str) -> Findings:
         elif ins.keyword == "SHELL" and "pipefail" in ins.args:
             pipefail = True
         elif ins.keyword == "FROM":
-            ref = ins.args.split()[0]
-            variable = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", ref)
-            if variable:
-                default = arg_defaults.get(variable.group(1), "")
-                if default and not re.search(r"@sha256:[0-9a-f]{64}$", default):
-                    findings.add(
-                        "DOCKERFILE_BASE_NOT_BY_DIGEST",
-                        f"ARG {variable.group(1)} defaults to {default}, not a digest",
-                        **where,
-                    )
-                elif variable.group(1) not in arg_defaults:
-                    findings.add(
-                        "DOCKERFILE_BASE_NOT_BY_DIGEST",
-                        f"FROM {ref}: no ARG {variable.group(1)} declared",
-                        **where,
-                    )
-            elif not re.search(r"@sha256:[0-9a-f]{64}$", ref):
-                findings.add(
-                    "DOCKERFILE_BASE_NOT_BY_DIGEST",
-                    f"FROM {ref}: the base image must be named by digest",
-                    **where,
-                )
+            _lint_from(ins.args.split()[0], arg_defaults, findings, where)
         elif ins.keyword == "ADD":
             findings.add(
                 "DOCKERFILE_ADD",
@@ -247,27 +226,55 @@ def lint_builder(text: str, name: str) -> Findings:
                 **where,
             )
         elif ins.keyword == "RUN":
-            unpinned = [r for r in _pip_requirements(ins.args) if "==" not in r]
-            if unpinned:
-                findings.add(
-                    "DOCKERFILE_INSTALL_UNPINNED",
-                    f"pip install of {', '.join(unpinned)}: pin every requirement with ==",
-                    **where,
-                )
-            if re.search(r"\bapt-get\s+install\b", ins.args):
-                missing = [f for f in ("-y", "--no-install-recommends") if f not in ins.args.split()]
-                if missing:
-                    findings.add(
-                        "DOCKERFILE_APT", f"apt-get install without {' and '.join(missing)}", **where
-                    )
-                if "apt-get update" not in ins.args or "rm -rf /var/lib/apt/lists" not in ins.args:
-                    findings.add(
-                        "DOCKERFILE_APT",
-                        "apt-get install must follow apt-get update in the same RUN and remove the lists",
-                        **where,
-                    )
-            if re.search(r"(?<!\|)\|(?!\|)", ins.args) and not pipefail:
-                findings.add(
-                    "DOCKERFILE_PIPEFAIL", "RUN with a pipe needs SHELL [... -o pipefail ...]", **where
-                )
+            _lint_run(ins.args, pipefail, findings, where)
     return findings
+
+
+def _lint_from(
+    ref: str, arg_defaults: dict[str, str | None], findings: Findings, where: dict[str, Any]
+) -> None:
+    """The base is a digest, or an ARG without a default (or with a digest default)."""
+    variable = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", ref)
+    if variable:
+        default = arg_defaults.get(variable.group(1), "")
+        if default and not re.search(r"@sha256:[0-9a-f]{64}$", default):
+            findings.add(
+                "DOCKERFILE_BASE_NOT_BY_DIGEST",
+                f"ARG {variable.group(1)} defaults to {default}, not a digest",
+                **where,
+            )
+        elif variable.group(1) not in arg_defaults:
+            findings.add(
+                "DOCKERFILE_BASE_NOT_BY_DIGEST",
+                f"FROM {ref}: no ARG {variable.group(1)} declared",
+                **where,
+            )
+    elif not re.search(r"@sha256:[0-9a-f]{64}$", ref):
+        findings.add(
+            "DOCKERFILE_BASE_NOT_BY_DIGEST",
+            f"FROM {ref}: the base image must be named by digest",
+            **where,
+        )
+
+
+def _lint_run(args: str, pipefail: bool, findings: Findings, where: dict[str, Any]) -> None:
+    """pip requirements pinned with ==; apt-get install non-interactive and cleaned up; pipes with pipefail."""
+    unpinned = [r for r in _pip_requirements(args) if "==" not in r]
+    if unpinned:
+        findings.add(
+            "DOCKERFILE_INSTALL_UNPINNED",
+            f"pip install of {', '.join(unpinned)}: pin every requirement with ==",
+            **where,
+        )
+    if re.search(r"\bapt-get\s+install\b", args):
+        missing = [f for f in ("-y", "--no-install-recommends") if f not in args.split()]
+        if missing:
+            findings.add("DOCKERFILE_APT", f"apt-get install without {' and '.join(missing)}", **where)
+        if "apt-get update" not in args or "rm -rf /var/lib/apt/lists" not in args:
+            findings.add(
+                "DOCKERFILE_APT",
+                "apt-get install must follow apt-get update in the same RUN and remove the lists",
+                **where,
+            )
+    if re.search(r"(?<!\|)\|(?!\|)", args) and not pipefail:
+        findings.add("DOCKERFILE_PIPEFAIL", "RUN with a pipe needs SHELL [... -o pipefail ...]", **where)

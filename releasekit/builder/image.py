@@ -23,6 +23,7 @@ from typing import IO
 from pydantic import BaseModel
 
 from releasekit.builder.dockerfile import ImageSettings
+from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
 
@@ -149,14 +150,6 @@ def repack(src: Path, dest: Path, *, strip: str, mtime: int) -> None:
                 tout.addfile(info, io.BytesIO(data))
             else:
                 tout.addfile(info)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # The history comment of the release layer: part of the config, so of the image ID.
@@ -295,7 +288,7 @@ def assemble(
     already has it, nothing is loaded at all.
     """
     created = rfc3339(source_date_epoch)
-    layer_diff = "sha256:" + _sha256(layer)
+    layer_diff = "sha256:" + file_sha256(layer)
     base = cached_base(engine, base_id, base_cache)
     config = image_config(base.config, layer_diff, settings, created, HISTORY_COMMENT)
     config_hex = hashlib.sha256(config).hexdigest()

@@ -10,7 +10,6 @@ is already on this machine (never fetched), to show a static version.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import tomllib
@@ -23,6 +22,7 @@ from releasekit.builder import hygiene, stamp
 from releasekit.builder.builders import build_args
 from releasekit.builder.service import _consistent, check_host_environment, default_build_root
 from releasekit.builder.wheel import build_environment, container_environment, image_script, venv_commands
+from releasekit.digests import file_sha256
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
 from releasekit.records.lock import (
@@ -160,7 +160,7 @@ def _builder(recipe: BuildRecipe, locked: LockedBuilder | None, manifest_dir: Pa
         dockerfile_sha = locked.dockerfile_sha256
         note = locked.note
     elif env.dockerfile and (manifest_dir / env.dockerfile).is_file():
-        dockerfile_sha = hashlib.sha256((manifest_dir / env.dockerfile).read_bytes()).hexdigest()
+        dockerfile_sha = file_sha256(manifest_dir / env.dockerfile)
     if digest is None and locked is not None and dockerfile_sha:
         digest = f"built from {env.dockerfile} (sha256:{dockerfile_sha[:12]}) when absent"
     args = build_args(env, locked) if env.dockerfile else {}

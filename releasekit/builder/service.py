@@ -34,6 +34,7 @@ from releasekit.builder.stamp import Modification
 from releasekit.builder.statement import git_dependency
 from releasekit.builder.wheel import Log, build_wheel
 from releasekit.builder.wheelhouse import fetch_pinned_wheel
+from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
@@ -285,7 +286,7 @@ def _sources_untouched(
     """
     allowed = {g for g in generated} | {f"{subdirectory.rstrip('/')}/{g}" for g in generated if subdirectory}
     for mod in stamped or []:
-        if mod.path and hashlib.sha256((src / mod.path).read_bytes()).hexdigest() == mod.after_sha256:
+        if mod.path and file_sha256(src / mod.path) == mod.after_sha256:
             allowed.add(mod.path)
     status = Git(src).run("status", "--porcelain", "--untracked-files=no")
     changed = [line[3:] for line in status.splitlines() if line[3:] not in allowed]

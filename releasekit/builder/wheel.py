@@ -296,6 +296,33 @@ def build_wheel(
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / built.name
         shutil.move(str(built), final)
+    return _checked(
+        final,
+        recipe=recipe,
+        commit=commit,
+        arches=arches,
+        log=log,
+        component=component,
+        env=env,
+        builder=builder,
+        tmp_name=tmp_name,
+    )
+
+
+def _checked(
+    final: Path,
+    *,
+    recipe: BuildRecipe,
+    commit: str,
+    arches: list[str],
+    log: Log,
+    component: str,
+    env: dict[str, str],
+    builder: Builder | None,
+    tmp_name: str,
+) -> BuiltWheel:
+    """The built wheel, checked: its version names the commit (when the policy says so), its generated
+    files are the allowed ones, its CUDA code covers the arch list."""
     info = wheelfile.inspect(final)
     if stamp.require_commit_named(recipe):
         check_version_names_commit(component, info.version, commit)

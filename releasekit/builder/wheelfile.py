@@ -19,6 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from releasekit.digests import file_sha256
+
 # Zip cannot express times before 1980; SOURCE_DATE_EPOCH values before that are clamped.
 ZIP_EPOCH = 315532800
 
@@ -29,14 +31,6 @@ class WheelInfo(BaseModel):
     version: str
     sha256: str
     files: list[str]
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _sort_key(name: str) -> tuple[int, str]:
@@ -76,7 +70,7 @@ def inspect(path: Path) -> WheelInfo:
         filename=path.name,
         distribution=str(meta["Name"]),
         version=str(meta["Version"]),
-        sha256=sha256_file(path),
+        sha256=file_sha256(path),
         files=sorted(names),
     )
 

@@ -10,7 +10,7 @@ from urllib.parse import urljoin
 import httpx
 from packaging.utils import canonicalize_name
 
-from releasekit.builder.wheelfile import sha256_file
+from releasekit.digests import file_sha256
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git.remote import strip_credentials
 from releasekit.records.lock import LockedWheelComponent
@@ -51,7 +51,7 @@ def fetch_pinned_wheel(
     else:
         where = ", ".join(str(h) for h in wheelhouses) or "no --wheelhouse given"
         raise InputError(f"{comp.name}: {comp.filename} not found ({where})", hint="pass --wheelhouse DIR")
-    actual = sha256_file(dest)
+    actual = file_sha256(dest)
     if actual != comp.sha256:
         dest.unlink()
         raise BuildFailed(f"{comp.name}: {comp.filename} has sha256 {actual}, the lock pins {comp.sha256}")

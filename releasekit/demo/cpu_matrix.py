@@ -17,12 +17,12 @@ cell's receipt: it must fail with ``ACCURACY_BELOW_BASELINE``.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
 
 from releasekit.demo.small_model import SERVED_NAME, write_broken_copy
+from releasekit.digests import file_sha256
 
 DATASETS = Path(__file__).resolve().parents[2] / "validation" / "datasets"
 SCORED = "arith-test.jsonl"
@@ -35,10 +35,6 @@ GOOD_CELL = "cpu-spec-off"
 BROKEN_CELL = "cpu-broken-candidate"
 MIN_ACCURACY = 0.3
 CROSS_CHECK_TOLERANCE = 0.5  # |releasekit - vllm bench serve| / vllm bench serve, output tok/s
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _records(path: Path) -> int:
@@ -123,12 +119,12 @@ def cpu_validation_section(receipts: str = RECEIPTS) -> dict[str, Any]:
         "datasets": {
             "arith": {
                 "path": SCORED,
-                "sha256": _sha256(DATASETS / SCORED),
+                "sha256": file_sha256(DATASETS / SCORED),
                 "samples": _records(DATASETS / SCORED),
             },
             "arith-train": {
                 "path": TRAIN,
-                "sha256": _sha256(DATASETS / TRAIN),
+                "sha256": file_sha256(DATASETS / TRAIN),
                 "samples": _records(DATASETS / TRAIN),
             },
         },

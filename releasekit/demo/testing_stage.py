@@ -25,7 +25,7 @@ from ruamel.yaml import YAML
 
 from releasekit.demo.example import DemoExample
 from releasekit.demo.result import StageResult
-from releasekit.docker_engine import Engine
+from releasekit.docker_engine import ContainerSpec, Engine
 from releasekit.errors import EnvironmentProblem
 from releasekit.findings import Findings, Severity
 from releasekit.records.lock import LOCK_FILE
@@ -103,7 +103,9 @@ def with_pytest(engine: Engine, image: str, cache: Path | None = None) -> str:
     )
     # The image's own entrypoint stays (vllm-cpu's is /usr/bin/env, which runs the shell as well).
     container = engine.create(
-        facts.id, command=["/bin/sh", "-c", install], network=False, read_only_mounts={str(wheels): MOUNT}
+        ContainerSpec(
+            facts.id, command=["/bin/sh", "-c", install], network=False, read_only_mounts={str(wheels): MOUNT}
+        )
     )
     try:
         container.start()

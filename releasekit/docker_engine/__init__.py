@@ -2,7 +2,7 @@
 
 - ``client``: connect (a one-line EnvironmentProblem when no engine answers), the ``Engine`` handle;
 - ``images``: inspect (``ImageFacts``), exists, load, save, tag, remove, import;
-- ``containers``: create/start/wait/logs/kill/remove (device requests, shm size), run with a
+- ``containers``: create from a ``ContainerSpec``, start/wait/logs/kill/remove (device requests, shm size), run with a
   timeout, throwaway runs, the export stream of a never-started container;
 - ``registry``: push, pull, credentials from the Docker config.
 
@@ -12,7 +12,7 @@ The SDK is imported lazily inside these functions.
 from __future__ import annotations
 
 from releasekit.docker_engine.client import START_HINT, Engine, connect, sdk_client
-from releasekit.docker_engine.containers import Container, RunResult
+from releasekit.docker_engine.containers import Container, ContainerSpec, RunResult
 from releasekit.docker_engine.errors import ContainerTimeout, EngineError, EngineUnreachable, NoSuchImage
 from releasekit.docker_engine.images import ImageFacts
 from releasekit.docker_engine.registry import config_credentials
@@ -20,6 +20,7 @@ from releasekit.docker_engine.registry import config_credentials
 __all__ = [
     "START_HINT",
     "Container",
+    "ContainerSpec",
     "ContainerTimeout",
     "Engine",
     "EngineError",

@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,138 @@ from releasekit.docker_engine.errors import ContainerTimeout, EngineError, NoSuc
 
 if TYPE_CHECKING:
     import docker
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything ``Engine.create`` makes a container from; the caller builds it, the adapter maps it.
+
+    ``network=False``: no network at all. ``publish_port``: that container port on a random
+    127.0.0.1 port (see ``Container.host_port``). ``read_only_mounts``: host path -> container
+    path. ``gpus``: NVIDIA device IDs handed in through a device request (``gpu_count``: any
+    that many). ``network_mode``: e.g. ``host`` (the processes of one topology reach each other
+    on 127.0.0.1; nothing is published). ``writable_volumes``: named volume -> container path,
+    read-write (made on first use; ``remove_volume`` removes it). ``log_max_size`` bounds the
+    engine's log file on the host.
+    """
+
+    image: str
+    entrypoint: list[str] | None = None
+    command: list[str] | None = None
+    environment: dict[str, str] | None = None
+    user: str | None = None
+    network: bool = True
+    publish_port: int | None = None
+    read_only_mounts: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    gpus: list[int] = field(default_factory=list)
+    gpu_count: int = 0
+    devices: list[str] = field(default_factory=list)
+    workdir: str | None = None
+    ipc_mode: str | None = None
+    shm_size: str | None = None
+    cpuset: str | None = None
+    read_only_root: bool = False
+    tmpfs: dict[str, str] = field(default_factory=dict)
+    cap_drop: list[str] = field(default_factory=list)
+    security_opt: list[str] = field(default_factory=list)
+    mem_limit: str | None = None
+    pids_limit: int | None = None
+    log_max_size: str | None = None
+    network_mode: str | None = None
+    writable_volumes: dict[str, str] = field(default_factory=dict)
+
+
+def sdk_create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    """The SDK's ``containers.create`` keywords for ``spec``: only what the spec sets."""
+    return {
+        "detach": True,
+        **_process_kwargs(spec),
+        **_network_kwargs(spec),
+        **_storage_kwargs(spec),
+        **_device_kwargs(spec),
+        **_confinement_kwargs(spec),
+    }
+
+
+def _process_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if spec.entrypoint is not None:
+        kwargs["entrypoint"] = spec.entrypoint
+    if spec.command is not None:
+        kwargs["command"] = spec.command
+    if spec.environment is not None:
+        kwargs["environment"] = spec.environment
+    if spec.user is not None:
+        kwargs["user"] = spec.user
+    if spec.workdir is not None:
+        kwargs["working_dir"] = spec.workdir
+    if spec.labels:
+        kwargs["labels"] = spec.labels
+    if spec.log_max_size is not None:
+        # The engine's log file is on the host: bound it so a chatty container cannot fill the disk.
+        kwargs["log_config"] = {
+            "type": "json-file",
+            "config": {"max-size": spec.log_max_size, "max-file": "1"},
+        }
+    return kwargs
+
+
+def _network_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if not spec.network:
+        kwargs["network_mode"] = "none"
+    if spec.publish_port is not None:
+        kwargs["ports"] = {f"{spec.publish_port}/tcp": ("127.0.0.1", None)}
+    if spec.network_mode is not None:
+        kwargs["network_mode"] = spec.network_mode
+    return kwargs
+
+
+def _storage_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    volumes = {host: {"bind": inside, "mode": "ro"} for host, inside in spec.read_only_mounts.items()}
+    volumes.update({name: {"bind": inside, "mode": "rw"} for name, inside in spec.writable_volumes.items()})
+    kwargs: dict[str, Any] = {"volumes": volumes} if volumes else {}
+    if spec.shm_size is not None:
+        kwargs["shm_size"] = spec.shm_size
+    if spec.tmpfs:
+        kwargs["tmpfs"] = spec.tmpfs
+    if spec.read_only_root:
+        kwargs["read_only"] = True
+    return kwargs
+
+
+def _device_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if spec.gpus or spec.gpu_count:
+        from docker.types import DeviceRequest
+
+        request = (
+            DeviceRequest(device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])
+            if spec.gpus
+            else DeviceRequest(count=spec.gpu_count, capabilities=[["gpu"]])
+        )
+        kwargs["device_requests"] = [request]
+    if spec.devices:
+        kwargs["devices"] = [f"{d}:{d}:rwm" for d in spec.devices]
+    if spec.ipc_mode is not None:
+        kwargs["ipc_mode"] = spec.ipc_mode
+    if spec.cpuset is not None:
+        kwargs["cpuset_cpus"] = spec.cpuset
+    return kwargs
+
+
+def _confinement_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if spec.cap_drop:
+        kwargs["cap_drop"] = spec.cap_drop
+    if spec.security_opt:
+        kwargs["security_opt"] = spec.security_opt
+    if spec.mem_limit is not None:
+        kwargs["mem_limit"] = spec.mem_limit
+    if spec.pids_limit is not None:
+        kwargs["pids_limit"] = spec.pids_limit
+    return kwargs
 
 
 @dataclass
@@ -183,113 +315,14 @@ class ContainerOperations:
 
     client: docker.DockerClient
 
-    def create(
-        self,
-        image: str,
-        *,
-        entrypoint: list[str] | None = None,
-        command: list[str] | None = None,
-        environment: dict[str, str] | None = None,
-        user: str | None = None,
-        network: bool = True,
-        publish_port: int | None = None,
-        read_only_mounts: dict[str, str] | None = None,
-        labels: dict[str, str] | None = None,
-        gpus: list[int] | None = None,
-        gpu_count: int = 0,
-        devices: list[str] | None = None,
-        workdir: str | None = None,
-        ipc_mode: str | None = None,
-        shm_size: str | None = None,
-        cpuset: str | None = None,
-        read_only_root: bool = False,
-        tmpfs: dict[str, str] | None = None,
-        cap_drop: list[str] | None = None,
-        security_opt: list[str] | None = None,
-        mem_limit: str | None = None,
-        pids_limit: int | None = None,
-        log_max_size: str | None = None,
-        network_mode: str | None = None,
-        writable_volumes: dict[str, str] | None = None,
-    ) -> Container:
-        """A created (not started) container.
-
-        ``network=False``: no network at all. ``publish_port``: that container port on a random
-        127.0.0.1 port (see ``Container.host_port``). ``read_only_mounts``: host path -> container
-        path. ``gpus``: NVIDIA device IDs handed in through a device request. ``network_mode``:
-        e.g. ``host`` (the processes of one topology reach each other on 127.0.0.1; nothing is
-        published). ``writable_volumes``: named volume -> container path, read-write (made on
-        first use; ``remove_volume`` removes it).
-        """
+    def create(self, spec: ContainerSpec) -> Container:
+        """A created (not started) container as ``spec`` describes it."""
         import docker.errors
 
-        kwargs: dict[str, Any] = {"detach": True}
-        if entrypoint is not None:
-            kwargs["entrypoint"] = entrypoint
-        if command is not None:
-            kwargs["command"] = command
-        if environment is not None:
-            kwargs["environment"] = environment
-        if user is not None:
-            kwargs["user"] = user
-        if not network:
-            kwargs["network_mode"] = "none"
-        if publish_port is not None:
-            kwargs["ports"] = {f"{publish_port}/tcp": ("127.0.0.1", None)}
-        if read_only_mounts:
-            kwargs["volumes"] = {
-                host: {"bind": inside, "mode": "ro"} for host, inside in read_only_mounts.items()
-            }
-        if writable_volumes:
-            kwargs.setdefault("volumes", {}).update(
-                {name: {"bind": inside, "mode": "rw"} for name, inside in writable_volumes.items()}
-            )
-        if network_mode is not None:
-            kwargs["network_mode"] = network_mode
-        if labels:
-            kwargs["labels"] = labels
-        if gpus:
-            from docker.types import DeviceRequest
-
-            kwargs["device_requests"] = [
-                DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])
-            ]
-        elif gpu_count:
-            from docker.types import DeviceRequest
-
-            kwargs["device_requests"] = [DeviceRequest(count=gpu_count, capabilities=[["gpu"]])]
-        if devices:
-            kwargs["devices"] = [f"{d}:{d}:rwm" for d in devices]
-        if workdir is not None:
-            kwargs["working_dir"] = workdir
-        if ipc_mode is not None:
-            kwargs["ipc_mode"] = ipc_mode
-        if shm_size is not None:
-            kwargs["shm_size"] = shm_size
-        if cpuset is not None:
-            kwargs["cpuset_cpus"] = cpuset
-        if read_only_root:
-            kwargs["read_only"] = True
-        if tmpfs:
-            kwargs["tmpfs"] = tmpfs
-        if cap_drop:
-            kwargs["cap_drop"] = cap_drop
-        if security_opt:
-            kwargs["security_opt"] = security_opt
-        if mem_limit is not None:
-            kwargs["mem_limit"] = mem_limit
-        if pids_limit is not None:
-            kwargs["pids_limit"] = pids_limit
-        if log_max_size is not None:
-            # The engine's log file is on the host: bound it so a chatty container cannot fill the disk.
-            kwargs["log_config"] = {
-                "type": "json-file",
-                "config": {"max-size": log_max_size, "max-file": "1"},
-            }
         try:
-            return Container(self.client.containers.create(image, **kwargs))
+            return Container(self.client.containers.create(spec.image, **sdk_create_kwargs(spec)))
         except docker.errors.ImageNotFound:
-            raise NoSuchImage(image) from None
+            raise NoSuchImage(spec.image) from None
         except docker.errors.APIError as exc:
             raise EngineError(explain(exc)) from None
 
@@ -310,12 +343,14 @@ class ContainerOperations:
     ) -> RunResult:
         """Run ``command`` without network; killed when it runs past ``timeout`` seconds; always removed."""
         container = self.create(
-            image,
-            entrypoint=entrypoint,
-            command=command,
-            environment=environment,
-            network=False,
-            labels=labels,
+            ContainerSpec(
+                image,
+                entrypoint=entrypoint,
+                command=command,
+                environment=environment,
+                network=False,
+                labels=labels or {},
+            )
         )
         try:
             container.start()
@@ -372,7 +407,9 @@ class ContainerOperations:
         """
         try:
             container = self.create(
-                image, entrypoint=["/nonexistent"], command=[], network=False, labels=labels
+                ContainerSpec(
+                    image, entrypoint=["/nonexistent"], command=[], network=False, labels=labels or {}
+                )
             )
         except EngineError as exc:  # any engine refusal means: nothing to read
             raise EngineError(f"cannot create a container to export: {exc}") from None

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from releasekit.findings import Findings
+from releasekit.manifest.checks import check_rules, parse_pr_reference
 from releasekit.manifest.loader import (
     LoadedYaml,
     ManifestError,
@@ -24,7 +25,6 @@ from releasekit.manifest.loader import (
     validation_error_lines,
 )
 from releasekit.manifest.models import TO_BE_LOCKED, Manifest
-from releasekit.manifest.rules import check_rules, parse_pr_reference
 
 __all__ = [
     "TO_BE_LOCKED",

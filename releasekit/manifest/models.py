@@ -3,7 +3,7 @@
 Everything a release needs is named here: components (git-built or wheel-pinned), each
 component's merge plan, the toolchain, pins that must agree across files, the
 validation matrix and the publish target. Types are enforced by pydantic (unknown keys
-are errors); rules that span fields live in ``releasekit.manifest.rules``.
+are errors); rules that span fields live in ``releasekit.manifest.checks``.
 
 A value the source documents do not give (a full SHA, a wheel hash, a base-image
 digest) is written as ``to-be-locked``; ``plan lock`` resolves it. That literal is

@@ -33,6 +33,44 @@ def _resolve(git: Git, rev: str, repo: str) -> str:
     raise InputError(f"{repo}: cannot resolve {rev!r} to a commit")
 
 
+def _component(manifest: Path, component: str | None) -> GitComponent:
+    """The manifest's git component to audit: the one named, or its only one."""
+    from releasekit.manifest import load_manifest
+
+    loaded = load_manifest(manifest)
+    gits = loaded.manifest.git_components()
+    if component is None:
+        if len(gits) != 1:
+            raise InputError("--manifest needs --component when the manifest has several git components")
+        component = next(iter(gits))
+    if component not in gits:
+        raise InputError(f"no git component named {component!r} in {manifest}")
+    return gits[component]
+
+
+def _carried(git: Git, comp: GitComponent, canonical_sha: str) -> dict[str, int]:
+    """Release-only commit prefixes that merged PRs of the plan carry (``carries:``), prefix -> PR."""
+    carried: dict[str, int] = {}
+    if not any(p.carries for p in comp.merge_plan):
+        return carried
+    from releasekit.plan.merged import CanonicalHistory
+
+    history = CanonicalHistory(git, canonical_sha)
+    for planned in comp.merge_plan:
+        if not planned.carries:
+            continue
+        try:
+            head = git.run(
+                "rev-parse", "--verify", "--quiet", f"refs/pull/{planned.pr}/head^{{commit}}"
+            ).strip()
+        except GitFailed:
+            continue
+        if history.state_of(head).merged:
+            for prefix in planned.carries:
+                carried[prefix] = planned.pr
+    return carried
+
+
 def release_only_audit(
     repo: str,
     release: str,
@@ -48,21 +86,9 @@ def release_only_audit(
     """``upstream``: a revision of the repository that is the fork's upstream head (``upstream/main``,
     a commit); without it, the manifest component's ``upstream:`` is read when ``--manifest`` is given.
     """
-    comp: GitComponent | None = None
-    if manifest is not None:
-        from releasekit.manifest import load_manifest
-
-        loaded = load_manifest(manifest)
-        gits = loaded.manifest.git_components()
-        if component is None:
-            if len(gits) != 1:
-                raise InputError("--manifest needs --component when the manifest has several git components")
-            component = next(iter(gits))
-        if component not in gits:
-            raise InputError(f"no git component named {component!r} in {manifest}")
-        comp = gits[component]
-        if repo == ".":
-            repo = comp.repo
+    comp = _component(manifest, component) if manifest is not None else None
+    if comp is not None and repo == ".":
+        repo = comp.repo
     local = Path(repo)
     mirror_path: Path | None = None
     if "://" not in repo and local.is_dir() and ((local / ".git").exists() or (local / "HEAD").is_file()):
@@ -98,23 +124,7 @@ def release_only_audit(
             base_dir=manifest.parent if manifest is not None else None,
             fetch=fetch,
         )
-    carried: dict[str, int] = {}
-    if comp is not None and any(p.carries for p in comp.merge_plan):
-        from releasekit.plan.merged import CanonicalHistory
-
-        history = CanonicalHistory(git, canonical_sha)
-        for planned in comp.merge_plan:
-            if not planned.carries:
-                continue
-            try:
-                head = git.run(
-                    "rev-parse", "--verify", "--quiet", f"refs/pull/{planned.pr}/head^{{commit}}"
-                ).strip()
-            except GitFailed:
-                continue
-            if history.state_of(head).merged:
-                for prefix in planned.carries:
-                    carried[prefix] = planned.pr
+    carried = _carried(git, comp, canonical_sha) if comp is not None else {}
     try:
         return find_release_only(
             git,

@@ -7,9 +7,9 @@ Anything that cannot be resolved makes the lock impossible: InputError, exit 2.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.git.history import is_ancestor
@@ -225,7 +225,7 @@ def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | 
     if env.dockerfile:
         path = loaded.directory / env.dockerfile
         try:
-            dockerfile_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+            dockerfile_sha = file_sha256(path)
         except OSError as exc:
             raise InputError(
                 f"builder {env.image}: cannot read {env.dockerfile}: {exc.strerror or exc}"

@@ -15,6 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from releasekit.digests import file_sha256
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.manifest.validation import IDENTITY_FILES, TO_BE_LOCKED, Dataset, ModelRef, ValidationSpec
@@ -58,14 +59,6 @@ class _Snapshot:
     revision: str | None
     # file path relative to the snapshot -> the file to read (a cache snapshot's files are links to blobs)
     files: dict[str, Path]
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _from_hub_cache(key: str, model: ModelRef, caches: list[Path]) -> _Snapshot | None:
@@ -155,7 +148,7 @@ def lock_model(
                 "MODEL_FILE_MISSING", f"model '{key}': {name} is not in {snapshot.directory}", path=key
             )
             continue
-        digest = sha256_file(source)
+        digest = file_sha256(source)
         if name in pinned and pinned[name] != digest:
             findings.add(
                 "MODEL_HASH_MISMATCH",

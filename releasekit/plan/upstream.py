@@ -32,6 +32,47 @@ class UpstreamPatches:
     unreachable: str | None = None  # why the PR's commits could not be read
 
 
+def _fetch_pr(
+    mirror: Mirror,
+    change: UpstreamChange,
+    pr_ref: str,
+    base_ref: str,
+    *,
+    allow_local: bool,
+    base_dir: Path | None,
+) -> str | None:
+    """Fetch the upstream PR's head (and the remote's HEAD) into the mirror; why not, or None."""
+    assert change.pr is not None
+    try:
+        remote = check_remote(change.repo, allow_local=allow_local, base_dir=base_dir)
+        local = mirror_for(remote.public)  # --mirror / RELEASEKIT_MIRRORS: only these two refs are read
+        source = str(local) if local else remote.url
+        git = Git(mirror.path, allow_file=remote.is_local or local is not None, bare=True, label=mirror.url)
+        git.run(
+            "fetch",
+            "--quiet",
+            "--force",
+            "--no-write-fetch-head",
+            "--",
+            source,
+            f"+refs/pull/{change.pr}/head:{pr_ref}",
+        )
+        # Without a default branch to bound the PR, its most recent commits are read.
+        with contextlib.suppress(GitFailed):
+            git.run(
+                "fetch",
+                "--quiet",
+                "--force",
+                "--no-write-fetch-head",
+                "--",
+                source,
+                f"+HEAD:{base_ref}",
+            )
+    except (InputError, GitFailed) as exc:
+        return exc.reason if isinstance(exc, GitFailed) else str(exc)
+    return None
+
+
 def read_upstream(
     mirror: Mirror, change: UpstreamChange, *, allow_local: bool, base_dir: Path | None, fetch: bool
 ) -> UpstreamPatches:
@@ -50,37 +91,11 @@ def read_upstream(
         f"refs/releasekit/upstream/{slug}/pull/{change.pr}",
         f"refs/releasekit/upstream/{slug}/HEAD",
     )
-    unreachable: str | None = None
-    if fetch:
-        try:
-            remote = check_remote(change.repo, allow_local=allow_local, base_dir=base_dir)
-            local = mirror_for(remote.public)  # --mirror / RELEASEKIT_MIRRORS: only these two refs are read
-            source = str(local) if local else remote.url
-            git = Git(
-                mirror.path, allow_file=remote.is_local or local is not None, bare=True, label=mirror.url
-            )
-            git.run(
-                "fetch",
-                "--quiet",
-                "--force",
-                "--no-write-fetch-head",
-                "--",
-                source,
-                f"+refs/pull/{change.pr}/head:{pr_ref}",
-            )
-            # Without a default branch to bound the PR, its most recent commits are read.
-            with contextlib.suppress(GitFailed):
-                git.run(
-                    "fetch",
-                    "--quiet",
-                    "--force",
-                    "--no-write-fetch-head",
-                    "--",
-                    source,
-                    f"+HEAD:{base_ref}",
-                )
-        except (InputError, GitFailed) as exc:
-            unreachable = exc.reason if isinstance(exc, GitFailed) else str(exc)
+    unreachable = (
+        _fetch_pr(mirror, change, pr_ref, base_ref, allow_local=allow_local, base_dir=base_dir)
+        if fetch
+        else None
+    )
     head = mirror.git.run("rev-parse", "--verify", "--quiet", f"{pr_ref}^{{commit}}", check=False).strip()
     if not head:
         return UpstreamPatches(

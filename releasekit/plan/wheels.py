@@ -10,7 +10,6 @@ its bytes are hashed.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import subprocess
@@ -24,6 +23,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.git.remote import strip_credentials
@@ -142,14 +142,6 @@ def _wheelhouse_candidates(comp: WheelComponent, wheelhouses: list[Path]) -> lis
     return found
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _first_pip_error(stderr: str) -> str:
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     return next((ln for ln in lines if ln.startswith("ERROR:")), lines[-1] if lines else "no output")
@@ -248,7 +240,7 @@ def pinned_wheel(
                 "name one with 'filename', or give the toolchain python and platform"
             )
         chosen = candidates[0]
-        return PinnedWheel(filename=chosen.name, sha256=_sha256(chosen))
+        return PinnedWheel(filename=chosen.name, sha256=file_sha256(chosen))
     index_url = comp.index_url or PYPI_SIMPLE
     shown = strip_credentials(index_url)
     if image is None:
@@ -278,7 +270,7 @@ def pinned_wheel(
             raise InputError(
                 f"{name}: pip chose {fetched.name} for {image.describe()}, the manifest names {comp.filename}"
             )
-        pinned = PinnedWheel(filename=fetched.name, sha256=_sha256(fetched))
+        pinned = PinnedWheel(filename=fetched.name, sha256=file_sha256(fetched))
         if download_dir is not None:
             download_dir.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(fetched, download_dir / fetched.name)

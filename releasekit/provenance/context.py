@@ -1,4 +1,8 @@
-"""Everything the checks look at, gathered once: image facts, probe report, inventory, expectations."""
+"""Everything the checks look at, gathered once: image facts, probe report, inventory, expectations.
+
+``VerifyContext`` is frozen: the verifier gathers everything first and builds it once, and
+no check (nor the verifier) changes it afterwards.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from releasekit.records.build import BuildRecord
 from releasekit.records.lock import Lock
 
 
-@dataclass
+@dataclass(frozen=True)
 class VerifyContext:
     image: ImageFacts
     lock: Lock
@@ -45,6 +49,9 @@ class VerifyContext:
     layers: list[str] = field(default_factory=list)
     expected_files: dict[str, Expected] | None = None
     limits: list[str] = field(default_factory=list)  # bounds the verifier hit (each a sentence)
+    # False when the image's filesystem could not be read (the export aborted): only the checks that
+    # need no files apply then.
+    filesystem_read: bool = True
 
     def dist_for(self, component: ExpectedComponent) -> InstalledDist | None:
         if not component.distribution:
@@ -87,3 +94,10 @@ class VerifyContext:
         if data is None:
             return None  # not read (outside the Python roots): nothing to say
         return hashlib.md5(data).hexdigest() == expected  # noqa: S324 - dpkg's own checksum format
+
+
+class NeedsImageFiles:
+    """Mixin for a check that judges the image's files: it applies only when they were read."""
+
+    def applies(self, ctx: VerifyContext) -> bool:
+        return ctx.filesystem_read

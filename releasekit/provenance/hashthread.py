@@ -3,7 +3,7 @@
 hashlib releases the GIL while it hashes a buffer of 2 KiB or more, so a thread can hash a
 large file's bytes while the reader parses the headers that follow. The thread needs the GIL
 back between two buffers, which it gets about once per chunk the reader receives; fed every
-file of 64 KiB and more (the helper processes' share) it waited more than it hashed, so it gets
+file of 64 KiB and more (what helper processes used to take) it waited more than it hashed, so it gets
 only files of ``min_bytes`` and more (4 MiB by default: the few shared libraries that hold most
 of an image's bytes), in spans of up to ``POST_BYTES``. That is what two cores can use: the
 reader on one, the largest files on the other.
@@ -19,7 +19,7 @@ large enough to be worth it, so a small read never maps the ring. Memory is boun
 ring: past it the reader waits, with the read's deadline. Once every digest is delivered the
 thread unmaps the ring and ends on its own; a read that fails waits for it.
 
-Same interface as ``HashPool``: ``prepare``, ``begin`` (False: hash it yourself), ``write``,
+It implements ``hasher.Hasher``: ``prepare``, ``begin`` (False: hash it yourself), ``write``,
 ``end``, ``close`` (every digest delivered; a failure on the thread is raised here) and
 ``abort``. Digests are delivered on the thread: the sink must set what a reader checks last.
 """
@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from releasekit.provenance.hashpool import HashPoolError, wait_slice
+from releasekit.provenance.hasher import HashingError, wait_slice
 
 POST_BYTES = 8 * 1024 * 1024  # a span handed to the thread: one GIL round trip per 8 MiB at most
 FAULT_STEP = 2 * 1024 * 1024  # the thread faults the ring in this many bytes at a time
@@ -155,7 +155,7 @@ class HashThread:
 
     def _check(self) -> None:
         if self._failed is not None:
-            raise HashPoolError(f"the hashing thread failed: {self._failed}")
+            raise HashingError(f"the hashing thread failed: {self._failed}")
 
     # --- the thread ------------------------------------------------------------------------------
 

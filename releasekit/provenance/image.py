@@ -17,7 +17,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from releasekit.docker_engine import Engine, EngineError, ImageFacts, NoSuchImage, connect
+from releasekit.docker_engine import (
+    Container,
+    ContainerSpec,
+    Engine,
+    EngineError,
+    ImageFacts,
+    NoSuchImage,
+    connect,
+)
 from releasekit.errors import InputError
 from releasekit.provenance.inventory import ExportAborted
 
@@ -59,20 +67,22 @@ class ImageAdapter:
         started = time.monotonic()
         try:
             container = self.engine.create(
-                self.facts.id,
-                # The image's python3 from its own PATH; the entrypoint is replaced so that
-                # a hostile entrypoint cannot run instead of the probe.
-                entrypoint=["python3", "-c", source, argument],
-                command=[],
-                network=False,
-                read_only_root=True,
-                tmpfs={"/tmp": "rw,noexec,nosuid,size=16m"},
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                mem_limit="1g",
-                pids_limit=128,
-                log_max_size="64m",
-                labels={_LABEL: "probe"},
+                ContainerSpec(
+                    self.facts.id,
+                    # The image's python3 from its own PATH; the entrypoint is replaced so that
+                    # a hostile entrypoint cannot run instead of the probe.
+                    entrypoint=["python3", "-c", source, argument],
+                    command=[],
+                    network=False,
+                    read_only_root=True,
+                    tmpfs={"/tmp": "rw,noexec,nosuid,size=16m"},
+                    cap_drop=["ALL"],
+                    security_opt=["no-new-privileges"],
+                    mem_limit="1g",
+                    pids_limit=128,
+                    log_max_size="64m",
+                    labels={_LABEL: "probe"},
+                )
             )
         except EngineError as exc:
             return ProbeRun(ok=False, error=f"cannot create the probe container: {exc}")
@@ -86,34 +96,7 @@ class ImageAdapter:
                     error=f"the probe did not finish within {timeout:.0f} s",
                     seconds=time.monotonic() - started,
                 )
-            out = bytearray()
-            for chunk in container.stream_logs(stdout=True, stderr=False):
-                out.extend(chunk)
-                if len(out) > PROBE_OUTPUT_CAP:
-                    return ProbeRun(ok=False, error="the probe's output exceeds 64 MB", exit_code=code)
-            seconds = time.monotonic() - started
-            if code != 0:
-                err = container.logs(stdout=False, stderr=True, tail=5).decode(errors="replace").strip()
-                return ProbeRun(
-                    ok=False,
-                    exit_code=code,
-                    seconds=seconds,
-                    error=f"the probe exited {code}: {' '.join(err.split())[-300:]}",
-                )
-            try:
-                report = json.loads(bytes(out).decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                return ProbeRun(
-                    ok=False, exit_code=code, seconds=seconds, error=f"the probe's output is not JSON: {exc}"
-                )
-            if not isinstance(report, dict) or report.get("probe") != "releasekit.probe/v1":
-                return ProbeRun(
-                    ok=False,
-                    exit_code=code,
-                    seconds=seconds,
-                    error="the probe's output is not a probe report",
-                )
-            return ProbeRun(ok=True, report=report, exit_code=code, seconds=seconds)
+            return _probe_result(container, code, started)
         finally:
             container.remove()
 
@@ -125,3 +108,32 @@ class ImageAdapter:
             yield from self.engine.export_stream(self.facts.id, deadline=deadline, labels={_LABEL: "export"})
         except EngineError as exc:
             raise ExportAborted(str(exc)) from None
+
+
+def _probe_result(container: Container, code: int, started: float) -> ProbeRun:
+    """The probe's report from its stdout (bounded), or why there is none."""
+    out = bytearray()
+    for chunk in container.stream_logs(stdout=True, stderr=False):
+        out.extend(chunk)
+        if len(out) > PROBE_OUTPUT_CAP:
+            return ProbeRun(ok=False, error="the probe's output exceeds 64 MB", exit_code=code)
+    seconds = time.monotonic() - started
+    if code != 0:
+        err = container.logs(stdout=False, stderr=True, tail=5).decode(errors="replace").strip()
+        return ProbeRun(
+            ok=False,
+            exit_code=code,
+            seconds=seconds,
+            error=f"the probe exited {code}: {' '.join(err.split())[-300:]}",
+        )
+    try:
+        report = json.loads(bytes(out).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return ProbeRun(
+            ok=False, exit_code=code, seconds=seconds, error=f"the probe's output is not JSON: {exc}"
+        )
+    if not isinstance(report, dict) or report.get("probe") != "releasekit.probe/v1":
+        return ProbeRun(
+            ok=False, exit_code=code, seconds=seconds, error="the probe's output is not a probe report"
+        )
+    return ProbeRun(ok=True, report=report, exit_code=code, seconds=seconds)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
+from releasekit.digests import file_sha256
 from releasekit.provenance.inventory import Inventory
 
 # Files an installer writes or rewrites in .dist-info: they never match the wheel's copy.
@@ -147,12 +148,6 @@ class WheelRecord:
 
 
 def read_wheel_record(path: Path, max_bytes: int = 64 * 1024 * 1024) -> WheelRecord:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-            digest.update(chunk)
     with zipfile.ZipFile(path) as archive:
         records = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
         if len(records) != 1:
@@ -162,4 +157,4 @@ def read_wheel_record(path: Path, max_bytes: int = 64 * 1024 * 1024) -> WheelRec
             raise ValueError(f"{path.name}: RECORD is larger than {max_bytes} bytes")
         text = archive.read(records[0]).decode("utf-8")
     rows = {row.path: row for row in parse_record(text)}
-    return WheelRecord(path.name, digest.hexdigest(), rows, records[0].split("/", 1)[0])
+    return WheelRecord(path.name, file_sha256(path), rows, records[0].split("/", 1)[0])

@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from releasekit.fatbin import FatbinReport, read_fatbin
-from releasekit.provenance.hashpool import HashPool, HashPoolError
+from releasekit.provenance.hasher import Hasher, HashingError
 from releasekit.provenance.hashthread import HashThread
 
 CHUNK = 1024 * 1024
-OFFLOAD_BYTES = 64 * 1024  # a file at least this large is hashed by a helper process (when there is one)
-THREAD_BYTES = 4 * 1024 * 1024  # without helpers: a file at least this large is hashed on a thread
+THREAD_BYTES = 4 * 1024 * 1024  # a file at least this large is hashed on the hashing thread
 PREPARE_BYTES = 64 * 1024 * 1024  # a stream this long gets its hashers ready before a large file arrives
 Buffer = bytes | bytearray | memoryview  # what a chunk's slice is
 KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)
@@ -74,28 +73,22 @@ class ReadPlan:
     extra_digests: bool = True
     max_kept_bytes: int = 128 * 1024 * 1024  # all kept metadata files together (the rest is not kept)
     max_entries: int = 5_000_000  # paths in the table
-    # Helper processes that hash the larger files while this one parses the stream, each with a
-    # shared ring of ``hash_ring_bytes``. None: one helper on a host with 4 or more cores, none
-    # below (on 2 cores the copy into the ring costs what the helper saves); 0: hash here.
-    hash_processes: int | None = None
-    hash_ring_bytes: int = 64 * 1024 * 1024
-    # Without helper processes, files of at least this many bytes are hashed on a thread of this
-    # process while the reader goes on (hashthread.py). None: THREAD_BYTES on a host with 2 or more
+    # Files of at least this many bytes are hashed on a thread of this process while the reader
+    # goes on (hashthread.py). None: THREAD_BYTES on a host with 2 or more
     # cores; 0: never.
     hash_thread_bytes: int | None = None
     # The ring that file bytes wait in for that thread (copied there, its pages faulted in by the
     # thread while it is idle); mapped once a stream passes PREPARE_BYTES or a large file arrives.
     hash_thread_ring_bytes: int = 256 * 1024 * 1024
 
-    def helpers(self) -> int:
-        if self.hash_processes is not None:
-            return max(0, self.hash_processes)
-        return 1 if (os.cpu_count() or 1) >= 4 else 0
-
     def thread_bytes(self) -> int:
         if self.hash_thread_bytes is not None:
             return max(0, self.hash_thread_bytes)
         return THREAD_BYTES if (os.cpu_count() or 1) >= 2 else 0
+
+    def hasher(self) -> Hasher:
+        """The hashing thread for the largest files (with ``thread_bytes()`` 0 it declines every file)."""
+        return HashThread(self.thread_bytes(), self.hash_thread_ring_bytes, self.deadline)
 
     def under_root(self, path: str) -> str | None:
         for root in self.python_roots:
@@ -557,21 +550,16 @@ def _pax_number(pax: dict[str, str], key: str, pos: int, default: int) -> int:
 
 
 def inventory_from_tar(chunks: Iterable[bytes], plan: ReadPlan) -> Inventory:
-    helpers = plan.helpers()
-    pool: HashPool | HashThread
-    if helpers:
-        pool = HashPool(helpers, plan.hash_ring_bytes, plan.deadline)
-    else:
-        pool = HashThread(plan.thread_bytes(), plan.hash_thread_ring_bytes, plan.deadline)
+    pool = plan.hasher()
     pending_links: list[tuple[FileEntry, FileEntry]] = []
     try:
         inv = _read_tar(chunks, plan, pool, pending_links)
         pool.close()
-    except HashPoolError as exc:
+    except HashingError as exc:
         raise ExportAborted(f"hashing the image's files failed: {exc}") from None
     finally:
         pool.abort()
-    for link, original in pending_links:  # hard links to files a helper hashed
+    for link, original in pending_links:  # hard links to files the hashing thread hashed
         link.sha256, link.blob = original.sha256, original.blob
     return inv
 
@@ -589,7 +577,7 @@ def _digests_into(entry: FileEntry) -> Callable[[bytes, bytes], None]:
 def _read_tar(
     chunks: Iterable[bytes],
     plan: ReadPlan,
-    pool: HashPool | HashThread,
+    pool: Hasher,
     pending_links: list[tuple[FileEntry, FileEntry]],
 ) -> Inventory:
     inv = Inventory()
@@ -606,6 +594,7 @@ def _read_tar(
     # nothing else, so no file needs routing.
     table_only = hash_all and not blobs and plan.max_kept_bytes <= 0 and not plan.native_names
     take, feed = stream.take, stream.feed
+    offload_at = pool.min_bytes  # the hasher takes files from this size (0: none)
     prepare_at = PREPARE_BYTES
     while True:
         if stream.total >= prepare_at:
@@ -732,7 +721,7 @@ def _read_tar(
                 # hashes and nothing else (most files): what _Sink would do, without building one
                 inv.hashed_bytes += size
                 want_blob = blobs and root is not None and path.endswith(".py")
-                if size >= OFFLOAD_BYTES and pool.begin(size, want_blob, _digests_into(entry)):
+                if offload_at and size >= offload_at and pool.begin(size, want_blob, _digests_into(entry)):
                     feed(size, pool.write, path)
                     pool.end()
                     feed(padded, None, path)
@@ -775,7 +764,7 @@ def _read_tar(
                 path, "file", original.size, None, sha256, original.blob, original.md5, mode, uid, gid
             )
             if original.kind == "file" and sha256 is None:
-                pending_links.append((files[path], original))  # a helper may still be hashing it
+                pending_links.append((files[path], original))  # the hashing thread may still be hashing it
             if target in inv.contents:
                 inv.contents[path] = inv.contents[target]
         elif kind == b"5":
@@ -791,14 +780,10 @@ def _read_tar(
     return inv
 
 
-def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None = None) -> Inventory:
-    """The same table for a directory on this machine (the benchmark's installed environment).
-
-    Paths are reported as if ``root`` were ``/``. Symlinks are recorded, never followed.
-    Files are hashed on a small thread pool: hashlib releases the GIL on large buffers,
-    so hashing runs on every core while one thread walks the tree.
-    """
-    inv = Inventory()
+def _walk_directory(
+    root: str, plan: ReadPlan, inv: Inventory
+) -> list[tuple[str, str, FileEntry, bool, bool, bool]]:
+    """Every entry under ``root`` into ``inv`` (as if ``root`` were ``/``); the files to read, as jobs."""
     router = _Router(plan)
     jobs: list[tuple[str, str, FileEntry, bool, bool, bool]] = []
     stack = [(os.path.abspath(root), "")]
@@ -824,6 +809,18 @@ def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None =
                         jobs.append((item.path, path, entry, keep, native, py_root is not None))
                 else:
                     inv.files[path] = FileEntry(path, "other")
+    return jobs
+
+
+def inventory_from_directory(root: str, plan: ReadPlan, *, workers: int | None = None) -> Inventory:
+    """The same table for a directory on this machine (the benchmark's installed environment).
+
+    Paths are reported as if ``root`` were ``/``. Symlinks are recorded, never followed.
+    Files are hashed on a small thread pool: hashlib releases the GIL on large buffers,
+    so hashing runs on every core while one thread walks the tree.
+    """
+    inv = Inventory()
+    jobs = _walk_directory(root, plan, inv)
 
     def run(job: tuple[str, str, FileEntry, bool, bool, bool]) -> None:
         real, path, entry, keep, native, hash_it = job

@@ -31,7 +31,7 @@ from releasekit.builder.service import (
     release_settings,
     resolve_base,
 )
-from releasekit.builder.wheelfile import sha256_file
+from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, InputError
 from releasekit.manifest import LoadedManifest
@@ -106,7 +106,7 @@ def reproduce(engine: Engine, loaded: LoadedManifest, lock: Lock, opts: Reproduc
                 out.cache[record.name] = record.cache
             if record.wheel_filename and record.role != "build-repo":
                 path = outdir / "wheels" / record.wheel_filename
-                if sha256_file(path) != record.wheel_sha256:
+                if file_sha256(path) != record.wheel_sha256:
                     raise BuildFailed(
                         f"{record.name}: the reproduced wheel {path.name} is not the one just built"
                     )
@@ -118,7 +118,7 @@ def reproduce(engine: Engine, loaded: LoadedManifest, lock: Lock, opts: Reproduc
         sde = settings.source_date_epoch
         layer, _smoke, out.cache["layer"] = release_layer(engine, cache, base, wheels, sde, outdir)
         out.layer = layer
-        out.layer_diff_id = "sha256:" + sha256_file(layer)
+        out.layer_diff_id = "sha256:" + file_sha256(layer)
         based = cached_base(engine, base.image_id, cache.root / "bases")
         out.base_config = based.config
         out.base_diff_ids = list(based.diff_ids)

@@ -7,10 +7,10 @@ and every finding.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 
+from releasekit.digests import file_sha256
 from releasekit.records.base import write_record
 from releasekit.records.provenance import ResourceDescriptor
 from releasekit.records.verification import POLICY_URI, ReleasekitBlock, VerificationSummary
@@ -21,7 +21,7 @@ def make_summary(
 ) -> VerificationSummary:
     attestations = []
     if provenance is not None and provenance.is_file():
-        digest = hashlib.sha256(provenance.read_bytes()).hexdigest()
+        digest = file_sha256(provenance)
         attestations.append(ResourceDescriptor(uri=provenance.name, digest={"sha256": digest}))
     return VerificationSummary(
         time_verified=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -11,12 +11,13 @@ import posixpath
 import re
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from releasekit.checks import AllOf
+from releasekit.checks import AllOf, Deadline, Report
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.accounting import Expected, layer_table, load_table, overlay, save_table, table
@@ -25,6 +26,7 @@ from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.expected import ExpectedComponent, expected_components
 from releasekit.provenance.image import ImageAdapter, ImageFacts, ProbeRun, docker_client
 from releasekit.provenance.installed import (
+    InstalledDist,
     WheelRecord,
     canonical_name,
     installed_distributions,
@@ -302,16 +304,47 @@ def _reference_files(
         return None
 
 
-def verify_provenance(opts: VerifyOptions) -> VerifyResult:
-    started = time.monotonic()
-    signer = load_signer(opts.signing_key)  # a bad key fails now, before the image is read
-    lock = read_lock(opts.lock)
-    lock_sha = lock_file_sha256(opts.lock)
-    deadline = started + opts.deadline
-    notes = Findings()
-    limits: list[str] = []
+@dataclass(frozen=True)
+class _Release:
+    """What the lock, the manifest and the release directory say the image must hold."""
+
+    loaded: Any | None  # releasekit.manifest.LoadedManifest
+    record: BuildRecord | None
+    provenance: Path | None
+    components: dict[str, ExpectedComponent]
+    wheels: dict[str, WheelRecord]
+    wheel_errors: dict[str, str]
+
+    @property
+    def manifest(self) -> Any | None:
+        return self.loaded.manifest if self.loaded is not None else None
+
+
+@dataclass(frozen=True)
+class _Roots:
+    """Where Python looks in the image (from the probe and the image config), and the read plan for it."""
+
+    sys_path: list[str]
+    sites: list[str]
+    stdlib: list[str]
+    plan: ReadPlan
+
+
+@dataclass(frozen=True)
+class _Filesystem:
+    """The image's filesystem as read once through the hasher, and what it says is installed."""
+
+    inventory: Inventory
+    read: bool  # False: the export aborted and nothing was read
+    seconds: float
+    sites: list[str]  # every site directory, resolved
+    dists: list[InstalledDist]
+    dpkg_owned: set[str]
+    dpkg_md5: dict[str, str]
+
+
+def _read_release(opts: VerifyOptions, lock: Lock, notes: Findings) -> _Release:
     loaded = _load_manifest(opts, lock, notes)
-    manifest = loaded.manifest if loaded is not None else None
     record: BuildRecord | None = None
     provenance: Path | None = None
     if opts.artifacts is not None:
@@ -326,20 +359,19 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
                 severity=Severity.warning,
             )
         provenance = opts.artifacts / PROVENANCE_FILE
-    comps = expected_components(lock, record, manifest)
+    comps = expected_components(lock, record, loaded.manifest if loaded is not None else None)
     wheels, wheel_errors = _wheels(opts.artifacts, comps)
+    return _Release(loaded, record, provenance, comps, wheels, wheel_errors)
 
-    client = docker_client()
-    adapter = ImageAdapter(client, opts.image)
-    facts = adapter.facts
-    attrs = client.image_attrs(facts.id)
-    image_config = dict(attrs.get("Config") or {})
-    layers = [str(d) for d in (attrs.get("RootFS") or {}).get("Layers") or []]
-    reproduction = _reproduce(opts, client, loaded, lock, lock_sha)
-    import_names = sorted({n for c in comps.values() if c.installed for n in c.import_names})
-    probe = adapter.run_probe(
-        import_names, timeout=max(1.0, min(opts.probe_timeout, deadline - time.monotonic()))
-    )
+
+def _roots(
+    opts: VerifyOptions,
+    probe: ProbeRun,
+    facts: ImageFacts,
+    comps: dict[str, ExpectedComponent],
+    deadline: float,
+    limits: list[str],
+) -> _Roots:
     sys_path, sites, stdlib = _python_roots(probe, facts)
     if len(sys_path) > opts.max_roots:
         limits.append(
@@ -358,16 +390,20 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
         max_kept_bytes=opts.max_kept_bytes,
         max_entries=opts.max_entries,
     )
+    return _Roots(sys_path, sites, stdlib, plan)
+
+
+def _read_filesystem(
+    opts: VerifyOptions, adapter: ImageAdapter, roots: _Roots, notes: Findings, limits: list[str]
+) -> _Filesystem:
     export_started = time.monotonic()
-    inventory: Inventory
     try:
-        inventory = inventory_from_tar(adapter.export_stream(deadline=plan.deadline or 0.0), plan)
-        dpkg_status = True
+        inventory = inventory_from_tar(adapter.export_stream(deadline=roots.plan.deadline or 0.0), roots.plan)
+        read = True
     except ExportAborted as exc:
         notes.add("EXPORT_ABORTED", f"the image's filesystem could not be read: {exc}")
-        inventory = Inventory()
-        dpkg_status = False
-    export_seconds = time.monotonic() - export_started
+        inventory, read = Inventory(), False
+    seconds = time.monotonic() - export_started
     # Site directories that exist in the image but the probe did not mention (a lying probe).
     static_sites = sorted(
         p
@@ -379,63 +415,147 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
             f"roots: the image has {len(static_sites)} directories named site-packages/dist-packages; "
             f"only {opts.max_roots} are examined (--max-roots)"
         )
-        static_sites = [s for s in static_sites if s in sites][: opts.max_roots] or static_sites[
+        static_sites = [s for s in static_sites if s in roots.sites][: opts.max_roots] or static_sites[
             : opts.max_roots
         ]
-    real_sites = list(dict.fromkeys(inventory.resolve(s) or s for s in [*sites, *static_sites]))
+    real_sites = list(dict.fromkeys(inventory.resolve(s) or s for s in [*roots.sites, *static_sites]))
     dists = installed_distributions(inventory, real_sites)
-    owned, md5 = _dpkg(inventory) if dpkg_status else (set(), {})
-    ctx = VerifyContext(
-        image=facts,
+    owned, md5 = _dpkg(inventory) if read else (set(), {})
+    return _Filesystem(inventory, read, seconds, real_sites, dists, owned, md5)
+
+
+def _probe_summary(probe: ProbeRun) -> ProbeSummary:
+    report = probe.report or {}
+    return ProbeSummary(
+        ok=probe.ok,
+        error=probe.error,
+        python=report.get("python"),
+        executable=report.get("executable"),
+        sys_path=report.get("sys_path") or [],
+        pth_files=report.get("pth_files") or [],
+        customize=report.get("customize") or {},
+        toolchain=report.get("toolchain") or {},
+        specs=report.get("specs") or [],
+        seconds=probe.seconds,
+    )
+
+
+def _write_summary(
+    opts: VerifyOptions, result: VerifyResult, provenance: Path | None, signer: Any, facts: ImageFacts
+) -> str | None:
+    """verification_summary.json (and its DSSE envelope when a key is given); its path, or None."""
+    summary_path = opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)
+    if summary_path is None:
+        return None
+    block = ReleasekitBlock(
+        lock_sha256=result.lock_sha256,
+        manifest_sha256=result.manifest_sha256,
+        image_tags=facts.tags,
+        checks=result.checks,
+        findings=list(result.findings),
+    )
+    write_summary(
+        make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
+        summary_path,
+    )
+    sign_summary_file(signer, summary_path, facts.id)  # -> verification_summary.dsse.json
+    return str(summary_path)
+
+
+def run_checks(ctx: VerifyContext, deadline: float, deadline_s: float) -> Report[VerifyContext]:
+    """Every check that applies, in order; none starts after ``deadline`` (``time.monotonic()``)."""
+    return AllOf(*all_checks(), name="verify-provenance").report(
+        ctx,
+        deadline=Deadline(
+            at=deadline,
+            code="VERIFY_LIMIT_REACHED",
+            message=f"deadline: the run passed its {deadline_s:.0f} s deadline (--deadline) before the {{check}} check",
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """What the engine, the probe, the export and the reproduction gave, before any check runs."""
+
+    facts: ImageFacts
+    attrs: dict[str, Any]
+    reproduction: Reproduction
+    probe: ProbeRun
+    roots: _Roots
+    fs: _Filesystem
+    expected_files: dict[str, Expected] | None
+
+
+def _gather(
+    opts: VerifyOptions,
+    release: _Release,
+    lock: Lock,
+    lock_sha: str,
+    deadline: float,
+    notes: Findings,
+    limits: list[str],
+) -> _Gathered:
+    client = docker_client()
+    adapter = ImageAdapter(client, opts.image)
+    facts = adapter.facts
+    attrs = client.image_attrs(facts.id)
+    reproduction = _reproduce(opts, client, release.loaded, lock, lock_sha)
+    import_names = sorted({n for c in release.components.values() if c.installed for n in c.import_names})
+    probe = adapter.run_probe(
+        import_names, timeout=max(1.0, min(opts.probe_timeout, deadline - time.monotonic()))
+    )
+    roots = _roots(opts, probe, facts, release.components, deadline, limits)
+    fs = _read_filesystem(opts, adapter, roots, notes, limits)
+    expected_files = None
+    if fs.read and reproduction.ok and reproduction.image_id != facts.id:
+        expected_files = _reference_files(opts, client, reproduction, deadline, limits)
+    return _Gathered(facts, attrs, reproduction, probe, roots, fs, expected_files)
+
+
+def _context(
+    opts: VerifyOptions, lock: Lock, lock_sha: str, release: _Release, got: _Gathered, limits: list[str]
+) -> VerifyContext:
+    """The one context every check reads, built once from what was gathered."""
+    inventory = got.fs.inventory
+    return VerifyContext(
+        image=got.facts,
         lock=lock,
         lock_sha256=lock_sha,
-        manifest=manifest,
-        record=record,
-        components=comps,
-        wheels=wheels,
-        wheel_errors=wheel_errors,
-        probe=probe,
+        manifest=release.manifest,
+        record=release.record,
+        components=release.components,
+        wheels=release.wheels,
+        wheel_errors=release.wheel_errors,
+        probe=got.probe,
         inventory=inventory,
-        sites=real_sites,
-        sys_path=[inventory.resolve(p) or p for p in sys_path],
-        stdlib=[inventory.resolve(p) or p for p in stdlib],
-        dists=dists,
-        dpkg_owned=owned,
-        dpkg_md5=md5,
+        sites=got.fs.sites,
+        sys_path=[inventory.resolve(p) or p for p in got.roots.sys_path],
+        stdlib=[inventory.resolve(p) or p for p in got.roots.stdlib],
+        dists=got.fs.dists,
+        dpkg_owned=got.fs.dpkg_owned,
+        dpkg_md5=got.fs.dpkg_md5,
         allow_local_repos=opts.allow_local_repos,
         cache_dir=opts.cache_dir,
-        reproduction=reproduction,
-        image_config=image_config,
-        layers=layers,
+        reproduction=got.reproduction,
+        image_config=dict(got.attrs.get("Config") or {}),
+        layers=[str(d) for d in (got.attrs.get("RootFS") or {}).get("Layers") or []],
+        expected_files=got.expected_files,
         limits=limits,
+        filesystem_read=got.fs.read,
     )
-    if dpkg_status and reproduction.ok and reproduction.image_id != facts.id:
-        ctx.expected_files = _reference_files(opts, client, reproduction, deadline, limits)
-    findings = Findings()
-    findings.extend(notes)
-    outcomes: list[CheckOutcome] = []
-    # Nothing was read when the export aborted: only what needs no files can still be judged.
-    checks = AllOf(
-        *(c for c in all_checks() if dpkg_status or c.name in ("labels", "reproduction", "image-config")),
-        name="verify-provenance",
-    )
-    for check in checks.checks:
-        if time.monotonic() > deadline:
-            findings.add(
-                "VERIFY_LIMIT_REACHED",
-                f"deadline: the run passed its {opts.deadline:.0f} s deadline "
-                f"(--deadline) before the {check.name} check",
-            )
-            break
-        got = check.run(ctx)
-        findings.extend(got)
-        outcomes.append(
-            CheckOutcome(
-                name=check.name, passed=got.passed, findings=len(got), codes=sorted(set(got.codes()))
-            )
-        )
-    report = probe.report or {}
-    result = VerifyResult(
+
+
+def _result(
+    lock: Lock,
+    lock_sha: str,
+    got: _Gathered,
+    findings: Findings,
+    report: Report[VerifyContext],
+    started: float,
+) -> VerifyResult:
+    facts, fs = got.facts, got.fs
+    return VerifyResult(
         image_id=facts.id,
         image_tags=facts.tags,
         entrypoint=[*facts.entrypoint, *facts.cmd],
@@ -443,44 +563,40 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
         lock_sha256=lock_sha,
         manifest_sha256=lock.manifest.sha256,
         passed=findings.passed,
-        checks=outcomes,
+        checks=[
+            CheckOutcome(name=c.name, passed=f.passed, findings=len(f), codes=sorted(set(f.codes())))
+            for c, f in report.ran
+        ],
         findings=findings,
-        probe=ProbeSummary(
-            ok=probe.ok,
-            error=probe.error,
-            python=report.get("python"),
-            executable=report.get("executable"),
-            sys_path=report.get("sys_path") or [],
-            pth_files=report.get("pth_files") or [],
-            customize=report.get("customize") or {},
-            toolchain=report.get("toolchain") or {},
-            specs=report.get("specs") or [],
-            seconds=probe.seconds,
-        ),
+        probe=_probe_summary(got.probe),
         stats=VerifyStats(
-            files=len(inventory.files),
-            bytes_total=inventory.total_bytes,
-            bytes_hashed=inventory.hashed_bytes,
-            kept_bytes=inventory.kept_bytes,
-            distributions=len(dists),
-            seconds_probe=probe.seconds,
-            seconds_export=export_seconds,
+            files=len(fs.inventory.files),
+            bytes_total=fs.inventory.total_bytes,
+            bytes_hashed=fs.inventory.hashed_bytes,
+            kept_bytes=fs.inventory.kept_bytes,
+            distributions=len(fs.dists),
+            seconds_probe=got.probe.seconds,
+            seconds_export=fs.seconds,
             seconds_total=time.monotonic() - started,
         ),
     )
-    summary_path = opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)
-    if summary_path is not None:
-        block = ReleasekitBlock(
-            lock_sha256=lock_sha,
-            manifest_sha256=lock.manifest.sha256,
-            image_tags=facts.tags,
-            checks=outcomes,
-            findings=list(findings),
-        )
-        write_summary(
-            make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
-            summary_path,
-        )
-        sign_summary_file(signer, summary_path, facts.id)  # -> verification_summary.dsse.json
-        result.summary_path = str(summary_path)
+
+
+def verify_provenance(opts: VerifyOptions) -> VerifyResult:
+    """Gather once (release directory, image, probe, filesystem, reproduction), then run every check."""
+    started = time.monotonic()
+    signer = load_signer(opts.signing_key)  # a bad key fails now, before the image is read
+    lock = read_lock(opts.lock)
+    lock_sha = lock_file_sha256(opts.lock)
+    deadline = started + opts.deadline
+    notes = Findings()
+    limits: list[str] = []  # bounds the verifier hit, in the order it hit them
+    release = _read_release(opts, lock, notes)
+    got = _gather(opts, release, lock, lock_sha, deadline, notes, limits)
+    report = run_checks(_context(opts, lock, lock_sha, release, got, limits), deadline, opts.deadline)
+    findings = Findings()
+    findings.extend(notes)
+    findings.extend(report.findings)
+    result = _result(lock, lock_sha, got, findings, report, started)
+    result.summary_path = _write_summary(opts, result, release.provenance, signer, got.facts)
     return result

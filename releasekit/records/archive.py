@@ -9,12 +9,12 @@ same files (and this index) as byproducts. ``publish`` attaches them to the imag
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Final, Literal
 
 from pydantic import Field
 
+from releasekit.digests import file_sha256 as file_sha256  # publish and reproduce check entries with it
 from releasekit.records.base import Record, RecordError, Strict, load_record, write_record
 
 ARCHIVE_SCHEMA: Final = "releasekit.archive/v1"
@@ -60,14 +60,6 @@ class ArchiveIndex(Record):
 
     def wheels(self) -> list[ArchiveEntry]:
         return [e for e in self.entries if e.kind == "wheel"]
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def safe_entry_path(path: str) -> bool:

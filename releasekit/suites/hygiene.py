@@ -21,7 +21,9 @@ from typing import Literal
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.git.runner import Git
-from releasekit.manifest import load_manifest
+from releasekit.manifest import LoadedManifest, load_manifest
+from releasekit.manifest.models import GitComponent
+from releasekit.manifest.testing import Hygiene
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.test_receipt import (
     HYGIENE_FILE,
@@ -97,11 +99,28 @@ def _files(git: Git, base: str, scope: str) -> list[str]:
     return sorted(f for f in out.split("\0") if f)
 
 
-def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
-    loaded = load_manifest(opts.manifest)
-    lock = read_lock(opts.lock)
-    if lock.manifest.sha256 != loaded.sha256:
-        raise InputError(f"{opts.lock} was made from another manifest, not {opts.manifest}")
+def _step_result(step: str, hygiene: Hygiene, found: Findings, files: int) -> HygieneStepResult:
+    """One step's line in the receipt: its tool and version, and passed, failed or not runnable."""
+    tool = "ruff" if step.startswith("ruff") else (hygiene.hook_runner if step == "pre-commit" else "git")
+    status: Literal["passed", "failed", "not-runnable"]
+    if found.errors:
+        status = "failed"
+    elif any(f.code in _NOT_RUNNABLE for f in found):
+        status = "not-runnable"
+    else:
+        status = "passed"
+    return HygieneStepResult(
+        step=step,
+        tool=tool,
+        version=hygiene.tools.get(tool) if tool != "git" else None,
+        status=status,
+        files=files,
+        detail=f"{len(found.errors)} finding(s)" if found.errors else None,
+    )
+
+
+def _targets(loaded: LoadedManifest, opts: HygieneOptions) -> dict[str, GitComponent]:
+    """The git components with a hygiene: section (among those named); none is an input error."""
     targets = {
         name: comp
         for name, comp in loaded.manifest.git_components().items()
@@ -112,6 +131,15 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
             f"{opts.manifest}: no component has a hygiene: section"
             + (f" among {', '.join(opts.components)}" if opts.components else "")
         )
+    return targets
+
+
+def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
+    loaded = load_manifest(opts.manifest)
+    lock = read_lock(opts.lock)
+    if lock.manifest.sha256 != loaded.sha256:
+        raise InputError(f"{opts.lock} was made from another manifest, not {opts.manifest}")
+    targets = _targets(loaded, opts)
     checks = hygiene_checks()
     findings = Findings()
     components: list[HygieneComponent] = []
@@ -143,30 +171,8 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
                 files=files,
             )
             for step in hygiene.steps:
-                check = checks[step]
-                found = check.run(ctx)
-                tool = (
-                    "ruff"
-                    if step.startswith("ruff")
-                    else (hygiene.hook_runner if step == "pre-commit" else "git")
-                )
-                status: Literal["passed", "failed", "not-runnable"]
-                if found.errors:
-                    status = "failed"
-                elif any(f.code in _NOT_RUNNABLE for f in found):
-                    status = "not-runnable"
-                else:
-                    status = "passed"
-                record.steps.append(
-                    HygieneStepResult(
-                        step=step,
-                        tool=tool,
-                        version=hygiene.tools.get(tool) if tool != "git" else None,
-                        status=status,
-                        files=len(files),
-                        detail=f"{len(found.errors)} finding(s)" if found.errors else None,
-                    )
-                )
+                found = checks[step].run(ctx)
+                record.steps.append(_step_result(step, hygiene, found, len(files)))
                 findings.extend(found)
             components.append(record)
     steps = [s for c in components for s in c.steps]

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from releasekit.docker_engine import ContainerTimeout, Engine, EngineError, NoSuchImage
+from releasekit.docker_engine import ContainerSpec, ContainerTimeout, Engine, EngineError, NoSuchImage
 from releasekit.errors import EnvironmentProblem
 
 _LOG_TAIL = 20_000
@@ -48,14 +48,16 @@ def run_in_image(
     engine = Engine(timeout=120)
     try:
         container = engine.create(
-            image,
-            command=command,
-            workdir=workdir,
-            environment=env or {},
-            network=False,
-            labels={"io.releasekit.stage": "test"},
-            gpu_count=gpus,
-            devices=devices,
+            ContainerSpec(
+                image,
+                command=command,
+                workdir=workdir,
+                environment=env or {},
+                network=False,
+                labels={"io.releasekit.stage": "test"},
+                gpu_count=gpus,
+                devices=devices or [],
+            )
         )
     except NoSuchImage:
         raise EnvironmentProblem(f"image {image} is not in the local Docker Engine") from None

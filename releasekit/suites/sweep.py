@@ -22,7 +22,7 @@ from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import GitComponent
-from releasekit.manifest.testing import TestSuite
+from releasekit.manifest.testing import AllowedFailure, TestSuite
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.test_receipt import (
     Counts,
@@ -222,36 +222,41 @@ def judge_suite(
         rerun = _run(image_id, suite, staged, selection)
         base_run = _run(baseline[1], suite, staged, selection) if baseline else None
     # Reruns on the baseline only matter for tests that failed twice; one baseline run covers them all.
-    for case in failing:
-        again = _evidence(rerun, case.id) if rerun else None
-        verdict: Verdict
-        on_base = None
-        if again is not None and again.outcome == "passed":
-            verdict = "flaky"
-        else:
-            on_base = _evidence(base_run, case.id) if base_run else None
-            if on_base is not None and on_base.outcome in ("failed", "error"):
-                verdict = "pre-existing"
-            elif on_base is not None and on_base.outcome == "passed":
-                verdict = "regression"
-            elif case.id in allowed:
-                verdict = "allowlisted"
-            else:
-                verdict = "unjudged"
-        entry = allowed.get(case.id)
-        receipt.failures.append(
-            FailedTest(
-                test=case.id,
-                outcome=case.outcome,
-                message=case.message,
-                output=case.output,  # type: ignore[arg-type]
-                verdict=verdict,
-                candidate_rerun=again,
-                baseline=on_base,
-                allowlist_reason=entry.reason if entry else None,
-            )
-        )
+    receipt.failures.extend(_judged(case, rerun, base_run, allowed) for case in failing)
     return receipt
+
+
+def _judged(
+    case: Case, rerun: _Run | None, base_run: _Run | None, allowed: dict[str, AllowedFailure]
+) -> FailedTest:
+    """One failing test's verdict: flaky (passed again), pre-existing or regression (by the baseline),
+    allowlisted, or unjudged."""
+    again = _evidence(rerun, case.id) if rerun else None
+    verdict: Verdict
+    on_base = None
+    if again is not None and again.outcome == "passed":
+        verdict = "flaky"
+    else:
+        on_base = _evidence(base_run, case.id) if base_run else None
+        if on_base is not None and on_base.outcome in ("failed", "error"):
+            verdict = "pre-existing"
+        elif on_base is not None and on_base.outcome == "passed":
+            verdict = "regression"
+        elif case.id in allowed:
+            verdict = "allowlisted"
+        else:
+            verdict = "unjudged"
+    entry = allowed.get(case.id)
+    return FailedTest(
+        test=case.id,
+        outcome=case.outcome,
+        message=case.message,
+        output=case.output,  # type: ignore[arg-type]
+        verdict=verdict,
+        candidate_rerun=again,
+        baseline=on_base,
+        allowlist_reason=entry.reason if entry else None,
+    )
 
 
 def _baseline_for(suite: TestSuite, override: str | None) -> tuple[str | None, str | None]:
@@ -263,6 +268,78 @@ def _baseline_for(suite: TestSuite, override: str | None) -> tuple[str | None, s
     if suite.baseline == "canonical":
         return None, "baseline 'canonical' needs an image of the canonical branch: pass --baseline-image"
     return suite.baseline, None
+
+
+def _selected(loaded: LoadedManifest, opts: TestOptions) -> list[tuple[str, GitComponent, TestSuite]]:
+    """(component, its manifest entry, suite) for every suite the options select; none is an input error."""
+    selected = [
+        (name, comp, suite)
+        for name, comp in loaded.manifest.git_components().items()
+        if not opts.components or name in opts.components
+        for suite in comp.tests
+        if not opts.suites or suite.name in opts.suites
+    ]
+    if not selected:
+        raise InputError(
+            f"{opts.manifest}: no test suite matches" + (f" {', '.join(opts.suites)}" if opts.suites else "")
+        )
+    return selected
+
+
+def _baseline(
+    suite: TestSuite, opts: TestOptions, baseline_ids: dict[str, str | None]
+) -> tuple[tuple[str, str] | None, str | None]:
+    """((baseline image, its ID) or None, why there is none); IDs are looked up once per image."""
+    ref, why_not = _baseline_for(suite, opts.baseline_image)
+    if ref is None:
+        return None, why_not
+    if ref not in baseline_ids:
+        baseline_ids[ref] = runner_docker.image_id(ref)
+    if baseline_ids[ref] is None:
+        raise InputError(f"baseline image {ref} is not in the local Docker Engine")
+    return (ref, str(baseline_ids[ref])), why_not
+
+
+def _stage(
+    name: str,
+    comp: GitComponent,
+    suite: TestSuite,
+    lock: Lock,
+    loaded: LoadedManifest,
+    opts: TestOptions,
+    tmp: Path,
+    checkouts: dict[str, Path],
+) -> tuple[Path, str]:
+    """The suite's files staged from the locked checkout (made once per component); (staged, commit)."""
+    locked = lock.git_components().get(name)
+    if locked is None:
+        raise InputError(f"the lock has no git component {name!r}")
+    if name not in checkouts:
+        checkouts[name] = locked_checkout(
+            comp,
+            locked,
+            loaded,
+            tmp / "checkout" / name,
+            allow_local=opts.allow_local_repos,
+            cache_dir=opts.cache_dir,
+        )
+    staged = tmp / "staged" / name / suite.name
+    stage_suite(checkouts[name], suite, staged)
+    return staged, locked.commit
+
+
+def _judge_and_write(
+    receipt: TestReceipt, name: str, suite: TestSuite, today: dt.date, started: float, outdir: Path
+) -> str:
+    """The suite checks over the receipt, its final status and duration; written; its relative path."""
+    context = SuiteContext(component=name, suite=suite, receipt=receipt, today=today)
+    receipt.findings.extend(suite_checks().run(context))
+    if receipt.status == "passed" and not receipt.findings.passed:
+        receipt.status = "timed-out" if receipt.run.timed_out else "failed"
+    receipt.duration_s = round(time.monotonic() - started, 3)
+    rel = f"tests/{name}.{suite.name}.json"
+    write_record(receipt, outdir / rel)
+    return rel
 
 
 def run_tests(opts: TestOptions) -> TestResult:
@@ -277,17 +354,7 @@ def run_tests(opts: TestOptions) -> TestResult:
     image_id = runner_docker.image_id(opts.image)
     if image_id is None:
         raise InputError(f"image {opts.image} is not in the local Docker Engine")
-    selected: list[tuple[str, GitComponent, TestSuite]] = [
-        (name, comp, suite)
-        for name, comp in loaded.manifest.git_components().items()
-        if not opts.components or name in opts.components
-        for suite in comp.tests
-        if not opts.suites or suite.name in opts.suites
-    ]
-    if not selected:
-        raise InputError(
-            f"{opts.manifest}: no test suite matches" + (f" {', '.join(opts.suites)}" if opts.suites else "")
-        )
+    selected = _selected(loaded, opts)
     today = opts.today or dt.date.today()
     findings = Findings()
     receipts: dict[str, TestReceipt] = {}
@@ -306,14 +373,8 @@ def run_tests(opts: TestOptions) -> TestResult:
                 lock_sha256=lock_sha,
                 started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
-            ref, why_not = _baseline_for(suite, opts.baseline_image)
-            baseline: tuple[str, str] | None = None
-            if ref is not None:
-                if ref not in baseline_ids:
-                    baseline_ids[ref] = runner_docker.image_id(ref)
-                if baseline_ids[ref] is None:
-                    raise InputError(f"baseline image {ref} is not in the local Docker Engine")
-                baseline = (ref, str(baseline_ids[ref]))
+            baseline, why_not = _baseline(suite, opts, baseline_ids)
+            if baseline is not None:
                 base.baseline_image, base.baseline_image_id = baseline
             reason = unmet_needs(suite)
             if reason is not None:
@@ -321,21 +382,9 @@ def run_tests(opts: TestOptions) -> TestResult:
             else:
                 staged: Path | None = None
                 if lock is not None:
-                    locked = lock.git_components().get(name)
-                    if locked is None:
-                        raise InputError(f"the lock has no git component {name!r}")
-                    if name not in checkouts:
-                        checkouts[name] = locked_checkout(
-                            comp,
-                            locked,
-                            loaded,
-                            Path(tmp) / "checkout" / name,
-                            allow_local=opts.allow_local_repos,
-                            cache_dir=opts.cache_dir,
-                        )
-                    staged = Path(tmp) / "staged" / name / suite.name
-                    stage_suite(checkouts[name], suite, staged)
-                    base.source_commit = locked.commit
+                    staged, base.source_commit = _stage(
+                        name, comp, suite, lock, loaded, opts, Path(tmp), checkouts
+                    )
                 receipt = judge_suite(name, suite, opts.image, image_id, staged, baseline, base)
                 if why_not and any(f.verdict == "unjudged" for f in receipt.failures):
                     receipt.findings.add(
@@ -344,14 +393,7 @@ def run_tests(opts: TestOptions) -> TestResult:
                         component=name,
                         field=f"tests.{suite.name}.baseline",
                     )
-            context = SuiteContext(component=name, suite=suite, receipt=receipt, today=today)
-            for check in suite_checks():
-                receipt.findings.extend(check.run(context))
-            if receipt.status == "passed" and not receipt.findings.passed:
-                receipt.status = "timed-out" if receipt.run.timed_out else "failed"
-            receipt.duration_s = round(time.monotonic() - started, 3)
-            rel = f"tests/{name}.{suite.name}.json"
-            write_record(receipt, opts.outdir / rel)
+            rel = _judge_and_write(receipt, name, suite, today, started, opts.outdir)
             receipts[rel] = receipt
             findings.extend(receipt.findings)
     return TestResult(

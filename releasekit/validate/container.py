@@ -11,11 +11,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-import httpx
 from pydantic import BaseModel, Field
 
-from releasekit.docker_engine import Container, Engine, NoSuchImage, connect
+from releasekit.docker_engine import Container, ContainerSpec, Engine, NoSuchImage, connect
 from releasekit.errors import InputError
+from releasekit.validate.health import ServerHealth
 
 LABEL = "io.releasekit.validate.cell"
 
@@ -29,7 +29,7 @@ class ServerFailed(Exception):
         self.message = message
 
 
-class ContainerSpec(BaseModel):
+class ServerSpec(BaseModel):
     image: str
     argv: list[str]
     env: dict[str, str] = Field(default_factory=dict)
@@ -56,8 +56,8 @@ def image_facts(engine: Engine, image: str) -> tuple[str, dict[str, str]]:
     return facts.id, facts.env
 
 
-class RunningServer:
-    def __init__(self, container: Container, spec: ContainerSpec) -> None:
+class RunningServer(ServerHealth):
+    def __init__(self, container: Container, spec: ServerSpec) -> None:
         self.container = container
         self.spec = spec
         self.base_url = ""
@@ -75,21 +75,6 @@ class RunningServer:
             return False, code
         return True, None
 
-    def healthy(self, path: str, timeout_s: float = 5.0) -> bool:
-        try:
-            return httpx.get(self.base_url + path, timeout=timeout_s).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def settle(self, seconds: float = 5.0) -> tuple[bool, int | None]:
-        """Alive after up to ``seconds``? The engine records an exit a moment after it happens."""
-        deadline = time.monotonic() + seconds
-        while True:
-            alive, code = self.alive()
-            if not alive or time.monotonic() > deadline:
-                return alive, code
-            time.sleep(0.25)
-
     def wait_ready(self, paths: list[str], deadline_s: float) -> float:
         """Seconds until every path answered 200; ServerFailed when it exits or the deadline passes."""
         start = time.monotonic()
@@ -100,12 +85,8 @@ class RunningServer:
             if not self.base_url:
                 with suppress(ServerFailed):
                     self.base_url = f"http://127.0.0.1:{self._host_port()}"
-            if self.base_url:
-                try:
-                    if all(httpx.get(self.base_url + p, timeout=5).status_code == 200 for p in paths):
-                        return time.monotonic() - start
-                except httpx.HTTPError:
-                    pass
+            if self.base_url and all(self.healthy(p) for p in paths):
+                return time.monotonic() - start
             if time.monotonic() - start > deadline_s:
                 raise ServerFailed(
                     "SERVER_NOT_READY",
@@ -126,21 +107,23 @@ class RunningServer:
 
 
 @contextmanager
-def serve(engine: Engine, spec: ContainerSpec) -> Iterator[RunningServer]:
+def serve(engine: Engine, spec: ServerSpec) -> Iterator[RunningServer]:
     """The server's container, started; EngineError when the engine refuses it (no GPU runtime)."""
     container = engine.create(
-        spec.image,
-        entrypoint=spec.argv[:1],
-        command=spec.argv[1:],
-        environment=spec.env,
-        publish_port=spec.port,
-        read_only_mounts=spec.mounts,
-        labels={LABEL: spec.cell_id},
-        gpus=spec.gpus or None,
-        # NCCL between the TP ranks of one server needs the host IPC namespace.
-        ipc_mode="host" if spec.gpus else None,
-        shm_size=None if spec.gpus else spec.shm_size,
-        cpuset=spec.cpuset,
+        ContainerSpec(
+            spec.image,
+            entrypoint=spec.argv[:1],
+            command=spec.argv[1:],
+            environment=spec.env,
+            publish_port=spec.port,
+            read_only_mounts=spec.mounts,
+            labels={LABEL: spec.cell_id},
+            gpus=spec.gpus,
+            # NCCL between the TP ranks of one server needs the host IPC namespace.
+            ipc_mode="host" if spec.gpus else None,
+            shm_size=None if spec.gpus else spec.shm_size,
+            cpuset=spec.cpuset,
+        )
     )
     try:
         # Created and started separately: a start the engine refuses (no GPU runtime) must

@@ -100,40 +100,63 @@ def evaluate_gate(
         )
         result.passed = False
     rules: list[str] = []
-    if gate.baseline is not None:
-        base = baselines.get(gate.baseline)
-        value = base.values.get(gate.metric) if base else None
-        if base is None or value is None or value == 0:
-            why = (
-                base.problem
-                if base and base.problem
-                else f"baseline '{gate.baseline}' has no value for {gate.metric}"
-            )
-            findings.add("BASELINE_UNAVAILABLE", f"gate on {gate.metric}: {why}")
+    if gate.baseline is not None and not _against_baseline(gate, baselines, result, rules, findings):
+        return result, findings
+    _against_bounds(gate, result, rules, findings)
+    result.bound = "; ".join(rules)
+    return result, findings
+
+
+def _against_baseline(
+    gate: Gate,
+    baselines: dict[str, BaselineValues],
+    result: GateResult,
+    rules: list[str],
+    findings: Findings,
+) -> bool:
+    """The ratio rules against the gate's baseline; False when the baseline has no value (judged unavailable)."""
+    point, low, high, runs = result.candidate, result.candidate_low, result.candidate_high, result.runs
+    assert point is not None and low is not None and high is not None
+    base = baselines.get(gate.baseline or "")
+    value = base.values.get(gate.metric) if base else None
+    if base is None or value is None or value == 0:
+        why = (
+            base.problem
+            if base and base.problem
+            else f"baseline '{gate.baseline}' has no value for {gate.metric}"
+        )
+        findings.add("BASELINE_UNAVAILABLE", f"gate on {gate.metric}: {why}")
+        result.passed = False
+        result.bound = "baseline unavailable"
+        return False
+    result.baseline_value = value
+    result.ratio = point / value
+    if gate.min_ratio is not None:
+        result.ratio_low = low / value
+        rules.append(f"lower 95% bound of candidate/baseline >= {gate.min_ratio}")
+        if result.ratio_low < gate.min_ratio:
             result.passed = False
-            result.bound = "baseline unavailable"
-            return result, findings
-        result.baseline_value = value
-        result.ratio = point / value
-        if gate.min_ratio is not None:
-            result.ratio_low = low / value
-            rules.append(f"lower 95% bound of candidate/baseline >= {gate.min_ratio}")
-            if result.ratio_low < gate.min_ratio:
-                result.passed = False
-                findings.add(
-                    "GATE_BELOW_BASELINE",
-                    f"{gate.metric}: {point:.4g} (low {low:.4g}, {runs} run(s)) is {result.ratio_low:.4f} of baseline "
-                    f"'{gate.baseline}' {value:.4g}; the gate needs >= {gate.min_ratio}",
-                )
-        if gate.max_ratio is not None:
-            rules.append(f"upper 95% bound of candidate/baseline <= {gate.max_ratio}")
-            if high / value > gate.max_ratio:
-                result.passed = False
-                findings.add(
-                    "GATE_ABOVE_BASELINE",
-                    f"{gate.metric}: {point:.4g} (high {high:.4g}) is {high / value:.4f} of baseline '{gate.baseline}' "
-                    f"{value:.4g}; the gate allows <= {gate.max_ratio}",
-                )
+            findings.add(
+                "GATE_BELOW_BASELINE",
+                f"{gate.metric}: {point:.4g} (low {low:.4g}, {runs} run(s)) is {result.ratio_low:.4f} of baseline "
+                f"'{gate.baseline}' {value:.4g}; the gate needs >= {gate.min_ratio}",
+            )
+    if gate.max_ratio is not None:
+        rules.append(f"upper 95% bound of candidate/baseline <= {gate.max_ratio}")
+        if high / value > gate.max_ratio:
+            result.passed = False
+            findings.add(
+                "GATE_ABOVE_BASELINE",
+                f"{gate.metric}: {point:.4g} (high {high:.4g}) is {high / value:.4f} of baseline '{gate.baseline}' "
+                f"{value:.4g}; the gate allows <= {gate.max_ratio}",
+            )
+    return True
+
+
+def _against_bounds(gate: Gate, result: GateResult, rules: list[str], findings: Findings) -> None:
+    """The absolute rules: the interval's lower bound above ``min``, its upper bound below ``max``."""
+    point, low, high = result.candidate, result.candidate_low, result.candidate_high
+    assert point is not None and low is not None and high is not None
     if gate.min is not None:
         rules.append(f"lower 95% bound >= {gate.min}")
         if low < gate.min:
@@ -146,8 +169,6 @@ def evaluate_gate(
             findings.add(
                 "GATE_ABOVE_MAX", f"{gate.metric}: {point:.4g} (high {high:.4g}) is above {gate.max}"
             )
-    result.bound = "; ".join(rules)
-    return result, findings
 
 
 def accuracy_against_baseline(wilson_low: float, expected: float, rtol: float) -> bool:

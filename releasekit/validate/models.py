@@ -9,12 +9,12 @@ say what a model is: its config, tokenizer files and weight index).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from releasekit.digests import file_sha256
 from releasekit.findings import Findings, Severity
 from releasekit.manifest.validation import IDENTITY_FILES, TO_BE_LOCKED, ModelRef
 from releasekit.records.receipt import ModelRecord
@@ -95,14 +95,6 @@ def static_model_findings(model: ModelRef, *, cell: str | None = None, image: st
             image=image,
         )
     return findings
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def check_model(

@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import platform
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -25,8 +27,10 @@ from releasekit.manifest.validation import Cell, ForbiddenSwitches, ValidationSp
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.receipt import (
     CheckResult,
+    GateResult,
     Invocation,
     Metric,
+    ModelRecord,
     ProcessRecord,
     Receipt,
     cell_sha256,
@@ -34,14 +38,15 @@ from releasekit.records.receipt import (
 )
 from releasekit.validate.checks import CheckContext, check_for, run_check
 from releasekit.validate.client import EngineClient
-from releasekit.validate.container import ContainerSpec, ServerFailed, docker_client, image_facts, serve
+from releasekit.validate.container import ServerFailed, ServerSpec, docker_client, image_facts, serve
 from releasekit.validate.engines import engine_for
+from releasekit.validate.engines.interface import Engine, ServeCommand
 from releasekit.validate.gates import evaluate_gate, resolve_baseline
 from releasekit.validate.locked_inputs import with_locked_inputs
-from releasekit.validate.models import check_model, resolve_model
+from releasekit.validate.models import ResolvedModel, check_model, resolve_model
 from releasekit.validate.scheduler import Job, run_packed
 from releasekit.validate.stats import t_interval
-from releasekit.validate.topology import PortPlan, is_disaggregated
+from releasekit.validate.topology import PortPlan, Topology, is_disaggregated
 from releasekit.validate.topology_run import serve_topology
 
 LOG_TAIL_LINES = 60
@@ -125,6 +130,70 @@ def _tail(log: str) -> list[str]:
     return log.splitlines()[-LOG_TAIL_LINES:]
 
 
+@dataclass(frozen=True)
+class _Rendered:
+    """One cell as the engine adapter renders it, before anything runs."""
+
+    engine: Engine
+    resolved: ResolvedModel
+    command: ServeCommand
+    topology: Topology | None
+    env: dict[str, str]  # what the server runs with: image ENV, cell env, the adapter's env
+    container_env: dict[str, str]  # what the container is given on top of the image ENV
+    invocation: Invocation
+    where: dict[str, str]
+
+
+@dataclass
+class _Served:
+    """What serving the cell gave: the checks' results, the log, the startup time, whether it failed."""
+
+    checks: list[CheckResult] = field(default_factory=list)
+    log: str = ""
+    startup_s: float | None = None
+    server_failed: bool = False
+
+
+def _one_run(config: Any, ctx: CheckContext, cell: Cell) -> CheckResult:
+    """One run of one check; a check that crashes fails (CHECK_ERROR), it does not stop the run."""
+    check = check_for(config)
+    try:
+        return run_check(check, ctx)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a check that crashes fails the cell, not the run
+        f = Finding(
+            code="CHECK_ERROR",
+            message=f"{config.kind}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+            location=Location(cell=cell.id),
+        )
+        return CheckResult(
+            name=config.kind, kind=config.kind, passed=False, required=config.required, findings=[f]
+        )
+
+
+def _server_lost(
+    server: Any, engine: Engine, last: CheckResult, kind: str, cell: Cell, findings: Findings
+) -> bool:
+    """After a check run: did the server exit, or stop answering its health path after a failure?"""
+    alive, code = server.alive()
+    if alive and not last.passed and not server.healthy(engine.health_path):
+        # A failed check and no health: find out whether the server died or hangs.
+        alive, code = server.settle()
+        if alive:
+            findings.add(
+                "SERVER_UNHEALTHY",
+                f"{engine.health_path} stopped answering during the {kind} check",
+                cell=cell.id,
+            )
+            return True
+    if not alive:
+        who = server.who_exited() if hasattr(server, "who_exited") else "the server"
+        findings.add("SERVER_EXITED", f"{who} exited with code {code} during the {kind} check", cell=cell.id)
+        return True
+    return False
+
+
 class CellRunner:
     def __init__(
         self,
@@ -146,12 +215,50 @@ class CellRunner:
         self.seed = seed
 
     def run(self, cell: Cell, gpus: list[int]) -> Receipt:
+        """Render, refuse what must be refused before any GPU hour, serve and check, judge the gates."""
         started = datetime.now(UTC)
         t0 = time.monotonic()
         findings = Findings()
+        r = self._render(cell, gpus)
+        model_record = self._refusals(cell, gpus, r, findings)
+        processes: list[ProcessRecord] = []
+        served = self._serve(cell, gpus, r, findings, processes) if findings.passed else _Served()
+        gate_results, metrics, required_failed = self._judge(cell, served.checks, findings, r.where)
+        passed = findings.passed and not required_failed
+        # "error": the server never served; "failed": it served and something was not good enough.
+        status = "passed" if passed else ("error" if served.server_failed else "failed")
+        return Receipt(
+            cell_id=cell.id,
+            cell=cell,
+            cell_sha256=cell_sha256(cell),
+            image=self.image,
+            image_id=self.image_id,
+            lock_sha256=self.lock_sha256,
+            manifest_sha256=self.loaded.sha256,
+            manifest_name=self.loaded.manifest.name,
+            passed=passed,
+            status=status,
+            started_at=started.isoformat(timespec="seconds"),
+            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            duration_s=round(time.monotonic() - t0, 3),
+            startup_s=None if served.startup_s is None else round(served.startup_s, 3),
+            invocation=r.invocation,
+            metrics=metrics,
+            checks=served.checks,
+            gates=gate_results,
+            findings=list(findings) + [f for c in served.checks for f in c.findings],
+            log_tail=_tail(served.log),
+            host={"hostname": platform.node(), "machine": platform.machine(), "cpus": str(os.cpu_count())},
+            engine_adapter=r.engine.name,
+            engine_adapter_version=r.engine.version,
+            model=model_record,
+            processes=processes,
+        )
+
+    def _render(self, cell: Cell, gpus: list[int]) -> _Rendered:
+        """The serve command (or prefill/decode topology) the engine adapter renders for this cell."""
         engine = engine_for(cell.engine)
         resolved = resolve_model(cell.model, self.loaded.directory)
-        mounts = resolved.mounts
         command = engine.serve_command(cell, resolved.engine_arg, schemes=self.spec.quantization_schemes)
         # A prefill/decode cell is a topology of processes (validate/topology.py), a router in front.
         topology = (
@@ -159,7 +266,6 @@ class CellRunner:
             if is_disaggregated(cell)
             else None
         )
-        processes: list[ProcessRecord] = []
         env = {**self.image_env, **cell.env, **command.env}
         container_env = {**cell.env, **command.env}
         if gpus:
@@ -172,27 +278,32 @@ class CellRunner:
             image_env=self.image_env,
             cell_env={**cell.env, **command.env},
             gpus=gpus,
-            mounts={v: k for k, v in mounts.items()},
+            mounts={v: k for k, v in resolved.mounts.items()},
         )
         where = {"cell": cell.id, "image": self.image_id}
+        return _Rendered(engine, resolved, command, topology, env, container_env, invocation, where)
+
+    def _refusals(self, cell: Cell, gpus: list[int], r: _Rendered, findings: Findings) -> ModelRecord:
+        """What refuses the cell before a server starts; the model's record (its pinned files, hashed)."""
+        where = r.where
         # The model is a pinned input: a directory whose pinned files differ is refused before serving.
-        model_record, model_findings = check_model(cell.model, resolved, cell=cell.id, image=self.image_id)
+        model_record, model_findings = check_model(cell.model, r.resolved, cell=cell.id, image=self.image_id)
         findings.extend(model_findings)
-        for hit in forbidden_switches(command.argv, env, self.spec.forbidden):
+        for hit in forbidden_switches(r.command.argv, r.env, self.spec.forbidden):
             findings.add(
                 "FORBIDDEN_SWITCH",
                 f"the server would run with {hit}, which the manifest forbids ({self.spec.forbidden.reason or 'no reason given'})",
                 **where,
             )
-        for problem in command.problems if topology is None else topology.problems:
+        for problem in r.command.problems if r.topology is None else r.topology.problems:
             findings.add("CELL_SETTING_NOT_RENDERED", f"{cell.engine}: {problem}", **where)
-        if is_disaggregated(cell) and topology is None:
+        if is_disaggregated(cell) and r.topology is None:
             findings.add(
                 "CELL_SETTING_NOT_RENDERED",
                 f"{cell.engine}: the adapter has no prefill/decode topology",
                 **where,
             )
-        for proc in topology.processes if topology is not None else []:
+        for proc in r.topology.processes if r.topology is not None else []:
             for hit in forbidden_switches(proc.argv, {**self.image_env, **proc.env}, self.spec.forbidden):
                 findings.add(
                     "FORBIDDEN_SWITCH",
@@ -205,62 +316,70 @@ class CellRunner:
             )
         # Inputs the checks can judge without a server (pinned datasets, their sizes): before any GPU hour.
         before = CheckContext(
-            cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=None, engine=engine
+            cell=cell, spec=self.spec, manifest_dir=self.loaded.directory, client=None, engine=r.engine
         )
         for config in cell.checks:
             for f in check_for(config).preflight(before):
                 f.location = Location(**where)
                 findings.findings.append(f)
-        checks: list[CheckResult] = []
-        log = ""
-        startup_s: float | None = None
-        server_failed = False
-        if findings.passed:
-            spec = ContainerSpec(
+        return model_record
+
+    def _serve(
+        self, cell: Cell, gpus: list[int], r: _Rendered, findings: Findings, processes: list[ProcessRecord]
+    ) -> _Served:
+        """Start the server (or topology), wait for it, run the checks; the containers are always removed."""
+        out = _Served()
+        spec = ServerSpec(
+            image=self.image_id,
+            argv=r.command.argv,
+            env=r.container_env,
+            port=r.command.port,
+            gpus=gpus,
+            mounts=r.resolved.mounts,
+            cell_id=cell.id,
+        )
+        running = (
+            serve(self.client, spec)
+            if r.topology is None
+            else serve_topology(
+                self.client,
+                r.topology,
                 image=self.image_id,
-                argv=command.argv,
-                env=container_env,
-                port=command.port,
-                gpus=gpus,
-                mounts=mounts,
                 cell_id=cell.id,
+                mounts=r.resolved.mounts,
+                request_timeout_s=cell.request_timeout_s,
+                records=processes,
             )
-            running = (
-                serve(self.client, spec)
-                if topology is None
-                else serve_topology(
-                    self.client,
-                    topology,
-                    image=self.image_id,
-                    cell_id=cell.id,
-                    mounts=mounts,
-                    request_timeout_s=cell.request_timeout_s,
-                    records=processes,
-                )
+        )
+        try:
+            with running as server:
+                try:
+                    out.startup_s = server.wait_ready(
+                        [r.engine.health_path, r.engine.models_path], cell.startup_timeout_s
+                    )
+                    out.checks = self._checks(
+                        cell, server, r.engine, findings, r.command.port, r.resolved.engine_arg
+                    )
+                except ServerFailed as exc:
+                    out.server_failed = True
+                    findings.add(exc.code, exc.message, **r.where)
+                if not out.server_failed and r.topology is not None and not server.alive()[0]:
+                    out.server_failed = True
+                out.log = server.logs()
+        except EngineError as exc:
+            # e.g. "could not select device driver" for a GPU cell on a host without the NVIDIA runtime.
+            out.server_failed = True
+            findings.add(
+                "SERVER_NOT_STARTED",
+                f"the engine refused the container: {exc.explanation or exc}",
+                **r.where,
             )
-            try:
-                with running as server:
-                    try:
-                        startup_s = server.wait_ready(
-                            [engine.health_path, engine.models_path], cell.startup_timeout_s
-                        )
-                        checks = self._checks(
-                            cell, server, engine, findings, command.port, resolved.engine_arg
-                        )
-                    except ServerFailed as exc:
-                        server_failed = True
-                        findings.add(exc.code, exc.message, **where)
-                    if not server_failed and topology is not None and not server.alive()[0]:
-                        server_failed = True
-                    log = server.logs()
-            except EngineError as exc:
-                # e.g. "could not select device driver" for a GPU cell on a host without the NVIDIA runtime.
-                server_failed = True
-                findings.add(
-                    "SERVER_NOT_STARTED",
-                    f"the engine refused the container: {exc.explanation or exc}",
-                    **where,
-                )
+        return out
+
+    def _judge(
+        self, cell: Cell, checks: list[CheckResult], findings: Findings, where: dict[str, str]
+    ) -> tuple[list[GateResult], dict[str, Metric], list[CheckResult]]:
+        """The gates over the checks' metrics; (gate results, metrics, required checks that failed)."""
         # Resolved per cell, not once: a baseline receipt may be one this very run wrote earlier.
         baselines = {
             name: resolve_baseline(name, b, self.loaded.directory) for name, b in self.spec.baselines.items()
@@ -280,36 +399,7 @@ class CellRunner:
                 for f in c.findings:
                     if f.severity == Severity.error:
                         f.severity = Severity.warning
-        passed = findings.passed and not required_failed
-        # "error": the server never served; "failed": it served and something was not good enough.
-        status = "passed" if passed else ("error" if server_failed else "failed")
-        return Receipt(
-            cell_id=cell.id,
-            cell=cell,
-            cell_sha256=cell_sha256(cell),
-            image=self.image,
-            image_id=self.image_id,
-            lock_sha256=self.lock_sha256,
-            manifest_sha256=self.loaded.sha256,
-            manifest_name=self.loaded.manifest.name,
-            passed=passed,
-            status=status,
-            started_at=started.isoformat(timespec="seconds"),
-            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            duration_s=round(time.monotonic() - t0, 3),
-            startup_s=None if startup_s is None else round(startup_s, 3),
-            invocation=invocation,
-            metrics=metrics,
-            checks=checks,
-            gates=gate_results,
-            findings=list(findings) + [f for c in checks for f in c.findings],
-            log_tail=_tail(log),
-            host={"hostname": platform.node(), "machine": platform.machine(), "cpus": str(os.cpu_count())},
-            engine_adapter=engine.name,
-            engine_adapter_version=engine.version,
-            model=model_record,
-            processes=processes,
-        )
+        return gate_results, metrics, required_failed
 
     def _checks(
         self, cell: Cell, server, engine, findings: Findings, port: int, model_path: str
@@ -337,49 +427,42 @@ class CellRunner:
         for config in ordered:
             runs = []
             for _ in range(_runs_for(cell, config.kind)):
-                check = check_for(config)
-                try:
-                    runs.append(run_check(check, ctx))
-                except InputError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a check that crashes fails the cell, not the run
-                    f = Finding(
-                        code="CHECK_ERROR",
-                        message=f"{config.kind}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-                        location=Location(cell=cell.id),
-                    )
-                    runs.append(
-                        CheckResult(
-                            name=config.kind,
-                            kind=config.kind,
-                            passed=False,
-                            required=config.required,
-                            findings=[f],
-                        )
-                    )
-                alive, code = server.alive()
-                if alive and not runs[-1].passed and not server.healthy(engine.health_path):
-                    # A failed check and no health: find out whether the server died or hangs.
-                    alive, code = server.settle()
-                    if alive:
-                        findings.add(
-                            "SERVER_UNHEALTHY",
-                            f"{engine.health_path} stopped answering during the {config.kind} check",
-                            cell=cell.id,
-                        )
-                        results.append(_merge_runs(runs))
-                        return results
-                if not alive:
-                    who = server.who_exited() if hasattr(server, "who_exited") else "the server"
-                    findings.add(
-                        "SERVER_EXITED",
-                        f"{who} exited with code {code} during the {config.kind} check",
-                        cell=cell.id,
-                    )
+                runs.append(_one_run(config, ctx, cell))
+                if _server_lost(server, engine, runs[-1], config.kind, cell, findings):
                     results.append(_merge_runs(runs))
                     return results
             results.append(_merge_runs(runs))
         return results
+
+
+def _chosen_cells(loaded: LoadedManifest, cells: list[str] | None) -> list[Cell]:
+    """The cells named (each must exist), or every cell; none at all is an input error."""
+    spec = loaded.manifest.validation
+    if cells:
+        found = {c: spec.cell(c) for c in cells}
+        unknown = [c for c, cell in found.items() if cell is None]
+        if unknown:
+            raise InputError(
+                f"no cell '{unknown[0]}' in {loaded.path} (see `releasekit matrix {loaded.path}`)"
+            )
+        chosen = [cell for cell in found.values() if cell is not None]
+    else:
+        chosen = list(spec.cells)
+    if not chosen:
+        raise InputError(f"{loaded.path} has no validation cells")
+    return chosen
+
+
+def _summary(r: Receipt, receipts_dir: Path) -> CellSummary:
+    return CellSummary(
+        cell_id=r.cell_id,
+        status=r.status,
+        passed=r.passed,
+        required=r.cell.required,
+        receipt=str(receipts_dir / f"{r.cell_id}.json"),
+        duration_s=r.duration_s,
+        codes=sorted({f.code for f in r.findings if f.severity == "error"}),
+    )
 
 
 def run_validation(
@@ -396,19 +479,7 @@ def run_validation(
     if lock_path is not None:
         # Models and datasets the lock pinned (plan lock --models/--datasets) count as pinned.
         loaded = with_locked_inputs(loaded, read_lock(lock_path))
-    spec = loaded.manifest.validation
-    if cells:
-        found = {c: spec.cell(c) for c in cells}
-        unknown = [c for c, cell in found.items() if cell is None]
-        if unknown:
-            raise InputError(
-                f"no cell '{unknown[0]}' in {loaded.path} (see `releasekit matrix {loaded.path}`)"
-            )
-        chosen = [cell for cell in found.values() if cell is not None]
-    else:
-        chosen = list(spec.cells)
-    if not chosen:
-        raise InputError(f"{loaded.path} has no validation cells")
+    chosen = _chosen_cells(loaded, cells)
     lock_sha = lock_file_sha256(lock_path) if lock_path is not None else None
     client = client or docker_client()
     image_id, image_env = image_facts(client, image)
@@ -441,18 +512,7 @@ def run_validation(
         return receipt
 
     receipts = run_packed(jobs, gpus, run_one)
-    summaries = [
-        CellSummary(
-            cell_id=r.cell_id,
-            status=r.status,
-            passed=r.passed,
-            required=r.cell.required,
-            receipt=str(receipts_dir / f"{r.cell_id}.json"),
-            duration_s=r.duration_s,
-            codes=sorted({f.code for f in r.findings if f.severity == "error"}),
-        )
-        for r in (receipts[c.id] for c in chosen)
-    ]
+    summaries = [_summary(receipts[c.id], receipts_dir) for c in chosen]
     passed = findings.passed and all(s.passed for s in summaries if s.required)
     return ValidationResult(
         image=image,

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from releasekit.docker_engine import Container, EngineError
+from releasekit.docker_engine import Container, ContainerSpec, EngineError
 from releasekit.docker_engine import Engine as DockerEngine
 from releasekit.records.receipt import ProcessRecord
 from releasekit.validate.container import LABEL, ServerFailed
+from releasekit.validate.health import ServerHealth, answers_ok
 from releasekit.validate.metrics import parse_prometheus
 from releasekit.validate.router import Router
 from releasekit.validate.topology import ProcessSpec, Topology
@@ -60,7 +61,7 @@ class _Process:
 
 
 @dataclass
-class TopologyServer:
+class TopologyServer(ServerHealth):
     engine: DockerEngine
     topology: Topology
     image: str
@@ -91,17 +92,21 @@ class TopologyServer:
             if spec.gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpus)))
             proc.container = self.engine.create(
-                self.image,
-                entrypoint=spec.argv[:1],
-                command=spec.argv[1:],
-                environment=env,
-                network_mode="host",
-                read_only_mounts=self.mounts,
-                writable_volumes={self.volumes[k]: self.topology.shared_dirs[k] for k in spec.shared_dirs},
-                labels={LABEL: self.cell_id, PROCESS_LABEL: spec.name},
-                gpus=spec.gpus or None,
-                ipc_mode="host" if spec.gpus else None,
-                shm_size=None if spec.gpus else self.shm_size,
+                ContainerSpec(
+                    self.image,
+                    entrypoint=spec.argv[:1],
+                    command=spec.argv[1:],
+                    environment=env,
+                    network_mode="host",
+                    read_only_mounts=self.mounts,
+                    writable_volumes={
+                        self.volumes[k]: self.topology.shared_dirs[k] for k in spec.shared_dirs
+                    },
+                    labels={LABEL: self.cell_id, PROCESS_LABEL: spec.name},
+                    gpus=spec.gpus,
+                    ipc_mode="host" if spec.gpus else None,
+                    shm_size=None if spec.gpus else self.shm_size,
+                )
             )
             proc.container.start()
             proc.started = time.monotonic()
@@ -180,31 +185,11 @@ class TopologyServer:
         """The process that exited first, by name and role ("the decode process decode-0")."""
         return self.first_exit.describe() if self.first_exit is not None else "the server"
 
-    def healthy(self, path: str, timeout_s: float = 5.0) -> bool:
-        try:
-            return httpx.get(self.base_url + path, timeout=timeout_s).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def settle(self, seconds: float = 5.0) -> tuple[bool, int | None]:
-        deadline = time.monotonic() + seconds
-        while True:
-            alive, code = self.alive()
-            if not alive or time.monotonic() > deadline:
-                return alive, code
-            time.sleep(0.25)
-
     def _ready(self, proc: _Process) -> bool:
         spec = proc.spec
         if spec.ready_log is not None and not re.search(spec.ready_log, self._log(proc)):
             return False
-        for path in spec.readiness_paths:
-            try:
-                if httpx.get(proc.url + path, timeout=5).status_code != 200:
-                    return False
-            except httpx.HTTPError:
-                return False
-        return True
+        return all(answers_ok(proc.url + path) for path in spec.readiness_paths)
 
     def wait_ready(self, paths: list[str], deadline_s: float) -> float:
         """Seconds until every process was ready (workers first, then the entry); each one's time is kept.

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from releasekit.findings import Findings
 from releasekit.provenance.accounting import differences
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 LIMIT = 50  # findings of one code before one summary line
 
 
-class FileAccountingCheck:
+class FileAccountingCheck(NeedsImageFiles):
     name = "file-accounting"
     codes = ("FILE_UNACCOUNTED", "FILE_MODIFIED", "FILE_REMOVED", "FILE_ACCOUNTING_UNAVAILABLE")
 

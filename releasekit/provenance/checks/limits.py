@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from releasekit.findings import Findings
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 
-class LimitsCheck:
+class LimitsCheck(NeedsImageFiles):
     name = "verify-limits"
     codes = ("VERIFY_LIMIT_REACHED",)
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from releasekit.findings import Findings
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 
-class NativeArchCheck:
+class NativeArchCheck(NeedsImageFiles):
     name = "native-arches"
     codes = ("NATIVE_ARCH_MISSING", "NATIVE_CODE_MISSING", "NATIVE_FATBIN_MALFORMED")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 
 from releasekit.findings import Findings
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 from releasekit.provenance.installed import canonical_name
 
 
-class ForbiddenDistributionCheck:
+class ForbiddenDistributionCheck(NeedsImageFiles):
     name = "forbidden-distributions"
     codes = ("FORBIDDEN_DISTRIBUTION",)
 

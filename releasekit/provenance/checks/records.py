@@ -11,7 +11,7 @@ import posixpath
 import re
 
 from releasekit.findings import Findings, Severity
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 from releasekit.provenance.installed import INSTALLER_FILES, InstalledDist, RecordRow, WheelRecord
 from releasekit.provenance.inventory import Inventory
 
@@ -19,7 +19,7 @@ _DATA_LIB = re.compile(r"^[^/]+\.data/(purelib|platlib)/(.+)$")
 _LIMIT = 20  # findings of one kind per distribution before summarising
 
 
-class RecordCheck:
+class RecordCheck(NeedsImageFiles):
     name = "records"
     codes = (
         "COMPONENT_NOT_INSTALLED",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from releasekit.findings import Findings
 from releasekit.provenance.context import VerifyContext
-from releasekit.records.build import BUILD_FILE
+from releasekit.provenance.reproduce import Reproduction
+from releasekit.records.build import BUILD_FILE, BuildRecord
 
 
 class ReproductionCheck:
@@ -40,56 +41,63 @@ class ReproductionCheck:
                 f"image {ctx.image.id} is not the image the lock reproduces ({rep.image_id})",
                 image=ctx.image.id,
             )
-            have = list(ctx.layers)
-            base = rep.base_diff_ids
-            if have[: len(base)] != base:
-                differ = sum(1 for i, d in enumerate(base) if i >= len(have) or have[i] != d)
-                found.add(
-                    "BASE_LAYERS_MISMATCH",
-                    f"the image's first {len(base)} layer(s) are not the locked base's ({differ} differ)",
-                )
-            elif len(have) == len(base):
-                found.add("RELEASE_LAYER_MISMATCH", "the image has the base's layers only, no release layer")
-            else:
-                if have[len(base)] != rep.layer_diff_id:
-                    found.add(
-                        "RELEASE_LAYER_MISMATCH",
-                        f"the release layer is {have[len(base)]}, the reproduced one {rep.layer_diff_id}",
-                    )
-                extra = have[len(base) + 1 :]
-                if extra:
-                    found.add(
-                        "EXTRA_LAYERS",
-                        f"{len(extra)} layer(s) on top of the release layer: "
-                        + ", ".join(d[:19] for d in extra[:5]),
-                    )
-        record = ctx.record
-        if record is not None:
-            if record.image_id != rep.image_id:
-                found.add(
-                    "BUILD_CLAIM_MISMATCH",
-                    f"build.json claims image {record.image_id}; the lock reproduces {rep.image_id}",
-                    file=BUILD_FILE,
-                    field="image_id",
-                )
-            if record.image.wheels_layer_digest != rep.layer_diff_id:
-                found.add(
-                    "BUILD_CLAIM_MISMATCH",
-                    f"build.json claims release layer {record.image.wheels_layer_digest}; "
-                    f"reproduced {rep.layer_diff_id}",
-                    file=BUILD_FILE,
-                    field="image.wheels_layer_digest",
-                )
-            rebuilt = {c.name: c for c in rep.components}
-            for claimed in record.components:
-                mine = rebuilt.get(claimed.name)
-                if mine is None or claimed.wheel_sha256 != mine.wheel_sha256:
-                    found.add(
-                        "BUILD_CLAIM_MISMATCH",
-                        f"build.json claims wheel sha256 {claimed.wheel_sha256} for {claimed.name}; "
-                        f"reproduced {mine.wheel_sha256 if mine else 'nothing'}",
-                        file=BUILD_FILE,
-                        component=claimed.name,
-                        field="wheel_sha256",
-                    )
+            self._layers(ctx, rep, found)
+        if ctx.record is not None:
+            self._build_claims(ctx.record, rep, found)
         return found
+
+    def _layers(self, ctx: VerifyContext, rep: Reproduction, found: Findings) -> None:
+        """Which of the image's layers differ from the reproduction: the base's, the release layer, extra ones."""
+        have = list(ctx.layers)
+        base = rep.base_diff_ids
+        if have[: len(base)] != base:
+            differ = sum(1 for i, d in enumerate(base) if i >= len(have) or have[i] != d)
+            found.add(
+                "BASE_LAYERS_MISMATCH",
+                f"the image's first {len(base)} layer(s) are not the locked base's ({differ} differ)",
+            )
+        elif len(have) == len(base):
+            found.add("RELEASE_LAYER_MISMATCH", "the image has the base's layers only, no release layer")
+        else:
+            if have[len(base)] != rep.layer_diff_id:
+                found.add(
+                    "RELEASE_LAYER_MISMATCH",
+                    f"the release layer is {have[len(base)]}, the reproduced one {rep.layer_diff_id}",
+                )
+            extra = have[len(base) + 1 :]
+            if extra:
+                found.add(
+                    "EXTRA_LAYERS",
+                    f"{len(extra)} layer(s) on top of the release layer: "
+                    + ", ".join(d[:19] for d in extra[:5]),
+                )
+
+    def _build_claims(self, record: BuildRecord, rep: Reproduction, found: Findings) -> None:
+        """What build.json claims (image, release layer, wheels) against what the lock reproduces."""
+        if record.image_id != rep.image_id:
+            found.add(
+                "BUILD_CLAIM_MISMATCH",
+                f"build.json claims image {record.image_id}; the lock reproduces {rep.image_id}",
+                file=BUILD_FILE,
+                field="image_id",
+            )
+        if record.image.wheels_layer_digest != rep.layer_diff_id:
+            found.add(
+                "BUILD_CLAIM_MISMATCH",
+                f"build.json claims release layer {record.image.wheels_layer_digest}; "
+                f"reproduced {rep.layer_diff_id}",
+                file=BUILD_FILE,
+                field="image.wheels_layer_digest",
+            )
+        rebuilt = {c.name: c for c in rep.components}
+        for claimed in record.components:
+            mine = rebuilt.get(claimed.name)
+            if mine is None or claimed.wheel_sha256 != mine.wheel_sha256:
+                found.add(
+                    "BUILD_CLAIM_MISMATCH",
+                    f"build.json claims wheel sha256 {claimed.wheel_sha256} for {claimed.name}; "
+                    f"reproduced {mine.wheel_sha256 if mine else 'nothing'}",
+                    file=BUILD_FILE,
+                    component=claimed.name,
+                    field="wheel_sha256",
+                )

@@ -8,7 +8,7 @@ order, .pth files, PYTHONPATH, the working directory), so this check reads the p
 from __future__ import annotations
 
 from releasekit.findings import Findings
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 # Variables that change what Python imports or what the dynamic loader maps in.
 OVERLAY_ENV = (
@@ -21,7 +21,7 @@ OVERLAY_ENV = (
 )
 
 
-class ShadowingCheck:
+class ShadowingCheck(NeedsImageFiles):
     name = "shadowing"
     codes = ("PROBE_FAILED", "MODULE_SHADOWED", "MODULE_NOT_IMPORTABLE", "ENV_OVERLAY")
 

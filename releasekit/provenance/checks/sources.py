@@ -15,7 +15,7 @@ from pathlib import Path
 
 from releasekit.errors import ReleasekitError
 from releasekit.findings import Findings, Severity
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 _LIMIT = 20
 
@@ -44,7 +44,7 @@ def locked_blobs(repo: str, commit: str, *, allow_local: bool, cache_dir: str | 
     return blobs
 
 
-class SourceBlobCheck:
+class SourceBlobCheck(NeedsImageFiles):
     name = "source-blobs"
     codes = (
         "SOURCE_BLOB_MISMATCH",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from releasekit.findings import Findings, Severity
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 
 def version_agrees(have: str | None, want: str) -> bool:
@@ -16,7 +16,7 @@ def version_agrees(have: str | None, want: str) -> bool:
     return n > 0 and have_parts[:n] == want_parts[:n] and ("+" not in want or have == want)
 
 
-class ToolchainCheck:
+class ToolchainCheck(NeedsImageFiles):
     name = "toolchain"
     codes = ("TOOLCHAIN_MISMATCH", "TOOLCHAIN_UNCHECKED")
 

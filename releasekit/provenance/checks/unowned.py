@@ -11,7 +11,7 @@ import posixpath
 from collections import defaultdict
 
 from releasekit.findings import Findings, Severity
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 _CUSTOMIZE = ("sitecustomize", "usercustomize")
 
@@ -39,7 +39,7 @@ def _top(path: str, root: str) -> str:
     return root.rstrip("/") + "/" + path[len(root.rstrip("/")) + 1 :].split("/", 1)[0]
 
 
-class UnownedFilesCheck:
+class UnownedFilesCheck(NeedsImageFiles):
     name = "unowned-files"
     codes = (
         "UNOWNED_FILE",
@@ -53,16 +53,7 @@ class UnownedFilesCheck:
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
         inv = ctx.inventory
-        for name in inv.refused[:20]:
-            found.add(
-                "UNSAFE_ARCHIVE_MEMBER",
-                f"the image's filesystem has an unsafe member name {name!r}",
-                path=name,
-            )
-        for path in inv.too_large[:20]:
-            found.add(
-                "FILE_TOO_LARGE", "file is larger than the verifier's per-file limit; not hashed", path=path
-            )
+        self._unread(ctx, found)
         # Longest first, so nested roots (lib-dynload inside the stdlib dir) claim their own files.
         roots = sorted(scan_roots(ctx), key=len, reverse=True)
         groups: dict[str, list[str]] = defaultdict(list)
@@ -111,6 +102,19 @@ class UnownedFilesCheck:
             found.add("DPKG_FILE_MODIFIED", f"{len(modified) - 20} more modified package file(s)")
         self._customize(ctx, found)
         return found
+
+    def _unread(self, ctx: VerifyContext, found: Findings) -> None:
+        """Members the reader refused (unsafe names) or did not hash (over the per-file limit)."""
+        for name in ctx.inventory.refused[:20]:
+            found.add(
+                "UNSAFE_ARCHIVE_MEMBER",
+                f"the image's filesystem has an unsafe member name {name!r}",
+                path=name,
+            )
+        for path in ctx.inventory.too_large[:20]:
+            found.add(
+                "FILE_TOO_LARGE", "file is larger than the verifier's per-file limit; not hashed", path=path
+            )
 
     def _customize(self, ctx: VerifyContext, found: Findings) -> None:
         """sitecustomize/usercustomize that a package owns must still be the package's bytes."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from releasekit.findings import Findings, Severity
-from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
 _LOCAL_COMMIT = re.compile(r"(?:^|[+.])g([0-9a-f]{7,40})(?=$|[.+])")
 _TEXT_COMMIT = re.compile(r"(?<![0-9a-zA-Z])g?([0-9a-f]{40}|(?<=g)[0-9a-f]{7,39})(?![0-9a-f])")
@@ -17,7 +17,7 @@ def commit_agrees(named: str, locked: str) -> bool:
     return len(named) >= 7 and (named == locked if len(named) == 40 else locked.startswith(named))
 
 
-class VersionCommitCheck:
+class VersionCommitCheck(NeedsImageFiles):
     name = "version-commit"
     codes = (
         "VERSION_COMMIT_MISMATCH",

@@ -205,6 +205,32 @@ class Gsm8k(CellCheck):
         prepare(ctx, self.config, findings)
         return findings
 
+    def _judge(self, ctx: CheckContext, s: Score, findings: Findings) -> None:
+        """The accuracy against the cell's minimum and, by its Wilson lower bound, against the baseline."""
+        cfg = self.config
+        if cfg.min_accuracy is not None and s.accuracy < cfg.min_accuracy:
+            findings.add(
+                "ACCURACY_BELOW_MIN",
+                f"gsm8k {cfg.filter} accuracy {s.accuracy:.4f} ({s.correct}/{s.n}) is below {cfg.min_accuracy}",
+            )
+        if cfg.baseline_metric is None:
+            return
+        base = _baseline(ctx, cfg)
+        expected = base.values.get(cfg.baseline_metric) if base is not None else None
+        if expected is None:
+            why = (
+                base.problem
+                if base is not None and base.problem
+                else f"no baseline gives {cfg.baseline_metric}"
+            )
+            findings.add("BASELINE_UNAVAILABLE", why)
+        elif not accuracy_against_baseline(s.wilson_low, expected, cfg.rtol):
+            findings.add(
+                "ACCURACY_BELOW_BASELINE",
+                f"gsm8k accuracy {s.accuracy:.4f} ({s.correct}/{s.n}): its one-sided {cfg.confidence:.0%} Wilson "
+                f"lower bound {s.wilson_low:.4f} is below {expected} x (1 - {cfg.rtol}) = {expected * (1 - cfg.rtol):.4f}",
+            )
+
     def measure(self, ctx: CheckContext, findings: Findings) -> tuple[list[Metric], dict[str, object]]:
         cfg = self.config
         ready = prepare(ctx, cfg, findings)
@@ -223,27 +249,7 @@ class Gsm8k(CellCheck):
                     findings.add("REQUEST_FAILED", f"gsm8k request failed: {result.error}")
             outputs.append(result.text)
         s = score_outputs(outputs, scored, cfg.filter, cfg.confidence)
-        if cfg.min_accuracy is not None and s.accuracy < cfg.min_accuracy:
-            findings.add(
-                "ACCURACY_BELOW_MIN",
-                f"gsm8k {cfg.filter} accuracy {s.accuracy:.4f} ({s.correct}/{s.n}) is below {cfg.min_accuracy}",
-            )
-        if cfg.baseline_metric is not None:
-            base = _baseline(ctx, cfg)
-            expected = base.values.get(cfg.baseline_metric) if base is not None else None
-            if expected is None:
-                why = (
-                    base.problem
-                    if base is not None and base.problem
-                    else f"no baseline gives {cfg.baseline_metric}"
-                )
-                findings.add("BASELINE_UNAVAILABLE", why)
-            elif not accuracy_against_baseline(s.wilson_low, expected, cfg.rtol):
-                findings.add(
-                    "ACCURACY_BELOW_BASELINE",
-                    f"gsm8k accuracy {s.accuracy:.4f} ({s.correct}/{s.n}): its one-sided {cfg.confidence:.0%} Wilson "
-                    f"lower bound {s.wilson_low:.4f} is below {expected} x (1 - {cfg.rtol}) = {expected * (1 - cfg.rtol):.4f}",
-                )
+        self._judge(ctx, s, findings)
         metrics = [
             metric(self.kind, "accuracy", s.accuracy, "fraction", low=s.wilson_low, high=s.wilson_high),
             metric(self.kind, "correct", s.correct, "questions"),
