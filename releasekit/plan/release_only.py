@@ -212,16 +212,7 @@ def find_release_only(
             canonical_base = None
     covered, own_merges = _judge_merges(git, walk_trees, fork, from_upstream, canonical, release)
     alone = {c for c in plus if c not in covered}
-    origin: UpstreamOrigin | None = None
-    if upstream is not None:
-        origin = UpstreamOrigin(
-            repo=upstream.repo,
-            ref=upstream.ref,
-            commit=upstream.commit,
-            canonical_base=canonical_base if from_upstream else None,
-            commits=len(from_upstream),
-            brought_by=_brought_by(walk, fork, from_upstream),
-        )
+    origin = _origin(upstream, canonical_base, walk, fork, from_upstream)
     return _report(
         walk,
         fork,
@@ -236,6 +227,26 @@ def find_release_only(
         release_name,
         canonical_name,
         carried,
+    )
+
+
+def _origin(
+    upstream: Upstream | None,
+    canonical_base: str | None,
+    walk: dict[str, tuple[list[str], str]],
+    fork: set[str],
+    from_upstream: set[str],
+) -> UpstreamOrigin | None:
+    """What the upstream brought and which merges brought it; None without an upstream to compare with."""
+    if upstream is None:
+        return None
+    return UpstreamOrigin(
+        repo=upstream.repo,
+        ref=upstream.ref,
+        commit=upstream.commit,
+        canonical_base=canonical_base if from_upstream else None,
+        commits=len(from_upstream),
+        brought_by=_brought_by(walk, fork, from_upstream),
     )
 
 
