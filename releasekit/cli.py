@@ -89,9 +89,8 @@ def stage_commands(module_name: str) -> dict[str, Any]:
     return dict(typer.main.get_group(scratch).commands)
 
 
-def _build_app() -> Any:
-    """The typer app (typer is imported here: ``--version`` and the fast entries never need it)."""
-    import typer
+def _lazy_stages() -> Any:
+    """The root group's class, made here: it subclasses typer's group, and typer is imported only when needed."""
     from typer.core import TyperCommand, TyperGroup
 
     class LazyStages(TyperGroup):
@@ -136,9 +135,16 @@ def _build_app() -> Any:
                         exc.message = f"{message.rstrip('.')}. Did you mean {suggestion}?"  # type: ignore[attr-defined]
                 raise
 
+    return LazyStages
+
+
+def _build_app() -> Any:
+    """The typer app (typer is imported here: ``--version`` and the fast entries never need it)."""
+    import typer
+
     app = typer.Typer(
         name="releasekit",
-        cls=LazyStages,
+        cls=_lazy_stages(),
         help="Release GPU LLM-serving images as a function of public commits.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,

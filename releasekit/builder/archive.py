@@ -55,46 +55,10 @@ def make_archive(
     entries: list[ArchiveEntry] = []
     for name, locked in lock.components.items():
         if isinstance(locked, LockedGitComponent):
-            declared = loaded.manifest.components[name]
-            assert isinstance(declared, GitComponent)
-            mirror = Mirror(declared.repo, git_cache_dir, allow_local=allow_local, base_dir=loaded.directory)
-            if not mirror.exists() or not mirror.has_commit(locked.commit):
-                mirror.update()
-            rel = f"{ARCHIVE_DIR}/git/{name}.bundle"
-            ref = bundle_ref(name)
-            create_bundle(mirror, locked.commit, ref, outdir / rel)
-            with tempfile.TemporaryDirectory(prefix="releasekit-archive-check-") as tmp:
-                try:
-                    check_bundle(outdir / rel, locked.repo, locked.commit, locked.tree, Path(tmp))
-                except InputError as exc:
-                    raise BuildFailed(
-                        f"{name}: the archive's bundle cannot rebuild {locked.commit[:12]}: {exc.message}"
-                    ) from None
-            entries.append(
-                _entry(
-                    outdir,
-                    rel,
-                    "git-bundle",
-                    component=name,
-                    repo=locked.repo,
-                    ref=ref,
-                    commit=locked.commit,
-                    tree=locked.tree,
-                )
-            )
-            progress(
-                f"archive: {rel} ({entries[-1].size} B, {locked.commit[:12]} checked out from the bundle alone)"
-            )
+            entries.append(_bundle_entry(outdir, name, locked, loaded, git_cache_dir, allow_local, progress))
         else:
             assert isinstance(locked, LockedWheelComponent)
-            rel = f"{ARCHIVE_DIR}/wheels/{locked.filename}"
-            shutil.copyfile(outdir / "wheels" / locked.filename, outdir / rel)
-            entry = _entry(outdir, rel, "wheel", component=name)
-            if entry.sha256 != locked.sha256:
-                raise BuildFailed(
-                    f"{name}: {locked.filename} is sha256 {entry.sha256[:16]}, the lock pins {locked.sha256[:16]}"
-                )
-            entries.append(entry)
+            entries.append(_wheel_entry(outdir, name, locked))
     manifest_rel = f"{ARCHIVE_DIR}/{loaded.path.name}"
     shutil.copyfile(loaded.path, outdir / manifest_rel)
     entries.append(_entry(outdir, manifest_rel, "manifest"))
@@ -109,6 +73,57 @@ def make_archive(
     write_archive(index, outdir / ARCHIVE_FILE)
     progress(f"archive: {len(entries)} file(s), {index.total_size} B, listed in {ARCHIVE_FILE}")
     return index
+
+
+def _bundle_entry(
+    outdir: Path,
+    name: str,
+    locked: LockedGitComponent,
+    loaded: LoadedManifest,
+    git_cache_dir: Path | None,
+    allow_local: bool,
+    progress: Callable[[str], None],
+) -> ArchiveEntry:
+    """A git component's bundle, proven now to check out the locked commit and tree with no remote."""
+    declared = loaded.manifest.components[name]
+    assert isinstance(declared, GitComponent)
+    mirror = Mirror(declared.repo, git_cache_dir, allow_local=allow_local, base_dir=loaded.directory)
+    if not mirror.exists() or not mirror.has_commit(locked.commit):
+        mirror.update()
+    rel = f"{ARCHIVE_DIR}/git/{name}.bundle"
+    ref = bundle_ref(name)
+    create_bundle(mirror, locked.commit, ref, outdir / rel)
+    with tempfile.TemporaryDirectory(prefix="releasekit-archive-check-") as tmp:
+        try:
+            check_bundle(outdir / rel, locked.repo, locked.commit, locked.tree, Path(tmp))
+        except InputError as exc:
+            raise BuildFailed(
+                f"{name}: the archive's bundle cannot rebuild {locked.commit[:12]}: {exc.message}"
+            ) from None
+    entry = _entry(
+        outdir,
+        rel,
+        "git-bundle",
+        component=name,
+        repo=locked.repo,
+        ref=ref,
+        commit=locked.commit,
+        tree=locked.tree,
+    )
+    progress(f"archive: {rel} ({entry.size} B, {locked.commit[:12]} checked out from the bundle alone)")
+    return entry
+
+
+def _wheel_entry(outdir: Path, name: str, locked: LockedWheelComponent) -> ArchiveEntry:
+    """A locked wheel, copied as built or fetched; a digest other than the lock's fails the build."""
+    rel = f"{ARCHIVE_DIR}/wheels/{locked.filename}"
+    shutil.copyfile(outdir / "wheels" / locked.filename, outdir / rel)
+    entry = _entry(outdir, rel, "wheel", component=name)
+    if entry.sha256 != locked.sha256:
+        raise BuildFailed(
+            f"{name}: {locked.filename} is sha256 {entry.sha256[:16]}, the lock pins {locked.sha256[:16]}"
+        )
+    return entry
 
 
 def archive_byproducts(index: ArchiveIndex, outdir: Path) -> list[ResourceDescriptor]:

@@ -27,12 +27,20 @@ from releasekit.builder.archive import archive_byproducts, make_archive
 from releasekit.builder.builders import ensure_builder
 from releasekit.builder.cache import BuildCache, wheel_key
 from releasekit.builder.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
-from releasekit.builder.image import LAYER_FORMAT, SmokeReport, WheelInput, assemble, install_layer
+from releasekit.builder.image import (
+    LAYER_FORMAT,
+    AssembledImage,
+    SmokeReport,
+    WheelInput,
+    assemble,
+    install_layer,
+)
 from releasekit.builder.labels import image_labels
 from releasekit.builder.release_notes import notes_plan, render_release_notes
 from releasekit.builder.stamp import Modification
 from releasekit.builder.statement import git_dependency
-from releasekit.builder.wheel import Log, build_wheel
+from releasekit.builder.wheel import Builder as WheelBuilder
+from releasekit.builder.wheel import BuiltWheel, Log, build_wheel
 from releasekit.builder.wheelhouse import fetch_pinned_wheel
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
@@ -40,7 +48,7 @@ from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
-from releasekit.records.archive import ARCHIVE_FILE
+from releasekit.records.archive import ARCHIVE_FILE, ArchiveIndex
 from releasekit.records.base import load_record
 from releasekit.records.build import (
     BUILD_FILE,
@@ -66,7 +74,7 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
-from releasekit.signing import load_signer
+from releasekit.signing import Signer, load_signer
 from releasekit.signing.statements import sign_statement_file
 
 BUILDER_ID = "https://releasekit.dev/builder/local"
@@ -222,39 +230,65 @@ def _build_git_component(
     wheel = cache.get_wheel(key, outdir / "wheels", log_path)
     if wheel is None:
         record.cache = "miss"
-        mirror = Mirror(declared.repo, opts.git_cache_dir, allow_local=allow_local, base_dir=loaded.directory)
-        if mirror.url != locked.repo:
-            raise InputError(f"{name}: the manifest names {mirror.url}, the lock {locked.repo}")
-        root = opts.build_root or default_build_root()
-        with _exclusive(root / f"{name}.lock"):
-            src = root / name
-            shutil.rmtree(src, ignore_errors=True)
-            # fresh_checkout refuses unless HEAD and tree are exactly the locked ones and the tree is clean.
-            fresh_checkout(mirror, locked.commit, src, expect_tree=locked.tree)
-            try:
-                # The version policy's stamp changes the build copy only, and is recorded.
-                stamped = stamp.apply(recipe, src, locked.commit, name)
-                wheel = build_wheel(
-                    src,
-                    outdir / "wheels",
-                    recipe=recipe,
-                    commit=locked.commit,
-                    source_date_epoch=locked.commit_time,
-                    arches=arches,
-                    log=Log(log_path),
-                    component=name,
-                    builder=builder,
-                    extra_env=stamped.env,
-                )
-                wheel.modifications = [m.model_dump(mode="json") for m in stamped.modifications]
-                _sources_untouched(
-                    name, src, recipe.generated_files, recipe.subdirectory, stamped.modifications
-                )
-            finally:
-                shutil.rmtree(src, ignore_errors=True)
+        wheel = _build_from_source(
+            name, locked, declared, recipe, loaded, opts, outdir, allow_local, arches, builder
+        )
         cache.put_wheel(key, wheel, log_path)
     else:
         record.cache = "hit"
+    _record_wheel(record, name, declared, wheel, arches)
+    return record
+
+
+def _build_from_source(
+    name: str,
+    locked: LockedGitComponent,
+    declared: GitComponent,
+    recipe: BuildRecipe,
+    loaded: LoadedManifest,
+    opts: BuildOptions,
+    outdir: Path,
+    allow_local: bool,
+    arches: list[str],
+    builder: WheelBuilder | None,
+) -> BuiltWheel:
+    """A cache miss: build from a fresh checkout of the locked tree, which is removed whatever happens."""
+    log_path = outdir / "logs" / f"{name}.log"
+    mirror = Mirror(declared.repo, opts.git_cache_dir, allow_local=allow_local, base_dir=loaded.directory)
+    if mirror.url != locked.repo:
+        raise InputError(f"{name}: the manifest names {mirror.url}, the lock {locked.repo}")
+    root = opts.build_root or default_build_root()
+    with _exclusive(root / f"{name}.lock"):
+        src = root / name
+        shutil.rmtree(src, ignore_errors=True)
+        # fresh_checkout refuses unless HEAD and tree are exactly the locked ones and the tree is clean.
+        fresh_checkout(mirror, locked.commit, src, expect_tree=locked.tree)
+        try:
+            # The version policy's stamp changes the build copy only, and is recorded.
+            stamped = stamp.apply(recipe, src, locked.commit, name)
+            wheel = build_wheel(
+                src,
+                outdir / "wheels",
+                recipe=recipe,
+                commit=locked.commit,
+                source_date_epoch=locked.commit_time,
+                arches=arches,
+                log=Log(log_path),
+                component=name,
+                builder=builder,
+                extra_env=stamped.env,
+            )
+            wheel.modifications = [m.model_dump(mode="json") for m in stamped.modifications]
+            _sources_untouched(name, src, recipe.generated_files, recipe.subdirectory, stamped.modifications)
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+    return wheel
+
+
+def _record_wheel(
+    record: ComponentRecord, name: str, declared: GitComponent, wheel: BuiltWheel, arches: list[str]
+) -> None:
+    """The wheel into the record, once it is the distribution the manifest declares (not just any wheel)."""
     if declared.distribution and wheel.distribution.lower().replace(
         "_", "-"
     ) != declared.distribution.lower().replace("_", "-"):
@@ -269,7 +303,6 @@ def _build_git_component(
     record.native_arches = arches
     record.environment = dict(wheel.environment)
     record.modifications = list(wheel.modifications)
-    return record
 
 
 def _sources_untouched(
@@ -491,13 +524,35 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
 
     settings = release_settings(loaded, lock, lock_sha, components, base, template)
     (outdir / "Dockerfile").write_text(settings.rendered, encoding="utf-8")
-    sde = settings.source_date_epoch
-    labels = settings.labels
 
-    cache_report = CacheReport(
-        hits=[c.name for c in components if c.cache == "hit"],
-        misses=[c.name for c in components if c.cache == "miss"],
+    image, smoke, cache_report = _release_image(
+        engine, cache, base, wheels, components, settings, opts, outdir, progress
     )
+
+    record = _build_record(
+        loaded, lock, lock_sha, opts, image, base, settings, components, cache_report, smoke, archive
+    )
+    _write_release_files(record, archive, signer, outdir, loaded, lock, opts, lock_sha, started)
+    if opts.tag:
+        engine.tag(image.image_id, opts.tag)
+        progress(f"image: tagged {opts.tag}")
+    return record
+
+
+def _release_image(
+    engine: Engine,
+    cache: BuildCache,
+    base: BaseImageRecord,
+    wheels: list[WheelInput],
+    components: list[ComponentRecord],
+    settings: ReleaseSettings,
+    opts: BuildOptions,
+    outdir: Path,
+    progress: Progress,
+) -> tuple[AssembledImage, SmokeReport, CacheReport]:
+    """The image: the wheels' layer (cached by its inputs) on the base, assembled without a Dockerfile build."""
+    sde = settings.source_date_epoch
+    cache_report = _cache_report(components)
     layer, smoke, cache_report.layer = release_layer(engine, cache, base, wheels, sde, outdir, progress)
     image = assemble(
         engine,
@@ -510,8 +565,33 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
         base_cache=cache.root / "bases",
     )
     progress(f"image: {image.image_id}")
+    return image, smoke, cache_report
 
-    record = BuildRecord(
+
+def _cache_report(components: list[ComponentRecord]) -> CacheReport:
+    """Which components came from the build cache: a hit is only as good as its key, so the record says."""
+    return CacheReport(
+        hits=[c.name for c in components if c.cache == "hit"],
+        misses=[c.name for c in components if c.cache == "miss"],
+    )
+
+
+def _build_record(
+    loaded: LoadedManifest,
+    lock: Lock,
+    lock_sha: str,
+    opts: BuildOptions,
+    image: AssembledImage,
+    base: BaseImageRecord,
+    settings: ReleaseSettings,
+    components: list[ComponentRecord],
+    cache_report: CacheReport,
+    smoke: SmokeReport,
+    archive: ArchiveIndex,
+) -> BuildRecord:
+    """The build record: what later stages read instead of the engine, so every name they need is here."""
+    sde = settings.source_date_epoch
+    return BuildRecord(
         name=lock.name,
         lock_sha256=lock_sha,
         manifest_sha256=loaded.sha256,
@@ -528,7 +608,7 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
             archive="image.tar" if opts.keep_image_archive else None,
         ),
         components=components,
-        labels=labels,
+        labels=settings.labels,
         cache=cache_report,
         smoke=smoke.model_dump(mode="json"),
         outputs={
@@ -542,6 +622,20 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
         },
         archive=archive,
     )
+
+
+def _write_release_files(
+    record: BuildRecord,
+    archive: ArchiveIndex,
+    signer: Signer | None,
+    outdir: Path,
+    loaded: LoadedManifest,
+    lock: Lock,
+    opts: BuildOptions,
+    lock_sha: str,
+    started: datetime,
+) -> None:
+    """Provenance (signed when a key is given), release notes, then the build record last: its presence means done."""
     statement = provenance_statement(record, lock, opts, lock_sha, started)
     statement.predicate.runDetails.byproducts.extend(archive_byproducts(archive, outdir))
     write_statement(statement, outdir / PROVENANCE_FILE)
@@ -555,10 +649,6 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     notes = notes_plan(lock, loaded.manifest.exclusions, plan_check, lock_sha)
     (outdir / RELEASE_NOTES_FILE).write_text(render_release_notes(record, notes), encoding="utf-8")
     record.write(outdir / BUILD_FILE)
-    if opts.tag:
-        engine.tag(image.image_id, opts.tag)
-        progress(f"image: tagged {opts.tag}")
-    return record
 
 
 def provenance_statement(
@@ -570,43 +660,7 @@ def provenance_statement(
         for c in record.components
         if c.wheel_filename and c.wheel_sha256 and c.kind == "git"
     ]
-    deps: list[ResourceDescriptor] = []
-    for c in record.components:
-        if c.kind == "git" and c.repo and c.commit:
-            deps.append(git_dependency(c.name, c.repo, c.ref, c.commit, c.tree))
-        elif c.kind == "wheel" and c.wheel_sha256:
-            annotations = {
-                "source": f"git+{c.repo}@{c.ref}" if c.repo and c.ref else c.repo,
-                "gitCommit": c.commit,
-            }
-            deps.append(
-                ResourceDescriptor(
-                    name=c.name,
-                    uri=f"pkg:pypi/{c.distribution}@{c.version}",
-                    digest=sha256_digest(c.wheel_sha256),
-                    annotations={k: v for k, v in annotations.items() if v},
-                )
-            )
-    for c in record.components:
-        if c.builder_image:
-            deps.append(
-                ResourceDescriptor(
-                    name=f"{c.name}-builder",
-                    uri=f"docker-image://{c.builder_name or 'builder'}",
-                    digest=sha256_digest(c.builder_image),
-                )
-            )
-    base = record.base_image
-    base_digest = {"sha256": (base.digest or base.image_id).removeprefix("sha256:")}
-    deps.append(
-        ResourceDescriptor(
-            name="base-image",
-            uri=f"docker-image://{base.name}",
-            digest=base_digest,
-            annotations={"imageId": base.image_id},
-        )
-    )
-    deps.append(ResourceDescriptor(name="lock", uri=f"file:{opts.lock.name}", digest={"sha256": lock_sha}))
+    deps = _resolved_dependencies(record, opts, lock_sha)
     return Statement(
         subject=subjects,
         predicate=Predicate(
@@ -644,3 +698,47 @@ def provenance_statement(
             ),
         ),
     )
+
+
+def _resolved_dependencies(
+    record: BuildRecord, opts: BuildOptions, lock_sha: str
+) -> list[ResourceDescriptor]:
+    """Every input by digest (commits, wheels, builder images, base, lock): what verify-provenance re-derives."""
+    deps: list[ResourceDescriptor] = []
+    for c in record.components:
+        if c.kind == "git" and c.repo and c.commit:
+            deps.append(git_dependency(c.name, c.repo, c.ref, c.commit, c.tree))
+        elif c.kind == "wheel" and c.wheel_sha256:
+            annotations = {
+                "source": f"git+{c.repo}@{c.ref}" if c.repo and c.ref else c.repo,
+                "gitCommit": c.commit,
+            }
+            deps.append(
+                ResourceDescriptor(
+                    name=c.name,
+                    uri=f"pkg:pypi/{c.distribution}@{c.version}",
+                    digest=sha256_digest(c.wheel_sha256),
+                    annotations={k: v for k, v in annotations.items() if v},
+                )
+            )
+    for c in record.components:
+        if c.builder_image:
+            deps.append(
+                ResourceDescriptor(
+                    name=f"{c.name}-builder",
+                    uri=f"docker-image://{c.builder_name or 'builder'}",
+                    digest=sha256_digest(c.builder_image),
+                )
+            )
+    base = record.base_image
+    base_digest = {"sha256": (base.digest or base.image_id).removeprefix("sha256:")}
+    deps.append(
+        ResourceDescriptor(
+            name="base-image",
+            uri=f"docker-image://{base.name}",
+            digest=base_digest,
+            annotations={"imageId": base.image_id},
+        )
+    )
+    deps.append(ResourceDescriptor(name="lock", uri=f"file:{opts.lock.name}", digest={"sha256": lock_sha}))
+    return deps

@@ -219,8 +219,6 @@ class GitHubForge:
 
     def pulls(self, owner: str, name: str, numbers: Iterable[int]) -> PullsRead:
         """What the forge says about each wanted pull request of ``owner/name``."""
-        from githubkit.exception import GitHubException, RequestFailed
-
         wanted = set(numbers)
         found: dict[int, PullFacts] = {}
         missing: set[int] = set()
@@ -229,52 +227,77 @@ class GitHubForge:
         self._requests = 0
         self._waited = 0.0
         gh = self._client()
-        try:
-            with gh:
-                url: str | None = None
-                first = True
-                pages = 0
-                while (first or url) and pages < MAX_PAGES:
-                    pages += 1
-                    what = f"list pull requests of {owner}/{name}"
-                    if first:
-                        resp = gh.rest.pulls.list(
-                            owner, name, state="all", sort="created", direction="desc", per_page=PER_PAGE
-                        )
-                        first = False
-                    else:
-                        assert url is not None
-                        resp = gh.request("GET", self._checked_url(url))
-                    page = _json(resp, f"forge {self.api_url}: {what}")
-                    if not isinstance(page, list):
-                        raise ForgeFailed(f"forge {self.api_url}: {what}: not a list of pull requests")
-                    numbers_seen = []
-                    for item in page:
-                        facts = _facts(item)
-                        if facts is None:
-                            continue
-                        numbers_seen.append(facts.number)
-                        if facts.number in wanted:
-                            found[facts.number] = facts
-                    if wanted <= found.keys() or (numbers_seen and min(numbers_seen) < min(wanted)):
-                        break  # newest first: nothing wanted is on later pages
-                    url = _next_link(resp.headers.get("link"))
-                for number in sorted(wanted - found.keys()):
-                    what = f"pull request {owner}/{name}#{number}"
-                    try:
-                        one = gh.rest.pulls.get(owner, name, number)
-                    except RequestFailed as exc:
-                        if exc.response.status_code in (404, 410):
-                            missing.add(number)
-                            continue
-                        raise
-                    facts = _facts(_json(one, f"forge {self.api_url}: {what}"))
-                    if facts is None:
-                        raise ForgeFailed(f"forge {self.api_url}: {what}: not a pull request")
-                    found[number] = facts
-        except GitHubException as exc:
-            raise self._failure(exc, what) from None
+        with gh:
+            self._list_pages(gh, owner, name, wanted, found)
+            self._read_one_by_one(gh, owner, name, wanted, found, missing)
         revalidated = self._transport.revalidated if self._transport else 0
         return PullsRead(
             found=found, missing=frozenset(missing), requests=self._requests, revalidated=revalidated
         )
+
+    def _list_pages(
+        self, gh: GitHub, owner: str, name: str, wanted: set[int], found: dict[int, PullFacts]
+    ) -> None:
+        """The pull request list, newest first, page by page until nothing wanted can be on a later page."""
+        from githubkit.exception import GitHubException
+
+        what = f"list pull requests of {owner}/{name}"
+        try:
+            url: str | None = None
+            first = True
+            pages = 0
+            while (first or url) and pages < MAX_PAGES:
+                pages += 1
+                if first:
+                    resp = gh.rest.pulls.list(
+                        owner, name, state="all", sort="created", direction="desc", per_page=PER_PAGE
+                    )
+                    first = False
+                else:
+                    assert url is not None
+                    resp = gh.request("GET", self._checked_url(url))
+                page = _json(resp, f"forge {self.api_url}: {what}")
+                if not isinstance(page, list):
+                    raise ForgeFailed(f"forge {self.api_url}: {what}: not a list of pull requests")
+                numbers_seen = []
+                for item in page:
+                    facts = _facts(item)
+                    if facts is None:
+                        continue
+                    numbers_seen.append(facts.number)
+                    if facts.number in wanted:
+                        found[facts.number] = facts
+                if wanted <= found.keys() or (numbers_seen and min(numbers_seen) < min(wanted)):
+                    break  # newest first: nothing wanted is on later pages
+                url = _next_link(resp.headers.get("link"))
+        except GitHubException as exc:
+            raise self._failure(exc, what) from None
+
+    def _read_one_by_one(
+        self,
+        gh: GitHub,
+        owner: str,
+        name: str,
+        wanted: set[int],
+        found: dict[int, PullFacts],
+        missing: set[int],
+    ) -> None:
+        """Each wanted pull request the list did not show, asked for by number; 404/410 is missing, not an error."""
+        from githubkit.exception import GitHubException, RequestFailed
+
+        for number in sorted(wanted - found.keys()):
+            what = f"pull request {owner}/{name}#{number}"
+            try:
+                try:
+                    one = gh.rest.pulls.get(owner, name, number)
+                except RequestFailed as exc:
+                    if exc.response.status_code in (404, 410):
+                        missing.add(number)
+                        continue
+                    raise
+                facts = _facts(_json(one, f"forge {self.api_url}: {what}"))
+            except GitHubException as exc:
+                raise self._failure(exc, what) from None
+            if facts is None:
+                raise ForgeFailed(f"forge {self.api_url}: {what}: not a pull request")
+            found[number] = facts

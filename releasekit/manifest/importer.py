@@ -207,6 +207,24 @@ def _merge_manifest(
                 "reason": ex.reason,
             }
         )
+    plan = _merge_plan(ref, path, where, superseded, ledger)
+    comp: dict[str, Any] = {
+        "kind": "git",
+        "repo": ref.repository,
+        "canonical_branch": ref.base_ref.removeprefix("refs/heads/"),
+        "merge_plan": plan,
+    }
+    return comp, exclusions
+
+
+def _merge_plan(
+    ref: LegacyMergeManifest,
+    path: Path,
+    where: str,
+    superseded: dict[int, list[dict[str, Any]]],
+    ledger: _Ledger,
+) -> list[dict[str, Any]]:
+    """The planned PRs in the reference's order, each with the reviewed PRs it supersedes (by number)."""
     plan: list[dict[str, Any]] = []
     for i, p in enumerate(ref.pull_requests):
         for key, to in (("number", "pr"), ("head", "head"), ("title", "title")):
@@ -217,13 +235,7 @@ def _merge_manifest(
             entry["supersedes"] = [e["pr"] for e in olds]
             entry["superseded"] = olds
         plan.append(entry)
-    comp: dict[str, Any] = {
-        "kind": "git",
-        "repo": ref.repository,
-        "canonical_branch": ref.base_ref.removeprefix("refs/heads/"),
-        "merge_plan": plan,
-    }
-    return comp, exclusions
+    return plan
 
 
 def _integration_lock(
@@ -310,6 +322,15 @@ def _composition_component(
         ledger.carry(receipt_path, f"{at}.package_version", f"{where}.version")
     if "commit" not in comp:
         comp["commit"] = TO_BE_LOCKED
+    _patch_note(name, value, at, receipt_path, comp, ledger)
+    return comp
+
+
+def _patch_note(
+    name: str, value: dict[str, Any], at: str, receipt_path: Path, comp: dict[str, Any], ledger: _Ledger
+) -> None:
+    """Released as base + a patch: noted and warned, since no file says which pull requests the patch is."""
+    where = f"components.{name}"
     tree, patch = value.get("tree"), value.get("patch_sha256")
     if isinstance(tree, str) or isinstance(patch, str):
         comp["note"] = (
@@ -329,7 +350,6 @@ def _composition_component(
             field=at,
             component=name,
         )
-    return comp
 
 
 def _receipt(
@@ -351,29 +371,64 @@ def _receipt(
     for name, value in receipt.source_composition.items():
         at = f"source_composition.{name}"
         if name == component:
-            own = value if isinstance(value, dict) else {"base": value}
-            key = f"{at}.base" if isinstance(value, dict) else at
-            base = own.get("base")
-            if "commit" in comp:
-                if base != comp["commit"]:
-                    raise InputError(
-                        f"{path}: {at}: base {base} is not the integration lock's base {comp['commit']}"
-                    )
-                ledger.carry(path, key, f"checked: equals components.{component}.commit")
-            elif isinstance(base, str) and _SHA1.match(base):
-                comp["commit"] = base
-                ledger.carry(path, key, f"components.{component}.commit")
-            extra = [f"{k} {own[k]}" for k in ("tree", "patch_sha256") if isinstance(own.get(k), str)]
-            if extra:
-                notes.append(f"today's validation receipt {path.name}: " + ", ".join(extra))
-                for k in ("tree", "patch_sha256"):
-                    if isinstance(own.get(k), str):
-                        ledger.carry(path, f"{at}.{k}", f"components.{component}.note")
+            _own_base(value, at, path, component, comp, ledger, notes)
             continue
         key = _slug(name) if not _NAME.match(name) else name
         made = _composition_component(key, value, at, path, repository, repos, ledger)
         if made is not None:
             components[key] = made
+    _runtime_packages(receipt, path, data, ledger)
+    validation: dict[str, Any] = {}
+    checkpoint = raw.get("checkpoint")
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("repository"), str):
+        model = _checkpoint_model(checkpoint, path, ledger)
+        if model is not None:
+            key, ref = model
+            validation["models"] = {key: ref}
+    values: dict[str, float] = {}
+    for field_path, metric, value in receipt.metric_leaves():
+        values[metric] = value
+        ledger.carry(path, field_path, f"validation.baselines.{baseline_name(path)}.values.{metric}")
+    if values:
+        validation["baselines"] = {
+            baseline_name(path): {"source": _baseline_source(raw, path, ledger), "values": values}
+        }
+    if validation:
+        data["validation"] = validation
+
+
+def _own_base(
+    value: Any,
+    at: str,
+    path: Path,
+    component: str,
+    comp: dict[str, Any],
+    ledger: _Ledger,
+    notes: list[str],
+) -> None:
+    """The receipt's base for the fork itself: it must be the integration lock's, or it becomes the commit."""
+    own = value if isinstance(value, dict) else {"base": value}
+    key = f"{at}.base" if isinstance(value, dict) else at
+    base = own.get("base")
+    if "commit" in comp:
+        if base != comp["commit"]:
+            raise InputError(f"{path}: {at}: base {base} is not the integration lock's base {comp['commit']}")
+        ledger.carry(path, key, f"checked: equals components.{component}.commit")
+    elif isinstance(base, str) and _SHA1.match(base):
+        comp["commit"] = base
+        ledger.carry(path, key, f"components.{component}.commit")
+    extra = [f"{k} {own[k]}" for k in ("tree", "patch_sha256") if isinstance(own.get(k), str)]
+    if extra:
+        notes.append(f"today's validation receipt {path.name}: " + ", ".join(extra))
+        for k in ("tree", "patch_sha256"):
+            if isinstance(own.get(k), str):
+                ledger.carry(path, f"{at}.{k}", f"components.{component}.note")
+
+
+def _runtime_packages(
+    receipt: LegacyValidationReceipt, path: Path, data: dict[str, Any], ledger: _Ledger
+) -> None:
+    """Runtime packages: a toolchain slot when one is free (torch, CUDA), else a runtime pin."""
     toolchain: dict[str, Any] = data["toolchain"]
     pins: list[dict[str, Any]] = []
     for package, version in receipt.runtime_packages.items():
@@ -394,23 +449,6 @@ def _receipt(
             )
     if pins:
         data["pins"] = pins
-    validation: dict[str, Any] = {}
-    checkpoint = raw.get("checkpoint")
-    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("repository"), str):
-        model = _checkpoint_model(checkpoint, path, ledger)
-        if model is not None:
-            key, ref = model
-            validation["models"] = {key: ref}
-    values: dict[str, float] = {}
-    for field_path, metric, value in receipt.metric_leaves():
-        values[metric] = value
-        ledger.carry(path, field_path, f"validation.baselines.{baseline_name(path)}.values.{metric}")
-    if values:
-        validation["baselines"] = {
-            baseline_name(path): {"source": _baseline_source(raw, path, ledger), "values": values}
-        }
-    if validation:
-        data["validation"] = validation
 
 
 def _checkpoint_model(
@@ -456,6 +494,20 @@ def _baseline_source(raw: dict[str, Any], path: Path, ledger: _Ledger) -> str:
             parts.append(f"{label}: {value}")
             ledger.carry(path, key, where)
     return "; ".join(parts)
+
+
+# Keys in the manifest's usual order (components, toolchain, pins, exclusions, validation).
+_KEY_ORDER = (
+    "schema",
+    "name",
+    "description",
+    "sources",
+    "components",
+    "toolchain",
+    "pins",
+    "exclusions",
+    "validation",
+)
 
 
 def import_reference(
@@ -508,19 +560,7 @@ def import_reference(
         comp["note"] = "; ".join(notes)
     data["toolchain"]["cuda_arch_list"] = cuda_arch_list
     data["exclusions"] = exclusions
-    # Keys in the manifest's usual order (components, toolchain, pins, exclusions, validation).
-    order = [
-        "schema",
-        "name",
-        "description",
-        "sources",
-        "components",
-        "toolchain",
-        "pins",
-        "exclusions",
-        "validation",
-    ]
-    data = {k: data[k] for k in order if k in data}
+    data = {k: data[k] for k in _KEY_ORDER if k in data}
     ledger.not_carried(path, raw_tree(path))
     if lock_path is not None:
         ledger.not_carried(lock_path, raw_tree(lock_path))

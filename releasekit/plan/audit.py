@@ -89,18 +89,7 @@ def release_only_audit(
     comp = _component(manifest, component) if manifest is not None else None
     if comp is not None and repo == ".":
         repo = comp.repo
-    local = Path(repo)
-    mirror_path: Path | None = None
-    if "://" not in repo and local.is_dir() and ((local / ".git").exists() or (local / "HEAD").is_file()):
-        # A repository on disk that the user named: read it in place, no mirror.
-        git = Git(local.resolve())
-        public = str(repo)
-    else:
-        mirror = Mirror(repo, cache_dir, allow_local=allow_local)
-        mirror = mirror.update() if fetch else mirror.ensure()
-        git = mirror.git
-        public = mirror.url
-        mirror_path = mirror.path
+    git, public, mirror_path = _open_repository(repo, cache_dir, allow_local, fetch)
     names = [release, canonical] if upstream is None else [release, canonical, upstream]
     for name in names:
         check_ref(name)
@@ -108,22 +97,7 @@ def release_only_audit(
     # resolve is looked up again alone (for its error message).
     shas = resolve_commits(git, *names) or [_resolve(git, name, public) for name in names]
     release_sha, canonical_sha = shas[0], shas[1]
-    base = comp.upstream if comp is not None else None
-    up: Upstream | None = None
-    unread: str | None = None
-    if upstream is not None:
-        up = Upstream(base.repo if base else "(--upstream)", upstream, shas[2])
-    elif base is not None:
-        from releasekit.plan.upstream_base import read_upstream_base
-
-        up, unread = read_upstream_base(
-            git,
-            base,
-            mirror_path=mirror_path,
-            allow_local=allow_local,
-            base_dir=manifest.parent if manifest is not None else None,
-            fetch=fetch,
-        )
+    up, unread = _upstream(git, comp, upstream, shas, mirror_path, manifest, allow_local, fetch)
     carried = _carried(git, comp, canonical_sha) if comp is not None else {}
     try:
         return find_release_only(
@@ -143,3 +117,52 @@ def release_only_audit(
         if not note:
             raise
         raise InputError(exc.one_line() + note) from None
+
+
+def _upstream(
+    git: Git,
+    comp: GitComponent | None,
+    upstream: str | None,
+    shas: list[str],
+    mirror_path: Path | None,
+    manifest: Path | None,
+    allow_local: bool,
+    fetch: bool,
+) -> tuple[Upstream | None, str | None]:
+    """(upstream, why unread): ``--upstream`` wins over the manifest's ``upstream:``; neither is no upstream."""
+    base = comp.upstream if comp is not None else None
+    up: Upstream | None = None
+    unread: str | None = None
+    if upstream is not None:
+        up = Upstream(base.repo if base else "(--upstream)", upstream, shas[2])
+    elif base is not None:
+        from releasekit.plan.upstream_base import read_upstream_base
+
+        up, unread = read_upstream_base(
+            git,
+            base,
+            mirror_path=mirror_path,
+            allow_local=allow_local,
+            base_dir=manifest.parent if manifest is not None else None,
+            fetch=fetch,
+        )
+    return up, unread
+
+
+def _open_repository(
+    repo: str, cache_dir: Path | None, allow_local: bool, fetch: bool
+) -> tuple[Git, str, Path | None]:
+    """(git, public name, mirror path): a repository on disk is read in place, any other through a mirror."""
+    local = Path(repo)
+    mirror_path: Path | None = None
+    if "://" not in repo and local.is_dir() and ((local / ".git").exists() or (local / "HEAD").is_file()):
+        # A repository on disk that the user named: read it in place, no mirror.
+        git = Git(local.resolve())
+        public = str(repo)
+    else:
+        mirror = Mirror(repo, cache_dir, allow_local=allow_local)
+        mirror = mirror.update() if fetch else mirror.ensure()
+        git = mirror.git
+        public = mirror.url
+        mirror_path = mirror.path
+    return git, public, mirror_path

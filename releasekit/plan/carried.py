@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 
 from releasekit.git.history import EMPTY_PATCH, diff_patch_id, merge_base, patch_ids
 from releasekit.git.mirror import Mirror
-from releasekit.manifest.models import GitComponent
+from releasekit.manifest.models import GitComponent, PlannedPR
 from releasekit.plan.merged import CanonicalHistory
 
 
@@ -68,92 +68,83 @@ def _commit_patch_id(cs: ComponentFacts, commit: str) -> str | None:
 
 def verify_carried(cs: ComponentFacts) -> list[CarriedVerdict]:
     """One verdict per ``carries:`` entry of the component's merge plan."""
-    verdicts: list[CarriedVerdict] = []
+    return [_verdict(cs, planned, prefix) for planned in cs.comp.merge_plan for prefix in planned.carries]
+
+
+def _verdict(cs: ComponentFacts, planned: PlannedPR, prefix: str) -> CarriedVerdict:
+    """One ``carries:`` prefix: its own patch first, then the PR's combined change, so a squash still counts."""
+    if not cs.mirror.has_commit(prefix):
+        return CarriedVerdict(
+            cs.name,
+            planned.pr,
+            prefix,
+            "missing",
+            evidence=f"no commit {prefix} in {cs.mirror.url}",
+        )
+    commit = cs.mirror.resolve(prefix)
+    head = cs.heads.get(planned.pr)
+    if head is None or cs.history is None:
+        return CarriedVerdict(
+            cs.name,
+            planned.pr,
+            prefix,
+            "unchecked",
+            commit,
+            f"PR #{planned.pr} has no head to read",
+        )
+    pid = _commit_patch_id(cs, commit)
+    if pid is None or pid == EMPTY_PATCH:
+        return CarriedVerdict(
+            cs.name,
+            planned.pr,
+            prefix,
+            "absent",
+            commit,
+            f"{prefix} is a merge, root or empty commit: no change to carry",
+        )
+    own = cs.pr_patches.get(planned.pr, {})
+    twin = next((c for c, p in own.items() if p == pid), None)
+    if twin is not None:
+        return CarriedVerdict(
+            cs.name,
+            planned.pr,
+            prefix,
+            "verified",
+            commit,
+            f"PR commit {twin[:12]} is patch-equivalent",
+        )
+    return _combined_verdict(cs, planned, prefix, commit, head, pid)
+
+
+def _combined_verdict(
+    cs: ComponentFacts, planned: PlannedPR, prefix: str, commit: str, head: str, pid: str
+) -> CarriedVerdict:
+    """No single PR commit matches: the PR's whole change to the same files may (a squash or a split)."""
     git = cs.mirror.git
-    for planned in cs.comp.merge_plan:
-        for prefix in planned.carries:
-            if not cs.mirror.has_commit(prefix):
-                verdicts.append(
-                    CarriedVerdict(
-                        cs.name,
-                        planned.pr,
-                        prefix,
-                        "missing",
-                        evidence=f"no commit {prefix} in {cs.mirror.url}",
-                    )
-                )
-                continue
-            commit = cs.mirror.resolve(prefix)
-            head = cs.heads.get(planned.pr)
-            if head is None or cs.history is None:
-                verdicts.append(
-                    CarriedVerdict(
-                        cs.name,
-                        planned.pr,
-                        prefix,
-                        "unchecked",
-                        commit,
-                        f"PR #{planned.pr} has no head to read",
-                    )
-                )
-                continue
-            pid = _commit_patch_id(cs, commit)
-            if pid is None or pid == EMPTY_PATCH:
-                verdicts.append(
-                    CarriedVerdict(
-                        cs.name,
-                        planned.pr,
-                        prefix,
-                        "absent",
-                        commit,
-                        f"{prefix} is a merge, root or empty commit: no change to carry",
-                    )
-                )
-                continue
-            own = cs.pr_patches.get(planned.pr, {})
-            twin = next((c for c, p in own.items() if p == pid), None)
-            if twin is not None:
-                verdicts.append(
-                    CarriedVerdict(
-                        cs.name,
-                        planned.pr,
-                        prefix,
-                        "verified",
-                        commit,
-                        f"PR commit {twin[:12]} is patch-equivalent",
-                    )
-                )
-                continue
-            files = [
-                f
-                for f in git.run(
-                    "diff-tree", "--no-commit-id", "--name-only", "-r", "--no-renames", commit
-                ).splitlines()
-                if f
-            ]
-            stop = cs.pr_stops.get(planned.pr) or cs.checked
-            base = merge_base(git, head, stop)
-            if base and files and diff_patch_id(git, base, head, files) == pid:
-                verdicts.append(
-                    CarriedVerdict(
-                        cs.name,
-                        planned.pr,
-                        prefix,
-                        "verified",
-                        commit,
-                        f"the PR's change to {', '.join(files)} is patch-equivalent",
-                    )
-                )
-                continue
-            verdicts.append(
-                CarriedVerdict(
-                    cs.name,
-                    planned.pr,
-                    prefix,
-                    "absent",
-                    commit,
-                    f"no commit of PR #{planned.pr} and not its combined change to {', '.join(files) or 'those files'} "
-                    f"is patch-equivalent to {commit[:12]}",
-                )
-            )
-    return verdicts
+    files = [
+        f
+        for f in git.run(
+            "diff-tree", "--no-commit-id", "--name-only", "-r", "--no-renames", commit
+        ).splitlines()
+        if f
+    ]
+    stop = cs.pr_stops.get(planned.pr) or cs.checked
+    base = merge_base(git, head, stop)
+    if base and files and diff_patch_id(git, base, head, files) == pid:
+        return CarriedVerdict(
+            cs.name,
+            planned.pr,
+            prefix,
+            "verified",
+            commit,
+            f"the PR's change to {', '.join(files)} is patch-equivalent",
+        )
+    return CarriedVerdict(
+        cs.name,
+        planned.pr,
+        prefix,
+        "absent",
+        commit,
+        f"no commit of PR #{planned.pr} and not its combined change to {', '.join(files) or 'those files'} "
+        f"is patch-equivalent to {commit[:12]}",
+    )

@@ -170,70 +170,15 @@ def plan_context(
     for name in releases or {}:
         if name not in loaded.manifest.git_components():
             raise InputError(f"--release names {name!r}, which is not a git component of the manifest")
-    components: dict[str, ComponentState] = {}
-    unreadable: dict[str, str] = {}
-    # An unsafe or malformed address or mirror list is bad input (exit 2), not an unreadable component.
-    configured_mirrors()
-    for comp in loaded.manifest.git_components().values():
-        check_remote(comp.repo, allow_local=allow_local, base_dir=loaded.directory)
-    for name, comp in loaded.manifest.git_components().items():
-        # One component that cannot be read is a finding for it; the others are still checked.
-        mirror = None
-        try:
-            mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
-            locked = lock.git_components().get(name) if lock else None
-            components[name] = build_state(name, comp, mirror, locked)
-        except (InputError, GitFailed) as exc:
-            note = missing_object_note(mirror.git, exc) if mirror and isinstance(exc, GitFailed) else ""
-            unreadable[name] = exc.one_line() + note
+    components, unreadable = _read_components(loaded, lock, cache_dir, allow_local, fetch)
     carried = tuple(v for cs in components.values() for v in verify_carried(cs))
-    # The manifest's release refs are always audited; --release adds to them.
-    audits: list[tuple[str, str]] = []
-    missing: list[tuple[str, str]] = []
-    for name, comp in loaded.manifest.git_components().items():
-        if name not in components:
-            continue
-        for ref in comp.release_refs:
-            try:
-                components[name].mirror.resolve(ref)
-            except InputError:
-                missing.append((name, ref))
-            else:
-                audits.append((name, ref))
-    for name, ref in (releases or {}).items():
-        if (name, ref) not in audits and name in components:
-            audits.append((name, ref))
-    # A component's upstream (its `upstream:`), read once for all of its release refs.
-    bases: dict[str, tuple[Upstream | None, str | None]] = {}
-    for name, _ref in audits:
-        base = loaded.manifest.git_components()[name].upstream
-        if base is not None and name not in bases:
-            mirror = components[name].mirror
-            bases[name] = read_upstream_base(
-                mirror.git,
-                base,
-                mirror_path=mirror.path,
-                allow_local=allow_local,
-                base_dir=loaded.directory,
-                fetch=fetch,
-            )
+    audits, missing = _audited_refs(loaded, components, releases)
+    bases = _upstream_bases(loaded, components, audits, allow_local, fetch)
     reports = tuple(
         (name, _release_only(components[name], ref, carried, bases.get(name, (None, None))))
         for name, ref in audits
     )
-    upstream: dict[tuple[str, str], UpstreamPatches] = {}
-    for excl in loaded.manifest.exclusions:
-        if excl.upstream is None:
-            continue
-        for name in [excl.component] if excl.component else list(components):
-            if name in components:
-                upstream[(excl.id, name)] = read_upstream(
-                    components[name].mirror,
-                    excl.upstream,
-                    allow_local=allow_local,
-                    base_dir=loaded.directory,
-                    fetch=fetch,
-                )
+    upstream = _exclusion_upstreams(loaded, components, allow_local, fetch)
     pin_audits = _pin_audits(loaded, components, pins or [], pins_repo)
     forge_data, forge_sources = forge_facts(loaded, lock, components, live=forge)
     return PlanContext(
@@ -250,6 +195,105 @@ def plan_context(
         require_forge=require_forge,
         unreadable=unreadable,
     )
+
+
+def _read_components(
+    loaded: LoadedManifest,
+    lock: Lock | None,
+    cache_dir: Path | None,
+    allow_local: bool,
+    fetch: bool,
+) -> tuple[dict[str, ComponentState], dict[str, str]]:
+    """(components read, unreadable ones with why): one component that cannot be read does not hide the others."""
+    components: dict[str, ComponentState] = {}
+    unreadable: dict[str, str] = {}
+    # An unsafe or malformed address or mirror list is bad input (exit 2), not an unreadable component.
+    configured_mirrors()
+    for comp in loaded.manifest.git_components().values():
+        check_remote(comp.repo, allow_local=allow_local, base_dir=loaded.directory)
+    for name, comp in loaded.manifest.git_components().items():
+        # One component that cannot be read is a finding for it; the others are still checked.
+        mirror = None
+        try:
+            mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
+            locked = lock.git_components().get(name) if lock else None
+            components[name] = build_state(name, comp, mirror, locked)
+        except (InputError, GitFailed) as exc:
+            note = missing_object_note(mirror.git, exc) if mirror and isinstance(exc, GitFailed) else ""
+            unreadable[name] = exc.one_line() + note
+    return components, unreadable
+
+
+def _audited_refs(
+    loaded: LoadedManifest,
+    components: dict[str, ComponentState],
+    releases: dict[str, str] | None,
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(audited, missing) release refs: the manifest's are always audited, so a missing one is reported."""
+    # The manifest's release refs are always audited; --release adds to them.
+    audits: list[tuple[str, str]] = []
+    missing: list[tuple[str, str]] = []
+    for name, comp in loaded.manifest.git_components().items():
+        if name not in components:
+            continue
+        for ref in comp.release_refs:
+            try:
+                components[name].mirror.resolve(ref)
+            except InputError:
+                missing.append((name, ref))
+            else:
+                audits.append((name, ref))
+    for name, ref in (releases or {}).items():
+        if (name, ref) not in audits and name in components:
+            audits.append((name, ref))
+    return audits, missing
+
+
+def _upstream_bases(
+    loaded: LoadedManifest,
+    components: dict[str, ComponentState],
+    audits: list[tuple[str, str]],
+    allow_local: bool,
+    fetch: bool,
+) -> dict[str, tuple[Upstream | None, str | None]]:
+    """A component's upstream (its `upstream:`), read once for all of its release refs."""
+    bases: dict[str, tuple[Upstream | None, str | None]] = {}
+    for name, _ref in audits:
+        base = loaded.manifest.git_components()[name].upstream
+        if base is not None and name not in bases:
+            mirror = components[name].mirror
+            bases[name] = read_upstream_base(
+                mirror.git,
+                base,
+                mirror_path=mirror.path,
+                allow_local=allow_local,
+                base_dir=loaded.directory,
+                fetch=fetch,
+            )
+    return bases
+
+
+def _exclusion_upstreams(
+    loaded: LoadedManifest,
+    components: dict[str, ComponentState],
+    allow_local: bool,
+    fetch: bool,
+) -> dict[tuple[str, str], UpstreamPatches]:
+    """The upstream patches each exclusion names, per component it applies to, read before any check runs."""
+    upstream: dict[tuple[str, str], UpstreamPatches] = {}
+    for excl in loaded.manifest.exclusions:
+        if excl.upstream is None:
+            continue
+        for name in [excl.component] if excl.component else list(components):
+            if name in components:
+                upstream[(excl.id, name)] = read_upstream(
+                    components[name].mirror,
+                    excl.upstream,
+                    allow_local=allow_local,
+                    base_dir=loaded.directory,
+                    fetch=fetch,
+                )
+    return upstream
 
 
 def _pin_audits(

@@ -14,6 +14,9 @@ from releasekit.errors import InputError
 
 if TYPE_CHECKING:
     from releasekit.findings import Findings
+    from releasekit.records.lock import Lock
+    from releasekit.records.plan_check import PlanCheckResult
+    from releasekit.records.release_only import ReleaseOnlyReport
 
 plan_app = typer.Typer(help="Lock and check the merge plan against git.", no_args_is_help=True)
 audit_app = typer.Typer(
@@ -88,7 +91,6 @@ def lock_cmd(
     from releasekit.plan.locking import build_lock
     from releasekit.plan.models_lock import ModelSources
     from releasekit.records.lock import write_lock
-    from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
     loaded = load_manifest(manifest)
     findings = Findings()
@@ -110,6 +112,13 @@ def lock_cmd(
     findings.findings.sort(key=lambda f: (f.location.component or "", f.code, f.location.path or ""))
     # A lock with an error finding (a wheel that does not fit the image) is never written.
     digest = write_lock(lock, output) if findings.passed else None
+    _render_lock(lock, output, digest, findings, as_json)
+
+
+def _render_lock(lock: Lock, output: Path, digest: str | None, findings: Findings, as_json: bool) -> None:
+    """JSON, or the findings and "not written", or one row per component then what else was locked."""
+    from releasekit.report import findings_table, print_json, render_findings, stdout_console
+
     if as_json:
         forge = {n: c.status for n, c in (lock.forge.components if lock.forge else {}).items()}
         print_json(
@@ -225,16 +234,9 @@ def check_cmd(
     _mirrors(mirror)
     from releasekit.manifest import load_manifest
     from releasekit.plan.check import check_plan
-    from releasekit.records.base import write_record
     from releasekit.records.lock import lock_file_sha256, read_lock
-    from releasekit.report import print_json
 
-    releases: dict[str, str] = {}
-    for item in release:
-        name, sep, ref = item.partition("=")
-        if not sep or not name or not ref:
-            raise InputError(f"--release expects COMPONENT=REF, got {item!r}")
-        releases[name] = ref
+    releases = _release_refs(release)
     loaded = load_manifest(manifest)
     locked = read_lock(lock) if lock else None
     result = check_plan(
@@ -250,13 +252,32 @@ def check_cmd(
         forge=not no_forge,
         require_forge=require_forge,
     )
+    _emit_check(result, output, as_json)
+    _exit(result.findings)
+
+
+def _release_refs(release: list[str]) -> dict[str, str]:
+    """``--release COMPONENT=REF`` items as a mapping; a malformed one is bad input before any git is read."""
+    releases: dict[str, str] = {}
+    for item in release:
+        name, sep, ref = item.partition("=")
+        if not sep or not name or not ref:
+            raise InputError(f"--release expects COMPONENT=REF, got {item!r}")
+        releases[name] = ref
+    return releases
+
+
+def _emit_check(result: PlanCheckResult, output: Path | None, as_json: bool) -> None:
+    """The record to ``--output`` (for the publish gate), then JSON or the table."""
+    from releasekit.records.base import write_record
+    from releasekit.report import print_json
+
     if output:
         write_record(result, output)
     if as_json:
         print_json(result.model_dump(mode="json", by_alias=True))
     else:
         _render_check(result)
-    _exit(result.findings)
 
 
 @plan_app.command("compose")
@@ -366,38 +387,43 @@ def release_only_cmd(
 
         sys.stdout.write(json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
     else:
-        from releasekit.report import findings_table, render_findings, stdout_console
-
-        console = stdout_console()
-        origin = report.upstream
-        if origin is not None:
-            console.print(
-                findings_table(
-                    f"from upstream {origin.repo} {origin.ref}: {origin.commits} commits canonical lacks, "
-                    "not release-only",
-                    ["came in through", "how", "upstream commit", "commits", "subject"],
-                    [
-                        [e.commit[:12], e.via, e.upstream_commit[:12], str(e.commits), e.subject]
-                        for e in origin.brought_by
-                    ],
-                )
-            )
-        for kind, title in (("commit", "fork-only commits"), ("merge-resolution", "conflict resolutions")):
-            rows = [
-                [c.commit[:12], f"#{c.carried_by}" if c.carried_by else "-", c.subject]
-                for c in report.release_only
-                if c.kind == kind
-            ]
-            console.print(
-                findings_table(
-                    f"release-only {title}: {report.release} vs {report.canonical} ({report.examined} examined, "
-                    f"{report.equivalent} equivalent on canonical)",
-                    ["commit", "carried by", "subject"],
-                    rows,
-                )
-            )
-        render_findings(report.findings, console, ok_message="every release change is on canonical")
+        _render_release_only(report)
     _exit(report.findings)
+
+
+def _render_release_only(report: ReleaseOnlyReport) -> None:
+    """What the upstream brought (not release-only) first, then the fork's own commits and resolutions."""
+    from releasekit.report import findings_table, render_findings, stdout_console
+
+    console = stdout_console()
+    origin = report.upstream
+    if origin is not None:
+        console.print(
+            findings_table(
+                f"from upstream {origin.repo} {origin.ref}: {origin.commits} commits canonical lacks, "
+                "not release-only",
+                ["came in through", "how", "upstream commit", "commits", "subject"],
+                [
+                    [e.commit[:12], e.via, e.upstream_commit[:12], str(e.commits), e.subject]
+                    for e in origin.brought_by
+                ],
+            )
+        )
+    for kind, title in (("commit", "fork-only commits"), ("merge-resolution", "conflict resolutions")):
+        rows = [
+            [c.commit[:12], f"#{c.carried_by}" if c.carried_by else "-", c.subject]
+            for c in report.release_only
+            if c.kind == kind
+        ]
+        console.print(
+            findings_table(
+                f"release-only {title}: {report.release} vs {report.canonical} ({report.examined} examined, "
+                f"{report.equivalent} equivalent on canonical)",
+                ["commit", "carried by", "subject"],
+                rows,
+            )
+        )
+    render_findings(report.findings, console, ok_message="every release change is on canonical")
 
 
 @audit_app.command("pins")

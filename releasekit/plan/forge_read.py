@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from releasekit.forge import ForgeUnreachable, GitHubForge, PullFacts, locate, token_from_env
+from releasekit.forge import ForgeLocation, ForgeUnreachable, GitHubForge, PullFacts, locate, token_from_env
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import GitComponent
 from releasekit.records.forge import ForgeComponent, ForgeData, ForgePR, PRRole
@@ -103,24 +103,36 @@ def read_forge(
                 base_branch=base_branch,
             )
             continue
-        client = clients.setdefault(where.api_url, GitHubForge(where.api_url, token=token, cache_dir=cache))
-        try:
-            read = client.pulls(where.owner, where.name, prs)
-        except ForgeUnreachable as exc:
-            down[where.api_url] = str(exc)
-            components[name] = ForgeComponent(
-                status="absent",
-                reason=str(exc),
-                api_url=where.api_url,
-                repo=where.repo,
-                base_branch=base_branch,
-            )
-            continue
-        components[name] = ForgeComponent(
-            status="read",
+        components[name] = _read_pulls(where, prs, base_branch, clients, down, token, cache)
+    return ForgeData(components=components)
+
+
+def _read_pulls(
+    where: ForgeLocation,
+    prs: dict[int, list[PRRole]],
+    base_branch: str | None,
+    clients: dict[str, GitHubForge],
+    down: dict[str, str],
+    token: str | None,
+    cache: Path,
+) -> ForgeComponent:
+    """One component's pull requests from its forge; a forge that does not answer is absent (and not asked again)."""
+    client = clients.setdefault(where.api_url, GitHubForge(where.api_url, token=token, cache_dir=cache))
+    try:
+        read = client.pulls(where.owner, where.name, prs)
+    except ForgeUnreachable as exc:
+        down[where.api_url] = str(exc)
+        return ForgeComponent(
+            status="absent",
+            reason=str(exc),
             api_url=where.api_url,
             repo=where.repo,
             base_branch=base_branch,
-            pull_requests=[_record(n, roles, read.found.get(n)) for n, roles in prs.items()],
         )
-    return ForgeData(components=components)
+    return ForgeComponent(
+        status="read",
+        api_url=where.api_url,
+        repo=where.repo,
+        base_branch=base_branch,
+        pull_requests=[_record(n, roles, read.found.get(n)) for n, roles in prs.items()],
+    )

@@ -8,6 +8,7 @@ Anything that cannot be resolved makes the lock impossible: InputError, exit 2.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
@@ -16,7 +17,7 @@ from releasekit.git.history import is_ancestor
 from releasekit.git.mirror import Mirror
 from releasekit.git.runner import GitFailed
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
-from releasekit.manifest.models import GitComponent, WheelComponent, WheelSource
+from releasekit.manifest.models import GitComponent, Toolchain, WheelComponent, WheelSource
 from releasekit.plan.checks import lock_checks
 from releasekit.plan.checks.lock_context import LockContext
 from releasekit.plan.mirrors import open_mirror
@@ -276,50 +277,11 @@ def build_lock(
     forge: bool = True,
 ) -> Lock:
     manifest = loaded.manifest
-    components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
     houses = [h if h.is_absolute() else Path.cwd() / h for h in (wheelhouses or [])]
-
-    def lock_one(name: str, comp: GitComponent | WheelComponent) -> None:
-        if isinstance(comp, GitComponent):
-            mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
-            components[name] = locked = lock_git_component(name, comp, mirror)
-            builder = lock_builder(comp, loaded)
-            if builder is not None:
-                components[name] = locked = locked.model_copy(update={"builder": builder})
-            if compose and comp.merge_plan:
-                components[name] = locked.model_copy(
-                    update={"composed_tree": _composed_tree(name, comp, mirror, locked)}
-                )
-        else:
-            options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
-            wheel = lock_wheel_component(
-                name,
-                comp,
-                houses,
-                options,
-                image=image_interpreter(manifest.toolchain),
-                findings=findings,
-                download_dir=download_dir,
-            )
-            if wheel is not None:
-                components[name] = wheel
-
-    # Every component is tried: one that cannot be locked does not hide the next one's problem.
-    problems: list[str] = []
-    for name, comp in manifest.components.items():
-        try:
-            lock_one(name, comp)
-        except (InputError, GitFailed) as exc:
-            line = exc.one_line()
-            problems.append(line if line.startswith((f"{name}:", f"{name}#")) else f"{name}: {line}")
-    if problems:
-        summary = problems[0] if len(problems) == 1 else f"{len(problems)} components cannot be locked"
-        raise InputError(summary, details=problems if len(problems) > 1 else None)
+    options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
+    components = _lock_components(loaded, houses, options, compose, findings, download_dir)
     tc = manifest.toolchain
-    try:
-        base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
-    except EnvironmentProblem:
-        base = LockedBaseImage(name=tc.base_image.name)
+    toolchain = _locked_toolchain(tc)
     from releasekit.plan.forge_read import read_forge
 
     branches = {n: c.canonical_branch for n, c in components.items() if isinstance(c, LockedGitComponent)}
@@ -332,14 +294,80 @@ def build_lock(
         name=manifest.name,
         manifest=LockedManifest(path=loaded.path.name, sha256=loaded.sha256, name=manifest.name),
         components=components,
-        toolchain=LockedToolchain(
-            base_image=base,
-            cuda=tc.cuda,
-            nccl=tc.nccl,
-            pytorch=tc.pytorch,
-            cuda_arch_list=list(tc.cuda_arch_list),
-        ),
+        toolchain=toolchain,
         forge=read_forge(loaded, use_forge=forge, branches=branches),
     )
     found.extend(lock_checks().run(LockContext(lock=lock, image=image_interpreter(tc), strict=strict)))
     return lock
+
+
+def _lock_components(
+    loaded: LoadedManifest,
+    houses: list[Path],
+    options: dict[str, Any],
+    compose: bool,
+    findings: Findings | None,
+    download_dir: Path | None,
+) -> dict[str, LockedGitComponent | LockedWheelComponent]:
+    """Every component is tried: one that cannot be locked does not hide the next one's problem."""
+    components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
+    problems: list[str] = []
+    for name, comp in loaded.manifest.components.items():
+        try:
+            locked = _lock_one(name, comp, loaded, houses, options, compose, findings, download_dir)
+        except (InputError, GitFailed) as exc:
+            line = exc.one_line()
+            problems.append(line if line.startswith((f"{name}:", f"{name}#")) else f"{name}: {line}")
+        else:
+            if locked is not None:
+                components[name] = locked
+    if problems:
+        summary = problems[0] if len(problems) == 1 else f"{len(problems)} components cannot be locked"
+        raise InputError(summary, details=problems if len(problems) > 1 else None)
+    return components
+
+
+def _lock_one(
+    name: str,
+    comp: GitComponent | WheelComponent,
+    loaded: LoadedManifest,
+    houses: list[Path],
+    options: dict[str, Any],
+    compose: bool,
+    findings: Findings | None,
+    download_dir: Path | None,
+) -> LockedGitComponent | LockedWheelComponent | None:
+    """One component's lock entry; a wheel that is not found is a finding (``None``), not an error."""
+    if isinstance(comp, GitComponent):
+        mirror = open_mirror(comp, loaded, **options)
+        locked = lock_git_component(name, comp, mirror)
+        builder = lock_builder(comp, loaded)
+        if builder is not None:
+            locked = locked.model_copy(update={"builder": builder})
+        if compose and comp.merge_plan:
+            locked = locked.model_copy(update={"composed_tree": _composed_tree(name, comp, mirror, locked)})
+        return locked
+    return lock_wheel_component(
+        name,
+        comp,
+        houses,
+        options,
+        image=image_interpreter(loaded.manifest.toolchain),
+        findings=findings,
+        download_dir=download_dir,
+    )
+
+
+def _locked_toolchain(tc: Toolchain) -> LockedToolchain:
+    """The toolchain as locked; a base image that cannot be resolved here is locked by name only."""
+    try:
+        base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
+    except EnvironmentProblem:
+        base = LockedBaseImage(name=tc.base_image.name)
+    return LockedToolchain(
+        base_image=base,
+        cuda=tc.cuda,
+        nccl=tc.nccl,
+        pytorch=tc.pytorch,
+        cuda_arch_list=list(tc.cuda_arch_list),
+    )

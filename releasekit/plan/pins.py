@@ -649,8 +649,34 @@ def audit_pins(
     findings = Findings()
     occurrences: list[PinOccurrence] = []
     wanted = _wanted(manifest)
-    by_name = {canonicalize_name(w.package): w for w in wanted}
     skips = [(PathPattern(p), s.reason) for s in skip or [] for p in s.paths]
+    where = {"component": component} if component else {}
+    skipped, pending = _partition(tree, skips)
+    tree.prefetch(rel for rel, _ in pending)  # one cat-file for every input found by name
+    done, requirements = _read_inputs(tree, pending, skips, skipped, wanted, findings, occurrences, where)
+    _check_requirements(manifest, requirements, wanted, findings, occurrences)
+    _report_coverage(tree, commit, wanted, done, skipped, findings, occurrences, where)
+    if component:
+        for finding in findings:
+            finding.location.component = component
+    occurrences.sort(key=lambda o: (o.file, o.line, o.package))
+    return PinAuditResult(
+        repo=repo,
+        component=component,
+        commit=commit,
+        files_scanned=len(done),
+        files=sorted(done),
+        skipped=sorted(skipped.values(), key=lambda s: s.file),
+        occurrences=occurrences,
+        passed=findings.passed,
+        findings=findings,
+    )
+
+
+def _partition(
+    tree: CommitTree, skips: list[tuple[PathPattern, str]]
+) -> tuple[dict[str, SkippedPinInput], list[tuple[str, str]]]:
+    """(skipped, pending): the skip list is applied before any blob is read, so a skipped input costs nothing."""
     skipped: dict[str, SkippedPinInput] = {}
     pending: list[tuple[str, str]] = []
     for rel, kind in release_inputs(tree.files):
@@ -659,12 +685,23 @@ def audit_pins(
             skipped[rel] = SkippedPinInput(file=rel, pattern=out_of_scope[0], reason=out_of_scope[1])
         else:
             pending.append((rel, kind))
-    tree.prefetch(rel for rel, _ in pending)  # one cat-file for every input found by name
-    files = tree.fileset
+    return skipped, pending
+
+
+def _read_inputs(
+    tree: CommitTree,
+    pending: list[tuple[str, str]],
+    skips: list[tuple[PathPattern, str]],
+    skipped: dict[str, SkippedPinInput],
+    wanted: list[Wanted],
+    findings: Findings,
+    occurrences: list[PinOccurrence],
+    where: dict[str, str],
+) -> tuple[set[str], list[Found]]:
+    """(files read, requirements found): inputs found by name first, then the files they name (-r, open())."""
     queue: list[str] = []
     done: set[str] = set()
     requirements: list[Found] = []
-    where = {"component": component} if component else {}
     while pending or queue:
         if pending:
             rel, kind = pending.pop(0)
@@ -686,30 +723,59 @@ def audit_pins(
                 **where,
             )
             continue
-        lines = text.splitlines()
-        if kind == "requirements":
-            requirements.extend(_read_requirements(files, rel, lines, _req_scope(rel), queue))
-        elif kind in ("pyproject", "pixi"):
-            try:
-                data = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                findings.add(
-                    "PIN_INPUT_UNREADABLE",
-                    f"{rel} is not valid TOML ({exc}); its pins were not checked",
-                    file=rel,
-                    **where,
-                )
-                continue
-            requirements.extend(
-                _read_pyproject(rel, lines, data) if kind == "pyproject" else _read_pixi(rel, lines, data)
+        requirements.extend(
+            _read_input(tree.fileset, rel, kind, text, queue, wanted, findings, occurrences, where)
+        )
+    return done, requirements
+
+
+def _read_input(
+    files: frozenset[str],
+    rel: str,
+    kind: str,
+    text: str,
+    queue: list[str],
+    wanted: list[Wanted],
+    findings: Findings,
+    occurrences: list[PinOccurrence],
+    where: dict[str, str],
+) -> list[Found]:
+    """One input's requirements by its kind; shell inputs also record their version variables and FROM tags."""
+    lines = text.splitlines()
+    if kind == "requirements":
+        return list(_read_requirements(files, rel, lines, _req_scope(rel), queue))
+    if kind in ("pyproject", "pixi"):
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            findings.add(
+                "PIN_INPUT_UNREADABLE",
+                f"{rel} is not valid TOML ({exc}); its pins were not checked",
+                file=rel,
+                **where,
             )
-        elif kind == "setup":
-            requirements.extend(_read_setup(files, rel, text, queue))
-        else:
-            requirements.extend(_read_shell(files, rel, kind, lines, queue))
-            _version_variables(rel, kind, lines, wanted, findings, occurrences)
-            if kind == "dockerfile":
-                _from_tags(rel, lines, wanted, findings, occurrences)
+            return []
+        return list(
+            _read_pyproject(rel, lines, data) if kind == "pyproject" else _read_pixi(rel, lines, data)
+        )
+    if kind == "setup":
+        return list(_read_setup(files, rel, text, queue))
+    found = list(_read_shell(files, rel, kind, lines, queue))
+    _version_variables(rel, kind, lines, wanted, findings, occurrences)
+    if kind == "dockerfile":
+        _from_tags(rel, lines, wanted, findings, occurrences)
+    return found
+
+
+def _check_requirements(
+    manifest: Manifest,
+    requirements: list[Found],
+    wanted: list[Wanted],
+    findings: Findings,
+    occurrences: list[PinOccurrence],
+) -> None:
+    """Compare each requirement with its pin; a URL/VCS one is a finding only when the policy forbids them."""
+    by_name = {canonicalize_name(w.package): w for w in wanted}
     for found in requirements:
         parsed = _name_spec(found)
         if parsed is None:
@@ -729,6 +795,19 @@ def audit_pins(
             continue
         ok, why = _agrees(spec, want.version)
         _record(findings, occurrences, found, want, spec, ok, why)
+
+
+def _report_coverage(
+    tree: CommitTree,
+    commit: str,
+    wanted: list[Wanted],
+    done: set[str],
+    skipped: dict[str, SkippedPinInput],
+    findings: Findings,
+    occurrences: list[PinOccurrence],
+    where: dict[str, str],
+) -> None:
+    """An audit that read nothing fails, and a pin no input names is said (info): silence is not agreement."""
     if not done:
         findings.add(
             "PINS_NOTHING_SCANNED",
@@ -749,21 +828,6 @@ def audit_pins(
                 commit=commit,
                 **where,
             )
-    if component:
-        for finding in findings:
-            finding.location.component = component
-    occurrences.sort(key=lambda o: (o.file, o.line, o.package))
-    return PinAuditResult(
-        repo=repo,
-        component=component,
-        commit=commit,
-        files_scanned=len(done),
-        files=sorted(done),
-        skipped=sorted(skipped.values(), key=lambda s: s.file),
-        occurrences=occurrences,
-        passed=findings.passed,
-        findings=findings,
-    )
 
 
 # A tag's version: release segments, then pre/post/dev parts (0.6.16, 2.5.0.post20260810, 1.0rc1).

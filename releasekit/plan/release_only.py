@@ -212,16 +212,7 @@ def find_release_only(
             canonical_base = None
     covered, own_merges = _judge_merges(git, walk_trees, fork, from_upstream, canonical, release)
     alone = {c for c in plus if c not in covered}
-    origin: UpstreamOrigin | None = None
-    if upstream is not None:
-        origin = UpstreamOrigin(
-            repo=upstream.repo,
-            ref=upstream.ref,
-            commit=upstream.commit,
-            canonical_base=canonical_base if from_upstream else None,
-            commits=len(from_upstream),
-            brought_by=_brought_by(walk, fork, from_upstream),
-        )
+    origin = _origin(upstream, canonical_base, walk, fork, from_upstream)
     return _report(
         walk,
         fork,
@@ -236,6 +227,26 @@ def find_release_only(
         release_name,
         canonical_name,
         carried,
+    )
+
+
+def _origin(
+    upstream: Upstream | None,
+    canonical_base: str | None,
+    walk: dict[str, tuple[list[str], str]],
+    fork: set[str],
+    from_upstream: set[str],
+) -> UpstreamOrigin | None:
+    """What the upstream brought and which merges brought it; None without an upstream to compare with."""
+    if upstream is None:
+        return None
+    return UpstreamOrigin(
+        repo=upstream.repo,
+        ref=upstream.ref,
+        commit=upstream.commit,
+        canonical_base=canonical_base if from_upstream else None,
+        commits=len(from_upstream),
+        brought_by=_brought_by(walk, fork, from_upstream),
     )
 
 
@@ -275,6 +286,28 @@ def _report(
     order = list(reversed(walk))  # oldest first, like git cherry
     carried = carried or {}
     findings = Findings()
+    _upstream_findings(findings, origin, upstream_unread, release_name or release)
+    result, equivalent = _classify(order, walk, fork, alone, own_merges, covered, carried)
+    _commit_findings(findings, result)
+    return ReleaseOnlyReport(
+        repo=repo,
+        release=release_name or release,
+        canonical=canonical_name or canonical,
+        release_commit=release,
+        canonical_commit=canonical,
+        examined=len(order),
+        equivalent=equivalent,
+        release_only=result,
+        upstream=origin,
+        passed=findings.passed,
+        findings=findings,
+    )
+
+
+def _upstream_findings(
+    findings: Findings, origin: UpstreamOrigin | None, upstream_unread: str | None, release: str
+) -> None:
+    """The upstream is said once, before the commits: its difference is one base move, not many commits."""
     if upstream_unread:
         findings.add(
             "RELEASE_UPSTREAM_UNREAD",
@@ -287,10 +320,22 @@ def _report(
         )
         findings.add(
             "RELEASE_UPSTREAM_BASE",
-            _upstream_message(origin, release_name or release),
+            _upstream_message(origin, release),
             severity=Severity.warning,
             commit=where.commit if where else None,
         )
+
+
+def _classify(
+    order: list[str],
+    walk: dict[str, tuple[list[str], str]],
+    fork: set[str],
+    alone: set[str],
+    own_merges: set[str],
+    covered: set[str],
+    carried: dict[str, int],
+) -> tuple[list[ReleaseOnlyCommit], int]:
+    """(release-only commits, the count found equivalent): only the fork's own changes are release-only."""
     result: list[ReleaseOnlyCommit] = []
     equivalent = 0
     for commit in order:
@@ -310,6 +355,11 @@ def _report(
         )  # type: ignore[arg-type]
     # Grouped by origin: the fork's own commits, then merge resolutions; oldest first in each.
     result.sort(key=lambda c: c.kind != "commit")
+    return result, equivalent
+
+
+def _commit_findings(findings: Findings, result: list[ReleaseOnlyCommit]) -> None:
+    """One finding per release-only commit; one a merged PR carries to canonical is info, not a failure."""
     for entry in result:
         if entry.carried_by is not None:
             findings.add(
@@ -332,16 +382,3 @@ def _report(
                 "automatic merge of its parents (a conflict resolution or a change of its own)",
                 commit=entry.commit,
             )
-    return ReleaseOnlyReport(
-        repo=repo,
-        release=release_name or release,
-        canonical=canonical_name or canonical,
-        release_commit=release,
-        canonical_commit=canonical,
-        examined=len(order),
-        equivalent=equivalent,
-        release_only=result,
-        upstream=origin,
-        passed=findings.passed,
-        findings=findings,
-    )

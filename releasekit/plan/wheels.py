@@ -226,21 +226,7 @@ def pinned_wheel(
     """
     candidates = _wheelhouse_candidates(comp, wheelhouses)
     if candidates:
-        if image is not None and len(candidates) > 1:
-            fitting = [p for p in candidates if fit_rank(p.name, image) is not None]
-            # pip's own choice among wheels that fit: the best-ranked tag. None fits: the first,
-            # which the lock's WHEEL_TAGS_MISMATCH then names.
-            candidates = (
-                sorted(fitting, key=lambda p: (fit_rank(p.name, image), p.name))[:1] or candidates[:1]
-            )
-        names = sorted({p.name for p in candidates})
-        if len(names) > 1:
-            raise InputError(
-                f"{name}: {len(names)} wheels match {comp.requirement} ({', '.join(names)}); "
-                "name one with 'filename', or give the toolchain python and platform"
-            )
-        chosen = candidates[0]
-        return PinnedWheel(filename=chosen.name, sha256=file_sha256(chosen))
+        return _from_wheelhouse(name, comp, candidates, image)
     index_url = comp.index_url or PYPI_SIMPLE
     shown = strip_credentials(index_url)
     if image is None:
@@ -275,3 +261,22 @@ def pinned_wheel(
             download_dir.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(fetched, download_dir / fetched.name)
     return pinned
+
+
+def _from_wheelhouse(
+    name: str, comp: WheelComponent, candidates: list[Path], image: ImageInterpreter | None
+) -> PinnedWheel:
+    """One wheel among the wheelhouses' matches, chosen as pip would; two that cannot be told apart is bad input."""
+    if image is not None and len(candidates) > 1:
+        fitting = [p for p in candidates if fit_rank(p.name, image) is not None]
+        # pip's own choice among wheels that fit: the best-ranked tag. None fits: the first,
+        # which the lock's WHEEL_TAGS_MISMATCH then names.
+        candidates = sorted(fitting, key=lambda p: (fit_rank(p.name, image), p.name))[:1] or candidates[:1]
+    names = sorted({p.name for p in candidates})
+    if len(names) > 1:
+        raise InputError(
+            f"{name}: {len(names)} wheels match {comp.requirement} ({', '.join(names)}); "
+            "name one with 'filename', or give the toolchain python and platform"
+        )
+    chosen = candidates[0]
+    return PinnedWheel(filename=chosen.name, sha256=file_sha256(chosen))

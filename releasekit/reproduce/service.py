@@ -100,30 +100,9 @@ def _first_difference(
     engine: Engine,
     work: Path,
 ) -> Difference:
-    wheels = {
-        c.name: work / "release" / "wheels" / c.wheel_filename
-        for c in record.components
-        if c.wheel_filename and (work / "release" / "wheels" / c.wheel_filename).is_file()
-    }
     differing = next((layer for layer in layers if not layer.same), None)
     if differing is None and not layers:
-        # No published layer list (a release directory whose image is gone): the wheels layer from build.json.
-        wheel_diff = next((c for c in components if not c.same), None)
-        if wheel_diff:
-            return Difference(
-                what="wheel",
-                component=wheel_diff.name,
-                file=wheel_diff.wheel,
-                published=wheel_diff.published_sha256,
-                rebuilt=wheel_diff.rebuilt_sha256,
-                message=f"component {wheel_diff.name}: {wheel_diff.wheel} is not the published wheel",
-            )
-        return Difference(
-            what="image-config",
-            published=pub.image_id,
-            rebuilt=record.image_id,
-            message="the image IDs differ; the published layers are not available to compare",
-        )
+        return _no_layer_list(pub, record, components)
     if differing is None:
         return Difference(
             what="image-config",
@@ -141,6 +120,43 @@ def _first_difference(
             rebuilt=differing.rebuilt,
             message=f"base image layer {differing.index} differs",
         )
+    return _wheels_layer_difference(pub, record, differing, components, engine, work)
+
+
+def _no_layer_list(pub: Published, record: BuildRecord, components: list[ComponentComparison]) -> Difference:
+    """No published layer list (a release directory whose image is gone): the wheels from build.json say it."""
+    wheel_diff = next((c for c in components if not c.same), None)
+    if wheel_diff:
+        return Difference(
+            what="wheel",
+            component=wheel_diff.name,
+            file=wheel_diff.wheel,
+            published=wheel_diff.published_sha256,
+            rebuilt=wheel_diff.rebuilt_sha256,
+            message=f"component {wheel_diff.name}: {wheel_diff.wheel} is not the published wheel",
+        )
+    return Difference(
+        what="image-config",
+        published=pub.image_id,
+        rebuilt=record.image_id,
+        message="the image IDs differ; the published layers are not available to compare",
+    )
+
+
+def _wheels_layer_difference(
+    pub: Published,
+    record: BuildRecord,
+    differing: LayerComparison,
+    components: list[ComponentComparison],
+    engine: Engine,
+    work: Path,
+) -> Difference:
+    """The wheels layer differs: name the first differing file and the component whose wheel owns it."""
+    wheels = {
+        c.name: work / "release" / "wheels" / c.wheel_filename
+        for c in record.components
+        if c.wheel_filename and (work / "release" / "wheels" / c.wheel_filename).is_file()
+    }
     scratch = work / "compare"
     scratch.mkdir(exist_ok=True)
     published_tar = pub.layer_tar(differing.index, scratch) if pub.layer_tar else None
@@ -197,30 +213,7 @@ def reproduce(
         )
         verify_evidence(pub)
         progress("evidence: every archive file matches archive.json and the provenance")
-        lock_entry, manifest_entry = pub.index.entry("lock"), pub.index.entry("manifest")
-        inputs = work / "inputs"
-        inputs.mkdir()
-        manifest = inputs / Path(manifest_entry.path).name
-        lock = inputs / LOCK_FILE
-        shutil.copyfile(pub.directory / manifest_entry.path, manifest)
-        shutil.copyfile(pub.directory / lock_entry.path, lock)
-        git_cache = work / "git"
-        for entry in pub.index.bundles():
-            assert entry.repo and entry.commit
-            mirror_from_bundle(entry.repo, pub.directory / entry.path, git_cache, [entry.commit])
-            progress(f"git: {entry.component} {entry.commit[:12]} from {entry.path} (no remote contacted)")
-        record = run_build(
-            BuildOptions(
-                manifest=manifest,
-                lock=lock,
-                outdir=work / "release",
-                wheelhouses=[pub.directory / ARCHIVE_DIR / "wheels"],
-                cache_dir=work / "cache",
-                git_cache_dir=git_cache,
-                allow_local_repos=True,
-            ),
-            progress=progress,
-        )
+        record = _rebuild(pub, work, progress)
         engine = Engine()
         rebuilt_layers = list((engine.image_attrs(record.image_id).get("RootFS") or {}).get("Layers") or [])
         layers = compare_layers(pub.diff_ids, rebuilt_layers)
@@ -249,3 +242,31 @@ def reproduce(
     finally:
         if not keep and workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _rebuild(pub: Published, work: Path, progress: Callable[[str], None]) -> BuildRecord:
+    """Build again from the archive alone: its manifest, lock, wheels and git bundles, no remote contacted."""
+    lock_entry, manifest_entry = pub.index.entry("lock"), pub.index.entry("manifest")
+    inputs = work / "inputs"
+    inputs.mkdir()
+    manifest = inputs / Path(manifest_entry.path).name
+    lock = inputs / LOCK_FILE
+    shutil.copyfile(pub.directory / manifest_entry.path, manifest)
+    shutil.copyfile(pub.directory / lock_entry.path, lock)
+    git_cache = work / "git"
+    for entry in pub.index.bundles():
+        assert entry.repo and entry.commit
+        mirror_from_bundle(entry.repo, pub.directory / entry.path, git_cache, [entry.commit])
+        progress(f"git: {entry.component} {entry.commit[:12]} from {entry.path} (no remote contacted)")
+    return run_build(
+        BuildOptions(
+            manifest=manifest,
+            lock=lock,
+            outdir=work / "release",
+            wheelhouses=[pub.directory / ARCHIVE_DIR / "wheels"],
+            cache_dir=work / "cache",
+            git_cache_dir=git_cache,
+            allow_local_repos=True,
+        ),
+        progress=progress,
+    )

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from releasekit.validate.service import ValidationResult
 
 
 class _RunByDefault(TyperGroup):
@@ -117,7 +121,6 @@ def run(
 ) -> None:
     """Run cells in containers of IMAGE; one receipt per cell in -o DIR."""
     from releasekit.manifest import load_manifest
-    from releasekit.report import findings_table, print_json, stdout_console
     from releasekit.validate.service import run_validation
 
     loaded = load_manifest(file)
@@ -137,13 +140,21 @@ def run(
         gpus=_gpu_count() if gpus is None else gpus,
         seed=seed,
     )
+    _render(loaded.manifest.name, result, json_out)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def _render(name: str, result: ValidationResult, json_out: bool) -> None:
+    """The run as JSON, or one table row per cell then the findings (the shell renders, the service does not)."""
+    from releasekit.report import findings_table, print_json, stdout_console
+
     if json_out:
         print_json(result)
     else:
         console = stdout_console()
         console.print(
             findings_table(
-                f"validate {loaded.manifest.name} on {result.image_id[:19]}",
+                f"validate {name} on {result.image_id[:19]}",
                 ["cell", "status", "seconds", "findings", "receipt"],
                 [
                     [c.cell_id, c.status, f"{c.duration_s:.1f}", ", ".join(c.codes) or "-", c.receipt]
@@ -154,7 +165,6 @@ def run(
         for f in result.findings:
             console.print(f.render())
         console.print("[green]passed[/green]" if result.passed else "[bold red]failed[/bold red]")
-    raise typer.Exit(0 if result.passed else 1)
 
 
 def _dry_run(loaded, image: str, cells: list[str] | None, json_out: bool) -> None:  # type: ignore[no-untyped-def]

@@ -143,10 +143,45 @@ def build_state(
     if not mirror.has_commit(checked):
         return ComponentState(name, comp, mirror, locked, branch, canonical_head, checked)
     history = CanonicalHistory(mirror.git, checked)
-    heads: dict[int, str] = {}
+    superseded_by = _superseded_by(comp)
+    named = _named_prs(comp, superseded_by)
+    heads = _pr_heads(mirror, named, locked)
+    history.prepare(list(heads.values()))
     states: dict[int, MergeState] = {}
-    statuses: list[PRStatus] = []
-    locked_heads = {p.number: p.head for p in (locked.pull_requests if locked else [])}
+    pending = _merge_states(mirror, checked, history, named, heads, states, superseded_by)
+    landed = [found.landed_at for *_, found in pending if found is not None and found.landed_at]
+    times = {c: t for c, (t, _) in commit_info(mirror.git, landed).items()}
+    own_prs = [
+        (pr, role) for pr, role, *_ in pending if role in ("planned", "already_canonical") and pr in heads
+    ]
+    pr_patches, pr_stops = _own_commits(mirror, checked, history, heads, states, [pr for pr, _ in own_prs])
+    arrivals = _arrivals(mirror, heads, states, pr_patches, pending)
+    statuses = _pr_statuses(name, comp, times, pending, arrivals) + _commit_statuses(
+        name, comp, mirror, history
+    )
+    return ComponentState(
+        name,
+        comp,
+        mirror,
+        locked,
+        branch,
+        canonical_head,
+        checked,
+        history=history,
+        heads=heads,
+        states=states,
+        statuses=tuple(statuses),
+        times=times,
+        pr_patches=pr_patches,
+        pr_stops=pr_stops,
+    )
+
+
+_Pending = tuple[int, str, str | None, str | None, MergeState | None]
+
+
+def _superseded_by(comp: GitComponent) -> dict[int, int | None]:
+    """Superseded PR -> the PR that carries it; the merge plan's word wins over an already-canonical one's."""
     superseded_by: dict[int, int | None] = {}
     for entry in comp.merge_plan:
         for s in entry.supersedes:
@@ -154,10 +189,24 @@ def build_state(
     for change in comp.already_canonical:
         for s in change.supersedes:
             superseded_by.setdefault(s, change.pr)
+    return superseded_by
+
+
+def _named_prs(comp: GitComponent, superseded_by: dict[int, int | None]) -> list[tuple[int, str, str | None]]:
+    """(PR, role, title) for every PR the manifest names, in the manifest's order: planned, canonical, closed, superseded."""
     named: list[tuple[int, str, str | None]] = [(p.pr, "planned", p.title) for p in comp.merge_plan]
     named += [(c.pr, "already_canonical", c.title) for c in comp.already_canonical if c.pr is not None]
     named += [(c.pr, "closed", c.title) for c in comp.closed]
     named += [(s, "superseded", None) for s in sorted(superseded_by) if s not in {c.pr for c in comp.closed}]
+    return named
+
+
+def _pr_heads(
+    mirror: Mirror, named: list[tuple[int, str, str | None]], locked: LockedGitComponent | None
+) -> dict[int, str]:
+    """Each named PR's head: the locked one for a planned PR (what was reviewed), else the remote's."""
+    heads: dict[int, str] = {}
+    locked_heads = {p.number: p.head for p in (locked.pull_requests if locked else [])}
     remote_heads = mirror.refs("refs/pull/")
     for pr, role, _ in named:
         # The planned head is the locked one (what was reviewed); a moved head is its own finding.
@@ -165,8 +214,20 @@ def build_state(
         head = head or remote_heads.get(f"refs/pull/{pr}/head") or locked_heads.get(pr)
         if head:
             heads[pr] = head
-    history.prepare(list(heads.values()))
-    pending: list[tuple[int, str, str | None, str | None, MergeState | None]] = []
+    return heads
+
+
+def _merge_states(
+    mirror: Mirror,
+    checked: str,
+    history: CanonicalHistory,
+    named: list[tuple[int, str, str | None]],
+    heads: dict[int, str],
+    states: dict[int, MergeState],
+    superseded_by: dict[int, int | None],
+) -> list[_Pending]:
+    """Each named PR's merge state (into ``states``); a superseded PR carried inside its superseder is not merged."""
+    pending: list[_Pending] = []
     for pr, role, title in named:
         head = heads.get(pr)
         if head is None:
@@ -187,13 +248,18 @@ def build_state(
                 st = history.state_of(head, ignore_patches=ignore)
             states[-pr] = st  # negative keys: superseded/closed, never planned
         pending.append((pr, role, title, head, st))
-    landed = [found.landed_at for *_, found in pending if found is not None and found.landed_at]
-    times = {c: t for c, (t, _) in commit_info(mirror.git, landed).items()}
-    own_prs = [
-        (pr, role) for pr, role, *_ in pending if role in ("planned", "already_canonical") and pr in heads
-    ]
-    pr_patches, pr_stops = _own_commits(mirror, checked, history, heads, states, [pr for pr, _ in own_prs])
-    arrivals = _arrivals(mirror, heads, states, pr_patches, pending)
+    return pending
+
+
+def _pr_statuses(
+    name: str,
+    comp: GitComponent,
+    times: dict[str, int],
+    pending: list[_Pending],
+    arrivals: dict[int, tuple[Arrival, int | None]],
+) -> list[PRStatus]:
+    """One status per named PR, with how it arrived; an arrival inside another PR is acknowledged by arrived_in."""
+    statuses: list[PRStatus] = []
     planned_by_pr = {p.pr: p for p in comp.merge_plan}
     for pr, role, title, head, found in pending:
         status = _status_from(name, times, pr, role, title, head, found)
@@ -211,6 +277,14 @@ def build_state(
                 }
             )
         statuses.append(status)
+    return statuses
+
+
+def _commit_statuses(
+    name: str, comp: GitComponent, mirror: Mirror, history: CanonicalHistory
+) -> list[PRStatus]:
+    """Already-canonical changes named by commit: present by ancestry or by an equivalent patch (a cherry-pick)."""
+    statuses: list[PRStatus] = []
     for change in comp.already_canonical:
         if change.commit is None:
             continue
@@ -227,22 +301,7 @@ def build_state(
                 state="present" if present else "absent",
             )
         )
-    return ComponentState(
-        name,
-        comp,
-        mirror,
-        locked,
-        branch,
-        canonical_head,
-        checked,
-        history=history,
-        heads=heads,
-        states=states,
-        statuses=tuple(statuses),
-        times=times,
-        pr_patches=pr_patches,
-        pr_stops=pr_stops,
-    )
+    return statuses
 
 
 def _own_commits(
@@ -289,26 +348,8 @@ def _arrivals(
     landings = {
         states[pr].landed_at for pr in named if pr in states and states[pr].merged and states[pr].landed_at
     }
-    parents: dict[str, list[str]] = {}
-    if landings:
-        out = mirror.git.run(
-            "log", "--no-walk=unsorted", "--format=%H %P", *sorted(c for c in landings if c), "--"
-        )
-        for line in out.splitlines():
-            sha, *rest = line.split()
-            parents[sha] = rest
-    # Whose own merge each landing commit is: the PR whose head is one of its merged-in parents.
-    own_merge: dict[str, int] = {}
-    for pr in named:
-        st = states.get(pr)
-        if (
-            st
-            and st.merged
-            and st.how == "ancestry"
-            and st.landed_at
-            and heads[pr] in parents.get(st.landed_at, [])[1:]
-        ):
-            own_merge[st.landed_at] = pr
+    parents = _parents(mirror, landings)
+    own_merge = _own_merges(named, heads, states, parents)
     arrivals: dict[int, tuple[Arrival, int | None]] = {}
     for pr in named:
         st = states.get(pr)
@@ -340,3 +381,37 @@ def _arrivals(
             carrier = own_merge.get(st.landed_at or "")
             arrivals[pr] = ("inside", carrier if carrier != pr else None)
     return arrivals
+
+
+def _parents(mirror: Mirror, landings: set[str | None]) -> dict[str, list[str]]:
+    """Each landing commit's parents, read in one ``git log`` (not one call per PR)."""
+    parents: dict[str, list[str]] = {}
+    if landings:
+        out = mirror.git.run(
+            "log", "--no-walk=unsorted", "--format=%H %P", *sorted(c for c in landings if c), "--"
+        )
+        for line in out.splitlines():
+            sha, *rest = line.split()
+            parents[sha] = rest
+    return parents
+
+
+def _own_merges(
+    named: list[int],
+    heads: Mapping[int, str],
+    states: Mapping[int, MergeState],
+    parents: dict[str, list[str]],
+) -> dict[str, int]:
+    """Whose own merge each landing commit is: the PR whose head is one of its merged-in parents."""
+    own_merge: dict[str, int] = {}
+    for pr in named:
+        st = states.get(pr)
+        if (
+            st
+            and st.merged
+            and st.how == "ancestry"
+            and st.landed_at
+            and heads[pr] in parents.get(st.landed_at, [])[1:]
+        ):
+            own_merge[st.landed_at] = pr
+    return own_merge

@@ -67,23 +67,7 @@ class HooksCheck:
                 file=CONFIG,
             )
             return found
-        runnable: list[dict[str, Any]] = []
-        for repo in repos:
-            url = str(repo.get("repo", ""))
-            hooks = [h for h in repo.get("hooks") or [] if isinstance(h, dict)]
-            if url in ("local", "meta") or (
-                ctx.hygiene.hook_runner == "pre-commit" and _cached(url, str(repo.get("rev")))
-            ):
-                runnable.append(repo)
-                continue
-            for hook in hooks:
-                found.add(
-                    "HOOK_NOT_RUNNABLE",
-                    f"hook {hook.get('id')} of {url}@{repo.get('rev')} must be fetched from the network: not runnable here",
-                    severity=Severity.warning,
-                    component=ctx.component,
-                    file=CONFIG,
-                )
+        runnable = _runnable(ctx, repos, found)
         if not runnable:
             return found
         # The runnable subset as its own config, beside (not in) the work tree's files.
@@ -104,20 +88,47 @@ class HooksCheck:
                 )
                 if code == 0:
                     continue
-                spots = 0
-                for text in (out + "\n" + err).splitlines():
-                    match = _SPOT.match(text.strip())
-                    if match and (ctx.tree / match.group(1)).is_file():
-                        spots += 1
-                        found.add(
-                            "HOOK_FAILED",
-                            f"{hook_id}: {match.group(4) or 'reported'}",
-                            component=ctx.component,
-                            file=match.group(1),
-                            line=int(match.group(2)),
-                            column=int(match.group(3)) if match.group(3) else None,
-                        )
-                if not spots:
-                    tail = " ".join((out + " " + err).split())[-300:]
-                    found.add("HOOK_FAILED", f"{hook_id} failed: {tail}", component=ctx.component)
+                _failed(ctx, hook_id, out, err, found)
         return found
+
+
+def _runnable(ctx: HygieneContext, repos: list[Any], found: Findings) -> list[dict[str, Any]]:
+    """The hook repositories that run offline (local, meta, or in pre-commit's cache); each other hook is said."""
+    runnable: list[dict[str, Any]] = []
+    for repo in repos:
+        url = str(repo.get("repo", ""))
+        hooks = [h for h in repo.get("hooks") or [] if isinstance(h, dict)]
+        if url in ("local", "meta") or (
+            ctx.hygiene.hook_runner == "pre-commit" and _cached(url, str(repo.get("rev")))
+        ):
+            runnable.append(repo)
+            continue
+        for hook in hooks:
+            found.add(
+                "HOOK_NOT_RUNNABLE",
+                f"hook {hook.get('id')} of {url}@{repo.get('rev')} must be fetched from the network: not runnable here",
+                severity=Severity.warning,
+                component=ctx.component,
+                file=CONFIG,
+            )
+    return runnable
+
+
+def _failed(ctx: HygieneContext, hook_id: str, out: str, err: str, found: Findings) -> None:
+    """A failed hook's findings at the file:line it names, or one finding with its output's tail if it names none."""
+    spots = 0
+    for text in (out + "\n" + err).splitlines():
+        match = _SPOT.match(text.strip())
+        if match and (ctx.tree / match.group(1)).is_file():
+            spots += 1
+            found.add(
+                "HOOK_FAILED",
+                f"{hook_id}: {match.group(4) or 'reported'}",
+                component=ctx.component,
+                file=match.group(1),
+                line=int(match.group(2)),
+                column=int(match.group(3)) if match.group(3) else None,
+            )
+    if not spots:
+        tail = " ".join((out + " " + err).split())[-300:]
+        found.add("HOOK_FAILED", f"{hook_id} failed: {tail}", component=ctx.component)
