@@ -1,4 +1,4 @@
-"""`validate --dry-run` renders a prefill/decode cell as the topology `validate` would serve.
+"""Two rendering faults issue 24's rehearsal found: `validate --dry-run` of a prefill/decode cell, plan check's "where it landed".
 
 Issue 24's rehearsal: seed 000's TP2/EP2 1P+1D TokenSpeed cell was reported as
 CELL_SETTING_NOT_RENDERED ("a single TokenSpeed worker serves gRPC for its gateway") because
@@ -44,3 +44,13 @@ def test_a_single_server_cell_keeps_its_command() -> None:
     pre, _, command = _render(cell, loaded, {})
     assert command is not None
     assert pre.processes == [] and pre.argv == command.argv
+
+
+def test_where_a_pr_landed_names_a_position_not_a_pr() -> None:
+    # Issue 24: plan check printed "8a8802ce16cf (#471 on first-parent, squash)" for tokenspeed#644,
+    # where 471 is the commit's index on main's first-parent chain, which reads as PR #471.
+    from releasekit.plan.commands import landed_where
+
+    text = landed_where("8a8802ce16cfb8c7fa8ca10a9e152032a4c576f2", 471, "squash")
+    assert text == "8a8802ce16cf (squash, first-parent position 471)"
+    assert "#" not in text
