@@ -162,7 +162,8 @@ def _check_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
             return [f"{item} (build requirements must be pinned as name==version)"]
         versions[req.name.lower().replace("_", "-")] = spec.version
     missing: list[str] = []
-    for item in wanted:
+    # A backend may name a requirement both statically and dynamically (setuptools: wheel).
+    for item in dict.fromkeys(wanted):
         try:
             req = Requirement(item)
         except InvalidRequirement:
@@ -192,8 +193,14 @@ def _in_venv(
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     if pinned and log.run([python, "-m", "pip", "install", "--no-input", *pinned], env=env) != 0:
         raise BuildFailed(f"{component}: installing build requirements failed (see {log.path})")
+    # The hook runner is run from a folder of its own: run from releasekit/builder/, that folder
+    # would be sys.path[0] and its modules (wheel.py, stamp.py, ...) would shadow the backend's
+    # imports (setuptools' bdist_wheel imports the wheel package).
+    tools = tmp / "tools"
+    tools.mkdir()
+    hooks = str(shutil.copyfile(HOOKS, tools / "pep517_hooks.py"))
     result = tmp / "result.json"
-    if log.run([python, str(HOOKS), "get_requires_for_build_wheel", str(result)], cwd=project, env=env) != 0:
+    if log.run([python, hooks, "get_requires_for_build_wheel", str(result)], cwd=project, env=env) != 0:
         raise BuildFailed(f"{component}: the build backend failed to load (see {log.path})")
     wanted = json.loads(result.read_text())
     missing = _check_requirements(wanted["static"] + wanted["dynamic"], pinned)
@@ -203,10 +210,7 @@ def _in_venv(
             + ", ".join(missing)
         )
     config = json.dumps(recipe.config_settings)
-    if (
-        log.run([python, str(HOOKS), "build_wheel", str(result), str(dist), config], cwd=project, env=env)
-        != 0
-    ):
+    if log.run([python, hooks, "build_wheel", str(result), str(dist), config], cwd=project, env=env) != 0:
         raise BuildFailed(f"{component}: wheel build failed (see {log.path})")
     return dist / json.loads(result.read_text())["wheel"]
 

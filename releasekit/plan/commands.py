@@ -165,6 +165,11 @@ def _render_lock(lock: Lock, output: Path, digest: str | None, findings: Finding
     console.print(f"wrote {output} (sha256 {digest})")
 
 
+def landed_where(commit: str, position: int | None, how: str | None) -> str:
+    """ "abc123 (squash, first-parent position 471)": a position counted from the root, never "#471" (a PR)."""
+    return f"{commit[:12]} ({how}, first-parent position {position})"
+
+
 def _render_check(result) -> None:  # noqa: ANN001 - PlanCheckResult
     from releasekit.report import findings_table, render_findings, stdout_console
 
@@ -175,7 +180,7 @@ def _render_check(result) -> None:  # noqa: ANN001 - PlanCheckResult
             what = f"#{st.pr}" if st.pr is not None else (st.commit or "")
             where = "-"
             if st.landed_at:
-                where = f"{st.landed_at[:12]} (#{st.landed_position} on first-parent, {st.how})"
+                where = landed_where(st.landed_at, st.landed_position, st.how)
             rows.append([what, st.role, st.state, where, ", ".join(st.codes) or "-"])
         title = f"{comp.component}: {comp.canonical_branch} @ {comp.checked_commit[:12]}"
         console.print(findings_table(title, ["PR", "role", "state", "where it landed", "finding"], rows))

@@ -26,6 +26,7 @@ from releasekit.validate.container import docker_client, image_facts
 from releasekit.validate.engines import Engine, adapter_for
 from releasekit.validate.engines.interface import PREFLIGHT_MARKER, ServeCommand
 from releasekit.validate.models import resolve_model, static_model_findings
+from releasekit.validate.topology import PortPlan, ProcessSpec, is_disaggregated
 
 PREFLIGHT_TIMEOUT_S = 600.0
 OUTPUT_TAIL = 600
@@ -41,6 +42,10 @@ class PreflightCell(BaseModel):
         default=None, description="what the image's engine parsed; None: not parsed"
     )
     findings: list[Finding] = Field(default_factory=list)
+    processes: list[ProcessSpec] = Field(
+        default_factory=list,
+        description="a prefill/decode cell: every process of its topology (fixed ports, as `releasekit matrix`)",
+    )
 
     def add(self, code: str, message: str, severity: Severity = Severity.error) -> None:
         self.findings.append(
@@ -113,12 +118,26 @@ def _render(
     resolved = resolve_model(cell.model, loaded.directory)
     command = engine.serve_command(cell, resolved.engine_arg, schemes=spec.quantization_schemes)
     result.argv, result.env, result.expected = command.argv, {**cell.env, **command.env}, command.expected
-    for problem in command.problems:
+    problems = command.problems
+    # A prefill/decode cell runs as a topology (as `validate` serves it): its processes and
+    # problems are the cell's, not the single server's (issue 24: seed 000's 1P+1D cell).
+    if is_disaggregated(cell):
+        topology = engine.topology(cell, resolved.engine_arg, PortPlan(), list(range(cell.gpu_count)))
+        if topology is None:
+            problems = [*problems, "the adapter has no prefill/decode topology"]
+        else:
+            problems = topology.problems
+            result.processes = topology.processes
+            result.argv = topology.workers[0].argv if topology.workers else result.argv
+    for problem in problems:
         findings.add("CELL_SETTING_NOT_RENDERED", f"{cell.engine}: {problem}", cell=cell.id)
-    for hit in forbidden_switches(command.argv, {**image_env, **result.env}, spec.forbidden):
-        findings.add(
-            "FORBIDDEN_SWITCH", f"the server would run with {hit}, which the manifest forbids", cell=cell.id
-        )
+    for name, argv, env in [("the server", result.argv, result.env)] + [
+        (p.name, p.argv, {**result.env, **p.env}) for p in result.processes
+    ]:
+        for hit in forbidden_switches(argv, {**image_env, **env}, spec.forbidden):
+            findings.add(
+                "FORBIDDEN_SWITCH", f"{name} would run with {hit}, which the manifest forbids", cell=cell.id
+            )
     result.findings = list(findings)
     return result, engine, command
 

@@ -1,0 +1,90 @@
+"""The venv build's PEP 517 hook runner imports nothing of releasekit (issue 24 rehearsal).
+
+Run from releasekit/builder/, that folder was sys.path[0] of the hook runner: its module
+wheel.py shadowed the ``wheel`` package, so tokenspeed's python/ (setuptools 83 + wheel)
+failed in ``from wheel.wheelfile import WheelFile`` with "No module named 'pydantic'".
+The project here is a real one, built by its own in-tree backend, which refuses to build
+when a module of releasekit/builder/ is importable.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from releasekit.builder.wheel import Log, _check_requirements, build_wheel
+from releasekit.manifest.models import BuildRecipe
+
+BACKEND = """
+import base64, hashlib, importlib.util, zipfile
+
+def _refuse_releasekit():
+    # releasekit/builder/ holds wheel.py, wheelfile.py and stamp.py: none may be importable here.
+    for name in ("wheel", "wheelfile", "stamp"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and "releasekit" in (spec.origin or ""):
+            raise RuntimeError(f"releasekit's {name} module is importable in the build: {spec.origin}")
+
+def get_requires_for_build_wheel(config_settings=None):
+    _refuse_releasekit()
+    return []
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    _refuse_releasekit()
+    name = "hookcheck-1.0-py3-none-any.whl"
+    files = {
+        "hookcheck/__init__.py": b"",
+        "hookcheck-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\\nName: hookcheck\\nVersion: 1.0\\n",
+        "hookcheck-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }
+    record = []
+    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path},sha256={digest},{len(data)}")
+        record.append("hookcheck-1.0.dist-info/RECORD,,")
+        zf.writestr("hookcheck-1.0.dist-info/RECORD", "\\n".join(record) + "\\n")
+    return name
+"""
+
+
+def test_venv_hooks_do_not_see_releasekit_modules(tmp_path: Path):
+    project = tmp_path / "src" / "python"
+    (project / "_backend").mkdir(parents=True)
+    (project / "_backend" / "hookcheck_backend.py").write_text(BACKEND, encoding="utf-8")
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = []
+            build-backend = "hookcheck_backend"
+            backend-path = ["_backend"]
+            """
+        ),
+        encoding="utf-8",
+    )
+    recipe = BuildRecipe.model_validate(
+        {"subdirectory": "python", "version_policy": {"policy": "static", "reason": "test"}}
+    )
+    log = Log(tmp_path / "build.log")
+    built = build_wheel(
+        tmp_path / "src",
+        tmp_path / "out",
+        recipe=recipe,
+        commit="0" * 40,
+        source_date_epoch=1_700_000_000,
+        arches=[],
+        log=log,
+        component="hookcheck",
+    )
+    assert built.filename == "hookcheck-1.0-py3-none-any.whl"
+    assert "importable in the build" not in log.path.read_text(encoding="utf-8")
+
+
+def test_a_requirement_named_twice_is_reported_once():
+    # setuptools names wheel both in build-system.requires and from get_requires_for_build_wheel.
+    assert _check_requirements(["setuptools==83.0.0", "wheel", "wheel"], []) == [
+        "setuptools==83.0.0",
+        "wheel",
+    ]
