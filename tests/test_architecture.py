@@ -104,6 +104,10 @@ JSON_ALLOWLIST = {
     "releasekit.validate.router": "HTTP request bodies of the test router",
 }
 FORGE_ADAPTER = "forge"  # the only package that imports githubkit
+# The stages and shared modules that read evidence: between their functions evidence travels as
+# models, never as parsed JSON (``Any``) or a ``dict`` of it.
+EVIDENCE_READERS = ("publish", "reproduce", "signing")
+_UNTYPED = re.compile(r"^Any( \| None)?$|dict\[str, Any\]")
 
 
 @dataclass(frozen=True, order=True)
@@ -268,7 +272,45 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
                 )
             )
     out += evidence_violations(root, package)
+    out += untyped_evidence_violations(root, package)
     return sorted(set(out))
+
+
+def _untyped(annotation: ast.expr | None) -> bool:
+    return annotation is not None and bool(_UNTYPED.search(ast.unparse(annotation)))
+
+
+def untyped_evidence_violations(root: Path, package: str) -> list[Violation]:
+    """A function of an evidence reader that takes or returns ``Any`` or ``dict[str, Any]``.
+
+    The exceptions: a parser, whose untyped parameter is named ``data`` and whose result is
+    typed (raw JSON in, a model out), and ``*args``/``**kwargs`` handed through to a library.
+    """
+    out: list[Violation] = []
+    for module, path in module_names(root, package).items():
+        if layer(module, package) not in EVIDENCE_READERS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            args = node.args
+            params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+            bad = [a.arg for a in params if _untyped(a.annotation) and a.arg != "data"]
+            parser = not _untyped(node.returns)
+            if any(_untyped(a.annotation) for a in params if a.arg == "data") and not parser:
+                bad.append("data")
+            if _untyped(node.returns):
+                bad.append("return")
+            if bad:
+                out.append(
+                    Violation(
+                        "untyped-evidence",
+                        module,
+                        f"line {node.lineno}: {node.name}({', '.join(bad)}) is untyped: pass the model",
+                    )
+                )
+    return out
 
 
 def _json_readers(tree: ast.AST) -> tuple[set[str], set[str]]:
@@ -384,6 +426,9 @@ CASES = {
     "json": {"publish/attach.py": "import json as j\ndef f(b):\n    return j.loads(b)\n"},
     "file-name": {"builder/write.py": 'def f(d):\n    return d / "build.json"\n'},
     "githubkit": {"plan/lock.py": "def read():\n    from githubkit import GitHub\n"},
+    "untyped-evidence": {
+        "publish/rules.py": "from typing import Any\ndef passed(receipt: dict[str, Any]) -> bool:\n    return bool(receipt)\n"
+    },
 }
 
 
@@ -392,6 +437,24 @@ def test_json_read_by_name_import_is_seen(tmp_path):
         tmp_path, {"reproduce/read.py": "from json import load\ndef f(h):\n    return load(h)\n"}
     )
     assert [(v.rule, v.module) for v in check_package(pkg)] == [("json", "releasekit.reproduce.read")]
+
+
+def test_a_parser_and_pass_through_kwargs_are_no_untyped_evidence(tmp_path):
+    pkg = make_package(
+        tmp_path,
+        {
+            "reproduce/read.py": (
+                "from typing import Any\n"
+                "class Model: ...\n"
+                "def parse(data: Any) -> Model:\n    return Model()\n"
+                "def call(url: str, **kwargs: Any) -> None: ...\n"
+                "def leak(data: Any) -> Any:\n    return data\n"
+            )
+        },
+    )
+    assert [(v.rule, v.message) for v in check_package(pkg)] == [
+        ("untyped-evidence", "line 6: leak(data, return) is untyped: pass the model")
+    ]
 
 
 def test_the_json_allowlist_names_real_modules():

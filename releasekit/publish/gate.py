@@ -45,7 +45,7 @@ Finding codes (stable):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from releasekit.checks import AllOf
 from releasekit.findings import Findings
@@ -59,6 +59,9 @@ from releasekit.records.gate import (
     HygienePolicy,
     SuitePolicy,
 )
+
+if TYPE_CHECKING:
+    from releasekit.manifest.models import Manifest
 
 
 class PublishGate:
@@ -93,11 +96,12 @@ def publish_gate() -> PublishGate:
     return PublishGate(AllOf(*all_checks(), name="publish gate"))
 
 
-def policy_from_manifest(manifest: object) -> GatePolicy:
+def policy_from_manifest(manifest: Manifest) -> GatePolicy:
     """The gate's view of ``Manifest.validation``: required cells, declared and forbidden switches."""
     from releasekit.records.receipt import cell_sha256
 
-    validation = manifest.validation  # type: ignore[attr-defined]
+    validation = manifest.validation
+    suites, hygiene = _test_policy(manifest)
     return GatePolicy(
         cells=[
             CellPolicy(
@@ -116,15 +120,16 @@ def policy_from_manifest(manifest: object) -> GatePolicy:
         forbidden_args=list(validation.forbidden.args),
         forbidden_reason=validation.forbidden.reason,
         signed=bool(getattr(getattr(manifest, "publish", None), "signed", False)),
-        **_test_policy(manifest),
+        suites=suites,
+        hygiene=hygiene,
     )
 
 
-def _test_policy(manifest: object) -> dict[str, Any]:
+def _test_policy(manifest: Manifest) -> tuple[list[SuitePolicy], list[HygienePolicy]]:
     """The gate's view of each git component's ``tests:`` and ``hygiene:`` (none: nothing required)."""
     suites: list[SuitePolicy] = []
     hygiene: list[HygienePolicy] = []
-    for name, comp in manifest.git_components().items():  # type: ignore[attr-defined]
+    for name, comp in manifest.git_components().items():
         for suite in comp.tests:
             suites.append(
                 SuitePolicy(
@@ -139,7 +144,7 @@ def _test_policy(manifest: object) -> dict[str, Any]:
             hygiene.append(
                 HygienePolicy(component=name, steps=list(comp.hygiene.steps), required=comp.hygiene.required)
             )
-    return {"suites": suites, "hygiene": hygiene}
+    return suites, hygiene
 
 
 __all__ = [

@@ -9,38 +9,31 @@ pre-existing or flaky, and the hygiene steps per component.
 
 from __future__ import annotations
 
-from typing import Any
-
 from releasekit.docker_engine import ImageFacts
 from releasekit.publish.checks.component_tests import read_test_receipts
 from releasekit.publish.checks.context import GateSubject
 from releasekit.publish.evidence import Evidence
 from releasekit.publish.gate import GatePolicy, GateReport
+from releasekit.records.legacy import Headline
 from releasekit.records.test_receipt import HygieneReceipt
 
 _MAX_HEADLINES = 4
 
 
-def _number(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
+def _number(value: int | float | str) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _headline(metric: dict[str, Any]) -> str | None:
-    name = metric.get("name") or metric.get("metric")
-    value = metric.get("value", metric.get("measured"))
-    if name is None or value is None:
+def _headline(metric: Headline) -> str | None:
+    if metric.value is None:
         return None
-    text = f"{name} {_number(value)}"
-    unit = metric.get("unit")
-    if unit:
-        text += f" {unit}"
-    baseline = metric.get("baseline_value", metric.get("baseline"))
-    if isinstance(baseline, int | float) and not isinstance(baseline, bool) and baseline:
-        text += f" (baseline {_number(baseline)}"
-        if isinstance(value, int | float):
-            text += f", {float(value) / float(baseline):.1%}"
+    text = f"{metric.name} {_number(metric.value)}"
+    if metric.unit:
+        text += f" {metric.unit}"
+    if metric.baseline:
+        text += f" (baseline {_number(metric.baseline)}"
+        if not isinstance(metric.value, str):
+            text += f", {float(metric.value) / float(metric.baseline):.1%}"
         text += ")"
     return text
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from releasekit.findings import Findings
 from releasekit.records.base import Record, RecordError, dump_record, parse_record
-from releasekit.records.legacy import legacy_receipt_facts
+from releasekit.records.legacy import Headline, legacy_receipt_facts
 from releasekit.records.receipt import RECEIPT_SCHEMA, Receipt
 
 GATE_FILE: Final = "gate.json"
@@ -91,7 +91,7 @@ class ReceiptView(BaseModel):
     # What the server ran with: read by the gate, left out of reports (an env may hold a token).
     env: dict[str, str] = Field(default_factory=dict, exclude=True)
     args: list[str] = Field(default_factory=list, exclude=True)
-    metrics: list[dict[str, Any]] = Field(default_factory=list)
+    metrics: list[Headline] = Field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: Any, path: str, sha256: str) -> ReceiptView:
@@ -107,13 +107,13 @@ class ReceiptView(BaseModel):
 
     @classmethod
     def _from_v1(cls, receipt: Receipt, path: str, sha256: str) -> ReceiptView:
-        headlines: list[dict[str, Any]] = [
-            {"name": g.metric, "value": g.candidate, "baseline": g.baseline_value, "passed": g.passed}
+        headlines = [
+            Headline(name=g.metric, value=g.candidate, baseline=g.baseline_value, passed=g.passed)
             for g in receipt.gates
         ]
         gated = {g.metric for g in receipt.gates}
         headlines += [
-            {"name": name, "value": m.value, "unit": m.unit}
+            Headline(name=name, value=m.value, unit=m.unit)
             for name, m in receipt.metrics.items()
             if name not in gated
         ]

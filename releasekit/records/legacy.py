@@ -195,6 +195,34 @@ def read_validation_receipt(path: Path) -> LegacyValidationReceipt:
 LEGACY_PASSING = frozenset({"passed", "pass", "qualified", "ok", "success"})
 
 
+class Headline(BaseModel):
+    """One number a receipt reports, as RELEASE.md shows it: a gated metric with its baseline, or a measurement."""
+
+    name: str
+    value: int | float | str | None = None
+    unit: str | None = None
+    baseline: int | float | None = None
+    passed: bool | None = None
+
+    @classmethod
+    def from_legacy(cls, item: dict[str, Any]) -> Headline | None:
+        """A metric object of today's tool (``name``/``metric``, ``value``/``measured``, ``baseline[_value]``)."""
+        name = item.get("name") or item.get("metric")
+        value = item.get("value", item.get("measured"))
+        if name is None or value is None or isinstance(value, bool):
+            return None
+        baseline = item.get("baseline_value", item.get("baseline"))
+        unit = item.get("unit")
+        return cls(
+            name=str(name),
+            value=value if isinstance(value, int | float) else str(value),
+            unit=str(unit) if unit else None,
+            baseline=baseline
+            if isinstance(baseline, int | float) and not isinstance(baseline, bool)
+            else None,
+        )
+
+
 class LegacyReceiptFacts(BaseModel):
     """The few facts the publish gate reads from a receipt of today's tool (no ``schema`` key)."""
 
@@ -204,7 +232,7 @@ class LegacyReceiptFacts(BaseModel):
     passed: bool
     env: dict[str, str] = Field(default_factory=dict)
     args: list[str] = Field(default_factory=list)
-    metrics: list[dict[str, Any]] = Field(default_factory=list)
+    metrics: list[Headline] = Field(default_factory=list)
 
 
 def legacy_receipt_facts(data: dict[str, Any]) -> LegacyReceiptFacts:
@@ -226,7 +254,9 @@ def legacy_receipt_facts(data: dict[str, Any]) -> LegacyReceiptFacts:
     args = runtime.get("args", data.get("args", [])) or []
     if not isinstance(env, dict) or not isinstance(args, list):
         raise ValueError("runtime.env must be an object and runtime.args a list")
-    metrics = data.get("metrics") or []
+    found_metrics = data.get("metrics")
+    items = [m for m in found_metrics if isinstance(m, dict)] if isinstance(found_metrics, list) else []
+    metrics = [h for h in map(Headline.from_legacy, items) if h is not None]
     return LegacyReceiptFacts(
         cell=str(cell) if cell else None,
         image_id=str(data["image_id"]) if data.get("image_id") else None,
@@ -234,5 +264,5 @@ def legacy_receipt_facts(data: dict[str, Any]) -> LegacyReceiptFacts:
         passed=passed is True,
         env={str(k): str(v) for k, v in env.items()},
         args=[str(a) for a in args],
-        metrics=[m for m in metrics if isinstance(m, dict)] if isinstance(metrics, list) else [],
+        metrics=metrics,
     )
