@@ -73,6 +73,35 @@ def test_seed_003_matrix_on_eight_gpus() -> None:
     )
 
 
+def test_a_cell_never_spans_two_hosts() -> None:
+    # Two 8-GPU hosts, each with 6 GPUs taken: a TP4 cell fits in neither host although 4 GPUs
+    # are free in all (2 + 2), so it waits; the TP2 cells take the free pairs.
+    assert choose_gpus({6, 7, 14, 15}, 4, 16, hosts=2) is None
+    assert choose_gpus({6, 7, 14, 15}, 2, 16, hosts=2) == [6, 7]
+    assert choose_gpus({7, 8, 9, 10, 11, 12}, 4, 16, hosts=2) == [8, 9, 10, 11]
+    jobs = [Job(cell_id=f"tp6-{i}", gpus=6, duration_s=10) for i in range(2)]
+    jobs += [Job(cell_id="tp4", gpus=4, duration_s=10)]
+    s = pack(jobs, 8, hosts=2)
+    assert_valid(s, jobs)
+    for p in s.placements:
+        assert {g // 8 for g in p.gpus} == {p.host}, p
+    assert next(p for p in s.placements if p.cell_id == "tp4").start_s == 10
+
+
+@pytest.mark.parametrize("hosts", [1, 2, 3])
+def test_seed_003_matrix_on_several_hosts(hosts: int) -> None:
+    cells = load_manifest(REPO / "manifests" / "ff-next.yaml").manifest.validation.cells
+    jobs = [Job(cell_id=c.id, gpus=c.gpu_count, duration_s=SEED_003_ASSUMED_S[c.id]) for c in cells]
+    s = pack(jobs, 8, hosts=hosts)
+    assert_valid(s, jobs)
+    assert s.total_gpus == 8 * hosts and s.hosts == hosts
+    assert all({g // 8 for g in p.gpus} == {p.host} for p in s.placements)
+    lower = max(sum(j.gpus * j.duration_s for j in jobs) / (8 * hosts), max(j.duration_s for j in jobs))
+    assert lower <= s.makespan_s
+    if hosts > 1:  # more hosts never make it slower
+        assert s.makespan_s < pack(jobs, 8, hosts=hosts - 1).makespan_s
+
+
 def test_run_packed_never_gives_a_gpu_to_two_running_cells() -> None:
     jobs = [
         Job(cell_id=f"tp{g}-{i}", gpus=g, duration_s=0.05 * (i + 1))

@@ -1,10 +1,14 @@
-"""Packing cells onto one host's GPUs: disjoint GPU sets, longest first.
+"""Packing cells onto GPUs: disjoint GPU sets, longest first, one host or several.
 
 Cells hold their GPUs for their whole run (one server per cell), so this is
 rigid-job scheduling: LPT order, start every waiting cell that fits as soon as GPUs
 free up, and prefer aligned contiguous GPU blocks (TP groups stay within an NVLink /
 PCIe switch half where the topology has one). CPU cells (0 GPUs) run one at a time in
 their own lane: they would otherwise fight over the same cores.
+
+Several hosts (``pack(jobs, gpus_per_host, hosts=N)``): GPUs are numbered host by host
+(host ``h`` owns ``h*G .. h*G+G-1``) and a cell's GPUs always lie on one host (a TP group
+never spans machines); the first host with a fitting block takes the cell.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ class Job(BaseModel):
 
 class Placement(BaseModel):
     cell_id: str
-    gpus: list[int]
+    gpus: list[int]  # numbered across hosts: host h owns h*G .. h*G+G-1
     start_s: float
     end_s: float
+    host: int = 0
 
 
 class Schedule(BaseModel):
     total_gpus: int
+    hosts: int = 1
     placements: list[Placement]
     makespan_s: float
     sequential_s: float
@@ -45,8 +51,16 @@ class Schedule(BaseModel):
     order: str = ""
 
 
-def choose_gpus(free: set[int], need: int, total: int) -> list[int] | None:
-    """An aligned contiguous block if one is free, else the lowest free GPUs, else None."""
+def choose_gpus(free: set[int], need: int, total: int, hosts: int = 1) -> list[int] | None:
+    """On the first host that can take it: an aligned contiguous block if one is free, else the lowest free GPUs."""
+    if hosts > 1:
+        per = total // hosts
+        for h in range(hosts):
+            local = {g - h * per for g in free if h * per <= g < (h + 1) * per}
+            block = choose_gpus(local, need, per)
+            if block is not None:
+                return [g + h * per for g in block]
+        return None
     if need > len(free):
         return None
     align = 1
@@ -79,11 +93,14 @@ ORDERS = {
 }
 
 
-def pack(jobs: list[Job], total_gpus: int) -> Schedule:
-    """The shortest of the candidate orders' schedules (ties: the first order listed)."""
+def pack(jobs: list[Job], total_gpus: int, hosts: int = 1) -> Schedule:
+    """The shortest of the candidate orders' schedules (ties: the first order listed).
+
+    ``total_gpus`` is per host; with ``hosts`` > 1 the schedule spans ``hosts * total_gpus`` GPUs.
+    """
     best: Schedule | None = None
     for name, key in ORDERS.items():
-        s = _pack_in_order(jobs, total_gpus, key)
+        s = _pack_in_order(jobs, total_gpus, key, hosts)
         s.order = name
         if best is None or s.makespan_s < best.makespan_s:
             best = s
@@ -95,10 +112,11 @@ def best_order(jobs: list[Job], total_gpus: int) -> str:
     return pack(jobs, total_gpus).order
 
 
-def _pack_in_order(jobs: list[Job], total_gpus: int, key) -> Schedule:
-    too_big = [j for j in jobs if j.gpus > total_gpus]
+def _pack_in_order(jobs: list[Job], per_host: int, key, hosts: int = 1) -> Schedule:
+    too_big = [j for j in jobs if j.gpus > per_host]
     if too_big:
-        raise InputError(f"cell {too_big[0].cell_id} needs {too_big[0].gpus} GPUs; the host has {total_gpus}")
+        raise InputError(f"cell {too_big[0].cell_id} needs {too_big[0].gpus} GPUs; the host has {per_host}")
+    total_gpus = per_host * hosts
     placements: list[Placement] = []
     # CPU lane: one after another.
     t_cpu = 0.0
@@ -117,13 +135,19 @@ def _pack_in_order(jobs: list[Job], total_gpus: int, key) -> Schedule:
         while started:
             started = False
             for job in list(waiting):
-                chosen = choose_gpus(free, job.gpus, total_gpus)
+                chosen = choose_gpus(free, job.gpus, total_gpus, hosts)
                 if chosen is None:
                     continue
                 free -= set(chosen)
                 waiting.remove(job)
                 placements.append(
-                    Placement(cell_id=job.cell_id, gpus=chosen, start_s=now, end_s=now + job.duration_s)
+                    Placement(
+                        cell_id=job.cell_id,
+                        gpus=chosen,
+                        start_s=now,
+                        end_s=now + job.duration_s,
+                        host=chosen[0] // per_host,
+                    )
                 )
                 heapq.heappush(running, (now + job.duration_s, seq, chosen))
                 seq += 1
@@ -142,6 +166,7 @@ def _pack_in_order(jobs: list[Job], total_gpus: int, key) -> Schedule:
     busy = sum(j.duration_s * j.gpus for j in jobs)
     return Schedule(
         total_gpus=total_gpus,
+        hosts=hosts,
         placements=sorted(placements, key=lambda p: (p.start_s, p.gpus[:1], p.cell_id)),
         makespan_s=makespan,
         sequential_s=sequential,
