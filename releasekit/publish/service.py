@@ -47,7 +47,6 @@ from releasekit.publish.gate import (
     publish_gate,
 )
 from releasekit.publish.notes import release_notes
-from releasekit.publish.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
 from releasekit.publish.signatures import (
     CHECK_NAME,
     SignedVerdict,
@@ -71,6 +70,7 @@ from releasekit.records.publish import (
     PublishRecord,
 )
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
+from releasekit.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
 from releasekit.signing import TrustedKeys
 
 __all__ = [

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem
 from releasekit.publish.engine import DockerEngine
-from releasekit.publish.registry import ManifestBlob, Reference, RegistryClient, RegistryCredentials
 from releasekit.records.oci import ImageManifest
+from releasekit.registry import ManifestBlob, Reference, RegistryClient, RegistryCredentials
 
 
 @dataclass(frozen=True)
