@@ -112,19 +112,22 @@ def best_order(jobs: list[Job], total_gpus: int) -> str:
     return pack(jobs, total_gpus).order
 
 
+def _cpu_lane(jobs: list[Job]) -> list[Placement]:
+    """CPU cells, one after another."""
+    out: list[Placement] = []
+    t = 0.0
+    for job in _order([j for j in jobs if j.gpus == 0]):
+        out.append(Placement(cell_id=job.cell_id, gpus=[], start_s=t, end_s=t + job.duration_s))
+        t += job.duration_s
+    return out
+
+
 def _pack_in_order(jobs: list[Job], per_host: int, key, hosts: int = 1) -> Schedule:
     too_big = [j for j in jobs if j.gpus > per_host]
     if too_big:
         raise InputError(f"cell {too_big[0].cell_id} needs {too_big[0].gpus} GPUs; the host has {per_host}")
     total_gpus = per_host * hosts
-    placements: list[Placement] = []
-    # CPU lane: one after another.
-    t_cpu = 0.0
-    for job in _order([j for j in jobs if j.gpus == 0]):
-        placements.append(
-            Placement(cell_id=job.cell_id, gpus=[], start_s=t_cpu, end_s=t_cpu + job.duration_s)
-        )
-        t_cpu += job.duration_s
+    placements = _cpu_lane(jobs)
     waiting = sorted([j for j in jobs if j.gpus > 0], key=key)
     free = set(range(total_gpus))
     running: list[tuple[float, int, list[int]]] = []  # (end, seq, gpus)
