@@ -4,7 +4,7 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
 (a lazy import is still a dependency). The rules:
 
 - no import cycle between modules;
-- a stage never imports a later stage (manifest < plan < build < provenance < test <
+- a stage never imports a later stage (manifest < plan < build < provenance < staging < test <
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
@@ -37,7 +37,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-STAGES = ("manifest", "plan", "builder", "provenance", "suites", "validate", "publish", "reproduce")
+STAGES = (
+    "manifest",
+    "plan",
+    "builder",
+    "provenance",
+    "staging",
+    "suites",
+    "validate",
+    "publish",
+    "reproduce",
+)
 SHARED = frozenset(
     {
         "errors",

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
+from releasekit.manifest import manifest_for_lock
 from releasekit.publish.attachments import (
     FetchedAttachments,
     attach,
@@ -126,21 +127,6 @@ class PublishInputs:
     trusted: TrustedKeys | None
 
 
-def _manifest_for(lock_path: Path, manifest_path: Path | None, recorded: str):
-    """The manifest the lock names (its path as recorded, then beside the lock), or the one given."""
-    from releasekit.manifest import load_manifest
-
-    if manifest_path is not None:
-        return load_manifest(manifest_path)
-    candidates = [Path(recorded), lock_path.parent / recorded, lock_path.parent / Path(recorded).name]
-    for candidate in candidates:
-        if candidate.is_file():
-            return load_manifest(candidate)
-    raise InputError(
-        f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE"
-    )
-
-
 def _expand_tags(tags: list[str], *, image_id: str, lock_sha256: str, name: str) -> list[str]:
     values = {"image12": image_id.removeprefix("sha256:")[:12], "lock12": lock_sha256[:12], "name": name}
     out: list[str] = []
@@ -192,7 +178,7 @@ def resolve_inputs(
     """Read the lock and manifest, inspect the image once, load the evidence: bad input is exit 2 here."""
     lock = read_lock(lock_path)
     lock_sha = lock_file_sha256(lock_path)
-    loaded = _manifest_for(lock_path, manifest_path, lock.manifest.path)
+    loaded = manifest_for_lock(lock_path, manifest_path, lock.manifest.path)
     target, wanted = _target_and_tags(to, tags, loaded.manifest)
     evidence_dir = evidence_dir or lock_path.parent
     facts = engine.inspect(image)
