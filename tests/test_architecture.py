@@ -82,6 +82,7 @@ RELEASE_FILES = frozenset(
         "provenance.intoto.dsse.json",
         "archive.json",
         "verification_summary.json",
+        "staging.json",
         "verification_summary.dsse.json",
         "hygiene.json",
         "summary.json",
