@@ -37,6 +37,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "Prove that what IMAGE imports is exactly what the locked commits produce.",
     ),
     (
+        "stage",
+        "releasekit.staging.commands",
+        "Push the verified candidate to a staging repository and record its digest, for GPU hosts to pull.",
+    ),
+    (
         "test",
         "releasekit.suites.commands",
         "Run the components' test suites inside IMAGE; judge failures against the baseline image.",

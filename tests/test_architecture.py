@@ -4,11 +4,11 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
 (a lazy import is still a dependency). The rules:
 
 - no import cycle between modules;
-- a stage never imports a later stage (manifest < plan < build < provenance < test <
+- a stage never imports a later stage (manifest < plan < build < provenance < staging < test <
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
-  simple_index, signing, digests) import no stage, except that ``records`` may embed the manifest's models (the
+  simple_index, signing, digests, registry) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands``
   (and typer-free ``fast_commands``) modules;
 - every top-level module is a stage, ``demo`` or a shared module;
@@ -37,7 +37,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-STAGES = ("manifest", "plan", "builder", "provenance", "suites", "validate", "publish", "reproduce")
+STAGES = (
+    "manifest",
+    "plan",
+    "builder",
+    "provenance",
+    "staging",
+    "suites",
+    "validate",
+    "publish",
+    "reproduce",
+)
 SHARED = frozenset(
     {
         "errors",
@@ -52,6 +62,7 @@ SHARED = frozenset(
         "simple_index",
         "signing",
         "digests",
+        "registry",
     }
 )
 ENTRY = frozenset(
@@ -71,6 +82,7 @@ RELEASE_FILES = frozenset(
         "provenance.intoto.dsse.json",
         "archive.json",
         "verification_summary.json",
+        "staging.json",
         "verification_summary.dsse.json",
         "hygiene.json",
         "summary.json",

@@ -17,7 +17,7 @@ from test_publish_support import EXTRA_CELL, MANIFEST, Release, build_image, pub
 
 from releasekit.demo.localregistry import Credentials, start_local_registry
 from releasekit.errors import EnvironmentProblem
-from releasekit.publish.registry import RegistryClient, RegistryCredentials
+from releasekit.registry import RegistryClient, RegistryCredentials
 
 pytestmark = pytest.mark.docker
 

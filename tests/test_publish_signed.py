@@ -18,7 +18,7 @@ from test_publish_support import MANIFEST, Release, build_image, publish_args, r
 
 from releasekit.demo.localregistry import start_local_registry
 from releasekit.publish.attachments import attach_signed, signed_tag
-from releasekit.publish.registry import RegistryClient
+from releasekit.registry import RegistryClient
 from releasekit.signing import keyid_of, load_signer
 from releasekit.signing.keys import load_public_key, write_key_pair
 from releasekit.signing.statements import sign_statement_file, sign_summary_file

@@ -29,7 +29,7 @@ from cryptography.x509.oid import NameOID
 from test_publish_support import Release, build_image, publish_args, run_cli
 
 from releasekit.demo.localregistry import TokenAuth, free_port, start_local_registry
-from releasekit.publish.registry import RegistryClient, RegistryCredentials
+from releasekit.registry import RegistryClient, RegistryCredentials
 
 pytestmark = pytest.mark.docker
 

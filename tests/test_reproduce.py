@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from releasekit.publish.attachments import TITLE, attachment_tag
-from releasekit.publish.registry import RegistryClient
+from releasekit.registry import RegistryClient
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

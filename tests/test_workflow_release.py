@@ -79,6 +79,13 @@ def test_workflow_runs_the_pipeline_in_order():
     assert "releasekit matrix" in commands("lock") and "--format github" in commands("lock")
     assert needs("build") == {"lock"}
     assert "releasekit build" in commands("build") and "releasekit verify-provenance" in commands("build")
+    # Staged by digest after verification; every later job pulls that digest and checks the verified ID.
+    build = commands("build")
+    assert build.index("releasekit verify-provenance") < build.index("releasekit stage")
+    assert jobs["build"]["outputs"]["candidate"] == "${{ steps.stage.outputs.candidate }}"
+    for job in ("test", "validate"):
+        assert "--staged" in commands(job) and "needs.build.outputs.candidate" in str(jobs[job]), job
+    assert "--staged" in commands("publish") and "--image" not in commands("publish")
     # The test stage runs on the built image between verify-provenance and validate.
     assert needs("test") == {"lock", "build"} and "test" in needs("validate")
     assert "releasekit test" in commands("test") and "releasekit hygiene" in commands("test")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest.checks import check_rules, parse_pr_reference
 from releasekit.manifest.loader import (
@@ -32,6 +33,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "load_manifest",
+    "manifest_for_lock",
     "parse_pr_reference",
     "validate_manifest",
     "validate_manifest_bytes",
@@ -88,3 +90,16 @@ def load_manifest(path: Path) -> LoadedManifest:
             lines,
         )
     return result
+
+
+def manifest_for_lock(lock_path: Path, manifest_path: Path | None, recorded: str) -> LoadedManifest:
+    """The manifest given, else the one the lock names (its path as recorded, then beside the lock)."""
+    if manifest_path is not None:
+        return load_manifest(manifest_path)
+    candidates = [Path(recorded), lock_path.parent / recorded, lock_path.parent / Path(recorded).name]
+    for candidate in candidates:
+        if candidate.is_file():
+            return load_manifest(candidate)
+    raise InputError(
+        f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE"
+    )

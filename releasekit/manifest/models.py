@@ -515,6 +515,10 @@ class PublishTarget(StrictModel):
         default_factory=list
     )
     promote: dict[str, str] = Field(default_factory=dict, description="channel moves, e.g. beta: stable")
+    staging: str | None = Field(
+        None,
+        description="REGISTRY/REPO the verified candidate is staged in by digest (releasekit stage), for GPU hosts to pull",
+    )
     signed: bool = Field(
         False, description="publish and promote require signed evidence (DSSE, --trusted-key)"
     )

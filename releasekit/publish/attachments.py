@@ -33,7 +33,6 @@ from releasekit.publish.evidence import (
     missing,
     parse_evidence,
 )
-from releasekit.publish.registry import ManifestBlob, RegistryClient
 from releasekit.records.archive import ARCHIVE_FILE
 from releasekit.records.build import RELEASE_NOTES_FILE
 from releasekit.records.evidence import EvidenceFile, Parser
@@ -44,6 +43,7 @@ from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.publish import AttachmentRecord, SignedAttachmentRecord
 from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
+from releasekit.registry import ManifestBlob, RegistryClient
 
 ARTIFACT_TYPE = "application/vnd.releasekit.attestations.v1+json"
 NOTES_FILE = RELEASE_NOTES_FILE

@@ -71,7 +71,15 @@ def _render_promote(result: PromoteResult) -> None:
 
 
 def publish_cmd(
-    image: str = typer.Option(..., "--image", help="local image ID or name that releasekit build produced"),
+    image: str | None = typer.Option(
+        None, "--image", help="local image ID or name that releasekit build produced (or use --staged)"
+    ),
+    staged: Path | None = typer.Option(
+        None,
+        "--staged",
+        help="staging.json: promote the staged digest into the release repository (no Docker push);"
+        " receipts must name that digest",
+    ),
     lock: Path = typer.Option(..., "--lock", help="the lock the image was built from"),
     receipts: Path = typer.Option(..., "--receipts", help="directory with one validation receipt per cell"),
     to: str | None = typer.Option(
@@ -102,6 +110,7 @@ def publish_cmd(
 
     result = publish(
         image=image,
+        staged=staged,
         lock_path=lock,
         receipts_dir=receipts,
         evidence_dir=evidence,

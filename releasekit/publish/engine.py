@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from releasekit.docker_engine import Engine, EngineError, ImageFacts, NoSuchImage, connect
 from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.publish.registry import Reference, RegistryCredentials
+from releasekit.registry import Reference, RegistryCredentials
 
 __all__ = ["STAGING_PREFIX", "DockerEngine", "ImageFacts", "staging_tag"]
 

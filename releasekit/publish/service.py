@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
+from releasekit.manifest import manifest_for_lock
 from releasekit.publish.attachments import (
     FetchedAttachments,
     attach,
@@ -47,7 +48,6 @@ from releasekit.publish.gate import (
     publish_gate,
 )
 from releasekit.publish.notes import release_notes
-from releasekit.publish.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
 from releasekit.publish.signatures import (
     CHECK_NAME,
     SignedVerdict,
@@ -57,7 +57,7 @@ from releasekit.publish.signatures import (
 )
 from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check, push_checked, put_tags
 from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, safe_entry_path
-from releasekit.records.base import write_record
+from releasekit.records.base import load_record, write_record
 from releasekit.records.build import RELEASE_NOTES_FILE
 from releasekit.records.gate import GATE_FILE, GateRecord, gate_text, read_gate
 from releasekit.records.lock import lock_file_sha256, read_lock
@@ -70,7 +70,16 @@ from releasekit.records.publish import (
     Published,
     PublishRecord,
 )
+from releasekit.records.staging import StagingRecord
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
+from releasekit.registry import (
+    ManifestBlob,
+    Reference,
+    RegistryClient,
+    RegistryCredentials,
+    copy_image,
+    resolve_credentials,
+)
 from releasekit.signing import TrustedKeys
 
 __all__ = [
@@ -124,21 +133,7 @@ class PublishInputs:
     evidence: Evidence
     envelopes: dict[str, bytes]
     trusted: TrustedKeys | None
-
-
-def _manifest_for(lock_path: Path, manifest_path: Path | None, recorded: str):
-    """The manifest the lock names (its path as recorded, then beside the lock), or the one given."""
-    from releasekit.manifest import load_manifest
-
-    if manifest_path is not None:
-        return load_manifest(manifest_path)
-    candidates = [Path(recorded), lock_path.parent / recorded, lock_path.parent / Path(recorded).name]
-    for candidate in candidates:
-        if candidate.is_file():
-            return load_manifest(candidate)
-    raise InputError(
-        f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE"
-    )
+    staged: StagingRecord | None = None  # publish --staged: promote this digest from the staging repository
 
 
 def _expand_tags(tags: list[str], *, image_id: str, lock_sha256: str, name: str) -> list[str]:
@@ -179,7 +174,7 @@ def _target_and_tags(to: str | None, tags: list[str] | None, manifest: object) -
 def resolve_inputs(
     engine: DockerEngine,
     *,
-    image: str,
+    image: str | None,
     lock_path: Path,
     receipts_dir: Path,
     evidence_dir: Path | None,
@@ -188,14 +183,16 @@ def resolve_inputs(
     tags: list[str] | None,
     out_dir: Path | None,
     trusted_key_files: list[Path] | None,
+    staged_path: Path | None = None,
 ) -> PublishInputs:
     """Read the lock and manifest, inspect the image once, load the evidence: bad input is exit 2 here."""
     lock = read_lock(lock_path)
     lock_sha = lock_file_sha256(lock_path)
-    loaded = _manifest_for(lock_path, manifest_path, lock.manifest.path)
+    loaded = manifest_for_lock(lock_path, manifest_path, lock.manifest.path)
     target, wanted = _target_and_tags(to, tags, loaded.manifest)
     evidence_dir = evidence_dir or lock_path.parent
-    facts = engine.inspect(image)
+    staged = load_record(StagingRecord, staged_path) if staged_path is not None else None
+    facts = _candidate_facts(engine, image, staged)
     final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
     policy = policy_from_manifest(loaded.manifest)
     evidence = load_evidence(evidence_dir, receipts_dir)
@@ -217,7 +214,32 @@ def resolve_inputs(
         evidence=evidence,
         envelopes=envelopes,
         trusted=trusted,
+        staged=staged,
     )
+
+
+def _staged_reference(staged: StagingRecord) -> Reference:
+    return Reference(host=staged.registry, repository=staged.repository, digest=staged.digest)
+
+
+def _candidate_facts(engine: DockerEngine, image: str | None, staged: StagingRecord | None) -> ImageFacts:
+    """The local image's facts, or the staged digest's, read from the staging registry (no engine round trip)."""
+    if staged is None:
+        if image is None:
+            raise InputError("pass --image IMAGE, or --staged staging.json to publish the staged candidate")
+        return engine.inspect(image)
+    source = _staged_reference(staged)
+    with RegistryClient(source.host, resolve_credentials(source.host)) as client:
+        _, facts = _registry_image(client, source)
+    if facts.id != staged.image_id:
+        raise InputError(f"{source} is image {facts.id}, not the staged, verified image {staged.image_id}")
+    if (
+        image is not None
+        and image not in (staged.image_id, str(source))
+        and engine.inspect(image).id != facts.id
+    ):
+        raise InputError(f"--image {image} is not the staged candidate {staged.image_id}")
+    return facts
 
 
 def evaluate_gate(
@@ -228,9 +250,11 @@ def evaluate_gate(
     *,
     manifest_sha256: str | None = None,
     lock_manifest_sha256: str | None = None,
+    image_digest: str | None = None,
 ) -> GateReport:
     subject = GateSubject(
         image=image,
+        image_digest=image_digest,
         lock_sha256=lock_sha256,
         manifest_sha256=manifest_sha256,
         lock_manifest_sha256=lock_manifest_sha256,
@@ -258,6 +282,7 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
         inputs.policy,
         manifest_sha256=inputs.manifest_sha256,
         lock_manifest_sha256=inputs.lock_manifest_sha256,
+        image_digest=inputs.staged.digest if inputs.staged else None,
     )
     verdict = SignedVerdict()
     if inputs.trusted is not None:
@@ -349,7 +374,10 @@ def _release(engine: DockerEngine, inputs: PublishInputs, report: GateReport) ->
         raise InputError("the evidence contains the registry password; refusing to push and attach it")
     with RegistryClient(target.host, credentials) as client:
         client.ping()  # unreachable or refused: say so before anything is pushed
-        pushed = push_checked(engine, client, inputs.image, target, credentials)
+        if inputs.staged is not None:
+            pushed = _promote_staged(engine, client, inputs.image, inputs.staged, target, credentials)
+        else:
+            pushed = push_checked(engine, client, inputs.image, target, credentials)
         notes = release_notes(
             build_notes=inputs.evidence.build_notes,
             report=report,
@@ -364,9 +392,30 @@ def _release(engine: DockerEngine, inputs: PublishInputs, report: GateReport) ->
     return done, notes
 
 
+def _promote_staged(
+    engine: DockerEngine,
+    client: RegistryClient,
+    image: ImageFacts,
+    staged: StagingRecord,
+    target: Reference,
+    credentials: RegistryCredentials | None,
+) -> Pushed:
+    """The staged manifest and its blobs into the release repository by digest, checked, then pulled back."""
+    source = _staged_reference(staged)
+    if (source.host, source.repository) == (target.host, target.repository):
+        blob = client.check_image(target.repository, staged.digest, staged.image_id)
+    else:
+        with RegistryClient(source.host, resolve_credentials(source.host)) as staging:
+            copy_image(staging, source.repository, staged.digest, client, target.repository)
+        blob = check_pushed(client, target, staged.digest, staged.image_id)
+    pulled = engine.pull_back(target, staged.digest, credentials)
+    pull_back_check(image, pulled, f"{target.name}@{staged.digest}", staged.digest)
+    return Pushed(digest=staged.digest, blob=blob)
+
+
 def publish(
     *,
-    image: str,
+    image: str | None,
     lock_path: Path,
     receipts_dir: Path,
     evidence_dir: Path | None = None,
@@ -375,10 +424,12 @@ def publish(
     tags: list[str] | None = None,
     out_dir: Path | None = None,
     trusted_key_files: list[Path] | None = None,
+    staged: Path | None = None,
 ) -> PublishResult:
     engine = DockerEngine()
     inputs = resolve_inputs(
         engine,
+        staged_path=staged,
         image=image,
         lock_path=lock_path,
         receipts_dir=receipts_dir,

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem
 from releasekit.publish.engine import DockerEngine
-from releasekit.publish.registry import ManifestBlob, Reference, RegistryClient, RegistryCredentials
-from releasekit.records.oci import ImageManifest
+from releasekit.registry import ManifestBlob, Reference, RegistryClient, RegistryCredentials
 
 
 @dataclass(frozen=True)
@@ -32,22 +31,7 @@ class Tagged:
 
 def check_pushed(client: RegistryClient, target: Reference, digest: str, image_id: str) -> ManifestBlob:
     """The registry has exactly this image under ``digest``, every blob of it."""
-    blob = client.get_manifest(target.repository, digest)
-    if blob is None:
-        raise EnvironmentProblem(f"registry {target.host} has no manifest {digest} after the push")
-    try:
-        manifest = ImageManifest.parse(blob.data)
-    except ValueError as exc:
-        raise EnvironmentProblem(f"registry manifest {digest}: {exc}") from None
-    config = manifest.config
-    if config is None or config.digest != image_id:
-        raise EnvironmentProblem(
-            f"registry manifest {digest} has config {config.digest if config else None}, not the image {image_id}"
-        )
-    for item in [config, *manifest.layers]:
-        if not client.has_blob(target.repository, item.digest):
-            raise EnvironmentProblem(f"registry {target.host} lacks blob {item.digest} of {digest}")
-    return blob
+    return client.check_image(target.repository, digest, image_id)
 
 
 def pull_back_check(built: ImageFacts, pulled: ImageFacts, reference: str, digest: str) -> None:

@@ -86,6 +86,7 @@ class ReceiptView(BaseModel):
     cell: str | None
     cell_sha256: str | None = None
     image_id: str | None
+    image_digest: str | None = None  # the registry digest it pulled (staged candidates)
     lock_sha256: str | None
     passed: bool
     # What the server ran with: read by the gate, left out of reports (an env may hold a token).
@@ -124,6 +125,7 @@ class ReceiptView(BaseModel):
             cell=receipt.cell_id,
             cell_sha256=receipt.cell_sha256,
             image_id=receipt.image_id,
+            image_digest=receipt.image_digest,
             lock_sha256=receipt.lock_sha256,
             passed=receipt.passed and receipt.status == "passed",
             env=dict(invocation.env) if invocation else {},

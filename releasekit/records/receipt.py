@@ -125,6 +125,8 @@ class Receipt(Record):
     )
     image: str
     image_id: str
+    # The registry digest the image was pulled by (releasekit stage / --staged), None for a local image.
+    image_digest: str | None = None
     lock_sha256: str | None
     manifest_sha256: str
     manifest_name: str

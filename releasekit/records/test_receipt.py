@@ -85,6 +85,8 @@ class TestReceipt(Record):
     skip_reason: str | None = None
     image: str
     image_id: str | None = None
+    image_digest: str | None = None  # the registry digest it was pulled by (--staged), None for a local image
+    host: str | None = None  # the machine that ran the suite
     lock_sha256: str | None = None
     source_commit: str | None = None
     baseline_image: str | None = None

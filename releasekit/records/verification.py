@@ -8,13 +8,15 @@ wrapped in an in-toto Statement (``predicate`` holding the summary, ``subject`` 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import Field, PrivateAttr
 
 from releasekit import __version__
 from releasekit.findings import FindingList, Severity
-from releasekit.records.base import Record, Strict
+from releasekit.records.base import Record, RecordError, Strict
 from releasekit.records.provenance import ResourceDescriptor
 
 VERIFICATION_SUMMARY_FILE: Final = "verification_summary.json"
@@ -99,3 +101,14 @@ class VerificationSummary(Record):
     def names_image(self, image_id: str) -> bool:
         hex_id = image_id.removeprefix("sha256:")
         return self.resource_uri.endswith(image_id) or hex_id in self._subject_sha256
+
+
+def read_verification_summary(path: Path) -> VerificationSummary:
+    """The summary file, bare or inside an in-toto Statement; anything else is a one-line RecordError."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such file (run verify-provenance first)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path}: not a readable JSON file ({exc})") from None
+    return VerificationSummary.from_json(data, str(path))

@@ -22,12 +22,12 @@ from releasekit.docker_engine import Engine
 from releasekit.errors import InputError
 from releasekit.git.bundle import verify_bundle_alone
 from releasekit.publish.attachments import fetch_archive_blobs, fetch_attachments
-from releasekit.publish.registry import Reference, RegistryClient, resolve_credentials
 from releasekit.records.archive import ARCHIVE_FILE, ArchiveIndex, file_sha256, read_archive, safe_entry_path
 from releasekit.records.build import BUILD_FILE, read_build_record
 from releasekit.records.lock import LockedGitComponent, read_lock
 from releasekit.records.oci import ImageConfig, ImageManifest
 from releasekit.records.provenance import PROVENANCE_FILE, Statement, parse_statement_text, read_statement
+from releasekit.registry import Reference, RegistryClient, resolve_credentials
 
 LayerTar = Callable[
     [int, Path], Path | None

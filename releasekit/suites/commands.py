@@ -12,7 +12,14 @@ from releasekit.report import print_json, render_findings, stdout_console
 def test_command(
     manifest: Path = typer.Argument(..., help="The release manifest (its components' tests: suites)."),
     image: str = typer.Option(
-        ..., "--image", help="The candidate image (ID or tag in the local Docker Engine)."
+        ...,
+        "--image",
+        help="The candidate image: ID or tag in the local Docker Engine, or REGISTRY/REPO@sha256:… with --staged.",
+    ),
+    staged: Path | None = typer.Option(
+        None,
+        "--staged",
+        help="staging.json: pull --image by digest and refuse any image but the verified one.",
     ),
     outdir: Path = typer.Option(
         ..., "-o", "--output", help="Release directory: receipts go to tests/<component>.<suite>.json."
@@ -42,12 +49,15 @@ def test_command(
 
     add_mirrors(mirror)
     from releasekit.git import local_repos_allowed
+    from releasekit.staging.candidate import resolve_candidate
     from releasekit.suites.sweep import TestOptions, run_tests
 
+    candidate = resolve_candidate(image, staged)
     result = run_tests(
         TestOptions(
             manifest=manifest,
-            image=image,
+            image=image if candidate.digest is None else candidate.image,
+            image_digest=candidate.digest,
             outdir=outdir,
             lock=lock,
             baseline_image=baseline_image,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import glob
 import os
+import platform
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class TestOptions:
     allow_local_repos: bool = False
     cache_dir: Path | None = None
     today: dt.date | None = None
+    image_digest: str | None = None  # the registry digest the image was pulled by (--staged)
 
 
 @dataclass
@@ -370,6 +372,8 @@ def run_tests(opts: TestOptions) -> TestResult:
                 status="passed",
                 image=opts.image,
                 image_id=image_id,
+                image_digest=opts.image_digest,
+                host=platform.node(),
                 lock_sha256=lock_sha,
                 started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             )

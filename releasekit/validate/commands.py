@@ -101,7 +101,14 @@ def matrix(
 def run(
     file: Path = typer.Argument(..., help="The release manifest."),
     image: str = typer.Option(
-        ..., "--image", help="The candidate image (ID or tag) in the local Docker Engine."
+        ...,
+        "--image",
+        help="The candidate image: ID or tag in the local Docker Engine, or REGISTRY/REPO@sha256:… with --staged.",
+    ),
+    staged: Path | None = typer.Option(
+        None,
+        "--staged",
+        help="staging.json: pull --image by digest and refuse any image but the verified one.",
     ),
     lock: Path | None = typer.Option(
         None, "--lock", help="The lock the image was built from (bound into receipts)."
@@ -121,9 +128,12 @@ def run(
 ) -> None:
     """Run cells in containers of IMAGE; one receipt per cell in -o DIR."""
     from releasekit.manifest import load_manifest
+    from releasekit.staging.candidate import resolve_candidate
     from releasekit.validate.service import run_validation
 
     loaded = load_manifest(file)
+    candidate = resolve_candidate(image, staged)
+    image = image if candidate.digest is None else candidate.image
     if dry_run:
         from releasekit.records.lock import read_lock
         from releasekit.validate.locked_inputs import with_locked_inputs
@@ -139,6 +149,7 @@ def run(
         cells=cell or None,
         gpus=_gpu_count() if gpus is None else gpus,
         seed=seed,
+        image_digest=candidate.digest,
     )
     _render(loaded.manifest.name, result, json_out)
     raise typer.Exit(0 if result.passed else 1)

@@ -204,8 +204,10 @@ class CellRunner:
         lock_sha256: str | None,
         client,
         seed: int = 0,
+        image_digest: str | None = None,
     ) -> None:
         self.loaded = loaded
+        self.image_digest = image_digest
         self.spec: ValidationSpec = loaded.manifest.validation
         self.image = image
         self.image_id = image_id
@@ -233,6 +235,7 @@ class CellRunner:
             cell_sha256=cell_sha256(cell),
             image=self.image,
             image_id=self.image_id,
+            image_digest=self.image_digest,
             lock_sha256=self.lock_sha256,
             manifest_sha256=self.loaded.sha256,
             manifest_name=self.loaded.manifest.name,
@@ -475,6 +478,7 @@ def run_validation(
     gpus: int = 0,
     client=None,
     seed: int = 0,
+    image_digest: str | None = None,
 ) -> ValidationResult:
     if lock_path is not None:
         # Models and datasets the lock pinned (plan lock --models/--datasets) count as pinned.
@@ -502,7 +506,7 @@ def run_validation(
             findings=list(findings),
             passed=False,
         )
-    runner = CellRunner(loaded, image, image_id, image_env, lock_sha, client, seed)
+    runner = CellRunner(loaded, image, image_id, image_env, lock_sha, client, seed, image_digest=image_digest)
     jobs = [Job(cell_id=c.id, gpus=c.gpu_count, duration_s=c.expected_duration_s or 0) for c in chosen]
     by_id = {c.id: c for c in chosen}
 

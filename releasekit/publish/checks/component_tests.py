@@ -62,6 +62,7 @@ class TestSuitesPassed:
     codes = (
         "TEST_RECEIPT_INVALID",
         "TEST_RECEIPT_FOR_OTHER_IMAGE",
+        "TEST_RECEIPT_WRONG_DIGEST",
         "TEST_RECEIPT_FOR_OTHER_LOCK",
         "TEST_RECEIPT_UNKNOWN_SUITE",
         "TEST_RECEIPT_MISSING",
@@ -108,6 +109,16 @@ def _bind(
             out.add(
                 "TEST_RECEIPT_FOR_OTHER_IMAGE",
                 f"the suite ran in image {receipt.image_id or '(none recorded)'}, publishing {subject.image.id}",
+                severity=_severity(policy),
+                component=comp,
+                field=field,
+                path=path,
+            )
+            continue
+        if subject.image_digest and receipt.image_digest != subject.image_digest:
+            out.add(
+                "TEST_RECEIPT_WRONG_DIGEST",
+                f"the suite ran {receipt.image_digest or 'a local image (no digest)'}, publishing the staged {subject.image_digest}",
                 severity=_severity(policy),
                 component=comp,
                 field=field,

@@ -47,6 +47,7 @@ def shown(key: str, value: str) -> str:
 
 class GateSubject(BaseModel):
     image: ImageFacts
+    image_digest: str | None = None  # publish --staged: receipts must name this registry digest
     lock_sha256: str
     manifest_sha256: str | None = None
     lock_manifest_sha256: str | None = None

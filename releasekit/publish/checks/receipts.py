@@ -12,6 +12,7 @@ class ReceiptsComplete:
     codes = (
         "RECEIPT_INVALID",
         "RECEIPT_WRONG_IMAGE",
+        "RECEIPT_WRONG_DIGEST",
         "RECEIPT_WRONG_LOCK",
         "RECEIPT_STALE_CELL",
         "RECEIPT_UNKNOWN_CELL",
@@ -48,6 +49,14 @@ def _bind(subject: GateSubject, views: list[ReceiptView], out: Findings) -> dict
             out.add(
                 "RECEIPT_WRONG_IMAGE",
                 f"receipt is for image {view.image_id}, publishing {subject.image.id}",
+                cell=view.cell,
+                path=view.path,
+            )
+            continue
+        if subject.image_digest and view.image_digest != subject.image_digest:
+            out.add(
+                "RECEIPT_WRONG_DIGEST",
+                f"receipt ran {view.image_digest or 'a local image (no digest)'}, publishing the staged {subject.image_digest}",
                 cell=view.cell,
                 path=view.path,
             )

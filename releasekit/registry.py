@@ -1,7 +1,9 @@
 """The narrow adapter to an OCI registry's HTTP API (distribution spec v2).
 
-Only what publishing needs: read a manifest by tag or digest, check that blobs exist,
-upload small blobs (attachments), put a manifest under a tag, list tags. Credentials
+Only what staging, publishing and reproducing need: read a manifest by tag or digest, check
+that an image's blobs exist and its config is the expected image ID, upload small blobs
+(attachments), copy an image by digest from one repository to another (a cross-repository
+mount in one registry, a streamed copy between two), put a manifest under a tag, list tags. Credentials
 come from the environment or the Docker config; they are sent to the registry and never
 put into an error message, a result model or a log line.
 """
@@ -13,6 +15,7 @@ import hashlib
 import ipaddress
 import os
 import re
+import tempfile
 from collections.abc import Generator
 from dataclasses import dataclass
 
@@ -20,7 +23,7 @@ import httpx
 
 from releasekit.docker_engine import config_credentials
 from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.records.oci import Descriptor, ImageIndex
+from releasekit.records.oci import Descriptor, ImageIndex, ImageManifest
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",
@@ -296,6 +299,83 @@ class RegistryClient:
             raise self._fail(done, f"upload blob {digest}")
         return digest
 
+    def mount_blob(self, repository: str, digest: str, source_repository: str) -> bool:
+        """Cross-repository mount of a blob this registry holds in ``source_repository``; False when not mounted."""
+        if self.has_blob(repository, digest):
+            return True
+        response = self._request(
+            "POST", f"/v2/{repository}/blobs/uploads/", params={"mount": digest, "from": source_repository}
+        )
+        if response.status_code == 201:
+            return True
+        if response.status_code == 202:  # the registry opened an upload instead: cancel it
+            location = response.headers.get("location")
+            if location:
+                self._request("DELETE", location)
+            return False
+        raise self._fail(response, f"mount blob {digest} from {source_repository}")
+
+    def push_blob_file(self, repository: str, digest: str, path: str) -> None:
+        """Monolithic upload of a blob from a file (POST then PUT), streamed."""
+        start = self._request("POST", f"/v2/{repository}/blobs/uploads/")
+        if start.status_code != 202:
+            raise self._fail(start, "start blob upload")
+        location = start.headers["location"]
+        joiner = "&" if "?" in location else "?"
+        with open(path, "rb") as fh:
+            done = self._request(
+                "PUT",
+                f"{location}{joiner}digest={digest}",
+                content=fh,
+                headers={
+                    "Content-Type": "application/octet-stream",
+                    "Content-Length": str(os.fstat(fh.fileno()).st_size),
+                },
+            )
+        if done.status_code != 201:
+            raise self._fail(done, f"upload blob {digest}")
+
+    def download_blob(self, repository: str, digest: str, directory: str) -> str:
+        """Stream a blob into a file under ``directory``, checking its digest; returns the file's path."""
+        sha = hashlib.sha256()
+        fd, path = tempfile.mkstemp(prefix="blob-", dir=directory)
+        try:
+            with (
+                os.fdopen(fd, "wb") as out,
+                self._client.stream("GET", f"/v2/{repository}/blobs/{digest}") as r,
+            ):
+                if r.status_code != 200:
+                    raise EnvironmentProblem(
+                        f"registry {self.host}: GET blob {digest} failed with HTTP {r.status_code}"
+                    )
+                for chunk in r.iter_bytes(1 << 20):
+                    sha.update(chunk)
+                    out.write(chunk)
+        except httpx.TransportError as exc:
+            raise EnvironmentProblem(f"registry {self.host} unreachable: {type(exc).__name__}") from None
+        if "sha256:" + sha.hexdigest() != digest:
+            raise EnvironmentProblem(f"registry {self.host} returned blob bytes that do not hash to {digest}")
+        return path
+
+    def check_image(self, repository: str, digest: str, image_id: str) -> ManifestBlob:
+        """The registry holds exactly this image under ``digest``: its config is ``image_id``, every blob is there."""
+        blob = self.get_manifest(repository, digest)
+        if blob is None:
+            raise EnvironmentProblem(f"registry {self.host} has no manifest {digest} in {repository}")
+        try:
+            manifest = ImageManifest.parse(blob.data)
+        except ValueError as exc:
+            raise EnvironmentProblem(f"registry manifest {digest}: {exc}") from None
+        config = manifest.config
+        if config is None or config.digest != image_id:
+            raise EnvironmentProblem(
+                f"registry manifest {digest} has config {config.digest if config else None}, not the image {image_id}"
+            )
+        for item in [config, *manifest.layers]:
+            if not self.has_blob(repository, item.digest):
+                raise EnvironmentProblem(f"registry {self.host} lacks blob {item.digest} of {digest}")
+        return blob
+
     def tags(self, repository: str) -> list[str]:
         response = self._request("GET", f"/v2/{repository}/tags/list")
         if response.status_code == 404:
@@ -317,3 +397,38 @@ class RegistryClient:
             return ImageIndex.parse(response.content).manifests
         except ValueError:
             return None
+
+
+def copy_image(
+    source: RegistryClient,
+    source_repository: str,
+    digest: str,
+    target: RegistryClient,
+    target_repository: str,
+) -> ManifestBlob:
+    """The manifest ``digest`` and its blobs from one repository into another, byte for byte, by digest.
+
+    In one registry each blob is mounted across repositories; between registries it is streamed
+    through a temporary file. The manifest is put by digest, so the target holds the same digest.
+    """
+    blob = source.get_manifest(source_repository, digest)
+    if blob is None:
+        raise EnvironmentProblem(f"registry {source.host} has no manifest {digest} in {source_repository}")
+    try:
+        manifest = ImageManifest.parse(blob.data)
+    except ValueError as exc:
+        raise EnvironmentProblem(f"registry manifest {digest}: {exc}") from None
+    items = [d for d in [manifest.config, *manifest.layers] if d is not None]
+    with tempfile.TemporaryDirectory(prefix="releasekit-copy-") as tmp:
+        for item in items:
+            if target.has_blob(target_repository, item.digest):
+                continue
+            if target.host == source.host and target.mount_blob(
+                target_repository, item.digest, source_repository
+            ):
+                continue
+            path = source.download_blob(source_repository, item.digest, tmp)
+            target.push_blob_file(target_repository, item.digest, path)
+            os.unlink(path)
+    target.put_manifest(target_repository, digest, blob.data, blob.media_type)
+    return blob

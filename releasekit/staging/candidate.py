@@ -1,0 +1,86 @@
+"""The candidate image a GPU host runs: a local image, or the staged one pulled by digest and proven.
+
+``validate --image REGISTRY/REPO@sha256:…`` (and ``test``, ``validate --dry-run``) pull the
+image by digest and, before any cell or suite starts, compare the pulled image's ID with the
+verified one: ``--staged staging.json`` names it (the build host wrote it after
+verify-provenance passed). A digest other than the staged one, or an image whose ID is not
+the verified ID, is an error naming both. Every receipt then records the digest, the image
+ID and the host that ran it.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from releasekit.docker_engine import EngineError, NoSuchImage, connect
+from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.records.base import load_record
+from releasekit.records.staging import StagingRecord
+from releasekit.registry import Reference, resolve_credentials
+
+
+@dataclass(frozen=True)
+class Candidate:
+    image: str  # what to run: the local image ID
+    digest: str | None  # the registry digest it was pulled by (None: a local image)
+    host: str  # the machine that runs it
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def is_digest_reference(image: str) -> bool:
+    return "@sha256:" in image
+
+
+def resolve_candidate(image: str, staged: Path | None) -> Candidate:
+    """The image to run. With ``staged``, it must be the verified image (pulled by digest when named so)."""
+    if staged is None:
+        if is_digest_reference(image):
+            raise InputError(
+                f"--image {image}: a digest reference needs --staged staging.json (the verified image ID to compare with)"
+            )
+        return Candidate(image=image, digest=None, host=this_host())
+    record = load_record(StagingRecord, staged)
+    if is_digest_reference(image):
+        return _pull_staged(image, record)
+    return _local_with_record(image, record)
+
+
+def _pull_staged(image: str, record: StagingRecord) -> Candidate:
+    ref = Reference.parse(image)
+    if ref.digest != record.digest:
+        raise InputError(
+            f"--image names digest {ref.digest}; the staged, verified candidate is {record.digest}"
+        )
+    credentials = resolve_credentials(ref.host)
+    auth = (credentials.username, credentials.password) if credentials else None
+    engine = connect()
+    try:
+        pulled = engine.pull(f"{ref.name}@{ref.digest}", auth=auth)
+    except NoSuchImage:
+        raise EnvironmentProblem(f"the registry does not serve {image}") from None
+    except EngineError as exc:
+        raise EnvironmentProblem(f"pull of {image} failed: {exc.explanation}") from None
+    finally:
+        engine.close()
+    if pulled != record.image_id:
+        raise InputError(
+            f"pulled {image} is image {pulled}, not the verified image {record.image_id}: refusing to run it"
+        )
+    return Candidate(image=pulled, digest=record.digest, host=this_host())
+
+
+def _local_with_record(image: str, record: StagingRecord) -> Candidate:
+    """A local image named while --staged is given: it must be the verified image."""
+    engine = connect()
+    try:
+        facts = engine.inspect(image)
+    finally:
+        engine.close()
+    if facts.id != record.image_id:
+        raise InputError(f"image {image} is {facts.id}, not the staged, verified image {record.image_id}")
+    return Candidate(image=facts.id, digest=record.digest, host=this_host())
