@@ -70,6 +70,7 @@ from releasekit.records.publish import (
     Published,
     PublishRecord,
 )
+from releasekit.records.safe_io import write_atomic
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.signing import TrustedKeys
 
@@ -403,7 +404,7 @@ def publish(
     done, notes = _release(engine, inputs, report)
     inputs.out_dir.mkdir(parents=True, exist_ok=True)
     notes_path = inputs.out_dir / NOTES_FILE
-    notes_path.write_text(notes, encoding="utf-8")
+    write_atomic(notes_path, notes)
     result = PublishResult(
         **{**done.model_dump(), "signers": verdict.signers, "release_notes": str(notes_path)}, gate=report
     )
