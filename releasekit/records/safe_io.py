@@ -25,8 +25,11 @@ import errno
 import fcntl
 import os
 import secrets
+import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from releasekit.errors import InputError
 
@@ -147,15 +150,34 @@ def no_space(path: Path, exc: OSError) -> NoSpaceError:
 def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` in one step (see the module's docstring); ``str`` is written as UTF-8."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
+
+    def fill(handle: BinaryIO) -> None:
+        view = memoryview(payload)
+        while view:
+            view = view[handle.write(view) :]
+
+    _replace_with(path, fill, mode)
+
+
+def copy_atomic(source: Path, path: Path, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with a copy of the regular file ``source`` in one step, as :func:`write_atomic` does
+    (a cache entry or an output is the whole file or absent, even when the disk fills up mid-copy)."""
+
+    def fill(handle: BinaryIO) -> None:
+        with open(open_regular(source), "rb") as src:
+            shutil.copyfileobj(src, handle, 1 << 20)
+
+    _replace_with(path, fill, mode)
+
+
+def _replace_with(path: Path, fill: Callable[[BinaryIO], None], mode: int) -> None:
     check_writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with open(fd, "wb", closefd=True) as handle:
-            view = memoryview(payload)
-            while view:
-                view = view[handle.write(view) :]
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
         check_writable(path)  # planted meanwhile: still refused (os.replace would replace a link itself)
@@ -191,6 +213,7 @@ __all__ = [
     "UnsafeFileError",
     "check_regular",
     "check_writable",
+    "copy_atomic",
     "no_space",
     "open_regular",
     "read_bounded",
