@@ -21,6 +21,7 @@ same gate again, and puts the same manifest bytes under the new tag: never a reb
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -283,9 +284,10 @@ def archive_files(evidence_dir: Path) -> list[str] | None:
         path = evidence_dir / entry.path
         if not safe_entry_path(entry.path):
             raise InputError(f"{ARCHIVE_FILE}: unsafe path {entry.path!r}")
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise InputError(f"{ARCHIVE_FILE} lists {entry.path}, which is missing")
-        if file_sha256(path) != entry.sha256:
+        # A regular file inside the directory, of the size listed (on stat, before hashing): else exit 2.
+        if file_sha256(path, max_bytes=entry.size, within=evidence_dir) != entry.sha256:
             raise InputError(
                 f"{entry.path} is not the file {ARCHIVE_FILE} lists (sha256 differs); refusing to publish it"
             )
