@@ -189,3 +189,39 @@ def test_a_sparse_multi_gib_wheel_is_refused_on_stat(built, tmp_path, gib):
     run = _verify(built, copy, timeout=60)
     _refused(run, str(wheel), str(size), str(4 * GIB))
     assert run.seconds < 10
+
+
+# --- the helper itself (records/safe_io.py), without an image --------------------------------------
+
+
+def test_safe_io_reads_only_regular_files_inside(tmp_path):
+    from releasekit.records.safe_io import UnsafeFileError, read_bounded
+
+    root = tmp_path / "release"
+    root.mkdir()
+    (root / "a.json").write_bytes(b"{}")
+    (root / "inside").symlink_to("a.json")
+    (root / "outside").symlink_to(_victim(tmp_path))
+    os.mkfifo(root / "fifo")
+    assert read_bounded(root / "inside", 10, within=root) == b"{}"
+    for name, why in (("outside", "outside"), ("fifo", "FIFO")):
+        with pytest.raises(UnsafeFileError, match=why):
+            read_bounded(root / name, 10, within=root)
+    with pytest.raises(UnsafeFileError, match="over the limit of 1 bytes"):
+        read_bounded(root / "a.json", 1)
+
+
+def test_safe_io_write_refuses_links_and_leaves_no_temporary(tmp_path):
+    from releasekit.records.safe_io import UnsafeFileError, write_atomic
+
+    victim = _victim(tmp_path)
+    root = tmp_path / "release"
+    root.mkdir()
+    (root / "out.json").symlink_to(victim)
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        write_atomic(root / "out.json", "x")
+    write_atomic(root / "new.json", "new\n")
+    write_atomic(root / "new.json", "newer\n")
+    assert victim.read_text() == VICTIM_TEXT
+    assert (root / "new.json").read_text() == "newer\n"
+    assert sorted(p.name for p in root.iterdir()) == ["new.json", "out.json"]
