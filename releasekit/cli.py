@@ -11,6 +11,7 @@ what the stage modules register.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -238,6 +239,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write("releasekit: interrupted\n")
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            sys.stderr.write(f"releasekit: error: no space left on device: {exc.filename or exc}\n")
+            sys.exit(2)
         known = _click_error(exc)
         if known is not None:
             code, text = known

@@ -10,13 +10,20 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from releasekit.records.safe_io import open_regular
+
 CHUNK_BYTES = 1 << 20
 
 
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of the file's bytes; OSError when it cannot be read."""
+def file_sha256(path: Path, *, max_bytes: int | None = None, within: Path | None = None) -> str:
+    """Hex sha256 of the file's bytes; OSError when it cannot be read.
+
+    Only a regular file is read (``records/safe_io.open_regular``: a FIFO or device is refused
+    before ``open()`` could block, a symbolic link only when it stays inside ``within``, when
+    given); a file over ``max_bytes`` is refused on its ``stat`` before a byte is hashed. Both
+    refusals are ``UnsafeFileError`` (exit 2)."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open(open_regular(path, limit=max_bytes, within=within), "rb") as handle:
         while chunk := handle.read(CHUNK_BYTES):
             digest.update(chunk)
     return digest.hexdigest()

@@ -20,6 +20,7 @@ from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.manifest import TO_BE_LOCKED
 from releasekit.manifest.models import BuildEnvironment
 from releasekit.records.lock import LockedBuilder
+from releasekit.records.safe_io import write_atomic
 
 
 def dockerfile_path(environment: BuildEnvironment, manifest_dir: Path) -> Path | None:
@@ -78,7 +79,7 @@ def build_from_dockerfile(
         )
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(output, encoding="utf-8")
+        write_atomic(log, output)
     return image_id
 
 

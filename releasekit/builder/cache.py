@@ -7,6 +7,7 @@ sha256 is checked again on every hit, so a tampered cache is a miss, not a bad r
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -19,6 +20,7 @@ from releasekit.builder.wheel import BuiltWheel
 from releasekit.digests import file_sha256
 from releasekit.manifest.models import BuildRecipe
 from releasekit.records.lock import LockedGitComponent, LockedToolchain, canonical_json
+from releasekit.records.safe_io import copy_atomic, no_space
 
 # Bump when the way wheels are built or normalised changes: old entries then miss.
 CACHE_FORMAT = "releasekit.build-cache/v2"  # v2: NVCC_APPEND_FLAGS=--objdir-as-tempdir in native builds
@@ -95,10 +97,16 @@ class BuildCache:
         tmp = entry_dir.with_name(entry_dir.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        shutil.copyfile(wheel.path, tmp / wheel.filename)
-        if log.is_file():
-            shutil.copyfile(log, tmp / "build.log")
-        (tmp / "entry.json").write_text(CacheEntry(key=key, wheel=wheel).model_dump_json(indent=2))
+        try:
+            shutil.copyfile(wheel.path, tmp / wheel.filename)
+            if log.is_file():
+                shutil.copyfile(log, tmp / "build.log")
+            (tmp / "entry.json").write_text(CacheEntry(key=key, wheel=wheel).model_dump_json(indent=2))
+        except OSError as exc:  # a full disk: no half-written entry left behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise no_space(entry_dir, exc) from None
+            raise
         shutil.rmtree(entry_dir, ignore_errors=True)
         tmp.rename(entry_dir)
 
@@ -110,8 +118,5 @@ class BuildCache:
 
     def put_file(self, kind: str, key: str, name: str, source: Path) -> Path:
         entry_dir = self._dir(kind, key)
-        entry_dir.mkdir(parents=True, exist_ok=True)
-        tmp = entry_dir / f".{name}.tmp{os.getpid()}"
-        shutil.copyfile(source, tmp)
-        tmp.rename(entry_dir / name)
+        copy_atomic(source, entry_dir / name)  # whole or absent, even when the disk fills mid-copy
         return entry_dir / name

@@ -26,6 +26,7 @@ from releasekit.builder.dockerfile import ImageSettings
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
+from releasekit.records.safe_io import write_atomic
 
 SMOKE_PROBE = Path(__file__).with_name("smoke_probe.py")
 STAGING = "/releasekit-stage"
@@ -112,7 +113,7 @@ def install_layer(
         result = engine.run_throwaway(
             base_id, cmd, inputs={INBOX: inbox}, export=STAGING, export_to=exported, environment=env
         )
-        log.write_text(result.output, encoding="utf-8")
+        write_atomic(log, result.output)
         report = _smoke(result.output)
         if result.exit_code != 0:
             if report and report.problems:

@@ -74,6 +74,7 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
+from releasekit.records.safe_io import write_atomic
 from releasekit.signing import Signer, load_signer
 from releasekit.signing.statements import sign_statement_file
 
@@ -523,7 +524,7 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     )
 
     settings = release_settings(loaded, lock, lock_sha, components, base, template)
-    (outdir / "Dockerfile").write_text(settings.rendered, encoding="utf-8")
+    write_atomic(outdir / "Dockerfile", settings.rendered)
 
     image, smoke, cache_report = _release_image(
         engine, cache, base, wheels, components, settings, opts, outdir, progress
@@ -647,7 +648,7 @@ def _write_release_files(
         else None
     )
     notes = notes_plan(lock, loaded.manifest.exclusions, plan_check, lock_sha)
-    (outdir / RELEASE_NOTES_FILE).write_text(render_release_notes(record, notes), encoding="utf-8")
+    write_atomic(outdir / RELEASE_NOTES_FILE, render_release_notes(record, notes))
     record.write(outdir / BUILD_FILE)
 
 

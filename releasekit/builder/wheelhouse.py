@@ -14,6 +14,7 @@ from releasekit.digests import file_sha256
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git.remote import strip_credentials
 from releasekit.records.lock import LockedWheelComponent
+from releasekit.records.safe_io import WHEEL_MAX_BYTES, open_regular
 from releasekit.simple_index import project_links
 
 
@@ -45,7 +46,9 @@ def fetch_pinned_wheel(
         )
     source = next((h / comp.filename for h in wheelhouses if (h / comp.filename).is_file()), None)
     if source is not None:
-        shutil.copyfile(source, dest)
+        # A regular file under the wheel limit only (a wheelhouse may be a release directory's wheels/).
+        with open(open_regular(source, limit=WHEEL_MAX_BYTES), "rb") as src, dest.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
     elif index_url:
         _from_index(comp, index_url, dest)
     else:

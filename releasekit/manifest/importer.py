@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +58,7 @@ from releasekit.records.lock import (
     LockedToolchain,
     write_lock,
 )
+from releasekit.records.safe_io import write_atomic
 
 _DISPOSITIONS = {
     "superseded": "superseded",
@@ -651,13 +651,7 @@ class ImportResult:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, text)
 
 
 def import_release(

@@ -28,6 +28,7 @@ from ruamel.yaml.tokens import CommentToken
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
+from releasekit.records.safe_io import read_bounded
 
 MAX_BYTES = 4 * 1024 * 1024
 # Nodes after alias expansion. A real manifest has a few thousand; a bomb has billions.
@@ -212,7 +213,7 @@ def load_yaml(path: Path) -> LoadedYaml:
         size = path.stat().st_size
         if size > MAX_BYTES:
             raise InputError(f"{name}: file is {size} bytes; manifests are limited to {MAX_BYTES} bytes")
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_BYTES)  # a FIFO or device is refused, never opened blocking
     except FileNotFoundError:
         raise InputError(f"{name}: no such file") from None
     except OSError as exc:

@@ -9,6 +9,7 @@ The base's table is kept in the build cache, keyed by the base image ID (content
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tarfile
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from releasekit.provenance.inventory import CHUNK, FileEntry, Inventory, ReadPlan, inventory_from_tar
+from releasekit.records.safe_io import no_space
 
 ACCOUNTING_FORMAT = "releasekit.file-accounting/v1"
 
@@ -85,10 +87,16 @@ def overlay(base: dict[str, Expected], layer: dict[str, Expected]) -> dict[str, 
 def save_table(entries: dict[str, Expected], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + f".tmp{os.getpid()}")
-    with partial.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"format": ACCOUNTING_FORMAT}) + "\n")
-        for p, e in sorted(entries.items()):
-            out.write(json.dumps([p, e.kind, e.mode, e.uid, e.gid, e.link, e.sha256, e.size]) + "\n")
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            out.write(json.dumps({"format": ACCOUNTING_FORMAT}) + "\n")
+            for p, e in sorted(entries.items()):
+                out.write(json.dumps([p, e.kind, e.mode, e.uid, e.gid, e.link, e.sha256, e.size]) + "\n")
+    except OSError as exc:  # a full disk: no half-written entry is left (and none is ever read)
+        partial.unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise no_space(path, exc) from None
+        raise
     partial.rename(path)
 
 

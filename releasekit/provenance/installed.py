@@ -17,6 +17,7 @@ from pathlib import Path
 
 from releasekit.digests import file_sha256
 from releasekit.provenance.inventory import Inventory
+from releasekit.records.safe_io import WHEEL_MAX_BYTES, open_regular
 
 # Files an installer writes or rewrites in .dist-info: they never match the wheel's copy.
 INSTALLER_FILES = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
@@ -147,8 +148,14 @@ class WheelRecord:
     dist_info: str  # e.g. demo_pkg-1.0.dist-info
 
 
-def read_wheel_record(path: Path, max_bytes: int = 64 * 1024 * 1024) -> WheelRecord:
-    with zipfile.ZipFile(path) as archive:
+def read_wheel_record(
+    path: Path, max_bytes: int = 64 * 1024 * 1024, *, within: Path | None = None
+) -> WheelRecord:
+    """The wheel's RECORD and sha256. The wheel is opened through ``safe_io`` (a regular file, inside
+    ``within`` when given, at most ``WHEEL_MAX_BYTES`` on its stat): anything else raises
+    ``UnsafeFileError`` (exit 2) before a byte is read."""
+    handle = open(open_regular(path, limit=WHEEL_MAX_BYTES, within=within), "rb")  # noqa: SIM115 - closed below
+    with handle, zipfile.ZipFile(handle) as archive:
         records = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
         if len(records) != 1:
             raise ValueError(f"{path.name}: expected one .dist-info/RECORD, found {len(records)}")
@@ -157,4 +164,5 @@ def read_wheel_record(path: Path, max_bytes: int = 64 * 1024 * 1024) -> WheelRec
             raise ValueError(f"{path.name}: RECORD is larger than {max_bytes} bytes")
         text = archive.read(records[0]).decode("utf-8")
     rows = {row.path: row for row in parse_record(text)}
-    return WheelRecord(path.name, file_sha256(path), rows, records[0].split("/", 1)[0])
+    digest = file_sha256(path, max_bytes=WHEEL_MAX_BYTES, within=within)
+    return WheelRecord(path.name, digest, rows, records[0].split("/", 1)[0])

@@ -7,12 +7,13 @@ and every finding.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 from releasekit.digests import file_sha256
 from releasekit.records.base import write_record
-from releasekit.records.provenance import ResourceDescriptor
+from releasekit.records.provenance import ResourceDescriptor, Statement
 from releasekit.records.verification import POLICY_URI, ReleasekitBlock, VerificationSummary
 
 
@@ -20,8 +21,8 @@ def make_summary(
     *, image_id: str, passed: bool, block: ReleasekitBlock, provenance: Path | None
 ) -> VerificationSummary:
     attestations = []
-    if provenance is not None and provenance.is_file():
-        digest = file_sha256(provenance)
+    if provenance is not None and os.path.lexists(provenance):  # a FIFO, link out, or too large: exit 2
+        digest = file_sha256(provenance, max_bytes=Statement.max_bytes, within=provenance.parent)
         attestations.append(ResourceDescriptor(uri=provenance.name, digest={"sha256": digest}))
     return VerificationSummary(
         time_verified=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -7,6 +7,7 @@ filesystem once through the hasher, then run every check over what was gathered.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import tempfile
@@ -37,10 +38,11 @@ from releasekit.provenance.reproduce import ReproduceOptions, Reproduction, repr
 from releasekit.provenance.summary import make_summary, write_summary
 from releasekit.records.build import BUILD_FILE, BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
-from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.records.provenance import PROVENANCE_FILE, Statement
+from releasekit.records.safe_io import UnsafeFileError, check_regular, check_writable
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, CheckOutcome, ReleasekitBlock
 from releasekit.signing import load_signer
-from releasekit.signing.statements import sign_summary_file
+from releasekit.signing.statements import envelope_path, sign_summary_file
 
 SUMMARY_NAME = VERIFICATION_SUMMARY_FILE
 _PREFIX = re.compile(r"^(/.*?)/lib/python3[^/]*/(?:site|dist)-packages$")
@@ -128,6 +130,13 @@ def _manifest_candidates(opts: VerifyOptions, lock: Lock) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+def _file_sha256_or_none(path: Path) -> str | None:
+    try:
+        return lock_file_sha256(path)
+    except (UnsafeFileError, OSError):
+        return None
+
+
 def _load_manifest(opts: VerifyOptions, lock: Lock, findings: Findings) -> Any | None:
     from releasekit.manifest import load_manifest
 
@@ -135,8 +144,8 @@ def _load_manifest(opts: VerifyOptions, lock: Lock, findings: Findings) -> Any |
     for path in candidates:
         if not path.is_file():
             continue
-        if opts.manifest is None and lock_file_sha256(path) != lock.manifest.sha256:
-            continue  # another file of that name: not the lock's manifest
+        if opts.manifest is None and _file_sha256_or_none(path) != lock.manifest.sha256:
+            continue  # another file of that name (or one not safe to read): not the lock's manifest
         loaded = load_manifest(path)
         if loaded.sha256 != lock.manifest.sha256:
             if opts.manifest is not None:
@@ -155,6 +164,26 @@ def _load_manifest(opts: VerifyOptions, lock: Lock, findings: Findings) -> Any |
     return None
 
 
+def _wheel_path(directory: Path, comp: ExpectedComponent) -> Path | None:
+    """The component's wheel in ``wheels/``: the recorded name, else the one ``*.whl`` of its distribution.
+    Only looked at by name (``lexists``): whether it is a regular file is ``read_wheel_record``'s to refuse."""
+    if (
+        comp.wheel_filename
+        and "/" not in comp.wheel_filename
+        and os.path.lexists(directory / comp.wheel_filename)
+    ):
+        return directory / comp.wheel_filename
+    if comp.distribution:
+        stem = canonical_name(comp.distribution).replace("-", "_")
+        matches = sorted(
+            p
+            for p in directory.glob("*.whl")
+            if canonical_name(p.name.split("-", 1)[0]).replace("-", "_") == stem
+        )
+        return matches[0] if len(matches) == 1 else None
+    return None
+
+
 def _wheels(
     artifacts: Path | None, comps: dict[str, ExpectedComponent]
 ) -> tuple[dict[str, WheelRecord], dict[str, str]]:
@@ -166,26 +195,15 @@ def _wheels(
     for name, comp in comps.items():
         if not comp.installed:
             continue
-        path: Path | None = None
-        if (
-            comp.wheel_filename
-            and "/" not in comp.wheel_filename
-            and (directory / comp.wheel_filename).is_file()
-        ):
-            path = directory / comp.wheel_filename
-        elif comp.distribution:
-            stem = canonical_name(comp.distribution).replace("-", "_")
-            matches = sorted(
-                p
-                for p in directory.glob("*.whl")
-                if canonical_name(p.name.split("-", 1)[0]).replace("-", "_") == stem
-            )
-            path = matches[0] if len(matches) == 1 else None
+        path = _wheel_path(directory, comp)
         if path is None:
             errors[name] = f"no wheel of {comp.distribution or name} in {directory.name}/"
             continue
         try:
-            wheels[name] = read_wheel_record(path)
+            # A FIFO, device or link out of the directory, or a wheel over the limit: exit 2 (safe_io).
+            wheels[name] = read_wheel_record(path, within=artifacts)
+        except InputError:
+            raise
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             errors[name] = f"cannot read {path.name}: {exc}"
         except Exception as exc:  # noqa: BLE001 - zipfile raises several unrelated types on damage
@@ -350,7 +368,7 @@ def _read_release(opts: VerifyOptions, lock: Lock, notes: Findings) -> _Release:
     if opts.artifacts is not None:
         if not opts.artifacts.is_dir():
             raise InputError(f"release directory {opts.artifacts} does not exist")
-        if (opts.artifacts / BUILD_FILE).is_file():
+        if os.path.lexists(opts.artifacts / BUILD_FILE):  # not a regular file, or too large: exit 2
             record = read_build_record(opts.artifacts / BUILD_FILE)
         else:
             notes.add(
@@ -359,6 +377,8 @@ def _read_release(opts: VerifyOptions, lock: Lock, notes: Findings) -> _Release:
                 severity=Severity.warning,
             )
         provenance = opts.artifacts / PROVENANCE_FILE
+        if os.path.lexists(provenance):  # hashed into the summary at the end: refuse a bad one now
+            check_regular(provenance, limit=Statement.max_bytes, within=opts.artifacts)
     comps = expected_components(lock, record, loaded.manifest if loaded is not None else None)
     wheels, wheel_errors = _wheels(opts.artifacts, comps)
     return _Release(loaded, record, provenance, comps, wheels, wheel_errors)
@@ -440,13 +460,26 @@ def _probe_summary(probe: ProbeRun) -> ProbeSummary:
     )
 
 
+def _summary_path(opts: VerifyOptions) -> Path | None:
+    return opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)
+
+
+def _check_outputs(opts: VerifyOptions) -> None:
+    """Refuse now, before the image is read, to write through a planted link or special file."""
+    summary_path = _summary_path(opts)
+    if summary_path is not None:
+        check_writable(summary_path)
+        check_writable(envelope_path(summary_path))
+
+
 def _write_summary(
     opts: VerifyOptions, result: VerifyResult, provenance: Path | None, signer: Any, facts: ImageFacts
 ) -> str | None:
     """verification_summary.json (and its DSSE envelope when a key is given); its path, or None."""
-    summary_path = opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)
+    summary_path = _summary_path(opts)
     if summary_path is None:
         return None
+    _check_outputs(opts)  # again: the directory may have changed while the image was read
     block = ReleasekitBlock(
         lock_sha256=result.lock_sha256,
         manifest_sha256=result.manifest_sha256,
@@ -586,6 +619,7 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     """Gather once (release directory, image, probe, filesystem, reproduction), then run every check."""
     started = time.monotonic()
     signer = load_signer(opts.signing_key)  # a bad key fails now, before the image is read
+    _check_outputs(opts)
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
     deadline = started + opts.deadline

@@ -41,6 +41,7 @@ from releasekit.records.oci import OCI_MANIFEST, TITLE, Descriptor, EvidenceConf
 from releasekit.records.plan_check import PLAN_CHECK_FILE
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.publish import AttachmentRecord, SignedAttachmentRecord
+from releasekit.records.safe_io import RECORD_MAX_BYTES, WHEEL_MAX_BYTES, read_bounded
 from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import ManifestBlob, RegistryClient
@@ -152,11 +153,11 @@ def attach(
     files.append((NOTES_FILE, _MEDIA[NOTES_FILE], release_notes.encode()))
     if archive_dir is not None:
         # The release source archive: its index, then each file (relative to the release directory).
-        files.append(
-            (ARCHIVE_INDEX_FILE, ARCHIVE_INDEX_MEDIA, (archive_dir / ARCHIVE_INDEX_FILE).read_bytes())
-        )
+        index = read_bounded(archive_dir / ARCHIVE_INDEX_FILE, RECORD_MAX_BYTES, within=archive_dir)
+        files.append((ARCHIVE_INDEX_FILE, ARCHIVE_INDEX_MEDIA, index))
         for rel in archive_files or []:
-            files.append((rel, ARCHIVE_BLOB_MEDIA, (archive_dir / rel).read_bytes()))
+            blob = read_bounded(archive_dir / rel, WHEEL_MAX_BYTES, within=archive_dir)
+            files.append((rel, ARCHIVE_BLOB_MEDIA, blob))
     body = push_artifact(
         client,
         repository,

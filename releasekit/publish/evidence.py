@@ -25,6 +25,7 @@ that needs them, with the reason in the finding's message.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from releasekit.records.gate import ReceiptView
 from releasekit.records.intoto import StatementSubjects
 from releasekit.records.plan_check import PLAN_CHECK_FILE, PlanCheckResult
 from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.records.safe_io import TEXT_MAX_BYTES, read_bounded
 from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR, HygieneReceipt, TestReceipt
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationSummary
 
@@ -143,6 +145,13 @@ def evidence_from(
     )
 
 
+def _notes(path: Path, evidence_dir: Path) -> str | None:
+    """RELEASE.md as the build wrote it (a FIFO, a link out or an oversized one: exit 2, ``safe_io``)."""
+    if not os.path.lexists(path):
+        return None
+    return read_bounded(path, TEXT_MAX_BYTES, within=evidence_dir).decode("utf-8", errors="replace")
+
+
 def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
     notes_path = evidence_dir / RELEASE_NOTES_FILE
     receipts = (
@@ -159,6 +168,6 @@ def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
         lambda name, parse: read_evidence(evidence_dir / name, parse),
         receipts,
         tests,
-        build_notes=notes_path.read_text(encoding="utf-8") if notes_path.is_file() else None,
+        build_notes=_notes(notes_path, evidence_dir),
         has_hygiene=(evidence_dir / HYGIENE_FILE).exists(),
     )

@@ -21,6 +21,7 @@ same gate again, and puts the same manifest bytes under the new tag: never a reb
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,7 @@ from releasekit.records.publish import (
     Published,
     PublishRecord,
 )
+from releasekit.records.safe_io import write_atomic
 from releasekit.records.staging import StagingRecord
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import (
@@ -307,9 +309,10 @@ def archive_files(evidence_dir: Path) -> list[str] | None:
         path = evidence_dir / entry.path
         if not safe_entry_path(entry.path):
             raise InputError(f"{ARCHIVE_FILE}: unsafe path {entry.path!r}")
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise InputError(f"{ARCHIVE_FILE} lists {entry.path}, which is missing")
-        if file_sha256(path) != entry.sha256:
+        # A regular file inside the directory, of the size listed (on stat, before hashing): else exit 2.
+        if file_sha256(path, max_bytes=entry.size, within=evidence_dir) != entry.sha256:
             raise InputError(
                 f"{entry.path} is not the file {ARCHIVE_FILE} lists (sha256 differs); refusing to publish it"
             )
@@ -454,7 +457,7 @@ def publish(
     done, notes = _release(engine, inputs, report)
     inputs.out_dir.mkdir(parents=True, exist_ok=True)
     notes_path = inputs.out_dir / NOTES_FILE
-    notes_path.write_text(notes, encoding="utf-8")
+    write_atomic(notes_path, notes)
     result = PublishResult(
         **{**done.model_dump(), "signers": verdict.signers, "release_notes": str(notes_path)}, gate=report
     )

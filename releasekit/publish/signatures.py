@@ -13,6 +13,7 @@ A required envelope that is absent is SIGNATURE_MISSING.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -22,6 +23,7 @@ from releasekit.findings import Findings
 from releasekit.records.dsse import PROVENANCE_ENVELOPE_FILE as PROVENANCE_ENVELOPE
 from releasekit.records.dsse import SUMMARY_ENVELOPE_FILE as SUMMARY_ENVELOPE
 from releasekit.records.provenance import SLSA_PROVENANCE_V1 as SLSA_PROVENANCE
+from releasekit.records.safe_io import TEXT_MAX_BYTES, read_bounded
 from releasekit.signing import SignatureError, TrustedKeys, load_trusted_keys, verify_envelope
 from releasekit.signing.statements import VERIFICATION_SUMMARY_TYPE, parse_statement
 
@@ -30,7 +32,12 @@ CHECK_NAME = "signed evidence"
 
 
 def local_envelopes(evidence_dir: Path) -> dict[str, bytes]:
-    return {name: (evidence_dir / name).read_bytes() for name in ENVELOPES if (evidence_dir / name).is_file()}
+    """The envelopes beside the evidence (a FIFO, a link out or an oversized one: exit 2, ``safe_io``)."""
+    return {
+        name: read_bounded(evidence_dir / name, TEXT_MAX_BYTES, within=evidence_dir)
+        for name in ENVELOPES
+        if os.path.lexists(evidence_dir / name)
+    }
 
 
 def trusted_keys(paths: list[Path], *, signed: bool, policy_signed: bool, what: str) -> TrustedKeys | None:

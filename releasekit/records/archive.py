@@ -16,6 +16,7 @@ from pydantic import Field
 
 from releasekit.digests import file_sha256 as file_sha256  # publish and reproduce check entries with it
 from releasekit.records.base import Record, RecordError, Strict, load_record, write_record
+from releasekit.records.safe_io import MIB
 
 ARCHIVE_SCHEMA: Final = "releasekit.archive/v1"
 ARCHIVE_FILE: Final = "archive.json"
@@ -38,6 +39,7 @@ class ArchiveEntry(Strict):
 
 class ArchiveIndex(Record):
     kind = "release archive index"
+    max_bytes = 16 * MIB  # checked on stat before reading (records/safe_io.py)
 
     schema_: Literal["releasekit.archive/v1"] = Field(default=ARCHIVE_SCHEMA, alias="schema")
     name: str

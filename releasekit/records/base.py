@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from releasekit.errors import InputError
+from releasekit.records.safe_io import RECORD_MAX_BYTES, read_bounded, write_atomic
 
 
 class Strict(BaseModel):
@@ -31,6 +32,8 @@ class Record(Strict):
 
     schema_field: ClassVar[str] = "schema"
     kind: ClassVar[str] = "record"
+    # The largest file of this kind that is read at all (checked on stat, before reading).
+    max_bytes: ClassVar[int] = RECORD_MAX_BYTES
 
     @classmethod
     def schema_version(cls) -> str:
@@ -89,10 +92,13 @@ def parse_record(cls: type[R], data: Any, source: str) -> R:
         raise RecordError(f"{source}: not a valid {version} file: {describe(exc)}") from None
 
 
-def load_record(cls: type[R], path: Path) -> R:
-    """Read and validate one record file; anything wrong raises :class:`RecordError` (exit 2)."""
+def load_record(cls: type[R], path: Path, *, within: Path | None = None) -> R:
+    """Read and validate one record file; anything wrong raises :class:`RecordError` (exit 2).
+
+    The file must be a regular file (a symbolic link only when it stays inside ``within``, by
+    default the file's own directory) of at most ``cls.max_bytes`` bytes, checked before reading."""
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, cls.max_bytes, within=within or path.parent)
     except FileNotFoundError:
         raise RecordError(f"{path}: no such file (expected a {cls.schema_version()} file)") from None
     except OSError as exc:
@@ -111,10 +117,8 @@ def dump_record(obj: Record, *, exclude_none: bool = False) -> str:
 
 
 def write_record(obj: Record, path: Path, *, exclude_none: bool = False) -> str:
-    """Write the record (atomically: a temporary file, then rename) and return the text written."""
+    """Write the record (``safe_io.write_atomic``: a fresh temporary file, fsync, rename; a symbolic link
+    or other non-regular file at ``path`` is refused) and return the text written."""
     text = dump_record(obj, exclude_none=exclude_none)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, text)
     return text

@@ -17,6 +17,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
+from releasekit.records.safe_io import RECORD_MAX_BYTES, read_bounded
+
 T = TypeVar("T")
 
 # (parsed JSON, the file's name for messages, its sha256) -> the record; ValueError/TypeError: not one.
@@ -62,7 +64,7 @@ def parse_evidence(name: str, raw: bytes, parse: Parser[T]) -> EvidenceFile[T]:
 
 def read_evidence(path: Path, parse: Parser[T]) -> EvidenceFile[T]:
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, RECORD_MAX_BYTES, within=path.parent)  # UnsafeFileError: exit 2
     except FileNotFoundError:
         return missing(str(path), "file not found")
     except OSError as exc:

@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from releasekit.errors import InputError
+from releasekit.records.safe_io import RECORD_MAX_BYTES, read_bounded
 
 _SHA1 = r"^[0-9a-f]{40}$"
 
@@ -159,12 +160,16 @@ M = TypeVar("M", bound=BaseModel)
 def raw_tree(path: Path) -> Any:
     """The JSON tree of a file already read through its model: what ``manifest import`` accounts
     for leaf by leaf (every field is carried or reported)."""
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(_bounded(path))
+
+
+def _bounded(path: Path) -> str:
+    return read_bounded(path, RECORD_MAX_BYTES, within=path.parent).decode("utf-8")
 
 
 def _read(path: Path, model: type[M], what: str) -> M:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(_bounded(path))
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

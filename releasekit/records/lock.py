@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 
 from releasekit.records.base import Record, Strict, load_record, write_record
 from releasekit.records.forge import ForgeData
+from releasekit.records.safe_io import MIB, read_bounded
 
 LOCK_FILE: Final = "lock.json"
 LOCK_SCHEMA: Final = "releasekit.lock/v1"
@@ -148,6 +149,7 @@ class LockedDataset(Strict):
 
 class Lock(Record):
     kind = "lock"
+    max_bytes = 16 * MIB  # checked on stat before reading (records/safe_io.py)
 
     schema_: Literal["releasekit.lock/v1"] = Field(default=LOCK_SCHEMA, alias="schema")
     name: str
@@ -190,7 +192,7 @@ def write_lock(lock: Lock, path: Path) -> str:
 
 def lock_file_sha256(path: Path) -> str:
     """The lock's identity everywhere downstream (labels, receipts, publish): sha256 of the file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(read_bounded(path, Lock.max_bytes, within=path.parent)).hexdigest()
 
 
 def read_lock(path: Path) -> Lock:

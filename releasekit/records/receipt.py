@@ -16,6 +16,7 @@ from releasekit.errors import InputError
 from releasekit.findings import FindingList
 from releasekit.manifest.validation import Cell
 from releasekit.records.base import Record, Strict, load_record, write_record
+from releasekit.records.safe_io import read_bounded
 
 RECEIPT_SCHEMA: Final = "releasekit.receipt/v1"
 
@@ -185,7 +186,7 @@ def receipt_values(path: Path) -> dict[str, float]:
     from releasekit.records.legacy import read_validation_receipt
 
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: not a JSON receipt: {exc}") from None
     if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:

@@ -12,6 +12,7 @@ file (and, for a bundle, git's word on the object) named.
 from __future__ import annotations
 
 import gzip
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -166,7 +167,9 @@ def verify_evidence(pub: Published) -> None:
         raise _refuse(
             "the provenance lists no source archive (no byproducts): this release has no archive to reproduce from"
         )
-    index_sha = file_sha256(pub.directory / ARCHIVE_FILE)
+    index_sha = file_sha256(
+        pub.directory / ARCHIVE_FILE, max_bytes=ArchiveIndex.max_bytes, within=pub.directory
+    )
     if byproducts.get(ARCHIVE_FILE) != index_sha:
         raise _refuse(
             f"{ARCHIVE_FILE} is sha256 {index_sha}, the provenance lists {byproducts.get(ARCHIVE_FILE)}"
@@ -178,9 +181,10 @@ def verify_evidence(pub: Published) -> None:
         if not safe_entry_path(entry.path):
             raise _refuse(f"{ARCHIVE_FILE}: unsafe path {entry.path!r}")
         path = pub.directory / entry.path
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise _refuse(f"archive file {entry.path} is missing")
-        actual = file_sha256(path)
+        # A regular file inside the directory, no larger than listed (on stat, before hashing): else exit 2.
+        actual = file_sha256(path, max_bytes=entry.size, within=pub.directory)
         if actual != entry.sha256:
             detail = ""
             if entry.kind == "git-bundle":

@@ -19,6 +19,7 @@ from releasekit.records.intoto import (
     StatementError,
 )
 from releasekit.records.intoto import parse_statement as parse_any_statement
+from releasekit.records.safe_io import RECORD_MAX_BYTES, check_writable, read_bounded, write_atomic
 from releasekit.signing.dsse import PAYLOAD_TYPE, SignatureError, sign_payload
 from releasekit.signing.keys import Signer
 
@@ -55,21 +56,28 @@ def summary_statement(image_id: str, summary: bytes, name: str | None = None) ->
 
 
 def write_envelope(signer: Signer | None, payload: bytes, path: Path) -> Path | None:
-    """Sign ``payload`` into ``path``; with no signer, remove a stale envelope there instead."""
+    """Sign ``payload`` into ``path`` (``safe_io.write_atomic``: a symbolic link or other non-regular file
+    there is refused, never written through); with no signer, remove a stale envelope there instead
+    (a planted link is removed, not followed)."""
+    check_writable(path)
     if signer is None:
         path.unlink(missing_ok=True)
         return None
-    path.write_bytes(sign_payload(signer, payload, PAYLOAD_TYPE).to_json())
+    write_atomic(path, sign_payload(signer, payload, PAYLOAD_TYPE).to_json())
     return path
+
+
+def _statement_bytes(path: Path) -> bytes:
+    return read_bounded(path, RECORD_MAX_BYTES, within=path.parent)
 
 
 def sign_statement_file(signer: Signer | None, statement_file: Path) -> Path | None:
     """``X.json`` (an in-toto Statement) -> ``X.dsse.json`` signed by ``signer``."""
-    return write_envelope(signer, statement_file.read_bytes(), envelope_path(statement_file))
+    return write_envelope(signer, _statement_bytes(statement_file), envelope_path(statement_file))
 
 
 def sign_summary_file(signer: Signer | None, summary_file: Path, image_id: str) -> Path | None:
-    payload = summary_statement(image_id, summary_file.read_bytes()) if signer is not None else b""
+    payload = summary_statement(image_id, _statement_bytes(summary_file)) if signer is not None else b""
     return write_envelope(signer, payload, envelope_path(summary_file))
 
 

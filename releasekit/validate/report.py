@@ -7,6 +7,7 @@ from pathlib import Path
 from releasekit.findings import Findings
 from releasekit.records.base import write_record
 from releasekit.records.receipt import Receipt, read_receipts
+from releasekit.records.safe_io import write_atomic
 from releasekit.records.summary import AGGREGATE_SCHEMA, SUMMARY_FILE, Aggregate, CellRow, SuiteRow
 from releasekit.records.test_receipt import TestReceipt, read_test_receipt_dir
 
@@ -257,7 +258,7 @@ def aggregate_directory(
             images.append("throughput.png")
         if plot_gates(receipts, report_dir / "gates.png"):
             images.append("gates.png")
-        (report_dir / "REPORT.md").write_text(markdown(agg, receipts, images))
+        write_atomic(report_dir / "REPORT.md", markdown(agg, receipts, images))
         agg.files = ["REPORT.md", *images, SUMMARY_FILE]
         write_record(agg, report_dir / SUMMARY_FILE)
     return agg

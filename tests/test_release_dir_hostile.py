@@ -1,0 +1,227 @@
+"""verify-provenance against an attacker who prepared the release directory itself (issue 27).
+
+A FIFO named like a wheel, links planted where the verifier writes, a 1 GiB ``build.json``
+and sparse wheels of 9 and 7 GiB: each is built for real in a copy of a real release directory
+(``releasekit demo`` up to ``build``) and run through the real CLI in a subprocess. Each must end
+in one line on stderr and exit 2 (or, for a stale temp-file link, a normal run), fast, in bounded
+memory, and with the file outside the release directory unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from test_verify_redteam import Release, _docker
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+GIB = 1 << 30
+VICTIM_TEXT = "a file outside the release directory\n"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One real release: ``releasekit demo``'s stages up to ``build`` (on the session's build cache)."""
+    client = _docker()
+    from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
+
+    root = tmp_path_factory.mktemp("hostile")
+    plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
+    names = [s.name for s in plain]
+    demo = run_demo(root / "demo", stages=plain[: names.index("build") + 1])
+    assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
+    rel = Release(client, root)
+    rel.image_id = demo.image_id
+    return rel
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    max_rss_kib: int
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stderr.splitlines()
+
+
+def _verify(
+    rel: Release, artifacts: Path, *extra: str, timeout: float = 60.0, logs: Path | None = None
+) -> Run:
+    """``releasekit verify-provenance`` in a child: its exit, output, time and own peak RSS (``wait4``).
+    Its stdout and stderr go to files in ``logs`` (default: beside the release directory)."""
+    argv = [sys.executable, "-m", "releasekit", "verify-provenance", rel.image_id, "--lock", str(rel.lock)]
+    argv += ["--artifacts", str(artifacts), "--allow-local-repos", "--deadline", str(int(timeout)), *extra]
+    logs = logs or artifacts.parent
+    out, err = logs / "stdout.txt", logs / "stderr.txt"
+    started = time.monotonic()
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(argv, stdout=o, stderr=e, start_new_session=True)
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - started > timeout + 10:
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.wait4(proc.pid, 0)
+            pytest.fail(
+                f"verify-provenance still running after {timeout + 10:.0f} s (--deadline {timeout:.0f})"
+            )
+        time.sleep(0.05)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.monotonic() - started
+    return Run(proc.returncode, out.read_text(), err.read_text(), seconds, usage.ru_maxrss)
+
+
+def _copy(rel: Release, tmp_path: Path) -> Path:
+    copy = tmp_path / "release"
+    shutil.copytree(rel.artifacts, copy)
+    for stale in copy.glob("verification_summary*"):
+        stale.unlink()
+    return copy
+
+
+def _wheel(release_dir: Path, stem: str) -> Path:
+    (found,) = sorted((release_dir / "wheels").glob(f"{stem}-*.whl"))
+    return found
+
+
+def _refused(run: Run, *fragments: str) -> None:
+    assert run.code == 2, f"exit {run.code}\n{run.stdout[-2000:]}\n{run.stderr}"
+    assert len(run.lines) == 1, run.stderr
+    for fragment in fragments:
+        assert fragment in run.lines[0], run.lines[0]
+
+
+@pytest.mark.parametrize("target", ["wheel", "build.json", "provenance.intoto.json"])
+def test_a_fifo_is_refused_not_opened(built, tmp_path, target):
+    # Opening a FIFO for reading blocks until a writer comes: before the fix, forever (past --deadline).
+    copy = _copy(built, tmp_path)
+    path = _wheel(copy, "rkdemo_kernels") if target == "wheel" else copy / target
+    path.unlink()
+    os.mkfifo(path)
+    run = _verify(built, copy, timeout=20)
+    _refused(run, str(path), "FIFO")
+    assert run.seconds < 20
+
+
+def test_a_wheel_linked_to_a_device_outside_is_refused(built, tmp_path):
+    copy = _copy(built, tmp_path)
+    wheel = _wheel(copy, "rkdemo_runtime")
+    wheel.unlink()
+    wheel.symlink_to("/dev/zero")
+    run = _verify(built, copy, timeout=20)
+    _refused(run, str(wheel), "outside")
+
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "outside" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text(VICTIM_TEXT)
+    return victim
+
+
+def test_a_planted_temp_file_link_writes_nothing_outside(built, tmp_path):
+    # Before the fix the summary was written to "verification_summary.json.tmp", following the link.
+    copy = _copy(built, tmp_path)
+    victim = _victim(tmp_path)
+    (copy / "verification_summary.json.tmp").symlink_to(victim)
+    run = _verify(built, copy)
+    assert run.code == 0, run.stdout[-3000:] + run.stderr
+    assert victim.read_text() == VICTIM_TEXT
+    summary = copy / "verification_summary.json"
+    assert summary.is_file() and not summary.is_symlink()
+    assert '"verificationResult": "PASSED"' in summary.read_text()
+    assert not [p.name for p in copy.iterdir() if p.name.startswith(".")]  # no temp file left
+
+
+@pytest.mark.parametrize("planted", ["verification_summary.dsse.json", "verification_summary.json"])
+def test_a_planted_output_link_is_refused(built, tmp_path, planted):
+    # The envelope was written with write_bytes (through the link) when a key was given.
+    from releasekit.signing.keys import write_key_pair
+
+    key, _public, _keyid = write_key_pair(tmp_path / "key")
+    copy = _copy(built, tmp_path)
+    victim = _victim(tmp_path)
+    (copy / planted).symlink_to(victim)
+    run = _verify(built, copy, "--signing-key", str(key))
+    _refused(run, str(copy / planted), "symbolic link")
+    assert victim.read_text() == VICTIM_TEXT
+    assert run.seconds < 10  # refused before the image is read
+
+
+def test_a_one_gib_build_record_is_refused_in_bounded_memory(built, tmp_path):
+    copy = _copy(built, tmp_path)
+    record = copy / "build.json"
+    with record.open("r+b") as handle:  # the real record, then a sparse tail: 1 GiB apparent, ~no disk
+        handle.truncate(GIB)
+    run = _verify(built, copy, timeout=30)
+    _refused(run, str(record), str(GIB), str(16 << 20))
+    # Measured: about 85 MiB refused on stat; 2.1 GiB before the fix (the file read, then decoded);
+    # a whole clean verify-provenance run peaks near 330 MiB.
+    assert run.max_rss_kib < 200 * 1024, f"peak RSS {run.max_rss_kib} KiB"
+    assert run.seconds < 10
+
+
+@pytest.mark.parametrize("gib", [9, 7])
+def test_a_sparse_multi_gib_wheel_is_refused_on_stat(built, tmp_path, gib):
+    # A real wheel after gib GiB of holes: still a valid zip (the central directory is at the end), so
+    # before the fix every byte was read and hashed: time grew with the apparent size.
+    copy = _copy(built, tmp_path)
+    wheel = _wheel(copy, "rkdemo_kernels")
+    data = wheel.read_bytes()
+    with wheel.open("r+b") as handle:
+        handle.seek(gib * GIB)
+        handle.write(data)
+    size = wheel.stat().st_size
+    assert wheel.stat().st_blocks * 512 < 64 << 20  # sparse: the attacker paid almost no disk
+    run = _verify(built, copy, timeout=60)
+    _refused(run, str(wheel), str(size), str(4 * GIB))
+    assert run.seconds < 10
+
+
+# --- the helper itself (records/safe_io.py), without an image --------------------------------------
+
+
+def test_safe_io_reads_only_regular_files_inside(tmp_path):
+    from releasekit.records.safe_io import UnsafeFileError, read_bounded
+
+    root = tmp_path / "release"
+    root.mkdir()
+    (root / "a.json").write_bytes(b"{}")
+    (root / "inside").symlink_to("a.json")
+    (root / "outside").symlink_to(_victim(tmp_path))
+    os.mkfifo(root / "fifo")
+    assert read_bounded(root / "inside", 10, within=root) == b"{}"
+    for name, why in (("outside", "outside"), ("fifo", "FIFO")):
+        with pytest.raises(UnsafeFileError, match=why):
+            read_bounded(root / name, 10, within=root)
+    with pytest.raises(UnsafeFileError, match="over the limit of 1 bytes"):
+        read_bounded(root / "a.json", 1)
+
+
+def test_safe_io_write_refuses_links_and_leaves_no_temporary(tmp_path):
+    from releasekit.records.safe_io import UnsafeFileError, write_atomic
+
+    victim = _victim(tmp_path)
+    root = tmp_path / "release"
+    root.mkdir()
+    (root / "out.json").symlink_to(victim)
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        write_atomic(root / "out.json", "x")
+    write_atomic(root / "new.json", "new\n")
+    write_atomic(root / "new.json", "newer\n")
+    assert victim.read_text() == VICTIM_TEXT
+    assert (root / "new.json").read_text() == "newer\n"
+    assert sorted(p.name for p in root.iterdir()) == ["new.json", "out.json"]
