@@ -206,7 +206,7 @@ def test_poisoned_cached_release_layer(world):
             _tar_add(out, MD5SUMS.lstrip("/"), md5sums, 0o644)
         layer.write_bytes(buf.getvalue())
         attacked = world.build("layer-poisoned")
-    result = world.verify(attacked)
+        result = world.verify(attacked)
     _caught(
         result,
         ("RELEASE_LAYER_MISMATCH", ""),
@@ -243,7 +243,7 @@ def test_poisoned_cached_base_config(world):
         runtime["Env"] = [*(runtime.get("Env") or []), "LD_AUDIT=/usr/local/lib/libpayload.so"]
         entry.write_text(json.dumps(based))
         attacked = world.build("base-poisoned")
-    result = world.verify(attacked)  # caught with --no-cache too (before: passed with it as well)
+        result = world.verify(attacked, no_cache=True)  # before issue 27 even --no-cache read this entry
     _caught(
         result,
         ("CONFIG_MISMATCH", "Entrypoint"),
@@ -282,7 +282,7 @@ def test_forged_wheel_in_the_wheel_cache(world):
         record["wheel"]["sha256"] = hashlib.sha256(forged.getvalue()).hexdigest()
         entry_json.write_text(json.dumps(record))
         attacked = world.build("wheel-forged")
-    result = world.verify(attacked)
+        result = world.verify(attacked)
     _caught(result, ("RELEASE_LAYER_MISMATCH", ""), ("FILE_MODIFIED", "librkdemo_kernels.so"))
 
 
