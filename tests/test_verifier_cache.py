@@ -6,7 +6,10 @@ No Docker: the cache on real files in tmp_path, git on a real repository made he
 from __future__ import annotations
 
 import subprocess
+import zlib
 from pathlib import Path
+
+import pytest
 
 from releasekit.builder.cache import BuildCache
 from releasekit.builder.wheel import BuiltWheel
@@ -80,3 +83,45 @@ def test_git_adapter_ignores_replace_refs(tmp_path):
     assert _git(repo, "cat-file", "-p", genuine) == "forged = 1\n"  # plain git honours the replace ref
     assert Git(repo).run("cat-file", "-p", genuine) == "genuine = 1\n"
     assert Git(repo).run("show", "HEAD:a.py") == "genuine = 1\n"
+
+
+def _forge_loose(objects: Path, oid: str, kind: str, data: bytes) -> None:
+    """Other bytes under an existing loose object's name."""
+    path = objects / oid[:2] / oid[2:]
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(f"{kind} {len(data)}\0".encode() + data))
+
+
+def test_a_rewritten_blob_in_the_mirror_is_refused_by_content(tmp_path):
+    """git checks a tree's hash when it parses it, not a blob's when it reads it: a mirror whose objects
+    were rewritten (unpacked, then a locked blob's file replaced) checks out other bytes under the
+    locked tree's name. fresh_checkout hashes every object first."""
+    from releasekit.git import ObjectMismatch, verify_commit_objects
+    from releasekit.git.checkout import fresh_checkout
+    from releasekit.git.mirror import Mirror
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "--quiet")
+    (repo / "a.py").write_text("genuine = 1\n")
+    _git(repo, "add", "a.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "one")
+    commit = _git(repo, "rev-parse", "HEAD").strip()
+    tree = _git(repo, "rev-parse", "HEAD^{tree}").strip()
+    blob = _git(repo, "rev-parse", "HEAD:a.py").strip()
+    mirror = Mirror(str(repo), tmp_path / "mirrors", allow_local=True)
+    fresh_checkout(mirror, commit, tmp_path / "ok", expect_tree=tree)
+    verify_commit_objects(Git(mirror.path, bare=True), commit)  # the genuine objects pass
+    objects = mirror.path / "objects"
+    for pack in sorted((objects / "pack").glob("*.pack")):  # the attacker unpacks the mirror...
+        moved = tmp_path / pack.name
+        pack.rename(moved)
+        pack.with_suffix(".idx").unlink()
+        subprocess.run(
+            ["git", "--git-dir", str(mirror.path), "unpack-objects", "-q"], stdin=moved.open("rb"), check=True
+        )
+    _forge_loose(objects, blob, "blob", b"forged = 2\n")  # ...and rewrites the locked blob
+    assert Git(mirror.path, bare=True).run("cat-file", "-p", blob) == "forged = 2\n"  # git does not notice
+    with pytest.raises(ObjectMismatch, match=f"blob {blob} does not hash to its name"):
+        fresh_checkout(mirror, commit, tmp_path / "forged", expect_tree=tree)
+    assert not (tmp_path / "forged").exists()
