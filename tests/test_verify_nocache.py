@@ -150,9 +150,12 @@ def _caught(result: VerifyResult, *expected: tuple[str, str]) -> None:
         assert any(fragment in where for where in errors.get(code, [])), f"{code} {fragment}:\n{shown}"
 
 
-def _tar_add(tar: tarfile.TarFile, name: str, data: bytes | None = None, mode: int = 0o755) -> None:
+def _tar_add(
+    tar: tarfile.TarFile, name: str, data: bytes | None = None, mode: int = 0o755, uid: int = 0
+) -> None:
     info = tarfile.TarInfo(name)
     info.mode = mode
+    info.uid = info.gid = uid
     info.mtime = 1767225600
     if data is None:
         info.type = tarfile.DIRTYPE
@@ -164,7 +167,8 @@ def _tar_add(tar: tarfile.TarFile, name: str, data: bytes | None = None, mode: i
 
 def test_poisoned_cached_release_layer(world):
     """layers/<key>/layer.tar rewritten: a stdlib edit with matching md5sums, /etc/ld.so.preload, a setuid
-    root python3.11 (same bytes, mode 4755) and an opaque whiteout over /etc/ssl/certs with an attacker CA."""
+    root python3.11 and a /usr/bin/env owned by uid 1000 (both the base's bytes), and an opaque whiteout over
+    /etc/ssl/certs with an attacker CA."""
     layer = world.entry("layers", "layer.tar")
     os_py = world.base_file("/usr/lib/python3.11/os.py") + b"\nimport sys as _s; _s.argv\n"
     md5 = hashlib.md5(os_py).hexdigest()
@@ -177,6 +181,7 @@ def test_poisoned_cached_release_layer(world):
         for line in world.base_file(MD5SUMS).splitlines()
     )
     python = world.base_file("/usr/bin/python3.11")
+    env = world.base_file("/usr/bin/env")
     with _restored(layer):
         buf = io.BytesIO()
         with (
@@ -202,6 +207,7 @@ def test_poisoned_cached_release_layer(world):
             _tar_add(out, "etc/ssl/certs/.wh..wh..opq", b"", 0o644)
             _tar_add(out, "etc/ssl/certs/attacker-ca.pem", b"-----BEGIN CERTIFICATE-----\nAAAA\n", 0o644)
             _tar_add(out, "usr/bin/python3.11", python, 0o4755)
+            _tar_add(out, "usr/bin/env", env, 0o755, uid=1000)
             _tar_add(out, "usr/lib/python3.11/os.py", os_py, 0o644)
             _tar_add(out, MD5SUMS.lstrip("/"), md5sums, 0o644)
         layer.write_bytes(buf.getvalue())
@@ -214,6 +220,7 @@ def test_poisoned_cached_release_layer(world):
         ("FILE_MODIFIED", MD5SUMS),
         ("FILE_UNACCOUNTED", "/etc/ld.so.preload"),
         ("FILE_MODIFIED", "/usr/bin/python3.11: mode 4755, expected 755"),
+        ("FILE_MODIFIED", "/usr/bin/env: owner 1000:1000, expected 0:0"),
         ("FILE_UNACCOUNTED", "/etc/ssl/certs/attacker-ca.pem"),
         ("FILE_REMOVED", "/etc/ssl/certs/"),
     )
