@@ -101,7 +101,6 @@ JSON_ALLOWLIST = {
     "releasekit.builder.wheel": "the PEP 517 hook process's result files",
     "releasekit.demo.small_model": "a Hugging Face model's config.json and safetensors header",
     "releasekit.forge.etag_cache": "the forge client's conditional-request cache entries (a cache, no release file)",
-    "releasekit.provenance.accounting": "the verifier's own cache table (one JSON array a line)",
     "releasekit.provenance.image": "the in-image probe's report on stdout",
     "releasekit.provenance.installed": "PEP 610 direct_url.json of installed distributions",
     "releasekit.provenance.probe": "argv hand-off to the in-image probe",

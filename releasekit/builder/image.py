@@ -198,6 +198,9 @@ class BaseLayers(BaseModel):
     config: dict
     diff_ids: list[str]
     size: int
+    # "sha256:" + the sha256 of the config's bytes as docker save wrote them ("" in old cache entries):
+    # equal to the image ID the engine reports for the image, which is what lets a reader check it.
+    config_digest: str = ""
 
 
 def base_layers(engine: Engine, base_id: str, into: Path, *, keep_layers: bool) -> BaseLayers:
@@ -209,7 +212,8 @@ def base_layers(engine: Engine, base_id: str, into: Path, *, keep_layers: bool) 
     size = 0
     with tarfile.open(archive) as tar:
         manifest = json.load(_member(tar, "manifest.json"))[0]
-        config = json.load(_member(tar, manifest["Config"]))
+        raw_config = _member(tar, manifest["Config"]).read()
+        config = json.loads(raw_config)
         diff_ids = config["rootfs"]["diff_ids"]
         for layer_name, diff_id in zip(manifest["Layers"], diff_ids, strict=True):
             member = tar.getmember(layer_name)
@@ -219,7 +223,8 @@ def base_layers(engine: Engine, base_id: str, into: Path, *, keep_layers: bool) 
                 with _member(tar, member) as src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst)
     archive.unlink()
-    return BaseLayers(config=config, diff_ids=diff_ids, size=size)
+    digest = "sha256:" + hashlib.sha256(raw_config).hexdigest()
+    return BaseLayers(config=config, diff_ids=diff_ids, size=size, config_digest=digest)
 
 
 def cached_base(engine: Engine, base_id: str, cache_dir: Path | None) -> BaseLayers:

@@ -25,10 +25,13 @@ Public API (what other stages use):
 from releasekit.git.bundle import bundle_heads, bundle_ref, check_bundle, create_bundle, mirror_from_bundle
 from releasekit.git.checkout import Checkout, fresh_checkout
 from releasekit.git.mirror import Mirror, default_cache_dir
+from releasekit.git.objects import ObjectMismatch, verify_commit_objects
 from releasekit.git.remote import RemoteURL, check_ref, check_remote, local_repos_allowed, strip_credentials
 from releasekit.git.runner import Git, GitFailed
 
 __all__ = [
+    "ObjectMismatch",
+    "verify_commit_objects",
     "Checkout",
     "Git",
     "GitFailed",

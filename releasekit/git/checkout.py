@@ -2,7 +2,8 @@
 
 A build must read the tree of the locked commit and nothing else: no leftover files,
 no local edits, no other commit. ``fresh_checkout`` makes a new directory, checks the
-commit out from a mirror, then proves HEAD, the tree and a clean status.
+commit out from a mirror, then proves HEAD, the tree and a clean status. Before the checkout,
+every object it reads (commit, trees, blobs) is hashed against its name (``git/objects.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from releasekit.errors import InputError
 from releasekit.git.mirror import Mirror
+from releasekit.git.objects import verify_commit_objects
 from releasekit.git.remote import is_hex_sha
 from releasekit.git.runner import Git, GitFailed, run_git
 
@@ -59,6 +61,8 @@ def fresh_checkout(
         run_git(["clone", "--quiet", "--no-checkout", "--", str(mirror.path), str(dest)], allow_file=True)
         work = Git(dest)
         work.run("remote", "remove", "origin")
+        # git reads loose objects without checking their hash; the mirror may be another process's.
+        verify_commit_objects(work, commit)
         work.run("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit, "--")
         head = work.run("rev-parse", "HEAD").strip()
         tree = work.run("rev-parse", "HEAD^{tree}").strip()

@@ -1,7 +1,8 @@
 """The one place releasekit runs the ``git`` program.
 
 Every call has a fixed argv (no shell), refs only after ``--`` or as checked values,
-no terminal prompts, no system config, and a protocol allow-list: https and ssh
+no terminal prompts, no system config, replace objects off (``refs/replace/*`` never stands in
+for an object), and a protocol allow-list: https and ssh
 always, ``file`` only for releasekit's own mirrors or when local repositories are
 explicitly allowed, ``ext`` never.
 """
@@ -74,6 +75,9 @@ def git_env() -> dict[str, str]:
         # ssh must never ask a question either.
         GIT_SSH_COMMAND="ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
         LC_ALL="C",
+        # refs/replace/* in a repository (a mirror the build or a bundle filled) would make git show
+        # another object under a locked object's name: a commit's tree, a file's blob. Never.
+        GIT_NO_REPLACE_OBJECTS="1",
         # Fixed identity/dates for commits releasekit makes itself (plan compose merges).
         GIT_AUTHOR_NAME="releasekit",
         GIT_AUTHOR_EMAIL="releasekit@localhost",
@@ -99,6 +103,9 @@ def protocol_options(*, allow_file: bool) -> list[str]:
         "core.hooksPath=/dev/null",
         "-c",
         "core.fsmonitor=false",
+        # The same as GIT_NO_REPLACE_OBJECTS (git_env), for a caller that builds its own environment.
+        "-c",
+        "core.useReplaceRefs=false",
     ]
 
 

@@ -4,23 +4,18 @@ The reference is never the candidate: it is the locked base image's own export (
 mode, owner, link target and sha256 of every entry) overlaid with the reproduced release
 layer, which is what installing the locked wheels into that base writes, installer files
 (RECORD, INSTALLER, direct_url.json, console-script wrappers) included, recomputed here.
-The base's table is kept in the build cache, keyed by the base image ID (content-addressed).
+The base's table is read from the engine's export of the locked base and kept in the
+verifier's memory only (``provenance/vcache.py``), never in a file another process could write.
 """
 
 from __future__ import annotations
 
-import errno
-import json
-import os
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from releasekit.provenance.inventory import CHUNK, FileEntry, Inventory, ReadPlan, inventory_from_tar
-from releasekit.records.safe_io import no_space
-
-ACCOUNTING_FORMAT = "releasekit.file-accounting/v1"
 
 
 class Expected(NamedTuple):
@@ -82,36 +77,6 @@ def overlay(base: dict[str, Expected], layer: dict[str, Expected]) -> dict[str, 
             continue
         merged[path] = entry
     return merged
-
-
-def save_table(entries: dict[str, Expected], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + f".tmp{os.getpid()}")
-    try:
-        with partial.open("w", encoding="utf-8") as out:
-            out.write(json.dumps({"format": ACCOUNTING_FORMAT}) + "\n")
-            for p, e in sorted(entries.items()):
-                out.write(json.dumps([p, e.kind, e.mode, e.uid, e.gid, e.link, e.sha256, e.size]) + "\n")
-    except OSError as exc:  # a full disk: no half-written entry is left (and none is ever read)
-        partial.unlink(missing_ok=True)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise no_space(path, exc) from None
-        raise
-    partial.rename(path)
-
-
-def load_table(path: Path) -> dict[str, Expected] | None:
-    try:
-        with path.open(encoding="utf-8") as handle:
-            if json.loads(handle.readline()).get("format") != ACCOUNTING_FORMAT:
-                return None
-            out: dict[str, Expected] = {}
-            for line in handle:
-                p, kind, mode, uid, gid, link, sha, size = json.loads(line)
-                out[p] = Expected(kind, mode, uid, gid, link, sha, size)
-            return out
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
 
 
 def differences(want: Expected, have: FileEntry) -> list[str]:

@@ -35,7 +35,10 @@ def verify_provenance_command(
     ),
     probe_timeout: float = typer.Option(120.0, "--probe-timeout", help="Seconds the in-image probe may run."),
     no_cache: bool = typer.Option(
-        False, "--no-cache", help="Rebuild every wheel and the release layer (no build cache)."
+        False,
+        "--no-cache",
+        help="Rebuild into an empty cache of this run's own. The build's cache is never read either way "
+        "(a new process always rebuilds; see docs/verify.md).",
     ),
     deadline: float = typer.Option(
         3600.0, "--deadline", help="Seconds for the whole run; past it, a finding."

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from releasekit.checks import AllOf, Deadline, Report
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
-from releasekit.provenance.accounting import Expected, layer_table, load_table, overlay, save_table, table
+from releasekit.provenance.accounting import Expected, layer_table, overlay, table
 from releasekit.provenance.checks import all_checks
 from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.expected import ExpectedComponent, expected_components
@@ -36,6 +36,7 @@ from releasekit.provenance.installed import (
 from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
 from releasekit.provenance.reproduce import ReproduceOptions, Reproduction, reproduce
 from releasekit.provenance.summary import make_summary, write_summary
+from releasekit.provenance.vcache import VerifierCache, verifier_cache
 from releasekit.records.build import BUILD_FILE, BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.provenance import PROVENANCE_FILE, Statement
@@ -61,8 +62,8 @@ class VerifyOptions(BaseModel):
     cache_dir: str | None = None
     probe_timeout: float = 120.0
     export_timeout: float = 1800.0
-    # Reproduction: the build cache (keyed by inputs) may answer; --no-cache rebuilds everything.
-    build_cache_dir: Path | None = None
+    # Reproduction: into the verifier's own cache, never the build's (provenance/vcache.py);
+    # --no-cache: an empty one for this run, even within a process that verified before.
     no_cache: bool = False
     template: Path | None = None
     # Bounds on the verifier itself: one deadline over the whole run, what is kept, how many roots.
@@ -259,7 +260,7 @@ def _dpkg(inv: Inventory) -> tuple[set[str], dict[str, str]]:
 
 
 def _reproduce(
-    opts: VerifyOptions, engine: Any, loaded: Any | None, lock: Lock, lock_sha: str
+    opts: VerifyOptions, engine: Any, loaded: Any | None, lock: Lock, lock_sha: str, cache: VerifierCache
 ) -> Reproduction:
     if loaded is None:
         return Reproduction(
@@ -275,10 +276,9 @@ def _reproduce(
                 lock_path=opts.lock,
                 lock_sha256=lock_sha,
                 workdir=Path(tmp),
+                cache=cache,
                 wheelhouses=wheelhouses,
-                build_cache_dir=opts.build_cache_dir,
                 git_cache_dir=Path(opts.cache_dir) if opts.cache_dir else None,
-                no_cache=opts.no_cache,
                 allow_local_repos=opts.allow_local_repos,
                 template=opts.template,
             ),
@@ -286,19 +286,19 @@ def _reproduce(
 
 
 def _reference_files(
-    opts: VerifyOptions, engine: Any, rep: Reproduction, deadline: float, limits: list[str]
+    opts: VerifyOptions,
+    engine: Any,
+    rep: Reproduction,
+    cache: VerifierCache,
+    deadline: float,
+    limits: list[str],
 ) -> dict[str, Expected] | None:
-    """The locked base's own export (cached by its image ID) overlaid with the reproduced release layer."""
-    from releasekit.builder.cache import BuildCache
+    """The locked base's own export (read from the engine, kept in memory by image ID) overlaid with the
+    reproduced release layer."""
     from releasekit.docker_engine import EngineError
 
     assert rep.base is not None and rep.layer is not None
-    entry = (
-        BuildCache(opts.build_cache_dir).root
-        / "bases"
-        / f"{rep.base.image_id.removeprefix('sha256:')}.files.jsonl"
-    )
-    base = None if opts.no_cache else load_table(entry)
+    base = cache.base_tables.get(rep.base.image_id)
     try:
         if base is None:
             plan = ReadPlan(
@@ -315,7 +315,7 @@ def _reference_files(
                 labels={"io.releasekit.verify-provenance": "export-base"},
             )
             base = table(inventory_from_tar(stream, plan))
-            save_table(base, entry)
+            cache.base_tables[rep.base.image_id] = base
         return overlay(base, layer_table(rep.layer, deadline))
     except (ExportAborted, EngineError, OSError) as exc:
         limits.append(f"reference: the locked base's filesystem could not be read: {exc}")
@@ -528,12 +528,13 @@ def _gather(
     deadline: float,
     notes: Findings,
     limits: list[str],
+    cache: VerifierCache,
 ) -> _Gathered:
     client = docker_client()
     adapter = ImageAdapter(client, opts.image)
     facts = adapter.facts
     attrs = client.image_attrs(facts.id)
-    reproduction = _reproduce(opts, client, release.loaded, lock, lock_sha)
+    reproduction = _reproduce(opts, client, release.loaded, lock, lock_sha, cache)
     import_names = sorted({n for c in release.components.values() if c.installed for n in c.import_names})
     probe = adapter.run_probe(
         import_names, timeout=max(1.0, min(opts.probe_timeout, deadline - time.monotonic()))
@@ -542,7 +543,7 @@ def _gather(
     fs = _read_filesystem(opts, adapter, roots, notes, limits)
     expected_files = None
     if fs.read and reproduction.ok and reproduction.image_id != facts.id:
-        expected_files = _reference_files(opts, client, reproduction, deadline, limits)
+        expected_files = _reference_files(opts, client, reproduction, cache, deadline, limits)
     return _Gathered(facts, attrs, reproduction, probe, roots, fs, expected_files)
 
 
@@ -626,8 +627,9 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     notes = Findings()
     limits: list[str] = []  # bounds the verifier hit, in the order it hit them
     release = _read_release(opts, lock, notes)
-    got = _gather(opts, release, lock, lock_sha, deadline, notes, limits)
-    report = run_checks(_context(opts, lock, lock_sha, release, got, limits), deadline, opts.deadline)
+    with verifier_cache(fresh=opts.no_cache) as cache:
+        got = _gather(opts, release, lock, lock_sha, deadline, notes, limits, cache)
+        report = run_checks(_context(opts, lock, lock_sha, release, got, limits), deadline, opts.deadline)
     findings = Findings()
     findings.extend(notes)
     findings.extend(report.findings)

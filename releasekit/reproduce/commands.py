@@ -22,6 +22,13 @@ def _render(result: ReproduceResult) -> None:
     )
     for note in result.notes:
         console.print(f"note: {escape(note)}")
+    for finding in result.findings.sorted():
+        console.print(escape(finding.render()))
+    if result.findings.errors:
+        console.print(
+            "[bold red]NOT reproduced[/bold red]: the archive holds more than it lists; nothing was built"
+        )
+        return
     console.print(f"published image {result.published_image_id}")
     console.print(f"rebuilt image   {result.rebuilt_image_id}")
     for layer in result.layers:

@@ -21,9 +21,17 @@ from pathlib import Path
 from releasekit.builder.image import base_layers
 from releasekit.docker_engine import Engine
 from releasekit.errors import InputError
-from releasekit.git.bundle import verify_bundle_alone
+from releasekit.findings import Findings
+from releasekit.git.bundle import bundle_heads, bundle_ref, verify_bundle_alone
 from releasekit.publish.attachments import fetch_archive_blobs, fetch_attachments
-from releasekit.records.archive import ARCHIVE_FILE, ArchiveIndex, file_sha256, read_archive, safe_entry_path
+from releasekit.records.archive import (
+    ARCHIVE_DIR,
+    ARCHIVE_FILE,
+    ArchiveIndex,
+    file_sha256,
+    read_archive,
+    safe_entry_path,
+)
 from releasekit.records.build import BUILD_FILE, read_build_record
 from releasekit.records.lock import LockedGitComponent, read_lock
 from releasekit.records.oci import ImageConfig, ImageManifest
@@ -223,6 +231,43 @@ def verify_evidence(pub: Published) -> None:
             entry_w = wheels.get(name)
             if entry_w is None or entry_w.sha256 != locked.sha256:
                 raise _refuse(f"{name}: the archive has no wheel with the locked sha256 {locked.sha256}")
+
+
+def archive_findings(pub: Published) -> Findings:
+    """What the archive holds beyond what it lists, after ``verify_evidence``: each an error, and nothing is built.
+
+    A file under ``archive/`` that ``archive.json`` does not list (a wheel the build would find
+    in its wheelhouse) is ``ARCHIVE_UNLISTED_FILE``; a bundle with any ref beyond the one its
+    entry names (a ``refs/replace/*`` that would stand in for a locked object, another branch) is
+    ``BUNDLE_EXTRA_REFS``.
+    """
+    found = Findings()
+    listed = {e.path for e in pub.index.entries}
+    root = pub.directory / ARCHIVE_DIR
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files) + sorted(d for d in dirs if (Path(folder) / d).is_symlink()):
+            rel = (Path(folder) / name).relative_to(pub.directory).as_posix()
+            if rel not in listed:
+                what = "a wheel" if name.endswith(".whl") else "a file"
+                found.add(
+                    "ARCHIVE_UNLISTED_FILE",
+                    f"{what} in the archive that {ARCHIVE_FILE} does not list: refusing to build beside it",
+                    path=rel,
+                )
+    for entry in pub.index.bundles():
+        want = entry.ref or bundle_ref(entry.component or "")
+        heads = bundle_heads(pub.directory / entry.path)
+        extra = sorted(ref for ref in heads if ref != want)
+        if extra:
+            found.add(
+                "BUNDLE_EXTRA_REFS",
+                f"the bundle of {entry.component} holds {len(extra)} ref(s) beyond {want}: "
+                f"{', '.join(extra[:5])}",
+                path=entry.path,
+                component=entry.component,
+            )
+    return found
 
 
 def scratch_dir(workdir: Path | None) -> Path:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from releasekit.builder.image import base_layers
 from releasekit.builder.service import BuildOptions, run_build
 from releasekit.docker_engine import Engine
+from releasekit.findings import Findings
 from releasekit.git.bundle import mirror_from_bundle
 from releasekit.records.archive import ARCHIVE_DIR
 from releasekit.records.build import BuildRecord
@@ -36,6 +37,7 @@ from releasekit.reproduce.compare import (
 )
 from releasekit.reproduce.evidence import (
     Published,
+    archive_findings,
     from_directory,
     from_registry,
     scratch_dir,
@@ -62,6 +64,8 @@ class ReproduceResult(BaseModel):
     archive: ArchiveSummary
     workdir: str
     notes: list[str] = Field(default_factory=list)
+    # What the archive holds beyond what it lists (evidence.archive_findings): then nothing was built.
+    findings: Findings = Field(default_factory=Findings)
 
 
 def _components(pub: Published, record: BuildRecord) -> list[ComponentComparison]:
@@ -212,6 +216,9 @@ def reproduce(
             f"{pub.index.total_size:,} B)"
         )
         verify_evidence(pub)
+        refused = archive_findings(pub)
+        if refused.errors:
+            return _refused(pub, refused)
         progress("evidence: every archive file matches archive.json and the provenance")
         record = _rebuild(pub, work, progress)
         engine = Engine()
@@ -242,6 +249,23 @@ def reproduce(
     finally:
         if not keep and workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _refused(pub: Published, findings: Findings) -> ReproduceResult:
+    """The archive holds more than it lists: nothing is built, and the result is not the same (exit 1)."""
+    return ReproduceResult(
+        source=pub.source,
+        digest=pub.digest,
+        same=False,
+        published_image_id=pub.image_id,
+        rebuilt_image_id="",
+        archive=ArchiveSummary(
+            files=len(pub.index.entries), size=pub.index.total_size, verified=False, signatures=pub.signatures
+        ),
+        workdir="",
+        notes=list(pub.notes),
+        findings=findings,
+    )
 
 
 def _rebuild(pub: Published, work: Path, progress: Callable[[str], None]) -> BuildRecord:

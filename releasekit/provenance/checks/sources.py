@@ -22,7 +22,7 @@ _LIMIT = 20
 
 def locked_blobs(repo: str, commit: str, *, allow_local: bool, cache_dir: str | None) -> dict[str, str]:
     """repo path -> blob id of every file at ``commit``."""
-    from releasekit.git import GitFailed, Mirror
+    from releasekit.git import GitFailed, Mirror, ObjectMismatch, verify_commit_objects
 
     mirror = Mirror(repo, Path(cache_dir) if cache_dir else None, allow_local=allow_local)
     if not mirror.exists() or not mirror.has_commit(commit):
@@ -30,8 +30,11 @@ def locked_blobs(repo: str, commit: str, *, allow_local: bool, cache_dir: str | 
     if not mirror.has_commit(commit):
         raise LookupError(f"{mirror.url} has no commit {commit[:12]} (unpublished?)")
     try:
+        # The mirror may be the build's: its commit and trees must hash to their names (the blob ids
+        # listed are then the commit's own; the image's files are hashed against those ids).
+        verify_commit_objects(mirror.git, commit, blobs=False)
         out = mirror.git.run("ls-tree", "-r", "-z", "--full-tree", "--end-of-options", commit)
-    except GitFailed as exc:
+    except (GitFailed, ObjectMismatch) as exc:
         raise LookupError(f"git ls-tree {commit[:12]} failed: {exc}") from None
     blobs: dict[str, str] = {}
     for item in out.split("\0"):
