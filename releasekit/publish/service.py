@@ -54,13 +54,14 @@ from releasekit.publish.signatures import (
     check_signed,
     local_envelopes,
     trusted_keys,
+    unsigned_verdict,
 )
 from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check, push_checked, put_tags
 from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, safe_entry_path
 from releasekit.records.base import write_record
 from releasekit.records.build import RELEASE_NOTES_FILE
 from releasekit.records.gate import GATE_FILE, GateRecord, gate_text, read_gate
-from releasekit.records.lock import lock_file_sha256, read_lock
+from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.oci import ImageConfig, ImageManifest
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.publish import (
@@ -124,18 +125,42 @@ class PublishInputs:
     evidence: Evidence
     envelopes: dict[str, bytes]
     trusted: TrustedKeys | None
+    require_signed: bool = False  # --require-signed or publish.signed: unsigned evidence is refused
 
 
-def _manifest_for(lock_path: Path, manifest_path: Path | None, recorded: str):
-    """The manifest the lock names (its path as recorded, then beside the lock), or the one given."""
+def _manifest_candidates(lock_path: Path, evidence_dir: Path, recorded: str) -> list[Path]:
+    """Where the lock's manifest may be, as verify-provenance looks: the recorded path, beside the
+    lock, the working directory, the evidence directory and its parent, and one directory below
+    the lock's, the evidence directory's and its parent's (the demo's layout: ``lock.json`` beside
+    ``example/manifest.yaml``)."""
+    given = Path(recorded)
+    if given.is_absolute():
+        return [given]
+    dirs = list(dict.fromkeys([lock_path.parent, Path.cwd(), evidence_dir, evidence_dir.parent]))
+    out = [given, *(d / given for d in dirs), lock_path.parent / given.name]
+    for d in dict.fromkeys([lock_path.parent, evidence_dir, evidence_dir.parent]):
+        try:
+            subdirs = sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            continue
+        out += [p / given for p in subdirs[:64]]
+    return list(dict.fromkeys(out))
+
+
+def _manifest_for(lock_path: Path, manifest_path: Path | None, lock: Lock, evidence_dir: Path):
+    """The manifest given, else the lock's: the first candidate whose sha256 is the lock's; else
+    the first file at the recorded path (the gate then names the mismatch)."""
     from releasekit.manifest import load_manifest
 
     if manifest_path is not None:
         return load_manifest(manifest_path)
-    candidates = [Path(recorded), lock_path.parent / recorded, lock_path.parent / Path(recorded).name]
+    recorded = lock.manifest.path
+    candidates = [p for p in _manifest_candidates(lock_path, evidence_dir, recorded) if p.is_file()]
     for candidate in candidates:
-        if candidate.is_file():
+        if lock_file_sha256(candidate) == lock.manifest.sha256:
             return load_manifest(candidate)
+    if candidates:
+        return load_manifest(candidates[0])
     raise InputError(
         f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE"
     )
@@ -188,20 +213,22 @@ def resolve_inputs(
     tags: list[str] | None,
     out_dir: Path | None,
     trusted_key_files: list[Path] | None,
+    require_signed: bool = False,
 ) -> PublishInputs:
     """Read the lock and manifest, inspect the image once, load the evidence: bad input is exit 2 here."""
     lock = read_lock(lock_path)
     lock_sha = lock_file_sha256(lock_path)
-    loaded = _manifest_for(lock_path, manifest_path, lock.manifest.path)
-    target, wanted = _target_and_tags(to, tags, loaded.manifest)
     evidence_dir = evidence_dir or lock_path.parent
+    loaded = _manifest_for(lock_path, manifest_path, lock, evidence_dir)
+    target, wanted = _target_and_tags(to, tags, loaded.manifest)
     facts = engine.inspect(image)
     final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
     policy = policy_from_manifest(loaded.manifest)
     evidence = load_evidence(evidence_dir, receipts_dir)
     envelopes = local_envelopes(evidence_dir)
+    required = require_signed or policy.signed
     trusted = trusted_keys(
-        list(trusted_key_files or []), signed=bool(envelopes), policy_signed=policy.signed, what="publish"
+        list(trusted_key_files or []), signed=bool(envelopes), required=required, what="publish"
     )
     return PublishInputs(
         image=facts,
@@ -217,6 +244,7 @@ def resolve_inputs(
         evidence=evidence,
         envelopes=envelopes,
         trusted=trusted,
+        require_signed=required,
     )
 
 
@@ -250,7 +278,7 @@ def _add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
 
 
 def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
-    """Step 1: the gate over the local evidence, then the signatures when keys were given or required."""
+    """Step 1: the gate over the local evidence, then the signatures (or the finding that there are none)."""
     report = evaluate_gate(
         inputs.image,
         inputs.lock_sha256,
@@ -259,8 +287,9 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
         manifest_sha256=inputs.manifest_sha256,
         lock_manifest_sha256=inputs.lock_manifest_sha256,
     )
-    verdict = SignedVerdict()
-    if inputs.trusted is not None:
+    if inputs.trusted is None:
+        verdict = unsigned_verdict(required=inputs.require_signed, image_id=inputs.image.id, where="")
+    else:
         verdict = check_signed(
             inputs.envelopes,
             inputs.trusted,
@@ -269,7 +298,7 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
             summary=inputs.evidence.verification_summary.text,
             where="",
         )
-        _add_signed_check(report, verdict)
+    _add_signed_check(report, verdict)
     return report, verdict
 
 
@@ -375,6 +404,7 @@ def publish(
     tags: list[str] | None = None,
     out_dir: Path | None = None,
     trusted_key_files: list[Path] | None = None,
+    require_signed: bool = False,
 ) -> PublishResult:
     engine = DockerEngine()
     inputs = resolve_inputs(
@@ -388,6 +418,7 @@ def publish(
         tags=tags,
         out_dir=out_dir,
         trusted_key_files=trusted_key_files,
+        require_signed=require_signed,
     )
     report, verdict = judge(inputs)
     result = PublishResult(
@@ -456,6 +487,7 @@ def _promote_gate(
     *,
     manifest_path: Path | None,
     trusted_key_files: list[Path] | None,
+    require_signed: bool,
     result: PromoteResult,
 ) -> None:
     """The same gate again over the attached evidence (and the attached envelopes): into ``result``."""
@@ -478,15 +510,16 @@ def _promote_gate(
         lock_manifest_sha256=record.manifest_sha256,
     )
     # Signed evidence: verified whenever it is there, required when the policy (as published,
-    # or as --manifest says) or a --trusted-key asks for it. No key to check with: exit 2.
+    # or as --manifest says), --require-signed or a --trusted-key asks for it. Signed and no
+    # key to check with: exit 2. Unsigned and no key: a warning, or an error when required.
     signed = fetch_signed(client, src.repository, blob.digest)
+    required = require_signed or policy.signed or record.policy.signed
     trusted = trusted_keys(
-        list(trusted_key_files or []),
-        signed=signed is not None,
-        policy_signed=policy.signed or record.policy.signed,
-        what=str(src),
+        list(trusted_key_files or []), signed=signed is not None, required=required, what=str(src)
     )
-    if trusted is not None:
+    if trusted is None:
+        _add_signed_check(gate, unsigned_verdict(required=required, image_id=image.id, where="attached: "))
+    else:
         verdict = check_signed(
             signed.files if signed else {},
             trusted,
@@ -508,6 +541,7 @@ def promote(
     target: str,
     manifest_path: Path | None = None,
     trusted_key_files: list[Path] | None = None,
+    require_signed: bool = False,
 ) -> PromoteResult:
     src = Reference.parse(source, want_tag=True)
     dst = Reference.parse(target, want_tag=True)
@@ -547,6 +581,7 @@ def promote(
             record,
             manifest_path=manifest_path,
             trusted_key_files=trusted_key_files,
+            require_signed=require_signed,
             result=result,
         )
         if result.gate is None or not result.gate.passed:
