@@ -340,3 +340,34 @@ def test_promote_refuses_signed_evidence_for_another_digest(tmp_path, registry, 
     assert code == 1, stderr
     assert out is not None and error_codes(out) == ["SIGNED_SUBJECT_MISMATCH", "SIGNED_SUBJECT_MISMATCH"]
     assert "stable" not in tags_of(registry, repo)
+
+
+def test_publish_finds_the_manifest_on_the_demo_layout(tmp_path, registry, image):
+    """``lock.json`` beside ``example/manifest.yaml``, evidence in ``release/`` (the demo's layout):
+    publish finds the lock's manifest without --manifest, passing over a decoy of the same name."""
+    import hashlib
+
+    from test_publish_support import REQUIRED_CELLS
+
+    release = Release(tmp_path, image)
+    (tmp_path / "aaa").mkdir()  # sorted before example/: same name, other bytes
+    (tmp_path / "aaa" / "manifest.yaml").write_text(MANIFEST + "# not the locked manifest\n")
+    (tmp_path / "example").mkdir()
+    release.manifest = release.manifest.rename(tmp_path / "example" / "manifest.yaml")
+    data = json.loads(release.lock.read_text())
+    data["manifest"]["path"] = "manifest.yaml"
+    release.lock.unlink()
+    release.lock = tmp_path / "lock.json"
+    release.lock.write_text(json.dumps(data, indent=2) + "\n")
+    release.lock_sha256 = hashlib.sha256(release.lock.read_bytes()).hexdigest()
+    release.write_plan_check()
+    release.write_verification()
+    for cell in REQUIRED_CELLS:
+        release.write_receipt(cell)
+    repo = "team/demo-layout"
+    r = run_cli(
+        *publish_args(release, image, f"{registry.host}/{repo}", "beta"), "--evidence", str(release.evidence)
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["published"] is True
+    assert "beta" in tags_of(registry, repo)

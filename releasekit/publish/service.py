@@ -369,7 +369,9 @@ def _attach_all(
     )
 
 
-def _release(engine: DockerEngine, inputs: PublishInputs, report: GateReport) -> tuple[Published, str]:
+def _release(
+    engine: DockerEngine, inputs: PublishInputs, report: GateReport, signers: dict[str, str]
+) -> tuple[Published, str]:
     """Steps 2-5 against the registry; returns what was published and the release notes."""
     archived = archive_files(inputs.evidence_dir)  # a bad archive is refused before anything is pushed
     target = inputs.target
@@ -387,6 +389,7 @@ def _release(engine: DockerEngine, inputs: PublishInputs, report: GateReport) ->
             digest=pushed.digest,
             tags=inputs.tags,
             evidence=inputs.evidence,
+            signers=signers,
         )
         done = _attach_all(client, inputs, report, pushed, notes, archived)
         done.moved_tags = put_tags(client, target, pushed, inputs.tags).moved
@@ -431,7 +434,7 @@ def publish(
     )
     if not report.passed:
         return result
-    done, notes = _release(engine, inputs, report)
+    done, notes = _release(engine, inputs, report, verdict.signers)
     inputs.out_dir.mkdir(parents=True, exist_ok=True)
     notes_path = inputs.out_dir / NOTES_FILE
     notes_path.write_text(notes, encoding="utf-8")
