@@ -3,8 +3,9 @@
 One call for the demo: start a throw-away registry on 127.0.0.1, publish the image through
 the real gate to ``REG/demo/<name>:beta`` (with ``trusted_key``: its signed evidence verified
 and attached to the digest, unsigned evidence refused), promote ``beta`` to ``stable`` (same
-digest; with ``trusted_key`` the attached envelopes verified again), and hand back what happened. The registry is stopped when the call returns; its storage stays
-under ``root`` for anyone who wants to look.
+digest; with ``trusted_key`` the attached envelopes verified again), and hand back what
+happened. The registry is stopped when the call returns; its storage stays under ``root``
+for anyone who wants to look.
 """
 
 from __future__ import annotations
