@@ -17,7 +17,7 @@ TIME_FIELDS: dict[str, tuple[str, ...]] = {
         "predicate.runDetails.metadata.startedOn",
         "predicate.runDetails.metadata.finishedOn",
     ),
-    "verification_summary.json": ("timeVerified",),
+    "verification_summary.json": ("predicate.timeVerified",),
     # run.log_tail: the suite's own last lines, which end with pytest's "in 0.09s".
     "test receipt": ("started_at", "duration_s", "run.seconds", "run.log_tail"),
     "receipt": (

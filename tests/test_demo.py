@@ -31,6 +31,7 @@ def test_demo_runs_green(demo_run, docker_client):
         "validation matrix",
         "plan lock",
         "plan check",
+        "signing key",
         "build",
         "verify-provenance",
         "baseline image",
@@ -60,7 +61,36 @@ def test_demo_runs_green(demo_run, docker_client):
     assert greeting.strip() == f"hello from rkdemo 0.1.0+g{lock['components']['runtime']['commit'][:12]}"
     _check_test_stage(root / "demo", result, lock_sha)
     _check_validate_stage(root / "demo", result, lock_sha, docker_client)
+    _check_signed(root / "demo", result)
     docker_client.images.remove(result["image_tag"])
+
+
+def _check_signed(demo: Path, result: dict) -> None:
+    """The demo signs: a throwaway key in its own directory signed the provenance and the VSA, the
+    envelopes were verified and attached at publish, verified again at promote, and RELEASE.md says so."""
+    from releasekit.signing import keyid_of, load_trusted_keys, verify_envelope
+    from releasekit.signing.keys import load_public_key
+
+    public = demo / "keys" / "releasekit.pub"
+    assert (demo / "keys" / "releasekit.key").is_file() and public.is_file()
+    keyid = keyid_of(load_public_key(public))
+    release = demo / "release"
+    trusted = load_trusted_keys([public])
+    for name in ("provenance.intoto.json", "verification_summary.json"):
+        envelope = release / name.replace(".json", ".dsse.json")
+        verified = verify_envelope(envelope.read_bytes(), trusted, where=envelope.name)
+        assert verified.keyid == keyid and verified.payload == (release / name).read_bytes()
+    summary = json.loads((release / "verification_summary.json").read_text())
+    assert summary["_type"] == "https://in-toto.io/Statement/v1"
+    assert summary["subject"][0]["digest"] == {"sha256": result["image_id"].removeprefix("sha256:")}
+    publish = next(s for s in result["stages"] if s["name"] == "publish")
+    assert "EVIDENCE_UNSIGNED" not in {f["code"] for f in publish["findings"]["findings"]}
+    assert f"signed by {keyid[:16]}" in publish["summary"] and "and at promote" in publish["summary"]
+    record = json.loads((release / "publish.json").read_text())
+    assert record["signed"]["files"] == ["provenance.intoto.dsse.json", "verification_summary.dsse.json"]
+    assert set(record["signers"].values()) == {keyid}
+    notes = (release / "RELEASE.md").read_text()
+    assert "## Signatures" in notes and f"signature by key `{keyid[:16]}` verified" in notes
 
 
 def _check_test_stage(demo: Path, result: dict, lock_sha: str) -> None:

@@ -84,7 +84,9 @@ def test_a_plan_check_with_a_renamed_field_is_unusable_not_read_as_none(release)
 def test_verification_summary_listing_errors_is_not_verified(release):
     path = release.evidence / "verification_summary.json"
     data = json.loads(path.read_text())
-    data["releasekit"]["findings"] = [{"code": "LABEL_COMMIT_MISMATCH", "severity": "error", "message": "x"}]
+    data["predicate"]["releasekit"]["findings"] = [
+        {"code": "LABEL_COMMIT_MISMATCH", "severity": "error", "message": "x"}
+    ]
     path.write_text(json.dumps(data))
     assert codes(gate(release)) == ["PROVENANCE_NOT_VERIFIED"]
 
@@ -92,7 +94,7 @@ def test_verification_summary_listing_errors_is_not_verified(release):
 def test_a_summary_made_against_another_lock_is_refused(release):
     path = release.evidence / "verification_summary.json"
     data = json.loads(path.read_text())
-    data["releasekit"]["lock_sha256"] = "6" * 64
+    data["predicate"]["releasekit"]["lock_sha256"] = "6" * 64
     path.write_text(json.dumps(data))
     assert codes(gate(release)) == ["VERIFICATION_WRONG_LOCK"]
 
@@ -103,16 +105,21 @@ def test_provenance_changed_after_verification_is_refused(release):
     assert codes(gate(release)) == ["PROVENANCE_NOT_VERIFIED"]
 
 
-def test_a_summary_wrapped_in_an_in_toto_statement_is_read_too(release):
+def test_a_bare_summary_predicate_is_refused(release):
+    """The summary is an in-toto Statement, signed or not: the bare predicate is not read."""
     path = release.evidence / "verification_summary.json"
-    statement = {
-        "_type": "https://in-toto.io/Statement/v1",
-        "subject": [{"name": "image", "digest": {"sha256": IMAGE_ID.split(":")[1]}}],
-        "predicateType": "https://slsa.dev/verification_summary/v1",
-        "predicate": json.loads(path.read_text()),
-    }
-    path.write_text(json.dumps(statement))
-    assert gate(release).passed
+    path.write_text(json.dumps(json.loads(path.read_text())["predicate"]))
+    report = gate(release)
+    assert codes(report) == ["VERIFICATION_MISSING"]
+    assert "no '_type' field" in next(f.message for f in report.findings if f.code == "VERIFICATION_MISSING")
+
+
+def test_a_summary_statement_about_another_image_is_refused(release):
+    path = release.evidence / "verification_summary.json"
+    data = json.loads(path.read_text())
+    data["subject"][0]["digest"]["sha256"] = "5" * 64  # resourceUri still names the image
+    path.write_text(json.dumps(data))
+    assert codes(gate(release)) == ["VERIFICATION_WRONG_IMAGE"]
 
 
 def test_provenance_about_another_image_is_refused(release):

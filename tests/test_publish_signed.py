@@ -19,7 +19,7 @@ from test_publish_support import MANIFEST, Release, build_image, publish_args, r
 from releasekit.demo.localregistry import start_local_registry
 from releasekit.publish.attachments import attach_signed, signed_tag
 from releasekit.registry import RegistryClient
-from releasekit.signing import keyid_of, load_signer
+from releasekit.signing import SignatureError, keyid_of, load_signer, load_trusted_keys, verify_envelope
 from releasekit.signing.keys import load_public_key, write_key_pair
 from releasekit.signing.statements import sign_statement_file, sign_summary_file
 
@@ -153,19 +153,131 @@ def test_promote_with_a_trusted_key_refuses_unsigned_evidence(tmp_path, registry
     assert "stable" not in tags_of(registry, "team/unsigned")
 
 
+def finding_codes(result: dict, severity: str) -> list[str]:
+    findings = result["gate"]["findings"]["findings"] if "gate" in result else result["findings"]["findings"]
+    return [f["code"] for f in findings if f["severity"] == severity]
+
+
 def test_policy_signed_refuses_an_unsigned_release(tmp_path, registry, image, keys):
     release = Release(
         tmp_path, image, manifest_text=MANIFEST + "publish:\n  repository: x.invalid/y\n  signed: true\n"
     )
     repo = "team/policy-signed"
     nokey = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
-    assert nokey.returncode == 2 and "requires signed evidence" in nokey.stderr
+    assert nokey.returncode == 1, nokey.stdout + nokey.stderr
+    assert finding_codes(json.loads(nokey.stdout), "error") == ["EVIDENCE_UNSIGNED"]
     r = run_cli(
         *publish_args(release, image, f"{registry.host}/{repo}", "beta"), "--trusted-key", str(keys["public"])
     )
     assert r.returncode == 1, r.stdout + r.stderr
     codes = [f["code"] for f in json.loads(r.stdout)["gate"]["findings"]["findings"]]
     assert codes.count("SIGNATURE_MISSING") == 2
+    assert tags_of(registry, repo) == []
+
+
+def test_unsigned_evidence_is_accepted_only_out_loud_and_refused_with_require_signed(
+    tmp_path, registry, image
+):
+    """No key anywhere: publish and promote go ahead, each with a warning line on stderr and an
+    EVIDENCE_UNSIGNED warning in its result (publish.json too); --require-signed refuses (exit 1)."""
+    release = Release(tmp_path, image)
+    repo = "team/unsigned-loud"
+    target = f"{registry.host}/{repo}"
+
+    refused = run_cli(*publish_args(release, image, target, "beta"), "--require-signed")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert finding_codes(json.loads(refused.stdout), "error") == ["EVIDENCE_UNSIGNED"]
+    assert tags_of(registry, repo) == []
+
+    r = run_cli(*publish_args(release, image, target, "beta"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    warning = [line for line in r.stderr.splitlines() if line.startswith("releasekit: warning:")]
+    assert len(warning) == 1 and "NOT signed" in warning[0], r.stderr
+    assert finding_codes(json.loads(r.stdout), "warning") == ["EVIDENCE_UNSIGNED"]
+    written = json.loads((release.evidence / "published" / "publish.json").read_text())
+    assert [f["code"] for f in written["gate"]["findings"]["findings"]] == ["EVIDENCE_UNSIGNED"]
+
+    code, out, stderr = promote(target, "--require-signed")
+    assert code == 1 and out is not None, stderr
+    assert error_codes(out) == ["EVIDENCE_UNSIGNED"]
+    assert "stable" not in tags_of(registry, repo)
+
+    code, out, stderr = promote(target)
+    assert code == 0 and out is not None and out["promoted"], stderr
+    assert "releasekit: warning: attached: the evidence is NOT signed" in stderr
+    assert [f["code"] for f in out["findings"]["findings"] if f["severity"] == "warning"] == [
+        "EVIDENCE_UNSIGNED"
+    ]
+
+
+def test_forged_unsigned_evidence_is_refused_with_require_signed(tmp_path, registry, image, keys):
+    """An attacker who can write the release directory writes evidence that says PASSED for the
+    image (no key, so no envelope): with --require-signed it is refused, with or without a key."""
+    forged = Release(tmp_path, image)  # every file written by hand, none by verify-provenance
+    statement = json.loads((forged.evidence / "verification_summary.json").read_text())
+    assert statement["predicate"]["verificationResult"] == "PASSED"
+    repo = "team/forged-unsigned"
+    target = f"{registry.host}/{repo}"
+    r = run_cli(*publish_args(forged, image, target, "beta"), "--require-signed")
+    assert r.returncode == 1 and finding_codes(json.loads(r.stdout), "error") == ["EVIDENCE_UNSIGNED"]
+    r = run_cli(
+        *publish_args(forged, image, target, "beta"), "--require-signed", "--trusted-key", str(keys["public"])
+    )
+    assert r.returncode == 1 and finding_codes(json.loads(r.stdout), "error") == [
+        "SIGNATURE_MISSING",
+        "SIGNATURE_MISSING",
+    ]
+    assert tags_of(registry, repo) == []
+
+
+def test_a_non_canonical_base64_envelope_is_refused(tmp_path, registry, image, keys):
+    """A real envelope signed by the release key, its payload (then its signature) re-encoded so
+    that it decodes to the same bytes through a lenient decoder: refused as SIGNATURE_ENCODING."""
+    release = Release(tmp_path, image)
+    sign(release, keys["private"])
+    path = release.evidence / "verification_summary.dsse.json"
+    genuine = json.loads(path.read_text())
+    repo = "team/noncanonical"
+    target = f"{registry.host}/{repo}"
+
+    def respell(text: str) -> str:
+        """Same bytes, another spelling: the unused low bits of the last character set."""
+        stripped = text.rstrip("=")
+        pad = len(text) - len(stripped)
+        assert pad, "the test needs a padded value"
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        last = alphabet[alphabet.index(stripped[-1]) | (0b1111 if pad == 2 else 0b11)]
+        return stripped[:-1] + last + "=" * pad
+
+    def variants(value: str) -> list[str]:
+        """MIME line-wrapped (76 columns), a trailing newline, and, when padded, unpadded and respelled."""
+        out = [base64.encodebytes(base64.b64decode(value)).decode(), value + "\n"]
+        if value.endswith("="):
+            out += [value.rstrip("="), respell(value)]
+        return out
+
+    trusted = load_trusted_keys([keys["public"]])
+    verify_envelope(path.read_bytes(), trusted)  # the genuine envelope verifies
+    respelled: list[dict] = []
+    for field in ("payload", "sig"):
+        value = genuine[field] if field == "payload" else genuine["signatures"][0]["sig"]
+        for bad in variants(value):
+            assert bad != value and base64.b64decode(bad + "==") == base64.b64decode(value)  # lenient: same
+            envelope = json.loads(json.dumps(genuine))
+            if field == "payload":
+                envelope["payload"] = bad
+            else:
+                envelope["signatures"][0]["sig"] = bad
+            with pytest.raises(SignatureError, match="not canonical base64") as caught:
+                verify_envelope(json.dumps(envelope).encode(), trusted)
+            assert caught.value.code == "SIGNATURE_ENCODING"
+            respelled.append(envelope)
+    assert len(respelled) >= 4
+    # Through publish: the line-wrapped payload is a finding, and nothing is pushed.
+    path.write_text(json.dumps(respelled[0]))
+    r = run_cli(*publish_args(release, image, target, "beta"), "--trusted-key", str(keys["public"]))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "SIGNATURE_ENCODING" in finding_codes(json.loads(r.stdout), "error")
     assert tags_of(registry, repo) == []
 
 
@@ -228,3 +340,34 @@ def test_promote_refuses_signed_evidence_for_another_digest(tmp_path, registry, 
     assert code == 1, stderr
     assert out is not None and error_codes(out) == ["SIGNED_SUBJECT_MISMATCH", "SIGNED_SUBJECT_MISMATCH"]
     assert "stable" not in tags_of(registry, repo)
+
+
+def test_publish_finds_the_manifest_on_the_demo_layout(tmp_path, registry, image):
+    """``lock.json`` beside ``example/manifest.yaml``, evidence in ``release/`` (the demo's layout):
+    publish finds the lock's manifest without --manifest, passing over a decoy of the same name."""
+    import hashlib
+
+    from test_publish_support import REQUIRED_CELLS
+
+    release = Release(tmp_path, image)
+    (tmp_path / "aaa").mkdir()  # sorted before example/: same name, other bytes
+    (tmp_path / "aaa" / "manifest.yaml").write_text(MANIFEST + "# not the locked manifest\n")
+    (tmp_path / "example").mkdir()
+    release.manifest = release.manifest.rename(tmp_path / "example" / "manifest.yaml")
+    data = json.loads(release.lock.read_text())
+    data["manifest"]["path"] = "manifest.yaml"
+    release.lock.unlink()
+    release.lock = tmp_path / "lock.json"
+    release.lock.write_text(json.dumps(data, indent=2) + "\n")
+    release.lock_sha256 = hashlib.sha256(release.lock.read_bytes()).hexdigest()
+    release.write_plan_check()
+    release.write_verification()
+    for cell in REQUIRED_CELLS:
+        release.write_receipt(cell)
+    repo = "team/demo-layout"
+    r = run_cli(
+        *publish_args(release, image, f"{registry.host}/{repo}", "beta"), "--evidence", str(release.evidence)
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["published"] is True
+    assert "beta" in tags_of(registry, repo)

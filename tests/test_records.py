@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -34,7 +35,7 @@ from releasekit.records.provenance import Statement, read_statement, write_state
 from releasekit.records.publish import GateCheckOutcome, GateOutcome, PublishRecord
 from releasekit.records.receipt import Receipt, read_receipt
 from releasekit.records.summary import Aggregate
-from releasekit.records.verification import VerificationSummary
+from releasekit.records.verification import VerificationStatement
 
 IMAGE_ID = "sha256:" + "4" * 64
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,25 +243,98 @@ def test_plan_check_result_round_trips_and_a_renamed_field_is_refused(
 
 def test_verification_summary_round_trips_and_a_renamed_field_is_refused(release: Release) -> None:
     path = release.evidence / "verification_summary.json"  # written by verify-provenance's writer
-    summary = load_record(VerificationSummary, path)
+    statement = load_record(VerificationStatement, path)
+    summary = statement.summary
     assert summary.resource_uri == IMAGE_ID and summary.result == "PASSED"
+    assert statement.subject_sha256() == [IMAGE_ID.removeprefix("sha256:")] and statement.names_image(
+        IMAGE_ID
+    )
     provenance = (release.evidence / "provenance.intoto.json").read_bytes()
     assert summary.input_attestations["provenance.intoto.json"] == hashlib.sha256(provenance).hexdigest()
-    assert_round_trip(summary, release.root / "again.json")
-    rename_field(path, "verificationResult", "result")
+    assert_round_trip(statement, release.root / "again.json")
+    data = json.loads(path.read_text())
+    data["predicate"]["result"] = data["predicate"].pop("verificationResult")
+    path.write_text(json.dumps(data))
     with pytest.raises(
-        RecordError, match=r"(?=.*unknown field 'result')(?=.*missing field 'verificationResult')"
+        RecordError,
+        match=r"(?=.*unknown field 'predicate.result')(?=.*missing field 'predicate.verificationResult')",
     ):
-        load_record(VerificationSummary, path)
+        load_record(VerificationStatement, path)
+
+
+def test_a_bare_summary_predicate_is_refused(release: Release) -> None:
+    """The file is always an in-toto Statement: the predicate alone (the old unsigned form) is not read."""
+    path = release.evidence / "verification_summary.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(data["predicate"]))
+    with pytest.raises(RecordError, match=r"not a https://in-toto.io/Statement/v1 file \(no '_type' field\)"):
+        load_record(VerificationStatement, path)
+    for key, value in (("predicateType", "https://slsa.dev/provenance/v1"), ("subject", [])):
+        path.write_text(json.dumps({**data, key: value}))
+        with pytest.raises(RecordError, match=key):
+            load_record(VerificationStatement, path)
 
 
 def test_a_summary_finding_with_a_renamed_field_is_refused(release: Release) -> None:
     path = release.evidence / "verification_summary.json"
     data = json.loads(path.read_text())
-    data["releasekit"]["findings"] = [{"code": "X", "severity": "error", "msg": "renamed"}]
+    data["predicate"]["releasekit"]["findings"] = [{"code": "X", "severity": "error", "msg": "renamed"}]
     path.write_text(json.dumps(data))
-    with pytest.raises(RecordError, match=r"releasekit.findings.0"):
-        load_record(VerificationSummary, path)
+    with pytest.raises(RecordError, match=r"predicate.releasekit.findings.0"):
+        load_record(VerificationStatement, path)
+
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_the_summary_parses_with_the_in_toto_attestation_bindings(tmp_path: Path, passed: bool) -> None:
+    """The written file, read by the in-toto attestation framework's own Python bindings: a valid
+    Statement v1 (their ``validate``), and a predicate that parses into their SLSA VSA v1 message
+    with every field VSA v1 requires set (releasekit's extension fields are ignored, as VSA allows)."""
+    from google.protobuf import json_format
+    from in_toto_attestation.predicates.vsa.v1 import vsa_pb2
+    from in_toto_attestation.v1 import statement_pb2
+    from in_toto_attestation.v1.statement import Statement as InTotoStatement
+
+    from releasekit.provenance.summary import make_summary, write_summary
+    from releasekit.records.verification import ReleasekitBlock
+
+    image_id = "sha256:" + "ab" * 32
+    path = tmp_path / "verification_summary.json"
+    block = ReleasekitBlock(lock_sha256="1" * 64, manifest_sha256="2" * 64)
+    write_summary(make_summary(image_id=image_id, passed=passed, block=block, provenance=None), path)
+    data = json.loads(path.read_text())
+
+    pb = json_format.ParseDict(data, statement_pb2.Statement())  # strict: an unknown top-level key fails
+    statement = InTotoStatement.copy_from_pb(pb)
+    statement.validate()
+    assert pb.predicate_type == "https://slsa.dev/verification_summary/v1"
+    assert [dict(s.digest) for s in pb.subject] == [{"sha256": "ab" * 32}]
+
+    # VSA v1 makes verifiedLevels an array (of SlsaResult); bindings 0.9.3 declare it a single
+    # string, so each level is parsed through that field on its own.
+    levels = data["predicate"]["verifiedLevels"]
+    assert isinstance(levels, list) and levels
+    for level in levels:
+        vsa = json_format.ParseDict(
+            {**data["predicate"], "verifiedLevels": level},
+            vsa_pb2.VerificationSummary(),
+            ignore_unknown_fields=True,
+        )
+        assert re.fullmatch(r"SLSA_BUILD_LEVEL_[0-3]|FAILED", vsa.verified_levels)
+    for name in ("verifier", "time_verified", "policy"):
+        assert vsa.HasField(name), name
+    assert vsa.verifier.id and vsa.policy.uri and vsa.resource_uri == image_id
+    assert vsa.time_verified.seconds > 0  # an RFC 3339 timestamp
+    assert vsa.verification_result == ("PASSED" if passed else "FAILED")
+    assert levels == (["SLSA_BUILD_LEVEL_1"] if passed else ["FAILED"])
+    assert vsa.slsa_version == "1.0"
+    # What the bindings ignore is only releasekit's own extension: the VSA fields are all known.
+    known = {f.json_name for f in vsa_pb2.VerificationSummary.DESCRIPTOR.fields}
+    assert set(data["predicate"]) - known == {"schema", "releasekit"}
+
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(data["predicate"]))
+    with pytest.raises(json_format.ParseError):  # the old bare form is no statement to the bindings
+        json_format.ParseDict(json.loads(bare.read_text()), statement_pb2.Statement())
 
 
 # --- receipts/<cell>.json ------------------------------------------------------------------------
@@ -310,7 +384,7 @@ def test_publish_record_round_trips_and_a_renamed_field_is_refused(tmp_path: Pat
 
 @pytest.mark.parametrize(
     "record",
-    [Lock, BuildRecord, Statement, PlanCheckResult, VerificationSummary, Receipt, PublishRecord, Aggregate],
+    [Lock, BuildRecord, Statement, PlanCheckResult, VerificationStatement, Receipt, PublishRecord, Aggregate],
 )
 def test_not_json_and_no_schema_are_one_line_input_errors(record: type[Record], tmp_path: Path) -> None:
     path = tmp_path / "file.json"

@@ -88,7 +88,8 @@ def world(tmp_path_factory, docker_client):
     w.cache = w.root / "cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RELEASEKIT_CACHE", str(w.cache))
-        plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
+        # Unsigned (no "signing key" stage): this release is published without --trusted-key.
+        plain = [s for s in STAGES if s.name not in (*VALIDATION_SETUP_STAGES, "signing key")]
         names = [s.name for s in plain]
         # This release is about its source archive: the example's component test suites and hygiene
         # (whose receipts the publish gate would require) are taken out before the plan is locked.

@@ -34,7 +34,7 @@ from releasekit.signing import (
     verify_envelope,
 )
 from releasekit.signing.keys import load_public_key, write_key_pair
-from releasekit.signing.statements import envelope_path, sign_summary_file, summary_statement
+from releasekit.signing.statements import envelope_path, sign_summary_file
 
 KEY_TYPES = ["ecdsa-p256", "ed25519"]
 STATEMENT = json.dumps(
@@ -215,24 +215,29 @@ def test_keys_from_the_environment_and_their_errors(tmp_path, pair, monkeypatch)
         load_signer(p384)
 
 
-def test_summary_envelope_carries_the_summary_unchanged(tmp_path, pair):
+def test_summary_envelope_signs_the_summary_statement_byte_for_byte(tmp_path, pair):
+    from releasekit.provenance.summary import make_summary, write_summary
+    from releasekit.records.verification import ReleasekitBlock
+
     private, public, _ = pair
+    image_id = "sha256:" + "cd" * 32
     summary = tmp_path / "verification_summary.json"
-    summary.write_text(
-        json.dumps({"verificationResult": "PASSED", "resourceUri": "sha256:" + "cd" * 32}) + "\n"
-    )
+    block = ReleasekitBlock(lock_sha256="0" * 64, manifest_sha256="1" * 64)
+    write_summary(make_summary(image_id=image_id, passed=True, block=block, provenance=None), summary)
     before = summary.read_bytes()
-    written = sign_summary_file(load_signer(private), summary, "sha256:" + "cd" * 32)
+    written = sign_summary_file(load_signer(private), summary, image_id)
     assert written == envelope_path(summary) == tmp_path / "verification_summary.dsse.json"
     assert summary.read_bytes() == before
     payload = sslib_verify(written.read_bytes(), public)
+    assert payload == before  # the file is the statement: signed as it is
     statement = json.loads(payload)
-    assert statement["predicate"] == json.loads(before)
     assert statement["subject"][0]["digest"] == {"sha256": "cd" * 32}
     assert statement["predicateType"] == "https://slsa.dev/verification_summary/v1"
-    assert payload == summary_statement("sha256:" + "cd" * 32, before)
+    # A file about another image is not signed for this one.
+    with pytest.raises(SignatureError, match="not about"):
+        sign_summary_file(load_signer(private), summary, "sha256:" + "ef" * 32)
     # Unsigned rerun: the stale envelope goes.
-    assert sign_summary_file(None, summary, "sha256:" + "cd" * 32) is None
+    assert sign_summary_file(None, summary, image_id) is None
     assert not written.exists()
 
 
@@ -295,9 +300,10 @@ def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, b
         assert r.returncode == 1, r.stdout + r.stderr
         runs.append(r)
     envelope = (out / "verification_summary.dsse.json").read_bytes()
-    statement = json.loads(sslib_verify(envelope, public))
+    payload = sslib_verify(envelope, public)
+    statement = json.loads(payload)
     assert statement["subject"][0]["digest"]["sha256"] == image_id.removeprefix("sha256:")
-    assert statement["predicate"] == json.loads((out / "verification_summary.json").read_text())
+    assert payload == (out / "verification_summary.json").read_bytes()
     assert json.loads(envelope)["signatures"][0]["keyid"] == keyid
 
     pieces = [body] + [body[i : i + 24] for i in range(0, len(body) - 24, 24)]

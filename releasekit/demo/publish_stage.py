@@ -1,9 +1,11 @@
 """The last act of ``releasekit demo``: publish to a registry it starts, then promote.
 
 One call for the demo: start a throw-away registry on 127.0.0.1, publish the image through
-the real gate to ``REG/demo/<name>:beta``, promote ``beta`` to ``stable`` (same digest), and
-hand back what happened. The registry is stopped when the call returns; its storage stays
-under ``root`` for anyone who wants to look.
+the real gate to ``REG/demo/<name>:beta`` (with ``trusted_key``: its signed evidence verified
+and attached to the digest, unsigned evidence refused), promote ``beta`` to ``stable`` (same
+digest; with ``trusted_key`` the attached envelopes verified again), and hand back what
+happened. The registry is stopped when the call returns; its storage stays under ``root``
+for anyone who wants to look.
 """
 
 from __future__ import annotations
@@ -26,6 +28,19 @@ class LocalRelease(BaseModel):
     def passed(self) -> bool:
         return self.publish.published and self.promote is not None and self.promote.promoted
 
+    def signed_text(self) -> str:
+        """What the stage says of the signatures: which key, which way attached, verified again at promote."""
+        signed = self.publish.signed
+        if signed is None or not self.publish.signers:
+            return "evidence NOT signed"
+        keyids = sorted({k[:16] for k in self.publish.signers.values()})
+        where = f"tag {signed.tag}" if signed.tag else "the referrers API"
+        again = " and at promote" if self.promote is not None and self.promote.signers else ""
+        return (
+            f"{len(signed.files)} DSSE envelope(s) signed by {', '.join(keyids)} attached via {where}, "
+            f"verified with --trusted-key at publish{again}"
+        )
+
 
 def publish_locally(
     *,
@@ -37,7 +52,9 @@ def publish_locally(
     manifest_path: Path | None = None,
     repository: str = "demo/release",
     out_dir: Path | None = None,
+    trusted_key: Path | None = None,
 ) -> LocalRelease:
+    trusted = [trusted_key] if trusted_key is not None else []
     with start_local_registry(root) as reg:
         target = f"{reg.host}/{repository}"
         published = publish(
@@ -49,10 +66,16 @@ def publish_locally(
             to=target,
             tags=["beta"],
             out_dir=out_dir,
+            trusted_key_files=trusted,
+            require_signed=bool(trusted),
         )
         outcome = LocalRelease(registry=reg.host, repository=target, publish=published)
         if published.published:
             outcome.promote = promote(
-                source=f"{target}:beta", target=f"{target}:stable", manifest_path=manifest_path
+                source=f"{target}:beta",
+                target=f"{target}:stable",
+                manifest_path=manifest_path,
+                trusted_key_files=trusted,
+                require_signed=bool(trusted),
             )
         return outcome

@@ -29,9 +29,11 @@ from releasekit.records.build import BUILD_FILE, RELEASE_NOTES_FILE
 from releasekit.records.lock import LOCK_FILE, lock_file_sha256, read_lock, write_lock
 from releasekit.records.plan_check import PLAN_CHECK_FILE
 from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.signing import keyid_of
 
 # Tagged by lock: demos made elsewhere on the same engine (other directories) do not move each other's tag.
 DEMO_REPOSITORY = "releasekit-demo/rkdemo"
+DEMO_KEYS_DIR = "keys"  # under the demo directory: the throwaway signing key pair
 
 
 class DemoResult(BaseModel):
@@ -53,6 +55,10 @@ class DemoContext:
     manifest: Path | None = None
     lock: Path | None = None
     release: Path | None = None  # the build's OUTDIR: later stages read and write here
+    # The throwaway key pair of the "signing key" stage (in the demo directory, never the user's
+    # key locations): build and verify-provenance sign with it, publish and promote trust it.
+    signing_key: Path | None = None
+    trusted_key: Path | None = None
     image_id: str | None = None
     image_tag: str | None = None
     baseline_image: str | None = None  # failures of the component tests are rerun on it
@@ -127,13 +133,40 @@ def _check(ctx: DemoContext) -> StageResult:
     )
 
 
+def _signing_key(ctx: DemoContext) -> StageResult:
+    """A throwaway key pair in the demo's own directory (kept when the demo reruns there)."""
+    from releasekit.signing.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, load_public_key, write_key_pair
+
+    keys = ctx.root / DEMO_KEYS_DIR
+    private, public = keys / PRIVATE_KEY_NAME, keys / PUBLIC_KEY_NAME
+    if private.is_file() and public.is_file():
+        how = "kept from an earlier run in this directory"
+    else:
+        private, public, _ = write_key_pair(keys, "ed25519")
+        how = "new"
+    ctx.signing_key, ctx.trusted_key = private, public
+    keyid = keyid_of(load_public_key(public))
+    return StageResult(
+        name="signing key",
+        status="passed",
+        summary=f"throwaway Ed25519 key {keyid[:16]} ({how}) in {DEMO_KEYS_DIR}/: build and verify-provenance "
+        "sign with it, publish and promote trust only it",
+        outputs={"private key": str(private), "public key": str(public)},
+    )
+
+
 def _build(ctx: DemoContext) -> StageResult:
     assert ctx.manifest is not None and ctx.lock is not None
     ctx.release = ctx.release or ctx.root / "release"
     tag = f"{DEMO_REPOSITORY}:{lock_file_sha256(ctx.lock)[:12]}"
     record = run_build(
         BuildOptions(
-            manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, tag=tag, allow_local_repos=True
+            manifest=ctx.manifest,
+            lock=ctx.lock,
+            outdir=ctx.release,
+            tag=tag,
+            allow_local_repos=True,
+            signing_key=ctx.signing_key,
         )
     )
     ctx.image_id, ctx.image_tag = record.image_id, record.image_tag
@@ -162,6 +195,7 @@ def _verify(ctx: DemoContext) -> StageResult:
             artifacts=ctx.release,
             manifest=ctx.manifest,
             allow_local_repos=True,
+            signing_key=ctx.signing_key,
         )
     )
     return StageResult(
@@ -241,16 +275,18 @@ def _publish(ctx: DemoContext) -> StageResult:
         evidence_dir=ctx.release,
         manifest_path=ctx.manifest,
         out_dir=ctx.release,
+        trusted_key=ctx.trusted_key,
     )
     findings = Findings(
         findings=[*outcome.publish.gate.findings, *(outcome.promote.findings if outcome.promote else [])]
     )
     digest = outcome.publish.digest or "-"
+    signed = outcome.signed_text()
     return StageResult(
         name="publish",
         status="passed" if outcome.passed else "failed",
-        summary=f"pushed {outcome.repository}@{digest} as :beta through every gate, promoted to :stable "
-        "(same digest); the local registry is stopped again"
+        summary=f"pushed {outcome.repository}@{digest} as :beta through every gate, {signed}, promoted to "
+        ":stable (same digest); the local registry is stopped again"
         if outcome.passed
         else "the publish gate refused the image",
         outputs={"registry storage": str(ctx.root / "registry")},
@@ -268,6 +304,7 @@ STAGES: list[DemoStage] = [
     DemoStage("validation matrix", _validation_matrix),
     DemoStage("plan lock", _lock),
     DemoStage("plan check", _check),
+    DemoStage("signing key", _signing_key),
     DemoStage("build", _build),
     DemoStage("verify-provenance", _verify),
     DemoStage("baseline image", _baseline),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from releasekit.digests import file_sha256
 from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest.checks import check_rules, parse_pr_reference
@@ -92,14 +93,45 @@ def load_manifest(path: Path) -> LoadedManifest:
     return result
 
 
-def manifest_for_lock(lock_path: Path, manifest_path: Path | None, recorded: str) -> LoadedManifest:
-    """The manifest given, else the one the lock names (its path as recorded, then beside the lock)."""
+def _manifest_candidates(lock_path: Path, evidence_dir: Path, recorded: str) -> list[Path]:
+    """Where the lock's manifest may be, as verify-provenance looks: the recorded path, beside the
+    lock, the working directory, the evidence directory and its parent, and one directory below
+    the lock's, the evidence directory's and its parent's (the demo's layout: ``lock.json`` beside
+    ``example/manifest.yaml``)."""
+    given = Path(recorded)
+    if given.is_absolute():
+        return [given]
+    dirs = list(dict.fromkeys([lock_path.parent, Path.cwd(), evidence_dir, evidence_dir.parent]))
+    out = [given, *(d / given for d in dirs), lock_path.parent / given.name]
+    for d in dict.fromkeys([lock_path.parent, evidence_dir, evidence_dir.parent]):
+        try:
+            subdirs = sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            continue
+        out += [p / given for p in subdirs[:64]]
+    return list(dict.fromkeys(out))
+
+
+def manifest_for_lock(
+    lock_path: Path,
+    manifest_path: Path | None,
+    recorded: str,
+    *,
+    sha256: str | None = None,
+    evidence_dir: Path | None = None,
+) -> LoadedManifest:
+    """The manifest given, else the lock's: the first candidate whose sha256 is the lock's (``sha256``);
+    else the first file at a candidate path (the gate then names the mismatch)."""
     if manifest_path is not None:
         return load_manifest(manifest_path)
-    candidates = [Path(recorded), lock_path.parent / recorded, lock_path.parent / Path(recorded).name]
+    candidates = [
+        p for p in _manifest_candidates(lock_path, evidence_dir or lock_path.parent, recorded) if p.is_file()
+    ]
     for candidate in candidates:
-        if candidate.is_file():
+        if sha256 is not None and file_sha256(candidate) == sha256:
             return load_manifest(candidate)
+    if candidates:
+        return load_manifest(candidates[0])
     raise InputError(
         f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE"
     )

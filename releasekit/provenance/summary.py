@@ -2,7 +2,8 @@
 
 Written beside the build's provenance (``OUTDIR/verification_summary.json``) so that the
 publish gate can read one file: which image, which lock (the policy), passed or failed,
-and every finding.
+and every finding. The file is always an in-toto Statement v1 (subject: the image ID) with
+the SLSA VSA v1 predicate, signed or not.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from pathlib import Path
 from releasekit.digests import file_sha256
 from releasekit.records.base import write_record
 from releasekit.records.provenance import ResourceDescriptor, Statement
-from releasekit.records.verification import POLICY_URI, ReleasekitBlock, VerificationSummary
+from releasekit.records.verification import (
+    FAILED_LEVELS,
+    PASSED_LEVELS,
+    POLICY_URI,
+    ReleasekitBlock,
+    VerificationStatement,
+    VerificationSummary,
+)
 
 
 def make_summary(
@@ -30,9 +38,11 @@ def make_summary(
         policy=ResourceDescriptor(uri=POLICY_URI, digest={"sha256": block.lock_sha256}),
         attestations=attestations,
         verification_result="PASSED" if passed else "FAILED",
+        verified_levels=list(PASSED_LEVELS if passed else FAILED_LEVELS),
         releasekit=block,
     )
 
 
 def write_summary(summary: VerificationSummary, path: Path) -> None:
-    write_record(summary, path)
+    """``path``: the in-toto Statement about the image ``summary.resourceUri`` names."""
+    write_record(VerificationStatement.about(summary), path)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
+    from releasekit.findings import Findings
     from releasekit.publish.gate import GateReport
     from releasekit.publish.service import PromoteResult, PublishResult
 
@@ -16,8 +17,23 @@ TrustedKeyOpt = typer.Option(
     [],
     "--trusted-key",
     help="public key (PEM) whose signatures on the evidence are accepted (repeatable); "
-    "required when the evidence is signed or the manifest sets publish.signed",
+    "required when the evidence is signed",
 )
+RequireSignedOpt = typer.Option(
+    False,
+    "--require-signed",
+    help="refuse (exit 1) evidence that is not signed (DSSE envelopes); as the manifest's publish.signed does",
+)
+
+
+def _warn_unsigned(findings: Findings) -> None:
+    """Unsigned evidence accepted: one ``warning:`` line on stderr (also a finding in the result)."""
+    import sys
+
+    from releasekit.publish.signatures import unsigned_warnings
+
+    for line in unsigned_warnings(findings):
+        sys.stderr.write(f"releasekit: {line}\n")
 
 
 def _render_gate(report: GateReport) -> None:
@@ -101,6 +117,7 @@ def publish_cmd(
         None, "-o", "--out", help="where RELEASE.md and publish.json go [default: EVIDENCE/published]"
     ),
     trusted_key: list[Path] = TrustedKeyOpt,
+    require_signed: bool = RequireSignedOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Push IMAGE and tag it, only if every gate passed for this exact image ID and lock."""
@@ -119,7 +136,9 @@ def publish_cmd(
         tags=tag,
         out_dir=out,
         trusted_key_files=trusted_key,
+        require_signed=require_signed,
     )
+    _warn_unsigned(result.gate.findings)
     if as_json:
         print_json(result)
     else:
@@ -138,6 +157,7 @@ def promote_cmd(
         help="hold the release to this manifest's matrix [default: the one it was published with]",
     ),
     trusted_key: list[Path] = TrustedKeyOpt,
+    require_signed: bool = RequireSignedOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds."""
@@ -145,7 +165,14 @@ def promote_cmd(
     from releasekit.publish.service import promote
     from releasekit.report import print_json
 
-    result = promote(source=source, target=target, manifest_path=manifest, trusted_key_files=trusted_key)
+    result = promote(
+        source=source,
+        target=target,
+        manifest_path=manifest,
+        trusted_key_files=trusted_key,
+        require_signed=require_signed,
+    )
+    _warn_unsigned(result.findings)
     if as_json:
         print_json(result)
     else:

@@ -5,9 +5,9 @@ The contract with the earlier stages (see docs/publish.md):
 ``--evidence DIR`` holds
   * ``plan-check.json``  what ``releasekit plan check --json`` printed for this lock: a
     ``releasekit.plan-check/v1`` record (``releasekit.records.plan_check``);
-  * ``verification_summary.json``  the ``releasekit.verification-summary/v1`` record that
-    ``verify-provenance`` wrote (``releasekit.records.verification``), bare or wrapped in an
-    in-toto Statement;
+  * ``verification_summary.json``  the in-toto Statement (SLSA VSA v1 predicate) that
+    ``verify-provenance`` wrote (``releasekit.records.verification.VerificationStatement``);
+    a bare predicate is refused;
   * ``provenance.intoto.json``  the provenance statement of the build (attached as is);
   * ``RELEASE.md``  (optional) the build's release notes, folded into the published notes.
 
@@ -40,7 +40,11 @@ from releasekit.records.plan_check import PLAN_CHECK_FILE, PlanCheckResult
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.safe_io import TEXT_MAX_BYTES, read_bounded
 from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR, HygieneReceipt, TestReceipt
-from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationSummary
+from releasekit.records.verification import (
+    VERIFICATION_SUMMARY_FILE,
+    VerificationStatement,
+    VerificationSummary,
+)
 
 __all__ = [
     "HYGIENE_FILE",
@@ -52,6 +56,7 @@ __all__ = [
     "Evidence",
     "PlanCheckEvidence",
     "ReceiptView",
+    "VerificationStatement",
     "VerificationSummary",
     "evidence_from",
     "load_evidence",
@@ -80,8 +85,8 @@ def _plan_check(data: Any, _name: str, _sha: str) -> PlanCheckEvidence:
     return PlanCheckEvidence.from_json(data)
 
 
-def _summary(data: Any, _name: str, _sha: str) -> VerificationSummary:
-    return VerificationSummary.from_json(data)
+def _summary(data: Any, _name: str, _sha: str) -> VerificationStatement:
+    return VerificationStatement.from_json(data, VERIFICATION_SUMMARY_FILE)
 
 
 def _subjects(data: Any, _name: str, _sha: str) -> StatementSubjects:
@@ -104,7 +109,7 @@ class Evidence(BaseModel):
     """Everything the gate looks at besides the image and the policy, each file read into its record."""
 
     plan_check: EvidenceFile[PlanCheckEvidence]
-    verification_summary: EvidenceFile[VerificationSummary]
+    verification_summary: EvidenceFile[VerificationStatement]
     provenance: EvidenceFile[StatementSubjects]
     build_notes: str | None = None
     receipts: list[EvidenceFile[ReceiptView]] = Field(default_factory=list)

@@ -83,6 +83,22 @@ def _tests_section(subject: GateSubject) -> list[str]:
     return lines
 
 
+def _signatures_section(signers: dict[str, str]) -> list[str]:
+    """Which envelopes were verified, by which key; or that the evidence is not signed."""
+    lines = ["", "## Signatures", ""]
+    if not signers:
+        return [
+            *lines,
+            "- NOT signed: no DSSE envelope; nothing shows who made this evidence (EVIDENCE_UNSIGNED)",
+        ]
+    for name, keyid in sorted(signers.items()):
+        lines.append(f"- `{name}`: DSSE envelope, signature by key `{keyid[:16]}` verified (--trusted-key)")
+    return [
+        *lines,
+        "- attached to the image digest as an OCI artifact (`application/vnd.dsse.envelope.v1+json`)",
+    ]
+
+
 def release_notes(
     *,
     build_notes: str | None,
@@ -92,6 +108,7 @@ def release_notes(
     digest: str,
     tags: list[str],
     evidence: Evidence | None = None,
+    signers: dict[str, str] | None = None,
 ) -> str:
     lines: list[str] = []
     if build_notes:
@@ -133,6 +150,8 @@ def release_notes(
             policy=policy,
         )
         lines += _tests_section(subject)
+    if signers is not None:
+        lines += _signatures_section(signers)
     lines += ["", "## Gate", ""]
     for check in report.checks:
         lines.append(f"- {'pass' if check.passed else 'FAIL'}: {check.name}")

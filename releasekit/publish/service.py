@@ -55,6 +55,7 @@ from releasekit.publish.signatures import (
     check_signed,
     local_envelopes,
     trusted_keys,
+    unsigned_verdict,
 )
 from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check, push_checked, put_tags
 from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, safe_entry_path
@@ -136,6 +137,7 @@ class PublishInputs:
     envelopes: dict[str, bytes]
     trusted: TrustedKeys | None
     staged: StagingRecord | None = None  # publish --staged: promote this digest from the staging repository
+    require_signed: bool = False  # --require-signed or publish.signed: unsigned evidence is refused
 
 
 def _expand_tags(tags: list[str], *, image_id: str, lock_sha256: str, name: str) -> list[str]:
@@ -186,21 +188,25 @@ def resolve_inputs(
     out_dir: Path | None,
     trusted_key_files: list[Path] | None,
     staged_path: Path | None = None,
+    require_signed: bool = False,
 ) -> PublishInputs:
     """Read the lock and manifest, inspect the image once, load the evidence: bad input is exit 2 here."""
     lock = read_lock(lock_path)
     lock_sha = lock_file_sha256(lock_path)
-    loaded = manifest_for_lock(lock_path, manifest_path, lock.manifest.path)
-    target, wanted = _target_and_tags(to, tags, loaded.manifest)
     evidence_dir = evidence_dir or lock_path.parent
+    loaded = manifest_for_lock(
+        lock_path, manifest_path, lock.manifest.path, sha256=lock.manifest.sha256, evidence_dir=evidence_dir
+    )
+    target, wanted = _target_and_tags(to, tags, loaded.manifest)
     staged = load_record(StagingRecord, staged_path) if staged_path is not None else None
     facts = _candidate_facts(engine, image, staged)
     final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
     policy = policy_from_manifest(loaded.manifest)
     evidence = load_evidence(evidence_dir, receipts_dir)
     envelopes = local_envelopes(evidence_dir)
+    required = require_signed or policy.signed
     trusted = trusted_keys(
-        list(trusted_key_files or []), signed=bool(envelopes), policy_signed=policy.signed, what="publish"
+        list(trusted_key_files or []), signed=bool(envelopes), required=required, what="publish"
     )
     return PublishInputs(
         image=facts,
@@ -217,6 +223,7 @@ def resolve_inputs(
         envelopes=envelopes,
         trusted=trusted,
         staged=staged,
+        require_signed=required,
     )
 
 
@@ -276,7 +283,7 @@ def _add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
 
 
 def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
-    """Step 1: the gate over the local evidence, then the signatures when keys were given or required."""
+    """Step 1: the gate over the local evidence, then the signatures (or the finding that there are none)."""
     report = evaluate_gate(
         inputs.image,
         inputs.lock_sha256,
@@ -286,8 +293,9 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
         lock_manifest_sha256=inputs.lock_manifest_sha256,
         image_digest=inputs.staged.digest if inputs.staged else None,
     )
-    verdict = SignedVerdict()
-    if inputs.trusted is not None:
+    if inputs.trusted is None:
+        verdict = unsigned_verdict(required=inputs.require_signed, image_id=inputs.image.id, where="")
+    else:
         verdict = check_signed(
             inputs.envelopes,
             inputs.trusted,
@@ -296,7 +304,7 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
             summary=inputs.evidence.verification_summary.text,
             where="",
         )
-        _add_signed_check(report, verdict)
+    _add_signed_check(report, verdict)
     return report, verdict
 
 
@@ -368,7 +376,9 @@ def _attach_all(
     )
 
 
-def _release(engine: DockerEngine, inputs: PublishInputs, report: GateReport) -> tuple[Published, str]:
+def _release(
+    engine: DockerEngine, inputs: PublishInputs, report: GateReport, signers: dict[str, str]
+) -> tuple[Published, str]:
     """Steps 2-5 against the registry; returns what was published and the release notes."""
     archived = archive_files(inputs.evidence_dir)  # a bad archive is refused before anything is pushed
     target = inputs.target
@@ -389,6 +399,7 @@ def _release(engine: DockerEngine, inputs: PublishInputs, report: GateReport) ->
             digest=pushed.digest,
             tags=inputs.tags,
             evidence=inputs.evidence,
+            signers=signers,
         )
         done = _attach_all(client, inputs, report, pushed, notes, archived)
         done.moved_tags = put_tags(client, target, pushed, inputs.tags).moved
@@ -428,6 +439,7 @@ def publish(
     out_dir: Path | None = None,
     trusted_key_files: list[Path] | None = None,
     staged: Path | None = None,
+    require_signed: bool = False,
 ) -> PublishResult:
     engine = DockerEngine()
     inputs = resolve_inputs(
@@ -442,6 +454,7 @@ def publish(
         tags=tags,
         out_dir=out_dir,
         trusted_key_files=trusted_key_files,
+        require_signed=require_signed,
     )
     report, verdict = judge(inputs)
     result = PublishResult(
@@ -454,7 +467,7 @@ def publish(
     )
     if not report.passed:
         return result
-    done, notes = _release(engine, inputs, report)
+    done, notes = _release(engine, inputs, report, verdict.signers)
     inputs.out_dir.mkdir(parents=True, exist_ok=True)
     notes_path = inputs.out_dir / NOTES_FILE
     write_atomic(notes_path, notes)
@@ -510,6 +523,7 @@ def _promote_gate(
     *,
     manifest_path: Path | None,
     trusted_key_files: list[Path] | None,
+    require_signed: bool,
     result: PromoteResult,
 ) -> None:
     """The same gate again over the attached evidence (and the attached envelopes): into ``result``."""
@@ -532,15 +546,16 @@ def _promote_gate(
         lock_manifest_sha256=record.manifest_sha256,
     )
     # Signed evidence: verified whenever it is there, required when the policy (as published,
-    # or as --manifest says) or a --trusted-key asks for it. No key to check with: exit 2.
+    # or as --manifest says), --require-signed or a --trusted-key asks for it. Signed and no
+    # key to check with: exit 2. Unsigned and no key: a warning, or an error when required.
     signed = fetch_signed(client, src.repository, blob.digest)
+    required = require_signed or policy.signed or record.policy.signed
     trusted = trusted_keys(
-        list(trusted_key_files or []),
-        signed=signed is not None,
-        policy_signed=policy.signed or record.policy.signed,
-        what=str(src),
+        list(trusted_key_files or []), signed=signed is not None, required=required, what=str(src)
     )
-    if trusted is not None:
+    if trusted is None:
+        _add_signed_check(gate, unsigned_verdict(required=required, image_id=image.id, where="attached: "))
+    else:
         verdict = check_signed(
             signed.files if signed else {},
             trusted,
@@ -562,6 +577,7 @@ def promote(
     target: str,
     manifest_path: Path | None = None,
     trusted_key_files: list[Path] | None = None,
+    require_signed: bool = False,
 ) -> PromoteResult:
     src = Reference.parse(source, want_tag=True)
     dst = Reference.parse(target, want_tag=True)
@@ -601,6 +617,7 @@ def promote(
             record,
             manifest_path=manifest_path,
             trusted_key_files=trusted_key_files,
+            require_signed=require_signed,
             result=result,
         )
         if result.gate is None or not result.gate.passed:

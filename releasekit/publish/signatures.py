@@ -9,6 +9,12 @@ from verify-provenance):
     manifest commits to)                                                  -> else SIGNED_SUBJECT_MISMATCH;
   * the unsigned copy the gate reads says the same as the signed one      -> else SIGNED_EVIDENCE_MISMATCH.
 A required envelope that is absent is SIGNATURE_MISSING.
+
+Evidence with no envelope at all, read without ``--trusted-key``, is unsigned: anyone who can
+write the release directory (or push to the repository) can forge it. It is accepted only
+out loud: an ``EVIDENCE_UNSIGNED`` warning in the gate (publish.json, promote's result) and a
+``warning:`` line on stderr. ``--require-signed`` (or ``publish.signed`` in the manifest) makes
+the same finding an error: the release is refused (exit 1).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from releasekit.errors import InputError
-from releasekit.findings import Findings
+from releasekit.findings import Findings, Severity
 from releasekit.records.dsse import PROVENANCE_ENVELOPE_FILE as PROVENANCE_ENVELOPE
 from releasekit.records.dsse import SUMMARY_ENVELOPE_FILE as SUMMARY_ENVELOPE
 from releasekit.records.provenance import SLSA_PROVENANCE_V1 as SLSA_PROVENANCE
@@ -40,19 +46,51 @@ def local_envelopes(evidence_dir: Path) -> dict[str, bytes]:
     }
 
 
-def trusted_keys(paths: list[Path], *, signed: bool, policy_signed: bool, what: str) -> TrustedKeys | None:
-    """The keys from ``--trusted-key``; None when signatures are neither given, present nor required.
+def trusted_keys(paths: list[Path], *, signed: bool, required: bool, what: str) -> TrustedKeys | None:
+    """The keys from ``--trusted-key``; None when none were given and the evidence is unsigned.
 
-    Exit 2 (missing input) when the evidence is signed, or the release policy requires it,
-    and no key to verify with was given.
+    Exit 2 (missing input) when the evidence is signed and no key to verify it with was given
+    (``required``, for the message: signatures are required by --require-signed or the policy).
     """
     if paths:
         return load_trusted_keys(paths)
-    if policy_signed:
-        raise InputError(f"{what}: the release policy requires signed evidence; pass --trusted-key FILE")
     if signed:
-        raise InputError(f"{what}: the evidence is signed; pass --trusted-key FILE (the signer's public key)")
+        why = (
+            "signed evidence is required and the evidence is signed" if required else "the evidence is signed"
+        )
+        raise InputError(f"{what}: {why}; pass --trusted-key FILE (the signer's public key)")
     return None
+
+
+UNSIGNED_CODE = "EVIDENCE_UNSIGNED"
+
+
+def unsigned_verdict(*, required: bool, image_id: str, where: str) -> SignedVerdict:
+    """No envelope and no key: a warning (accepted, said out loud) or, when signing is required, an error."""
+    verdict = SignedVerdict(checked=False)
+    if required:
+        message = (
+            f"{where}the evidence is not signed (no DSSE envelope) and signed evidence is required "
+            "(--require-signed or publish.signed): refused"
+        )
+    else:
+        message = (
+            f"{where}the evidence is NOT signed: nothing shows who made it, and anyone who can write "
+            "it can forge it; sign it (--signing-key) and pass --trusted-key, or --require-signed to refuse this"
+        )
+    verdict.findings.add(
+        UNSIGNED_CODE, message, severity=Severity.error if required else Severity.warning, image=image_id
+    )
+    return verdict
+
+
+def unsigned_warnings(findings: Findings) -> list[str]:
+    """The ``EVIDENCE_UNSIGNED`` warnings, as the lines a command prints on stderr."""
+    return [
+        f"warning: {f.message}"
+        for f in findings
+        if f.code == UNSIGNED_CODE and f.severity == Severity.warning
+    ]
 
 
 class SignedVerdict(BaseModel):
@@ -106,12 +144,7 @@ def check_signed(
         copy = unsigned[name]
         if copy is None:
             continue  # its absence is the gate's finding
-        same = (
-            verified.payload == copy.encode("utf-8")
-            if name == PROVENANCE_ENVELOPE
-            else statement.predicate_equals(copy)
-        )
-        if not same:
+        if verified.payload != copy.encode("utf-8"):  # both files are statements: signed byte for byte
             verdict.findings.add(
                 "SIGNED_EVIDENCE_MISMATCH",
                 f"{label}: the signed statement differs from the unsigned {name.replace('.dsse', '')} beside it",

@@ -1,28 +1,36 @@
-"""``verification_summary.json``: an SLSA Verification Summary Attestation-shaped document.
+"""``verification_summary.json``: an SLSA Verification Summary Attestation (VSA v1) in an in-toto Statement.
 
 ``verify-provenance`` writes it beside the build's provenance (``releasekit.provenance.summary``
-fills it in); the publish gate reads it: which image, which lock (the policy), passed or failed,
-every finding, and the sha256 of the provenance file it verified. The summary may also arrive
-wrapped in an in-toto Statement (``predicate`` holding the summary, ``subject`` the image).
+fills it in), signed or not: always an in-toto Statement v1 (``VerificationStatement``) whose
+``subject`` is the image (its ID as the sha256 digest), whose ``predicateType`` is
+``https://slsa.dev/verification_summary/v1`` and whose ``predicate`` is the summary
+(``VerificationSummary``: the VSA v1 fields, plus releasekit's ``schema`` and ``releasekit``
+block, which VSA consumers ignore). With a key, ``verification_summary.dsse.json`` signs the
+file's exact bytes. Every reader (the publish gate, promote, reproduce's fetch of the attached
+evidence) reads it through ``VerificationStatement``: a bare predicate is refused.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import ClassVar, Final, Literal
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from releasekit import __version__
 from releasekit.findings import FindingList, Severity
-from releasekit.records.base import Record, RecordError, Strict
+from releasekit.records.base import Record, Strict
+from releasekit.records.intoto import STATEMENT_TYPE, VERIFICATION_SUMMARY_TYPE
 from releasekit.records.provenance import ResourceDescriptor
 
 VERIFICATION_SUMMARY_FILE: Final = "verification_summary.json"
 VERIFICATION_SCHEMA: Final = "releasekit.verification-summary/v1"
 VERIFIER_ID = "https://github.com/releasekit/releasekit/verify-provenance"
 POLICY_URI = "releasekit:verify-provenance/v1"
+SLSA_VERSION: Final = "1.0"
+# What a PASSED verification attests (VSA ``verifiedLevels``): provenance exists, names the
+# image, and was verified by reproduction; nothing about the build platform's isolation.
+PASSED_LEVELS: Final = ("SLSA_BUILD_LEVEL_1",)
+FAILED_LEVELS: Final = ("FAILED",)
 
 
 class Verifier(Strict):
@@ -46,7 +54,9 @@ class ReleasekitBlock(Strict):
 
 
 class VerificationSummary(Record):
-    kind = "verification summary"
+    """The VSA v1 predicate (with releasekit's own block)."""
+
+    kind = "verification summary predicate"
 
     schema_: Literal["releasekit.verification-summary/v1"] = Field(
         default=VERIFICATION_SCHEMA, alias="schema"
@@ -57,24 +67,9 @@ class VerificationSummary(Record):
     policy: ResourceDescriptor
     attestations: list[ResourceDescriptor] = Field(default_factory=list, alias="inputAttestations")
     verification_result: Literal["PASSED", "FAILED"] = Field(alias="verificationResult")
+    verified_levels: list[str] = Field(alias="verifiedLevels")
+    slsa_version: str = Field(default=SLSA_VERSION, alias="slsaVersion")
     releasekit: ReleasekitBlock
-
-    # sha256 digests of the subjects of an in-toto Statement the summary came wrapped in.
-    _subject_sha256: list[str] = PrivateAttr(default_factory=list)
-
-    @classmethod
-    def from_json(cls, data: Any, source: str | None = None) -> VerificationSummary:
-        """The bare summary, or one wrapped in an in-toto Statement (its subjects are kept)."""
-        subjects: list[str] = []
-        if isinstance(data, dict) and "predicate" in data and "_type" in data:
-            for subject in data.get("subject") or []:
-                digest = subject.get("digest", {}).get("sha256") if isinstance(subject, dict) else None
-                if digest:
-                    subjects.append(str(digest))
-            data = data["predicate"]
-        summary = super().from_json(data, source)
-        summary._subject_sha256 = subjects
-        return summary
 
     # What the publish gate asks of a summary.
     @property
@@ -99,16 +94,42 @@ class VerificationSummary(Record):
         }
 
     def names_image(self, image_id: str) -> bool:
-        hex_id = image_id.removeprefix("sha256:")
-        return self.resource_uri.endswith(image_id) or hex_id in self._subject_sha256
+        return self.resource_uri.endswith(image_id)
 
 
-def read_verification_summary(path: Path) -> VerificationSummary:
-    """The summary file, bare or inside an in-toto Statement; anything else is a one-line RecordError."""
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no such file (run verify-provenance first)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{path}: not a readable JSON file ({exc})") from None
-    return VerificationSummary.from_json(data, str(path))
+class VerificationStatement(Record):
+    """The file: an in-toto Statement v1 about the image, its predicate the VSA v1 summary."""
+
+    schema_field: ClassVar[str] = "_type"
+    kind = "verification summary"
+
+    type_: Literal["https://in-toto.io/Statement/v1"] = Field(default=STATEMENT_TYPE, alias="_type")
+    subject: list[ResourceDescriptor] = Field(min_length=1)
+    predicate_type: Literal["https://slsa.dev/verification_summary/v1"] = Field(
+        default=VERIFICATION_SUMMARY_TYPE, alias="predicateType"
+    )
+    predicate: VerificationSummary
+
+    @classmethod
+    def about(cls, summary: VerificationSummary, *, name: str | None = None) -> VerificationStatement:
+        """The statement whose subject is the image the summary verified (``resourceUri``, an image ID)."""
+        image_id = summary.resource_uri
+        return cls(
+            subject=[
+                ResourceDescriptor(name=name or image_id, digest={"sha256": image_id.removeprefix("sha256:")})
+            ],
+            predicate=summary,
+        )
+
+    @property
+    def summary(self) -> VerificationSummary:
+        return self.predicate
+
+    def subject_sha256(self) -> list[str]:
+        return [s.digest["sha256"] for s in self.subject if "sha256" in s.digest]
+
+    def names_image(self, image_id: str) -> bool:
+        """The image is a subject of the statement and the summary's ``resourceUri``."""
+        return image_id.removeprefix("sha256:") in self.subject_sha256() and self.predicate.names_image(
+            image_id
+        )

@@ -5,9 +5,17 @@ The signature covers the pre-authentication encoding (PAE) of type and payload::
     "DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload
 
 where LEN is the byte length in ASCII decimal and SP one space. The envelope is JSON:
-``{"payload": b64, "payloadType": type, "signatures": [{"keyid": id, "sig": b64}]}``
-(standard base64 with padding). Payloads here are in-toto statements
-(``application/vnd.in-toto+json``).
+``{"payload": b64, "payloadType": type, "signatures": [{"keyid": id, "sig": b64}]}``.
+Payloads here are in-toto statements (``application/vnd.in-toto+json``).
+
+Base64: this signer writes standard base64 with padding. The DSSE envelope specification
+lets signers use either the standard or the URL-safe alphabet ("verifiers MUST accept
+either") and says nothing of padding, so RFC 4648 applies (padding required). A verifier
+here decodes strictly: one alphabet per value (standard, else URL-safe), padded, no
+character outside the alphabet (``validate=True``), and the decoded bytes must encode back
+to exactly the text given. Anything else (non-zero pad bits, missing or extra padding,
+whitespace, mixed alphabets) is ``SIGNATURE_ENCODING``: the same bytes may have only one
+spelling, so an envelope cannot be altered without its text changing.
 """
 
 from __future__ import annotations
@@ -55,14 +63,35 @@ def sign_payload(signer: Signer, payload: bytes, payload_type: str = PAYLOAD_TYP
     )
 
 
-def _b64(text: str, what: str, where: str) -> bytes:
+_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
+def strict_b64decode(text: str) -> bytes | None:
+    """The bytes of canonical, padded base64 (standard or URL-safe alphabet); None for anything else."""
     try:
-        return base64.b64decode(text, validate=True)
+        raw = text.encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    urlsafe = b"-" in raw or b"_" in raw
+    if urlsafe and (b"+" in raw or b"/" in raw):
+        return None  # one alphabet per value
+    try:
+        decoded = base64.b64decode(raw.translate(_URLSAFE) if urlsafe else raw, validate=True)
     except (binascii.Error, ValueError):
-        try:  # DSSE readers accept URL-safe base64 too
-            return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        except (binascii.Error, ValueError):
-            raise SignatureError(f"{where}: {what} is not base64") from None
+        return None
+    again = base64.urlsafe_b64encode(decoded) if urlsafe else base64.b64encode(decoded)
+    return decoded if again == raw else None
+
+
+def _b64(text: str, what: str, where: str) -> bytes:
+    decoded = strict_b64decode(text)
+    if decoded is None:
+        raise SignatureError(
+            f"{where}: {what} is not canonical base64 (standard or URL-safe alphabet, padded, "
+            "re-encoding to the same text)",
+            code="SIGNATURE_ENCODING",
+        )
+    return decoded
 
 
 @dataclass(frozen=True)

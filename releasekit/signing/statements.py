@@ -1,9 +1,8 @@
 """Sign the release directory's statements into ``*.dsse.json`` envelopes beside them.
 
-``provenance.intoto.json`` is already an in-toto Statement: its bytes are the payload.
-``verification_summary.json`` is a SLSA verification summary body: its envelope's payload
-is an in-toto Statement whose ``predicate`` is that file's JSON, unchanged, and whose
-subject is the image it verified. Both files stay as they are; the envelopes are added.
+``provenance.intoto.json`` and ``verification_summary.json`` are in-toto Statements (the
+summary's predicate is SLSA VSA v1, its subject the image it verified): each file's exact
+bytes are its envelope's payload. Both files stay as they are; the envelopes are added.
 The statement and envelope models are ``releasekit.records.intoto`` and ``releasekit.records.dsse``.
 """
 
@@ -12,12 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from releasekit.records.dsse import ENVELOPE_SUFFIX, envelope_name
-from releasekit.records.intoto import (
-    STATEMENT_TYPE,
-    VERIFICATION_SUMMARY_TYPE,
-    AnyStatement,
-    StatementError,
-)
+from releasekit.records.intoto import STATEMENT_TYPE, VERIFICATION_SUMMARY_TYPE, AnyStatement, StatementError
 from releasekit.records.intoto import parse_statement as parse_any_statement
 from releasekit.records.safe_io import RECORD_MAX_BYTES, check_writable, read_bounded, write_atomic
 from releasekit.signing.dsse import PAYLOAD_TYPE, SignatureError, sign_payload
@@ -31,7 +25,6 @@ __all__ = [
     "parse_statement",
     "sign_statement_file",
     "sign_summary_file",
-    "summary_statement",
     "write_envelope",
 ]
 
@@ -45,14 +38,6 @@ _WHY = {
 def envelope_path(statement_file: Path) -> Path:
     """``provenance.intoto.json`` -> ``provenance.intoto.dsse.json``."""
     return statement_file.with_name(envelope_name(statement_file.name))
-
-
-def summary_statement(image_id: str, summary: bytes, name: str | None = None) -> bytes:
-    """The in-toto Statement that carries a verification summary (its JSON as the predicate)."""
-    statement = AnyStatement.wrapping(
-        summary, predicate_type=VERIFICATION_SUMMARY_TYPE, image_id=image_id, name=name or image_id
-    )
-    return statement.to_bytes()
 
 
 def write_envelope(signer: Signer | None, payload: bytes, path: Path) -> Path | None:
@@ -77,7 +62,16 @@ def sign_statement_file(signer: Signer | None, statement_file: Path) -> Path | N
 
 
 def sign_summary_file(signer: Signer | None, summary_file: Path, image_id: str) -> Path | None:
-    payload = summary_statement(image_id, _statement_bytes(summary_file)) if signer is not None else b""
+    """``verification_summary.json`` (a Statement about ``image_id``) -> its envelope, the file's bytes signed."""
+    if signer is None:
+        return write_envelope(None, b"", envelope_path(summary_file))
+    payload = _statement_bytes(summary_file)
+    try:
+        statement = parse_any_statement(payload)
+    except StatementError as exc:
+        raise SignatureError(f"{summary_file.name}: {_WHY[exc.reason]}; refusing to sign it") from None
+    if image_id not in statement.subject_digests():
+        raise SignatureError(f"{summary_file.name} is not about {image_id}; refusing to sign it")
     return write_envelope(signer, payload, envelope_path(summary_file))
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import InputError
-from releasekit.records.base import write_record
+from releasekit.records.base import load_record, write_record
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.staging import STAGING_FILE, StagingRecord, staging_tag
-from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, read_verification_summary
+from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationStatement
 from releasekit.registry import Reference, RegistryClient, resolve_credentials
 
 
@@ -38,7 +38,13 @@ def staging_target(request: StageRequest) -> Reference:
         from releasekit.manifest import manifest_for_lock
 
         lock = read_lock(request.lock_path)
-        loaded = manifest_for_lock(request.lock_path, request.manifest_path, lock.manifest.path)
+        loaded = manifest_for_lock(
+            request.lock_path,
+            request.manifest_path,
+            lock.manifest.path,
+            sha256=lock.manifest.sha256,
+            evidence_dir=request.evidence_dir,
+        )
         section = loaded.manifest.publish
         text = section.staging if section else None
     if not text:
@@ -57,12 +63,13 @@ def stage(request: StageRequest, engine: Engine) -> StagingRecord:
     lock_sha = lock_file_sha256(request.lock_path)
     evidence = request.evidence_dir or request.lock_path.parent
     summary_path = evidence / VERIFICATION_SUMMARY_FILE
-    summary = read_verification_summary(summary_path)
+    summary = load_record(VerificationStatement, summary_path)
     image = engine.inspect(request.image)
-    if summary.result != "PASSED" or not summary.names_image(image.id) or summary.lock_sha256 != lock_sha:
+    said = summary.summary
+    if said.result != "PASSED" or not summary.names_image(image.id) or said.lock_sha256 != lock_sha:
         raise InputError(
             f"{summary_path} does not say PASSED for image {image.id[:19]} and this lock"
-            f" (it says {summary.result} for {summary.resource_uri}, lock {summary.lock_sha256[:12]})",
+            f" (it says {said.result} for {said.resource_uri}, lock {said.lock_sha256[:12]})",
             hint="stage only what verify-provenance passed",
         )
     credentials = resolve_credentials(target.host)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from releasekit.findings import Findings
 from releasekit.publish.checks.context import GateSubject
 from releasekit.records.provenance import PROVENANCE_FILE
-from releasekit.records.verification import VerificationSummary
+from releasekit.records.verification import VerificationStatement, VerificationSummary
 
 
 class ProvenanceVerified:
@@ -27,18 +27,20 @@ class ProvenanceVerified:
         if not loaded.ok:
             out.add("VERIFICATION_MISSING", f"verification summary: {loaded.problem}", path=loaded.path)
         else:
-            summary = loaded.record
-            if summary is None:
+            statement: VerificationStatement | None = loaded.record
+            if statement is None:
                 out.add(
                     "VERIFICATION_MISSING",
                     f"verification summary unusable: {loaded.invalid}",
                     path=loaded.path,
                 )
             else:
-                if not summary.names_image(image_id):
+                summary = statement.summary
+                if not statement.names_image(image_id):
+                    subjects = ", ".join(d[:12] for d in statement.subject_sha256()) or "no sha256"
                     out.add(
                         "VERIFICATION_WRONG_IMAGE",
-                        f"the summary verified {summary.resource_uri}, not {image_id}",
+                        f"the summary verified {summary.resource_uri} (subject {subjects}), not {image_id}",
                         path=loaded.path,
                     )
                 if summary.lock_sha256 and summary.lock_sha256 != subject.lock_sha256:
@@ -54,23 +56,23 @@ class ProvenanceVerified:
                         f"verificationResult {summary.result}" + (f" ({detail})" if detail else ""),
                         path=loaded.path,
                     )
-        statement = subject.evidence.provenance
+        provenance = subject.evidence.provenance
         verified_sha = summary.input_attestations.get(PROVENANCE_FILE) if loaded.ok and summary else None
-        if statement.ok and verified_sha and verified_sha != statement.sha256:
+        if provenance.ok and verified_sha and verified_sha != provenance.sha256:
             out.add(
                 "PROVENANCE_NOT_VERIFIED",
                 "provenance.intoto.json is not the file verify-provenance verified (its sha256 differs)",
-                path=statement.path,
+                path=provenance.path,
             )
-        if not statement.ok:
-            out.add("PROVENANCE_MISSING", f"provenance statement: {statement.problem}", path=statement.path)
-        elif statement.record is not None:
-            if not statement.record.names(image_id):
+        if not provenance.ok:
+            out.add("PROVENANCE_MISSING", f"provenance statement: {provenance.problem}", path=provenance.path)
+        elif provenance.record is not None:
+            if not provenance.record.names(image_id):
                 out.add(
                     "PROVENANCE_WRONG_IMAGE",
                     f"the provenance statement's subjects do not include {image_id}",
-                    path=statement.path,
+                    path=provenance.path,
                 )
         else:
-            out.add("PROVENANCE_MISSING", "provenance statement is not a JSON object", path=statement.path)
+            out.add("PROVENANCE_MISSING", "provenance statement is not a JSON object", path=provenance.path)
         return out
