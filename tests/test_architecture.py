@@ -77,6 +77,7 @@ RELEASE_FILES = frozenset(
         "gate.json",
         "publish.json",
         "RELEASE.md",
+        "sbom.cdx.json",
     }
 )
 

@@ -16,6 +16,7 @@ from releasekit.publish.checks.component_tests import read_test_receipts
 from releasekit.publish.checks.context import GateSubject
 from releasekit.publish.evidence import Evidence
 from releasekit.publish.gate import GatePolicy, GateReport
+from releasekit.records.sbom import SBOM_FILE
 from releasekit.records.test_receipt import HygieneReceipt
 
 _MAX_HEADLINES = 4
@@ -90,6 +91,23 @@ def _tests_section(subject: GateSubject) -> list[str]:
     return lines
 
 
+def _sbom_section(evidence: Evidence | None) -> list[str]:
+    """The attached SBOM: its file, serial number, sha256 and components by type (nothing when none)."""
+    loaded = evidence.sbom if evidence is not None else None
+    if loaded is None or loaded.record is None:
+        return []
+    sbom = loaded.record
+    counts = ", ".join(f"{n} {kind}" for kind, n in sbom.counts().items()) or "no components"
+    return [
+        "",
+        "## SBOM",
+        "",
+        f"- `{SBOM_FILE}` (CycloneDX {sbom.spec_version}, attached): serial `{sbom.serial_number}`, "
+        f"sha256 `{loaded.sha256}`",
+        f"- components: {counts}",
+    ]
+
+
 def release_notes(
     *,
     build_notes: str | None,
@@ -140,6 +158,7 @@ def release_notes(
             policy=policy,
         )
         lines += _tests_section(subject)
+    lines += _sbom_section(evidence)
     lines += ["", "## Gate", ""]
     for check in report.checks:
         lines.append(f"- {'pass' if check.passed else 'FAIL'}: {check.name}")
