@@ -260,6 +260,21 @@ def test_the_sbom_names_its_image_and_is_byte_stable(tmp_path, doc):
         SbomView.from_json({"bomFormat": "SPDX"})
 
 
+def test_a_symlink_planted_at_the_sbom_path_is_replaced_not_followed(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / SBOM_FILE).symlink_to(outside)
+    (release / f"{SBOM_FILE}.tmp").symlink_to(outside)  # the name a naive atomic write would open
+    text = write_sbom(_ctx(), CREATED, release / SBOM_FILE)
+    assert outside.read_text() == "keep me\n"
+    assert not (release / SBOM_FILE).is_symlink() and (release / SBOM_FILE).read_text() == text
+    assert oct((release / SBOM_FILE).stat().st_mode & 0o777) == "0o644"
+    # No temporary file left (the planted link is the attacker's, left as it was).
+    assert sorted(p.name for p in release.iterdir()) == [SBOM_FILE, f"{SBOM_FILE}.tmp"]
+
+
 def test_image_created_reads_docker_times():
     assert image_created("2024-01-02T03:04:05Z").isoformat() == "2024-01-02T03:04:05+00:00"
     assert image_created(None).year == 1970

@@ -23,7 +23,10 @@ components, hashes and properties; the same image verified again gives the same 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import posixpath
+import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -303,10 +306,22 @@ def sbom_text(bom: Bom) -> str:
 
 
 def write_sbom(ctx: VerifyContext, created: str | None, path: Path) -> str:
-    """Write the SBOM atomically (a temporary file, then rename); returns the text written."""
+    """Write the SBOM atomically; returns the text written.
+
+    The temporary file is a new one (``mkstemp``: ``O_CREAT|O_EXCL``, so a planted file or symlink
+    of that name is never opened), and the rename replaces ``path`` itself, never what a symlink
+    there points to: nothing outside the release directory is written.
+    """
     text = sbom_text(make_bom(ctx, created))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            os.fchmod(out.fileno(), 0o644)  # mkstemp makes it 0600; the other release files are 0644
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return text
