@@ -36,6 +36,7 @@ class Level(BaseModel):
     completed: int
     total: int
     wall_s: float
+    output_tokens: int = 0  # streamed by the completed requests, as our client counted them
     output_tok_s: float
     request_per_s: float
     ttft_ms_p50: float | None
@@ -65,6 +66,7 @@ def summarise(concurrency: int, results: list[Completion], wall_s: float) -> Lev
         completed=len(ok),
         total=len(results),
         wall_s=round(wall_s, 3),
+        output_tokens=out_tokens,
         output_tok_s=out_tokens / wall_s if wall_s > 0 else 0.0,
         request_per_s=len(ok) / wall_s if wall_s > 0 else 0.0,
         ttft_ms_p50=_pct(ttft, 50),
@@ -152,6 +154,8 @@ def cross_check_level(
             return None
         rounds.append((ours.output_tok_s, float(theirs["output_tok_s"])))
         verdict = cross_check_verdict(rounds, cfg.cross_check.tolerance)
+        if _counts_differ(ctx, ours, theirs, findings):
+            return {**theirs, "rounds": [list(r) for r in rounds], "verdict": verdict.model_dump()}
         if verdict.agree or len(rounds) >= cfg.cross_check.attempts:
             break
         ours = again()
@@ -165,6 +169,20 @@ def cross_check_level(
             f"tolerance {cfg.cross_check.tolerance:.0%}; {len(rounds)} round(s), ours/theirs: {spread})",
         )
     return {**theirs, "rounds": [list(r) for r in rounds], "verdict": verdict.model_dump()}
+
+
+def _counts_differ(ctx: CheckContext, ours: Level, theirs: dict, findings: Findings) -> bool:
+    """The same workload streams the same number of tokens, whatever the load: any difference is a
+    counting error on one side (a THROUGHPUT_CROSS_CHECK_MISMATCH), never noise."""
+    counted = theirs.get("output_tokens")
+    if not isinstance(counted, int) or counted == ours.output_tokens or ours.completed < ours.total:
+        return False  # incomplete requests are REQUESTS_INCOMPLETE already
+    findings.add(
+        "THROUGHPUT_CROSS_CHECK_MISMATCH",
+        f"concurrency {ours.concurrency}: releasekit counted {ours.output_tokens} output tokens, "
+        f"{ctx.engine.bench_name} {counted} on the same workload (the counts must be equal)",
+    )
+    return True
 
 
 def cross_check_metrics(kind: str, concurrency: int, theirs: dict) -> list[Metric]:
