@@ -220,28 +220,48 @@ def _sha(path: str) -> list[dict]:
     return [{"alg": "SHA-256", "content": hashlib.sha256(data).hexdigest()}]
 
 
+def _listed(holder: dict) -> dict[str, str]:
+    """A component's (or the image's) listed files: path -> sha256 (or "-> target" for a link)."""
+    out: dict[str, str] = {}
+    for prop in holder.get("properties", []):
+        if prop["name"] == "releasekit:file":
+            digest, path = prop["value"].split("  ", 1)
+            out[path] = digest
+        elif prop["name"] in ("releasekit:symlink", "releasekit:hardlink"):
+            path, target = prop["value"].split(" -> ", 1)
+            out[path] = "-> " + target
+    return out
+
+
+def _sha(path: str) -> str:
+    data = _files()[path]
+    assert isinstance(data, bytes)
+    return hashlib.sha256(data).hexdigest()
+
+
 def test_every_file_outside_a_record_hash_is_listed_with_its_sha256(doc):
     refs = _by_ref(doc)
-    listed = {r.removeprefix("file:") for r in refs if r.startswith("file:")}
-    # RECORD vouches for __init__.py and six.py by hash; everything else that is not a directory is listed.
+    image = doc["metadata"]["component"]
+    holders = [image, *refs.values()]
+    listed = {path: digest for h in holders for path, digest in _listed(h).items()}
+    # RECORD vouches for __init__.py and six.py by hash; every other file and link is listed, once.
+    assert sum(len(_listed(h)) for h in holders) == len(listed)
     expected = {p for p in _files() if p not in (f"{SP}/rk_runtime/__init__.py", f"{SP}/six.py")}
-    assert listed == expected
-    runtime = refs[f"pypi:{SP}/rk_runtime-0.1.0.dist-info"]
-    nested = {c["name"] for c in runtime["components"]}
-    assert f"{SP}/rk_runtime/__pycache__/__init__.cpython-311.pyc" in nested  # its source's owner
-    assert f"{SP}/rk_runtime-0.1.0.dist-info/RECORD" in nested
+    assert set(listed) == expected
+    for path, data in _files().items():
+        if path in listed and isinstance(data, bytes):
+            assert listed[path] == _sha(path), path
+    runtime = _listed(refs[f"pypi:{SP}/rk_runtime-0.1.0.dist-info"])
+    assert f"{SP}/rk_runtime/__pycache__/__init__.cpython-311.pyc" in runtime  # its source's owner
+    assert f"{SP}/rk_runtime-0.1.0.dist-info/RECORD" in runtime  # RECORD lists itself without a hash
     libc = refs["deb:libc6:amd64"]
     assert libc["purl"] == "pkg:deb/debian/libc6@2.36-9?arch=amd64"
-    assert [(c["name"], c["hashes"]) for c in libc["components"]] == [
-        ("/lib/libc.so.6", _sha("/lib/libc.so.6"))
-    ]
+    assert _listed(libc) == {"/lib/libc.so.6": _sha("/lib/libc.so.6")}
     assert "deb:gone" not in refs  # not installed
-    top = {c["name"]: c for c in doc["components"] if c["type"] == "file"}
-    assert top["/etc/hostname.local"]["hashes"] == _sha("/etc/hostname.local")
-    link = top["/usr/bin/sh"]
-    assert "hashes" not in link and link["properties"] == [
-        {"name": "releasekit:link", "value": "../../bin/bash"}
-    ]
+    # No package owns these: the image lists them itself.
+    loose = _listed(image)
+    assert loose["/etc/hostname.local"] == _sha("/etc/hostname.local")
+    assert loose["/usr/bin/sh"] == "-> ../../bin/bash"
 
 
 def test_the_sbom_names_its_image_and_is_byte_stable(tmp_path, doc):
@@ -253,9 +273,8 @@ def test_the_sbom_names_its_image_and_is_byte_stable(tmp_path, doc):
     assert first == again == (tmp_path / SBOM_FILE).read_text(encoding="utf-8")
     view = SbomView.from_json(json.loads(first))
     assert view.names_image(IMAGE) and not view.names_image("sha256:" + "cd" * 32)
-    assert view.counts()["file"] == len(_by_ref(doc)) - len(
-        [r for r in _by_ref(doc) if not r.startswith("file:")]
-    )
+    # files: all but the two a RECORD row vouches for and the symlink
+    assert view.counts() == {"container": 1, "library": 5, "files": len(_files()) - 3}
     with pytest.raises(RecordError, match="not a CycloneDX document"):
         SbomView.from_json({"bomFormat": "SPDX"})
 
@@ -338,8 +357,8 @@ def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, 
             in notes
         )
         counts = SbomView.from_json(json.loads(text)).counts()
-        assert f"- components: {', '.join(f'{n} {k}' for k, n in counts.items())}" in notes
-        assert counts["file"] > 0 and counts["library"] == 5  # three distributions, two Debian packages
+        assert f"- components and files: {', '.join(f'{n} {k}' for k, n in counts.items())}" in notes
+        assert counts["files"] > 0 and counts["library"] == 5  # three distributions, two Debian packages
         promoted = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json")
         assert promoted.returncode == 0, promoted.stdout + promoted.stderr
         assert any(

@@ -234,7 +234,12 @@ def _sbom_of_verified(release, result: VerifyResult) -> bytes:
     assert props["releasekit:vcs:commit"] == release.commit
     assert runtime["hashes"][0]["alg"] == "SHA-256" and runtime["externalReferences"][0]["type"] == "vcs"
     assert any(c.get("purl", "").startswith("pkg:deb/debian/python3.11") for c in every)
-    files = {c["name"] for c in every if c["type"] == "file"}
+    files = {
+        p["value"].split("  ", 1)[1]
+        for c in [doc["metadata"]["component"], *every]
+        for p in c.get("properties", [])
+        if p["name"] == "releasekit:file"
+    }
     assert "/usr/bin/python3.11" in files and f"{release.dist_info()}/RECORD" in files
     return raw
 

@@ -9,12 +9,13 @@ checked (``VerifyContext``), and the SBOM is written only when that verification
   a locked component, the sha256 of its wheel (the verifier's own rebuild, or the lock's pin),
   the repository as a ``vcs`` external reference and the commit and tree as properties.
 - **Files a RECORD does not vouch for by hash** (RECORD itself, ``INSTALLER``, ``.pyc`` caches):
-  ``file`` components with their sha256, nested under the distribution that owns them.
+  a ``releasekit:file`` property ``<sha256>  <path>`` of the distribution that owns them.
 - **Debian packages** (dpkg's ``status``): purl ``pkg:deb/debian/<name>@<version>?arch=<arch>``,
-  and every file dpkg's ``<package>.list`` gives them as a nested ``file`` component with its sha256.
+  and every file dpkg's ``<package>.list`` gives them as a ``releasekit:file`` property.
 - **Every other file** (no RECORD, no dpkg list: what the base image shipped outside a package
-  manager): a top-level ``file`` component with its sha256. Symlinks are listed with their
-  target (property ``releasekit:link``) and no hash; directories are not listed.
+  manager): a ``releasekit:file`` property of the image (``metadata.component``). Symlinks and
+  hard links are ``releasekit:symlink`` / ``releasekit:hardlink`` ``<path> -> <target>``;
+  directories are not listed.
 
 Deterministic: the serial number is ``sbom_serial(image ID)`` (uuid5), the timestamp is the
 image's own ``Created`` (the locked commit time, ``SOURCE_DATE_EPOCH``), and the library sorts
@@ -51,7 +52,7 @@ from releasekit.records.lock import LockedGitComponent, LockedWheelComponent
 from releasekit.records.sbom import sbom_serial
 
 _DPKG_INFO = "/var/lib/dpkg/info/"
-_LISTED = ("file", "symlink", "hardlink")  # entry kinds the SBOM lists (directories are not)
+_LISTED = ("file", "symlink", "hardlink")  # entry kinds the SBOM lists (directories and devices are not)
 
 
 def _prop(name: str, value: str) -> Property:
@@ -62,13 +63,16 @@ def _sha256(hex_digest: str) -> HashType:
     return HashType(alg=HashAlgorithm.SHA_256, content=hex_digest)
 
 
-def file_component(path: str, entry: FileEntry) -> Component:
-    """One file as the verifier read it: its sha256, or (a link) its target."""
-    hashes = [_sha256(entry.sha256.hex())] if entry.sha256 is not None else []
-    props = [_prop("link", entry.link)] if entry.link is not None else []
-    return Component(
-        type=ComponentType.FILE, name=path, bom_ref=f"file:{path}", hashes=hashes, properties=props
-    )
+def file_property(path: str, entry: FileEntry) -> Property:
+    """One file as the verifier read it: ``<sha256>  <path>`` (``sha256sum``'s line), or a link and its target.
+
+    A property, not a ``file`` component: the library builds and sorts components at about 1 ms each,
+    which for the 10,000 files of a base image cost more than the whole verification (docs/verify.md).
+    """
+    if entry.kind == "file":
+        digest = entry.sha256.hex() if entry.sha256 is not None else "-" * 64
+        return _prop("file", f"{digest}  {path}")
+    return _prop(entry.kind, f"{path} -> {entry.link}")
 
 
 @dataclass
@@ -143,15 +147,15 @@ def _cache_owner(path: str, owners: _Owners, ctx: VerifyContext) -> tuple[str, s
 
 def place_files(
     ctx: VerifyContext, owners: _Owners
-) -> tuple[dict[str, list[Component]], dict[str, list[Component]], list[Component]]:
+) -> tuple[dict[str, list[Property]], dict[str, list[Property]], list[Property]]:
     """Every listed entry of the image, as (files per dist-info, files per package, files of no package)."""
-    by_dist: dict[str, list[Component]] = {}
-    by_deb: dict[str, list[Component]] = {}
-    loose: list[Component] = []
+    by_dist: dict[str, list[Property]] = {}
+    by_deb: dict[str, list[Property]] = {}
+    loose: list[Property] = []
     for path, entry in ctx.inventory.files.items():
         if entry.kind not in _LISTED or path in owners.vouched:
             continue
-        comp = file_component(path, entry)
+        comp = file_property(path, entry)
         if path in owners.dist:
             by_dist.setdefault(owners.dist[path], []).append(comp)
         elif path in owners.deb:
@@ -191,7 +195,7 @@ def _locked_facts(
     return (rebuilt.wheel_sha256 if rebuilt is not None else None), refs, props
 
 
-def dist_components(ctx: VerifyContext, by_dist: dict[str, list[Component]]) -> list[Component]:
+def dist_components(ctx: VerifyContext, by_dist: dict[str, list[Property]]) -> list[Component]:
     """One ``library`` component per installed distribution."""
     locked_by_dist: dict[str, str] = {}
     for name, comp in ctx.components.items():
@@ -219,14 +223,13 @@ def dist_components(ctx: VerifyContext, by_dist: dict[str, list[Component]]) -> 
                 purl=PackageURL(type="pypi", name=dist.key, version=dist.version or None),
                 hashes=hashes,
                 external_references=refs,
-                properties=props,
-                components=by_dist.get(dist.dist_info, []),
+                properties=[*props, *by_dist.get(dist.dist_info, [])],
             )
         )
     return out
 
 
-def deb_components(debs: dict[str, DebPackage], by_deb: dict[str, list[Component]]) -> list[Component]:
+def deb_components(debs: dict[str, DebPackage], by_deb: dict[str, list[Property]]) -> list[Component]:
     return [
         Component(
             type=ComponentType.LIBRARY,
@@ -240,7 +243,7 @@ def deb_components(debs: dict[str, DebPackage], by_deb: dict[str, list[Component
                 version=pkg.version or None,
                 qualifiers={"arch": pkg.arch} if pkg.arch else None,
             ),
-            components=by_deb.get(key, []),
+            properties=by_deb.get(key, []),
         )
         for key, pkg in sorted(debs.items())
     ]
@@ -269,8 +272,9 @@ def make_bom(ctx: VerifyContext, created: str | None) -> Bom:
         version=ctx.image.id,
         bom_ref=ctx.image.id,
         hashes=[_sha256(ctx.image.id.removeprefix("sha256:"))],
+        properties=loose,  # the files no package owns
     )
-    components: list[Component] = [*dist_components(ctx, by_dist), *deb_components(debs, by_deb), *loose]
+    components: list[Component] = [*dist_components(ctx, by_dist), *deb_components(debs, by_deb)]
     base = ctx.reproduction.base if ctx.reproduction is not None else None
     if base is not None:
         components.append(

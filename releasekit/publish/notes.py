@@ -97,14 +97,14 @@ def _sbom_section(evidence: Evidence | None) -> list[str]:
     if loaded is None or loaded.record is None:
         return []
     sbom = loaded.record
-    counts = ", ".join(f"{n} {kind}" for kind, n in sbom.counts().items()) or "no components"
+    counts = ", ".join(f"{n} {kind}" for kind, n in sbom.counts().items())
     return [
         "",
         "## SBOM",
         "",
         f"- `{SBOM_FILE}` (CycloneDX {sbom.spec_version}, attached): serial `{sbom.serial_number}`, "
         f"sha256 `{loaded.sha256}`",
-        f"- components: {counts}",
+        f"- components and files: {counts}",
     ]
 
 

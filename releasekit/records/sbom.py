@@ -22,6 +22,7 @@ from releasekit.records.base import RecordError, describe
 SBOM_FILE: Final = "sbom.cdx.json"
 SBOM_MEDIA: Final = "application/vnd.cyclonedx+json"
 SBOM_SPEC_VERSION: Final = "1.6"
+FILE_PROPERTY: Final = "releasekit:file"  # one file: "<sha256>  <path>" (sha256sum's line)
 # uuid5 namespace of releasekit's SBOM serial numbers (itself uuid5 of the URL namespace).
 SERIAL_NAMESPACE: Final = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/releasekit/releasekit/sbom")
 
@@ -35,11 +36,17 @@ class _Loose(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
 
+class SbomProperty(_Loose):
+    name: str
+    value: str | None = None
+
+
 class SbomImage(_Loose):
     type: str
     name: str
     version: str | None = None
     bom_ref: str | None = Field(default=None, alias="bom-ref")
+    properties: list[SbomProperty] = Field(default_factory=list)
 
 
 class SbomMetadata(_Loose):
@@ -52,6 +59,7 @@ class SbomComponent(_Loose):
     name: str
     version: str | None = None
     purl: str | None = None
+    properties: list[SbomProperty] = Field(default_factory=list)
     components: list[SbomComponent] = Field(default_factory=list)
 
 
@@ -83,11 +91,14 @@ class SbomView(_Loose):
         )
 
     def counts(self) -> dict[str, int]:
-        """Components by type, nested ones included (``library``, ``file``, ``container``, ...)."""
+        """Components by type, nested ones included (``library``, ``container``, ...), and ``files``: the
+        files listed with their sha256 (``releasekit:file`` properties, of the image and its components)."""
         out: dict[str, int] = {}
+        files = sum(p.name == FILE_PROPERTY for p in self.metadata.component.properties)
         stack = list(self.components)
         while stack:
             comp = stack.pop()
             out[comp.type] = out.get(comp.type, 0) + 1
+            files += sum(p.name == FILE_PROPERTY for p in comp.properties)
             stack.extend(comp.components)
-        return dict(sorted(out.items()))
+        return {**dict(sorted(out.items())), "files": files}
