@@ -60,7 +60,23 @@ def test_demo_runs_green(demo_run, docker_client):
     assert greeting.strip() == f"hello from rkdemo 0.1.0+g{lock['components']['runtime']['commit'][:12]}"
     _check_test_stage(root / "demo", result, lock_sha)
     _check_validate_stage(root / "demo", result, lock_sha, docker_client)
+    _check_sbom(root / "demo", result)
     docker_client.images.remove(result["image_tag"])
+
+
+def _check_sbom(demo: Path, result: dict) -> None:
+    """verify-provenance wrote the image's CycloneDX SBOM; publish listed it in RELEASE.md (and attached it)."""
+    from releasekit.records.sbom import SBOM_FILE, SbomView
+
+    release = demo / "release"
+    sbom = SbomView.from_json(json.loads((release / SBOM_FILE).read_text()))
+    assert sbom.names_image(result["image_id"])
+    counts = sbom.counts()
+    assert counts["library"] > 100 and counts["files"] > 1000  # vllm's distributions, Debian's files
+    assert (
+        f"- `{SBOM_FILE}` (CycloneDX 1.6, attached): serial `{sbom.serial_number}`"
+        in (release / "RELEASE.md").read_text()
+    )
 
 
 def _check_test_stage(demo: Path, result: dict, lock_sha: str) -> None:
