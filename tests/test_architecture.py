@@ -89,6 +89,7 @@ RELEASE_FILES = frozenset(
         "gate.json",
         "publish.json",
         "RELEASE.md",
+        "sbom.cdx.json",
     }
 )
 

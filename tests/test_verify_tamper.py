@@ -26,6 +26,7 @@ import pytest
 from stable import assert_same_record
 
 from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
+from releasekit.records.sbom import SBOM_FILE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -199,9 +200,48 @@ def test_clean_image_verifies(release):
     assert summary["resourceUri"] == release.image_id
     assert summary["policy"]["digest"]["sha256"] == result.lock_sha256
     # Byte-stable (issue 22): a second verification writes the same summary apart from timeVerified.
-    again = release.verify(release.image_id, summary=release.root / "summary-again.json")
+    sbom = _sbom_of_verified(release, result)
+    again = release.verify(
+        release.image_id, summary=release.root / "summary-again.json", sbom=release.root / "sbom-again.json"
+    )
     assert again.summary_path != result.summary_path
     assert_same_record(Path(result.summary_path), Path(again.summary_path), "verification_summary.json")
+    assert Path(str(again.sbom_path)).read_bytes() == sbom  # byte-identical, no time or random serial
+
+
+def _sbom_of_verified(release, result: VerifyResult) -> bytes:
+    """The SBOM verify-provenance wrote beside the release (issue 27): valid CycloneDX, exact, complete."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    from releasekit.records.sbom import sbom_serial
+
+    assert result.sbom_path == str(release.artifacts / SBOM_FILE)
+    raw = Path(result.sbom_path).read_bytes()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(raw.decode()) is None
+    doc = json.loads(raw)
+    assert doc["serialNumber"] == sbom_serial(release.image_id).urn
+    assert doc["metadata"]["component"]["version"] == release.image_id
+
+    def walk(components):
+        for c in components:
+            yield c
+            yield from walk(c.get("components", []))
+
+    every = list(walk(doc["components"]))
+    runtime = next(c for c in every if c.get("purl", "").startswith("pkg:pypi/rkdemo-runtime@"))
+    props = {p["name"]: p["value"] for p in runtime["properties"]}
+    assert props["releasekit:vcs:commit"] == release.commit
+    assert runtime["hashes"][0]["alg"] == "SHA-256" and runtime["externalReferences"][0]["type"] == "vcs"
+    assert any(c.get("purl", "").startswith("pkg:deb/debian/python3.11") for c in every)
+    files = {
+        p["value"].split("  ", 1)[1]
+        for c in [doc["metadata"]["component"], *every]
+        for p in c.get("properties", [])
+        if p["name"] == "releasekit:file"
+    }
+    assert "/usr/bin/python3.11" in files and f"{release.dist_info()}/RECORD" in files
+    return raw
 
 
 TAMPERS = {
@@ -229,6 +269,8 @@ def test_file_tampers_are_reported(release, kind):
     result = release.verify(release.derive(script))
     assert not result.passed
     assert expected <= _codes(result), [f.render() for f in result.findings]
+    # No SBOM for an image that did not verify, and none left from an earlier run.
+    assert result.sbom_path is None and not (release.artifacts / SBOM_FILE).exists()
 
 
 def test_pythonpath_overlay(release):

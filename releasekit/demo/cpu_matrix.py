@@ -35,6 +35,9 @@ GOOD_CELL = "cpu-spec-off"
 BROKEN_CELL = "cpu-broken-candidate"
 MIN_ACCURACY = 0.3
 CROSS_CHECK_TOLERANCE = 0.5  # |releasekit - vllm bench serve| / vllm bench serve, output tok/s
+# Rounds before a disagreement fails (the best rate of each side is compared): measured rounds on a
+# loaded 2-core machine fail one round alone 47% of the time, three rounds 10%, five 2% (docs/validate.md).
+CROSS_CHECK_ATTEMPTS = 5
 
 
 def _records(path: Path) -> int:
@@ -79,13 +82,18 @@ def _cross_checked(check: dict[str, Any]) -> dict[str, Any]:
     """The throughput check with ``vllm bench serve`` measuring its top level a second time.
 
     The tolerance is wide because this is a shared 2-core CPU: the two clients compete with the
-    server for the same cores. It catches a sweep that counts or times wrongly, not drift.
+    server for the same cores. It catches a sweep that counts (exactly) or times (by the best of up
+    to ``CROSS_CHECK_ATTEMPTS`` rounds) wrongly, not drift.
     """
     if check["kind"] != "throughput":
         return check
     return {
         **check,
-        "cross_check": {"tolerance": CROSS_CHECK_TOLERANCE, "concurrency": [check["concurrency"][-1]]},
+        "cross_check": {
+            "tolerance": CROSS_CHECK_TOLERANCE,
+            "concurrency": [check["concurrency"][-1]],
+            "attempts": CROSS_CHECK_ATTEMPTS,
+        },
     }
 
 

@@ -246,6 +246,13 @@ class ThroughputCrossCheck(_Strict):
         default=None, description="levels to cross-check (default: every level)"
     )
     timeout_s: float = Field(default=600, gt=0, le=86_400)
+    attempts: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="rounds (ours, then the engine's) before a disagreement fails; the best rate of "
+        "each side is compared (docs/validate.md)",
+    )
 
 
 class ThroughputCheck(_Check):

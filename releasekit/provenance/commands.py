@@ -19,6 +19,11 @@ def verify_provenance_command(
         None, "--manifest", help="The manifest (default: the one the lock names)."
     ),
     summary: Path | None = typer.Option(None, "--summary", help="Where to write the verification summary."),
+    sbom: Path | None = typer.Option(
+        None,
+        "--sbom",
+        help="Where to write the CycloneDX SBOM of a verified image [default: ARTIFACTS/sbom.cdx.json].",
+    ),
     signing_key: Path | None = typer.Option(
         None,
         "--signing-key",
@@ -62,6 +67,7 @@ def verify_provenance_command(
             artifacts=artifacts,
             manifest=manifest,
             summary=summary,
+            sbom=sbom,
             signing_key=signing_key,
             allow_local_repos=local_repos_allowed(allow_local_repos),
             probe_timeout=probe_timeout,
@@ -85,6 +91,8 @@ def verify_provenance_command(
         render_findings(result.findings, console, ok_message="the image is what the locked commits produce")
         if result.summary_path:
             console.print(f"verification summary: {result.summary_path}")
+        if result.sbom_path:
+            console.print(f"SBOM (CycloneDX): {result.sbom_path}")
         console.print("[green]VERIFIED[/green]" if result.passed else "[red]NOT VERIFIED[/red]")
     raise typer.Exit(0 if result.passed else 1)
 

@@ -35,12 +35,14 @@ from releasekit.provenance.installed import (
 )
 from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
 from releasekit.provenance.reproduce import ReproduceOptions, Reproduction, reproduce
+from releasekit.provenance.sbom import write_sbom
 from releasekit.provenance.summary import make_summary, write_summary
 from releasekit.provenance.vcache import VerifierCache, verifier_cache
 from releasekit.records.build import BUILD_FILE, BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.provenance import PROVENANCE_FILE, Statement
 from releasekit.records.safe_io import UnsafeFileError, check_regular, check_writable
+from releasekit.records.sbom import SBOM_FILE
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, CheckOutcome, ReleasekitBlock
 from releasekit.signing import load_signer
 from releasekit.signing.statements import envelope_path, sign_summary_file
@@ -55,6 +57,7 @@ class VerifyOptions(BaseModel):
     artifacts: Path | None = None
     manifest: Path | None = None
     summary: Path | None = None  # default: ARTIFACTS/verification_summary.json
+    sbom: Path | None = None  # default: ARTIFACTS/sbom.cdx.json (written only when the image verifies)
     signing_key: Path | None = (
         None  # else $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned
     )
@@ -110,6 +113,7 @@ class VerifyResult(BaseModel):
     probe: ProbeSummary
     stats: VerifyStats = Field(default_factory=VerifyStats)
     summary_path: str | None = None
+    sbom_path: str | None = None
 
 
 def _manifest_candidates(opts: VerifyOptions, lock: Lock) -> list[Path]:
@@ -495,6 +499,19 @@ def _write_summary(
     return str(summary_path)
 
 
+def _write_sbom(opts: VerifyOptions, passed: bool, ctx: VerifyContext, created: str | None) -> str | None:
+    """sbom.cdx.json from the verified inventory; its path, or None. An image that did not verify gets
+    none, and an SBOM an earlier run left at that path is removed (it would describe unverified files)."""
+    path = opts.sbom or (opts.artifacts / SBOM_FILE if opts.artifacts else None)
+    if path is None:
+        return None
+    if not (passed and ctx.filesystem_read):
+        path.unlink(missing_ok=True)
+        return None
+    write_sbom(ctx, created, path)
+    return str(path)
+
+
 def run_checks(ctx: VerifyContext, deadline: float, deadline_s: float) -> Report[VerifyContext]:
     """Every check that applies, in order; none starts after ``deadline`` (``time.monotonic()``)."""
     return AllOf(*all_checks(), name="verify-provenance").report(
@@ -629,10 +646,12 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     release = _read_release(opts, lock, notes)
     with verifier_cache(fresh=opts.no_cache) as cache:
         got = _gather(opts, release, lock, lock_sha, deadline, notes, limits, cache)
-        report = run_checks(_context(opts, lock, lock_sha, release, got, limits), deadline, opts.deadline)
+        ctx = _context(opts, lock, lock_sha, release, got, limits)
+        report = run_checks(ctx, deadline, opts.deadline)
     findings = Findings()
     findings.extend(notes)
     findings.extend(report.findings)
     result = _result(lock, lock_sha, got, findings, report, started)
     result.summary_path = _write_summary(opts, result, release.provenance, signer, got.facts)
+    result.sbom_path = _write_sbom(opts, result.passed, ctx, got.attrs.get("Created"))
     return result

@@ -6,8 +6,8 @@ found by a tag derived from the image digest, the scheme cosign made common:
 pointing at the image, so registries that do index referrers list it there too.
 
 Layers, each titled with ``org.opencontainers.image.title``: the provenance statement,
-the verification summary, the plan-check result, every receipt, the gate report (with the
-policy it applied) and the release notes. ``promote`` reads them back and runs the same
+the verification summary, the plan-check result, every receipt, the SBOM (CycloneDX, when
+verify-provenance wrote one), the gate report (with the policy it applied) and the release notes. ``promote`` reads them back and runs the same
 gate again, so a promotion needs nothing but the registry.
 
 When the release directory has a source archive, ``archive.json`` is attached too, and each
@@ -42,6 +42,7 @@ from releasekit.records.plan_check import PLAN_CHECK_FILE
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.publish import AttachmentRecord, SignedAttachmentRecord
 from releasekit.records.safe_io import RECORD_MAX_BYTES, WHEEL_MAX_BYTES, read_bounded
+from releasekit.records.sbom import SBOM_FILE, SBOM_MEDIA
 from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import ManifestBlob, RegistryClient
@@ -129,6 +130,7 @@ def evidence_layers(evidence: Evidence) -> list[Layer]:
         *((RECEIPT_PREFIX + _name(r.path), RECEIPT_MEDIA, r) for r in evidence.receipts),
         *((TEST_RECEIPT_PREFIX + _name(t.path), TEST_RECEIPT_MEDIA, t) for t in evidence.test_receipts),
         (HYGIENE_FILE, HYGIENE_MEDIA, evidence.hygiene),
+        (SBOM_FILE, SBOM_MEDIA, evidence.sbom),
     ]
     return [
         (title, media, raw) for title, media, f in named if f is not None and (raw := f.raw()) is not None
@@ -195,6 +197,7 @@ class FetchedAttachments(BaseModel):
             ],
             build_notes=self.files.get(NOTES_FILE),
             has_hygiene=HYGIENE_FILE in self.files,
+            has_sbom=SBOM_FILE in self.files,
         )
 
 

@@ -9,7 +9,9 @@ The contract with the earlier stages (see docs/publish.md):
     ``verify-provenance`` wrote (``releasekit.records.verification.VerificationStatement``);
     a bare predicate is refused;
   * ``provenance.intoto.json``  the provenance statement of the build (attached as is);
-  * ``RELEASE.md``  (optional) the build's release notes, folded into the published notes.
+  * ``RELEASE.md``  (optional) the build's release notes, folded into the published notes;
+  * ``sbom.cdx.json``  (optional) the CycloneDX SBOM ``verify-provenance`` wrote for the image it
+    verified (``releasekit.records.sbom``): attached as is, and checked to name the image.
 
 ``--receipts DIR`` holds one JSON receipt per validation cell (any ``*.json`` file there).
 
@@ -39,6 +41,7 @@ from releasekit.records.intoto import StatementSubjects
 from releasekit.records.plan_check import PLAN_CHECK_FILE, PlanCheckResult
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.safe_io import TEXT_MAX_BYTES, read_bounded
+from releasekit.records.sbom import SBOM_FILE, SbomView
 from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR, HygieneReceipt, TestReceipt
 from releasekit.records.verification import (
     VERIFICATION_SUMMARY_FILE,
@@ -93,6 +96,10 @@ def _subjects(data: Any, _name: str, _sha: str) -> StatementSubjects:
     return StatementSubjects.from_json(data)
 
 
+def _sbom(data: Any, name: str, _sha: str) -> SbomView:
+    return SbomView.from_json(data, name)
+
+
 def _test_receipt(data: Any, name: str, _sha: str) -> TestReceipt:
     return TestReceipt.from_json(data, name)
 
@@ -116,6 +123,8 @@ class Evidence(BaseModel):
     # The test stage's records (tests/*.json, hygiene.json): read by the gate's test and hygiene rules.
     test_receipts: list[EvidenceFile[TestReceipt]] = Field(default_factory=list)
     hygiene: EvidenceFile[HygieneReceipt] | None = None
+    # The CycloneDX SBOM of the verified image (None: the release directory has none).
+    sbom: EvidenceFile[SbomView] | None = None
 
     def texts(self) -> list[str]:
         """The exact text of every evidence file that was read (for the secret scan)."""
@@ -126,6 +135,7 @@ class Evidence(BaseModel):
             *self.receipts,
             *self.test_receipts,
             *([self.hygiene] if self.hygiene else []),
+            *([self.sbom] if self.sbom else []),
         ]
         return [self.build_notes or "", *(f.text or "" for f in files)]
 
@@ -137,6 +147,7 @@ def evidence_from(
     *,
     build_notes: str | None,
     has_hygiene: bool,
+    has_sbom: bool = False,
 ) -> Evidence:
     """The evidence, each named file read by ``read(name, parser)`` (from a directory or the registry)."""
     return Evidence(
@@ -147,6 +158,7 @@ def evidence_from(
         receipts=receipts,
         test_receipts=test_receipts,
         hygiene=read(HYGIENE_FILE, _hygiene) if has_hygiene else None,
+        sbom=read(SBOM_FILE, _sbom) if has_sbom else None,
     )
 
 
@@ -175,4 +187,5 @@ def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
         tests,
         build_notes=_notes(notes_path, evidence_dir),
         has_hygiene=(evidence_dir / HYGIENE_FILE).exists(),
+        has_sbom=(evidence_dir / SBOM_FILE).exists(),
     )

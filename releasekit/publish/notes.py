@@ -15,6 +15,7 @@ from releasekit.publish.checks.context import GateSubject
 from releasekit.publish.evidence import Evidence
 from releasekit.publish.gate import GatePolicy, GateReport
 from releasekit.records.legacy import Headline
+from releasekit.records.sbom import SBOM_FILE
 from releasekit.records.test_receipt import HygieneReceipt
 
 _MAX_HEADLINES = 4
@@ -99,6 +100,23 @@ def _signatures_section(signers: dict[str, str]) -> list[str]:
     ]
 
 
+def _sbom_section(evidence: Evidence | None) -> list[str]:
+    """The attached SBOM: its file, serial number, sha256 and components by type (nothing when none)."""
+    loaded = evidence.sbom if evidence is not None else None
+    if loaded is None or loaded.record is None:
+        return []
+    sbom = loaded.record
+    counts = ", ".join(f"{n} {kind}" for kind, n in sbom.counts().items())
+    return [
+        "",
+        "## SBOM",
+        "",
+        f"- `{SBOM_FILE}` (CycloneDX {sbom.spec_version}, attached): serial `{sbom.serial_number}`, "
+        f"sha256 `{loaded.sha256}`",
+        f"- components and files: {counts}",
+    ]
+
+
 def release_notes(
     *,
     build_notes: str | None,
@@ -152,6 +170,7 @@ def release_notes(
         lines += _tests_section(subject)
     if signers is not None:
         lines += _signatures_section(signers)
+    lines += _sbom_section(evidence)
     lines += ["", "## Gate", ""]
     for check in report.checks:
         lines.append(f"- {'pass' if check.passed else 'FAIL'}: {check.name}")

@@ -14,6 +14,7 @@ from releasekit.publish.checks.manifest_lock import ManifestMatchesLock
 from releasekit.publish.checks.plan_check import PlanCheckPassed
 from releasekit.publish.checks.provenance import ProvenanceVerified
 from releasekit.publish.checks.receipts import ReceiptsComplete
+from releasekit.publish.checks.sbom import SbomNamesImage
 
 
 def all_checks() -> list[Check[GateSubject]]:
@@ -21,6 +22,7 @@ def all_checks() -> list[Check[GateSubject]]:
         ManifestMatchesLock(),
         PlanCheckPassed(),
         ProvenanceVerified(),
+        SbomNamesImage(),
         ReceiptsComplete(),
         TestSuitesPassed(),
         HygienePassed(),

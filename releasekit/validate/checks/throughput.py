@@ -4,13 +4,18 @@ With ``cross_check``, a level is measured a second time by the engine's own serv
 (``vllm bench serve``), run inside the server's container against the same server with the same
 workload (random prompts of exactly ``input_len`` tokens, exactly ``output_len`` out, the same
 number of requests and concurrency); the two output token rates must agree within the manifest's
-tolerance. A cross-check that was asked for and could not run is a failure, never a pass.
+tolerance. While they do not, both are measured again, up to ``attempts`` rounds, and the best
+rate of each side is compared (``cross_check_verdict``): load on a shared machine slows one run,
+a counting or timing error moves them all. A cross-check that was asked for and could not run is
+a failure, never a pass.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from functools import partial
 
 from pydantic import BaseModel
 
@@ -19,7 +24,7 @@ from releasekit.manifest.validation import ThroughputCheck
 from releasekit.records.receipt import Metric
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
 from releasekit.validate.checks.prompts import random_prompts, token_pool
-from releasekit.validate.client import Completion
+from releasekit.validate.client import Completion, EngineClient
 from releasekit.validate.engines.interface import BENCH_MARKER
 from releasekit.validate.stats import percentile
 
@@ -31,6 +36,7 @@ class Level(BaseModel):
     completed: int
     total: int
     wall_s: float
+    output_tokens: int = 0  # streamed by the completed requests, as our client counted them
     output_tok_s: float
     request_per_s: float
     ttft_ms_p50: float | None
@@ -60,6 +66,7 @@ def summarise(concurrency: int, results: list[Completion], wall_s: float) -> Lev
         completed=len(ok),
         total=len(results),
         wall_s=round(wall_s, 3),
+        output_tokens=out_tokens,
         output_tok_s=out_tokens / wall_s if wall_s > 0 else 0.0,
         request_per_s=len(ok) / wall_s if wall_s > 0 else 0.0,
         ttft_ms_p50=_pct(ttft, 50),
@@ -91,6 +98,119 @@ def disagreement(ours: float, theirs: float, tolerance: float) -> float | None:
         return float("inf")
     apart = abs(ours - theirs) / theirs
     return apart if apart > tolerance else None
+
+
+class CrossCheckVerdict(BaseModel):
+    """Both rates of every round, and what the best of each side says."""
+
+    rounds: list[tuple[float, float]]  # (releasekit, engine benchmark) output tok/s, in the order measured
+    ours: float  # the best (highest) releasekit rate
+    theirs: float  # the best engine-benchmark rate
+    apart: float | None  # |ours - theirs| / theirs (None: the benchmark measured no tokens at all)
+    agree: bool
+
+
+def cross_check_verdict(rounds: list[tuple[float, float]], tolerance: float) -> CrossCheckVerdict:
+    """Judge rounds of (ours, theirs) by the best rate of each side.
+
+    Load from other processes only ever takes CPU time away from a measurement, so on a shared
+    machine the highest rate of repeated runs is each tool's least disturbed figure; an error in
+    counting or timing multiplies every run of one side and survives taking the best.
+    """
+    ours = max(r[0] for r in rounds)
+    theirs = max(r[1] for r in rounds)
+    apart = abs(ours - theirs) / theirs if theirs > 0 else None
+    agree = apart is not None and apart <= tolerance
+    return CrossCheckVerdict(rounds=rounds, ours=ours, theirs=theirs, apart=apart, agree=agree)
+
+
+def _measure_level(
+    client: EngineClient, prompts: list[list[int]], output_len: int, concurrency: int
+) -> Level:
+    results, wall = asyncio.run(client.run_concurrent(prompts, output_len, concurrency, ignore_eos=True))
+    return summarise(concurrency, results, wall)
+
+
+def cross_check_level(
+    ctx: CheckContext,
+    cfg: ThroughputCheck,
+    level: Level,
+    again: Callable[[], Level],
+    count: int,
+    seed: int,
+    findings: Findings,
+) -> dict | None:
+    """The engine's benchmark of one level, repeated with ours (``again``) while the best rates disagree.
+
+    Returns the last benchmark result with ``rounds`` and the verdict added; None when the
+    benchmark could not run (a THROUGHPUT_CROSS_CHECK_FAILED is in ``findings`` then).
+    """
+    assert cfg.cross_check is not None
+    rounds: list[tuple[float, float]] = []
+    ours = level
+    while True:
+        theirs = engine_benchmark(ctx, cfg, level.concurrency, count, seed, findings)
+        if theirs is None:
+            return None
+        rounds.append((ours.output_tok_s, float(theirs["output_tok_s"])))
+        verdict = cross_check_verdict(rounds, cfg.cross_check.tolerance)
+        if _counts_differ(ctx, ours, theirs, findings):
+            return {**theirs, "rounds": [list(r) for r in rounds], "verdict": verdict.model_dump()}
+        if verdict.agree or len(rounds) >= cfg.cross_check.attempts:
+            break
+        ours = again()
+    if not verdict.agree:
+        spread = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in rounds)
+        apart = f"{verdict.apart:.0%} apart" if verdict.apart is not None else "no tokens from the benchmark"
+        findings.add(
+            "THROUGHPUT_CROSS_CHECK_MISMATCH",
+            f"concurrency {level.concurrency}: releasekit measured at best {verdict.ours:.1f} output tok/s, "
+            f"{ctx.engine.bench_name} at best {verdict.theirs:.1f} on the same workload ({apart}; "
+            f"tolerance {cfg.cross_check.tolerance:.0%}; {len(rounds)} round(s), ours/theirs: {spread})",
+        )
+    return {**theirs, "rounds": [list(r) for r in rounds], "verdict": verdict.model_dump()}
+
+
+def _counts_differ(ctx: CheckContext, ours: Level, theirs: dict, findings: Findings) -> bool:
+    """The same workload streams the same number of tokens, whatever the load: any difference is a
+    counting error on one side (a THROUGHPUT_CROSS_CHECK_MISMATCH), never noise."""
+    counted = theirs.get("output_tokens")
+    if not isinstance(counted, int) or counted == ours.output_tokens or ours.completed < ours.total:
+        return False  # incomplete requests are REQUESTS_INCOMPLETE already
+    findings.add(
+        "THROUGHPUT_CROSS_CHECK_MISMATCH",
+        f"concurrency {ours.concurrency}: releasekit counted {ours.output_tokens} output tokens, "
+        f"{ctx.engine.bench_name} {counted} on the same workload (the counts must be equal)",
+    )
+    return True
+
+
+def cross_check_metrics(kind: str, concurrency: int, theirs: dict) -> list[Metric]:
+    verdict = CrossCheckVerdict.model_validate(theirs["verdict"])
+    c = f"c{concurrency}"
+    return [
+        metric(
+            kind,
+            f"{c}.bench_serve_output_tok_s",
+            verdict.theirs,
+            "tok/s",
+            samples=[r[1] for r in verdict.rounds],
+        ),
+        metric(
+            kind,
+            f"{c}.cross_check_output_tok_s",
+            verdict.ours,
+            "tok/s",
+            samples=[r[0] for r in verdict.rounds],
+        ),
+        metric(
+            kind,
+            f"{c}.bench_serve_ratio",
+            verdict.ours / verdict.theirs if verdict.theirs > 0 else 0.0,
+            "ratio",
+        ),
+        metric(kind, f"{c}.cross_check_rounds", len(verdict.rounds), "rounds"),
+    ]
 
 
 def engine_benchmark(
@@ -165,27 +285,11 @@ class Throughput(CellCheck):
                     f"concurrency {c}: {level.completed}/{level.total} requests completed ({first})",
                 )
             if cfg.cross_check is not None and c in (cfg.cross_check.concurrency or cfg.concurrency):
-                theirs = engine_benchmark(ctx, cfg, c, count, ctx.seed + i, findings)
+                run = partial(_measure_level, client, prompts, cfg.output_len, c)
+                theirs = cross_check_level(ctx, cfg, level, run, count, ctx.seed + i, findings)
                 if theirs is not None:
                     cross[c] = theirs
-                    rate = float(theirs["output_tok_s"])
-                    metrics.append(metric(self.kind, f"c{c}.bench_serve_output_tok_s", rate, "tok/s"))
-                    metrics.append(
-                        metric(
-                            self.kind,
-                            f"c{c}.bench_serve_ratio",
-                            level.output_tok_s / rate if rate > 0 else 0.0,
-                            "ratio",
-                        )
-                    )
-                    apart = disagreement(level.output_tok_s, rate, cfg.cross_check.tolerance)
-                    if apart is not None:
-                        findings.add(
-                            "THROUGHPUT_CROSS_CHECK_MISMATCH",
-                            f"concurrency {c}: releasekit measured {level.output_tok_s:.1f} output tok/s, "
-                            f"{ctx.engine.bench_name} {rate:.1f} on the same workload ({apart:.0%} apart; "
-                            f"tolerance {cfg.cross_check.tolerance:.0%})",
-                        )
+                    metrics += cross_check_metrics(self.kind, c, theirs)
         done = sum(lv.completed for lv in levels)
         total = sum(lv.total for lv in levels)
         metrics.append(metric(self.kind, "completed_ratio", done / total if total else 0.0, "fraction"))

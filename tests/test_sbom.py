@@ -1,0 +1,372 @@
+"""The SBOM verify-provenance writes: made from the verified inventory, valid CycloneDX, byte-stable.
+
+The image here is a tar stream read by the verifier's own reader (``inventory_from_tar``): a pip
+distribution with its RECORD (one row hashed, one not, one ``.pyc`` it does not list), a locked
+git component's distribution, two Debian packages with dpkg's ``status`` and ``.list`` files, a
+file no package owns, a symlink and a directory. The SBOM is validated against the CycloneDX 1.6
+schema with ``cyclonedx-python-lib``'s own validator. The real image's SBOM (written by a real
+``verify-provenance``) is checked in tests/test_verify_tamper.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from releasekit.docker_engine import ImageFacts
+from releasekit.provenance.context import VerifyContext
+from releasekit.provenance.expected import expected_components
+from releasekit.provenance.image import ProbeRun
+from releasekit.provenance.installed import installed_distributions
+from releasekit.provenance.inventory import ReadPlan, inventory_from_tar
+from releasekit.provenance.reproduce import Reproduction
+from releasekit.provenance.sbom import image_created, make_bom, sbom_text, write_sbom
+from releasekit.records.base import RecordError
+from releasekit.records.build import BaseImageRecord, ComponentRecord
+from releasekit.records.lock import (
+    Lock,
+    LockedBaseImage,
+    LockedGitComponent,
+    LockedManifest,
+    LockedPR,
+    LockedToolchain,
+    LockedWheelComponent,
+    LockedWheelSource,
+)
+from releasekit.records.sbom import SBOM_FILE, SbomView, sbom_serial
+
+SP = "/usr/lib/python3/dist-packages"
+IMAGE = "sha256:" + "ab" * 32
+WHEEL = "c" * 64
+PINNED = "d" * 64
+COMMIT = "1" * 40
+TREE = "2" * 40
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _files() -> dict[str, bytes | tuple[str, str]]:
+    runtime = b"def answer():\n    return 42\n"
+    pinned = b"x = 1\n"
+    return {
+        f"{SP}/rk_runtime/__init__.py": runtime,
+        f"{SP}/rk_runtime/__pycache__/__init__.cpython-311.pyc": b"\x00pyc",
+        f"{SP}/rk_runtime-0.1.0.dist-info/METADATA": b"Name: rk-runtime\nVersion: 0.1.0\n",
+        f"{SP}/rk_runtime-0.1.0.dist-info/RECORD": (
+            f"rk_runtime/__init__.py,sha256={_b64(runtime)},{len(runtime)}\n"
+            "rk_runtime-0.1.0.dist-info/METADATA,,\nrk_runtime-0.1.0.dist-info/RECORD,,\n"
+        ).encode(),
+        f"{SP}/six.py": pinned,
+        f"{SP}/six-1.16.0.dist-info/METADATA": b"Name: six\nVersion: 1.16.0\n",
+        f"{SP}/six-1.16.0.dist-info/RECORD": f"six.py,sha256={_b64(pinned)},{len(pinned)}\n".encode(),
+        f"{SP}/Plain_Dist-2.0.dist-info/METADATA": b"Name: Plain_Dist\nVersion: 2.0\n",
+        "/var/lib/dpkg/status": (
+            b"Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nMulti-Arch: same\n"
+            b"Version: 2.36-9\n\nPackage: bash\nStatus: install ok installed\nArchitecture: amd64\n"
+            b"Version: 5.2.15-2\n\nPackage: gone\nStatus: deinstall ok config-files\nVersion: 1\n"
+        ),
+        "/var/lib/dpkg/info/libc6:amd64.list": b"/.\n/lib\n/lib/libc.so.6\n",
+        "/var/lib/dpkg/info/bash.list": b"/bin\n/bin/bash\n",
+        "/lib/libc.so.6": b"\x7fELF libc",
+        "/bin/bash": b"\x7fELF bash",
+        "/etc/hostname.local": b"not in any package\n",
+        "/usr/bin/sh": ("symlink", "../../bin/bash"),
+    }
+
+
+def _tar() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        dirs = sorted(
+            {p.rsplit("/", i)[0] for p in _files() for i in range(1, p.count("/")) if p.rsplit("/", i)[0]}
+        )
+        for d in dirs:
+            info = tarfile.TarInfo(d.lstrip("/"))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for path, data in _files().items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            if isinstance(data, tuple):
+                info.type, info.linkname = tarfile.SYMTYPE, data[1]
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _lock() -> Lock:
+    return Lock(
+        name="t",
+        manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"),
+        components={
+            "runtime": LockedGitComponent(
+                name="runtime",
+                repo="https://example.org/rk/runtime.git",
+                canonical_branch="main",
+                commit=COMMIT,
+                tree=TREE,
+                commit_time=1_700_000_000,
+                canonical_head=COMMIT,
+                pull_requests=[LockedPR(number=7, ref="refs/pull/7/head", head="3" * 40, tree="4" * 40)],
+            ),
+            "six": LockedWheelComponent(
+                name="six",
+                distribution="six",
+                version="1.16.0",
+                filename="six-1.16.0-py2.py3-none-any.whl",
+                sha256=PINNED,
+                source=LockedWheelSource(repo="https://example.org/six.git", commit="5" * 40),
+            ),
+        },
+        toolchain=LockedToolchain(base_image=LockedBaseImage(name="debian:12")),
+    )
+
+
+def _ctx(image: str = IMAGE) -> VerifyContext:
+    inv = inventory_from_tar(iter([_tar()]), ReadPlan(python_roots=[SP], hash_all=True))
+    lock = _lock()
+    comps = expected_components(lock, None, None)
+    comps["runtime"].distribution, comps["runtime"].installed = "rk-runtime", True  # as build.json says
+    rebuilt = ComponentRecord(name="runtime", kind="git", distribution="rk-runtime", wheel_sha256=WHEEL)
+    return VerifyContext(
+        image=ImageFacts(id=image, tags=["registry.example/team/app:1.0"]),
+        lock=lock,
+        lock_sha256="9" * 64,
+        manifest=None,
+        record=None,
+        components=comps,
+        wheels={},
+        wheel_errors={},
+        probe=ProbeRun(ok=True, report={}),
+        inventory=inv,
+        sites=[SP],
+        sys_path=[SP],
+        stdlib=[],
+        dists=installed_distributions(inv, [SP]),
+        reproduction=Reproduction(
+            image_id=image,
+            base=BaseImageRecord(name="debian:12", image_id="sha256:" + "ee" * 32),
+            components=[rebuilt],
+        ),
+    )
+
+
+CREATED = "2023-11-14T22:13:20.123456789Z"
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict:
+    return json.loads(sbom_text(make_bom(_ctx(), CREATED)))
+
+
+def _walk(components: list[dict]):
+    for c in components:
+        yield c
+        yield from _walk(c.get("components", []))
+
+
+def _by_ref(doc: dict) -> dict[str, dict]:
+    return {c["bom-ref"]: c for c in _walk(doc["components"])}
+
+
+def test_the_sbom_is_valid_cyclonedx_1_6_by_the_librarys_own_validator():
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    text = sbom_text(make_bom(_ctx(), CREATED))
+    validator = JsonStrictValidator(SchemaVersion.V1_6)
+    assert validator.validate_str(text) is None
+    # The validator can fail: the same document with a hash that is not hex is refused.
+    broken = text.replace(WHEEL, "not-a-sha256", 1)
+    assert broken != text and validator.validate_str(broken) is not None
+
+
+def test_every_distribution_has_name_version_purl_and_its_hashes(doc):
+    refs = _by_ref(doc)
+    runtime = refs[f"pypi:{SP}/rk_runtime-0.1.0.dist-info"]
+    assert (runtime["name"], runtime["version"], runtime["purl"]) == (
+        "rk-runtime",
+        "0.1.0",
+        "pkg:pypi/rk-runtime@0.1.0",
+    )
+    assert runtime["hashes"] == [{"alg": "SHA-256", "content": WHEEL}]  # the verifier's own rebuild
+    props = {p["name"]: p["value"] for p in runtime["properties"]}
+    record = _files()[f"{SP}/rk_runtime-0.1.0.dist-info/RECORD"]
+    assert props["releasekit:record:sha256"] == hashlib.sha256(record).hexdigest()
+    assert props["releasekit:vcs:commit"] == COMMIT and props["releasekit:vcs:tree"] == TREE
+    assert props["releasekit:component"] == "runtime"
+    assert props["releasekit:vcs:pull-request"] == f"#7 {'3' * 40} planned"
+    assert runtime["externalReferences"] == [
+        {"type": "vcs", "url": "https://example.org/rk/runtime.git", "comment": f"commit {COMMIT}"}
+    ]
+    six = refs[f"pypi:{SP}/six-1.16.0.dist-info"]
+    assert six["purl"] == "pkg:pypi/six@1.16.0" and six["hashes"] == [{"alg": "SHA-256", "content": PINNED}]
+    plain = refs[f"pypi:{SP}/Plain_Dist-2.0.dist-info"]
+    assert plain["purl"] == "pkg:pypi/plain-dist@2.0" and "hashes" not in plain
+
+
+def _sha(path: str) -> list[dict]:
+    data = _files()[path]
+    assert isinstance(data, bytes)
+    return [{"alg": "SHA-256", "content": hashlib.sha256(data).hexdigest()}]
+
+
+def _listed(holder: dict) -> dict[str, str]:
+    """A component's (or the image's) listed files: path -> sha256 (or "-> target" for a link)."""
+    out: dict[str, str] = {}
+    for prop in holder.get("properties", []):
+        if prop["name"] == "releasekit:file":
+            digest, path = prop["value"].split("  ", 1)
+            out[path] = digest
+        elif prop["name"] in ("releasekit:symlink", "releasekit:hardlink"):
+            path, target = prop["value"].split(" -> ", 1)
+            out[path] = "-> " + target
+    return out
+
+
+def _sha(path: str) -> str:
+    data = _files()[path]
+    assert isinstance(data, bytes)
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_every_file_outside_a_record_hash_is_listed_with_its_sha256(doc):
+    refs = _by_ref(doc)
+    image = doc["metadata"]["component"]
+    holders = [image, *refs.values()]
+    listed = {path: digest for h in holders for path, digest in _listed(h).items()}
+    # RECORD vouches for __init__.py and six.py by hash; every other file and link is listed, once.
+    assert sum(len(_listed(h)) for h in holders) == len(listed)
+    expected = {p for p in _files() if p not in (f"{SP}/rk_runtime/__init__.py", f"{SP}/six.py")}
+    assert set(listed) == expected
+    for path, data in _files().items():
+        if path in listed and isinstance(data, bytes):
+            assert listed[path] == _sha(path), path
+    runtime = _listed(refs[f"pypi:{SP}/rk_runtime-0.1.0.dist-info"])
+    assert f"{SP}/rk_runtime/__pycache__/__init__.cpython-311.pyc" in runtime  # its source's owner
+    assert f"{SP}/rk_runtime-0.1.0.dist-info/RECORD" in runtime  # RECORD lists itself without a hash
+    libc = refs["deb:libc6:amd64"]
+    assert libc["purl"] == "pkg:deb/debian/libc6@2.36-9?arch=amd64"
+    assert _listed(libc) == {"/lib/libc.so.6": _sha("/lib/libc.so.6")}
+    assert "deb:gone" not in refs  # not installed
+    # No package owns these: the image lists them itself.
+    loose = _listed(image)
+    assert loose["/etc/hostname.local"] == _sha("/etc/hostname.local")
+    assert loose["/usr/bin/sh"] == "-> ../../bin/bash"
+
+
+def test_the_sbom_names_its_image_and_is_byte_stable(tmp_path, doc):
+    assert doc["serialNumber"] == sbom_serial(IMAGE).urn
+    assert doc["metadata"]["component"]["version"] == IMAGE
+    assert doc["metadata"]["timestamp"] == "2023-11-14T22:13:20.123456+00:00"
+    first = write_sbom(_ctx(), CREATED, tmp_path / SBOM_FILE)
+    again = write_sbom(_ctx(), CREATED, tmp_path / "again.json")
+    assert first == again == (tmp_path / SBOM_FILE).read_text(encoding="utf-8")
+    view = SbomView.from_json(json.loads(first))
+    assert view.names_image(IMAGE) and not view.names_image("sha256:" + "cd" * 32)
+    # files: all but the two a RECORD row vouches for and the symlink
+    assert view.counts() == {"container": 1, "library": 5, "files": len(_files()) - 3}
+    with pytest.raises(RecordError, match="not a CycloneDX document"):
+        SbomView.from_json({"bomFormat": "SPDX"})
+
+
+def test_a_symlink_planted_at_the_sbom_path_is_replaced_not_followed(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / SBOM_FILE).symlink_to(outside)
+    (release / f"{SBOM_FILE}.tmp").symlink_to(outside)  # the name a naive atomic write would open
+    text = write_sbom(_ctx(), CREATED, release / SBOM_FILE)
+    assert outside.read_text() == "keep me\n"
+    assert not (release / SBOM_FILE).is_symlink() and (release / SBOM_FILE).read_text() == text
+    assert oct((release / SBOM_FILE).stat().st_mode & 0o777) == "0o644"
+    # No temporary file left (the planted link is the attacker's, left as it was).
+    assert sorted(p.name for p in release.iterdir()) == [SBOM_FILE, f"{SBOM_FILE}.tmp"]
+
+
+def test_image_created_reads_docker_times():
+    assert image_created("2024-01-02T03:04:05Z").isoformat() == "2024-01-02T03:04:05+00:00"
+    assert image_created(None).year == 1970
+
+
+# --- publish: the gate reads it, attaches it, lists it in RELEASE.md; promote reads it back ------
+
+
+def _gate(release, image_id: str):
+    from test_publish_gate import gate
+    from test_publish_support import IMAGE_CMD, IMAGE_ENV
+
+    return gate(release, ImageFacts(id=image_id, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)))
+
+
+def test_the_gate_refuses_an_sbom_of_another_image_or_not_cyclonedx(tmp_path):
+    from test_publish_support import Release
+
+    image_id = "sha256:" + "4" * 64
+    release = Release(tmp_path, image_id)
+    assert _gate(release, image_id).passed  # no SBOM: nothing to say (older release directories)
+    (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(_ctx(image_id), CREATED)))
+    report = _gate(release, image_id)
+    assert report.passed, [f.render() for f in report.findings]
+    (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(_ctx(IMAGE), CREATED)))
+    report = _gate(release, image_id)
+    assert [f.code for f in report.findings.errors] == ["SBOM_WRONG_IMAGE"]
+    (release.evidence / SBOM_FILE).write_text(json.dumps({"bomFormat": "SPDX"}))
+    assert [f.code for f in _gate(release, image_id).findings.errors] == ["SBOM_INVALID"]
+
+
+@pytest.mark.docker
+def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, docker_client):
+    from test_publish_support import Release, build_image, publish_args, run_cli
+
+    from releasekit.demo.localregistry import start_local_registry
+    from releasekit.registry import RegistryClient
+
+    image = build_image(
+        docker_client, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
+    )
+    release = Release(tmp_path / "rel", image)
+    text = sbom_text(make_bom(_ctx(image), CREATED))
+    (release.evidence / SBOM_FILE).write_text(text, encoding="utf-8")
+    with start_local_registry(tmp_path / "registry") as registry:
+        target = f"{registry.host}/team/sbom"
+        published = run_cli(*publish_args(release, image, target, "beta"))
+        assert published.returncode == 0, published.stdout + published.stderr
+        result = json.loads(published.stdout)
+        with RegistryClient(registry.host) as client:
+            attached = json.loads(client.get_manifest("team/sbom", result["attachment"]["tag"]).data)
+            layers = {
+                layer["annotations"]["org.opencontainers.image.title"]: layer for layer in attached["layers"]
+            }
+            assert layers[SBOM_FILE]["mediaType"] == "application/vnd.cyclonedx+json"
+            assert client.get_blob("team/sbom", layers[SBOM_FILE]["digest"]) == text.encode()  # byte for byte
+        notes = Path(result["release_notes"]).read_text(encoding="utf-8")
+        sha = hashlib.sha256(text.encode()).hexdigest()
+        assert (
+            f"- `{SBOM_FILE}` (CycloneDX 1.6, attached): serial `{sbom_serial(image).urn}`, sha256 `{sha}`"
+            in notes
+        )
+        counts = SbomView.from_json(json.loads(text)).counts()
+        assert f"- components and files: {', '.join(f'{n} {k}' for k, n in counts.items())}" in notes
+        assert counts["files"] > 0 and counts["library"] == 5  # three distributions, two Debian packages
+        promoted = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json")
+        assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+        assert any(
+            c["name"] == "the SBOM describes this image" and c["passed"]
+            for c in json.loads(promoted.stdout)["gate"]["checks"]
+        )
+        # An SBOM of another image is refused before anything reaches the registry.
+        (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(_ctx(IMAGE), CREATED)), encoding="utf-8")
+        refused = run_cli(*publish_args(release, image, f"{registry.host}/team/sbom-wrong", "beta"))
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "SBOM_WRONG_IMAGE" in refused.stdout
