@@ -348,91 +348,120 @@ def assert_every_release_tag_has_its_evidence(registry, repository: str, files: 
     return shown
 
 
-def test_publish_and_promote_killed_at_many_points_never_show_a_tag_without_evidence(
-    tmp_path, registry, small_image
-):
-    release = Release(tmp_path / "release", small_image)
-    env = _env(tmp_path, tmp_path / "cache")
-    # The uninterrupted run, into a repository of its own.
-    ref_repo = "crash/reference"
+@dataclass
+class Published:
+    """One uninterrupted publish (the reference), and what every later run needs."""
+
+    root: Path
+    release: Release
+    image: str
+    env: dict[str, str]
+    repo: str
+    seconds: float
+    records: dict[str, str]  # publish.json, RELEASE.md as it wrote them
+    attached: dict[str, str]  # title -> text of the evidence it attached
+    digest: str
+
+    def args(self, repo: str, registry) -> list[str]:
+        return publish_args(self.release, self.image, f"{registry.host}/{repo}", *RELEASE_TAGS)
+
+
+@pytest.fixture(scope="module")
+def reference_publish(tmp_path_factory, registry, small_image) -> Published:
+    root = tmp_path_factory.mktemp("crash-publish")
+    release = Release(root / "release", small_image)
+    env = _env(root, root / "cache")
+    repo = "crash/reference"
     began = time.monotonic()
-    ref = run(publish_args(release, small_image, f"{registry.host}/{ref_repo}", *RELEASE_TAGS), env, tmp_path)
-    publish_seconds = time.monotonic() - began
+    ref = run(publish_args(release, small_image, f"{registry.host}/{repo}", *RELEASE_TAGS), env, root)
+    seconds = time.monotonic() - began
     assert ref.returncode == 0, ref.stderr
     published = release.evidence / "published"
-    expected = {name: (published / name).read_text() for name in ("publish.json", "RELEASE.md")}
+    records = {name: (published / name).read_text() for name in ("publish.json", "RELEASE.md")}
+    digest = json.loads(records["publish.json"])["digest"]
     with RegistryClient(registry.host) as client:
-        blob = client.get_manifest(ref_repo, "beta")
-        assert blob is not None
-        reference_attached = fetch_attachments(client, ref_repo, blob.digest)
-    assert reference_attached is not None
-    files = set(reference_attached.files)
-
-    repo = "crash/killed"
-    args = publish_args(release, small_image, f"{registry.host}/{repo}", *RELEASE_TAGS)
-    kills = 0
-    for point in ("publish-pushed", "publish-attached", f"publish-tagged:{RELEASE_TAGS[0]}"):
-        r = run(args, {**env, "RELEASEKIT_TEST_KILL_AT": point}, tmp_path)
-        assert r.killed, f"{point}: not killed there (rc {r.returncode}): {r.stderr[-400:]}"
-        kills += 1
-        assert_every_release_tag_has_its_evidence(registry, repo, files)
-
-    def launch_publish(delay: float) -> Run:
-        r = run(args, env, tmp_path, after=delay)
-        assert r.killed or r.returncode == 0, r.stderr[-400:]
-        assert_every_release_tag_has_its_evidence(registry, repo, files)
-        return r
-
-    kills += kill_series(launch_publish, 0.4, max(1.0, publish_seconds * 0.8), 7)
-    assert kills >= 10
-    final = run(args, env, tmp_path)
-    assert final.returncode == 0, final.stderr
-    assert sorted(assert_every_release_tag_has_its_evidence(registry, repo, files)) == sorted(RELEASE_TAGS)
-    # What the uninterrupted run wrote and attached, apart from the repository's name (which the
-    # release notes name, so the attachment's digest differs by that and only that).
-    assert (published / "RELEASE.md").read_text() == expected["RELEASE.md"].replace(ref_repo, repo)
-    record, reference_record = (
-        json.loads(t) for t in ((published / "publish.json").read_text(), expected["publish.json"])
-    )
-    record["attachment"].pop("digest"), reference_record["attachment"].pop("digest")
-    assert record == json.loads(json.dumps(reference_record).replace(ref_repo, repo))
-    with RegistryClient(registry.host) as client:
-        attached = fetch_attachments(client, repo, record["digest"])
+        attached = fetch_attachments(client, repo, digest)
     assert attached is not None
-    assert attached.files == {k: v.replace(ref_repo, repo) for k, v in reference_attached.files.items()}
+    return Published(root, release, small_image, env, repo, seconds, records, attached.files, digest)
 
-    # promote beta -> stable, killed likewise; stable is absent or the digest with its evidence.
-    promote = ["promote", "--from", f"{registry.host}/{repo}:beta", "--to", f"{registry.host}/{repo}:stable"]
-    began = time.monotonic()
-    ref_promote = run(
-        [
-            *promote[:2],
-            f"{registry.host}/{ref_repo}:beta",
-            "--to",
-            f"{registry.host}/{ref_repo}:stable",
-            "--json",
-        ],
-        env,
-        tmp_path,
-    )
-    promote_seconds = time.monotonic() - began
-    assert ref_promote.returncode == 0, ref_promote.stderr
-    kills = 0
-    for point in ("promote-judged", "promote-tagged"):
-        r = run([*promote, "--json"], {**env, "RELEASEKIT_TEST_KILL_AT": point}, tmp_path)
-        assert r.killed, f"{point}: not killed there (rc {r.returncode}): {r.stderr[-400:]}"
-        kills += 1
-        assert_every_release_tag_has_its_evidence(registry, repo, files)
 
-    def launch_promote(delay: float) -> Run:
-        r = run([*promote, "--json"], env, tmp_path, after=delay)
-        assert r.killed or r.returncode == 0, r.stderr[-400:]
+def assert_rerun_completes_as_uninterrupted(ref: Published, registry, repo: str) -> None:
+    """The rerun exits 0 and writes and attaches what the uninterrupted run did, apart from the
+    repository's name (which the release notes name, so the attachment's digest differs by it)."""
+    final = run(ref.args(repo, registry), ref.env, ref.root)
+    assert final.returncode == 0, final.stderr
+    files = set(ref.attached)
+    assert sorted(assert_every_release_tag_has_its_evidence(registry, repo, files)) == sorted(RELEASE_TAGS)
+    published = ref.release.evidence / "published"
+    assert (published / "RELEASE.md").read_text() == ref.records["RELEASE.md"].replace(ref.repo, repo)
+    record = json.loads((published / "publish.json").read_text())
+    expected = json.loads(ref.records["publish.json"].replace(ref.repo, repo))
+    record["attachment"].pop("digest"), expected["attachment"].pop("digest")
+    assert record == expected
+    with RegistryClient(registry.host) as client:
+        attached = fetch_attachments(client, repo, ref.digest)
+    assert attached is not None
+    assert attached.files == {k: v.replace(ref.repo, repo) for k, v in ref.attached.items()}
+
+
+def test_publish_killed_at_many_points_never_shows_a_tag_without_evidence(reference_publish, registry):
+    """Each kill is of a first publish into a repository of its own: only there could a tag
+    precede its evidence (a rerun finds the evidence the killed run attached)."""
+    ref = reference_publish
+    files = set(ref.attached)
+    repos: list[str] = []
+
+    def killed_publish(point: str | None, delay: float | None) -> Run:
+        repo = f"crash/killed-{len(repos)}"
+        repos.append(repo)
+        env = {**ref.env, "RELEASEKIT_TEST_KILL_AT": point} if point else ref.env
+        r = run(ref.args(repo, registry), env, ref.root, after=delay)
+        assert r.killed or (point is None and r.returncode == 0), r.stderr[-400:]
         assert_every_release_tag_has_its_evidence(registry, repo, files)
         return r
 
-    kills += kill_series(launch_promote, 0.3, max(0.6, promote_seconds * 0.8), 8)
+    # After the push was checked; after the evidence was attached; between the two release tags.
+    for point in ("publish-pushed", "publish-attached", f"publish-tagged:{RELEASE_TAGS[0]}"):
+        killed_publish(point, None)
+    named = list(repos)
+    kills = 3 + kill_series(lambda delay: killed_publish(None, delay), 0.4, max(1.0, ref.seconds * 0.7), 7)
     assert kills >= 10
-    done = run([*promote, "--json"], env, tmp_path)
+    # The staging tag is the one tag a killed publish may leave without evidence; it names an image
+    # that passed the gate, is never a release tag, and the rerun completes its evidence.
+    for repo in [*named, repos[-1]]:
+        assert_rerun_completes_as_uninterrupted(ref, registry, repo)
+
+
+def test_promote_killed_at_many_points_moves_the_tag_only_to_evidence(reference_publish, registry):
+    ref = reference_publish
+    files = set(ref.attached)
+    source = f"{registry.host}/{ref.repo}:beta"
+
+    def promote(to: str) -> list[str]:
+        return ["promote", "--from", source, "--to", f"{registry.host}/{ref.repo}:{to}", "--json"]
+
+    began = time.monotonic()
+    alone = run(promote("stable-alone"), ref.env, ref.root)
+    seconds = time.monotonic() - began
+    assert alone.returncode == 0, alone.stderr
+
+    def check(r: Run) -> Run:
+        assert r.killed or r.returncode == 0, r.stderr[-400:]
+        shown = assert_every_release_tag_has_its_evidence(registry, ref.repo, files)
+        if "stable" in shown:
+            with RegistryClient(registry.host) as client:
+                blob = client.get_manifest(ref.repo, "stable")
+            assert blob is not None and blob.digest == ref.digest
+        return r
+
+    # After the gate passed, before the tag; after the tag, before it was read back.
+    for point in ("promote-judged", "promote-tagged"):
+        r = check(run(promote("stable"), {**ref.env, "RELEASEKIT_TEST_KILL_AT": point}, ref.root))
+        assert r.killed, f"{point}: not killed there (rc {r.returncode})"
+    kills = 2 + kill_series(
+        lambda d: check(run(promote("stable"), ref.env, ref.root, after=d)), 0.3, max(0.6, seconds * 0.8), 8
+    )
+    assert kills >= 10
+    done = check(run(promote("stable"), ref.env, ref.root))
     assert done.returncode == 0, done.stderr
-    assert "stable" in assert_every_release_tag_has_its_evidence(registry, repo, files)
-    assert done.stdout == ref_promote.stdout.replace(ref_repo, repo)
+    assert done.stdout == alone.stdout.replace("stable-alone", "stable")
