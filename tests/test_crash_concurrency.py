@@ -188,6 +188,7 @@ def assert_cache_complete(cache: Path, reference: Path) -> int:
         kind = rel.parts[0]
         if kind == "wheels":
             entry_dir = path.parent
+            assert (entry_dir / "entry.json").is_file(), f"{rel}: a wheel entry is visible without its record"
             record = CacheEntry.model_validate_json((entry_dir / "entry.json").read_text())
             wheel = entry_dir / record.wheel.filename
             assert wheel.read_bytes() == (reference / rel.parent / record.wheel.filename).read_bytes(), rel
