@@ -116,7 +116,9 @@ class BuildCache:
         files = {wheel.filename: Path(wheel.path)}
         if log.is_file():
             files["build.log"] = log
-        self._put("wheels", key, files, {"entry.json": CacheEntry(key=key, wheel=wheel).model_dump_json(indent=2)})
+        self._put(
+            "wheels", key, files, {"entry.json": CacheEntry(key=key, wheel=wheel).model_dump_json(indent=2)}
+        )
 
     def get_files(self, kind: str, key: str, names: list[str]) -> dict[str, Path] | None:
         """The entry's files by name, or None (disabled, absent, or any file missing: a miss)."""

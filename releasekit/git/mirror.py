@@ -235,7 +235,9 @@ class Mirror:
         file found then belongs to a git that was killed (with its releasekit): left there, it
         would fail every later fetch ("Unable to create ... .lock: File exists").
         """
-        candidates = [self.path / name for name in ("HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")]
+        candidates = [
+            self.path / name for name in ("HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
+        ]
         candidates += list((self.path / "refs").rglob("*.lock"))
         for lock in candidates:
             if lock.is_file() and not lock.is_symlink():
