@@ -124,8 +124,9 @@ def new_entry_dir(dest: Path) -> Path:
 def publish_dir(tmp: Path, dest: Path) -> Path:
     """Make the complete directory ``tmp`` visible as ``dest`` in one rename.
 
-    An older ``dest`` (a refreshed entry) is first renamed aside, then removed: a reader
-    sees the old entry, no entry, or the new one, never a mixture.
+    An older ``dest`` (a refreshed entry) is swapped with it in one step where the kernel can
+    (``renameat2``), else renamed aside first: a reader sees the old entry or the new one (in
+    the fallback, for an instant, none), never a mixture.
     """
     for path in tmp.rglob("*"):
         if path.is_file():
@@ -133,6 +134,11 @@ def publish_dir(tmp: Path, dest: Path) -> Path:
                 os.fsync(fh.fileno())
     fsync_dir(tmp)
     failpoint(f"cache-publish:{dest.parent.parent.name}")
+    if dest.exists() and _exchange(tmp, dest):
+        # Swapped in one step: a reader holding dest's path never finds it missing.
+        fsync_dir(dest.parent)
+        shutil.rmtree(tmp, ignore_errors=True)  # now the old entry
+        return dest
     old: Path | None = None
     if dest.exists():
         old = temp_name(dest)
@@ -142,6 +148,28 @@ def publish_dir(tmp: Path, dest: Path) -> Path:
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return dest
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where that is not available."""
+    import ctypes
+    import errno
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False  # the kernel or this filesystem cannot: fall back to rename-aside
+    raise OSError(code, os.strerror(code), str(b))
 
 
 def sweep_temporaries(dest: Path) -> None:
