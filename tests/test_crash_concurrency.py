@@ -165,6 +165,9 @@ def example(tmp_path_factory, base_image, docker_client):
     ex = Example(root, manifest, root / "lock.json", root / "ref", cache / "build", time.monotonic() - began)
     yield ex
     remove_leftover_containers(docker_client, ex.killed_pids)
+    image_id = json.loads((ex.reference / "build.json").read_text())["image_id"]
+    with contextlib.suppress(docker.errors.APIError):  # this example's image (every build made the same)
+        docker_client.images.remove(image_id, force=True, noprune=False)
 
 
 def visible_entries(cache: Path) -> list[Path]:
@@ -317,9 +320,15 @@ def test_two_locks_and_two_builds_at_once_on_one_cache_give_what_one_alone_gives
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory):
+def registry(tmp_path_factory, docker_client):
     with start_local_registry(tmp_path_factory.mktemp("crash-registry")) as reg:
         yield reg
+    # The references publish's pull-back left in the engine (REGISTRY/REPO@digest): only names.
+    for image in docker_client.images.list():
+        for ref in image.attrs.get("RepoDigests") or []:
+            if ref.startswith(f"{reg.host}/"):
+                with contextlib.suppress(docker.errors.APIError):
+                    docker_client.images.remove(ref, noprune=True)
 
 
 @pytest.fixture(scope="module")
