@@ -10,12 +10,12 @@ The base's table is kept in the build cache, keyed by the base image ID (content
 from __future__ import annotations
 
 import json
-import os
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from releasekit import atomic
 from releasekit.provenance.inventory import CHUNK, FileEntry, Inventory, ReadPlan, inventory_from_tar
 
 ACCOUNTING_FORMAT = "releasekit.file-accounting/v1"
@@ -83,13 +83,11 @@ def overlay(base: dict[str, Expected], layer: dict[str, Expected]) -> dict[str, 
 
 
 def save_table(entries: dict[str, Expected], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + f".tmp{os.getpid()}")
-    with partial.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"format": ACCOUNTING_FORMAT}) + "\n")
-        for p, e in sorted(entries.items()):
-            out.write(json.dumps([p, e.kind, e.mode, e.uid, e.gid, e.link, e.sha256, e.size]) + "\n")
-    partial.rename(path)
+    """Whole or not at all (``releasekit.atomic``): a killed verifier never leaves a table that lacks lines."""
+    lines = [json.dumps({"format": ACCOUNTING_FORMAT}) + "\n"]
+    for p, e in sorted(entries.items()):
+        lines.append(json.dumps([p, e.kind, e.mode, e.uid, e.gid, e.link, e.sha256, e.size]) + "\n")
+    atomic.write_bytes(path, "".join(lines).encode("utf-8"))
 
 
 def load_table(path: Path) -> dict[str, Expected] | None:
