@@ -323,9 +323,10 @@ def test_two_locks_and_two_builds_at_once_on_one_cache_give_what_one_alone_gives
 def registry(tmp_path_factory, docker_client):
     with start_local_registry(tmp_path_factory.mktemp("crash-registry")) as reg:
         yield reg
-    # The references publish's pull-back left in the engine (REGISTRY/REPO@digest): only names.
+    # What publish left in the engine: pull-back references (REGISTRY/REPO@digest) and the staging
+    # tags of runs killed before they untagged it. Only names: the image stays.
     for image in docker_client.images.list():
-        for ref in image.attrs.get("RepoDigests") or []:
+        for ref in [*(image.attrs.get("RepoDigests") or []), *(image.attrs.get("RepoTags") or [])]:
             if ref.startswith(f"{reg.host}/"):
                 with contextlib.suppress(docker.errors.APIError):
                     docker_client.images.remove(ref, noprune=True)
