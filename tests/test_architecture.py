@@ -8,7 +8,7 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
-  simple_index, signing, digests, registry) import no stage, except that ``records`` may embed the manifest's models (the
+  simple_index, signing, digests, registry, atomic) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands``
   (and typer-free ``fast_commands``) modules;
 - every top-level module is a stage, ``demo`` or a shared module;
@@ -63,6 +63,7 @@ SHARED = frozenset(
         "signing",
         "digests",
         "registry",
+        "atomic",
     }
 )
 ENTRY = frozenset(

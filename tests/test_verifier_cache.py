@@ -33,13 +33,13 @@ def test_an_entry_is_taken_only_as_this_process_wrote_it(tmp_path):
     cache = VerifierCache(tmp_path / "cache")
     layer = tmp_path / "layer.tar"
     layer.write_bytes(b"layer bytes")
-    stored = cache.put_file("layers", "k" * 64, "layer.tar", layer)
-    assert cache.get_file("layers", "k" * 64, "layer.tar") == stored
-    stored.write_bytes(b"other bytes")  # rewritten under the same key: a miss, rebuilt
-    assert cache.get_file("layers", "k" * 64, "layer.tar") is None
+    stored = cache.put_files("layers", "k" * 64, {"layer.tar": layer})
+    assert cache.get_files("layers", "k" * 64, ["layer.tar"]) == stored
+    stored["layer.tar"].write_bytes(b"other bytes")  # rewritten under the same key: a miss, rebuilt
+    assert cache.get_files("layers", "k" * 64, ["layer.tar"]) is None
     # An entry another writer put at a key (the builder's cache layout, same files): never taken.
-    BuildCache(tmp_path / "cache").put_file("layers", "b" * 64, "layer.tar", layer)
-    assert cache.get_file("layers", "b" * 64, "layer.tar") is None
+    BuildCache(tmp_path / "cache").put_files("layers", "b" * 64, {"layer.tar": layer})
+    assert cache.get_files("layers", "b" * 64, ["layer.tar"]) is None
 
 
 def test_a_wheel_with_a_rewritten_entry_json_is_a_miss(tmp_path):

@@ -7,20 +7,21 @@ sha256 is checked again on every hit, so a tampered cache is a miss, not a bad r
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from releasekit import atomic
 from releasekit.builder.wheel import BuiltWheel
 from releasekit.digests import file_sha256
 from releasekit.manifest.models import BuildRecipe
 from releasekit.records.lock import LockedGitComponent, LockedToolchain, canonical_json
-from releasekit.records.safe_io import copy_atomic, no_space
 
 # Bump when the way wheels are built or normalised changes: old entries then miss.
 CACHE_FORMAT = "releasekit.build-cache/v2"  # v2: NVCC_APPEND_FLAGS=--objdir-as-tempdir in native builds
@@ -63,12 +64,26 @@ class CacheEntry(BaseModel):
 
 
 class BuildCache:
+    """Entries under ``<root>/<kind>/<key[:2]>/<key>/``, each a directory made complete, then renamed into place.
+
+    ``entry(kind, key)`` is the per-entry lock (``releasekit.atomic.entry_lock``) a caller holds
+    around "look up, and on a miss make and store": two builds sharing the cache make an entry
+    once, and the second finds it. A killed writer leaves only a temporary name, swept by the
+    next writer of that entry.
+    """
+
     def __init__(self, root: Path | None = None, *, enabled: bool = True) -> None:
         self.root = root or default_cache_dir()
         self.enabled = enabled
 
     def _dir(self, kind: str, key: str) -> Path:
         return self.root / kind / key[:2] / key
+
+    @contextmanager
+    def entry(self, kind: str, key: str) -> Iterator[None]:
+        """Hold the lock of one entry (even with the cache disabled: a forced rebuild still refreshes it)."""
+        with atomic.entry_lock(self._dir(kind, key)):
+            yield
 
     def get_wheel(self, key: str, dest_dir: Path, log_dest: Path) -> BuiltWheel | None:
         if not self.enabled:
@@ -79,44 +94,55 @@ class BuildCache:
         except (OSError, ValueError):
             return None
         cached = entry_dir / entry.wheel.filename
-        if not cached.is_file() or file_sha256(cached) != entry.wheel.sha256:
+        if not cached.is_file():
             return None
         dest_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(cached, dest_dir / cached.name)
+        copied = dest_dir / cached.name
+        shutil.copyfile(cached, copied)
+        # Checked on the copy the build goes on with, not on the entry it came from.
+        if file_sha256(copied) != entry.wheel.sha256:
+            copied.unlink()
+            return None
         log_dest.parent.mkdir(parents=True, exist_ok=True)
         log = entry_dir / "build.log"
         text = log.read_text(encoding="utf-8") if log.is_file() else ""
         log_dest.write_text(
             f"# cache hit {key}: not rebuilt; log of the original build follows\n{text}", encoding="utf-8"
         )
-        return entry.wheel.model_copy(update={"path": str(dest_dir / cached.name)})
+        return entry.wheel.model_copy(update={"path": str(copied)})
 
     def put_wheel(self, key: str, wheel: BuiltWheel, log: Path) -> None:
         # Written even with --no-cache: a forced rebuild refreshes the entry for the next run.
-        entry_dir = self._dir("wheels", key)
-        tmp = entry_dir.with_name(entry_dir.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            shutil.copyfile(wheel.path, tmp / wheel.filename)
-            if log.is_file():
-                shutil.copyfile(log, tmp / "build.log")
-            (tmp / "entry.json").write_text(CacheEntry(key=key, wheel=wheel).model_dump_json(indent=2))
-        except OSError as exc:  # a full disk: no half-written entry left behind
-            shutil.rmtree(tmp, ignore_errors=True)
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise no_space(entry_dir, exc) from None
-            raise
-        shutil.rmtree(entry_dir, ignore_errors=True)
-        tmp.rename(entry_dir)
+        files = {wheel.filename: Path(wheel.path)}
+        if log.is_file():
+            files["build.log"] = log
+        self._put(
+            "wheels", key, files, {"entry.json": CacheEntry(key=key, wheel=wheel).model_dump_json(indent=2)}
+        )
 
-    def get_file(self, kind: str, key: str, name: str) -> Path | None:
+    def get_files(self, kind: str, key: str, names: list[str]) -> dict[str, Path] | None:
+        """The entry's files by name, or None (disabled, absent, or any file missing: a miss)."""
         if not self.enabled:
             return None
-        path = self._dir(kind, key) / name
-        return path if path.is_file() else None
-
-    def put_file(self, kind: str, key: str, name: str, source: Path) -> Path:
         entry_dir = self._dir(kind, key)
-        copy_atomic(source, entry_dir / name)  # whole or absent, even when the disk fills mid-copy
-        return entry_dir / name
+        found = {name: entry_dir / name for name in names}
+        return found if all(path.is_file() for path in found.values()) else None
+
+    def put_files(self, kind: str, key: str, files: dict[str, Path]) -> dict[str, Path]:
+        """Store ``files`` (name -> source) as one entry, visible only once every file is complete."""
+        entry_dir = self._put(kind, key, files, {})
+        return {name: entry_dir / name for name in files}
+
+    def _put(self, kind: str, key: str, files: dict[str, Path], texts: dict[str, str]) -> Path:
+        entry_dir = self._dir(kind, key)
+        atomic.sweep_temporaries(entry_dir)
+        tmp = atomic.new_entry_dir(entry_dir)
+        try:
+            for name, source in files.items():
+                atomic.copy_file(source, tmp / name)
+            for name, text in texts.items():
+                atomic.write_bytes(tmp / name, text.encode("utf-8"))
+            return atomic.publish_dir(tmp, entry_dir)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise

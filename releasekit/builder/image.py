@@ -22,6 +22,7 @@ from typing import IO
 
 from pydantic import BaseModel
 
+from releasekit import atomic
 from releasekit.builder.dockerfile import ImageSettings
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
@@ -228,17 +229,25 @@ def base_layers(engine: Engine, base_id: str, into: Path, *, keep_layers: bool) 
 
 
 def cached_base(engine: Engine, base_id: str, cache_dir: Path | None) -> BaseLayers:
-    """The base's config and layer list, saved once per base image ID (``docker save`` takes seconds)."""
-    entry = cache_dir / f"{base_id.removeprefix('sha256:')}.json" if cache_dir else None
-    if entry is not None and entry.is_file():
-        return BaseLayers.model_validate_json(entry.read_text())
-    with tempfile.TemporaryDirectory(prefix="releasekit-base-") as tmp:
-        base = base_layers(engine, base_id, Path(tmp), keep_layers=False)
-    if entry is not None:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        partial = entry.with_suffix(".tmp")
-        partial.write_text(base.model_dump_json())
-        partial.rename(entry)
+    """The base's config and layer list, saved once per base image ID (``docker save`` takes seconds).
+
+    The entry is written whole or not at all (``releasekit.atomic``), under its own lock: two
+    builds wanting the same base at once save it once.
+    """
+    if cache_dir is None:
+        with tempfile.TemporaryDirectory(prefix="releasekit-base-") as tmp:
+            return base_layers(engine, base_id, Path(tmp), keep_layers=False)
+    entry = cache_dir / f"{base_id.removeprefix('sha256:')}.json"
+    with atomic.entry_lock(entry):
+        if entry.is_file():
+            try:
+                return BaseLayers.model_validate_json(entry.read_text())
+            except ValueError:
+                pass  # unreadable: saved again below
+        atomic.sweep_temporaries(entry)
+        with tempfile.TemporaryDirectory(prefix="releasekit-base-") as tmp:
+            base = base_layers(engine, base_id, Path(tmp), keep_layers=False)
+        atomic.write_bytes(entry, base.model_dump_json().encode("utf-8"))
     return base
 
 

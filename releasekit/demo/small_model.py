@@ -29,6 +29,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from releasekit import atomic
 from releasekit.demo.cpu_image import cache_root
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import ContainerSpec, Engine
@@ -108,16 +109,23 @@ def model_key(engine_image_id: str) -> str:
 
 def ensure_small_model(engine: Engine, engine_image: str, cache: Path | None = None) -> Path:
     """``$RELEASEKIT_CACHE/smollm2-135m-fp32-<key>``: config, tokenizer and fp32 safetensors."""
-    import zipfile
-
     cache = cache or cache_root()
     image = engine.find(engine_image)
     if image is None:
         raise EnvironmentProblem(f"engine image {engine_image} is not in the Docker Engine")
     out = cache / f"smollm2-135m-fp32-{model_key(image.id)}"
-    if (out / ".releasekit-complete").is_file():
-        return out
-    wheels = ensure_wheels(cache)
+    with atomic.entry_lock(out):  # two demos on one cache convert it once
+        if (out / ".releasekit-complete").is_file():
+            return out
+        atomic.sweep_temporaries(out)
+        return _convert(engine, image.id, cache, out)
+
+
+def _convert(engine: Engine, image_id: str, cache: Path, out: Path) -> Path:
+    import zipfile
+
+    with atomic.entry_lock(cache / "wheels"):
+        wheels = ensure_wheels(cache)
     with tempfile.TemporaryDirectory(prefix="releasekit-smollm2-") as tmp:
         stage = Path(tmp) / "in"
         (stage / "site").mkdir(parents=True)
@@ -133,7 +141,7 @@ def ensure_small_model(engine: Engine, engine_image: str, cache: Path | None = N
         (stage / "convert.py").write_text(_CONVERT)
         container = engine.create(
             ContainerSpec(
-                image.id,
+                image_id,
                 entrypoint=["python3"],
                 command=["/rk-convert/convert.py", "/rk-convert/gguf", Path(GGUF_IN_WHEEL).name, "/out"],
                 environment={"PYTHONPATH": "/rk-convert/site", "HF_HUB_OFFLINE": "1"},
@@ -150,19 +158,17 @@ def ensure_small_model(engine: Engine, engine_image: str, cache: Path | None = N
             container.archive_to("/out", archive)
         finally:
             container.remove()
-        partial = out.with_name(out.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
+        holder = atomic.new_entry_dir(out)
         with tarfile.open(archive) as tar:
-            tar.extractall(partial, filter="data")
-        partial = partial / "out"
+            tar.extractall(holder, filter="data")
+    partial = holder / "out"
     config = json.loads((partial / "config.json").read_text())
     if config.get("quantization_config"):
+        shutil.rmtree(holder, ignore_errors=True)
         raise EnvironmentProblem("the dequantised SmolLM2 still declares a quantization_config")
-    (partial / ".releasekit-complete").write_text(model_key(image.id) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    partial.rename(out)
-    shutil.rmtree(partial.parent, ignore_errors=True)
+    (partial / ".releasekit-complete").write_text(model_key(image_id) + "\n")
+    atomic.publish_dir(partial, out)
+    shutil.rmtree(holder, ignore_errors=True)
     return out
 
 

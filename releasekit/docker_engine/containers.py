@@ -7,6 +7,7 @@ A ``Container`` wraps one SDK container and turns the SDK's exceptions into ``En
 from __future__ import annotations
 
 import contextlib
+import os
 import tarfile
 import tempfile
 import threading
@@ -20,6 +21,9 @@ from releasekit.docker_engine.errors import ContainerTimeout, EngineError, NoSuc
 
 if TYPE_CHECKING:
     import docker
+
+
+OWNER_LABEL = "io.releasekit.pid"  # on throwaway containers: the releasekit process that made it
 
 
 @dataclass(frozen=True)
@@ -382,7 +386,13 @@ class ContainerOperations:
         """
         container = Container(
             self.client.containers.create(
-                image, command, network_disabled=True, environment=environment or {}, user="0:0"
+                image,
+                command,
+                network_disabled=True,
+                environment=environment or {},
+                user="0:0",
+                # Which process made it: one killed before its `finally` leaves it behind, findable.
+                labels={OWNER_LABEL: str(os.getpid())},
             )
         )
         try:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from releasekit import atomic
+
 _KEPT_HEADERS = ("content-type", "link", "etag")
 _TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
@@ -73,10 +75,8 @@ class EtagCachingTransport(httpx.BaseTransport):
             "headers": {k: headers[k] for k in _KEPT_HEADERS if k in headers},
             "body": text,
         }
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entry, sort_keys=True), encoding="utf-8")
-        tmp.replace(path)
+        # Whole or not at all (a killed or concurrent writer never leaves a torn entry): releasekit.atomic.
+        atomic.write_bytes(path, json.dumps(entry, sort_keys=True).encode("utf-8"))
 
     def close(self) -> None:
         self.inner.close()

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from releasekit import atomic
 from releasekit.errors import InputError
 from releasekit.git.mirrors import mirror_for
 from releasekit.git.remote import RemoteURL, check_ref, check_remote
@@ -115,6 +116,7 @@ class Mirror:
         """
         with self._locked():
             self._create()
+            self._clear_stale_git_locks()
             if self.source is not None:
                 self._borrow(self.source)
                 return self
@@ -159,8 +161,7 @@ class Mirror:
                 continue
             wanted[name] = sha
         alternates = self.path / "objects" / "info" / "alternates"
-        alternates.parent.mkdir(parents=True, exist_ok=True)
-        alternates.write_text(f"{gitdir / 'objects'}\n", encoding="utf-8")
+        atomic.write_bytes(alternates, f"{gitdir / 'objects'}\n".encode())
         present = self._present(set(wanted.values()))
         self.skipped_refs = {name: sha for name, sha in sorted(wanted.items()) if sha not in present}
         keep = {name: sha for name, sha in wanted.items() if sha in present}
@@ -207,13 +208,40 @@ class Mirror:
         return {line for line in out.splitlines() if _SHA1.match(line)} & shas
 
     def _create(self) -> None:
-        """An empty bare mirror (nothing fetched yet), if there is none. Call with the lock held."""
-        if not self.exists():
-            run_git(["init", "--quiet", "--bare", str(self.path)])
-            self.git.run("config", "releasekit.url", self.remote.public)
-            # fresh_checkout fetches single commits from the mirror, whether or not a ref names them.
-            self.git.run("config", "uploadpack.allowAnySHA1InWant", "true")
-            self.git.run("config", "gc.auto", "0")
+        """An empty bare mirror (nothing fetched yet), if there is none. Call with the lock held.
+
+        Made and configured under a temporary name, then renamed into place: a process killed
+        half-way leaves no mirror that exists without its configuration.
+        """
+        if self.exists():
+            return
+        if self.path.exists():  # no HEAD: the remains of a mirror made by a killed older version
+            shutil.rmtree(self.path)
+        atomic.sweep_temporaries(self.path)
+        tmp = atomic.temp_name(self.path)
+        run_git(["init", "--quiet", "--bare", str(tmp)])
+        made = Git(tmp, bare=True, label=self.remote.public)
+        made.run("config", "releasekit.url", self.remote.public)
+        # fresh_checkout fetches single commits from the mirror, whether or not a ref names them.
+        made.run("config", "uploadpack.allowAnySHA1InWant", "true")
+        made.run("config", "gc.auto", "0")
+        atomic.failpoint("git-mirror-init")
+        os.rename(tmp, self.path)
+
+    def _clear_stale_git_locks(self) -> None:
+        """Remove the ``*.lock`` files a killed git left in the mirror. Call with the mirror's lock held.
+
+        Every releasekit process that writes the mirror holds ``_locked`` first, so a git lock
+        file found then belongs to a git that was killed (with its releasekit): left there, it
+        would fail every later fetch ("Unable to create ... .lock: File exists").
+        """
+        candidates = [
+            self.path / name for name in ("HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
+        ]
+        candidates += list((self.path / "refs").rglob("*.lock"))
+        for lock in candidates:
+            if lock.is_file() and not lock.is_symlink():
+                lock.unlink(missing_ok=True)
 
     def ensure(self) -> Mirror:
         """Fetch only if the mirror has never been fetched (for commands that work offline on a cache)."""

@@ -11,7 +11,6 @@ its bytes are hashed.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from releasekit import atomic
 from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
@@ -259,7 +259,7 @@ def pinned_wheel(
         pinned = PinnedWheel(filename=fetched.name, sha256=file_sha256(fetched))
         if download_dir is not None:
             download_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(fetched, download_dir / fetched.name)
+            atomic.copy_file(fetched, download_dir / fetched.name)  # two locks at once: never a torn wheel
     return pinned
 
 

@@ -59,18 +59,22 @@ class VerifierCache(BuildCache):
         super().put_wheel(key, wheel.model_copy(update={"sha256": digest}), log)
         self._digests[("wheels", key, "")] = digest
 
-    def get_file(self, kind: str, key: str, name: str) -> Path | None:
-        want = self._digests.get((kind, key, name))
-        path = super().get_file(kind, key, name)
-        if want is None or path is None or file_sha256(path) != want:
+    def get_files(self, kind: str, key: str, names: list[str]) -> dict[str, Path] | None:
+        found = super().get_files(kind, key, names)
+        if found is None:
             return None
-        return path
+        for name, path in found.items():
+            want = self._digests.get((kind, key, name))
+            if want is None or file_sha256(path) != want:
+                return None  # not what this process wrote: rebuild
+        return found
 
-    def put_file(self, kind: str, key: str, name: str, source: Path) -> Path:
-        digest = file_sha256(source)
-        path = super().put_file(kind, key, name, source)
-        self._digests[(kind, key, name)] = digest
-        return path
+    def put_files(self, kind: str, key: str, files: dict[str, Path]) -> dict[str, Path]:
+        digests = {name: file_sha256(source) for name, source in files.items()}
+        stored = super().put_files(kind, key, files)
+        for name, digest in digests.items():
+            self._digests[(kind, key, name)] = digest
+        return stored
 
 
 _shared: VerifierCache | None = None

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from releasekit.atomic import failpoint
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
@@ -391,6 +392,7 @@ def _release(
             pushed = _promote_staged(engine, client, inputs.image, inputs.staged, target, credentials)
         else:
             pushed = push_checked(engine, client, inputs.image, target, credentials)
+        failpoint("publish-pushed")
         notes = release_notes(
             build_notes=inputs.evidence.build_notes,
             report=report,
@@ -402,6 +404,7 @@ def _release(
             signers=signers,
         )
         done = _attach_all(client, inputs, report, pushed, notes, archived)
+        failpoint("publish-attached")
         done.moved_tags = put_tags(client, target, pushed, inputs.tags).moved
     return done, notes
 
@@ -622,7 +625,9 @@ def promote(
         )
         if result.gate is None or not result.gate.passed:
             return result
+        failpoint("promote-judged")
         client.put_manifest(dst.repository, dst.tag, blob.data, blob.media_type)
+        failpoint("promote-tagged")
         check = client.get_manifest(dst.repository, dst.tag)
         if check is None or check.digest != blob.digest:
             raise EnvironmentProblem(f"{dst} does not point at {blob.digest} after promotion")

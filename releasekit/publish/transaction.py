@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from releasekit.atomic import failpoint
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem
 from releasekit.publish.engine import DockerEngine
@@ -85,4 +86,5 @@ def put_tags(client: RegistryClient, target: Reference, pushed: Pushed, tags: li
         if before is not None and before.digest != pushed.digest:
             out.moved[tag] = before.digest
         client.put_manifest(target.repository, tag, pushed.blob.data, pushed.blob.media_type)
+        failpoint(f"publish-tagged:{tag}")
     return out
