@@ -56,6 +56,23 @@ class Run:
         return self.stderr.splitlines()
 
 
+# The child's peak RSS must not include its parent's: Linux carries the high-water mark of the
+# memory a process had at exec (a fork of a big pytest process) into ru_maxrss. So a small
+# launcher (``python3 -S``, a few MiB) forks and execs releasekit and reports wait4's figure.
+LAUNCHER = """
+import os, sys
+rss_file, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+_, status, usage = os.wait4(pid, 0)
+with open(rss_file, "w") as out:
+    out.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def _verify(
     rel: Release, artifacts: Path, *extra: str, timeout: float = 60.0, logs: Path | None = None
 ) -> Run:
@@ -64,10 +81,11 @@ def _verify(
     argv = [sys.executable, "-m", "releasekit", "verify-provenance", rel.image_id, "--lock", str(rel.lock)]
     argv += ["--artifacts", str(artifacts), "--allow-local-repos", "--deadline", str(int(timeout)), *extra]
     logs = logs or artifacts.parent
-    out, err = logs / "stdout.txt", logs / "stderr.txt"
+    out, err, rss = logs / "stdout.txt", logs / "stderr.txt", logs / "rss.txt"
     started = time.monotonic()
     with out.open("wb") as o, err.open("wb") as e:
-        proc = subprocess.Popen(argv, stdout=o, stderr=e, start_new_session=True)
+        launched = [sys.executable, "-S", "-c", LAUNCHER, str(rss), *argv]
+        proc = subprocess.Popen(launched, stdout=o, stderr=e, start_new_session=True)
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
@@ -81,7 +99,8 @@ def _verify(
         time.sleep(0.05)
     proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.monotonic() - started
-    return Run(proc.returncode, out.read_text(), err.read_text(), seconds, usage.ru_maxrss)
+    del usage  # the launcher's own figure would include pytest's memory at fork; the child's is in rss.txt
+    return Run(proc.returncode, out.read_text(), err.read_text(), seconds, int(rss.read_text()))
 
 
 def _copy(rel: Release, tmp_path: Path) -> Path:
