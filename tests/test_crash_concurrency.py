@@ -30,7 +30,6 @@ from pathlib import Path
 
 import docker
 import pytest
-from releasekit.publish.registry import RegistryClient
 from test_publish_support import Release, build_image, publish_args
 
 from releasekit.builder.cache import CacheEntry
@@ -38,6 +37,7 @@ from releasekit.demo.example import make_example
 from releasekit.demo.localregistry import start_local_registry
 from releasekit.docker_engine.containers import OWNER_LABEL
 from releasekit.publish.attachments import fetch_attachments
+from releasekit.registry import RegistryClient
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
