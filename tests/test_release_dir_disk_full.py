@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from test_release_dir_hostile import _verify
-from test_verify_redteam import Release, _docker
+from test_verify_redteam import Release
 
 from releasekit.builder.cache import CacheEntry, default_cache_dir
 from releasekit.digests import file_sha256
@@ -45,19 +45,8 @@ def tmpfs(where: Path, size: int) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """One real release (``releasekit demo``'s stages up to ``build``) on the session's build cache."""
-    client = _docker()
-    from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
-
-    root = tmp_path_factory.mktemp("diskfull")
-    plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
-    names = [s.name for s in plain]
-    demo = run_demo(root / "demo", stages=plain[: names.index("build") + 1])
-    assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
-    rel = Release(client, root)
-    rel.image_id = demo.image_id
-    return rel
+def built(demo_build):
+    return demo_build
 
 
 def _build(rel: Release, outdir: Path, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
