@@ -440,3 +440,17 @@ def test_one_deadline_over_the_whole_run(release, tmp_path):
     assert time.monotonic() - started < 120
     assert not result.passed
     assert {"VERIFY_LIMIT_REACHED", "EXPORT_ABORTED"} & set(_errors(result))
+
+
+def test_a_huge_sparse_file_stops_the_read_at_its_header(release, tmp_path):
+    # 1 GiB of holes: no disk for the attacker, but before the fix every byte went through the
+    # export stream (time in proportion to the apparent size) to end as FILE_TOO_LARGE. Now the
+    # read stops at the file's header and the image is not verified.
+    image = release.derive("truncate -s 1G /srv/huge.bin")
+    started = time.monotonic()
+    result = release.verify(image, release.forge(image, tmp_path), max_file_bytes=64 * 1024 * 1024)
+    assert not result.passed
+    [message] = _errors(result)["EXPORT_ABORTED"]
+    assert "/srv/huge.bin is 1073741824 bytes, over the per-file limit of 67108864 bytes" in message
+    assert "reading stopped at its header" in message
+    assert time.monotonic() - started < 120

@@ -62,7 +62,12 @@ class ReadPlan:
     keep_suffixes: tuple[str, ...] = (".pth", "_version.py", "version.py", "customize.py")
     # Debian's Python lives here; dpkg's md5sums verify it the way RECORD verifies pip's files.
     md5_prefixes: tuple[str, ...] = ("/usr/lib/python3",)
-    max_file_bytes: int = 8 * 1024**3
+    # A candidate's file above this stops the read at its header (EXPORT_ABORTED naming it): a file that
+    # large is not verified, and reading past it would cost time in proportion to its apparent size
+    # (a sparse file costs the attacker no disk). The locked base and the release layer (accounting
+    # tables) are read to the end, their large files listed as too large.
+    max_file_bytes: int = 4 * 1024**3
+    stop_at_too_large: bool = False
     max_total_bytes: int = 256 * 1024**3
     deadline: float | None = None  # time.monotonic() value
     # Full-image accounting: a sha256 of every regular file, not only those under the Python roots.
@@ -587,6 +592,7 @@ def _read_tar(
     long_link: str | None = None
     pax: dict[str, str] | None = None
     max_file_bytes, hash_all, max_entries = plan.max_file_bytes, plan.hash_all, plan.max_entries
+    stop_at_too_large = plan.stop_at_too_large
     blobs = plan.extra_digests
     md5_prefixes = plan.md5_prefixes if blobs else ()
     router = _Router(plan)
@@ -702,6 +708,12 @@ def _read_tar(
         if len(files) >= max_entries:
             raise ExportAborted(f"the image's filesystem has more than {max_entries} paths")
         if regular:
+            if size > max_file_bytes and stop_at_too_large:
+                inv.too_large.append(path)
+                raise ExportAborted(
+                    f"{path} is {size} bytes, over the per-file limit of {max_file_bytes} bytes:"
+                    " reading stopped at its header (not verified; its bytes were not streamed)"
+                )
             entry = FileEntry(path, "file", size, None, None, None, None, mode, uid, gid)
             files[path] = entry
             inv.total_bytes += size

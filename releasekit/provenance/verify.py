@@ -72,6 +72,7 @@ class VerifyOptions(BaseModel):
     # Bounds on the verifier itself: one deadline over the whole run, what is kept, how many roots.
     deadline: float = 3600.0
     max_kept_bytes: int = 128 * 1024 * 1024
+    max_file_bytes: int = 4 * 1024**3  # a candidate's file above it stops the read (EXPORT_ABORTED)
     max_roots: int = 256
     max_entries: int = 5_000_000
 
@@ -413,6 +414,8 @@ def _roots(
         hash_all=True,
         max_kept_bytes=opts.max_kept_bytes,
         max_entries=opts.max_entries,
+        max_file_bytes=opts.max_file_bytes,
+        stop_at_too_large=True,
     )
     return _Roots(sys_path, sites, stdlib, plan)
 
