@@ -357,15 +357,19 @@ class RegistryClient:
             raise EnvironmentProblem(f"registry {self.host} returned blob bytes that do not hash to {digest}")
         return path
 
-    def check_image(self, repository: str, digest: str, image_id: str) -> ManifestBlob:
-        """The registry holds exactly this image under ``digest``: its config is ``image_id``, every blob is there."""
+    def image_manifest(self, repository: str, digest: str) -> tuple[ManifestBlob, ImageManifest]:
+        """The manifest under ``digest``, its bytes and its parsed form; EnvironmentProblem when absent or not one."""
         blob = self.get_manifest(repository, digest)
         if blob is None:
             raise EnvironmentProblem(f"registry {self.host} has no manifest {digest} in {repository}")
         try:
-            manifest = ImageManifest.parse(blob.data)
+            return blob, ImageManifest.parse(blob.data)
         except ValueError as exc:
             raise EnvironmentProblem(f"registry manifest {digest}: {exc}") from None
+
+    def check_image(self, repository: str, digest: str, image_id: str) -> ManifestBlob:
+        """The registry holds exactly this image under ``digest``: its config is ``image_id``, every blob is there."""
+        blob, manifest = self.image_manifest(repository, digest)
         config = manifest.config
         if config is None or config.digest != image_id:
             raise EnvironmentProblem(
@@ -411,13 +415,7 @@ def copy_image(
     In one registry each blob is mounted across repositories; between registries it is streamed
     through a temporary file. The manifest is put by digest, so the target holds the same digest.
     """
-    blob = source.get_manifest(source_repository, digest)
-    if blob is None:
-        raise EnvironmentProblem(f"registry {source.host} has no manifest {digest} in {source_repository}")
-    try:
-        manifest = ImageManifest.parse(blob.data)
-    except ValueError as exc:
-        raise EnvironmentProblem(f"registry manifest {digest}: {exc}") from None
+    blob, manifest = source.image_manifest(source_repository, digest)
     items = [d for d in [manifest.config, *manifest.layers] if d is not None]
     with tempfile.TemporaryDirectory(prefix="releasekit-copy-") as tmp:
         for item in items:

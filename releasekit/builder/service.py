@@ -8,20 +8,18 @@ only then is the tag applied.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from releasekit import __version__
+from releasekit import __version__, atomic
 from releasekit.builder import dockerfile, stamp
 from releasekit.builder.archive import archive_byproducts, make_archive
 from releasekit.builder.builders import ensure_builder
@@ -108,18 +106,6 @@ def _quiet(_: str) -> None:
 
 def default_build_root() -> Path:
     return Path(tempfile.gettempdir()) / "releasekit-build"
-
-
-@contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """One build at a time per fixed source path (two CI jobs on one machine)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _consistent(loaded: LoadedManifest, lock: Lock) -> None:
@@ -260,7 +246,7 @@ def _build_from_source(
     if mirror.url != locked.repo:
         raise InputError(f"{name}: the manifest names {mirror.url}, the lock {locked.repo}")
     root = opts.build_root or default_build_root()
-    with _exclusive(root / f"{name}.lock"):
+    with atomic.entry_lock(root / name):  # one build at a time per fixed source path
         src = root / name
         shutil.rmtree(src, ignore_errors=True)
         # fresh_checkout refuses unless HEAD and tree are exactly the locked ones and the tree is clean.
