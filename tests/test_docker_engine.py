@@ -186,3 +186,45 @@ def test_create_takes_one_spec_and_the_spec_is_frozen() -> None:
     assert kwargs["network_mode"] == "none"
     assert kwargs["volumes"] == {"/h": {"bind": "/c", "mode": "ro"}, "v": {"bind": "/w", "mode": "rw"}}
     assert sdk_create_kwargs(ContainerSpec("img")) == {"detach": True}
+
+
+def _untagged(engine: Engine, image_id: str, tagged: str, tmp_path: Path) -> None:
+    """Leave ``image_id`` in the engine with no name at all (as ``build`` without ``--tag`` does)."""
+    import json
+
+    archive = tmp_path / "named.tar"
+    with archive.open("wb") as fh:
+        for chunk in engine.save(image_id):
+            fh.write(chunk)
+    nameless = tmp_path / "nameless.tar"
+    with tarfile.open(archive) as src, tarfile.open(nameless, "w") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read() if member.isfile() else None
+            if member.name == "manifest.json":
+                entries = json.loads(data)
+                for entry in entries:
+                    entry["RepoTags"] = None
+                data = json.dumps(entries).encode()
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+    engine.remove(tagged)
+    assert engine.load(nameless) == [image_id]
+    assert engine.inspect(image_id).tags == []
+
+
+def test_a_push_never_deletes_the_image_it_pushed(engine: Engine, tiny_image, tmp_path: Path) -> None:
+    """The push's temporary tag goes again, unless it was the image's only name: removing it would
+    delete the image itself (the release workflow's build makes no tag; stage pushed it, and the
+    next job on the host found no image under the build's ID: found running it under act)."""
+    from releasekit.demo.localregistry import start_local_registry
+
+    image_id, name = tiny_image
+    with start_local_registry(tmp_path / "registry") as reg:
+        engine.push(image_id, f"{reg.host}/t/tagged", "v1", where=reg.host)
+        assert engine.inspect(image_id).tags == [name]  # a named image: the push's tag is gone again
+        _untagged(engine, image_id, name, tmp_path)
+        digest = engine.push(image_id, f"{reg.host}/t/untagged", "v1", where=reg.host)
+    assert digest.startswith("sha256:")
+    facts = engine.find(image_id)
+    assert facts is not None, "pushing an untagged image deleted it"
+    assert facts.tags == [f"{reg.host}/t/untagged:v1"]

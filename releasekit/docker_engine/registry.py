@@ -48,13 +48,19 @@ class RegistryOperations:
         """Tag ``image_id`` as ``repository:tag``, push it and return the manifest digest the engine reports.
 
         ``where`` names the registry in messages. Unless ``keep_tag``, the local tag is removed
-        again whatever happens. The engine retries a failed layer upload for about a minute;
-        ``on_retry`` is called on each retry and may raise to stop waiting.
+        again whatever happens, except when it is the image's only name: the engine would then
+        delete the image itself (an untagged build, e.g. ``build`` without ``--tag``, whose ID the
+        next job on the same host still needs), so the tag stays and names what was pushed.
+        The engine retries a failed layer upload for about a minute; ``on_retry`` is called on
+        each retry and may raise to stop waiting.
         """
         import docker.errors
 
         try:
+            had_names = bool(self.client.api.inspect_image(image_id).get("RepoTags"))
             self.client.api.tag(image_id, repository, tag)
+        except docker.errors.ImageNotFound:
+            raise NoSuchImage(image_id) from None
         except docker.errors.APIError as exc:
             raise EnvironmentProblem(
                 f"Docker Engine could not tag {image_id[:19]}: {exc.explanation}"
@@ -83,7 +89,7 @@ class RegistryOperations:
                 f"push to {where} interrupted: the Docker Engine connection failed ({type(exc).__name__})"
             ) from None
         finally:
-            if not keep_tag:
+            if not keep_tag and had_names:
                 # Best effort: an engine that died cannot untag, and that must not hide the real error.
                 with contextlib.suppress(Exception):
                     self.client.api.remove_image(f"{repository}:{tag}", noprune=True)
