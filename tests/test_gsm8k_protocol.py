@@ -17,6 +17,7 @@ import pytest
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 
+from releasekit.demo.cpu_matrix import DATASETS
 from releasekit.findings import Findings
 from releasekit.manifest.validation import Baseline, Gsm8kCheck, ValidationSpec
 from releasekit.validate import scoring
@@ -26,7 +27,6 @@ from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import resolve_baseline
 
 REPO = Path(__file__).resolve().parent.parent
-DATASETS = REPO / "validation" / "datasets"
 
 
 def sha(path: Path) -> str:

