@@ -27,7 +27,6 @@ from releasekit.demo.example import DemoExample
 from releasekit.demo.result import StageResult
 from releasekit.docker_engine import ContainerSpec, Engine
 from releasekit.errors import EnvironmentProblem
-from releasekit.findings import Findings, Severity
 from releasekit.records.lock import LOCK_FILE
 from releasekit.records.test_receipt import HYGIENE_FILE
 
@@ -205,28 +204,14 @@ def test_stage(ctx: DemoContext) -> StageResult:
 
 
 def hygiene_stage(ctx: DemoContext) -> StageResult:
-    from releasekit.manifest import load_manifest
-    from releasekit.suites.hygiene import HygieneOptions, run_hygiene
+    from releasekit.suites.hygiene import HygieneOptions, blocking_components, run_hygiene, shown_findings
 
     assert ctx.manifest is not None and ctx.lock is not None and ctx.release is not None
     receipt = run_hygiene(
         HygieneOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, allow_local_repos=True)
     )
-    components = load_manifest(ctx.manifest).manifest.git_components()
-    required = {
-        name for name, comp in components.items() if comp.hygiene is not None and comp.hygiene.required
-    }
-    # The publish gate's policy: problems of a component whose hygiene is not required are warnings.
-    shown = Findings()
-    for finding in receipt.findings:
-        if finding.location.component not in required and finding.severity == Severity.error:
-            finding = finding.model_copy(update={"severity": Severity.warning})
-        shown.findings.append(finding)
-    blocking = [
-        c.component
-        for c in receipt.components
-        if c.component in required and any(s.status not in ("passed", "skipped") for s in c.steps)
-    ]
+    blocking = blocking_components(receipt, ctx.manifest)
+    shown = shown_findings(receipt, ctx.manifest)
     found = "; ".join(f.location.render() + f" {f.code}" for f in receipt.findings) or "nothing found"
     return StageResult(
         name="hygiene",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.findings import Findings
+from releasekit.findings import Findings, Severity
 from releasekit.git.runner import Git
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import GitComponent
@@ -186,3 +186,33 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
     )
     write_record(receipt, opts.outdir / HYGIENE_FILE)
     return receipt
+
+
+def blocking_components(receipt: HygieneReceipt, manifest: Path) -> list[str]:
+    """The components whose hygiene the manifest requires and that failed a step: what makes
+    ``hygiene`` exit 1. A component with ``required: false`` is reported, never blocking. A step
+    that could not run here (``not-runnable``) is a warning at this command, as before; the
+    publish gate still refuses it (``HYGIENE_INCOMPLETE``: never a pass)."""
+    required = _required(manifest)
+    return sorted(
+        c.component
+        for c in receipt.components
+        if c.component in required and any(s.status == "failed" for s in c.steps)
+    )
+
+
+def shown_findings(receipt: HygieneReceipt, manifest: Path) -> Findings:
+    """The receipt's findings as the publish gate will judge them: a component whose hygiene is not
+    required has warnings, not errors (the receipt itself keeps what the tools said)."""
+    required = _required(manifest)
+    shown = Findings()
+    for finding in receipt.findings:
+        if finding.location.component not in required and finding.severity == Severity.error:
+            finding = finding.model_copy(update={"severity": Severity.warning})
+        shown.findings.append(finding)
+    return shown
+
+
+def _required(manifest: Path) -> set[str]:
+    components = load_manifest(manifest).manifest.git_components()
+    return {name for name, comp in components.items() if comp.hygiene is not None and comp.hygiene.required}
