@@ -15,13 +15,22 @@ registry's ``beta``, ``rc1`` and ``stable`` tags resolve to.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
-from workflow_act import REPO, WORKFLOW, act_binary, act_manifest, run_release_workflow
+from workflow_act import (
+    REPO,
+    WORKFLOW,
+    act_binary,
+    act_manifest,
+    demo_registry,
+    failed_steps,
+    run_release_workflow,
+)
 
 from releasekit.demo.localregistry import start_local_registry
 from releasekit.demo.testing_stage import BASELINE_REPOSITORY
@@ -40,6 +49,12 @@ def _act() -> str:
     return found
 
 
+def _installed() -> tuple[str, str | None]:
+    """Where this interpreter's releasekit lives and how it was installed."""
+    dist = importlib.metadata.distribution("releasekit")
+    return str(dist.locate_file("")), dist.read_text("direct_url.json")
+
+
 def _stage_output(result: dict, stage: str, key: str) -> str:
     return next(s for s in result["stages"] if s["name"] == stage)["outputs"][key]
 
@@ -52,8 +67,10 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     baseline_image = f"{BASELINE_REPOSITORY}:{lock_file_sha256(baseline_lock)[:12]}"
     work = tmp_path_factory.mktemp("act")
     workflow_text = (REPO / WORKFLOW).read_bytes()
+    installed = _installed()
 
-    with start_local_registry(work / "registry") as reg:
+    storage, port = demo_registry(demo)
+    with start_local_registry(storage, port=port) as reg:
         release_repo, staging_repo = "act/release", "act/staging"
         manifest = act_manifest(
             demo / "example",
@@ -72,7 +89,7 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
                 "RELEASEKIT_CACHE": str(demo_run.root / "cache"),
             },
         )
-        assert run.returncode == 0, run.log[-6000:]
+        assert run.returncode == 0, failed_steps(run.log)
         with RegistryClient(reg.host) as client:
             tagged = {
                 tag: blob.digest if (blob := client.get_manifest(release_repo, tag)) else None
@@ -106,6 +123,6 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     assert (art / "test-evidence" / "hygiene.json").is_file()
     assert any((art / "test-evidence" / "tests").glob("*.json"))
 
-    # The jobs installed releasekit into the run's own environment, never over this interpreter's.
-    assert list((work / "venv" / "lib").glob("python3*/site-packages/releasekit"))
+    # The jobs installed releasekit into their own environments, never over this interpreter's.
+    assert _installed() == installed
     assert (REPO / WORKFLOW).read_bytes() == workflow_text

