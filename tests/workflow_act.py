@@ -187,6 +187,7 @@ def run_release_workflow(
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         # act keeps its action copies and host workspaces here: one run's, not the user's.
         "XDG_CACHE_HOME": str(work / "xdg-cache"),
+        "XDG_CONFIG_HOME": str(work / "xdg-config"),  # no user actrc: every option is on the command line
         "HOME": os.environ.get("HOME", str(work)),
         # The jobs' `pip install .`: no build isolation and no dependency resolution, so nothing
         # is fetched (the venv sees this machine's packages).
@@ -223,7 +224,14 @@ def run_release_workflow(
     for key in ["RK_ARTIFACTS", "RK_ARTIFACT_STORE", *sorted(env or {})]:
         command += ["--env", f"{key}={run_env[key]}"]
     proc = subprocess.run(
-        command, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=timeout, check=False
+        command,
+        cwd=REPO,
+        env=run_env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     log = proc.stdout + proc.stderr
     (work / "act.log").write_text(log, encoding="utf-8")
