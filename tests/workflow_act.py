@@ -124,6 +124,8 @@ def demo_registry(demo: Path) -> tuple[Path, int | None]:
     published = json.loads((demo / "release" / "publish.json").read_text(encoding="utf-8"))
     port = int(str(published["repository"]).split("/", 1)[0].rsplit(":", 1)[1])
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the registry (Go) binds: connections of the demo's push may still be in TIME_WAIT.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -190,7 +192,8 @@ def run_release_workflow(
         "XDG_CONFIG_HOME": str(work / "xdg-config"),  # no user actrc: every option is on the command line
         "HOME": os.environ.get("HOME", str(work)),
         # The jobs' `pip install .`: no build isolation and no dependency resolution, so nothing
-        # is fetched (the venv sees this machine's packages).
+        # is fetched (the venv sees this machine's packages). pip reads its `no-` switches from
+        # the environment inverted: PIP_NO_BUILD_ISOLATION=0 is --no-build-isolation.
         "PIP_NO_BUILD_ISOLATION": "0",
         "PIP_NO_DEPS": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
