@@ -23,6 +23,7 @@ import pytest
 from forge import Forge
 from ruamel.yaml import YAML
 from second_engine import SecondEngine, second_engine
+from stable import assert_same_record
 from test_publish_support import context_tar, run_cli
 
 from releasekit.demo.localregistry import start_local_registry
@@ -191,6 +192,13 @@ def test_stage_on_a_validate_and_test_on_b_publish_the_same_digest(hosts, docker
     assert record["tag"] == f"lock-{rel.lock_sha256}"
     staging_json = rel.evidence / "staging.json"
     assert json.loads(staging_json.read_text())["digest"] == digest
+    # A function of its inputs: staged again, the same image gives the same staging.json bytes.
+    again = root / "staged-again"
+    restaged = run_cli(
+        "stage", "--image", candidate, "--lock", str(rel.lock), "--staging", staging, "-o", str(again)
+    )
+    assert restaged.returncode == 0, restaged.stdout + restaged.stderr
+    assert_same_record(staging_json, again / "staging.json")
     reference = f"{staging}@{digest}"
 
     b = engine_b.client()

@@ -56,15 +56,7 @@ class RegistryOperations:
         """
         import docker.errors
 
-        try:
-            had_names = bool(self.client.api.inspect_image(image_id).get("RepoTags"))
-            self.client.api.tag(image_id, repository, tag)
-        except docker.errors.ImageNotFound:
-            raise NoSuchImage(image_id) from None
-        except docker.errors.APIError as exc:
-            raise EnvironmentProblem(
-                f"Docker Engine could not tag {image_id[:19]}: {exc.explanation}"
-            ) from None
+        had_names = self._tag_for_push(image_id, repository, tag)
         auth_config = {"username": auth[0], "password": auth[1]} if auth else None
         digest: str | None = None
         try:
@@ -96,6 +88,21 @@ class RegistryOperations:
         if not digest:
             raise EnvironmentProblem(f"push to {where} ended without reporting a manifest digest")
         return digest
+
+    def _tag_for_push(self, image_id: str, repository: str, tag: str) -> bool:
+        """Tag ``image_id`` as ``repository:tag``; whether it had a name before."""
+        import docker.errors
+
+        try:
+            had_names = bool(self.client.api.inspect_image(image_id).get("RepoTags"))
+            self.client.api.tag(image_id, repository, tag)
+        except docker.errors.ImageNotFound:
+            raise NoSuchImage(image_id) from None
+        except docker.errors.APIError as exc:
+            raise EnvironmentProblem(
+                f"Docker Engine could not tag {image_id[:19]}: {exc.explanation}"
+            ) from None
+        return had_names
 
     def pull(self, reference: str, *, auth: tuple[str, str] | None = None) -> str:
         """Pull ``reference`` (``name:tag`` or ``name@digest``); returns the local image ID."""
