@@ -204,14 +204,21 @@ def test_stage(ctx: DemoContext) -> StageResult:
 
 
 def hygiene_stage(ctx: DemoContext) -> StageResult:
-    from releasekit.suites.hygiene import HygieneOptions, blocking_components, run_hygiene, shown_findings
+    from releasekit.suites.hygiene import (
+        HygieneOptions,
+        blocking_components,
+        required_components,
+        run_hygiene,
+        shown_findings,
+    )
 
     assert ctx.manifest is not None and ctx.lock is not None and ctx.release is not None
     receipt = run_hygiene(
         HygieneOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, allow_local_repos=True)
     )
-    blocking = blocking_components(receipt, ctx.manifest)
-    shown = shown_findings(receipt, ctx.manifest)
+    required = required_components(ctx.manifest)
+    blocking = blocking_components(receipt, required)
+    shown = shown_findings(receipt, required)
     found = "; ".join(f.location.render() + f" {f.code}" for f in receipt.findings) or "nothing found"
     return StageResult(
         name="hygiene",

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from releasekit.report import print_json, render_findings, stdout_console
+from releasekit.staging.commands import CANDIDATE_IMAGE, STAGED
+
+if TYPE_CHECKING:
+    from releasekit.findings import Findings
+    from releasekit.records.test_receipt import HygieneReceipt
 
 
 def test_command(
     manifest: Path = typer.Argument(..., help="The release manifest (its components' tests: suites)."),
-    image: str = typer.Option(
-        ...,
-        "--image",
-        help="The candidate image: ID or tag in the local Docker Engine, or REGISTRY/REPO@sha256:… with --staged.",
-    ),
-    staged: Path | None = typer.Option(
-        None,
-        "--staged",
-        help="staging.json: pull --image by digest and refuse any image but the verified one.",
-    ),
+    image: str = CANDIDATE_IMAGE,
+    staged: Path | None = STAGED,
     outdir: Path = typer.Option(
         ..., "-o", "--output", help="Release directory: receipts go to tests/<component>.<suite>.json."
     ),
@@ -126,7 +124,13 @@ def hygiene_command(
 
     add_mirrors(mirror)
     from releasekit.git import local_repos_allowed
-    from releasekit.suites.hygiene import HygieneOptions, blocking_components, run_hygiene, shown_findings
+    from releasekit.suites.hygiene import (
+        HygieneOptions,
+        blocking_components,
+        required_components,
+        run_hygiene,
+        shown_findings,
+    )
 
     receipt = run_hygiene(
         HygieneOptions(
@@ -137,31 +141,34 @@ def hygiene_command(
             allow_local_repos=local_repos_allowed(allow_local_repos),
         )
     )
+    # Exit 1 only for a component whose hygiene is required (the publish gate's rule): problems of a
+    # `required: false` component are warnings, and a workflow step running this goes on.
+    required = required_components(manifest)
+    blocking = blocking_components(receipt, required)
     if json_out:
         print_json(receipt)
     else:
-        console = stdout_console()
-        for comp in receipt.components:
-            console.print(
-                f"{comp.component}: {len(comp.files)} file(s) in scope ({comp.scope}), tree {comp.composed_tree[:12]}",
-                markup=False,
-            )
-            for step in comp.steps:
-                console.print(
-                    f"  {step.step} ({step.tool} {step.version or ''}): {step.status}", markup=False
-                )
-    # Exit 1 only for a component whose hygiene is required (the publish gate's rule): problems of a
-    # `required: false` component are warnings, and a workflow step running this goes on.
-    blocking = blocking_components(receipt, manifest)
-    if not json_out:
-        render_findings(shown_findings(receipt, manifest), console, ok_message="clean")
-        from releasekit.records.test_receipt import HYGIENE_FILE
-
-        note = ""
-        if receipt.status != "passed" and not blocking:
-            note = " (no component whose hygiene is required failed: warnings, as the publish gate will say)"
-        console.print(f"hygiene: {receipt.status.upper()}{note}  ({outdir / HYGIENE_FILE})", markup=False)
+        _render_hygiene(receipt, shown_findings(receipt, required), blocking, outdir)
     raise typer.Exit(1 if blocking else 0)
+
+
+def _render_hygiene(receipt: HygieneReceipt, shown: Findings, blocking: list[str], outdir: Path) -> None:
+    """The terminal report: each component's scope and steps, the findings as the gate judges them."""
+    from releasekit.records.test_receipt import HYGIENE_FILE
+
+    console = stdout_console()
+    for comp in receipt.components:
+        console.print(
+            f"{comp.component}: {len(comp.files)} file(s) in scope ({comp.scope}), tree {comp.composed_tree[:12]}",
+            markup=False,
+        )
+        for step in comp.steps:
+            console.print(f"  {step.step} ({step.tool} {step.version or ''}): {step.status}", markup=False)
+    render_findings(shown, console, ok_message="clean")
+    note = ""
+    if receipt.status != "passed" and not blocking:
+        note = " (no component whose hygiene is required failed: warnings, as the publish gate will say)"
+    console.print(f"hygiene: {receipt.status.upper()}{note}  ({outdir / HYGIENE_FILE})", markup=False)
 
 
 def register(app: typer.Typer) -> None:

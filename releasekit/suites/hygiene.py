@@ -188,12 +188,17 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
     return receipt
 
 
-def blocking_components(receipt: HygieneReceipt, manifest: Path) -> list[str]:
-    """The components whose hygiene the manifest requires and that failed a step: what makes
-    ``hygiene`` exit 1. A component with ``required: false`` is reported, never blocking. A step
-    that could not run here (``not-runnable``) is a warning at this command, as before; the
-    publish gate still refuses it (``HYGIENE_INCOMPLETE``: never a pass)."""
-    required = _required(manifest)
+def required_components(manifest: Path) -> set[str]:
+    """The components whose ``hygiene:`` the manifest requires (the publish gate's policy)."""
+    components = load_manifest(manifest).manifest.git_components()
+    return {name for name, comp in components.items() if comp.hygiene is not None and comp.hygiene.required}
+
+
+def blocking_components(receipt: HygieneReceipt, required: set[str]) -> list[str]:
+    """The ``required`` components that failed a step: what makes ``hygiene`` exit 1. A component
+    with ``required: false`` is reported, never blocking. A step that could not run here
+    (``not-runnable``) is a warning at this command, as before; the publish gate still refuses
+    it (``HYGIENE_INCOMPLETE``: never a pass)."""
     return sorted(
         c.component
         for c in receipt.components
@@ -201,18 +206,12 @@ def blocking_components(receipt: HygieneReceipt, manifest: Path) -> list[str]:
     )
 
 
-def shown_findings(receipt: HygieneReceipt, manifest: Path) -> Findings:
+def shown_findings(receipt: HygieneReceipt, required: set[str]) -> Findings:
     """The receipt's findings as the publish gate will judge them: a component whose hygiene is not
-    required has warnings, not errors (the receipt itself keeps what the tools said)."""
-    required = _required(manifest)
+    ``required`` has warnings, not errors (the receipt itself keeps what the tools said)."""
     shown = Findings()
     for finding in receipt.findings:
         if finding.location.component not in required and finding.severity == Severity.error:
             finding = finding.model_copy(update={"severity": Severity.warning})
         shown.findings.append(finding)
     return shown
-
-
-def _required(manifest: Path) -> set[str]:
-    components = load_manifest(manifest).manifest.git_components()
-    return {name for name, comp in components.items() if comp.hygiene is not None and comp.hygiene.required}
