@@ -6,6 +6,18 @@ from pathlib import Path
 
 import typer
 
+# The options by which a later stage (test, validate) on any host takes the staged candidate.
+CANDIDATE_IMAGE = typer.Option(
+    ...,
+    "--image",
+    help="The candidate image: ID or tag in the local Docker Engine, or REGISTRY/REPO@sha256:… with --staged.",
+)
+STAGED = typer.Option(
+    None,
+    "--staged",
+    help="staging.json: pull --image by digest and refuse any image but the verified one.",
+)
+
 
 def stage_cmd(
     image: str = typer.Option(..., "--image", help="local image ID or name that verify-provenance passed"),

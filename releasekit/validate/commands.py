@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import typer
 from typer.core import TyperGroup
 
+from releasekit.staging.commands import CANDIDATE_IMAGE, STAGED
+
 if TYPE_CHECKING:
     from releasekit.validate.service import ValidationResult
 
@@ -100,16 +102,8 @@ def matrix(
 @validate_app.command("run")
 def run(
     file: Path = typer.Argument(..., help="The release manifest."),
-    image: str = typer.Option(
-        ...,
-        "--image",
-        help="The candidate image: ID or tag in the local Docker Engine, or REGISTRY/REPO@sha256:… with --staged.",
-    ),
-    staged: Path | None = typer.Option(
-        None,
-        "--staged",
-        help="staging.json: pull --image by digest and refuse any image but the verified one.",
-    ),
+    image: str = CANDIDATE_IMAGE,
+    staged: Path | None = STAGED,
     lock: Path | None = typer.Option(
         None, "--lock", help="The lock the image was built from (bound into receipts)."
     ),
