@@ -89,16 +89,6 @@ def demo_run(base_image, docker_client):
 def demo_build(tmp_path_factory):
     """One real release, ``releasekit demo``'s stages up to ``build`` (on the session's build cache),
     shared read-only by the hostile-directory and disk-full tests (each copies what it changes)."""
-    from test_verify_redteam import Release, _docker
+    from test_verify_redteam import _docker, built_demo
 
-    from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
-
-    client = _docker()
-    root = tmp_path_factory.mktemp("demo-build")
-    plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
-    names = [s.name for s in plain]
-    demo = run_demo(root / "demo", stages=plain[: names.index("build") + 1])
-    assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
-    rel = Release(client, root)
-    rel.image_id = demo.image_id
-    return rel
+    return built_demo(_docker(), tmp_path_factory.mktemp("demo-build"))

@@ -179,14 +179,19 @@ def _on_b(engine_b: SecondEngine, *args: str):
     return run_cli(*args, env={**engine_b.env, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"})
 
 
+def _stage(candidate: str, rel: Staged, staging: str, *extra: str):
+    """``releasekit stage`` of ``candidate`` for ``rel``'s lock; it must succeed."""
+    staged = run_cli("stage", "--image", candidate, "--lock", str(rel.lock), "--staging", staging, *extra)
+    assert staged.returncode == 0, staged.stdout + staged.stderr
+    return staged
+
+
 def test_stage_on_a_validate_and_test_on_b_publish_the_same_digest(hosts, docker_client):
     root, repo, registry, engine_b, candidate, other = hosts
     rel = Staged(root / "rel", repo, candidate)
     staging = f"{registry.host}/team/staging"
 
-    staged = run_cli("stage", "--image", candidate, "--lock", str(rel.lock), "--staging", staging, "--json")
-    assert staged.returncode == 0, staged.stdout + staged.stderr
-    record = json.loads(staged.stdout)
+    record = json.loads(_stage(candidate, rel, staging, "--json").stdout)
     digest = record["digest"]
     assert record["image_id"] == candidate and digest.startswith("sha256:")
     assert record["tag"] == f"lock-{rel.lock_sha256}"
@@ -194,10 +199,7 @@ def test_stage_on_a_validate_and_test_on_b_publish_the_same_digest(hosts, docker
     assert json.loads(staging_json.read_text())["digest"] == digest
     # A function of its inputs: staged again, the same image gives the same staging.json bytes.
     again = root / "staged-again"
-    restaged = run_cli(
-        "stage", "--image", candidate, "--lock", str(rel.lock), "--staging", staging, "-o", str(again)
-    )
-    assert restaged.returncode == 0, restaged.stdout + restaged.stderr
+    _stage(candidate, rel, staging, "-o", str(again))
     assert_same_record(staging_json, again / "staging.json")
     reference = f"{staging}@{digest}"
 
@@ -284,9 +286,7 @@ def test_a_candidate_swapped_after_staging_is_refused_on_b(hosts, docker_client)
     root, repo, registry, engine_b, candidate, other = hosts
     rel = Staged(root / "swap", repo, candidate)
     staging = f"{registry.host}/team/swap"
-    staged = run_cli("stage", "--image", candidate, "--lock", str(rel.lock), "--staging", staging, "--json")
-    assert staged.returncode == 0, staged.stdout + staged.stderr
-    digest = json.loads(staged.stdout)["digest"]
+    digest = json.loads(_stage(candidate, rel, staging, "--json").stdout)["digest"]
     staging_json = rel.evidence / "staging.json"
     # The attacker pushes their image to the staging repository and points the GPU host at it.
     from releasekit.docker_engine import Engine

@@ -70,13 +70,18 @@ def _git(cwd: Path, *args: str, data: bytes | None = None) -> str:
     ).stdout.decode()
 
 
-def test_git_adapter_ignores_replace_refs(tmp_path):
-    repo = tmp_path / "repo"
+def _one_commit(repo: Path) -> Path:
+    """A repository whose one commit holds ``a.py`` = ``genuine = 1``."""
     repo.mkdir()
     _git(repo, "init", "--quiet")
     (repo / "a.py").write_text("genuine = 1\n")
     _git(repo, "add", "a.py")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "one")
+    return repo
+
+
+def test_git_adapter_ignores_replace_refs(tmp_path):
+    repo = _one_commit(tmp_path / "repo")
     genuine = _git(repo, "rev-parse", "HEAD:a.py").strip()
     forged = _git(repo, "hash-object", "-w", "--stdin", data=b"forged = 1\n").strip()
     _git(repo, "replace", genuine, forged)
@@ -100,12 +105,7 @@ def test_a_rewritten_blob_in_the_mirror_is_refused_by_content(tmp_path):
     from releasekit.git.checkout import fresh_checkout
     from releasekit.git.mirror import Mirror
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "--quiet")
-    (repo / "a.py").write_text("genuine = 1\n")
-    _git(repo, "add", "a.py")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "one")
+    repo = _one_commit(tmp_path / "repo")
     commit = _git(repo, "rev-parse", "HEAD").strip()
     tree = _git(repo, "rev-parse", "HEAD^{tree}").strip()
     blob = _git(repo, "rev-parse", "HEAD:a.py").strip()

@@ -129,19 +129,26 @@ class Release:
         return self.verify(image, self.forge(image, tmp_path, wheel=wheel))
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    client = _docker()
+def built_demo(client, root: Path) -> Release:
+    """One real release: ``releasekit demo``'s stages up to ``build`` under ``root``, without the
+    validation set-up (the bare example)."""
     from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
 
-    root = tmp_path_factory.mktemp("redteam")
-    os.environ.setdefault("RELEASEKIT_CACHE", str(root / "cache"))
     plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
     names = [s.name for s in plain]
     demo = run_demo(root / "demo", stages=plain[: names.index("build") + 1])
     assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
     rel = Release(client, root)
     rel.image_id = demo.image_id
+    return rel
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    client = _docker()
+    root = tmp_path_factory.mktemp("redteam")
+    os.environ.setdefault("RELEASEKIT_CACHE", str(root / "cache"))
+    rel = built_demo(client, root)
     yield rel
     for image in rel.images:
         with contextlib.suppress(Exception):
