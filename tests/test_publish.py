@@ -368,29 +368,87 @@ def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_p
     release = Release(tmp_path / "rel", big)
     with start_local_registry(tmp_path / "reg") as reg:
         repo = "team/big"
+        # The relay holds the layer's upload part-way, so the kill lands mid-upload every time.
+        # Killed while committing a blob instead, distribution's filesystem driver can leave an
+        # empty link file that answers 500 until its storage is repaired: the registry's own
+        # fault, not what this test is about (CI once met it when the kill came late).
+        link = RegistryLink(reg.port, hold_after=8 * 1024 * 1024)
         outcome: dict[str, object] = {}
-        worker = _publish_in_thread(release, big, f"{reg.host}/{repo}", outcome)
+        worker = _publish_in_thread(release, big, f"{link.host}/{repo}", outcome)
+        assert link.holding.wait(60), "the push never sent the layer"
         _wait_for_upload(reg, repo)
         reg.kill()
         worker.join(timeout=300)
         assert not worker.is_alive()
         assert "error" in outcome, f"publish did not fail: {outcome}"
-        assert f"push to {reg.host}" in str(outcome["error"])
+        assert f"push to {link.host}" in str(outcome["error"])
 
-        reg.start()  # same storage: whatever the dead registry had is still there
+        reg.start()  # same storage: the dead registry's partial upload is still there
+        assert _has_upload_data(reg.storage / "docker/registry/v2/repositories" / repo / "_uploads")
         assert tags_of(reg, repo) == []
         with pytest.raises(httpx.HTTPError), httpx.Client() as probe:
             probe.get(f"{reg.url}/v2/{repo}/manifests/beta").raise_for_status()
 
+        link.hold_after = None
         result = publish(
             image=big,
             lock_path=release.lock,
             receipts_dir=release.receipts,
-            to=f"{reg.host}/{repo}",
+            to=f"{link.host}/{repo}",
             tags=["beta"],
         )
         assert result.published
         assert manifest_digest(reg, repo, "beta") == result.digest
+        link.close()
+
+
+class RegistryLink:
+    """A TCP relay on 127.0.0.1 in front of a registry that can hold an upload part-way.
+
+    With ``hold_after`` set, a connection that has sent that many bytes toward the registry is
+    no longer read: the rest of the request body waits in the sender's buffers and the registry
+    keeps an upload it can neither finish nor commit. When the registry goes, the relay closes
+    the client's side, as a dead registry would. ``hold_after = None`` relays everything.
+    """
+
+    def __init__(self, registry_port: int, hold_after: int | None) -> None:
+        self.registry_port = registry_port
+        self.hold_after = hold_after
+        self.holding = threading.Event()
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.host = f"127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.registry_port))
+            except OSError:
+                client.close()  # registry down: refuse, as it would
+                continue
+            threading.Thread(target=self._send, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=EngineLink._pump, args=(upstream, client), daemon=True).start()
+
+    def _send(self, client: socket.socket, upstream: socket.socket) -> None:
+        sent = 0
+        try:
+            while chunk := client.recv(65536):
+                if self.hold_after is not None and sent + len(chunk) > self.hold_after:
+                    self.holding.set()
+                    return  # hold: neither forward nor close; the registry waits for the rest
+                upstream.sendall(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.server.close()
 
 
 class EngineLink:
