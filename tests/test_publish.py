@@ -389,7 +389,7 @@ def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_p
         with pytest.raises(httpx.HTTPError), httpx.Client() as probe:
             probe.get(f"{reg.url}/v2/{repo}/manifests/beta").raise_for_status()
 
-        link.hold_after = None
+        link.release()
         result = publish(
             image=big,
             lock_path=release.lock,
@@ -415,6 +415,7 @@ class RegistryLink:
         self.registry_port = registry_port
         self.hold_after = hold_after
         self.holding = threading.Event()
+        self.held: list[socket.socket] = []
         self.server = socket.create_server(("127.0.0.1", 0))
         self.host = f"127.0.0.1:{self.server.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
@@ -438,6 +439,7 @@ class RegistryLink:
         try:
             while chunk := client.recv(65536):
                 if self.hold_after is not None and sent + len(chunk) > self.hold_after:
+                    self.held += [client, upstream]
                     self.holding.set()
                     return  # hold: neither forward nor close; the registry waits for the rest
                 upstream.sendall(chunk)
@@ -447,7 +449,16 @@ class RegistryLink:
         with contextlib.suppress(OSError):
             upstream.shutdown(socket.SHUT_WR)
 
+    def release(self) -> None:
+        """Relay everything from now on, and break the held connections (their sender sees a reset)."""
+        self.hold_after = None
+        for sock in self.held:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
     def close(self) -> None:
+        self.release()
         self.server.close()
 
 
@@ -510,9 +521,12 @@ def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(
     link = EngineLink(tmp_path / "engine.sock")
     with start_local_registry(tmp_path / "reg") as reg:
         repo = "team/engine-lost"
+        # The layer's upload is held part-way, so the engine is lost mid-push every time.
+        registry = RegistryLink(reg.port, hold_after=8 * 1024 * 1024)
         outcome: dict[str, object] = {}
         monkeypatch.setenv("DOCKER_HOST", f"unix://{link.path}")
-        worker = _publish_in_thread(release, big_image, f"{reg.host}/{repo}", outcome)
+        worker = _publish_in_thread(release, big_image, f"{registry.host}/{repo}", outcome)
+        assert registry.holding.wait(60), "the push never sent the layer"
         _wait_for_upload(reg, repo)
         link.cut()
         worker.join(timeout=300)
@@ -521,16 +535,18 @@ def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(
         assert "Docker Engine" in str(outcome["error"])
         assert "beta" not in tags_of(reg, repo)
 
+        registry.release()  # the engine's own upload, if it goes on, now fails or completes
         monkeypatch.delenv("DOCKER_HOST")
         result = publish(
             image=big_image,
             lock_path=release.lock,
             receipts_dir=release.receipts,
-            to=f"{reg.host}/{repo}",
+            to=f"{registry.host}/{repo}",
             tags=["beta"],
         )
         assert result.published
         assert manifest_digest(reg, repo, "beta") == result.digest
+        registry.close()
     # The cut connection could not untag the local staging tag; the rerun did.
     assert not [t for t in engine.images.get(big_image).tags if "releasekit-staging-" in t]
 
