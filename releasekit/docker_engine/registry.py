@@ -12,6 +12,8 @@ from releasekit.errors import EnvironmentProblem
 if TYPE_CHECKING:
     import docker
 
+    from releasekit.docker_engine.images import ImageFacts
+
 
 def config_credentials(host: str) -> tuple[str, str] | None:
     """(username, password) that ``docker login`` stored for ``host``; None when there are none.
@@ -33,6 +35,12 @@ class RegistryOperations:
     """Registry operations of ``Engine`` (``client`` is the SDK client)."""
 
     client: docker.DockerClient
+
+    if TYPE_CHECKING:  # ImageOperations's, beside this in ``Engine``
+
+        def inspect(self, ref: str) -> ImageFacts: ...
+
+        def tag(self, image_id: str, tag: str) -> None: ...
 
     def push(
         self,
@@ -91,14 +99,12 @@ class RegistryOperations:
 
     def _tag_for_push(self, image_id: str, repository: str, tag: str) -> bool:
         """Tag ``image_id`` as ``repository:tag``; whether it had a name before."""
-        import docker.errors
-
         try:
-            had_names = bool(self.client.api.inspect_image(image_id).get("RepoTags"))
-            self.client.api.tag(image_id, repository, tag)
-        except docker.errors.ImageNotFound:
-            raise NoSuchImage(image_id) from None
-        except docker.errors.APIError as exc:
+            had_names = bool(self.inspect(image_id).tags)
+            self.tag(image_id, f"{repository}:{tag}")
+        except NoSuchImage:
+            raise
+        except EngineError as exc:
             raise EnvironmentProblem(
                 f"Docker Engine could not tag {image_id[:19]}: {exc.explanation}"
             ) from None
