@@ -155,7 +155,7 @@ def ensure_cpu_engine_image(engine: Engine, base_image: str, cache: Path | None 
         # The probe imports what a server's three processes (API, engine core, worker) import,
         # and so leaves their bytecode in the image: the prefix is installed --no-compile and
         # the images run with PYTHONDONTWRITEBYTECODE, so without it every process compiled
-        # vLLM, transformers, openai ... from source at every start (9 s of a 40 s start on 2
+        # vLLM, transformers, openai ... from source at every start (8 s of a 38 s start on 2
         # cores). Only what is imported: compiling the whole site directory gains no more and
         # adds 270 MB to every push and verification.
         f"cd / && python3 -c 'import {', '.join(SERVED_MODULES)}; print(torch.__version__)'"
