@@ -259,6 +259,7 @@ def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_im
             "num_fewshot": 1,
             "max_tokens": 16,
             "min_accuracy": 0.0,
+            "concurrency": 8,  # the router under concurrent requests; the kill test below keeps 1
         },
         {"kind": "throughput", "input_len": 64, "output_len": 16, "concurrency": [1, 2], "num_prompts": 2},
         {"kind": "log_scan"},

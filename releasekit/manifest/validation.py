@@ -201,6 +201,12 @@ class Gsm8kCheck(_Check):
     rtol: float = Field(default=0.08, ge=0, le=1)
     confidence: float = Field(default=0.95, gt=0, lt=1)
     max_tokens: int = Field(default=512, ge=1)
+    concurrency: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="questions in flight at once (lm-eval's num_concurrent); answers are scored in dataset order",
+    )
 
     @model_validator(mode="after")
     def _fewshot_is_separate(self) -> Gsm8kCheck:

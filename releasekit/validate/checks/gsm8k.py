@@ -11,6 +11,7 @@ none of them may also be a scored question. A file that fails any of this is a f
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -238,16 +239,14 @@ class Gsm8k(CellCheck):
             return [], {"dataset": cfg.dataset}
         scored = ready.scored
         prefix = fewshot_prefix(ready.examples)
-        outputs: list[str] = []
-        errors = 0
         assert ctx.client is not None
-        for problem in scored:
-            result = ctx.client.complete(prompt_for(prefix, problem), cfg.max_tokens, stop=STOP)
-            if not result.ok:
-                errors += 1
-                if errors == 1:
-                    findings.add("REQUEST_FAILED", f"gsm8k request failed: {result.error}")
-            outputs.append(result.text)
+        prompts = [prompt_for(prefix, problem) for problem in scored]
+        results, _ = asyncio.run(ctx.client.run_concurrent(prompts, cfg.max_tokens, cfg.concurrency, stop=STOP))
+        failed = [r.error for r in results if not r.ok]
+        if failed:
+            findings.add("REQUEST_FAILED", f"gsm8k request failed: {failed[0]}")
+        errors = len(failed)
+        outputs = [r.text for r in results]
         s = score_outputs(outputs, scored, cfg.filter, cfg.confidence)
         self._judge(ctx, s, findings)
         metrics = [
@@ -272,6 +271,7 @@ class Gsm8k(CellCheck):
             "fewshot_sha256": ready.fewshot_sha256,
             "filter": cfg.filter,
             "num_fewshot": cfg.num_fewshot,
+            "concurrency": cfg.concurrency,
             "request_errors": errors,
             "examples": examples_out,
         }
