@@ -10,6 +10,9 @@ import re
 import string
 import subprocess
 import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,9 @@ from releasekit.demo.cpu_matrix import DATASETS
 from releasekit.findings import Findings
 from releasekit.manifest.validation import Baseline, Gsm8kCheck, ValidationSpec
 from releasekit.validate import scoring
-from releasekit.validate.checks.gsm8k import Problem, prepare, read_problems
+from releasekit.validate.checks.gsm8k import Gsm8k, Problem, prepare, read_problems
 from releasekit.validate.checks.interface import CheckContext
+from releasekit.validate.client import EngineClient
 from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import resolve_baseline
 
@@ -223,6 +227,72 @@ def test_a_wrong_dataset_is_refused_before_the_server_starts(
     errors = [f for f in receipt.findings if f.severity == "error"]
     assert [f.code for f in errors] == ["DATASET_CHANGED"]
     assert sha(tmp_path / "arith-test.jsonl") in errors[0].message
+
+
+class _AnsweringServer:
+    """An OpenAI-style ``/v1/completions`` server on 127.0.0.1 that answers each arithmetic question
+    correctly, the earlier questions of each five more slowly (answers arrive out of order), and
+    counts how many requests it held at once."""
+
+    def __init__(self) -> None:
+        problems, _ = read_problems(DATASETS / "arith-test.jsonl")
+        self.answers = {p.question: p.answer for p in problems}
+        self.order = [p.question for p in problems]
+        self.lock = threading.Lock()
+        self.in_flight = self.peak = self.requests = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                question = body["prompt"].rsplit("Question: ", 1)[1].removesuffix("\nAnswer:")
+                with owner.lock:
+                    owner.in_flight += 1
+                    owner.requests += 1
+                    owner.peak = max(owner.peak, owner.in_flight)
+                time.sleep(0.01 + 0.02 * (4 - owner.order.index(question) % 5))
+                with owner.lock:
+                    owner.in_flight -= 1
+                event = {"choices": [{"index": 0, "text": " " + owner.answers[question]}]}
+                payload = f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> _AnsweringServer:
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_questions_in_flight_are_bounded_and_scored_in_dataset_order(
+    tmp_path: Path, concurrency: int
+) -> None:
+    """``concurrency`` questions at once and never more; answers that arrive out of order are still
+    scored against their own questions (every answer is right, so any mix-up lowers the accuracy)."""
+    with _AnsweringServer() as server:
+        ctx, cfg = context(tmp_path, good_datasets(), {**CHECK, "concurrency": concurrency})
+        ctx.client = EngineClient(server.url, "m", timeout_s=30)
+        findings = Findings()
+        metrics, details = Gsm8k(cfg).measure(ctx, findings)
+    values = {m.name: m.value for m in metrics}
+    assert findings.codes() == [] and server.requests == 30
+    assert values["gsm8k.correct"] == values["gsm8k.n"] == 30 and values["gsm8k.accuracy"] == 1.0
+    assert server.peak == concurrency and details["concurrency"] == concurrency
 
 
 # --- lm-eval's own scorer as the reference ------------------------------------------------------
