@@ -241,7 +241,9 @@ class Gsm8k(CellCheck):
         prefix = fewshot_prefix(ready.examples)
         assert ctx.client is not None
         prompts = [prompt_for(prefix, problem) for problem in scored]
-        results, _ = asyncio.run(ctx.client.run_concurrent(prompts, cfg.max_tokens, cfg.concurrency, stop=STOP))
+        results, _ = asyncio.run(
+            ctx.client.run_concurrent(prompts, cfg.max_tokens, cfg.concurrency, stop=STOP)
+        )
         failed = [r.error for r in results if not r.ok]
         if failed:
             findings.add("REQUEST_FAILED", f"gsm8k request failed: {failed[0]}")
