@@ -78,7 +78,7 @@ def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
     Only the bundle file is read: the remote the mirror is named after is never contacted.
     """
     heads = bundle_heads(bundle)
-    with mirror._locked():
+    with mirror.locked():
         mirror._create()
         try:
             Git(mirror.path, allow_file=True, bare=True).run(

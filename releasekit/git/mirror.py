@@ -8,13 +8,11 @@ the mirror's config records nothing about where it came from except the public U
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import re
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from releasekit import atomic
@@ -94,16 +92,10 @@ class Mirror:
     def __repr__(self) -> str:
         return f"Mirror({self.url!r})"
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        # Two releasekit processes (CI jobs, a build and a check) may update one cache.
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.cache_dir / (self.path.name + ".lock"), "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    def locked(self) -> AbstractContextManager[None]:
+        """Hold the mirror's lock (``<cache>/<mirror>.lock``, the cache's entry lock) for a ``with``
+        block: two releasekit processes (CI jobs, a build and a check) may update one cache."""
+        return atomic.entry_lock(self.path)
 
     def exists(self) -> bool:
         return (self.path / "HEAD").is_file()
@@ -114,7 +106,7 @@ class Mirror:
         With a local copy configured for this URL (``--mirror``), its refs are taken and its
         objects borrowed instead (``_borrow``): nothing is fetched and the copy is not written.
         """
-        with self._locked():
+        with self.locked():
             self._create()
             self._clear_stale_git_locks()
             if self.source is not None:
@@ -231,7 +223,7 @@ class Mirror:
     def _clear_stale_git_locks(self) -> None:
         """Remove the ``*.lock`` files a killed git left in the mirror. Call with the mirror's lock held.
 
-        Every releasekit process that writes the mirror holds ``_locked`` first, so a git lock
+        Every releasekit process that writes the mirror holds its entry lock first, so a git lock
         file found then belongs to a git that was killed (with its releasekit): left there, it
         would fail every later fetch ("Unable to create ... .lock: File exists").
         """
