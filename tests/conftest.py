@@ -92,3 +92,28 @@ def demo_build(tmp_path_factory):
     from test_verify_redteam import _docker, built_demo
 
     return built_demo(_docker(), tmp_path_factory.mktemp("demo-build"))
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    """The seeds' real repositories (``shared/corpus/``), extracted once per session, read-only.
+
+    Skipped on a workstation without the corpus; under CI=true a missing corpus fails, since
+    CI's checkout always has ``shared/`` beside it.
+    """
+    import tempfile
+    from pathlib import Path
+
+    import corpus as corpus_module
+
+    missing = [str(tar) for tar in corpus_module.corpus_tars().values() if not tar.is_file()]
+    if missing:
+        reason = f"the seeds' corpus is not here: {', '.join(missing)}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    holder = tempfile.TemporaryDirectory(prefix="releasekit-corpus-")
+    extracted = corpus_module.extract(Path(holder.name))
+    yield extracted
+    corpus_module.release(extracted)
+    holder.cleanup()

@@ -1,0 +1,114 @@
+"""The seeds' real repositories as read-only test mirrors (``shared/corpus/`` beside the checkout).
+
+``shared/corpus/README.md`` describes the snapshots: bare, partial (promisor packs; some blobs
+absent), with ``refs/pull/N/head`` refs. A test session extracts each tar once into a temporary
+directory, takes every write bit away (as CI's copy of ``shared/`` has none), and hands the
+directory to releasekit through ``--mirror URL=PATH`` with the manifest's real URL.
+
+``tree_digest`` hashes a directory's names, modes and bytes, so a test can show that nothing was
+written into a mirror it was only given to read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# CI lays shared/ beside the clone; RELEASEKIT_TEST_CORPUS points elsewhere on a workstation.
+CORPUS_DIR = Path(os.environ.get("RELEASEKIT_TEST_CORPUS", REPO.parent / "shared" / "corpus"))
+
+# Snapshot name -> the repository URL the manifests name.
+URLS = {
+    "tokenspeed": "https://github.com/lightseekorg/tokenspeed",
+    "b12x": "https://github.com/local-inference-lab/b12x",
+}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The extracted, read-only snapshots of one test session."""
+
+    root: Path
+
+    def path(self, name: str) -> Path:
+        return self.root / f"{name}.git"
+
+    def url(self, name: str) -> str:
+        return URLS[name]
+
+    def mirror_args(self, *names: str) -> list[str]:
+        args: list[str] = []
+        for name in names:
+            args += ["--mirror", f"{URLS[name]}={self.path(name)}"]
+        return args
+
+    def git(self, name: str, *args: str) -> str:
+        """Run git read-only in a snapshot (no system or global config) and return its stdout."""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.root),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "LC_ALL": "C",
+        }
+        return subprocess.run(
+            ["git", "--git-dir", str(self.path(name)), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+
+
+def corpus_tars() -> dict[str, Path]:
+    return {name: CORPUS_DIR / f"{name}.git.tar" for name in URLS}
+
+
+def extract(dest: Path) -> Corpus:
+    """Extract every snapshot under ``dest`` and remove all write bits."""
+    for name, tar in corpus_tars().items():
+        with tarfile.open(tar) as archive:
+            archive.extractall(dest, filter="data")
+        _set_writable(dest / f"{name}.git", writable=False)
+    return Corpus(dest)
+
+
+def release(corpus: Corpus) -> None:
+    """Give the write bits back so the temporary directory can be removed."""
+    for name in URLS:
+        if corpus.path(name).exists():
+            _set_writable(corpus.path(name), writable=True)
+
+
+def _set_writable(top: Path, *, writable: bool) -> None:
+    for dirpath, dirnames, filenames in os.walk(top):
+        for entry in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            mode = os.lstat(entry).st_mode
+            if stat.S_ISLNK(mode):
+                continue
+            bits = stat.S_IMODE(mode)
+            os.chmod(entry, bits | stat.S_IWUSR if writable else bits & ~0o222)
+
+
+def tree_digest(top: Path) -> str:
+    """sha256 over every entry's relative name, type, mode and content, in sorted order."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            full = os.path.join(dirpath, name)
+            info = os.lstat(full)
+            digest.update(f"{os.path.relpath(full, top)}\0{info.st_mode:o}\0".encode())
+            if stat.S_ISREG(info.st_mode):
+                with open(full, "rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+            elif stat.S_ISLNK(info.st_mode):
+                digest.update(os.readlink(full).encode())
+    return digest.hexdigest()
