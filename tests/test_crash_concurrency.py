@@ -30,7 +30,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from test_publish_support import Release, build_image, publish_args
+from publish_support import Release, build_image, publish_args
 
 from releasekit.builder.cache import CacheEntry
 from releasekit.demo.example import make_example

@@ -13,7 +13,7 @@ from pathlib import Path
 import docker
 import httpx
 import pytest
-from test_publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args, run_cli
+from publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args, run_cli
 
 from releasekit.demo.localregistry import Credentials, start_local_registry
 from releasekit.errors import EnvironmentProblem

@@ -14,7 +14,7 @@ import docker
 import pytest
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import SSlibKey
-from test_publish_support import MANIFEST, Release, build_image, publish_args, run_cli
+from publish_support import MANIFEST, Release, build_image, publish_args, run_cli
 
 from releasekit.demo.localregistry import start_local_registry
 from releasekit.publish.attachments import attach_signed, signed_tag
@@ -347,7 +347,7 @@ def test_publish_finds_the_manifest_on_the_demo_layout(tmp_path, registry, image
     publish finds the lock's manifest without --manifest, passing over a decoy of the same name."""
     import hashlib
 
-    from test_publish_support import REQUIRED_CELLS
+    from publish_support import REQUIRED_CELLS
 
     release = Release(tmp_path, image)
     (tmp_path / "aaa").mkdir()  # sorted before example/: same name, other bytes

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
-from test_publish_support import Release, build_image, publish_args, run_cli
+from publish_support import Release, build_image, publish_args, run_cli
 
 from releasekit.demo.localregistry import TokenAuth, free_port, start_local_registry
 from releasekit.registry import RegistryClient, RegistryCredentials
