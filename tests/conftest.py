@@ -1,9 +1,11 @@
-"""Shared fixtures: the real Docker Engine and a locally made base image.
+"""Shared fixtures: the real Docker Engine, a locally made base image, a local registry, the plan world.
 
 ``docker_client``: the engine at DOCKER_HOST (default unix:///var/run/docker.sock).
 Without one the test is skipped on a workstation, but fails under CI=true: CI
 installs and starts the engine (scripts/setup.sh), so a missing engine there is a
-broken set-up, not a reason to skip.
+broken set-up, not a reason to skip. It is the suite's one way to the engine: a test
+takes it (or a fixture made from it) and carries the ``docker`` marker
+(tests/test_suite_rules.py checks both).
 
 ``base_image``: Debian bookworm + python3 + pip, bootstrapped with mmdebstrap and
 ``docker import``-ed once per machine, found by tag afterwards (about a minute the
@@ -92,6 +94,13 @@ def demo_build(tmp_path_factory, docker_client):
     from test_verify_redteam import built_demo
 
     return built_demo(docker_client, tmp_path_factory.mktemp("demo-build"))
+
+
+@pytest.fixture(scope="session")
+def verify_cache(tmp_path_factory):
+    """The build cache of the red-team and tamper modules' demo builds: the first module to build
+    warms it for the other, and neither leaves it in ``os.environ`` for the modules after them."""
+    return tmp_path_factory.mktemp("verify-cache")
 
 
 @pytest.fixture(scope="session")

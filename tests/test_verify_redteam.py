@@ -134,12 +134,12 @@ def built_demo(client, root: Path) -> Release:
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory, docker_client):
+def release(tmp_path_factory, docker_client, verify_cache):
     client = docker_client
     root = tmp_path_factory.mktemp("redteam")
     with pytest.MonkeyPatch.context() as env:
-        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays; else one of its own
-            env.setenv("RELEASEKIT_CACHE", str(root / "cache"))
+        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays
+            env.setenv("RELEASEKIT_CACHE", str(verify_cache))
         rel = built_demo(client, root)
         yield rel
     for image in rel.images:

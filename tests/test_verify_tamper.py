@@ -133,15 +133,15 @@ class Release:
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory, docker_client) -> Iterator[Release]:
+def release(tmp_path_factory, docker_client, verify_cache) -> Iterator[Release]:
     """The clean image: `releasekit demo`'s pipeline up to and including `releasekit build`."""
     client = docker_client
     from releasekit.demo.service import STAGES, run_demo
 
     root = tmp_path_factory.mktemp("verify")
     with pytest.MonkeyPatch.context() as env:
-        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays; else one of its own
-            env.setenv("RELEASEKIT_CACHE", str(root / "cache"))
+        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays
+            env.setenv("RELEASEKIT_CACHE", str(verify_cache))
         from releasekit.demo.service import VALIDATION_SETUP_STAGES
 
         # The demo's manifest forbids pip nvidia-* wheels (seed 003's policy), which one tamper needs.
