@@ -10,15 +10,23 @@ its bytes are hashed.
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
+import io
+import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
+from email.parser import HeaderParser
 from pathlib import Path
 
 import httpx
-from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.tags import Tag, compatible_tags, cpython_tags, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
@@ -204,6 +212,154 @@ def _listed_wheels(comp: WheelComponent, index_url: str) -> list[str]:
     return sorted(n for n in links if is_pinned_wheel(n, comp))
 
 
+# Bounds on reading a wheel at lock time: a file handed to plan lock may be anything, so nothing
+# is extracted and no member is read past its cap. The largest real wheels (torch, CUDA
+# libraries) are a few GB and hold tens of thousands of files.
+MAX_WHEEL_BYTES = 16 << 30
+MAX_WHEEL_ENTRIES = 500_000
+MAX_METADATA_BYTES = 16 << 20  # METADATA may carry a long description
+MAX_WHEEL_FILE_BYTES = 64 << 10
+MAX_RECORD_BYTES = 128 << 20
+# Signatures beside RECORD that RECORD cannot list (PEP 427).
+_RECORD_UNLISTED = ("RECORD", "RECORD.jws", "RECORD.p7s")
+
+
+class NotAWheel(Exception):
+    """Why a file is not a wheel of the distribution and version its name says (one line)."""
+
+
+def _member(zf: zipfile.ZipFile, name: str, cap: int) -> bytes:
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        raise NotAWheel(f"it has no {name}") from None
+    if info.file_size > cap:
+        raise NotAWheel(f"{name} is {info.file_size} B, over the {cap} B limit")
+    try:
+        with zf.open(info) as member:
+            data = member.read(cap + 1)
+    except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError) as exc:
+        raise NotAWheel(f"{name} cannot be read: {exc}") from None
+    if len(data) > cap:
+        raise NotAWheel(f"{name} is over the {cap} B limit")
+    return data
+
+
+def _headers(data: bytes, name: str) -> dict[str, list[str]]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotAWheel(f"{name} is not UTF-8") from None
+    message = HeaderParser().parsestr(text)
+    found: dict[str, list[str]] = {}
+    for key, value in message.items():
+        found.setdefault(key.lower(), []).append(str(value).strip())
+    return found
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def check_wheel_contents(path: Path, distribution: str, version: str) -> None:
+    """``path`` is a wheel (PEP 427) of ``distribution`` ``version``: its name, dist-info METADATA,
+    WHEEL and RECORD all say so. Raises NotAWheel with the first disagreement.
+
+    Only the zip's directory and three small members are read, each under its cap.
+    """
+    parsed = _parsed(path.name)
+    if parsed is None:
+        raise NotAWheel("its file name is not a wheel's (name-version-python-abi-platform.whl)")
+    name, file_version, file_tags = parsed
+    want_name, want_version = canonicalize_name(distribution), Version(version)
+    if (name, file_version) != (want_name, want_version):
+        raise NotAWheel(f"its file name says {name} {file_version}")
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError as exc:
+        raise NotAWheel(f"cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise NotAWheel("it is not a regular file")
+    if st.st_size > MAX_WHEEL_BYTES:
+        raise NotAWheel(f"it is {st.st_size} B, over the {MAX_WHEEL_BYTES} B limit")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise NotAWheel(f"it is not a zip archive ({exc})") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_WHEEL_ENTRIES:
+            raise NotAWheel(f"it has {len(infos)} entries, over the {MAX_WHEEL_ENTRIES} limit")
+        files = [i.filename for i in infos if not i.is_dir()]
+        dist_infos = sorted({f.split("/", 1)[0] for f in files if f.split("/", 1)[0].endswith(".dist-info")})
+        if len(dist_infos) != 1:
+            raise NotAWheel(f"it has {len(dist_infos)} top-level .dist-info directories, not one")
+        dist_info = dist_infos[0]
+        stem = dist_info.removesuffix(".dist-info")
+        dir_name, _, dir_version = stem.rpartition("-")
+        try:
+            dir_agrees = canonicalize_name(dir_name) == name and Version(dir_version) == file_version
+        except InvalidVersion:
+            dir_agrees = False
+        if not dir_agrees:
+            raise NotAWheel(f"its {dist_info} is not {name} {file_version}'s")
+
+        metadata_bytes = _member(zf, f"{dist_info}/METADATA", MAX_METADATA_BYTES)
+        metadata = _headers(metadata_bytes, "METADATA")
+        meta_name = (metadata.get("name") or [""])[0]
+        meta_version = (metadata.get("version") or [""])[0]
+        try:
+            meta_agrees = canonicalize_name(meta_name) == name and Version(meta_version) == file_version
+        except InvalidVersion:
+            meta_agrees = False
+        if not meta_agrees:
+            raise NotAWheel(
+                f"its METADATA says Name {meta_name or '(none)'}, Version {meta_version or '(none)'}"
+            )
+
+        wheel_bytes = _member(zf, f"{dist_info}/WHEEL", MAX_WHEEL_FILE_BYTES)
+        wheel = _headers(wheel_bytes, "WHEEL")
+        if not (wheel.get("wheel-version") or [""])[0].startswith("1."):
+            raise NotAWheel("its WHEEL has no Wheel-Version 1.x")
+        declared: set[Tag] = set()
+        for value in wheel.get("tag", []):
+            try:
+                declared |= parse_tag(value)
+            except ValueError:
+                raise NotAWheel(f"its WHEEL has a malformed Tag {value!r}") from None
+        if not file_tags <= declared:
+            missing = ", ".join(sorted(str(t) for t in file_tags - declared))
+            raise NotAWheel(f"its WHEEL does not list the file name's tags ({missing})")
+
+        record_name = f"{dist_info}/RECORD"
+        record_bytes = _member(zf, record_name, MAX_RECORD_BYTES)
+        try:
+            rows = list(csv.reader(io.StringIO(record_bytes.decode("utf-8"))))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise NotAWheel(f"its RECORD cannot be read: {exc}") from None
+        listed = {row[0]: row for row in rows if row}
+        unlisted = {f"{dist_info}/{n}" for n in _RECORD_UNLISTED}
+        absent = sorted(set(files) - set(listed) - unlisted)
+        if absent:
+            raise NotAWheel(f"its RECORD does not list {len(absent)} file(s) of the zip, e.g. {absent[0]}")
+        extra = sorted(set(listed) - set(files))
+        if extra:
+            raise NotAWheel(f"its RECORD lists {len(extra)} file(s) the zip lacks, e.g. {extra[0]}")
+        for member, data in ((f"{dist_info}/METADATA", metadata_bytes), (f"{dist_info}/WHEEL", wheel_bytes)):
+            row = listed[member]
+            if len(row) < 2 or row[1] != _record_hash(data):
+                raise NotAWheel(f"its RECORD's hash of {member} is not the file's")
+
+
+def verified_wheel(name: str, comp: WheelComponent, path: Path) -> PinnedWheel:
+    """``path`` as the pin, once it is shown to be a wheel of the pinned distribution and version."""
+    try:
+        check_wheel_contents(path, comp.distribution, comp.version)
+    except NotAWheel as why:
+        raise InputError(f"{name}: {path.name} is not a wheel of {comp.requirement}: {why}") from None
+    return PinnedWheel(filename=path.name, sha256=file_sha256(path))
+
+
 @dataclass(frozen=True)
 class PinnedWheel:
     filename: str
@@ -256,7 +412,7 @@ def pinned_wheel(
             raise InputError(
                 f"{name}: pip chose {fetched.name} for {image.describe()}, the manifest names {comp.filename}"
             )
-        pinned = PinnedWheel(filename=fetched.name, sha256=file_sha256(fetched))
+        pinned = verified_wheel(name, comp, fetched)
         if download_dir is not None:
             download_dir.mkdir(parents=True, exist_ok=True)
             atomic.copy_file(fetched, download_dir / fetched.name)  # two locks at once: never a torn wheel
@@ -278,5 +434,4 @@ def _from_wheelhouse(
             f"{name}: {len(names)} wheels match {comp.requirement} ({', '.join(names)}); "
             "name one with 'filename', or give the toolchain python and platform"
         )
-    chosen = candidates[0]
-    return PinnedWheel(filename=chosen.name, sha256=file_sha256(chosen))
+    return verified_wheel(name, comp, candidates[0])
