@@ -261,19 +261,16 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def check_wheel_contents(path: Path, distribution: str, version: str) -> None:
-    """``path`` is a wheel (PEP 427) of ``distribution`` ``version``: its name, dist-info METADATA,
-    WHEEL and RECORD all say so. Raises NotAWheel with the first disagreement.
+def _is(name_text: str, version_text: str, name: str, version: Version) -> bool:
+    """``name_text`` and ``version_text`` name ``name`` ``version`` (PEP 503 names, PEP 440 versions)."""
+    try:
+        return canonicalize_name(name_text) == name and Version(version_text) == version
+    except InvalidVersion:
+        return False
 
-    Only the zip's directory and three small members are read, each under its cap.
-    """
-    parsed = _parsed(path.name)
-    if parsed is None:
-        raise NotAWheel("its file name is not a wheel's (name-version-python-abi-platform.whl)")
-    name, file_version, file_tags = parsed
-    want_name, want_version = canonicalize_name(distribution), Version(version)
-    if (name, file_version) != (want_name, want_version):
-        raise NotAWheel(f"its file name says {name} {file_version}")
+
+def _open_wheel(path: Path) -> zipfile.ZipFile:
+    """The zip's directory, read only after the file's type and size are known to be sane."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError as exc:
@@ -286,69 +283,87 @@ def check_wheel_contents(path: Path, distribution: str, version: str) -> None:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise NotAWheel(f"it is not a zip archive ({exc})") from None
-    with zf:
-        infos = zf.infolist()
-        if len(infos) > MAX_WHEEL_ENTRIES:
-            raise NotAWheel(f"it has {len(infos)} entries, over the {MAX_WHEEL_ENTRIES} limit")
-        files = [i.filename for i in infos if not i.is_dir()]
-        dist_infos = sorted({f.split("/", 1)[0] for f in files if f.split("/", 1)[0].endswith(".dist-info")})
-        if len(dist_infos) != 1:
-            raise NotAWheel(f"it has {len(dist_infos)} top-level .dist-info directories, not one")
-        dist_info = dist_infos[0]
-        stem = dist_info.removesuffix(".dist-info")
-        dir_name, _, dir_version = stem.rpartition("-")
-        try:
-            dir_agrees = canonicalize_name(dir_name) == name and Version(dir_version) == file_version
-        except InvalidVersion:
-            dir_agrees = False
-        if not dir_agrees:
-            raise NotAWheel(f"its {dist_info} is not {name} {file_version}'s")
+    if len(zf.infolist()) > MAX_WHEEL_ENTRIES:
+        zf.close()
+        raise NotAWheel(f"it has over {MAX_WHEEL_ENTRIES} entries")
+    return zf
 
-        metadata_bytes = _member(zf, f"{dist_info}/METADATA", MAX_METADATA_BYTES)
+
+def _dist_info(files: list[str], name: str, version: Version) -> str:
+    """The one top-level ``.dist-info`` directory, which must be ``name`` ``version``'s."""
+    tops = sorted({f.split("/", 1)[0] for f in files if f.split("/", 1)[0].endswith(".dist-info")})
+    if len(tops) != 1:
+        raise NotAWheel(f"it has {len(tops)} top-level .dist-info directories, not one")
+    dir_name, _, dir_version = tops[0].removesuffix(".dist-info").rpartition("-")
+    if not _is(dir_name, dir_version, name, version):
+        raise NotAWheel(f"its {tops[0]} is not {name} {version}'s")
+    return tops[0]
+
+
+def _wheel_tags_agree(wheel_bytes: bytes, file_tags: frozenset[Tag]) -> None:
+    wheel = _headers(wheel_bytes, "WHEEL")
+    if not (wheel.get("wheel-version") or [""])[0].startswith("1."):
+        raise NotAWheel("its WHEEL has no Wheel-Version 1.x")
+    declared: set[Tag] = set()
+    for value in wheel.get("tag", []):
+        try:
+            declared |= parse_tag(value)
+        except ValueError:
+            raise NotAWheel(f"its WHEEL has a malformed Tag {value!r}") from None
+    if not file_tags <= declared:
+        missing = ", ".join(sorted(str(t) for t in file_tags - declared))
+        raise NotAWheel(f"its WHEEL does not list the file name's tags ({missing})")
+
+
+def _record_agrees(record_bytes: bytes, dist_info: str, files: list[str], read: dict[str, bytes]) -> None:
+    """RECORD lists every file of the zip and no other, with the right hash for each member ``read``."""
+    try:
+        rows = list(csv.reader(io.StringIO(record_bytes.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise NotAWheel(f"its RECORD cannot be read: {exc}") from None
+    listed = {row[0]: row for row in rows if row}
+    unlisted = {f"{dist_info}/{n}" for n in _RECORD_UNLISTED}
+    absent = sorted(set(files) - set(listed) - unlisted)
+    if absent:
+        raise NotAWheel(f"its RECORD does not list {len(absent)} file(s) of the zip, e.g. {absent[0]}")
+    extra = sorted(set(listed) - set(files))
+    if extra:
+        raise NotAWheel(f"its RECORD lists {len(extra)} file(s) the zip lacks, e.g. {extra[0]}")
+    for member, data in read.items():
+        row = listed[member]
+        if len(row) < 2 or row[1] != _record_hash(data):
+            raise NotAWheel(f"its RECORD's hash of {member} is not the file's")
+
+
+def check_wheel_contents(path: Path, distribution: str, version: str) -> None:
+    """``path`` is a wheel (PEP 427) of ``distribution`` ``version``: its name, dist-info METADATA,
+    WHEEL and RECORD all say so. Raises NotAWheel with the first disagreement.
+
+    Only the zip's directory and three small members are read, each under its cap.
+    """
+    parsed = _parsed(path.name)
+    if parsed is None:
+        raise NotAWheel("its file name is not a wheel's (name-version-python-abi-platform.whl)")
+    name, file_version, file_tags = parsed
+    if (name, file_version) != (canonicalize_name(distribution), Version(version)):
+        raise NotAWheel(f"its file name says {name} {file_version}")
+    with _open_wheel(path) as zf:
+        files = [i.filename for i in zf.infolist() if not i.is_dir()]
+        info = _dist_info(files, name, file_version)
+        metadata_bytes = _member(zf, f"{info}/METADATA", MAX_METADATA_BYTES)
         metadata = _headers(metadata_bytes, "METADATA")
         meta_name = (metadata.get("name") or [""])[0]
         meta_version = (metadata.get("version") or [""])[0]
-        try:
-            meta_agrees = canonicalize_name(meta_name) == name and Version(meta_version) == file_version
-        except InvalidVersion:
-            meta_agrees = False
-        if not meta_agrees:
+        if not _is(meta_name, meta_version, name, file_version):
             raise NotAWheel(
                 f"its METADATA says Name {meta_name or '(none)'}, Version {meta_version or '(none)'}"
             )
-
-        wheel_bytes = _member(zf, f"{dist_info}/WHEEL", MAX_WHEEL_FILE_BYTES)
-        wheel = _headers(wheel_bytes, "WHEEL")
-        if not (wheel.get("wheel-version") or [""])[0].startswith("1."):
-            raise NotAWheel("its WHEEL has no Wheel-Version 1.x")
-        declared: set[Tag] = set()
-        for value in wheel.get("tag", []):
-            try:
-                declared |= parse_tag(value)
-            except ValueError:
-                raise NotAWheel(f"its WHEEL has a malformed Tag {value!r}") from None
-        if not file_tags <= declared:
-            missing = ", ".join(sorted(str(t) for t in file_tags - declared))
-            raise NotAWheel(f"its WHEEL does not list the file name's tags ({missing})")
-
-        record_name = f"{dist_info}/RECORD"
-        record_bytes = _member(zf, record_name, MAX_RECORD_BYTES)
-        try:
-            rows = list(csv.reader(io.StringIO(record_bytes.decode("utf-8"))))
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise NotAWheel(f"its RECORD cannot be read: {exc}") from None
-        listed = {row[0]: row for row in rows if row}
-        unlisted = {f"{dist_info}/{n}" for n in _RECORD_UNLISTED}
-        absent = sorted(set(files) - set(listed) - unlisted)
-        if absent:
-            raise NotAWheel(f"its RECORD does not list {len(absent)} file(s) of the zip, e.g. {absent[0]}")
-        extra = sorted(set(listed) - set(files))
-        if extra:
-            raise NotAWheel(f"its RECORD lists {len(extra)} file(s) the zip lacks, e.g. {extra[0]}")
-        for member, data in ((f"{dist_info}/METADATA", metadata_bytes), (f"{dist_info}/WHEEL", wheel_bytes)):
-            row = listed[member]
-            if len(row) < 2 or row[1] != _record_hash(data):
-                raise NotAWheel(f"its RECORD's hash of {member} is not the file's")
+        wheel_bytes = _member(zf, f"{info}/WHEEL", MAX_WHEEL_FILE_BYTES)
+        _wheel_tags_agree(wheel_bytes, file_tags)
+        record_bytes = _member(zf, f"{info}/RECORD", MAX_RECORD_BYTES)
+        _record_agrees(
+            record_bytes, info, files, {f"{info}/METADATA": metadata_bytes, f"{info}/WHEEL": wheel_bytes}
+        )
 
 
 def verified_wheel(name: str, comp: WheelComponent, path: Path) -> PinnedWheel:
