@@ -261,10 +261,6 @@ def test_a_text_file_named_like_the_pinned_wheel_is_refused(tmp_path: Path) -> N
     [
         ({"metadata": f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 2.4.0\n"}, "METADATA says Name"),
         ({"metadata": f"Metadata-Version: 2.1\nName: deep-gemm\nVersion: {VERSION}\n"}, "METADATA says Name"),
-        (
-            {"wheel": "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_28_x86_64\n"},
-            "WHEEL does not list the file name's tags",
-        ),
         ({"wheel": f"Root-Is-Purelib: false\nTag: {CP312}\n"}, "no Wheel-Version"),
         ({"record": ""}, "RECORD does not list"),
         ({"files": {"deep_gemm/__init__.py": b"x = 1\n", "deep_gemm/other.py": b""}}, None),
@@ -290,7 +286,7 @@ def test_a_record_that_lists_a_missing_file_or_a_wrong_hash_is_refused(tmp_path:
 
     stem = f"tokenspeed_deepgemm-{VERSION}"
     good = write_wheel(tmp_path / "good", DIST, VERSION, CP312)
-    check_wheel_contents(good, DIST, VERSION)
+    assert check_wheel_contents(good, DIST, VERSION) == []
     with zipfile.ZipFile(good) as zf:
         record = zf.read(f"{stem}.dist-info/RECORD").decode()
     extra = write_wheel(tmp_path / "extra", DIST, VERSION, CP312, record=record + "deep_gemm/gone.py,,\n")
@@ -299,8 +295,9 @@ def test_a_record_that_lists_a_missing_file_or_a_wrong_hash_is_refused(tmp_path:
     metadata_row = next(r for r in record.splitlines() if r.startswith(f"{stem}.dist-info/METADATA,"))
     wrong = record.replace(metadata_row, f"{stem}.dist-info/METADATA,sha256=AAAA,1")
     tampered = write_wheel(tmp_path / "wrong", DIST, VERSION, CP312, record=wrong)
-    with pytest.raises(NotAWheel, match="RECORD's hash of"):
-        check_wheel_contents(tampered, DIST, VERSION)
+    assert check_wheel_contents(tampered, DIST, VERSION) == [
+        ("WHEEL_RECORD_HASH_MISMATCH", f"its RECORD's hash of {stem}.dist-info/METADATA is not the file's")
+    ]
     # Bounded: a METADATA over its cap is refused from the zip's directory, before it is read.
     big = write_wheel(
         tmp_path / "big",
@@ -345,3 +342,21 @@ def test_a_wheel_built_by_pip_is_accepted(tmp_path: Path) -> None:
     assert code == 0, out
     lock = json.loads((tmp_path / "out").read_text())
     assert lock["components"]["deepgemm"]["filename"] == built.name
+
+
+def test_a_wheel_whose_wheel_file_lists_other_tags_is_locked_with_a_warning(tmp_path: Path) -> None:
+    """As ray, mysql-connector-python and playwright on PyPI: renamed to a manylinux tag after the
+    build wrote ``linux_x86_64``; pip goes by the file name, so the lock says so and goes on."""
+    house = tmp_path / "house"
+    renamed = "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp312-cp312-linux_x86_64\n"
+    wheel = write_wheel(house, DIST, VERSION, CP312, wheel=renamed)
+    code, out = lock_cli(write_manifest(tmp_path), tmp_path / "out", "--wheelhouse", str(house))
+    assert code == 0, out
+    found = [(f["code"], f["severity"], f["message"]) for f in out["findings"]["findings"]]
+    assert found == [
+        (
+            "WHEEL_TAGS_UNDECLARED",
+            "warning",
+            f"{wheel.name}: its WHEEL lists cp312-cp312-linux_x86_64, not the file name's {CP312}",
+        )
+    ]

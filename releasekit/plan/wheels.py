@@ -33,7 +33,7 @@ from packaging.version import InvalidVersion, Version
 from releasekit import atomic
 from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.findings import Findings
+from releasekit.findings import Findings, Severity
 from releasekit.git.remote import strip_credentials
 from releasekit.manifest.models import Toolchain, WheelComponent
 from releasekit.simple_index import project_links
@@ -300,7 +300,10 @@ def _dist_info(files: list[str], name: str, version: Version) -> str:
     return tops[0]
 
 
-def _wheel_tags_agree(wheel_bytes: bytes, file_tags: frozenset[Tag]) -> None:
+def _wheel_tags_agree(wheel_bytes: bytes, file_tags: frozenset[Tag]) -> list[tuple[str, str]]:
+    """A WHEEL file of version 1.x (else NotAWheel); tags it does not list are a doubt, not a refusal:
+    real wheels renamed for another platform tag (ray, mysql-connector-python, playwright on PyPI)
+    keep the WHEEL of the build, and pip goes by the file name."""
     wheel = _headers(wheel_bytes, "WHEEL")
     if not (wheel.get("wheel-version") or [""])[0].startswith("1."):
         raise NotAWheel("its WHEEL has no Wheel-Version 1.x")
@@ -310,13 +313,18 @@ def _wheel_tags_agree(wheel_bytes: bytes, file_tags: frozenset[Tag]) -> None:
             declared |= parse_tag(value)
         except ValueError:
             raise NotAWheel(f"its WHEEL has a malformed Tag {value!r}") from None
-    if not file_tags <= declared:
-        missing = ", ".join(sorted(str(t) for t in file_tags - declared))
-        raise NotAWheel(f"its WHEEL does not list the file name's tags ({missing})")
+    if file_tags <= declared:
+        return []
+    missing = ", ".join(sorted(str(t) for t in file_tags - declared))
+    listed = ", ".join(sorted(str(t) for t in declared)) or "none"
+    return [("WHEEL_TAGS_UNDECLARED", f"its WHEEL lists {listed}, not the file name's {missing}")]
 
 
-def _record_agrees(record_bytes: bytes, dist_info: str, files: list[str], read: dict[str, bytes]) -> None:
-    """RECORD lists every file of the zip and no other, with the right hash for each member ``read``."""
+def _record_agrees(
+    record_bytes: bytes, dist_info: str, files: list[str], read: dict[str, bytes]
+) -> list[tuple[str, str]]:
+    """RECORD lists every file of the zip and no other (else NotAWheel); a wrong hash for a member
+    ``read`` is a doubt (gmsh 4.15.2 on PyPI ships one for its METADATA; pip does not check)."""
     try:
         rows = list(csv.reader(io.StringIO(record_bytes.decode("utf-8"))))
     except (UnicodeDecodeError, csv.Error) as exc:
@@ -329,15 +337,18 @@ def _record_agrees(record_bytes: bytes, dist_info: str, files: list[str], read: 
     extra = sorted(set(listed) - set(files))
     if extra:
         raise NotAWheel(f"its RECORD lists {len(extra)} file(s) the zip lacks, e.g. {extra[0]}")
-    for member, data in read.items():
-        row = listed[member]
-        if len(row) < 2 or row[1] != _record_hash(data):
-            raise NotAWheel(f"its RECORD's hash of {member} is not the file's")
+    return [
+        ("WHEEL_RECORD_HASH_MISMATCH", f"its RECORD's hash of {member} is not the file's")
+        for member, data in read.items()
+        if len(listed[member]) < 2 or listed[member][1] != _record_hash(data)
+    ]
 
 
-def check_wheel_contents(path: Path, distribution: str, version: str) -> None:
+def check_wheel_contents(path: Path, distribution: str, version: str) -> list[tuple[str, str]]:
     """``path`` is a wheel (PEP 427) of ``distribution`` ``version``: its name, dist-info METADATA,
-    WHEEL and RECORD all say so. Raises NotAWheel with the first disagreement.
+    WHEEL and RECORD all say so. Raises NotAWheel with the first disagreement; returns the doubts
+    (code, message) that real published wheels have: WHEEL tags that are not the file name's, a
+    RECORD hash of METADATA or WHEEL that is not the file's.
 
     Only the zip's directory and three small members are read, each under its cap.
     """
@@ -359,19 +370,21 @@ def check_wheel_contents(path: Path, distribution: str, version: str) -> None:
                 f"its METADATA says Name {meta_name or '(none)'}, Version {meta_version or '(none)'}"
             )
         wheel_bytes = _member(zf, f"{info}/WHEEL", MAX_WHEEL_FILE_BYTES)
-        _wheel_tags_agree(wheel_bytes, file_tags)
+        doubts = _wheel_tags_agree(wheel_bytes, file_tags)
         record_bytes = _member(zf, f"{info}/RECORD", MAX_RECORD_BYTES)
-        _record_agrees(
-            record_bytes, info, files, {f"{info}/METADATA": metadata_bytes, f"{info}/WHEEL": wheel_bytes}
-        )
+        read = {f"{info}/METADATA": metadata_bytes, f"{info}/WHEEL": wheel_bytes}
+        return doubts + _record_agrees(record_bytes, info, files, read)
 
 
-def verified_wheel(name: str, comp: WheelComponent, path: Path) -> PinnedWheel:
-    """``path`` as the pin, once it is shown to be a wheel of the pinned distribution and version."""
+def verified_wheel(name: str, comp: WheelComponent, path: Path, findings: Findings) -> PinnedWheel:
+    """``path`` as the pin, once it is shown to be a wheel of the pinned distribution and version
+    (its doubts are warnings in ``findings``)."""
     try:
-        check_wheel_contents(path, comp.distribution, comp.version)
+        doubts = check_wheel_contents(path, comp.distribution, comp.version)
     except NotAWheel as why:
         raise InputError(f"{name}: {path.name} is not a wheel of {comp.requirement}: {why}") from None
+    for code, message in doubts:
+        findings.add(code, f"{path.name}: {message}", severity=Severity.warning, component=name)
     return PinnedWheel(filename=path.name, sha256=file_sha256(path))
 
 
@@ -397,7 +410,7 @@ def pinned_wheel(
     """
     candidates = _wheelhouse_candidates(comp, wheelhouses)
     if candidates:
-        return _from_wheelhouse(name, comp, candidates, image)
+        return _from_wheelhouse(name, comp, candidates, image, findings)
     index_url = comp.index_url or PYPI_SIMPLE
     shown = strip_credentials(index_url)
     if image is None:
@@ -427,7 +440,7 @@ def pinned_wheel(
             raise InputError(
                 f"{name}: pip chose {fetched.name} for {image.describe()}, the manifest names {comp.filename}"
             )
-        pinned = verified_wheel(name, comp, fetched)
+        pinned = verified_wheel(name, comp, fetched, findings)
         if download_dir is not None:
             download_dir.mkdir(parents=True, exist_ok=True)
             atomic.copy_file(fetched, download_dir / fetched.name)  # two locks at once: never a torn wheel
@@ -435,7 +448,11 @@ def pinned_wheel(
 
 
 def _from_wheelhouse(
-    name: str, comp: WheelComponent, candidates: list[Path], image: ImageInterpreter | None
+    name: str,
+    comp: WheelComponent,
+    candidates: list[Path],
+    image: ImageInterpreter | None,
+    findings: Findings,
 ) -> PinnedWheel:
     """One wheel among the wheelhouses' matches, chosen as pip would; two that cannot be told apart is bad input."""
     if image is not None and len(candidates) > 1:
@@ -449,4 +466,4 @@ def _from_wheelhouse(
             f"{name}: {len(names)} wheels match {comp.requirement} ({', '.join(names)}); "
             "name one with 'filename', or give the toolchain python and platform"
         )
-    return verified_wheel(name, comp, candidates[0])
+    return verified_wheel(name, comp, candidates[0], findings)
