@@ -345,7 +345,7 @@ def test_a_wheel_built_by_pip_is_accepted(tmp_path: Path) -> None:
 
 
 def test_a_wheel_whose_wheel_file_lists_other_tags_is_locked_with_a_warning(tmp_path: Path) -> None:
-    """As ray, mysql-connector-python and playwright on PyPI: renamed to a manylinux tag after the
+    """As ray, mysql-connector-python and playwright as published: renamed to a manylinux tag after the
     build wrote ``linux_x86_64``; pip goes by the file name, so the lock says so and goes on."""
     house = tmp_path / "house"
     renamed = "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp312-cp312-linux_x86_64\n"

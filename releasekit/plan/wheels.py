@@ -302,7 +302,7 @@ def _dist_info(files: list[str], name: str, version: Version) -> str:
 
 def _wheel_tags_agree(wheel_bytes: bytes, file_tags: frozenset[Tag]) -> list[tuple[str, str]]:
     """A WHEEL file of version 1.x (else NotAWheel); tags it does not list are a doubt, not a refusal:
-    real wheels renamed for another platform tag (ray, mysql-connector-python, playwright on PyPI)
+    real wheels renamed for another platform tag (ray, mysql-connector-python, playwright as published)
     keep the WHEEL of the build, and pip goes by the file name."""
     wheel = _headers(wheel_bytes, "WHEEL")
     if not (wheel.get("wheel-version") or [""])[0].startswith("1."):
@@ -324,7 +324,7 @@ def _record_agrees(
     record_bytes: bytes, dist_info: str, files: list[str], read: dict[str, bytes]
 ) -> list[tuple[str, str]]:
     """RECORD lists every file of the zip and no other (else NotAWheel); a wrong hash for a member
-    ``read`` is a doubt (gmsh 4.15.2 on PyPI ships one for its METADATA; pip does not check)."""
+    ``read`` is a doubt (gmsh 4.15.2 as published ships one for its METADATA; pip does not check)."""
     try:
         rows = list(csv.reader(io.StringIO(record_bytes.decode("utf-8"))))
     except (UnicodeDecodeError, csv.Error) as exc:
