@@ -283,7 +283,15 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
     # the provenance apart from its documented time fields.
     for name in ("build.json", "archive.json", "RELEASE.md", "Dockerfile", "provenance.intoto.json"):
         assert_same_record(world.out / name, world.root / "out2" / name)
+    # The archive itself, byte for byte (issue 35: a bundle once differed while its sha256 in
+    # archive.json was the only trace).
+    assert _archive_bytes(world.out) == _archive_bytes(world.root / "out2")
 
+    # The mirrors as months of fetches and a gc leave them: the same objects, packed anew with
+    # other delta settings. The archive's bundles must not change with that (issue 35).
+    for mirror in sorted((world.root / "git").glob("*.git")):
+        repack = ["repack", "-q", "-a", "-d", "-f", "--window=250", "--depth=1"]
+        subprocess.run(["git", "--git-dir", str(mirror), *repack], check=True, capture_output=True)
     cached = run_build(world.options("out3"))
     assert cached.cache.misses == [] and sorted(cached.cache.hits) == sorted(forced.cache.misses)
     assert cached.cache.layer == "hit"
@@ -293,12 +301,21 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
     # miss, and the tag.
     for name in ("archive.json", "Dockerfile"):
         assert_same_record(world.out / name, world.root / "out3" / name)
+    assert _archive_bytes(world.out) == _archive_bytes(world.root / "out3")
     first, third = (json.loads((world.root / d / "build.json").read_text()) for d in ("out1", "out3"))
     for record in (first, third):
         record.pop("cache"), record.pop("image_tag")
         for comp in record["components"]:
             comp.pop("cache")
     assert first == third
+
+
+def _archive_bytes(outdir: Path) -> dict[str, bytes]:
+    """Every file under ``outdir/archive/`` by its relative path."""
+    top = outdir / "archive"
+    found = {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
+    assert any(name.endswith(".bundle") for name in found), found.keys()
+    return found
 
 
 def test_moved_checkout_is_refused(world: World):

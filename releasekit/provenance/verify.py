@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from releasekit.checks import AllOf, Deadline, Report
+from releasekit.checks import AllOf, Deadline, Outcome, Report
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.accounting import Expected, layer_table, overlay, table
@@ -43,7 +43,12 @@ from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.provenance import PROVENANCE_FILE, Statement
 from releasekit.records.safe_io import UnsafeFileError, check_regular, check_writable
 from releasekit.records.sbom import SBOM_FILE
-from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, CheckOutcome, ReleasekitBlock
+from releasekit.records.verification import (
+    MAX_EXAMINED_LISTED,
+    VERIFICATION_SUMMARY_FILE,
+    CheckOutcome,
+    ReleasekitBlock,
+)
 from releasekit.signing import load_signer
 from releasekit.signing.statements import envelope_path, sign_summary_file
 
@@ -600,6 +605,22 @@ def _context(
     )
 
 
+def _outcome(outcome: Outcome[VerifyContext]) -> CheckOutcome:
+    """One check as the summary records it: status, findings, what it examined and how many."""
+    found, examined = outcome.findings, outcome.examined
+    return CheckOutcome(
+        name=outcome.check.name,
+        status=outcome.status,
+        passed=outcome.status == "passed",
+        findings=len(found),
+        codes=sorted(set(found.codes())),
+        examined=examined.kind if examined else None,
+        count=examined.count if examined else 0,
+        items=list(examined.items[:MAX_EXAMINED_LISTED]) if examined else [],
+        reason=outcome.reason,
+    )
+
+
 def _result(
     lock: Lock,
     lock_sha: str,
@@ -617,10 +638,7 @@ def _result(
         lock_sha256=lock_sha,
         manifest_sha256=lock.manifest.sha256,
         passed=findings.passed,
-        checks=[
-            CheckOutcome(name=c.name, passed=f.passed, findings=len(f), codes=sorted(set(f.codes())))
-            for c, f in report.ran
-        ],
+        checks=[_outcome(o) for o in report.outcomes],
         findings=findings,
         probe=_probe_summary(got.probe),
         stats=VerifyStats(
