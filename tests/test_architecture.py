@@ -15,6 +15,8 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
 - ``provenance`` and ``reproduce`` use the builder's library (``builder/release_image.py``), never its
   orchestrator ``builder/service.py``; only a stage's ``commands`` module, which wires services
   together, may hand ``run_build`` on;
+- no module of ``builder``, ``provenance`` or ``reproduce`` but a ``commands`` module makes a Docker
+  ``Engine(...)``: it is passed in;
 - no function in ``builder/`` takes more than 5 positional parameters (keyword-only ones after ``*``
   are free): a step takes the frozen ``BuildRun`` instead of a row of loose arguments;
 - only ``releasekit/docker_engine/`` imports ``docker``; only ``releasekit/forge/`` imports ``githubkit``;
@@ -81,6 +83,7 @@ RECORDS = "records"  # the one home of the release files' models, names and pars
 BUILD_ORCHESTRATOR = "builder.service"
 LIBRARY_USERS = ("provenance", "reproduce")
 MAX_POSITIONAL = 5
+ENGINE_TAKERS = ("builder", "provenance", "reproduce")  # take the Docker Engine, made by their commands.py
 
 # Release files (and their DSSE envelopes): named by a constant of their record module only.
 RELEASE_FILES = frozenset(
@@ -134,7 +137,7 @@ _UNTYPED = re.compile(r"^Any( \| None)?$|dict\[str, Any\]")
 
 @dataclass(frozen=True, order=True)
 class Violation:
-    rule: str  # cycle | later-stage | builder-orchestrator | imports-demo | shared-imports-stage | unplaced | docker | json | file-name
+    rule: str  # cycle | later-stage | builder-orchestrator | engine-created | imports-demo | shared-imports-stage | unplaced | docker | json | file-name
     module: str
     message: str
 
@@ -306,6 +309,7 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
                 )
             )
     out += evidence_violations(root, package)
+    out += engine_violations(root, package)
     out += untyped_evidence_violations(root, package)
     return sorted(set(out))
 
@@ -394,6 +398,26 @@ def evidence_violations(root: Path, package: str) -> list[Violation]:
     return out
 
 
+def engine_violations(root: Path, package: str) -> list[Violation]:
+    """A Docker ``Engine(...)`` made in a builder, provenance or reproduce module other than ``commands``:
+    the commands layer makes it and passes it in."""
+    out: list[Violation] = []
+    for module, path in module_names(root, package).items():
+        if layer(module, package) not in ENGINE_TAKERS or module.endswith(".commands"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            f = node.func if isinstance(node, ast.Call) else None
+            if (isinstance(f, ast.Name) and f.id == "Engine") or (
+                isinstance(f, ast.Attribute) and f.attr == "Engine"
+            ):
+                out.append(
+                    Violation(
+                        "engine-created", module, f"line {node.lineno}: Engine(): take it as a parameter"
+                    )
+                )
+    return out
+
+
 # --- the real tree ------------------------------------------------------------------------------
 
 
@@ -462,6 +486,9 @@ CASES = {
     "githubkit": {"plan/lock.py": "def read():\n    from githubkit import GitHub\n"},
     "builder-orchestrator": {
         "reproduce/rebuild.py": "def f():\n    from releasekit.builder.service import run\n"
+    },
+    "engine-created": {
+        "reproduce/rebuild.py": "from releasekit.docker_engine import Engine\ndef f():\n    return Engine()\n"
     },
     "untyped-evidence": {
         "publish/rules.py": "from typing import Any\ndef passed(receipt: dict[str, Any]) -> bool:\n    return bool(receipt)\n"

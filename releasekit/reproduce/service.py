@@ -217,7 +217,9 @@ def reproduce(
 ) -> ReproduceResult:
     work = scratch_dir(workdir)
     try:
-        pub = from_directory(from_dir) if from_dir is not None else from_registry(reference or "", work)
+        pub = (
+            from_directory(from_dir, engine) if from_dir is not None else from_registry(reference or "", work)
+        )
         progress(
             f"evidence: {pub.source} (image {pub.image_id[:19]}, archive {len(pub.index.entries)} file(s), "
             f"{pub.index.total_size:,} B)"
