@@ -12,6 +12,13 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands``
   (and typer-free ``fast_commands``) modules;
 - every top-level module is a stage, ``demo`` or a shared module;
+- ``provenance`` and ``reproduce`` use the builder's library (``builder/release_image.py``), never its
+  orchestrator ``builder/service.py``; only a stage's ``commands`` module, which wires services
+  together, may hand ``run_build`` on;
+- no module of ``builder``, ``provenance`` or ``reproduce`` but a ``commands`` module makes a Docker
+  ``Engine(...)``: it is passed in;
+- no function in ``builder/`` takes more than 5 positional parameters (keyword-only ones after ``*``
+  are free): a step takes the frozen ``BuildRun`` instead of a row of loose arguments;
 - only ``releasekit/docker_engine/`` imports ``docker``; only ``releasekit/forge/`` imports ``githubkit``;
 - typed evidence: ``json.load``/``json.loads`` only in ``records/`` (each file's model) and the
   modules of ``JSON_ALLOWLIST`` (JSON that is no release file: tool output, wire messages,
@@ -72,6 +79,11 @@ ENTRY = frozenset(
 DEMO = "demo"
 ADAPTER = "docker_engine"
 RECORDS = "records"  # the one home of the release files' models, names and parsing
+# The build's orchestrator: the stages after it that rebuild use the builder's library module instead.
+BUILD_ORCHESTRATOR = "builder.service"
+LIBRARY_USERS = ("provenance", "reproduce")
+MAX_POSITIONAL = 5
+ENGINE_TAKERS = ("builder", "provenance", "reproduce")  # take the Docker Engine, made by their commands.py
 
 # Release files (and their DSSE envelopes): named by a constant of their record module only.
 RELEASE_FILES = frozenset(
@@ -125,7 +137,7 @@ _UNTYPED = re.compile(r"^Any( \| None)?$|dict\[str, Any\]")
 
 @dataclass(frozen=True, order=True)
 class Violation:
-    rule: str  # cycle | later-stage | imports-demo | shared-imports-stage | unplaced | docker | json | file-name
+    rule: str  # cycle | later-stage | builder-orchestrator | engine-created | imports-demo | shared-imports-stage | unplaced | docker | json | file-name
     module: str
     message: str
 
@@ -263,6 +275,18 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
                         "shared-imports-stage", module, f"imports {target}: cli imports only <stage>.commands"
                     )
                 )
+            elif (
+                src in LIBRARY_USERS
+                and target == f"{package}.{BUILD_ORCHESTRATOR}"
+                and module != f"{package}.{src}.commands"
+            ):
+                out.append(
+                    Violation(
+                        "builder-orchestrator",
+                        module,
+                        f"imports {target}: use {package}.builder.release_image (the builder's library)",
+                    )
+                )
             elif src == "records" and dst == "manifest":
                 continue  # a record may embed the manifest's own models (a receipt is bound to its cell)
             elif src in SHARED | {"__main__", ""} and dst in STAGES:
@@ -285,6 +309,7 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
                 )
             )
     out += evidence_violations(root, package)
+    out += engine_violations(root, package)
     out += untyped_evidence_violations(root, package)
     return sorted(set(out))
 
@@ -373,6 +398,26 @@ def evidence_violations(root: Path, package: str) -> list[Violation]:
     return out
 
 
+def engine_violations(root: Path, package: str) -> list[Violation]:
+    """A Docker ``Engine(...)`` made in a builder, provenance or reproduce module other than ``commands``:
+    the commands layer makes it and passes it in."""
+    out: list[Violation] = []
+    for module, path in module_names(root, package).items():
+        if layer(module, package) not in ENGINE_TAKERS or module.endswith(".commands"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            f = node.func if isinstance(node, ast.Call) else None
+            if (isinstance(f, ast.Name) and f.id == "Engine") or (
+                isinstance(f, ast.Attribute) and f.attr == "Engine"
+            ):
+                out.append(
+                    Violation(
+                        "engine-created", module, f"line {node.lineno}: Engine(): take it as a parameter"
+                    )
+                )
+    return out
+
+
 # --- the real tree ------------------------------------------------------------------------------
 
 
@@ -439,6 +484,12 @@ CASES = {
     "json": {"publish/attach.py": "import json as j\ndef f(b):\n    return j.loads(b)\n"},
     "file-name": {"builder/write.py": 'def f(d):\n    return d / "build.json"\n'},
     "githubkit": {"plan/lock.py": "def read():\n    from githubkit import GitHub\n"},
+    "builder-orchestrator": {
+        "reproduce/rebuild.py": "def f():\n    from releasekit.builder.service import run\n"
+    },
+    "engine-created": {
+        "reproduce/rebuild.py": "from releasekit.docker_engine import Engine\ndef f():\n    return Engine()\n"
+    },
     "untyped-evidence": {
         "publish/rules.py": "from typing import Any\ndef passed(receipt: dict[str, Any]) -> bool:\n    return bool(receipt)\n"
     },
@@ -484,6 +535,40 @@ def test_each_rule_reports_its_violation(tmp_path, rule):
 def test_relative_imports_are_resolved(tmp_path):
     pkg = make_package(tmp_path, {"builder/service.py": "from ..validate import service\n"})
     assert [(v.rule, v.module) for v in check_package(pkg)] == [("later-stage", "releasekit.builder.service")]
+
+
+def test_a_stage_commands_module_may_hand_the_orchestrator_on(tmp_path):
+    pkg = make_package(tmp_path, {"provenance/commands.py": "from releasekit.builder.service import run\n"})
+    assert check_package(pkg) == []
+
+
+def positional_heavy(root: Path) -> list[str]:
+    """``path:function (n)`` for each function under ``root`` with more than MAX_POSITIONAL positional
+    parameters; a method's ``self`` or ``cls`` is not counted."""
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+                count = len(names) - (1 if names[:1] in (["self"], ["cls"]) else 0)
+                if count > MAX_POSITIONAL:
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.name} ({count})")
+    return found
+
+
+def test_no_builder_function_takes_more_than_five_positional_parameters():
+    found = positional_heavy(REPO / "releasekit" / "builder")
+    assert not found, "pass the BuildRun, or make the rest keyword-only (after *):\n" + "\n".join(found)
+
+
+def test_positional_parameters_are_counted(tmp_path):
+    (tmp_path / "steps.py").write_text(
+        "def six(a, b, c, d, e, f): ...\n"
+        "def five_and_keywords(a, b, c, d, e, *, f, g): ...\n"
+        "class Step:\n    def run(self, a, b, c, d, e): ...\n    async def wide(self, a, b, c, d, e, /, f): ...\n",
+        encoding="utf-8",
+    )
+    assert positional_heavy(tmp_path) == ["steps.py:six (6)", "steps.py:wide (6)"]
 
 
 def test_cli_may_import_stage_commands_only(tmp_path):

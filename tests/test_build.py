@@ -21,6 +21,7 @@ from stable import assert_same_record
 from releasekit.builder.native import fatbin_arches
 from releasekit.builder.service import BuildOptions, run_build
 from releasekit.demo.example import DemoRepository, make_example
+from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
@@ -86,7 +87,7 @@ def world(tmp_path_factory, base_image, docker_client) -> World:
     manifest.write_text(text.replace("toolchain:\n", PINNED_COMPONENT.format(**EXTRA) + "toolchain:\n", 1))
     lock_path = _lock(root, manifest)
     w = World(root, manifest, lock_path, read_lock(lock_path), None, root / "out1")  # type: ignore[arg-type]
-    w.record = run_build(w.options("out1", tag=TAG))
+    w.record = run_build(w.options("out1", tag=TAG), Engine())
     yield w
     for image in docker_client.images.list(name="releasekit-test/build"):
         for tag in image.tags:
@@ -263,7 +264,7 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
     stale = world.root / "src" / "runtime" / "rkdemo_runtime"
     stale.mkdir(parents=True, exist_ok=True)
     (stale / "leftover.py").write_text("LEFT = 'over'\n")
-    forced = run_build(world.options("out2", no_cache=True, tag=TAG))
+    forced = run_build(world.options("out2", no_cache=True, tag=TAG), Engine())
     runtime_wheel = next(c.wheel_filename for c in forced.components if c.name == "runtime")
     with zipfile.ZipFile(world.root / "out2/wheels" / runtime_wheel) as zf:
         assert "rkdemo_runtime/leftover.py" not in zf.namelist()
@@ -292,7 +293,7 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
     for mirror in sorted((world.root / "git").glob("*.git")):
         repack = ["repack", "-q", "-a", "-d", "-f", "--window=250", "--depth=1"]
         subprocess.run(["git", "--git-dir", str(mirror), *repack], check=True, capture_output=True)
-    cached = run_build(world.options("out3"))
+    cached = run_build(world.options("out3"), Engine())
     assert cached.cache.misses == [] and sorted(cached.cache.hits) == sorted(forced.cache.misses)
     assert cached.cache.layer == "hit"
     assert cached.image_id == world.record.image_id
@@ -326,7 +327,7 @@ def test_moved_checkout_is_refused(world: World):
     moved = world.root / "moved-lock.json"
     moved.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     with pytest.raises(InputError, match="tree is"):
-        run_build(world.options("out-moved", lock=moved, no_cache=True))
+        run_build(world.options("out-moved", lock=moved, no_cache=True), Engine())
     assert not (world.root / "out-moved/build.json").exists()
 
 
@@ -360,7 +361,7 @@ def test_build_that_edits_tracked_sources_is_refused(world: World):
     lock = _lock(root, manifest)
     opts = world.options("out-dirty", lock=lock, no_cache=True).model_copy(update={"manifest": manifest})
     with pytest.raises(BuildFailed, match="changed the checked-out sources"):
-        run_build(opts)
+        run_build(opts, Engine())
 
 
 def _without_merge_plans(text: str) -> str:
@@ -402,7 +403,7 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, 
         update={"manifest": manifest}
     )
     with pytest.raises(BuildFailed, match="runtime"):
-        run_build(opts)
+        run_build(opts, Engine())
     assert not (world.root / "out-broken/build.json").exists()
     assert not docker_client.images.list(name=tag)
 
@@ -415,7 +416,7 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, 
         "fix the build",
     )
     repo.publish()
-    fixed = run_build(opts.model_copy(update={"lock": _lock(root, manifest, "fixed-lock.json")}))
+    fixed = run_build(opts.model_copy(update={"lock": _lock(root, manifest, "fixed-lock.json")}), Engine())
     assert fixed.cache.misses == ["runtime"]
     assert fixed.cache.hits == (["kernels"] if HAS_NVCC else [])
     assert docker_client.images.get(tag).id == fixed.image_id
@@ -520,7 +521,7 @@ def test_builder_image_environment(world: World, base_image):
     opts = world.options("out-builder", lock=_lock(root, manifest), no_cache=True).model_copy(
         update={"manifest": manifest}
     )
-    record = run_build(opts)
+    record = run_build(opts, Engine())
     runtime = next(c for c in record.components if c.name == "runtime")
     assert runtime.builder_image == base_image.image_id
     assert runtime.version == f"0.1.0+g{world.lock.components['runtime'].commit[:12]}"
@@ -540,4 +541,4 @@ def test_builder_image_environment(world: World, base_image):
     with pytest.raises(
         EnvironmentProblem, match="builder image releasekit-test/no-builder:1 is not in the Docker Engine"
     ):
-        run_build(opts)
+        run_build(opts, Engine())

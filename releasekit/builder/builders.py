@@ -89,6 +89,7 @@ def ensure_builder(
     environment: BuildEnvironment,
     manifest_dir: Path,
     locked: LockedBuilder | None = None,
+    *,
     log: Path | None = None,
 ) -> Builder | None:
     """The manifest's builder image as a local image ID (None: a venv build); built when absent and it has a Dockerfile."""
