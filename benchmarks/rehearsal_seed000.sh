@@ -32,8 +32,9 @@ MIRROR=(--mirror "$URL=$SNAP")
 PLACEHOLDER=releasekit/vllm-cpu:engine-image-tag
 cd "$WORK" || exit 2
 
+# fail MESSAGE [EXIT]: one line on stderr, then exit (1: a finding; 2: bad input or setup).
 fail() {
-    echo "rehearsal: $*" >&2
+    echo "rehearsal: $1" >&2
     exit "${2:-1}"
 }
 
