@@ -296,3 +296,29 @@ def test_skipped_inputs_are_the_manifests_amd_paths(checked: Checked) -> None:
 
 def test_the_snapshot_is_left_byte_identical(checked: Checked) -> None:
     assert tree_digest(checked.corpus.path(NAME)) == checked.digest_before
+
+
+def test_no_vcs_dependency_among_the_release_inputs(checked: Checked) -> None:
+    (pins,) = checked.check["pins"]
+    # git grep exits 1 when nothing matches: the corpus helper would raise, so count the lines.
+    hits = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(checked.corpus.path(NAME)),
+            "grep",
+            "-n",
+            "git+",
+            pins["commit"],
+            "--",
+            *pins["files"],
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert hits.returncode in (0, 1), hits.stderr
+    expected = {line.split(":", 3)[1] for line in hits.stdout.splitlines()}
+    found = {row["location"]["file"] for row in findings(checked.check, "VCS_DEPENDENCY")}
+    assert found == expected
+    # Elsewhere the tree does install from git (benchmark scripts): the scan's file set matters.
+    assert checked.corpus.git(NAME, "grep", "-l", "git+", pins["commit"]).strip()
