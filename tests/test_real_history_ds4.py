@@ -74,6 +74,13 @@ def checked(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "plan", "check", str(MANIFEST), "--lock", str(work / "lock.json"), "--no-forge",
         "--output", str(work / "plan-check.json"), *mirror, env=env,
     )  # fmt: skip
+    again = releasekit(
+        "plan", "check", str(MANIFEST), "--lock", str(work / "lock.json"), "--no-forge",
+        "--output", str(work / "plan-check-again.json"), *mirror, env=env,
+    )  # fmt: skip
+    assert again.returncode == check.returncode
+    # Records are byte-identical when run twice (the snapshot and the cache are read, never changed).
+    assert (work / "plan-check-again.json").read_bytes() == (work / "plan-check.json").read_bytes()
     pins = releasekit(
         "audit", "pins", str(MANIFEST), "--repo", str(corpus.path(NAME)), "--commit", "refs/pull/640/head",
         "--component", NAME, "--json", env=env,
