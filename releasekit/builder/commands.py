@@ -193,7 +193,7 @@ def register(app: typer.Typer) -> None:
         )
         record = run_build(
             opts,
-            Engine(),  # no engine: exit 2 now, before any wheel is built
+            Engine,  # made once the inputs are read; no engine: exit 2 then, before any wheel is built
             progress=(lambda _msg: None) if as_json else (lambda msg: err.print(escape(msg))),
         )
         if as_json:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,8 +119,14 @@ def check_host_environment(components: Mapping[str, GitComponent], host: Mapping
         raise EnvironmentProblem(found.errors[0].message, hint="see docs/build.md, build-time environment")
 
 
-def run_build(opts: BuildOptions, engine: Engine, progress: Progress = quiet) -> BuildRecord:
-    """The whole build; ``engine`` comes from the caller (the commands layer), so this creates none."""
+def run_build(
+    opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress = quiet
+) -> BuildRecord:
+    """The whole build; ``engine`` comes from the caller (the commands layer), so this creates none.
+
+    ``engine`` may be a factory (the commands layer passes ``Engine``): it is called only once the
+    manifest, lock and key have been read, so a bad input is named before a missing Docker Engine.
+    """
     started = datetime.now(UTC)
     run, signer = _gather(opts, engine, progress)
     components, wheels = build_components(run)
@@ -148,12 +154,14 @@ def run_build(opts: BuildOptions, engine: Engine, progress: Progress = quiet) ->
     record = _build_record(run, built, settings, components, archive)
     _write_release_files(run, record, archive, signer, started)
     if opts.tag:
-        engine.tag(built.image.image_id, opts.tag)
+        run.engine.tag(built.image.image_id, opts.tag)
         progress(f"image: tagged {opts.tag}")
     return record
 
 
-def _gather(opts: BuildOptions, engine: Engine, progress: Progress) -> tuple[BuildRun, Signer | None]:
+def _gather(
+    opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress
+) -> tuple[BuildRun, Signer | None]:
     """Every input read and checked, in the order that fails cheapest first; nothing built or written yet
     except the emptied output directory."""
     loaded = load_manifest(opts.manifest)
@@ -163,6 +171,8 @@ def _gather(opts: BuildOptions, engine: Engine, progress: Progress) -> tuple[Bui
     signer = load_signer(opts.signing_key)  # a bad key fails now, before anything is built
     allow_local = local_repos_allowed(opts.allow_local_repos)
     check_host_environment(loaded.manifest.git_components(), os.environ)
+    if not isinstance(engine, Engine):
+        engine = engine()
     base = resolve_base(engine, lock)
     template = opts.template or default_template()
     # Lint first: a template that would copy sources in fails before anything is built or written.
