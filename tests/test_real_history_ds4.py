@@ -22,13 +22,15 @@ from corpus import Corpus, tree_digest
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from ruamel.yaml import YAML
+from wheels import write_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = REPO / "manifests" / "ds4-sm120.yaml"
 NAME = "tokenspeed"
-PLACEHOLDER_WHEELS = (
-    "flashinfer_python-0.6.14-py3-none-any.whl",
-    "tokenspeed_deepgemm-2.5.0.post20260629-cp311-cp311-manylinux_2_28_x86_64.whl",
+# The two wheel pins: (distribution, version, tag) as PyPI publishes them.
+PINNED_WHEELS = (
+    ("flashinfer-python", "0.6.14", "py3-none-any"),
+    ("tokenspeed-deepgemm", "2.5.0.post20260629", "cp311-cp311-manylinux_2_28_x86_64"),
 )
 
 
@@ -58,12 +60,11 @@ def checked(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     work = tmp_path_factory.mktemp("ds4-real")
     env = {**os.environ, "PYTHONPATH": str(REPO), "RELEASEKIT_CACHE": str(work / "cache")}
     before = tree_digest(corpus.path(NAME))
-    # No index is reachable offline: the wheel pins are files of the names the pins ask for
-    # (their bytes only give the sha256 the lock records; nothing here installs them).
+    # No index is reachable offline: the wheel pins are minimal real wheels of the names and
+    # versions the pins ask for (plan lock refuses anything else); nothing here installs them.
     wheels = work / "wheels"
-    wheels.mkdir()
-    for name in PLACEHOLDER_WHEELS:
-        (wheels / name).write_bytes(name.encode())
+    for dist, version, tag in PINNED_WHEELS:
+        write_wheel(wheels, dist, version, tag)
     mirror = corpus.mirror_args(NAME)
     lock = releasekit(
         "plan", "lock", str(MANIFEST), "-o", str(work / "lock.json"), "--wheelhouse", str(wheels),
