@@ -199,11 +199,11 @@ def test_a_sparse_multi_gib_wheel_is_refused_on_stat(built, tmp_path, gib):
     assert run.seconds < 10
 
 
-# --- the helper itself (records/safe_io.py), without an image --------------------------------------
+# --- the helpers themselves (bounded_read.py, atomic.py), without an image ---------------------------
 
 
 def test_safe_io_reads_only_regular_files_inside(tmp_path):
-    from releasekit.records.safe_io import UnsafeFileError, read_bounded
+    from releasekit.bounded_read import UnsafeFileError, read_bounded
 
     root = tmp_path / "release"
     root.mkdir()
@@ -220,7 +220,8 @@ def test_safe_io_reads_only_regular_files_inside(tmp_path):
 
 
 def test_safe_io_write_refuses_links_and_leaves_no_temporary(tmp_path):
-    from releasekit.records.safe_io import UnsafeFileError, write_atomic
+    from releasekit.atomic import write_atomic
+    from releasekit.bounded_read import UnsafeFileError
 
     victim = _victim(tmp_path)
     root = tmp_path / "release"

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from releasekit import __version__, atomic
+from releasekit.atomic import write_atomic
 from releasekit.builder import dockerfile, stamp
 from releasekit.builder.archive import archive_byproducts, make_archive
 from releasekit.builder.builders import ensure_builder
@@ -72,7 +73,6 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
-from releasekit.records.safe_io import write_atomic
 from releasekit.signing import Signer, load_signer
 from releasekit.signing.statements import sign_statement_file
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from releasekit.atomic import write_atomic
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.manifest.models import TO_BE_LOCKED
@@ -58,7 +59,6 @@ from releasekit.records.lock import (
     LockedToolchain,
     write_lock,
 )
-from releasekit.records.safe_io import write_atomic
 
 _DISPOSITIONS = {
     "superseded": "superseded",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from releasekit.atomic import failpoint
+from releasekit.atomic import failpoint, write_atomic
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
@@ -73,7 +73,6 @@ from releasekit.records.publish import (
     Published,
     PublishRecord,
 )
-from releasekit.records.safe_io import write_atomic
 from releasekit.records.staging import StagingRecord
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import (

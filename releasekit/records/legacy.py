@@ -22,8 +22,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
-from releasekit.records.safe_io import RECORD_MAX_BYTES, read_bounded
 
 _SHA1 = r"^[0-9a-f]{40}$"
 
