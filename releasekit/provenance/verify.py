@@ -35,10 +35,11 @@ from releasekit.provenance.installed import (
     installed_distributions,
     read_wheel_record,
 )
-from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
+from releasekit.provenance.inventory import Inventory, ReadPlan, inventory_from_tar
 from releasekit.provenance.reproduce import ReproduceOptions, Reproduction, reproduce
 from releasekit.provenance.sbom import write_sbom
 from releasekit.provenance.summary import make_summary, write_summary
+from releasekit.provenance.tarstream import ExportAborted
 from releasekit.provenance.vcache import VerifierCache, verifier_cache
 from releasekit.records.build import BUILD_FILE, BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
