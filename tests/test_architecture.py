@@ -8,9 +8,12 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
-  simple_index, signing, digests, registry, atomic) import no stage, except that ``records`` may embed the manifest's models (the
+  simple_index, signing, digests, registry, atomic, bounded_read) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands``
   (and typer-free ``fast_commands``) modules;
+- no cycle between packages either (each top-level package or module counted as one node);
+- one writer: only ``atomic.py`` replaces, renames or links files and fsyncs;
+- the legacy room (``legacy/``) imports only ``manifest`` of the stages, and only cli imports it;
 - every top-level module is a stage, ``demo`` or a shared module;
 - ``provenance`` and ``reproduce`` use the builder's library (``builder/release_image.py``), never its
   orchestrator ``builder/service.py``; only a stage's ``commands`` module, which wires services
@@ -71,8 +74,12 @@ SHARED = frozenset(
         "digests",
         "registry",
         "atomic",
+        "bounded_read",
     }
 )
+# A side room, not a pipeline stage: a one-off migration from today's tool. It may import the
+# manifest (what it writes) and shared modules; nothing but the shell (cli) imports it.
+LEGACY = "legacy"
 ENTRY = frozenset(
     {"cli", "__main__"}
 )  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
@@ -243,7 +250,7 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
     out: list[Violation] = []
     for component in cycles(edges):
         out.append(Violation("cycle", component[0], "import cycle: " + " <-> ".join(component)))
-    placed = {*STAGES, *SHARED, *ENTRY, DEMO, ""}
+    placed = {*STAGES, *SHARED, *ENTRY, DEMO, LEGACY, ""}
     for module in sorted(edges):
         if layer(module, package) not in placed:
             out.append(Violation("unplaced", module, "not in a stage, demo/, or a shared module"))
@@ -256,6 +263,16 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
             if dst == DEMO and not (src == "cli" and target == f"{package}.{DEMO}.commands"):
                 out.append(
                     Violation("imports-demo", module, f"imports {target}: nothing depends on the demo")
+                )
+            elif dst == LEGACY and src != "cli":
+                out.append(
+                    Violation("imports-legacy", module, f"imports {target}: only cli imports {LEGACY}/")
+                )
+            elif src == LEGACY and dst in STAGES and dst != STAGES[0]:
+                out.append(
+                    Violation(
+                        "legacy-imports-stage", module, f"imports {target}: {LEGACY}/ imports only manifest"
+                    )
                 )
             elif src in STAGES and dst in STAGES and STAGES.index(dst) > STAGES.index(src):
                 out.append(
@@ -490,6 +507,11 @@ CASES = {
     "engine-created": {
         "reproduce/rebuild.py": "from releasekit.docker_engine import Engine\ndef f():\n    return Engine()\n"
     },
+    "imports-legacy": {
+        "legacy/importer.py": "x = 1\n",
+        "records/gate.py": "from releasekit.legacy.importer import x\n",
+    },
+    "legacy-imports-stage": {"legacy/importer.py": "from releasekit.plan.service import x\n"},
     "untyped-evidence": {
         "publish/rules.py": "from typing import Any\ndef passed(receipt: dict[str, Any]) -> bool:\n    return bool(receipt)\n"
     },
@@ -678,3 +700,97 @@ def test_a_long_function_is_found_and_a_named_one_is_excused(tmp_path):
     assert unexplained(pkg, "# A\n") == (["plan/long.py:Runner.go (61 lines)"], [])
     docs = "## Long functions\n\n- `plan/long.py:Runner.go`: why\n- `plan/short.py:fine`: stale\n\n## Next\n"
     assert unexplained(pkg, docs) == ([], ["plan/short.py:fine"])
+
+
+# --- packages, not just modules, form no cycle ---------------------------------------------------
+
+
+def package_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """The import graph with each top-level package (or module) of ``package`` as one node."""
+    edges, _ = import_graph(root, package)
+    out: dict[str, set[str]] = {layer(m, package) or package: set() for m in edges}
+    for module, targets in edges.items():
+        src = layer(module, package) or package
+        out[src] |= {layer(t, package) or package for t in targets} - {src}
+    return out
+
+
+def test_no_package_level_import_cycle():
+    found = cycles(package_graph(REPO / "releasekit", "releasekit"))
+    assert not found, "packages import each other in a cycle:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_a_package_level_cycle_is_found(tmp_path):
+    # No module-level cycle here: records.base -> digests -> records.io; only the packages loop.
+    pkg = make_package(
+        tmp_path,
+        {
+            "records/__init__.py": "",
+            "records/base.py": "from releasekit.digests import sha\n",
+            "records/io.py": "",
+            "digests.py": "from releasekit.records.io import x\n",
+        },
+    )
+    assert cycles(import_graph(pkg, "releasekit")[0]) == []
+    assert cycles(package_graph(pkg, "releasekit")) == [["digests", "records"]]
+
+
+# --- one writer ----------------------------------------------------------------------------------
+
+WRITER = "atomic.py"
+# os functions that replace, rename or link a file into place, or make a write durable.
+_WRITER_CALLS = frozenset({"replace", "rename", "renames", "link", "symlink", "fsync", "fdatasync"})
+
+
+def file_replacers(root: Path) -> list[str]:
+    """``path:line call`` for every place that renames, replaces or links a file into place, or
+    fsyncs: ``os.replace``/``os.rename``/``os.link``/``os.fsync`` (and friends), ``O_DIRECTORY`` (a
+    directory opened to fsync it), ``tempfile.mkstemp`` beside a target, and a ``Path`` method
+    ``.replace(x)``/``.rename(x)``/``.hardlink_to(x)`` (one argument: ``str.replace`` takes two)."""
+    found: list[tuple[str, int, str]] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            what = ""
+            if isinstance(node, ast.Attribute) and node.attr == "O_DIRECTORY":
+                what = "os.O_DIRECTORY"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                attr, owner = node.func.attr, node.func.value
+                module = owner.id if isinstance(owner, ast.Name) else ""
+                if module == "os" and attr in _WRITER_CALLS:
+                    what = f"os.{attr}"
+                elif (
+                    module != "os"
+                    and attr in ("replace", "rename", "hardlink_to")
+                    and len(node.args) == 1
+                    and not node.keywords
+                ):
+                    what = f".{attr}"
+            if what:
+                found.append((rel, getattr(node, "lineno", 0), what))
+    return [f"{rel}:{line} {what}" for rel, line, what in sorted(found)]
+
+
+def test_there_is_one_file_writer():
+    found = file_replacers(REPO / "releasekit")
+    # demo/projects/ is the demo components' own source (built without releasekit installed).
+    others = [f for f in found if not f.startswith((f"{WRITER}:", "demo/projects/"))]
+    assert not others, f"only releasekit/{WRITER} replaces, renames or links files and fsyncs:\n" + "\n".join(
+        others
+    )
+    assert any(f.endswith("os.replace") for f in found) and any(f.endswith("os.fsync") for f in found)
+
+
+def test_a_second_writer_is_found(tmp_path):
+    (tmp_path / "mine.py").write_text(
+        "import os\n\ndef put(tmp, dest, d):\n    os.replace(tmp, dest)\n"
+        "    fd = os.open(d, os.O_DIRECTORY)\n    os.fsync(fd)\n    dest.with_suffix('.x').rename(dest)\n"
+        "    return 'a'.replace('a', 'b')\n",
+        encoding="utf-8",
+    )
+    assert file_replacers(tmp_path) == [
+        "mine.py:4 os.replace",
+        "mine.py:5 os.O_DIRECTORY",
+        "mine.py:6 os.fsync",
+        "mine.py:7 .rename",
+    ]

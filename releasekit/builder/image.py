@@ -23,11 +23,11 @@ from typing import IO
 from pydantic import BaseModel
 
 from releasekit import atomic
+from releasekit.atomic import write_atomic
 from releasekit.builder.dockerfile import ImageSettings
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
-from releasekit.records.safe_io import write_atomic
 
 SMOKE_PROBE = Path(__file__).with_name("smoke_probe.py")
 STAGING = "/releasekit-stage"

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from releasekit import __version__
+from releasekit.atomic import write_atomic
 from releasekit.builder.archive import archive_byproducts, make_archive
 from releasekit.builder.cache import BuildCache
 from releasekit.builder.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
@@ -68,7 +69,6 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
-from releasekit.records.safe_io import write_atomic
 from releasekit.signing import Signer, load_signer
 from releasekit.signing.statements import sign_statement_file
 

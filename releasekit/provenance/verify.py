@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from releasekit.atomic import check_writable
+from releasekit.bounded_read import UnsafeFileError, check_regular
 from releasekit.checks import AllOf, Deadline, Outcome, Report
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
@@ -33,15 +35,15 @@ from releasekit.provenance.installed import (
     installed_distributions,
     read_wheel_record,
 )
-from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
+from releasekit.provenance.inventory import Inventory, ReadPlan, inventory_from_tar
 from releasekit.provenance.reproduce import ReproduceOptions, Reproduction, reproduce
 from releasekit.provenance.sbom import write_sbom
 from releasekit.provenance.summary import make_summary, write_summary
+from releasekit.provenance.tarstream import ExportAborted
 from releasekit.provenance.vcache import VerifierCache, verifier_cache
 from releasekit.records.build import BUILD_FILE, BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.provenance import PROVENANCE_FILE, Statement
-from releasekit.records.safe_io import UnsafeFileError, check_regular, check_writable
 from releasekit.records.sbom import SBOM_FILE
 from releasekit.records.verification import (
     MAX_EXAMINED_LISTED,
@@ -211,7 +213,7 @@ def _wheels(
             errors[name] = f"no wheel of {comp.distribution or name} in {directory.name}/"
             continue
         try:
-            # A FIFO, device or link out of the directory, or a wheel over the limit: exit 2 (safe_io).
+            # A FIFO, device or link out of the directory, or a wheel over the limit: exit 2 (bounded_read).
             wheels[name] = read_wheel_record(path, within=artifacts)
         except InputError:
             raise
@@ -476,12 +478,19 @@ def _summary_path(opts: VerifyOptions) -> Path | None:
     return opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)
 
 
+def _sbom_path(opts: VerifyOptions) -> Path | None:
+    return opts.sbom or (opts.artifacts / SBOM_FILE if opts.artifacts else None)
+
+
 def _check_outputs(opts: VerifyOptions) -> None:
     """Refuse now, before the image is read, to write through a planted link or special file."""
     summary_path = _summary_path(opts)
     if summary_path is not None:
         check_writable(summary_path)
         check_writable(envelope_path(summary_path))
+    sbom_path = _sbom_path(opts)
+    if sbom_path is not None:
+        check_writable(sbom_path)
 
 
 def _write_summary(
@@ -510,7 +519,7 @@ def _write_summary(
 def _write_sbom(opts: VerifyOptions, passed: bool, ctx: VerifyContext, created: str | None) -> str | None:
     """sbom.cdx.json from the verified inventory; its path, or None. An image that did not verify gets
     none, and an SBOM an earlier run left at that path is removed (it would describe unverified files)."""
-    path = opts.sbom or (opts.artifacts / SBOM_FILE if opts.artifacts else None)
+    path = _sbom_path(opts)
     if path is None:
         return None
     if not (passed and ctx.filesystem_read):
