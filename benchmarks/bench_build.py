@@ -48,7 +48,7 @@ def main() -> int:
     def build(out: str):
         start = time.perf_counter()
         record = run_build(
-            BuildOptions(manifest=manifest, lock=lock, outdir=root / out, allow_local_repos=True)
+            BuildOptions(manifest=manifest, lock=lock, outdir=root / out, allow_local_repos=True), Engine()
         )
         return record, time.perf_counter() - start
 

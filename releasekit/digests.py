@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from releasekit.records.safe_io import open_regular
+from releasekit.bounded_read import open_regular
 
 CHUNK_BYTES = 1 << 20
 
@@ -18,7 +18,7 @@ CHUNK_BYTES = 1 << 20
 def file_sha256(path: Path, *, max_bytes: int | None = None, within: Path | None = None) -> str:
     """Hex sha256 of the file's bytes; OSError when it cannot be read.
 
-    Only a regular file is read (``records/safe_io.open_regular``: a FIFO or device is refused
+    Only a regular file is read (``bounded_read.open_regular``: a FIFO or device is refused
     before ``open()`` could block, a symbolic link only when it stays inside ``within``, when
     given); a file over ``max_bytes`` is refused on its ``stat`` before a byte is hashed. Both
     refusals are ``UnsafeFileError`` (exit 2)."""

@@ -8,10 +8,20 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
-  simple_index, signing, digests, registry, atomic) import no stage, except that ``records`` may embed the manifest's models (the
+  simple_index, signing, digests, registry, atomic, bounded_read) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands``
   (and typer-free ``fast_commands``) modules;
+- no cycle between packages either (each top-level package or module counted as one node);
+- one writer: only ``atomic.py`` replaces, renames or links files and fsyncs;
+- the legacy room (``legacy/``) imports only ``manifest`` of the stages, and only cli imports it;
 - every top-level module is a stage, ``demo`` or a shared module;
+- ``provenance`` and ``reproduce`` use the builder's library (``builder/release_image.py``), never its
+  orchestrator ``builder/service.py``; only a stage's ``commands`` module, which wires services
+  together, may hand ``run_build`` on;
+- no module of ``builder``, ``provenance`` or ``reproduce`` but a ``commands`` module makes a Docker
+  ``Engine(...)``: it is passed in;
+- no function in ``builder/`` takes more than 5 positional parameters (keyword-only ones after ``*``
+  are free): a step takes the frozen ``BuildRun`` instead of a row of loose arguments;
 - only ``releasekit/docker_engine/`` imports ``docker``; only ``releasekit/forge/`` imports ``githubkit``;
 - typed evidence: ``json.load``/``json.loads`` only in ``records/`` (each file's model) and the
   modules of ``JSON_ALLOWLIST`` (JSON that is no release file: tool output, wire messages,
@@ -64,14 +74,23 @@ SHARED = frozenset(
         "digests",
         "registry",
         "atomic",
+        "bounded_read",
     }
 )
+# A side room, not a pipeline stage: a one-off migration from today's tool. It may import the
+# manifest (what it writes) and shared modules; nothing but the shell (cli) imports it.
+LEGACY = "legacy"
 ENTRY = frozenset(
     {"cli", "__main__"}
 )  # the shell: may import stage ``commands`` modules (cli), or cli (__main__)
 DEMO = "demo"
 ADAPTER = "docker_engine"
 RECORDS = "records"  # the one home of the release files' models, names and parsing
+# The build's orchestrator: the stages after it that rebuild use the builder's library module instead.
+BUILD_ORCHESTRATOR = "builder.service"
+LIBRARY_USERS = ("provenance", "reproduce")
+MAX_POSITIONAL = 5
+ENGINE_TAKERS = ("builder", "provenance", "reproduce")  # take the Docker Engine, made by their commands.py
 
 # Release files (and their DSSE envelopes): named by a constant of their record module only.
 RELEASE_FILES = frozenset(
@@ -125,7 +144,7 @@ _UNTYPED = re.compile(r"^Any( \| None)?$|dict\[str, Any\]")
 
 @dataclass(frozen=True, order=True)
 class Violation:
-    rule: str  # cycle | later-stage | imports-demo | shared-imports-stage | unplaced | docker | json | file-name
+    rule: str  # cycle | later-stage | builder-orchestrator | engine-created | imports-demo | shared-imports-stage | unplaced | docker | json | file-name
     module: str
     message: str
 
@@ -231,7 +250,7 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
     out: list[Violation] = []
     for component in cycles(edges):
         out.append(Violation("cycle", component[0], "import cycle: " + " <-> ".join(component)))
-    placed = {*STAGES, *SHARED, *ENTRY, DEMO, ""}
+    placed = {*STAGES, *SHARED, *ENTRY, DEMO, LEGACY, ""}
     for module in sorted(edges):
         if layer(module, package) not in placed:
             out.append(Violation("unplaced", module, "not in a stage, demo/, or a shared module"))
@@ -244,6 +263,16 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
             if dst == DEMO and not (src == "cli" and target == f"{package}.{DEMO}.commands"):
                 out.append(
                     Violation("imports-demo", module, f"imports {target}: nothing depends on the demo")
+                )
+            elif dst == LEGACY and src != "cli":
+                out.append(
+                    Violation("imports-legacy", module, f"imports {target}: only cli imports {LEGACY}/")
+                )
+            elif src == LEGACY and dst in STAGES and dst != STAGES[0]:
+                out.append(
+                    Violation(
+                        "legacy-imports-stage", module, f"imports {target}: {LEGACY}/ imports only manifest"
+                    )
                 )
             elif src in STAGES and dst in STAGES and STAGES.index(dst) > STAGES.index(src):
                 out.append(
@@ -261,6 +290,18 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
                 out.append(
                     Violation(
                         "shared-imports-stage", module, f"imports {target}: cli imports only <stage>.commands"
+                    )
+                )
+            elif (
+                src in LIBRARY_USERS
+                and target == f"{package}.{BUILD_ORCHESTRATOR}"
+                and module != f"{package}.{src}.commands"
+            ):
+                out.append(
+                    Violation(
+                        "builder-orchestrator",
+                        module,
+                        f"imports {target}: use {package}.builder.release_image (the builder's library)",
                     )
                 )
             elif src == "records" and dst == "manifest":
@@ -285,6 +326,7 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
                 )
             )
     out += evidence_violations(root, package)
+    out += engine_violations(root, package)
     out += untyped_evidence_violations(root, package)
     return sorted(set(out))
 
@@ -373,6 +415,26 @@ def evidence_violations(root: Path, package: str) -> list[Violation]:
     return out
 
 
+def engine_violations(root: Path, package: str) -> list[Violation]:
+    """A Docker ``Engine(...)`` made in a builder, provenance or reproduce module other than ``commands``:
+    the commands layer makes it and passes it in."""
+    out: list[Violation] = []
+    for module, path in module_names(root, package).items():
+        if layer(module, package) not in ENGINE_TAKERS or module.endswith(".commands"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            f = node.func if isinstance(node, ast.Call) else None
+            if (isinstance(f, ast.Name) and f.id == "Engine") or (
+                isinstance(f, ast.Attribute) and f.attr == "Engine"
+            ):
+                out.append(
+                    Violation(
+                        "engine-created", module, f"line {node.lineno}: Engine(): take it as a parameter"
+                    )
+                )
+    return out
+
+
 # --- the real tree ------------------------------------------------------------------------------
 
 
@@ -439,6 +501,17 @@ CASES = {
     "json": {"publish/attach.py": "import json as j\ndef f(b):\n    return j.loads(b)\n"},
     "file-name": {"builder/write.py": 'def f(d):\n    return d / "build.json"\n'},
     "githubkit": {"plan/lock.py": "def read():\n    from githubkit import GitHub\n"},
+    "builder-orchestrator": {
+        "reproduce/rebuild.py": "def f():\n    from releasekit.builder.service import run\n"
+    },
+    "engine-created": {
+        "reproduce/rebuild.py": "from releasekit.docker_engine import Engine\ndef f():\n    return Engine()\n"
+    },
+    "imports-legacy": {
+        "legacy/importer.py": "x = 1\n",
+        "records/gate.py": "from releasekit.legacy.importer import x\n",
+    },
+    "legacy-imports-stage": {"legacy/importer.py": "from releasekit.plan.service import x\n"},
     "untyped-evidence": {
         "publish/rules.py": "from typing import Any\ndef passed(receipt: dict[str, Any]) -> bool:\n    return bool(receipt)\n"
     },
@@ -484,6 +557,40 @@ def test_each_rule_reports_its_violation(tmp_path, rule):
 def test_relative_imports_are_resolved(tmp_path):
     pkg = make_package(tmp_path, {"builder/service.py": "from ..validate import service\n"})
     assert [(v.rule, v.module) for v in check_package(pkg)] == [("later-stage", "releasekit.builder.service")]
+
+
+def test_a_stage_commands_module_may_hand_the_orchestrator_on(tmp_path):
+    pkg = make_package(tmp_path, {"provenance/commands.py": "from releasekit.builder.service import run\n"})
+    assert check_package(pkg) == []
+
+
+def positional_heavy(root: Path) -> list[str]:
+    """``path:function (n)`` for each function under ``root`` with more than MAX_POSITIONAL positional
+    parameters; a method's ``self`` or ``cls`` is not counted."""
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+                count = len(names) - (1 if names[:1] in (["self"], ["cls"]) else 0)
+                if count > MAX_POSITIONAL:
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.name} ({count})")
+    return found
+
+
+def test_no_builder_function_takes_more_than_five_positional_parameters():
+    found = positional_heavy(REPO / "releasekit" / "builder")
+    assert not found, "pass the BuildRun, or make the rest keyword-only (after *):\n" + "\n".join(found)
+
+
+def test_positional_parameters_are_counted(tmp_path):
+    (tmp_path / "steps.py").write_text(
+        "def six(a, b, c, d, e, f): ...\n"
+        "def five_and_keywords(a, b, c, d, e, *, f, g): ...\n"
+        "class Step:\n    def run(self, a, b, c, d, e): ...\n    async def wide(self, a, b, c, d, e, /, f): ...\n",
+        encoding="utf-8",
+    )
+    assert positional_heavy(tmp_path) == ["steps.py:six (6)", "steps.py:wide (6)"]
 
 
 def test_cli_may_import_stage_commands_only(tmp_path):
@@ -593,3 +700,97 @@ def test_a_long_function_is_found_and_a_named_one_is_excused(tmp_path):
     assert unexplained(pkg, "# A\n") == (["plan/long.py:Runner.go (61 lines)"], [])
     docs = "## Long functions\n\n- `plan/long.py:Runner.go`: why\n- `plan/short.py:fine`: stale\n\n## Next\n"
     assert unexplained(pkg, docs) == ([], ["plan/short.py:fine"])
+
+
+# --- packages, not just modules, form no cycle ---------------------------------------------------
+
+
+def package_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """The import graph with each top-level package (or module) of ``package`` as one node."""
+    edges, _ = import_graph(root, package)
+    out: dict[str, set[str]] = {layer(m, package) or package: set() for m in edges}
+    for module, targets in edges.items():
+        src = layer(module, package) or package
+        out[src] |= {layer(t, package) or package for t in targets} - {src}
+    return out
+
+
+def test_no_package_level_import_cycle():
+    found = cycles(package_graph(REPO / "releasekit", "releasekit"))
+    assert not found, "packages import each other in a cycle:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_a_package_level_cycle_is_found(tmp_path):
+    # No module-level cycle here: records.base -> digests -> records.io; only the packages loop.
+    pkg = make_package(
+        tmp_path,
+        {
+            "records/__init__.py": "",
+            "records/base.py": "from releasekit.digests import sha\n",
+            "records/io.py": "",
+            "digests.py": "from releasekit.records.io import x\n",
+        },
+    )
+    assert cycles(import_graph(pkg, "releasekit")[0]) == []
+    assert cycles(package_graph(pkg, "releasekit")) == [["digests", "records"]]
+
+
+# --- one writer ----------------------------------------------------------------------------------
+
+WRITER = "atomic.py"
+# os functions that replace, rename or link a file into place, or make a write durable.
+_WRITER_CALLS = frozenset({"replace", "rename", "renames", "link", "symlink", "fsync", "fdatasync"})
+
+
+def file_replacers(root: Path) -> list[str]:
+    """``path:line call`` for every place that renames, replaces or links a file into place, or
+    fsyncs: ``os.replace``/``os.rename``/``os.link``/``os.fsync`` (and friends), ``O_DIRECTORY`` (a
+    directory opened to fsync it), ``tempfile.mkstemp`` beside a target, and a ``Path`` method
+    ``.replace(x)``/``.rename(x)``/``.hardlink_to(x)`` (one argument: ``str.replace`` takes two)."""
+    found: list[tuple[str, int, str]] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            what = ""
+            if isinstance(node, ast.Attribute) and node.attr == "O_DIRECTORY":
+                what = "os.O_DIRECTORY"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                attr, owner = node.func.attr, node.func.value
+                module = owner.id if isinstance(owner, ast.Name) else ""
+                if module == "os" and attr in _WRITER_CALLS:
+                    what = f"os.{attr}"
+                elif (
+                    module != "os"
+                    and attr in ("replace", "rename", "hardlink_to")
+                    and len(node.args) == 1
+                    and not node.keywords
+                ):
+                    what = f".{attr}"
+            if what:
+                found.append((rel, getattr(node, "lineno", 0), what))
+    return [f"{rel}:{line} {what}" for rel, line, what in sorted(found)]
+
+
+def test_there_is_one_file_writer():
+    found = file_replacers(REPO / "releasekit")
+    # demo/projects/ is the demo components' own source (built without releasekit installed).
+    others = [f for f in found if not f.startswith((f"{WRITER}:", "demo/projects/"))]
+    assert not others, f"only releasekit/{WRITER} replaces, renames or links files and fsyncs:\n" + "\n".join(
+        others
+    )
+    assert any(f.endswith("os.replace") for f in found) and any(f.endswith("os.fsync") for f in found)
+
+
+def test_a_second_writer_is_found(tmp_path):
+    (tmp_path / "mine.py").write_text(
+        "import os\n\ndef put(tmp, dest, d):\n    os.replace(tmp, dest)\n"
+        "    fd = os.open(d, os.O_DIRECTORY)\n    os.fsync(fd)\n    dest.with_suffix('.x').rename(dest)\n"
+        "    return 'a'.replace('a', 'b')\n",
+        encoding="utf-8",
+    )
+    assert file_replacers(tmp_path) == [
+        "mine.py:4 os.replace",
+        "mine.py:5 os.O_DIRECTORY",
+        "mine.py:6 os.fsync",
+        "mine.py:7 .rename",
+    ]

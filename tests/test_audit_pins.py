@@ -378,3 +378,17 @@ def test_pin_inputs_scope_skips_files_with_the_reason(tmp_path: Path) -> None:
         {"file": f, "pattern": "/requirements/**/*xpu*", "reason": "an SM120 CUDA image: no XPU"}
         for f in ("requirements/test/xpu.in", "requirements/xpu.txt")
     ]
+
+
+# --- issue 33: one module per input format --------------------------------------------------
+
+
+def test_the_registry_lists_each_source_module_once() -> None:
+    """A format module that the registry does not list would be silently never read."""
+    from releasekit.plan.pins import registry, sources
+
+    folder = Path(sources.__file__).parent
+    modules = sorted(f"{sources.__name__}.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__")
+    listed = [type(source).__module__ for source in registry.SOURCES]
+    assert sorted(listed) == modules
+    assert len({source.kind for source in registry.SOURCES}) == len(listed)

@@ -21,6 +21,7 @@ from stable import assert_same_record
 from releasekit.builder.native import fatbin_arches
 from releasekit.builder.service import BuildOptions, run_build
 from releasekit.demo.example import DemoRepository, make_example
+from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
@@ -86,7 +87,7 @@ def world(tmp_path_factory, base_image, docker_client) -> World:
     manifest.write_text(text.replace("toolchain:\n", PINNED_COMPONENT.format(**EXTRA) + "toolchain:\n", 1))
     lock_path = _lock(root, manifest)
     w = World(root, manifest, lock_path, read_lock(lock_path), None, root / "out1")  # type: ignore[arg-type]
-    w.record = run_build(w.options("out1", tag=TAG))
+    w.record = run_build(w.options("out1", tag=TAG), Engine())
     yield w
     for image in docker_client.images.list(name="releasekit-test/build"):
         for tag in image.tags:
@@ -263,7 +264,7 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
     stale = world.root / "src" / "runtime" / "rkdemo_runtime"
     stale.mkdir(parents=True, exist_ok=True)
     (stale / "leftover.py").write_text("LEFT = 'over'\n")
-    forced = run_build(world.options("out2", no_cache=True, tag=TAG))
+    forced = run_build(world.options("out2", no_cache=True, tag=TAG), Engine())
     runtime_wheel = next(c.wheel_filename for c in forced.components if c.name == "runtime")
     with zipfile.ZipFile(world.root / "out2/wheels" / runtime_wheel) as zf:
         assert "rkdemo_runtime/leftover.py" not in zf.namelist()
@@ -283,8 +284,16 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
     # the provenance apart from its documented time fields.
     for name in ("build.json", "archive.json", "RELEASE.md", "Dockerfile", "provenance.intoto.json"):
         assert_same_record(world.out / name, world.root / "out2" / name)
+    # The archive itself, byte for byte (issue 35: a bundle once differed while its sha256 in
+    # archive.json was the only trace).
+    assert _archive_bytes(world.out) == _archive_bytes(world.root / "out2")
 
-    cached = run_build(world.options("out3"))
+    # The mirrors as months of fetches and a gc leave them: the same objects, packed anew with
+    # other delta settings. The archive's bundles must not change with that (issue 35).
+    for mirror in sorted((world.root / "git").glob("*.git")):
+        repack = ["repack", "-q", "-a", "-d", "-f", "--window=250", "--depth=1"]
+        subprocess.run(["git", "--git-dir", str(mirror), *repack], check=True, capture_output=True)
+    cached = run_build(world.options("out3"), Engine())
     assert cached.cache.misses == [] and sorted(cached.cache.hits) == sorted(forced.cache.misses)
     assert cached.cache.layer == "hit"
     assert cached.image_id == world.record.image_id
@@ -293,12 +302,21 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world
     # miss, and the tag.
     for name in ("archive.json", "Dockerfile"):
         assert_same_record(world.out / name, world.root / "out3" / name)
+    assert _archive_bytes(world.out) == _archive_bytes(world.root / "out3")
     first, third = (json.loads((world.root / d / "build.json").read_text()) for d in ("out1", "out3"))
     for record in (first, third):
         record.pop("cache"), record.pop("image_tag")
         for comp in record["components"]:
             comp.pop("cache")
     assert first == third
+
+
+def _archive_bytes(outdir: Path) -> dict[str, bytes]:
+    """Every file under ``outdir/archive/`` by its relative path."""
+    top = outdir / "archive"
+    found = {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
+    assert any(name.endswith(".bundle") for name in found), found.keys()
+    return found
 
 
 def test_moved_checkout_is_refused(world: World):
@@ -309,7 +327,7 @@ def test_moved_checkout_is_refused(world: World):
     moved = world.root / "moved-lock.json"
     moved.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     with pytest.raises(InputError, match="tree is"):
-        run_build(world.options("out-moved", lock=moved, no_cache=True))
+        run_build(world.options("out-moved", lock=moved, no_cache=True), Engine())
     assert not (world.root / "out-moved/build.json").exists()
 
 
@@ -343,7 +361,7 @@ def test_build_that_edits_tracked_sources_is_refused(world: World):
     lock = _lock(root, manifest)
     opts = world.options("out-dirty", lock=lock, no_cache=True).model_copy(update={"manifest": manifest})
     with pytest.raises(BuildFailed, match="changed the checked-out sources"):
-        run_build(opts)
+        run_build(opts, Engine())
 
 
 def _without_merge_plans(text: str) -> str:
@@ -385,7 +403,7 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, 
         update={"manifest": manifest}
     )
     with pytest.raises(BuildFailed, match="runtime"):
-        run_build(opts)
+        run_build(opts, Engine())
     assert not (world.root / "out-broken/build.json").exists()
     assert not docker_client.images.list(name=tag)
 
@@ -398,7 +416,7 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, 
         "fix the build",
     )
     repo.publish()
-    fixed = run_build(opts.model_copy(update={"lock": _lock(root, manifest, "fixed-lock.json")}))
+    fixed = run_build(opts.model_copy(update={"lock": _lock(root, manifest, "fixed-lock.json")}), Engine())
     assert fixed.cache.misses == ["runtime"]
     assert fixed.cache.hits == (["kernels"] if HAS_NVCC else [])
     assert docker_client.images.get(tag).id == fixed.image_id
@@ -503,7 +521,7 @@ def test_builder_image_environment(world: World, base_image):
     opts = world.options("out-builder", lock=_lock(root, manifest), no_cache=True).model_copy(
         update={"manifest": manifest}
     )
-    record = run_build(opts)
+    record = run_build(opts, Engine())
     runtime = next(c for c in record.components if c.name == "runtime")
     assert runtime.builder_image == base_image.image_id
     assert runtime.version == f"0.1.0+g{world.lock.components['runtime'].commit[:12]}"
@@ -523,4 +541,4 @@ def test_builder_image_environment(world: World, base_image):
     with pytest.raises(
         EnvironmentProblem, match="builder image releasekit-test/no-builder:1 is not in the Docker Engine"
     ):
-        run_build(opts)
+        run_build(opts, Engine())

@@ -27,6 +27,7 @@ from forge import Forge
 from releasekit.builder.native import fatbin_arches
 from releasekit.builder.plan import make_plan
 from releasekit.builder.service import BuildOptions, run_build
+from releasekit.docker_engine import Engine
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
 from releasekit.provenance.verify import VerifyOptions, verify_provenance
@@ -223,7 +224,8 @@ def test_vllm_like_cuda_component_builds_in_the_builder_image(tmp_path, toolkit,
                 git_cache_dir=tmp_path / "git",
                 allow_local_repos=True,
                 build_root=tmp_path / "src",
-            )
+            ),
+            Engine(),
         )
         comp = record.components[0]
         assert comp.builder_image == docker_client.images.get(BUILDER).id

@@ -20,6 +20,7 @@ import pytest
 from forge import Forge
 
 from releasekit.builder.service import BuildOptions, run_build
+from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
@@ -163,7 +164,7 @@ class World:
             build_root=self.root / "src",
             **kw,
         )
-        return manifest, lock, run_build(opts)
+        return manifest, lock, run_build(opts, Engine())
 
     def verify(self, name: str, manifest: Path, lock: Path, record: BuildRecord):
         return verify_provenance(

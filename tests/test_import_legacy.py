@@ -14,8 +14,9 @@ import yaml
 from forge import Forge
 
 from releasekit.errors import InputError
+from releasekit.legacy.models import read_integration_lock, read_merge_manifest
 from releasekit.manifest import load_manifest, validate_manifest
-from releasekit.records.legacy import read_integration_lock, read_merge_manifest, read_validation_receipt
+from releasekit.records.legacy import read_validation_receipt
 from releasekit.records.lock import read_lock
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from plan_world import FF, VLLM_PLAN, World
+from wheels import write_wheel
 
 from releasekit.errors import InputError
 from releasekit.manifest import load_manifest
@@ -76,12 +77,9 @@ def test_tree_mismatch_with_lock(world: World, tmp_path: Path) -> None:
     assert [f["code"] for f in json.loads(r.stdout)["findings"]["findings"]] == ["COMPOSED_TREE_MISMATCH"]
 
 
-def _wheel(
-    house: Path, name: str = "apache_tvm_ffi-0.1.12-py3-none-any.whl", payload: bytes = b"wheel bytes"
-) -> str:
-    house.mkdir(parents=True, exist_ok=True)
-    (house / name).write_bytes(payload)
-    return hashlib.sha256(payload).hexdigest()
+def _wheel(house: Path, dist: str = "apache-tvm-ffi", version: str = "0.1.12") -> str:
+    path = write_wheel(house, dist, version)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _wheel_manifest(world: World, sha: str) -> Path:
@@ -93,7 +91,7 @@ def _wheel_manifest(world: World, sha: str) -> Path:
 def test_wheel_pins_are_hashed_and_checked(world: World, tmp_path: Path) -> None:
     house = tmp_path / "wheels"
     digest = _wheel(house)
-    _wheel(house, "other-1.0-py3-none-any.whl")
+    _wheel(house, "other", "1.0")
     lock = build_lock(load_manifest(_wheel_manifest(world, "to-be-locked")), wheelhouses=[house])
     wheel = lock.wheel_components()["tvm-ffi"]
     assert (wheel.sha256, wheel.filename) == (digest, "apache_tvm_ffi-0.1.12-py3-none-any.whl")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from wheels import write_wheel
 
 from releasekit.manifest import load_manifest
 from releasekit.records.lock import read_lock
@@ -205,6 +206,5 @@ def test_a_model_in_no_source_warns_and_strict_refuses(tmp_path: Path) -> None:
 def _tvm_wheel(tmp_path: Path) -> Path:
     """A wheelhouse for the manifest's one component (a pure wheel: it fits any image)."""
     house = tmp_path / "tvm"
-    house.mkdir(exist_ok=True)
-    (house / "apache_tvm_ffi-0.1.12-py3-none-any.whl").write_bytes(b"wheel")
+    write_wheel(house, "apache-tvm-ffi", "0.1.12")
     return house

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from wheels import write_wheel
 
 from releasekit.findings import Findings
 from releasekit.manifest import load_manifest
@@ -33,20 +34,9 @@ def _cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def make_wheel(directory: Path, tag: str, dist: str = DIST, version: str = VERSION) -> Path:
     """A real (minimal) wheel: dist-info with METADATA, WHEEL and RECORD, one module."""
-    directory.mkdir(parents=True, exist_ok=True)
-    stem = f"{dist.replace('-', '_')}-{version}"
-    path = directory / f"{stem}-{tag}.whl"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("deep_gemm/__init__.py", f"TAG = {tag!r}\n")
-        zf.writestr(
-            f"{stem}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
-        )
-        zf.writestr(
-            f"{stem}.dist-info/WHEEL",
-            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n",
-        )
-        zf.writestr(f"{stem}.dist-info/RECORD", "")
-    return path
+    return write_wheel(
+        directory, dist, version, tag, files={"deep_gemm/__init__.py": f"TAG = {tag!r}\n".encode()}
+    )
 
 
 @pytest.fixture()
@@ -245,3 +235,128 @@ def test_an_unverified_source_warns_and_strict_refuses(tmp_path: Path) -> None:
         ("WHEEL_SOURCE_UNVERIFIED", "error")
     ]
     assert not lock_path.exists()
+
+
+def _refusal(tmp_path: Path, house: Path) -> str:
+    """plan lock on the wheelhouse: exit 2 with one line, which is returned."""
+    code, out = lock_cli(write_manifest(tmp_path), tmp_path / "out", "--wheelhouse", str(house))
+    assert code == 2, out
+    lines = out["stderr"].strip().splitlines()
+    assert len(lines) == 1, out["stderr"]
+    assert not (tmp_path / "out").exists()
+    return lines[0]
+
+
+def test_a_text_file_named_like_the_pinned_wheel_is_refused(tmp_path: Path) -> None:
+    """Issue 35: a 12-byte text file under the wheel's name was locked, sha256 and all."""
+    house = tmp_path / "house"
+    house.mkdir()
+    (house / f"tokenspeed_deepgemm-{VERSION}-{CP312}.whl").write_text("not a wheel\n")
+    line = _refusal(tmp_path, house)
+    assert f"is not a wheel of {DIST}=={VERSION}" in line and "not a zip archive" in line, line
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"metadata": f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 2.4.0\n"}, "METADATA says Name"),
+        ({"metadata": f"Metadata-Version: 2.1\nName: deep-gemm\nVersion: {VERSION}\n"}, "METADATA says Name"),
+        ({"wheel": f"Root-Is-Purelib: false\nTag: {CP312}\n"}, "no Wheel-Version"),
+        ({"record": ""}, "RECORD does not list"),
+        ({"files": {"deep_gemm/__init__.py": b"x = 1\n", "deep_gemm/other.py": b""}}, None),
+        ({"filename": f"tokenspeed_deepgemm-{VERSION}-{CP312}.whl", "version": "2.4.0"}, ".dist-info is not"),
+    ],
+)
+def test_a_zip_whose_dist_info_disagrees_with_its_name_is_refused(
+    tmp_path: Path, change: dict, said: str | None
+) -> None:
+    house = tmp_path / "house"
+    version = change.pop("version", VERSION)
+    write_wheel(house, DIST, version, CP312, **change)
+    if said is None:  # a good wheel with more files: the control
+        code, out = lock_cli(write_manifest(tmp_path), tmp_path / "out", "--wheelhouse", str(house))
+        assert code == 0, out
+        return
+    line = _refusal(tmp_path, house)
+    assert f"is not a wheel of {DIST}=={VERSION}" in line and said in line, line
+
+
+def test_a_record_that_lists_a_missing_file_or_a_wrong_hash_is_refused(tmp_path: Path) -> None:
+    from releasekit.plan.wheels import NotAWheel, check_wheel_contents
+
+    stem = f"tokenspeed_deepgemm-{VERSION}"
+    good = write_wheel(tmp_path / "good", DIST, VERSION, CP312)
+    assert check_wheel_contents(good, DIST, VERSION) == []
+    with zipfile.ZipFile(good) as zf:
+        record = zf.read(f"{stem}.dist-info/RECORD").decode()
+    extra = write_wheel(tmp_path / "extra", DIST, VERSION, CP312, record=record + "deep_gemm/gone.py,,\n")
+    with pytest.raises(NotAWheel, match="RECORD lists 1 file"):
+        check_wheel_contents(extra, DIST, VERSION)
+    metadata_row = next(r for r in record.splitlines() if r.startswith(f"{stem}.dist-info/METADATA,"))
+    wrong = record.replace(metadata_row, f"{stem}.dist-info/METADATA,sha256=AAAA,1")
+    tampered = write_wheel(tmp_path / "wrong", DIST, VERSION, CP312, record=wrong)
+    assert check_wheel_contents(tampered, DIST, VERSION) == [
+        ("WHEEL_RECORD_HASH_MISMATCH", f"its RECORD's hash of {stem}.dist-info/METADATA is not the file's")
+    ]
+    # Bounded: a METADATA over its cap is refused from the zip's directory, before it is read.
+    big = write_wheel(
+        tmp_path / "big",
+        DIST,
+        VERSION,
+        CP312,
+        metadata=f"Name: {DIST}\nVersion: {VERSION}\n" + "x" * (17 << 20),
+    )
+    with pytest.raises(NotAWheel, match="METADATA is .* over the"):
+        check_wheel_contents(big, DIST, VERSION)
+
+
+def test_a_wheel_built_by_pip_is_accepted(tmp_path: Path) -> None:
+    """A wheel as setuptools writes it (pip wheel of a tiny project), with a normalised name."""
+    project = tmp_path / "proj"
+    (project / "tokenspeed_deepgemm").mkdir(parents=True)
+    (project / "tokenspeed_deepgemm" / "__init__.py").write_text("X = 1\n")
+    (project / "setup.py").write_text(
+        f"from setuptools import setup\nsetup(name='Tokenspeed.DeepGemm', version='{VERSION}', "
+        "packages=['tokenspeed_deepgemm'])\n"
+    )
+    house = tmp_path / "house"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--isolated",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(house),
+            str(project),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    [built] = list(house.glob("*.whl"))
+    code, out = lock_cli(write_manifest(tmp_path), tmp_path / "out", "--wheelhouse", str(house))
+    assert code == 0, out
+    lock = json.loads((tmp_path / "out").read_text())
+    assert lock["components"]["deepgemm"]["filename"] == built.name
+
+
+def test_a_wheel_whose_wheel_file_lists_other_tags_is_locked_with_a_warning(tmp_path: Path) -> None:
+    """As ray, mysql-connector-python and playwright as published: renamed to a manylinux tag after the
+    build wrote ``linux_x86_64``; pip goes by the file name, so the lock says so and goes on."""
+    house = tmp_path / "house"
+    renamed = "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp312-cp312-linux_x86_64\n"
+    wheel = write_wheel(house, DIST, VERSION, CP312, wheel=renamed)
+    code, out = lock_cli(write_manifest(tmp_path), tmp_path / "out", "--wheelhouse", str(house))
+    assert code == 0, out
+    found = [(f["code"], f["severity"], f["message"]) for f in out["findings"]["findings"]]
+    assert found == [
+        (
+            "WHEEL_TAGS_UNDECLARED",
+            "warning",
+            f"{wheel.name}: its WHEEL lists cp312-cp312-linux_x86_64, not the file name's {CP312}",
+        )
+    ]

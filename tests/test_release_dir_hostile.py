@@ -199,11 +199,11 @@ def test_a_sparse_multi_gib_wheel_is_refused_on_stat(built, tmp_path, gib):
     assert run.seconds < 10
 
 
-# --- the helper itself (records/safe_io.py), without an image --------------------------------------
+# --- the helpers themselves (bounded_read.py, atomic.py), without an image ---------------------------
 
 
-def test_safe_io_reads_only_regular_files_inside(tmp_path):
-    from releasekit.records.safe_io import UnsafeFileError, read_bounded
+def test_bounded_read_reads_only_regular_files_inside(tmp_path):
+    from releasekit.bounded_read import UnsafeFileError, read_bounded
 
     root = tmp_path / "release"
     root.mkdir()
@@ -219,8 +219,9 @@ def test_safe_io_reads_only_regular_files_inside(tmp_path):
         read_bounded(root / "a.json", 1)
 
 
-def test_safe_io_write_refuses_links_and_leaves_no_temporary(tmp_path):
-    from releasekit.records.safe_io import UnsafeFileError, write_atomic
+def test_the_atomic_writer_refuses_links_and_leaves_no_temporary(tmp_path):
+    from releasekit.atomic import copy_file, write_atomic, write_bytes
+    from releasekit.bounded_read import UnsafeFileError
 
     victim = _victim(tmp_path)
     root = tmp_path / "release"
@@ -228,6 +229,11 @@ def test_safe_io_write_refuses_links_and_leaves_no_temporary(tmp_path):
     (root / "out.json").symlink_to(victim)
     with pytest.raises(UnsafeFileError, match="symbolic link"):
         write_atomic(root / "out.json", "x")
+    # The cache writers are the same writer: a link at the target is refused there too.
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        write_bytes(root / "out.json", b"x")
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        copy_file(victim, root / "out.json")
     write_atomic(root / "new.json", "new\n")
     write_atomic(root / "new.json", "newer\n")
     assert victim.read_text() == VICTIM_TEXT

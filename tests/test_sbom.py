@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from releasekit.bounded_read import UnsafeFileError
 from releasekit.docker_engine import ImageFacts
 from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.expected import expected_components
@@ -279,19 +280,23 @@ def test_the_sbom_names_its_image_and_is_byte_stable(tmp_path, doc):
         SbomView.from_json({"bomFormat": "SPDX"})
 
 
-def test_a_symlink_planted_at_the_sbom_path_is_replaced_not_followed(tmp_path):
+def test_a_symlink_planted_at_the_sbom_path_is_refused_not_followed(tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("keep me\n")
     release = tmp_path / "release"
     release.mkdir()
     (release / SBOM_FILE).symlink_to(outside)
     (release / f"{SBOM_FILE}.tmp").symlink_to(outside)  # the name a naive atomic write would open
-    text = write_sbom(_ctx(), CREATED, release / SBOM_FILE)
+    # Like every release-directory write (atomic.write_atomic), a link at the target is refused.
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        write_sbom(_ctx(), CREATED, release / SBOM_FILE)
     assert outside.read_text() == "keep me\n"
-    assert not (release / SBOM_FILE).is_symlink() and (release / SBOM_FILE).read_text() == text
-    assert oct((release / SBOM_FILE).stat().st_mode & 0o777) == "0o644"
-    # No temporary file left (the planted link is the attacker's, left as it was).
+    # No temporary file left (the planted links are the attacker's, left as they were).
     assert sorted(p.name for p in release.iterdir()) == [SBOM_FILE, f"{SBOM_FILE}.tmp"]
+    (release / SBOM_FILE).unlink()
+    text = write_sbom(_ctx(), CREATED, release / SBOM_FILE)
+    assert (release / SBOM_FILE).read_text() == text and outside.read_text() == "keep me\n"
+    assert oct((release / SBOM_FILE).stat().st_mode & 0o777) == "0o644"
 
 
 def test_image_created_reads_docker_times():

@@ -13,7 +13,8 @@ import pytest
 from releasekit.provenance.accounting import Expected, table
 from releasekit.provenance.hasher import HashingError
 from releasekit.provenance.hashthread import THREAD_NAME, HashThread
-from releasekit.provenance.inventory import ExportAborted, ReadPlan, inventory_from_tar, safe_member_path
+from releasekit.provenance.inventory import ReadPlan, inventory_from_tar, safe_member_path
+from releasekit.provenance.tarstream import ExportAborted
 
 
 def _reference(data: bytes) -> dict[str, Expected]:

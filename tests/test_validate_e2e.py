@@ -79,7 +79,8 @@ def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
                 outdir=release,
                 tag="releasekit-test/validate-candidate:e2e",
                 allow_local_repos=True,
-            )
+            ),
+            Engine(),
         )
         yield Candidate(manifest, lock, record.image_id, release)
         holder.cleanup()

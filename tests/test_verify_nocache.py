@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from releasekit.builder.service import run_build
+from releasekit.docker_engine import Engine
 from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -58,7 +60,8 @@ class World:
         record = run_build(
             BuildOptions(
                 manifest=self.manifest, lock=self.lock, outdir=outdir, allow_local_repos=True, **kwargs
-            )
+            ),
+            Engine(),
         )
         self.images.append(record.image_id)
         return outdir
@@ -421,7 +424,7 @@ def test_reproduce_refuses_a_bundle_with_extra_refs(world, tmp_path):
         if item["name"] in shas:
             item["digest"]["sha256"] = shas[item["name"]]
     (release / "provenance.intoto.json").write_text(json.dumps(statement, indent=2))
-    result = reproduce(from_dir=release)
+    result = reproduce(engine=Engine(), rebuild=run_build, from_dir=release)
     found = {(f.code, f.location.path) for f in result.findings.errors}
     assert not result.same and result.rebuilt_image_id == "", result
     assert ("BUNDLE_EXTRA_REFS", entry["path"]) in found, found

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from stable import assert_same_record
 
+from releasekit.provenance.checks import all_checks
 from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
 from releasekit.records.sbom import SBOM_FILE
 
@@ -192,6 +193,14 @@ def test_clean_image_verifies(release):
     assert summary["verificationResult"] == "PASSED"
     assert summary["resourceUri"] == release.image_id
     assert summary["policy"]["digest"]["sha256"] == result.lock_sha256
+    # Issue 35: every check with its status and what it examined; nothing passes on nothing.
+    checks = {c["name"]: c for c in summary["releasekit"]["checks"]}
+    assert set(checks) == {c.name for c in all_checks()}
+    for check in checks.values():
+        assert check["status"] in ("passed", "not applicable"), check
+        assert (check["count"] > 0) == (check["status"] == "passed"), check
+        assert check["status"] == "passed" or check["reason"], check
+    assert checks["records"]["examined"] == "distributions" and checks["unowned-files"]["count"] > 10
     # Byte-stable (issue 22): a second verification writes the same summary apart from timeVerified.
     sbom = _sbom_of_verified(release, result)
     again = release.verify(

@@ -55,7 +55,11 @@ def make_archive(
     entries: list[ArchiveEntry] = []
     for name, locked in lock.components.items():
         if isinstance(locked, LockedGitComponent):
-            entries.append(_bundle_entry(outdir, name, locked, loaded, git_cache_dir, allow_local, progress))
+            entries.append(
+                _bundle_entry(
+                    outdir, name, locked, loaded, git_cache_dir, allow_local=allow_local, progress=progress
+                )
+            )
         else:
             assert isinstance(locked, LockedWheelComponent)
             entries.append(_wheel_entry(outdir, name, locked))
@@ -81,6 +85,7 @@ def _bundle_entry(
     locked: LockedGitComponent,
     loaded: LoadedManifest,
     git_cache_dir: Path | None,
+    *,
     allow_local: bool,
     progress: Callable[[str], None],
 ) -> ArchiveEntry:

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from releasekit.atomic import write_atomic
 from releasekit.builder.wheel import Builder
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
@@ -20,7 +21,6 @@ from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.manifest import TO_BE_LOCKED
 from releasekit.manifest.models import BuildEnvironment
 from releasekit.records.lock import LockedBuilder
-from releasekit.records.safe_io import write_atomic
 
 
 def dockerfile_path(environment: BuildEnvironment, manifest_dir: Path) -> Path | None:
@@ -89,6 +89,7 @@ def ensure_builder(
     environment: BuildEnvironment,
     manifest_dir: Path,
     locked: LockedBuilder | None = None,
+    *,
     log: Path | None = None,
 ) -> Builder | None:
     """The manifest's builder image as a local image ID (None: a venv build); built when absent and it has a Dockerfile."""

@@ -121,6 +121,7 @@ def register(app: typer.Typer) -> None:
     @app.command("build")
     def build_cmd(
         file: Path = typer.Argument(..., help="the manifest YAML file", show_default=False),
+        *,
         lock: Path = typer.Option(None, "--lock", help="the lock written by `releasekit plan lock`"),
         plan: bool = typer.Option(
             False, "--plan", help="print what would run for each component; build nothing"
@@ -164,6 +165,7 @@ def register(app: typer.Typer) -> None:
 
         from releasekit.builder.plan import make_plan
         from releasekit.builder.service import BuildOptions, run_build
+        from releasekit.docker_engine import Engine
         from releasekit.errors import InputError
         from releasekit.report import print_json
 
@@ -190,7 +192,9 @@ def register(app: typer.Typer) -> None:
             signing_key=signing_key,
         )
         record = run_build(
-            opts, progress=(lambda _msg: None) if as_json else (lambda msg: err.print(escape(msg)))
+            opts,
+            Engine,  # made once the inputs are read; no engine: exit 2 then, before any wheel is built
+            progress=(lambda _msg: None) if as_json else (lambda msg: err.print(escape(msg))),
         )
         if as_json:
             print_json(record)

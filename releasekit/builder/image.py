@@ -23,11 +23,11 @@ from typing import IO
 from pydantic import BaseModel
 
 from releasekit import atomic
+from releasekit.atomic import write_atomic
 from releasekit.builder.dockerfile import ImageSettings
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
-from releasekit.records.safe_io import write_atomic
 
 SMOKE_PROBE = Path(__file__).with_name("smoke_probe.py")
 STAGING = "/releasekit-stage"
@@ -102,7 +102,13 @@ def _smoke(output: str) -> SmokeReport | None:
 
 
 def install_layer(
-    engine: Engine, base_id: str, wheels: list[WheelInput], source_date_epoch: int, layer_out: Path, log: Path
+    engine: Engine,
+    base_id: str,
+    wheels: list[WheelInput],
+    source_date_epoch: int,
+    layer_out: Path,
+    *,
+    log: Path,
 ) -> SmokeReport:
     """pip-install the wheels into a staging root in a clean base container; re-pack it as a layer."""
     with tempfile.TemporaryDirectory(prefix="releasekit-layer-") as tmp:
@@ -257,6 +263,7 @@ def _write_archive(
     config_hex: str,
     diff_ids: list[str],
     layer: Path,
+    *,
     base_dir: Path | None,
     mtime: int,
 ) -> None:
@@ -313,11 +320,13 @@ def assemble(
         work = Path(tmp)
         if archive_out is not None:
             base_layers(engine, base_id, work, keep_layers=True)
-            _write_archive(archive_out, config, config_hex, diff_ids, layer, work, source_date_epoch)
+            _write_archive(
+                archive_out, config, config_hex, diff_ids, layer, base_dir=work, mtime=source_date_epoch
+            )
             engine.load(archive_out)
         elif engine.image_id(image_id) != image_id:
             thin = work / "image.tar"
-            _write_archive(thin, config, config_hex, diff_ids, layer, None, source_date_epoch)
+            _write_archive(thin, config, config_hex, diff_ids, layer, base_dir=None, mtime=source_date_epoch)
             engine.load(thin)
     if engine.image_id(image_id) != image_id:
         raise EnvironmentProblem(f"docker load did not produce image {image_id}")

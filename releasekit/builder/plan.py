@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from releasekit.builder import hygiene, stamp
 from releasekit.builder.builders import build_args
-from releasekit.builder.service import _consistent, check_host_environment, default_build_root
+from releasekit.builder.release_image import default_build_root
+from releasekit.builder.service import _consistent, check_host_environment
 from releasekit.builder.wheel import build_environment, container_environment, image_script, venv_commands
 from releasekit.digests import file_sha256
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
@@ -192,6 +193,7 @@ def plan_git(
     locked: LockedGitComponent | None,
     lock: Lock | None,
     loaded: LoadedManifest,
+    *,
     build_root: Path,
     git_cache_dir: Path | None,
 ) -> PlannedComponent:
@@ -274,7 +276,9 @@ def make_plan(
         locked = lock.components.get(name) if lock else None
         if isinstance(declared, GitComponent):
             assert locked is None or isinstance(locked, LockedGitComponent)
-            components.append(plan_git(name, declared, locked, lock, loaded, root, git_cache_dir))
+            components.append(
+                plan_git(name, declared, locked, lock, loaded, build_root=root, git_cache_dir=git_cache_dir)
+            )
         else:
             assert locked is None or isinstance(locked, LockedWheelComponent)
             components.append(plan_wheel(name, declared, locked))

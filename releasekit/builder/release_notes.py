@@ -48,6 +48,7 @@ def _landed(
     inside: int | None,
     how: str | None,
     at: str | None,
+    *,
     state: str,
     acknowledged: bool = False,
 ) -> str:
@@ -116,7 +117,12 @@ def notes_plan(
                 codes = ""
             else:
                 landed = _landed(
-                    st.arrival, st.arrived_inside, st.how, st.landed_at, st.state, st.arrival_acknowledged
+                    st.arrival,
+                    st.arrived_inside,
+                    st.how,
+                    st.landed_at,
+                    state=st.state,
+                    acknowledged=st.arrival_acknowledged,
                 )
                 codes = ", ".join(st.codes)
             line = PRLine(

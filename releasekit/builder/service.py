@@ -4,61 +4,58 @@ The order matters for the promise "nothing half-built is tagged": every wheel is
 and checked, the wheels are installed and smoke-tested in a clean container, the image
 is assembled and loaded untagged, the record, provenance and notes are written, and
 only then is the tag applied.
+
+This is the orchestrator: it gathers one frozen ``BuildRun`` and runs the steps of the
+builder's library (``builder/release_image.py``), which the verifiers run too.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field
-
-from releasekit import __version__, atomic
-from releasekit.builder import dockerfile, stamp
+from releasekit import __version__
+from releasekit.atomic import write_atomic
 from releasekit.builder.archive import archive_byproducts, make_archive
-from releasekit.builder.builders import ensure_builder
-from releasekit.builder.cache import BuildCache, wheel_key
+from releasekit.builder.cache import BuildCache
 from releasekit.builder.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
-from releasekit.builder.image import (
-    LAYER_FORMAT,
-    AssembledImage,
-    SmokeReport,
-    WheelInput,
-    assemble,
-    install_layer,
+from releasekit.builder.image import AssembledImage, SmokeReport, WheelInput, assemble
+from releasekit.builder.release_image import BuildOptions as BuildOptions
+from releasekit.builder.release_image import (
+    BuildRun,
+    Progress,
+    ReleaseSettings,
+    build_components,
+    default_template,
+    quiet,
+    release_layer,
+    release_settings,
+    render_template,
+    resolve_base,
 )
-from releasekit.builder.labels import image_labels
 from releasekit.builder.release_notes import notes_plan, render_release_notes
-from releasekit.builder.stamp import Modification
 from releasekit.builder.statement import git_dependency
-from releasekit.builder.wheel import Builder as WheelBuilder
-from releasekit.builder.wheel import BuiltWheel, Log, build_wheel
-from releasekit.builder.wheelhouse import fetch_pinned_wheel
-from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
-from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
-from releasekit.git import Git, Mirror, fresh_checkout, local_repos_allowed
+from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.git import local_repos_allowed
 from releasekit.manifest import LoadedManifest, load_manifest
-from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
+from releasekit.manifest.models import BuildRecipe, GitComponent
 from releasekit.records.archive import ARCHIVE_FILE, ArchiveIndex
 from releasekit.records.base import load_record
 from releasekit.records.build import (
     BUILD_FILE,
     RELEASE_NOTES_FILE,
-    BaseImageRecord,
     BuildRecord,
     CacheReport,
     ComponentRecord,
     ImageRecord,
 )
 from releasekit.records.dsse import PROVENANCE_ENVELOPE_FILE
-from releasekit.records.lock import Lock, LockedGitComponent, canonical_json, lock_file_sha256, read_lock
+from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.plan_check import PLAN_CHECK_FILE, PlanCheckResult
 from releasekit.records.provenance import (
     PROVENANCE_FILE,
@@ -72,40 +69,10 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
-from releasekit.records.safe_io import write_atomic
 from releasekit.signing import Signer, load_signer
 from releasekit.signing.statements import sign_statement_file
 
 BUILDER_ID = "https://releasekit.dev/builder/local"
-
-
-class BuildOptions(BaseModel):
-    manifest: Path
-    lock: Path
-    outdir: Path | None = None
-    tag: str | None = None
-    no_cache: bool = False
-    wheelhouses: list[Path] = Field(default_factory=list)
-    cache_dir: Path | None = None  # the build cache; git mirrors use the git layer's default
-    git_cache_dir: Path | None = None
-    allow_local_repos: bool = False
-    keep_image_archive: bool = False
-    template: Path | None = None
-    # Where sources are checked out and built. Fixed, so that paths compiled into binaries are too.
-    build_root: Path | None = None
-    # A PEM private key; without it, $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned.
-    signing_key: Path | None = None
-
-
-Progress = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    return None
-
-
-def default_build_root() -> Path:
-    return Path(tempfile.gettempdir()) / "releasekit-build"
 
 
 def _consistent(loaded: LoadedManifest, lock: Lock) -> None:
@@ -144,180 +111,6 @@ def _prepare_outdir(outdir: Path) -> None:
         (outdir / sub).mkdir()
 
 
-def resolve_base(engine: Engine, lock: Lock) -> BaseImageRecord:
-    base = lock.toolchain.base_image
-    image_id = engine.image_id(base.image_id or base.name)
-    if image_id is None and base.image_id:
-        image_id = engine.image_id(base.name)
-    if image_id is None:
-        raise EnvironmentProblem(
-            f"base image {base.name} is not in the Docker Engine",
-            hint="load or build it (releasekit demo makes its own), then rerun: built wheels are cached",
-        )
-    if base.image_id and image_id != base.image_id:
-        raise EnvironmentProblem(
-            f"base image {base.name} is {image_id[:19]}, the lock pins {base.image_id[:19]}",
-            hint="restore the locked base image or lock again",
-        )
-    if base.digest and not base.image_id:
-        repo_digests = [
-            d.split("@", 1)[1] for d in engine.image_attrs(image_id).get("RepoDigests") or [] if "@" in d
-        ]
-        if base.digest != image_id and base.digest not in repo_digests:
-            raise EnvironmentProblem(
-                f"base image {base.name} in the Docker Engine is not the locked digest {base.digest[:19]}",
-                hint="load the locked base image",
-            )
-    return BaseImageRecord(name=base.name, digest=base.digest, image_id=image_id)
-
-
-def _build_git_component(
-    name: str,
-    locked: LockedGitComponent,
-    declared: GitComponent,
-    loaded: LoadedManifest,
-    lock: Lock,
-    opts: BuildOptions,
-    cache: BuildCache,
-    outdir: Path,
-    allow_local: bool,
-    engine: Engine,
-) -> ComponentRecord:
-    record = ComponentRecord(
-        name=name,
-        kind="git",
-        role=declared.role,
-        repo=locked.repo,
-        ref=f"refs/heads/{locked.canonical_branch}",
-        commit=locked.commit,
-        tree=locked.tree,
-        distribution=declared.distribution,
-        import_names=list(declared.import_names),
-    )
-    recipe = declared.build
-    if recipe is None:
-        return record
-    record.version_policy = recipe.version_policy.policy
-    record.version_policy_reason = recipe.version_policy.reason
-    stamp.check_policy_input(recipe, name)
-    arches = list(recipe.cuda_arch_list or lock.toolchain.cuda_arch_list) if recipe.native else []
-    builder = ensure_builder(
-        engine,
-        name,
-        recipe.environment,
-        loaded.directory,
-        locked.builder,
-        outdir / "logs" / f"{name}-builder.log",
-    )
-    record.builder_image = builder.image_id if builder else None
-    record.builder_name = builder.name if builder else None
-    key = wheel_key(locked, recipe, lock.toolchain, arches, builder.image_id if builder else None)
-    log_path = outdir / "logs" / f"{name}.log"
-    record.log = f"logs/{name}.log"
-    with cache.entry("wheels", key):  # a second build of the same key waits here, then hits
-        wheel = cache.get_wheel(key, outdir / "wheels", log_path)
-        if wheel is None:
-            record.cache = "miss"
-            wheel = _build_from_source(
-                name, locked, declared, recipe, loaded, opts, outdir, allow_local, arches, builder
-            )
-            cache.put_wheel(key, wheel, log_path)
-        else:
-            record.cache = "hit"
-    _record_wheel(record, name, declared, wheel, arches)
-    return record
-
-
-def _build_from_source(
-    name: str,
-    locked: LockedGitComponent,
-    declared: GitComponent,
-    recipe: BuildRecipe,
-    loaded: LoadedManifest,
-    opts: BuildOptions,
-    outdir: Path,
-    allow_local: bool,
-    arches: list[str],
-    builder: WheelBuilder | None,
-) -> BuiltWheel:
-    """A cache miss: build from a fresh checkout of the locked tree, which is removed whatever happens."""
-    log_path = outdir / "logs" / f"{name}.log"
-    mirror = Mirror(declared.repo, opts.git_cache_dir, allow_local=allow_local, base_dir=loaded.directory)
-    if mirror.url != locked.repo:
-        raise InputError(f"{name}: the manifest names {mirror.url}, the lock {locked.repo}")
-    root = opts.build_root or default_build_root()
-    with atomic.entry_lock(root / name):  # one build at a time per fixed source path
-        src = root / name
-        shutil.rmtree(src, ignore_errors=True)
-        # fresh_checkout refuses unless HEAD and tree are exactly the locked ones and the tree is clean.
-        fresh_checkout(mirror, locked.commit, src, expect_tree=locked.tree)
-        try:
-            # The version policy's stamp changes the build copy only, and is recorded.
-            stamped = stamp.apply(recipe, src, locked.commit, name)
-            wheel = build_wheel(
-                src,
-                outdir / "wheels",
-                recipe=recipe,
-                commit=locked.commit,
-                source_date_epoch=locked.commit_time,
-                arches=arches,
-                log=Log(log_path),
-                component=name,
-                builder=builder,
-                extra_env=stamped.env,
-            )
-            wheel.modifications = [m.model_dump(mode="json") for m in stamped.modifications]
-            _sources_untouched(name, src, recipe.generated_files, recipe.subdirectory, stamped.modifications)
-        finally:
-            shutil.rmtree(src, ignore_errors=True)
-    return wheel
-
-
-def _record_wheel(
-    record: ComponentRecord, name: str, declared: GitComponent, wheel: BuiltWheel, arches: list[str]
-) -> None:
-    """The wheel into the record, once it is the distribution the manifest declares (not just any wheel)."""
-    if declared.distribution and wheel.distribution.lower().replace(
-        "_", "-"
-    ) != declared.distribution.lower().replace("_", "-"):
-        raise BuildFailed(
-            f"{name}: built distribution {wheel.distribution}, the manifest declares {declared.distribution}"
-        )
-    record.built = True
-    record.version = wheel.version
-    record.distribution = wheel.distribution
-    record.wheel_filename = wheel.filename
-    record.wheel_sha256 = wheel.sha256
-    record.native_arches = arches
-    record.environment = dict(wheel.environment)
-    record.modifications = list(wheel.modifications)
-
-
-def _sources_untouched(
-    name: str,
-    src: Path,
-    generated: list[str],
-    subdirectory: str | None,
-    stamped: list[Modification] | None = None,
-) -> None:
-    """A build may write its declared generated files and ignored files, never a tracked source.
-
-    A backend that edits tracked files ships sources that are not the locked commit's. A
-    file the version policy stamped is allowed only with exactly the stamped content.
-    """
-    allowed = {g for g in generated} | {f"{subdirectory.rstrip('/')}/{g}" for g in generated if subdirectory}
-    for mod in stamped or []:
-        if mod.path and file_sha256(src / mod.path) == mod.after_sha256:
-            allowed.add(mod.path)
-    status = Git(src).run("status", "--porcelain", "--untracked-files=no")
-    changed = [line[3:] for line in status.splitlines() if line[3:] not in allowed]
-    if changed:
-        raise BuildFailed(
-            f"{name}: the build changed the checked-out sources ({', '.join(changed[:3])}); "
-            "the wheel would not be the locked commit"
-        )
-
-
 def check_host_environment(components: Mapping[str, GitComponent], host: Mapping[str, str]) -> None:
     """Exit 2 before anything is built when a host variable would change the output undeclared."""
     recipes: dict[str, BuildRecipe] = {n: c.build for n, c in components.items() if c.build is not None}
@@ -326,159 +119,51 @@ def check_host_environment(components: Mapping[str, GitComponent], host: Mapping
         raise EnvironmentProblem(found.errors[0].message, hint="see docs/build.md, build-time environment")
 
 
-def _render_template(template: Path, base: BaseImageRecord, labels: dict[str, str]) -> str:
-    if not template.is_file():
-        raise InputError(f"Dockerfile template {template} not found")
-    rendered = dockerfile.render(
-        template, {"base": {"name": base.name, "digest": base.digest or base.image_id}, "labels": labels}
-    )
-    problems = dockerfile.lint(rendered, template.name)
-    if not problems.passed:
-        raise BuildFailed(
-            f"{template.name} refused: {problems.errors[0].render()}",
-            details=[f.render() for f in problems.errors],
-        )
-    return rendered
+def run_build(
+    opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress = quiet
+) -> BuildRecord:
+    """The whole build; ``engine`` comes from the caller (the commands layer), so this creates none.
 
-
-def _layer_key(base_id: str, wheels: list[WheelInput], sde: int) -> str:
-    material = {
-        "format": LAYER_FORMAT,
-        "base": base_id,
-        "sde": sde,
-        "wheels": sorted(
-            (w.filename, w.sha256, w.distribution, w.version, sorted(w.import_names)) for w in wheels
-        ),
-    }
-    return hashlib.sha256(canonical_json(material)).hexdigest()
-
-
-class ReleaseSettings(BaseModel):
-    """What the release image is told besides its files: labels, the rendered template, its settings."""
-
-    model_config = {"arbitrary_types_allowed": True}
-
-    source_date_epoch: int
-    labels: dict[str, str]
-    rendered: str
-    image: dockerfile.ImageSettings
-
-
-def build_components(
-    loaded: LoadedManifest,
-    lock: Lock,
-    opts: BuildOptions,
-    cache: BuildCache,
-    outdir: Path,
-    allow_local: bool,
-    engine: Engine,
-    progress: Progress = _quiet,
-) -> tuple[list[ComponentRecord], list[WheelInput]]:
-    """Every locked component built (or its pinned wheel fetched) into ``outdir/wheels``, in lock order."""
-    manifest = loaded.manifest
-    components: list[ComponentRecord] = []
-    wheels: list[WheelInput] = []
-    for name, locked in lock.components.items():
-        declared = manifest.components.get(name)
-        if declared is None:
-            raise InputError(f"the manifest has no component {name}")
-        if isinstance(locked, LockedGitComponent):
-            if not isinstance(declared, GitComponent):
-                raise InputError(f"{name}: the lock has a git component, the manifest another kind")
-            progress(f"{name}: {locked.commit[:12]}")
-            record = _build_git_component(
-                name, locked, declared, loaded, lock, opts, cache, outdir, allow_local, engine
-            )
-            progress(f"{name}: {record.wheel_filename or 'recorded (no build recipe)'} [{record.cache}]")
-        else:
-            if not isinstance(declared, WheelComponent):
-                raise InputError(f"{name}: the lock has a pinned wheel, the manifest another kind")
-            path = fetch_pinned_wheel(locked, opts.wheelhouses, declared.index_url, outdir / "wheels")
-            record = ComponentRecord(
-                name=name,
-                kind="wheel",
-                role="runtime",
-                repo=locked.source.repo if locked.source else None,
-                ref=locked.source.ref if locked.source else None,
-                commit=locked.source.commit if locked.source else None,
-                version=locked.version,
-                distribution=locked.distribution,
-                import_names=list(declared.import_names),
-                wheel_filename=locked.filename,
-                wheel_sha256=locked.sha256,
-            )
-            progress(f"{name}: {path.name} (pinned wheel, sha256 verified)")
-        components.append(record)
-        if record.wheel_filename and record.role != "build-repo":
-            wheels.append(
-                WheelInput(
-                    path=str(outdir / "wheels" / record.wheel_filename),
-                    filename=record.wheel_filename,
-                    sha256=record.wheel_sha256 or "",
-                    distribution=record.distribution or "",
-                    version=record.version or "",
-                    import_names=record.import_names,
-                )
-            )
-    return components, wheels
-
-
-def release_settings(
-    loaded: LoadedManifest,
-    lock: Lock,
-    lock_sha: str,
-    components: list[ComponentRecord],
-    base: BaseImageRecord,
-    template: Path,
-) -> ReleaseSettings:
-    """Labels and image settings of the release, all derived from the lock (the same on every build)."""
-    git_times = [c.commit_time for c in lock.git_components().values()]
-    # The newest source commit: the image is no older than what it contains, and it is the same every build.
-    sde = max(git_times) if git_times else 0
-    created = datetime.fromtimestamp(sde, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    labels = image_labels(
-        components=components,
-        base=base,
-        created=created,
-        lock_sha256=lock_sha,
-        manifest_sha256=loaded.sha256,
-        release_name=lock.name,
-    )
-    rendered = _render_template(template, base, labels)
-    return ReleaseSettings(
-        source_date_epoch=sde, labels=labels, rendered=rendered, image=dockerfile.image_settings(rendered)
-    )
-
-
-def release_layer(
-    engine: Engine,
-    cache: BuildCache,
-    base: BaseImageRecord,
-    wheels: list[WheelInput],
-    sde: int,
-    outdir: Path,
-    progress: Progress = _quiet,
-) -> tuple[Path, SmokeReport, Literal["hit", "miss"]]:
-    """The wheels layer (from the cache, keyed by base, wheels and time, or installed now): path, smoke report, hit/miss."""
-    layer_key = _layer_key(base.image_id, wheels, sde)
-    names = ["layer.tar", "smoke.json"]
-    with cache.entry("layers", layer_key):  # one install per key, however many builds want it at once
-        found = cache.get_files("layers", layer_key, names)
-        if found is not None:
-            progress("image: wheels layer from cache (installed and smoke-tested before)")
-            return found["layer.tar"], SmokeReport.model_validate_json(found["smoke.json"].read_text()), "hit"
-        progress(f"image: installing {len(wheels)} wheel(s) into a clean {base.name} container")
-        with tempfile.TemporaryDirectory(prefix="releasekit-layer-") as tmp:
-            fresh = Path(tmp) / "layer.tar"
-            smoke = install_layer(engine, base.image_id, wheels, sde, fresh, outdir / "logs" / "image.log")
-            report = Path(tmp) / "smoke.json"
-            report.write_text(smoke.model_dump_json())
-            stored = cache.put_files("layers", layer_key, {"layer.tar": fresh, "smoke.json": report})
-    return stored["layer.tar"], smoke, "miss"
-
-
-def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
+    ``engine`` may be a factory (the commands layer passes ``Engine``): it is called only once the
+    manifest, lock and key have been read, so a bad input is named before a missing Docker Engine.
+    """
     started = datetime.now(UTC)
+    run, signer = _gather(opts, engine, progress)
+    components, wheels = build_components(run)
+    if not wheels:
+        raise InputError(
+            f"{run.loaded.path.name}: no component produces a wheel to install; nothing to build"
+        )
+    # The release source archive: bundles of the locked commits, locked wheels, manifest, lock; proven complete now.
+    archive = make_archive(
+        outdir=run.outdir,
+        loaded=run.loaded,
+        lock=run.lock,
+        lock_path=opts.lock,
+        lock_sha256=run.lock_sha256,
+        git_cache_dir=opts.git_cache_dir,
+        allow_local=run.allow_local,
+        progress=progress,
+    )
+
+    settings = release_settings(run, components)
+    write_atomic(run.outdir / "Dockerfile", settings.rendered)
+
+    built = _release_image(run, wheels, components, settings)
+
+    record = _build_record(run, built, settings, components, archive)
+    _write_release_files(run, record, archive, signer, started)
+    if opts.tag:
+        run.engine.tag(built.image.image_id, opts.tag)
+        progress(f"image: tagged {opts.tag}")
+    return record
+
+
+def _gather(
+    opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress
+) -> tuple[BuildRun, Signer | None]:
+    """Every input read and checked, in the order that fails cheapest first; nothing built or written yet
+    except the emptied output directory."""
     loaded = load_manifest(opts.manifest)
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
@@ -486,74 +171,56 @@ def run_build(opts: BuildOptions, progress: Progress = _quiet) -> BuildRecord:
     signer = load_signer(opts.signing_key)  # a bad key fails now, before anything is built
     allow_local = local_repos_allowed(opts.allow_local_repos)
     check_host_environment(loaded.manifest.git_components(), os.environ)
-    engine = Engine()  # no engine: exit 2 now, before any wheel is built
+    if not isinstance(engine, Engine):
+        engine = engine()
     base = resolve_base(engine, lock)
-    template = opts.template or dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
+    template = opts.template or default_template()
     # Lint first: a template that would copy sources in fails before anything is built or written.
-    _render_template(template, base, {})
+    render_template(template, base, {})
     outdir = opts.outdir or Path("release") / lock.name
     _prepare_outdir(outdir)
-    cache = BuildCache(opts.cache_dir, enabled=not opts.no_cache)
-
-    components, wheels = build_components(loaded, lock, opts, cache, outdir, allow_local, engine, progress)
-    if not wheels:
-        raise InputError(f"{loaded.path.name}: no component produces a wheel to install; nothing to build")
-    # The release source archive: bundles of the locked commits, locked wheels, manifest, lock; proven complete now.
-    archive = make_archive(
-        outdir=outdir,
+    run = BuildRun(
+        options=opts,
         loaded=loaded,
         lock=lock,
-        lock_path=opts.lock,
         lock_sha256=lock_sha,
-        git_cache_dir=opts.git_cache_dir,
+        engine=engine,
+        base=base,
+        cache=BuildCache(opts.cache_dir, enabled=not opts.no_cache),
+        outdir=outdir,
+        template=template,
         allow_local=allow_local,
         progress=progress,
     )
+    return run, signer
 
-    settings = release_settings(loaded, lock, lock_sha, components, base, template)
-    write_atomic(outdir / "Dockerfile", settings.rendered)
 
-    image, smoke, cache_report = _release_image(
-        engine, cache, base, wheels, components, settings, opts, outdir, progress
-    )
-
-    record = _build_record(
-        loaded, lock, lock_sha, opts, image, base, settings, components, cache_report, smoke, archive
-    )
-    _write_release_files(record, archive, signer, outdir, loaded, lock, opts, lock_sha, started)
-    if opts.tag:
-        engine.tag(image.image_id, opts.tag)
-        progress(f"image: tagged {opts.tag}")
-    return record
+@dataclass(frozen=True)
+class _BuiltImage:
+    image: AssembledImage
+    smoke: SmokeReport
+    cache: CacheReport
 
 
 def _release_image(
-    engine: Engine,
-    cache: BuildCache,
-    base: BaseImageRecord,
-    wheels: list[WheelInput],
-    components: list[ComponentRecord],
-    settings: ReleaseSettings,
-    opts: BuildOptions,
-    outdir: Path,
-    progress: Progress,
-) -> tuple[AssembledImage, SmokeReport, CacheReport]:
+    run: BuildRun, wheels: list[WheelInput], components: list[ComponentRecord], settings: ReleaseSettings
+) -> _BuiltImage:
     """The image: the wheels' layer (cached by its inputs) on the base, assembled without a Dockerfile build."""
     sde = settings.source_date_epoch
     cache_report = _cache_report(components)
-    layer, smoke, cache_report.layer = release_layer(engine, cache, base, wheels, sde, outdir, progress)
+    layer, smoke, cache_report.layer = release_layer(run, wheels, sde)
     image = assemble(
-        engine,
-        base_id=base.image_id,
+        run.engine,
+        base_id=run.base.image_id,
         layer=layer,
         settings=settings.image,
         source_date_epoch=sde,
-        archive_out=outdir / "image.tar" if opts.keep_image_archive else None,
+        archive_out=run.outdir / "image.tar" if run.options.keep_image_archive else None,
         smoke=smoke,
-        base_cache=cache.root / "bases",
+        base_cache=run.cache.root / "bases",
     )
-    progress(f"image: {image.image_id}")
-    return image, smoke, cache_report
+    run.progress(f"image: {image.image_id}")
+    return _BuiltImage(image=image, smoke=smoke, cache=cache_report)
 
 
 def _cache_report(components: list[ComponentRecord]) -> CacheReport:
@@ -565,28 +232,23 @@ def _cache_report(components: list[ComponentRecord]) -> CacheReport:
 
 
 def _build_record(
-    loaded: LoadedManifest,
-    lock: Lock,
-    lock_sha: str,
-    opts: BuildOptions,
-    image: AssembledImage,
-    base: BaseImageRecord,
+    run: BuildRun,
+    built: _BuiltImage,
     settings: ReleaseSettings,
     components: list[ComponentRecord],
-    cache_report: CacheReport,
-    smoke: SmokeReport,
     archive: ArchiveIndex,
 ) -> BuildRecord:
     """The build record: what later stages read instead of the engine, so every name they need is here."""
     sde = settings.source_date_epoch
+    opts, image = run.options, built.image
     return BuildRecord(
-        name=lock.name,
-        lock_sha256=lock_sha,
-        manifest_sha256=loaded.sha256,
+        name=run.lock.name,
+        lock_sha256=run.lock_sha256,
+        manifest_sha256=run.loaded.sha256,
         image_id=image.image_id,
         image_tag=opts.tag,
-        toolchain=lock.toolchain.model_dump(mode="json", exclude={"base_image"}),
-        base_image=base,
+        toolchain=run.lock.toolchain.model_dump(mode="json", exclude={"base_image"}),
+        base_image=run.base,
         image=ImageRecord(
             created=image.created,
             source_date_epoch=sde,
@@ -597,8 +259,8 @@ def _build_record(
         ),
         components=components,
         labels=settings.labels,
-        cache=cache_report,
-        smoke=smoke.model_dump(mode="json"),
+        cache=built.cache,
+        smoke=built.smoke.model_dump(mode="json"),
         outputs={
             "build_record": BUILD_FILE,
             "provenance": PROVENANCE_FILE,
@@ -613,18 +275,11 @@ def _build_record(
 
 
 def _write_release_files(
-    record: BuildRecord,
-    archive: ArchiveIndex,
-    signer: Signer | None,
-    outdir: Path,
-    loaded: LoadedManifest,
-    lock: Lock,
-    opts: BuildOptions,
-    lock_sha: str,
-    started: datetime,
+    run: BuildRun, record: BuildRecord, archive: ArchiveIndex, signer: Signer | None, started: datetime
 ) -> None:
     """Provenance (signed when a key is given), release notes, then the build record last: its presence means done."""
-    statement = provenance_statement(record, lock, opts, lock_sha, started)
+    outdir = run.outdir
+    statement = provenance_statement(record, run.lock, run.options, run.lock_sha256, started)
     statement.predicate.runDetails.byproducts.extend(archive_byproducts(archive, outdir))
     write_statement(statement, outdir / PROVENANCE_FILE)
     sign_statement_file(signer, outdir / PROVENANCE_FILE)  # -> provenance.intoto.dsse.json
@@ -634,7 +289,7 @@ def _write_release_files(
         if (outdir / PLAN_CHECK_FILE).is_file()
         else None
     )
-    notes = notes_plan(lock, loaded.manifest.exclusions, plan_check, lock_sha)
+    notes = notes_plan(run.lock, run.loaded.manifest.exclusions, plan_check, run.lock_sha256)
     write_atomic(outdir / RELEASE_NOTES_FILE, render_release_notes(record, notes))
     record.write(outdir / BUILD_FILE)
 

@@ -86,7 +86,7 @@ def static_pyproject_version(text: str) -> str | None:
 
 
 def _rewrite_file(
-    project: Path, root: Path, rel: str, policy: VersionPolicy, commit: str, component: str
+    project: Path, root: Path, rel: str, policy: VersionPolicy, *, commit: str, component: str
 ) -> Modification:
     path = project / rel
     if not path.is_file():
@@ -135,13 +135,19 @@ def apply(recipe: BuildRecipe, source: Path, commit: str, component: str) -> Sta
         return out
     project = source / recipe.subdirectory if recipe.subdirectory else source
     if policy.stamp == "pyproject":
-        out.modifications.append(_rewrite_file(project, source, "pyproject.toml", policy, commit, component))
+        out.modifications.append(
+            _rewrite_file(project, source, "pyproject.toml", policy, commit=commit, component=component)
+        )
         if policy.file:
             as_file = policy.model_copy(update={"stamp": "file"})
-            out.modifications.append(_rewrite_file(project, source, policy.file, as_file, commit, component))
+            out.modifications.append(
+                _rewrite_file(project, source, policy.file, as_file, commit=commit, component=component)
+            )
     elif policy.stamp == "file":
         assert policy.file is not None
-        out.modifications.append(_rewrite_file(project, source, policy.file, policy, commit, component))
+        out.modifications.append(
+            _rewrite_file(project, source, policy.file, policy, commit=commit, component=component)
+        )
     else:
         assert policy.base is not None
         variable = "SETUPTOOLS_SCM_PRETEND_VERSION" if policy.stamp == "setuptools-scm" else policy.variable

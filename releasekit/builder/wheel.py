@@ -178,7 +178,14 @@ def _check_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
 
 
 def _in_venv(
-    project: Path, dist: Path, tmp: Path, recipe: BuildRecipe, env: dict[str, str], log: Log, component: str
+    project: Path,
+    dist: Path,
+    tmp: Path,
+    recipe: BuildRecipe,
+    *,
+    component: str,
+    env: dict[str, str],
+    log: Log,
 ) -> Path:
     """A fresh venv on this machine with exactly the manifest's pinned build requirements."""
     venv = tmp / "venv"
@@ -220,6 +227,7 @@ def _in_image(
     source: Path,
     dist: Path,
     tmp: Path,
+    *,
     recipe: BuildRecipe,
     env: dict[str, str],
     log: Log,
@@ -293,9 +301,11 @@ def build_wheel(
         dist = tmp / "dist"
         dist.mkdir()
         if builder is None:
-            built = _in_venv(project, dist, tmp, recipe, env, log, component)
+            built = _in_venv(project, dist, tmp, recipe, component=component, env=env, log=log)
         else:
-            built = _in_image(builder, source, dist, tmp, recipe, env, log, component)
+            built = _in_image(
+                builder, source, dist, tmp, recipe=recipe, env=env, log=log, component=component
+            )
         wheelfile.normalise(built, source_date_epoch)
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / built.name

@@ -10,11 +10,11 @@ from urllib.parse import urljoin
 import httpx
 from packaging.utils import canonicalize_name
 
+from releasekit.bounded_read import WHEEL_MAX_BYTES, open_regular
 from releasekit.digests import file_sha256
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git.remote import strip_credentials
 from releasekit.records.lock import LockedWheelComponent
-from releasekit.records.safe_io import WHEEL_MAX_BYTES, open_regular
 from releasekit.simple_index import project_links
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from releasekit.demo.localregistry import start_local_registry
-from releasekit.publish.service import PromoteResult, PublishResult, promote, publish
+from releasekit.publish.promote import PromoteResult, promote
+from releasekit.publish.service import PublishResult, publish
 
 
 class LocalRelease(BaseModel):

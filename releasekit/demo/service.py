@@ -167,7 +167,8 @@ def _build(ctx: DemoContext) -> StageResult:
             tag=tag,
             allow_local_repos=True,
             signing_key=ctx.signing_key,
-        )
+        ),
+        ctx.engine,
     )
     ctx.image_id, ctx.image_tag = record.image_id, record.image_tag
     wheels = ", ".join(f"{c.wheel_filename} [{c.cache}]" for c in record.components if c.wheel_filename)

@@ -35,6 +35,7 @@ class DemoContext(Protocol):
     """What these stages read and set of ``releasekit.demo.service.DemoContext`` (not imported: no cycle)."""
 
     root: Path
+    engine: Engine
     example: DemoExample | None
     manifest: Path | None
     lock: Path | None
@@ -152,7 +153,8 @@ def baseline_stage(ctx: DemoContext) -> StageResult:
     record = run_build(
         BuildOptions(
             manifest=manifest, lock=lock_path, outdir=root / "release", tag=tag, allow_local_repos=True
-        )
+        ),
+        ctx.engine,
     )
     ctx.baseline_image = record.image_id
     commits = ", ".join(f"{n}@{c[:12]}" for n, c in ctx.example.base_commits.items())

@@ -80,6 +80,9 @@ class ImageOperations:
     def _image(self, ref: str) -> Any:
         import docker.errors
 
+        if not ref.strip():
+            # The SDK answers an empty reference with NullResource, which no caller expects.
+            raise NoSuchImage("'' (an empty image reference)")
         try:
             return self.client.images.get(ref)
         except docker.errors.ImageNotFound:

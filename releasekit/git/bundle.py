@@ -9,6 +9,7 @@ build from it is the same code path as a build from the network, only without th
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,11 +26,49 @@ def bundle_ref(component: str) -> str:
     return BUNDLE_REF_PREFIX + component
 
 
+# How the bundle's pack is made: a function of the objects alone. ``git bundle create`` reuses the
+# deltas and compressed bytes of whatever packs the mirror holds and searches for deltas on
+# several threads, so the same commit bundled from a mirror fetched afresh (``--no-cache``) and
+# from one fetched over time gave different bytes. Here every object is compressed and
+# delta-searched anew, on one thread, with a fixed window, depth and zlib level, and no bitmap
+# or verbatim pack reuse.
+DETERMINISTIC_PACK_CONFIG: tuple[str, ...] = (
+    "-c",
+    "pack.threads=1",
+    "-c",
+    "pack.useBitmaps=false",
+    "-c",
+    "pack.allowPackReuse=false",
+    "-c",
+    "pack.compression=6",
+    "-c",
+    "pack.windowMemory=0",
+)
+DETERMINISTIC_PACK_OPTIONS: tuple[str, ...] = (
+    "--quiet",
+    "--revs",
+    "--no-reuse-object",
+    "--delta-base-offset",
+    "--threads=1",
+    "--window=10",
+    "--depth=50",
+)
+
+
+def _bundle_header(commit: str, ref: str) -> bytes:
+    """The bundle format's header (gitformat-bundle): no prerequisites, one ref, a blank line."""
+    # A SHA-256 repository needs the v3 header, which names the object format.
+    head = "# v2 git bundle\n" if len(commit) == 40 else "# v3 git bundle\n@object-format=sha256\n"
+    return f"{head}{commit} {ref}\n\n".encode()
+
+
 def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> None:
     """Write ``out``: ``commit`` and every object reachable from it, under ``ref``.
 
-    The mirror is only read: a throw-away repository borrows its objects (alternates), names
-    the commit with ``ref`` and bundles that one ref.
+    The bytes depend on the commit alone, not on how the mirror happens to be packed: the pack
+    is made with ``DETERMINISTIC_PACK_OPTIONS`` and the header written here, so a cached and a
+    ``--no-cache`` build write the same bundle. The mirror is only read: a throw-away
+    repository borrows its objects (alternates).
     """
     if not mirror.has_commit(commit):
         raise InputError(f"{mirror.url}: commit {commit} is not in the mirror; cannot bundle it")
@@ -40,11 +79,23 @@ def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> None:
         run_git(["init", "--quiet", "--bare", str(repo)])
         (repo / "objects" / "info" / "alternates").write_text(str((mirror.path / "objects").resolve()) + "\n")
         git = Git(repo, bare=True)
+        base = Path(tmp) / "pack"
         try:
-            git.run("update-ref", ref, commit)
-            git.run("bundle", "create", "--quiet", str(out.resolve()), ref)
+            git.run("update-ref", ref, commit)  # refuses a malformed ref name before it reaches the header
+            # --revs reads the commit from stdin: it and everything reachable from it, nothing else.
+            name = git.run(
+                *DETERMINISTIC_PACK_CONFIG,
+                "pack-objects",
+                *DETERMINISTIC_PACK_OPTIONS,
+                str(base),
+                input=f"{commit}\n".encode(),
+            ).strip()
         except GitFailed as exc:
-            raise InputError(f"cannot bundle {mirror.url}@{commit[:12]}: {exc}") from None
+            raise InputError(f"cannot bundle {mirror.url}@{commit[:12]}: {exc.reason}") from None
+        pack = Path(f"{base}-{name}.pack")
+        with out.open("xb") as dst, pack.open("rb") as src:
+            dst.write(_bundle_header(commit, ref))
+            shutil.copyfileobj(src, dst, 1 << 20)
 
 
 def bundle_heads(bundle: Path) -> dict[str, str]:

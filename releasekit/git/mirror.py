@@ -218,7 +218,7 @@ class Mirror:
         made.run("config", "uploadpack.allowAnySHA1InWant", "true")
         made.run("config", "gc.auto", "0")
         atomic.failpoint("git-mirror-init")
-        os.rename(tmp, self.path)
+        atomic.move_dir_into_place(tmp, self.path)
 
     def _clear_stale_git_locks(self) -> None:
         """Remove the ``*.lock`` files a killed git left in the mirror. Call with the mirror's lock held.

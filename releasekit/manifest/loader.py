@@ -26,9 +26,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.tokens import CommentToken
 
+from releasekit.bounded_read import read_bounded
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
-from releasekit.records.safe_io import read_bounded
 
 MAX_BYTES = 4 * 1024 * 1024
 # Nodes after alias expansion. A real manifest has a few thousand; a bomb has billions.

@@ -10,22 +10,30 @@ its bytes are hashed.
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
+import io
+import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
+from email.parser import HeaderParser
 from pathlib import Path
 
 import httpx
-from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.tags import Tag, compatible_tags, cpython_tags, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from releasekit import atomic
 from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.findings import Findings
+from releasekit.findings import Findings, Severity
 from releasekit.git.remote import strip_credentials
 from releasekit.manifest.models import Toolchain, WheelComponent
 from releasekit.simple_index import project_links
@@ -204,6 +212,182 @@ def _listed_wheels(comp: WheelComponent, index_url: str) -> list[str]:
     return sorted(n for n in links if is_pinned_wheel(n, comp))
 
 
+# Bounds on reading a wheel at lock time: a file handed to plan lock may be anything, so nothing
+# is extracted and no member is read past its cap. The largest real wheels (torch, CUDA
+# libraries) are a few GB and hold tens of thousands of files.
+MAX_WHEEL_BYTES = 16 << 30
+MAX_WHEEL_ENTRIES = 500_000
+MAX_METADATA_BYTES = 16 << 20  # METADATA may carry a long description
+MAX_WHEEL_FILE_BYTES = 64 << 10
+MAX_RECORD_BYTES = 128 << 20
+# Signatures beside RECORD that RECORD cannot list (PEP 427).
+_RECORD_UNLISTED = ("RECORD", "RECORD.jws", "RECORD.p7s")
+
+
+class NotAWheel(Exception):
+    """Why a file is not a wheel of the distribution and version its name says (one line)."""
+
+
+def _member(zf: zipfile.ZipFile, name: str, cap: int) -> bytes:
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        raise NotAWheel(f"it has no {name}") from None
+    if info.file_size > cap:
+        raise NotAWheel(f"{name} is {info.file_size} B, over the {cap} B limit")
+    try:
+        with zf.open(info) as member:
+            data = member.read(cap + 1)
+    except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError) as exc:
+        raise NotAWheel(f"{name} cannot be read: {exc}") from None
+    if len(data) > cap:
+        raise NotAWheel(f"{name} is over the {cap} B limit")
+    return data
+
+
+def _headers(data: bytes, name: str) -> dict[str, list[str]]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotAWheel(f"{name} is not UTF-8") from None
+    message = HeaderParser().parsestr(text)
+    found: dict[str, list[str]] = {}
+    for key, value in message.items():
+        found.setdefault(key.lower(), []).append(str(value).strip())
+    return found
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _is(name_text: str, version_text: str, name: str, version: Version) -> bool:
+    """``name_text`` and ``version_text`` name ``name`` ``version`` (PEP 503 names, PEP 440 versions)."""
+    try:
+        return canonicalize_name(name_text) == name and Version(version_text) == version
+    except InvalidVersion:
+        return False
+
+
+def _open_wheel(path: Path) -> zipfile.ZipFile:
+    """The zip's directory, read only after the file's type and size are known to be sane."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError as exc:
+        raise NotAWheel(f"cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise NotAWheel("it is not a regular file")
+    if st.st_size > MAX_WHEEL_BYTES:
+        raise NotAWheel(f"it is {st.st_size} B, over the {MAX_WHEEL_BYTES} B limit")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise NotAWheel(f"it is not a zip archive ({exc})") from None
+    if len(zf.infolist()) > MAX_WHEEL_ENTRIES:
+        zf.close()
+        raise NotAWheel(f"it has over {MAX_WHEEL_ENTRIES} entries")
+    return zf
+
+
+def _dist_info(files: list[str], name: str, version: Version) -> str:
+    """The one top-level ``.dist-info`` directory, which must be ``name`` ``version``'s."""
+    tops = sorted({f.split("/", 1)[0] for f in files if f.split("/", 1)[0].endswith(".dist-info")})
+    if len(tops) != 1:
+        raise NotAWheel(f"it has {len(tops)} top-level .dist-info directories, not one")
+    dir_name, _, dir_version = tops[0].removesuffix(".dist-info").rpartition("-")
+    if not _is(dir_name, dir_version, name, version):
+        raise NotAWheel(f"its {tops[0]} is not {name} {version}'s")
+    return tops[0]
+
+
+def _wheel_tags_agree(wheel_bytes: bytes, file_tags: frozenset[Tag]) -> list[tuple[str, str]]:
+    """A WHEEL file of version 1.x (else NotAWheel); tags it does not list are a doubt, not a refusal:
+    real wheels renamed for another platform tag (ray, mysql-connector-python, playwright as published)
+    keep the WHEEL of the build, and pip goes by the file name."""
+    wheel = _headers(wheel_bytes, "WHEEL")
+    if not (wheel.get("wheel-version") or [""])[0].startswith("1."):
+        raise NotAWheel("its WHEEL has no Wheel-Version 1.x")
+    declared: set[Tag] = set()
+    for value in wheel.get("tag", []):
+        try:
+            declared |= parse_tag(value)
+        except ValueError:
+            raise NotAWheel(f"its WHEEL has a malformed Tag {value!r}") from None
+    if file_tags <= declared:
+        return []
+    missing = ", ".join(sorted(str(t) for t in file_tags - declared))
+    listed = ", ".join(sorted(str(t) for t in declared)) or "none"
+    return [("WHEEL_TAGS_UNDECLARED", f"its WHEEL lists {listed}, not the file name's {missing}")]
+
+
+def _record_agrees(
+    record_bytes: bytes, dist_info: str, files: list[str], read: dict[str, bytes]
+) -> list[tuple[str, str]]:
+    """RECORD lists every file of the zip and no other (else NotAWheel); a wrong hash for a member
+    ``read`` is a doubt (gmsh 4.15.2 as published ships one for its METADATA; pip does not check)."""
+    try:
+        rows = list(csv.reader(io.StringIO(record_bytes.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise NotAWheel(f"its RECORD cannot be read: {exc}") from None
+    listed = {row[0]: row for row in rows if row}
+    unlisted = {f"{dist_info}/{n}" for n in _RECORD_UNLISTED}
+    absent = sorted(set(files) - set(listed) - unlisted)
+    if absent:
+        raise NotAWheel(f"its RECORD does not list {len(absent)} file(s) of the zip, e.g. {absent[0]}")
+    extra = sorted(set(listed) - set(files))
+    if extra:
+        raise NotAWheel(f"its RECORD lists {len(extra)} file(s) the zip lacks, e.g. {extra[0]}")
+    return [
+        ("WHEEL_RECORD_HASH_MISMATCH", f"its RECORD's hash of {member} is not the file's")
+        for member, data in read.items()
+        if len(listed[member]) < 2 or listed[member][1] != _record_hash(data)
+    ]
+
+
+def check_wheel_contents(path: Path, distribution: str, version: str) -> list[tuple[str, str]]:
+    """``path`` is a wheel (PEP 427) of ``distribution`` ``version``: its name, dist-info METADATA,
+    WHEEL and RECORD all say so. Raises NotAWheel with the first disagreement; returns the doubts
+    (code, message) that real published wheels have: WHEEL tags that are not the file name's, a
+    RECORD hash of METADATA or WHEEL that is not the file's.
+
+    Only the zip's directory and three small members are read, each under its cap.
+    """
+    parsed = _parsed(path.name)
+    if parsed is None:
+        raise NotAWheel("its file name is not a wheel's (name-version-python-abi-platform.whl)")
+    name, file_version, file_tags = parsed
+    if (name, file_version) != (canonicalize_name(distribution), Version(version)):
+        raise NotAWheel(f"its file name says {name} {file_version}")
+    with _open_wheel(path) as zf:
+        files = [i.filename for i in zf.infolist() if not i.is_dir()]
+        info = _dist_info(files, name, file_version)
+        metadata_bytes = _member(zf, f"{info}/METADATA", MAX_METADATA_BYTES)
+        metadata = _headers(metadata_bytes, "METADATA")
+        meta_name = (metadata.get("name") or [""])[0]
+        meta_version = (metadata.get("version") or [""])[0]
+        if not _is(meta_name, meta_version, name, file_version):
+            raise NotAWheel(
+                f"its METADATA says Name {meta_name or '(none)'}, Version {meta_version or '(none)'}"
+            )
+        wheel_bytes = _member(zf, f"{info}/WHEEL", MAX_WHEEL_FILE_BYTES)
+        doubts = _wheel_tags_agree(wheel_bytes, file_tags)
+        record_bytes = _member(zf, f"{info}/RECORD", MAX_RECORD_BYTES)
+        read = {f"{info}/METADATA": metadata_bytes, f"{info}/WHEEL": wheel_bytes}
+        return doubts + _record_agrees(record_bytes, info, files, read)
+
+
+def verified_wheel(name: str, comp: WheelComponent, path: Path, findings: Findings) -> PinnedWheel:
+    """``path`` as the pin, once it is shown to be a wheel of the pinned distribution and version
+    (its doubts are warnings in ``findings``)."""
+    try:
+        doubts = check_wheel_contents(path, comp.distribution, comp.version)
+    except NotAWheel as why:
+        raise InputError(f"{name}: {path.name} is not a wheel of {comp.requirement}: {why}") from None
+    for code, message in doubts:
+        findings.add(code, f"{path.name}: {message}", severity=Severity.warning, component=name)
+    return PinnedWheel(filename=path.name, sha256=file_sha256(path))
+
+
 @dataclass(frozen=True)
 class PinnedWheel:
     filename: str
@@ -226,7 +410,7 @@ def pinned_wheel(
     """
     candidates = _wheelhouse_candidates(comp, wheelhouses)
     if candidates:
-        return _from_wheelhouse(name, comp, candidates, image)
+        return _from_wheelhouse(name, comp, candidates, image, findings)
     index_url = comp.index_url or PYPI_SIMPLE
     shown = strip_credentials(index_url)
     if image is None:
@@ -256,7 +440,7 @@ def pinned_wheel(
             raise InputError(
                 f"{name}: pip chose {fetched.name} for {image.describe()}, the manifest names {comp.filename}"
             )
-        pinned = PinnedWheel(filename=fetched.name, sha256=file_sha256(fetched))
+        pinned = verified_wheel(name, comp, fetched, findings)
         if download_dir is not None:
             download_dir.mkdir(parents=True, exist_ok=True)
             atomic.copy_file(fetched, download_dir / fetched.name)  # two locks at once: never a torn wheel
@@ -264,7 +448,11 @@ def pinned_wheel(
 
 
 def _from_wheelhouse(
-    name: str, comp: WheelComponent, candidates: list[Path], image: ImageInterpreter | None
+    name: str,
+    comp: WheelComponent,
+    candidates: list[Path],
+    image: ImageInterpreter | None,
+    findings: Findings,
 ) -> PinnedWheel:
     """One wheel among the wheelhouses' matches, chosen as pip would; two that cannot be told apart is bad input."""
     if image is not None and len(candidates) > 1:
@@ -278,5 +466,4 @@ def _from_wheelhouse(
             f"{name}: {len(names)} wheels match {comp.requirement} ({', '.join(names)}); "
             "name one with 'filename', or give the toolchain python and platform"
         )
-    chosen = candidates[0]
-    return PinnedWheel(filename=chosen.name, sha256=file_sha256(chosen))
+    return verified_wheel(name, comp, candidates[0], findings)

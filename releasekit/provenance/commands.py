@@ -88,6 +88,10 @@ def verify_provenance_command(
             f"{stats.distributions} distribution(s), {stats.files} path(s), {stats.bytes_hashed / 1e6:.1f} MB hashed "
             f"in {stats.seconds_total:.1f} s"
         )
+        for check in result.checks:
+            seen = f"{check.count} {check.examined}" if check.examined else "-"
+            why = f": {check.reason}" if check.reason else ""
+            console.print(f"  {check.name}: {check.status} ({seen}){why}", markup=False, highlight=False)
         render_findings(result.findings, console, ok_message="the image is what the locked commits produce")
         if result.summary_path:
             console.print(f"verification summary: {result.summary_path}")

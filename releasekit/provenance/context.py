@@ -99,5 +99,7 @@ class VerifyContext:
 class NeedsImageFiles:
     """Mixin for a check that judges the image's files: it applies only when they were read."""
 
+    not_applied_reason = "the image's filesystem could not be read"
+
     def applies(self, ctx: VerifyContext) -> bool:
         return ctx.filesystem_read

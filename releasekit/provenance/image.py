@@ -27,7 +27,7 @@ from releasekit.docker_engine import (
     connect,
 )
 from releasekit.errors import InputError
-from releasekit.provenance.inventory import ExportAborted
+from releasekit.provenance.tarstream import ExportAborted
 
 __all__ = ["PROBE_OUTPUT_CAP", "ImageAdapter", "ImageFacts", "ProbeRun", "docker_client"]
 

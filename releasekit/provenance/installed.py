@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
+from releasekit.bounded_read import WHEEL_MAX_BYTES, open_regular
 from releasekit.digests import file_sha256
 from releasekit.provenance.inventory import Inventory
-from releasekit.records.safe_io import WHEEL_MAX_BYTES, open_regular
 
 # Files an installer writes or rewrites in .dist-info: they never match the wheel's copy.
 INSTALLER_FILES = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
@@ -151,7 +151,7 @@ class WheelRecord:
 def read_wheel_record(
     path: Path, max_bytes: int = 64 * 1024 * 1024, *, within: Path | None = None
 ) -> WheelRecord:
-    """The wheel's RECORD and sha256. The wheel is opened through ``safe_io`` (a regular file, inside
+    """The wheel's RECORD and sha256. The wheel is opened through ``bounded_read`` (a regular file, inside
     ``within`` when given, at most ``WHEEL_MAX_BYTES`` on its stat): anything else raises
     ``UnsafeFileError`` (exit 2) before a byte is read."""
     handle = open(open_regular(path, limit=WHEEL_MAX_BYTES, within=within), "rb")  # noqa: SIM115 - closed below

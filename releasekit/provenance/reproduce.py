@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from releasekit.builder import dockerfile
 from releasekit.builder.image import HISTORY_COMMENT, BaseLayers, base_layers, image_config, rfc3339
-from releasekit.builder.service import (
+from releasekit.builder.release_image import (
     BuildOptions,
+    BuildRun,
     build_components,
+    default_template,
     release_layer,
     release_settings,
     resolve_base,
@@ -98,10 +99,20 @@ def reproduce(engine: Engine, loaded: LoadedManifest, lock: Lock, opts: Reproduc
     outdir = opts.workdir
     (outdir / "wheels").mkdir(parents=True, exist_ok=True)
     (outdir / "logs").mkdir(parents=True, exist_ok=True)
+    run = BuildRun(
+        options=bopts,
+        loaded=loaded,
+        lock=lock,
+        lock_sha256=opts.lock_sha256,
+        engine=engine,
+        base=base,
+        cache=cache,
+        outdir=outdir,
+        template=opts.template or default_template(),
+        allow_local=opts.allow_local_repos,
+    )
     try:
-        components, wheels = build_components(
-            loaded, lock, bopts, cache, outdir, opts.allow_local_repos, engine
-        )
+        components, wheels = build_components(run)
         out.components = components
         for record in components:
             if record.kind == "git":
@@ -115,10 +126,9 @@ def reproduce(engine: Engine, loaded: LoadedManifest, lock: Lock, opts: Reproduc
                 out.wheels[record.name] = path
         if not wheels:
             raise InputError("no component produces a wheel to install")
-        template = opts.template or dockerfile.TEMPLATES_DIR / dockerfile.DEFAULT_TEMPLATE
-        settings = release_settings(loaded, lock, opts.lock_sha256, components, base, template)
+        settings = release_settings(run, components)
         sde = settings.source_date_epoch
-        layer, _smoke, out.cache["layer"] = release_layer(engine, cache, base, wheels, sde, outdir)
+        layer, _smoke, out.cache["layer"] = release_layer(run, wheels, sde)
         out.layer = layer
         out.layer_diff_id = "sha256:" + file_sha256(layer)
         based = checked_base(engine, base.image_id, cache)

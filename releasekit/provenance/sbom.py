@@ -24,10 +24,7 @@ components, hashes and properties; the same image verified again gives the same 
 
 from __future__ import annotations
 
-import contextlib
-import os
 import posixpath
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +43,7 @@ from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
 from releasekit import __version__
+from releasekit.atomic import write_atomic
 from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.inventory import FileEntry, Inventory
 from releasekit.records.lock import LockedGitComponent, LockedWheelComponent
@@ -310,22 +308,8 @@ def sbom_text(bom: Bom) -> str:
 
 
 def write_sbom(ctx: VerifyContext, created: str | None, path: Path) -> str:
-    """Write the SBOM atomically; returns the text written.
-
-    The temporary file is a new one (``mkstemp``: ``O_CREAT|O_EXCL``, so a planted file or symlink
-    of that name is never opened), and the rename replaces ``path`` itself, never what a symlink
-    there points to: nothing outside the release directory is written.
-    """
+    """Write the SBOM (``atomic.write_atomic``: a new temporary file, fsync, rename; a link at ``path`` is
+    refused, so nothing outside the release directory is written); returns the text written."""
     text = sbom_text(make_bom(ctx, created))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            os.fchmod(out.fileno(), 0o644)  # mkstemp makes it 0600; the other release files are 0644
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text)
     return text

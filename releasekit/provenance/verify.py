@@ -18,7 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from releasekit.checks import AllOf, Deadline, Report
+from releasekit.atomic import check_writable
+from releasekit.bounded_read import UnsafeFileError, check_regular
+from releasekit.checks import AllOf, Deadline, Outcome, Report
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.accounting import Expected, layer_table, overlay, table
@@ -33,17 +35,22 @@ from releasekit.provenance.installed import (
     installed_distributions,
     read_wheel_record,
 )
-from releasekit.provenance.inventory import ExportAborted, Inventory, ReadPlan, inventory_from_tar
+from releasekit.provenance.inventory import Inventory, ReadPlan, inventory_from_tar
 from releasekit.provenance.reproduce import ReproduceOptions, Reproduction, reproduce
 from releasekit.provenance.sbom import write_sbom
 from releasekit.provenance.summary import make_summary, write_summary
+from releasekit.provenance.tarstream import ExportAborted
 from releasekit.provenance.vcache import VerifierCache, verifier_cache
 from releasekit.records.build import BUILD_FILE, BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.provenance import PROVENANCE_FILE, Statement
-from releasekit.records.safe_io import UnsafeFileError, check_regular, check_writable
 from releasekit.records.sbom import SBOM_FILE
-from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, CheckOutcome, ReleasekitBlock
+from releasekit.records.verification import (
+    MAX_EXAMINED_LISTED,
+    VERIFICATION_SUMMARY_FILE,
+    CheckOutcome,
+    ReleasekitBlock,
+)
 from releasekit.signing import load_signer
 from releasekit.signing.statements import envelope_path, sign_summary_file
 
@@ -206,7 +213,7 @@ def _wheels(
             errors[name] = f"no wheel of {comp.distribution or name} in {directory.name}/"
             continue
         try:
-            # A FIFO, device or link out of the directory, or a wheel over the limit: exit 2 (safe_io).
+            # A FIFO, device or link out of the directory, or a wheel over the limit: exit 2 (bounded_read).
             wheels[name] = read_wheel_record(path, within=artifacts)
         except InputError:
             raise
@@ -471,12 +478,19 @@ def _summary_path(opts: VerifyOptions) -> Path | None:
     return opts.summary or (opts.artifacts / SUMMARY_NAME if opts.artifacts else None)
 
 
+def _sbom_path(opts: VerifyOptions) -> Path | None:
+    return opts.sbom or (opts.artifacts / SBOM_FILE if opts.artifacts else None)
+
+
 def _check_outputs(opts: VerifyOptions) -> None:
     """Refuse now, before the image is read, to write through a planted link or special file."""
     summary_path = _summary_path(opts)
     if summary_path is not None:
         check_writable(summary_path)
         check_writable(envelope_path(summary_path))
+    sbom_path = _sbom_path(opts)
+    if sbom_path is not None:
+        check_writable(sbom_path)
 
 
 def _write_summary(
@@ -505,7 +519,7 @@ def _write_summary(
 def _write_sbom(opts: VerifyOptions, passed: bool, ctx: VerifyContext, created: str | None) -> str | None:
     """sbom.cdx.json from the verified inventory; its path, or None. An image that did not verify gets
     none, and an SBOM an earlier run left at that path is removed (it would describe unverified files)."""
-    path = opts.sbom or (opts.artifacts / SBOM_FILE if opts.artifacts else None)
+    path = _sbom_path(opts)
     if path is None:
         return None
     if not (passed and ctx.filesystem_read):
@@ -600,6 +614,22 @@ def _context(
     )
 
 
+def _outcome(outcome: Outcome[VerifyContext]) -> CheckOutcome:
+    """One check as the summary records it: status, findings, what it examined and how many."""
+    found, examined = outcome.findings, outcome.examined
+    return CheckOutcome(
+        name=outcome.check.name,
+        status=outcome.status,
+        passed=outcome.status == "passed",
+        findings=len(found),
+        codes=sorted(set(found.codes())),
+        examined=examined.kind if examined else None,
+        count=examined.count if examined else 0,
+        items=list(examined.items[:MAX_EXAMINED_LISTED]) if examined else [],
+        reason=outcome.reason,
+    )
+
+
 def _result(
     lock: Lock,
     lock_sha: str,
@@ -617,10 +647,7 @@ def _result(
         lock_sha256=lock_sha,
         manifest_sha256=lock.manifest.sha256,
         passed=findings.passed,
-        checks=[
-            CheckOutcome(name=c.name, passed=f.passed, findings=len(f), codes=sorted(set(f.codes())))
-            for c, f in report.ran
-        ],
+        checks=[_outcome(o) for o in report.outcomes],
         findings=findings,
         probe=_probe_summary(got.probe),
         stats=VerifyStats(

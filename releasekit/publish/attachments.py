@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from releasekit.bounded_read import RECORD_MAX_BYTES, WHEEL_MAX_BYTES, read_bounded
 from releasekit.errors import EnvironmentProblem
 from releasekit.publish.evidence import (
     RECEIPT_PARSER,
@@ -41,7 +42,6 @@ from releasekit.records.oci import OCI_MANIFEST, TITLE, Descriptor, EvidenceConf
 from releasekit.records.plan_check import PLAN_CHECK_FILE
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.publish import AttachmentRecord, SignedAttachmentRecord
-from releasekit.records.safe_io import RECORD_MAX_BYTES, WHEEL_MAX_BYTES, read_bounded
 from releasekit.records.sbom import SBOM_FILE, SBOM_MEDIA
 from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE

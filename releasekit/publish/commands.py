@@ -10,7 +10,8 @@ import typer
 if TYPE_CHECKING:
     from releasekit.findings import Findings
     from releasekit.publish.gate import GateReport
-    from releasekit.publish.service import PromoteResult, PublishResult
+    from releasekit.publish.promote import PromoteResult
+    from releasekit.publish.service import PublishResult
 
 JsonOpt = typer.Option(False, "--json", help="machine-readable output")
 TrustedKeyOpt = typer.Option(
@@ -162,7 +163,7 @@ def promote_cmd(
 ) -> None:
     """Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds."""
     from releasekit.findings import exit_code_for
-    from releasekit.publish.service import promote
+    from releasekit.publish.promote import promote
     from releasekit.report import print_json
 
     result = promote(

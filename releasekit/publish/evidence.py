@@ -34,13 +34,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
 from releasekit.records.build import RELEASE_NOTES_FILE
 from releasekit.records.evidence import EvidenceFile, Parser, missing, parse_evidence, read_evidence
 from releasekit.records.gate import ReceiptView
 from releasekit.records.intoto import StatementSubjects
 from releasekit.records.plan_check import PLAN_CHECK_FILE, PlanCheckResult
 from releasekit.records.provenance import PROVENANCE_FILE
-from releasekit.records.safe_io import TEXT_MAX_BYTES, read_bounded
 from releasekit.records.sbom import SBOM_FILE, SbomView
 from releasekit.records.test_receipt import HYGIENE_FILE, TESTS_DIR, HygieneReceipt, TestReceipt
 from releasekit.records.verification import (
@@ -163,7 +163,7 @@ def evidence_from(
 
 
 def _notes(path: Path, evidence_dir: Path) -> str | None:
-    """RELEASE.md as the build wrote it (a FIFO, a link out or an oversized one: exit 2, ``safe_io``)."""
+    """RELEASE.md as the build wrote it (a FIFO, a link out or an oversized one: exit 2, ``bounded_read``)."""
     if not os.path.lexists(path):
         return None
     return read_bounded(path, TEXT_MAX_BYTES, within=evidence_dir).decode("utf-8", errors="replace")

@@ -1,4 +1,4 @@
-"""Publish and promote: the gate first, then a push that tags only a complete image.
+"""Publish: the gate first, then a push that tags only a complete image.
 
 Publish, in order (each step only after the previous one succeeded):
   1. gate: plan check, verify-provenance and every required receipt, for this image ID
@@ -15,8 +15,7 @@ A failure in 2-4 leaves no release tag; a rerun resumes (blobs already there are
 Steps 2, 3 and 5 are ``transaction.py``, step 4 ``attachments.py``. The inputs (the image
 among them) are resolved once, into ``PublishInputs``, before the gate.
 
-Promote reads a tag's digest and its attached evidence back from the registry, runs the
-same gate again, and puts the same manifest bytes under the new tag: never a rebuild.
+Promote (``promote.py``) runs the same gate (``evaluate_gate``, ``add_signed_check``) again.
 """
 
 from __future__ import annotations
@@ -25,19 +24,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
-from releasekit.atomic import failpoint
+from releasekit.atomic import failpoint, write_atomic
 from releasekit.docker_engine import ImageFacts
-from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.findings import Findings
+from releasekit.errors import InputError
 from releasekit.manifest import manifest_for_lock
 from releasekit.publish.attachments import (
-    FetchedAttachments,
     attach,
     attach_signed,
-    fetch_attachments,
-    fetch_signed,
 )
 from releasekit.publish.engine import DockerEngine, staging_tag
 from releasekit.publish.evidence import Evidence, load_evidence
@@ -62,10 +55,9 @@ from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check
 from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, safe_entry_path
 from releasekit.records.base import load_record, write_record
 from releasekit.records.build import RELEASE_NOTES_FILE
-from releasekit.records.gate import GATE_FILE, GateRecord, gate_text, read_gate
+from releasekit.records.gate import GateRecord, gate_text
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.oci import ImageConfig, ImageManifest
-from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.publish import (
     PUBLISH_FILE,
     GateCheckOutcome,
@@ -73,9 +65,7 @@ from releasekit.records.publish import (
     Published,
     PublishRecord,
 )
-from releasekit.records.safe_io import write_atomic
 from releasekit.records.staging import StagingRecord
-from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import (
     ManifestBlob,
     Reference,
@@ -88,14 +78,14 @@ from releasekit.signing import TrustedKeys
 
 __all__ = [
     "GateRecord",
-    "PromoteResult",
     "PublishInputs",
     "PublishResult",
+    "add_signed_check",
     "check_pushed",
     "evaluate_gate",
-    "promote",
     "publish",
     "publish_record",
+    "registry_image",
     "pull_back_check",
 ]
 
@@ -105,18 +95,6 @@ NOTES_FILE = RELEASE_NOTES_FILE
 
 class PublishResult(Published):
     gate: GateReport  # the whole report; publish.json keeps the verdict per check
-
-
-class PromoteResult(BaseModel):
-    promoted: bool
-    source: str
-    target: str
-    digest: str | None = None
-    image_id: str | None = None
-    gate: GateReport | None = None
-    signed_via: str | None = None  # referrers-api or tag-fallback, when signed evidence was found
-    signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
-    findings: Findings = Field(default_factory=Findings)
 
 
 @dataclass(frozen=True)
@@ -240,7 +218,7 @@ def _candidate_facts(engine: DockerEngine, image: str | None, staged: StagingRec
         return engine.inspect(image)
     source = _staged_reference(staged)
     with RegistryClient(source.host, resolve_credentials(source.host)) as client:
-        _, facts = _registry_image(client, source)
+        _, facts = registry_image(client, source)
     if facts.id != staged.image_id:
         raise InputError(f"{source} is image {facts.id}, not the staged, verified image {staged.image_id}")
     if (
@@ -274,7 +252,7 @@ def evaluate_gate(
     return publish_gate().evaluate(subject)
 
 
-def _add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
+def add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
     """The signature check joins the gate's checks, so a refusal reads like any other gate's."""
     report.checks.append(
         CheckResult(name=CHECK_NAME, passed=verdict.findings.passed, findings=verdict.findings)
@@ -305,7 +283,7 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
             summary=inputs.evidence.verification_summary.text,
             where="",
         )
-    _add_signed_check(report, verdict)
+    add_signed_check(report, verdict)
     return report, verdict
 
 
@@ -497,7 +475,7 @@ def publish_record(result: PublishResult) -> PublishRecord:
     )
 
 
-def _registry_image(client: RegistryClient, src: Reference) -> tuple[ManifestBlob, ImageFacts]:
+def registry_image(client: RegistryClient, src: Reference) -> tuple[ManifestBlob, ImageFacts]:
     """The manifest ``src`` names and the image facts its config blob records."""
     blob = client.get_manifest(src.repository, src.digest or src.tag or "")
     if blob is None:
@@ -514,122 +492,3 @@ def _registry_image(client: RegistryClient, src: Reference) -> tuple[ManifestBlo
     except ValueError as exc:
         raise InputError(f"{src}: config blob {image_id}: {exc}") from None
     return blob, ImageFacts.from_config(image_id, config.config or {})
-
-
-def _promote_gate(
-    client: RegistryClient,
-    src: Reference,
-    blob: ManifestBlob,
-    image: ImageFacts,
-    fetched: FetchedAttachments,
-    record: GateRecord,
-    *,
-    manifest_path: Path | None,
-    trusted_key_files: list[Path] | None,
-    require_signed: bool,
-    result: PromoteResult,
-) -> None:
-    """The same gate again over the attached evidence (and the attached envelopes): into ``result``."""
-    manifest_sha = record.manifest_sha256
-    policy = record.policy
-    if manifest_path is not None:
-        from releasekit.manifest import load_manifest
-
-        loaded = load_manifest(manifest_path)
-        # Promotion may hold a release to a stricter matrix than the one it was locked
-        # with, so the manifest-matches-lock check does not apply to this one.
-        policy = policy_from_manifest(loaded.manifest)
-        manifest_sha = None
-    gate = evaluate_gate(
-        image,
-        record.lock_sha256,
-        fetched.evidence(),
-        policy,
-        manifest_sha256=manifest_sha,
-        lock_manifest_sha256=record.manifest_sha256,
-    )
-    # Signed evidence: verified whenever it is there, required when the policy (as published,
-    # or as --manifest says), --require-signed or a --trusted-key asks for it. Signed and no
-    # key to check with: exit 2. Unsigned and no key: a warning, or an error when required.
-    signed = fetch_signed(client, src.repository, blob.digest)
-    required = require_signed or policy.signed or record.policy.signed
-    trusted = trusted_keys(
-        list(trusted_key_files or []), signed=signed is not None, required=required, what=str(src)
-    )
-    if trusted is None:
-        _add_signed_check(gate, unsigned_verdict(required=required, image_id=image.id, where="attached: "))
-    else:
-        verdict = check_signed(
-            signed.files if signed else {},
-            trusted,
-            image_id=image.id,
-            provenance=fetched.files.get(PROVENANCE_FILE),
-            summary=fetched.files.get(VERIFICATION_SUMMARY_FILE),
-            where="attached:",
-        )
-        _add_signed_check(gate, verdict)
-        result.signers = verdict.signers
-        result.signed_via = signed.method if signed else None
-    result.gate = gate
-    result.findings.extend(gate.findings)
-
-
-def promote(
-    *,
-    source: str,
-    target: str,
-    manifest_path: Path | None = None,
-    trusted_key_files: list[Path] | None = None,
-    require_signed: bool = False,
-) -> PromoteResult:
-    src = Reference.parse(source, want_tag=True)
-    dst = Reference.parse(target, want_tag=True)
-    if dst.digest or not dst.tag:
-        raise InputError(f"--to {target!r}: expected REGISTRY/REPO:TAG")
-    if (src.host, src.repository) != (dst.host, dst.repository):
-        raise InputError(
-            "promotion re-tags a digest within one repository: --from and --to must name the same REPO"
-        )
-    result = PromoteResult(promoted=False, source=str(src), target=str(dst))
-    credentials = resolve_credentials(src.host)
-    with RegistryClient(src.host, credentials) as client:
-        client.ping()
-        blob, image = _registry_image(client, src)
-        result.digest, result.image_id = blob.digest, image.id
-        fetched = fetch_attachments(client, src.repository, blob.digest)
-        if fetched is None:
-            result.findings.add(
-                "ATTACHMENTS_MISSING",
-                f"{src} ({blob.digest}) has no releasekit evidence attached: it was not published by releasekit",
-                image=image.id,
-            )
-            return result
-        try:
-            record = read_gate(fetched.files.get(GATE_FILE), f"attached {GATE_FILE}")
-        except ValueError:
-            result.findings.add(
-                "ATTACHMENTS_MISSING", f"the attached {GATE_FILE} is missing or unreadable", image=image.id
-            )
-            return result
-        _promote_gate(
-            client,
-            src,
-            blob,
-            image,
-            fetched,
-            record,
-            manifest_path=manifest_path,
-            trusted_key_files=trusted_key_files,
-            require_signed=require_signed,
-            result=result,
-        )
-        if result.gate is None or not result.gate.passed:
-            return result
-        failpoint("promote-judged")
-        client.put_manifest(dst.repository, dst.tag, blob.data, blob.media_type)
-        failpoint("promote-tagged")
-        check = client.get_manifest(dst.repository, dst.tag)
-        if check is None or check.digest != blob.digest:
-            raise EnvironmentProblem(f"{dst} does not point at {blob.digest} after promotion")
-    result.promoted = True
-    return result

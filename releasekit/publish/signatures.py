@@ -24,12 +24,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.records.dsse import PROVENANCE_ENVELOPE_FILE as PROVENANCE_ENVELOPE
 from releasekit.records.dsse import SUMMARY_ENVELOPE_FILE as SUMMARY_ENVELOPE
 from releasekit.records.provenance import SLSA_PROVENANCE_V1 as SLSA_PROVENANCE
-from releasekit.records.safe_io import TEXT_MAX_BYTES, read_bounded
 from releasekit.signing import SignatureError, TrustedKeys, load_trusted_keys, verify_envelope
 from releasekit.signing.statements import VERIFICATION_SUMMARY_TYPE, parse_statement
 
@@ -38,7 +38,7 @@ CHECK_NAME = "signed evidence"
 
 
 def local_envelopes(evidence_dir: Path) -> dict[str, bytes]:
-    """The envelopes beside the evidence (a FIFO, a link out or an oversized one: exit 2, ``safe_io``)."""
+    """The envelopes beside the evidence (a FIFO, a link out or an oversized one: exit 2, ``bounded_read``)."""
     return {
         name: read_bounded(evidence_dir / name, TEXT_MAX_BYTES, within=evidence_dir)
         for name in ENVELOPES

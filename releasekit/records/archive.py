@@ -14,9 +14,9 @@ from typing import Final, Literal
 
 from pydantic import Field
 
+from releasekit.bounded_read import MIB
 from releasekit.digests import file_sha256 as file_sha256  # publish and reproduce check entries with it
 from releasekit.records.base import Record, RecordError, Strict, load_record, write_record
-from releasekit.records.safe_io import MIB
 
 ARCHIVE_SCHEMA: Final = "releasekit.archive/v1"
 ARCHIVE_FILE: Final = "archive.json"
@@ -39,7 +39,7 @@ class ArchiveEntry(Strict):
 
 class ArchiveIndex(Record):
     kind = "release archive index"
-    max_bytes = 16 * MIB  # checked on stat before reading (records/safe_io.py)
+    max_bytes = 16 * MIB  # checked on stat before reading (bounded_read.py)
 
     schema_: Literal["releasekit.archive/v1"] = Field(default=ARCHIVE_SCHEMA, alias="schema")
     name: str

@@ -13,8 +13,9 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from releasekit.atomic import write_atomic
+from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
-from releasekit.records.safe_io import RECORD_MAX_BYTES, read_bounded, write_atomic
 
 
 class Strict(BaseModel):
@@ -117,7 +118,7 @@ def dump_record(obj: Record, *, exclude_none: bool = False) -> str:
 
 
 def write_record(obj: Record, path: Path, *, exclude_none: bool = False) -> str:
-    """Write the record (``safe_io.write_atomic``: a fresh temporary file, fsync, rename; a symbolic link
+    """Write the record (``atomic.write_atomic``: a fresh temporary file, fsync, rename; a symbolic link
     or other non-regular file at ``path`` is refused) and return the text written."""
     text = dump_record(obj, exclude_none=exclude_none)
     write_atomic(path, text)

@@ -7,9 +7,9 @@ from typing import Final, Literal
 
 from pydantic import Field
 
+from releasekit.bounded_read import MIB
 from releasekit.records.archive import ArchiveIndex
 from releasekit.records.base import Record, Strict, load_record, write_record
-from releasekit.records.safe_io import MIB
 
 BUILD_FILE: Final = "build.json"
 RELEASE_NOTES_FILE: Final = "RELEASE.md"  # the build's notes; publish writes (and attaches) its own
@@ -72,7 +72,7 @@ class CacheReport(Strict):
 
 class BuildRecord(Record):
     kind = "build record"
-    max_bytes = 16 * MIB  # checked on stat before reading (records/safe_io.py)
+    max_bytes = 16 * MIB  # checked on stat before reading (bounded_read.py)
 
     schema_: Literal["releasekit.build/v1"] = Field(default=BUILD_RECORD_SCHEMA, alias="schema")
     name: str

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
-from releasekit.records.safe_io import RECORD_MAX_BYTES, read_bounded
+from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 
 T = TypeVar("T")
 

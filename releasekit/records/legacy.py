@@ -1,13 +1,10 @@
-"""Today's tool's files, as typed models: the ONE place that reads them.
+"""Today's tool's files, parsed here: the ONE place that reads them (``json.loads``).
 
-Three files of the tool people use today (``shared/reference/`` holds one of each):
-
-- the merge manifest (``*.manifest.<component>.<name>.json``): repository, base ref, the
-  PRs to merge in order, reviewed exclusions (whose reason may say which PR superseded it);
-- the integration lock (``*.integration.lock.<name>-rN.json``): the base commit, each PR's
-  head as merged, the composed tree and the patch's sha256;
-- the validation receipt (``*.validation-receipt.<name>-rN.json``): the qualified image,
-  the source composition and the measured numbers (``evidence``).
+The validation receipt (``*.validation-receipt.<name>-rN.json``: the qualified image, the
+source composition and the measured numbers, ``evidence``) is modelled here, since the
+pipeline reads it (a baseline for ``validate``, headlines for the publish gate). The merge
+manifest and the integration lock, which only ``releasekit import`` reads, are modelled in
+``releasekit/legacy/models.py`` and parsed through :func:`read_legacy_file`.
 
 Each reader refuses a file that is not that format with one line (``InputError``, exit 2).
 Fields releasekit does not use are kept (``extra="allow"``) but never interpreted.
@@ -22,87 +19,19 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
-from releasekit.records.safe_io import RECORD_MAX_BYTES, read_bounded
 
-_SHA1 = r"^[0-9a-f]{40}$"
+SHA1 = r"^[0-9a-f]{40}$"
 
 
-class _Legacy(BaseModel):
+class LegacyModel(BaseModel):
+    """A file of today's tool: fields releasekit does not use are kept, never interpreted."""
+
     model_config = ConfigDict(extra="allow")
 
 
-class LegacyPR(_Legacy):
-    number: int = Field(ge=1)
-    head: str = Field(pattern=_SHA1)
-    title: str = Field(min_length=1)
-
-
-class LegacyExclusion(_Legacy):
-    number: int = Field(ge=1)
-    head: str = Field(pattern=_SHA1)
-    disposition: str
-    reason: str = Field(min_length=1)
-
-    def superseded_by(self, planned: set[int]) -> int | None:
-        """The planned PR this one went into, when the reason says so (``Superseded by PR #280``,
-        ``Included ... in PR #254``, ``consolidated in PR #229``); None otherwise."""
-        if self.disposition.lower() != "superseded":
-            return None
-        for m in re.finditer(
-            r"\b(?:superseded by|included\b[^.]*?\bin|consolidated in|retained in)\s+PR\s+#(\d+)",
-            self.reason,
-            re.IGNORECASE,
-        ):
-            number = int(m.group(1))
-            if number in planned:
-                return number
-        return None
-
-
-class LegacyMergeManifest(_Legacy):
-    schema_version: Literal[1]
-    name: str = Field(min_length=1)
-    repository: str = Field(min_length=1)
-    base_ref: str = Field(min_length=1)
-    pull_requests: list[LegacyPR]
-    reviewed_exclusions: list[LegacyExclusion] = Field(default_factory=list)
-
-
-class LegacyLockBase(_Legacy):
-    repository: str
-    ref: str
-    commit: str = Field(pattern=_SHA1)
-
-
-class LegacyLockPR(_Legacy):
-    number: int = Field(ge=1)
-    ref: str
-    head: str = Field(pattern=_SHA1)
-    title: str | None = None
-    disposition: str
-
-
-class LegacyLockResult(_Legacy):
-    tree: str = Field(pattern=_SHA1)
-    patch: str | None = None
-    patch_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-
-
-class LegacyLockManifestRef(_Legacy):
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-
-
-class LegacyIntegrationLock(_Legacy):
-    schema_version: Literal[1]
-    name: str = Field(min_length=1)
-    base: LegacyLockBase
-    manifest: LegacyLockManifestRef
-    pull_requests: list[LegacyLockPR]
-    result: LegacyLockResult
-
-
-class LegacyValidationReceipt(_Legacy):
+class LegacyValidationReceipt(LegacyModel):
     schema_version: Literal[1]
     status: str
     image: str
@@ -140,20 +69,6 @@ class LegacyValidationReceipt(_Legacy):
         return out
 
 
-def json_leaves(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """Every leaf of parsed JSON as ``(dotted path, value)``; list items are named by index.
-
-    An empty object or list is a leaf of its own.
-    """
-    if isinstance(data, dict | list) and data:
-        items = data.items() if isinstance(data, dict) else enumerate(data)
-        out: list[tuple[str, Any]] = []
-        for key, sub in items:
-            out.extend(json_leaves(sub, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return [(prefix, data)]
-
-
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -167,7 +82,8 @@ def _bounded(path: Path) -> str:
     return read_bounded(path, RECORD_MAX_BYTES, within=path.parent).decode("utf-8")
 
 
-def _read(path: Path, model: type[M], what: str) -> M:
+def read_legacy_file(path: Path, model: type[M], what: str) -> M:
+    """``path`` read through ``model``; anything else is one line (``InputError``, exit 2)."""
     try:
         raw = json.loads(_bounded(path))
     except FileNotFoundError:
@@ -184,16 +100,8 @@ def _read(path: Path, model: type[M], what: str) -> M:
         raise InputError(f"{path}: not a {what} of today's tool: {where}: {err['msg']}") from None
 
 
-def read_merge_manifest(path: Path) -> LegacyMergeManifest:
-    return _read(path, LegacyMergeManifest, "reference merge manifest")
-
-
-def read_integration_lock(path: Path) -> LegacyIntegrationLock:
-    return _read(path, LegacyIntegrationLock, "integration lock")
-
-
 def read_validation_receipt(path: Path) -> LegacyValidationReceipt:
-    return _read(path, LegacyValidationReceipt, "validation receipt")
+    return read_legacy_file(path, LegacyValidationReceipt, "validation receipt")
 
 
 # Receipt statuses that mean the cell passed (today's tool writes "qualified").

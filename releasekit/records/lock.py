@@ -17,9 +17,9 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, model_validator
 
+from releasekit.bounded_read import MIB, read_bounded
 from releasekit.records.base import Record, Strict, load_record, write_record
 from releasekit.records.forge import ForgeData
-from releasekit.records.safe_io import MIB, read_bounded
 
 LOCK_FILE: Final = "lock.json"
 LOCK_SCHEMA: Final = "releasekit.lock/v1"
@@ -149,7 +149,7 @@ class LockedDataset(Strict):
 
 class Lock(Record):
     kind = "lock"
-    max_bytes = 16 * MIB  # checked on stat before reading (records/safe_io.py)
+    max_bytes = 16 * MIB  # checked on stat before reading (bounded_read.py)
 
     schema_: Literal["releasekit.lock/v1"] = Field(default=LOCK_SCHEMA, alias="schema")
     name: str

@@ -12,11 +12,11 @@ from typing import Final, Literal
 
 from pydantic import Field
 
+from releasekit.bounded_read import read_bounded
 from releasekit.errors import InputError
 from releasekit.findings import FindingList
 from releasekit.manifest.validation import Cell
 from releasekit.records.base import Record, Strict, load_record, write_record
-from releasekit.records.safe_io import read_bounded
 
 RECEIPT_SCHEMA: Final = "releasekit.receipt/v1"
 

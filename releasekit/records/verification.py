@@ -38,11 +38,24 @@ class Verifier(Strict):
     version: dict[str, str] = Field(default_factory=lambda: {"releasekit": __version__})
 
 
+# At most this many examined items are named per check (sorted); ``count`` is always the whole.
+MAX_EXAMINED_LISTED: Final = 50
+
+
 class CheckOutcome(Strict):
+    """One verify-provenance check: its status, what it examined (``examined`` the kind, ``count``
+    how many, ``items`` the first ``MAX_EXAMINED_LISTED`` by name) and, when it was not
+    applicable or not run, why (``reason``). ``passed`` is true only for ``status: passed``."""
+
     name: str
+    status: Literal["passed", "failed", "not applicable", "not run"]
     passed: bool
     findings: int
     codes: list[str] = Field(default_factory=list)
+    examined: str | None = None
+    count: int = 0
+    items: list[str] = Field(default_factory=list)
+    reason: str | None = None
 
 
 class ReleasekitBlock(Strict):
@@ -79,6 +92,11 @@ class VerificationSummary(Record):
     @property
     def lock_sha256(self) -> str:
         return self.releasekit.lock_sha256
+
+    @property
+    def unproven_checks(self) -> list[str]:
+        """Checks that failed or were not run, as ``name (status)``: a PASSED summary has none."""
+        return [f"{c.name} ({c.status})" for c in self.releasekit.checks if c.status in ("failed", "not run")]
 
     @property
     def error_codes(self) -> list[str]:

@@ -64,7 +64,12 @@ def reproduce_cmd(
     if (reference is None) == (from_dir is None):
         raise InputError("name either REGISTRY/REPO@DIGEST or --from DIR")
     err = Console(file=sys.stderr, highlight=False)
+    from releasekit.builder.service import run_build
+    from releasekit.docker_engine import Engine
+
     result = reproduce(
+        engine=Engine(),
+        rebuild=run_build,
         reference=reference,
         from_dir=from_dir,
         workdir=workdir,

@@ -59,11 +59,10 @@ class Published:
     notes: list[str] = field(default_factory=list)
 
 
-def _engine_layer_tar(image_id: str) -> LayerTar:
+def _engine_layer_tar(engine: Engine, image_id: str) -> LayerTar:
     """Layer tars of an image the local Docker Engine has (``docker save``)."""
 
     def get(index: int, scratch: Path) -> Path | None:
-        engine = Engine()
         if engine.image_id(image_id) is None:
             return None
         into = scratch / f"saved-{image_id[7:19]}"
@@ -76,7 +75,7 @@ def _engine_layer_tar(image_id: str) -> LayerTar:
     return get
 
 
-def from_directory(directory: Path) -> Published:
+def from_directory(directory: Path, engine: Engine) -> Published:
     """A local release directory: archive.json, archive/, provenance.intoto.json and build.json."""
     if not directory.is_dir():
         raise InputError(f"--from {directory}: not a directory")
@@ -86,11 +85,10 @@ def from_directory(directory: Path) -> Published:
     published = Published(
         source=str(directory), directory=directory, index=index, statement=statement, image_id=build.image_id
     )
-    engine = Engine()
     if engine.image_id(build.image_id) is not None:
         attrs = engine.image_attrs(build.image_id)
         published.diff_ids = list((attrs.get("RootFS") or {}).get("Layers") or [])
-        published.layer_tar = _engine_layer_tar(build.image_id)
+        published.layer_tar = _engine_layer_tar(engine, build.image_id)
     else:
         published.notes.append(
             f"the built image {build.image_id[:19]} is not in the Docker Engine: "

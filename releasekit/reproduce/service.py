@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from releasekit.builder.image import base_layers
-from releasekit.builder.service import BuildOptions, run_build
+from releasekit.builder.release_image import BuildOptions
 from releasekit.docker_engine import Engine
 from releasekit.findings import Findings
 from releasekit.git.bundle import mirror_from_bundle
@@ -200,8 +200,15 @@ def _wheels_layer_difference(
     )
 
 
+# The whole build (``builder.service.run_build``), passed in by the commands layer: this stage runs the
+# ordinary build but depends only on the builder's library.
+Rebuild = Callable[[BuildOptions, Engine, Callable[[str], None]], BuildRecord]
+
+
 def reproduce(
     *,
+    engine: Engine,
+    rebuild: Rebuild,
     reference: str | None = None,
     from_dir: Path | None = None,
     workdir: Path | None = None,
@@ -210,7 +217,9 @@ def reproduce(
 ) -> ReproduceResult:
     work = scratch_dir(workdir)
     try:
-        pub = from_directory(from_dir) if from_dir is not None else from_registry(reference or "", work)
+        pub = (
+            from_directory(from_dir, engine) if from_dir is not None else from_registry(reference or "", work)
+        )
         progress(
             f"evidence: {pub.source} (image {pub.image_id[:19]}, archive {len(pub.index.entries)} file(s), "
             f"{pub.index.total_size:,} B)"
@@ -220,8 +229,7 @@ def reproduce(
         if refused.errors:
             return _refused(pub, refused)
         progress("evidence: every archive file matches archive.json and the provenance")
-        record = _rebuild(pub, work, progress)
-        engine = Engine()
+        record = rebuild(_rebuild_options(pub, work, progress), engine, progress)
         rebuilt_layers = list((engine.image_attrs(record.image_id).get("RootFS") or {}).get("Layers") or [])
         layers = compare_layers(pub.diff_ids, rebuilt_layers)
         components = _components(pub, record)
@@ -268,8 +276,8 @@ def _refused(pub: Published, findings: Findings) -> ReproduceResult:
     )
 
 
-def _rebuild(pub: Published, work: Path, progress: Callable[[str], None]) -> BuildRecord:
-    """Build again from the archive alone: its manifest, lock, wheels and git bundles, no remote contacted."""
+def _rebuild_options(pub: Published, work: Path, progress: Callable[[str], None]) -> BuildOptions:
+    """The build again from the archive alone: its manifest, lock, wheels and git bundles, no remote contacted."""
     lock_entry, manifest_entry = pub.index.entry("lock"), pub.index.entry("manifest")
     inputs = work / "inputs"
     inputs.mkdir()
@@ -282,15 +290,12 @@ def _rebuild(pub: Published, work: Path, progress: Callable[[str], None]) -> Bui
         assert entry.repo and entry.commit
         mirror_from_bundle(entry.repo, pub.directory / entry.path, git_cache, [entry.commit])
         progress(f"git: {entry.component} {entry.commit[:12]} from {entry.path} (no remote contacted)")
-    return run_build(
-        BuildOptions(
-            manifest=manifest,
-            lock=lock,
-            outdir=work / "release",
-            wheelhouses=[pub.directory / ARCHIVE_DIR / "wheels"],
-            cache_dir=work / "cache",
-            git_cache_dir=git_cache,
-            allow_local_repos=True,
-        ),
-        progress=progress,
+    return BuildOptions(
+        manifest=manifest,
+        lock=lock,
+        outdir=work / "release",
+        wheelhouses=[pub.directory / ARCHIVE_DIR / "wheels"],
+        cache_dir=work / "cache",
+        git_cache_dir=git_cache,
+        allow_local_repos=True,
     )

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from releasekit.atomic import check_writable, write_atomic
+from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 from releasekit.records.dsse import ENVELOPE_SUFFIX, envelope_name
 from releasekit.records.intoto import STATEMENT_TYPE, VERIFICATION_SUMMARY_TYPE, AnyStatement, StatementError
 from releasekit.records.intoto import parse_statement as parse_any_statement
-from releasekit.records.safe_io import RECORD_MAX_BYTES, check_writable, read_bounded, write_atomic
 from releasekit.signing.dsse import PAYLOAD_TYPE, SignatureError, sign_payload
 from releasekit.signing.keys import Signer
 
@@ -41,7 +42,7 @@ def envelope_path(statement_file: Path) -> Path:
 
 
 def write_envelope(signer: Signer | None, payload: bytes, path: Path) -> Path | None:
-    """Sign ``payload`` into ``path`` (``safe_io.write_atomic``: a symbolic link or other non-regular file
+    """Sign ``payload`` into ``path`` (``atomic.write_atomic``: a symbolic link or other non-regular file
     there is refused, never written through); with no signer, remove a stale envelope there instead
     (a planted link is removed, not followed)."""
     check_writable(path)

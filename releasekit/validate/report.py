@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from releasekit.atomic import write_atomic
 from releasekit.findings import Findings
 from releasekit.records.base import write_record
 from releasekit.records.receipt import Receipt, read_receipts
-from releasekit.records.safe_io import write_atomic
 from releasekit.records.summary import AGGREGATE_SCHEMA, SUMMARY_FILE, Aggregate, CellRow, SuiteRow
 from releasekit.records.test_receipt import TestReceipt, read_test_receipt_dir
 

@@ -9,6 +9,7 @@ list, md5sum or status file of the candidate is consulted.
 
 from __future__ import annotations
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings
 from releasekit.provenance.accounting import differences
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
@@ -19,6 +20,17 @@ LIMIT = 50  # findings of one code before one summary line
 class FileAccountingCheck(NeedsImageFiles):
     name = "file-accounting"
     codes = ("FILE_UNACCOUNTED", "FILE_MODIFIED", "FILE_REMOVED", "FILE_ACCOUNTING_UNAVAILABLE")
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """Every path of the image and of the reference; none when the IDs are equal (the layers prove it)."""
+        rep = ctx.reproduction
+        if rep is not None and rep.ok and rep.image_id == ctx.image.id:
+            return Examined.of(
+                "files",
+                (),
+                absent="the image ID is the reproduced one: every layer is proven by the reproduction check",
+            )
+        return Examined.of("files", {*ctx.inventory.files, *(ctx.expected_files or {})})
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings
 from releasekit.provenance.context import VerifyContext
 
@@ -68,6 +69,24 @@ def _show(value: Any) -> str:
 class ConfigCheck:
     name = "image-config"
     codes = ("CONFIG_MISMATCH", "CONFIG_KEY_UNEXPECTED")
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """The config keys (and each Env variable and label) of the image and the reproduction."""
+        rep = ctx.reproduction
+        if rep is None or not rep.ok:
+            return Examined.of(
+                "config keys", (), absent="no reproduced config to compare with (see the reproduction check)"
+            )
+        want: dict[str, Any] = dict(rep.config.get("config") or {})
+        have: dict[str, Any] = dict(ctx.image_config)
+        keys = {k for k in (*want, *have) if k not in ("Env", "Labels")}
+        env = {f"Env.{k}" for k in (*_env(want.get("Env")), *_env(have.get("Env")))}
+        labels = {
+            f"Labels.{k}"
+            for k in (*dict(want.get("Labels") or {}), *dict(have.get("Labels") or {}))
+            if not k.startswith(LABEL_PREFIXES)
+        }
+        return Examined.of("config keys", keys | env | labels | set(COMPARED))
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

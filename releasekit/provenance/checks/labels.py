@@ -2,32 +2,45 @@
 
 from __future__ import annotations
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings
 from releasekit.provenance.context import VerifyContext
+
+
+def _expected(ctx: VerifyContext) -> dict[str, tuple[str, str | None]]:
+    """Label -> (component, the value the lock gives it; None: the lock has none)."""
+    expected: dict[str, tuple[str, str | None]] = {
+        "io.releasekit.lock.sha256": ("", ctx.lock_sha256),
+        "io.releasekit.manifest.sha256": ("", ctx.lock.manifest.sha256),
+        "org.opencontainers.image.base.name": ("", ctx.lock.toolchain.base_image.name),
+        "org.opencontainers.image.base.digest": ("", ctx.lock.toolchain.base_image.digest),
+    }
+    for name, comp in ctx.components.items():
+        prefix = f"io.releasekit.component.{name}."
+        expected[prefix + "repo"] = (name, comp.repo)
+        expected[prefix + "commit"] = (name, comp.commit)
+        if comp.kind == "git":
+            expected[prefix + "tree"] = (name, comp.tree)
+        if comp.installed:
+            expected[prefix + "version"] = (name, comp.version)
+            expected[prefix + "wheel.sha256"] = (name, comp.wheel_sha256)
+    return expected
 
 
 class LabelsCheck:
     name = "labels"
     codes = ("LABEL_MISSING", "LABEL_MISMATCH", "BUILD_RECORD_MISMATCH")
 
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """Each label the lock gives a value for."""
+        return Examined.of(
+            "labels", (label for label, (_, want) in _expected(ctx).items() if want is not None)
+        )
+
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
         labels = ctx.image.labels
-        expected: dict[str, tuple[str, str | None]] = {
-            "io.releasekit.lock.sha256": ("", ctx.lock_sha256),
-            "io.releasekit.manifest.sha256": ("", ctx.lock.manifest.sha256),
-            "org.opencontainers.image.base.name": ("", ctx.lock.toolchain.base_image.name),
-            "org.opencontainers.image.base.digest": ("", ctx.lock.toolchain.base_image.digest),
-        }
-        for name, comp in ctx.components.items():
-            prefix = f"io.releasekit.component.{name}."
-            expected[prefix + "repo"] = (name, comp.repo)
-            expected[prefix + "commit"] = (name, comp.commit)
-            if comp.kind == "git":
-                expected[prefix + "tree"] = (name, comp.tree)
-            if comp.installed:
-                expected[prefix + "version"] = (name, comp.version)
-                expected[prefix + "wheel.sha256"] = (name, comp.wheel_sha256)
+        expected = _expected(ctx)
         for label, (component, want) in expected.items():
             if want is None:
                 continue

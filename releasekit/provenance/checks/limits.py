@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
@@ -9,6 +10,10 @@ from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 class LimitsCheck(NeedsImageFiles):
     name = "verify-limits"
     codes = ("VERIFY_LIMIT_REACHED",)
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """The paths read within the bounds (a bound hit is a finding)."""
+        return Examined.of("files", ctx.inventory.files)
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
@@ -9,6 +10,22 @@ from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 class NativeArchCheck(NeedsImageFiles):
     name = "native-arches"
     codes = ("NATIVE_ARCH_MISSING", "NATIVE_CODE_MISSING", "NATIVE_FATBIN_MALFORMED")
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """The libraries with a CUDA fatbin section of each component built for CUDA arches."""
+        native = [c for c in ctx.components.values() if c.native_arches and c.installed]
+        if not native:
+            return Examined.of("libraries", (), absent="no installed component is built for a CUDA arch")
+        return Examined.of(
+            "libraries",
+            (
+                p
+                for c in native
+                if (d := ctx.dist_for(c)) is not None
+                for p in d.files
+                if p in ctx.inventory.fatbins
+            ),
+        )
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 from releasekit.provenance.installed import canonical_name
@@ -12,6 +13,13 @@ from releasekit.provenance.installed import canonical_name
 class ForbiddenDistributionCheck(NeedsImageFiles):
     name = "forbidden-distributions"
     codes = ("FORBIDDEN_DISTRIBUTION",)
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """Every installed distribution, when the manifest forbids any."""
+        policy = getattr(ctx.manifest, "policy", None)
+        if policy is None or not policy.forbidden_distributions:
+            return Examined.of("distributions", (), absent="the manifest forbids no distribution")
+        return Examined.of("distributions", (f"{d.name} {d.version}" for d in ctx.dists))
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 from releasekit.provenance.installed import INSTALLER_FILES, InstalledDist, RecordRow, WheelRecord
@@ -33,6 +34,12 @@ class RecordCheck(NeedsImageFiles):
         "WHEEL_UNAVAILABLE",
         "RECORD_FILE_UNCHECKED",
     )
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """Every installed distribution (its RECORD against its files) and every installed component's."""
+        names = {f"{d.name} {d.version}" for d in ctx.dists}
+        names |= {f"component {n}" for n, c in ctx.components.items() if c.installed}
+        return Examined.of("distributions", names)
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

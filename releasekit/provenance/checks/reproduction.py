@@ -8,6 +8,7 @@ names another image, layer or wheel than the reproduction, that is reported too.
 
 from __future__ import annotations
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings
 from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.reproduce import Reproduction
@@ -24,6 +25,10 @@ class ReproductionCheck:
         "EXTRA_LAYERS",
         "BUILD_CLAIM_MISMATCH",
     )
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """The image's layers, each judged against the reproduction (or all unproven when it failed)."""
+        return Examined.of("layers", ctx.layers)
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

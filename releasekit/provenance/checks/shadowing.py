@@ -7,6 +7,7 @@ order, .pth files, PYTHONPATH, the working directory), so this check reads the p
 
 from __future__ import annotations
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
@@ -24,6 +25,11 @@ OVERLAY_ENV = (
 class ShadowingCheck(NeedsImageFiles):
     name = "shadowing"
     codes = ("PROBE_FAILED", "MODULE_SHADOWED", "MODULE_NOT_IMPORTABLE", "ENV_OVERLAY")
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """The overlay variables of the image's environment and every module an installed component names."""
+        modules = {f"module {m}" for c in ctx.components.values() if c.installed for m in c.import_names}
+        return Examined.of("values", {f"env {k}" for k in OVERLAY_ENV} | modules)
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from releasekit.checks import Examined
 from releasekit.errors import ReleasekitError
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
@@ -55,6 +56,15 @@ class SourceBlobCheck(NeedsImageFiles):
         "SOURCE_UNVERIFIABLE",
         "SOURCE_MODIFICATION_UNDECLARED",
     )
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """Every installed file of each installed git component, against the locked commit's blobs."""
+        comps = [
+            c for c in ctx.components.values() if c.kind == "git" and c.installed and c.commit and c.repo
+        ]
+        if not comps:
+            return Examined.of("files", (), absent="no installed component is built from a git commit")
+        return Examined.of("files", (p for c in comps if (d := ctx.dist_for(c)) is not None for p in d.files))
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
@@ -16,21 +17,44 @@ def version_agrees(have: str | None, want: str) -> bool:
     return n > 0 and have_parts[:n] == want_parts[:n] and ("+" not in want or have == want)
 
 
+def _wanted(ctx: VerifyContext) -> dict[str, str]:
+    """The versions to compare: what the lock (and the manifest, for cuDNN) pins, null ones left out."""
+    tc = ctx.lock.toolchain
+    manifest_tc = getattr(ctx.manifest, "toolchain", None)
+    candidates: dict[str, str | None] = {
+        "torch": tc.pytorch,
+        "cuda": tc.cuda,
+        "nccl": tc.nccl,
+        "cudnn": getattr(manifest_tc, "cudnn", None),
+    }
+    return {k: str(v) for k, v in candidates.items() if v}
+
+
 class ToolchainCheck(NeedsImageFiles):
     name = "toolchain"
     codes = ("TOOLCHAIN_MISMATCH", "TOOLCHAIN_UNCHECKED")
 
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """Each toolchain value the lock (or the manifest, for cuDNN) pins, when torch can report it."""
+        wanted = _wanted(ctx)
+        if not wanted:
+            return Examined.of(
+                "values",
+                (),
+                absent="the lock pins no PyTorch, CUDA or NCCL version and the manifest no cuDNN",
+            )
+        info = (ctx.probe.report or {}).get("toolchain") or {}
+        if not info.get("torch_present"):
+            return Examined.of(
+                "values",
+                (),
+                absent=f"torch is not importable in the image, so {', '.join(sorted(wanted))} cannot be read",
+            )
+        return Examined.of("values", (f"{k}={v}" for k, v in wanted.items()))
+
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()
-        tc = ctx.lock.toolchain
-        manifest_tc = getattr(ctx.manifest, "toolchain", None)
-        candidates: dict[str, str | None] = {
-            "torch": tc.pytorch,
-            "cuda": tc.cuda,
-            "nccl": tc.nccl,
-            "cudnn": getattr(manifest_tc, "cudnn", None),
-        }
-        wanted = {k: str(v) for k, v in candidates.items() if v}
+        wanted = _wanted(ctx)
         if not wanted:
             return found
         info = (ctx.probe.report or {}).get("toolchain") or {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
@@ -49,6 +50,18 @@ class UnownedFilesCheck(NeedsImageFiles):
         "UNSAFE_ARCHIVE_MEMBER",
         "FILE_TOO_LARGE",
     )
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """Every file under the Python roots (site directories, sys.path, PYTHONPATH)."""
+        roots = scan_roots(ctx)
+        return Examined.of(
+            "files",
+            (
+                p
+                for p, e in ctx.inventory.files.items()
+                if e.kind != "dir" and any(p.startswith(r.rstrip("/") + "/") for r in roots)
+            ),
+        )
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from releasekit.checks import Examined
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
@@ -25,6 +26,15 @@ class VersionCommitCheck(NeedsImageFiles):
         "DIRECT_URL_COMMIT_MISMATCH",
         "GENERATED_VERSION_MISMATCH",
     )
+
+    def examines(self, ctx: VerifyContext) -> Examined:
+        """Each installed git component's distribution (its version and version files)."""
+        comps = [(n, c) for n, c in ctx.components.items() if c.kind == "git" and c.installed and c.commit]
+        if not comps:
+            return Examined.of(
+                "distributions", (), absent="no installed component is built from a git commit"
+            )
+        return Examined.of("distributions", (d.name for _, c in comps if (d := ctx.dist_for(c)) is not None))
 
     def run(self, ctx: VerifyContext) -> Findings:
         found = Findings()

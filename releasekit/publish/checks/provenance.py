@@ -49,8 +49,10 @@ class ProvenanceVerified:
                         f"the summary was made against lock {summary.lock_sha256[:12]}…",
                         path=loaded.path,
                     )
-                if summary.result != "PASSED" or summary.error_codes:
-                    detail = ", ".join(sorted(set(summary.error_codes)))
+                # A check that failed or never ran is not verified, whatever the result line says;
+                # "not applicable" (its subject is absent, with the reason recorded) is accepted.
+                if summary.result != "PASSED" or summary.error_codes or summary.unproven_checks:
+                    detail = ", ".join([*sorted(set(summary.error_codes)), *summary.unproven_checks])
                     out.add(
                         "PROVENANCE_NOT_VERIFIED",
                         f"verificationResult {summary.result}" + (f" ({detail})" if detail else ""),

@@ -35,19 +35,18 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from releasekit.atomic import write_atomic
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
-from releasekit.manifest.models import TO_BE_LOCKED
-from releasekit.records.legacy import (
+from releasekit.legacy.models import (
     LegacyIntegrationLock,
     LegacyMergeManifest,
-    LegacyValidationReceipt,
     json_leaves,
-    raw_tree,
     read_integration_lock,
     read_merge_manifest,
-    read_validation_receipt,
 )
+from releasekit.manifest.models import TO_BE_LOCKED
+from releasekit.records.legacy import LegacyValidationReceipt, raw_tree, read_validation_receipt
 from releasekit.records.lock import (
     LOCK_SCHEMA,
     Lock,
@@ -58,7 +57,6 @@ from releasekit.records.lock import (
     LockedToolchain,
     write_lock,
 )
-from releasekit.records.safe_io import write_atomic
 
 _DISPOSITIONS = {
     "superseded": "superseded",

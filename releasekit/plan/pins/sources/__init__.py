@@ -1,0 +1,1 @@
+"""One module per release-input format, each with a ``SOURCE`` (a ``PinSource``) that ``registry.py`` lists."""

@@ -1,0 +1,56 @@
+"""One commit's files, read through git objects (``git ls-tree`` + ``git cat-file --batch``), never a work tree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from releasekit.errors import InputError
+from releasekit.git.runner import Git, GitFailed
+from releasekit.git.tree import commit_files, read_files
+
+
+@dataclass
+class CommitTree:
+    """The files of one commit: their paths, and a reader of their contents (git objects)."""
+
+    files: list[str]
+    reader: Callable[[Iterable[str]], dict[str, bytes | None]]
+    _cache: dict[str, bytes | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.fileset = frozenset(self.files)
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        missing = [p for p in paths if p not in self._cache]
+        if missing:
+            self._cache.update(self.reader(missing))
+
+    def text(self, path: str) -> str | None:
+        self.prefetch([path])
+        data = self._cache.get(path)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def commit_tree(git: Git, commit: str) -> CommitTree:
+    """The files of ``commit`` in ``git``'s repository, read through git objects on demand."""
+    return CommitTree(commit_files(git, commit), lambda paths: read_files(git, commit, paths))
+
+
+def local_repository(directory: Path) -> Git:
+    """A repository on disk named by the user (a work tree's top or a bare repository), read in place."""
+    if not directory.is_dir():
+        raise InputError(f"--repo {directory} is not a directory")
+    git = Git(directory)
+    top = directory.resolve()
+    for question in ("--show-toplevel", "--absolute-git-dir"):
+        try:
+            answer = git.run("rev-parse", question).strip()
+        except GitFailed:
+            continue
+        if answer and Path(answer).resolve() == top:
+            return git
+    raise InputError(
+        f"--repo {directory} is not a git repository (pins are read from a commit's tree through git objects)"
+    )

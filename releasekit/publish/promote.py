@@ -1,0 +1,159 @@
+"""Promote: re-tag a published digest after judging its attached evidence again; never a rebuild.
+
+Promote reads a tag's digest and its attached evidence back from the registry, runs the same
+gate as publish (``service.evaluate_gate``, with the attached envelopes checked by the same
+``signatures`` rules), and puts the same manifest bytes under the new tag in the same
+repository, then reads the tag back to check it names that digest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from releasekit.atomic import failpoint
+from releasekit.docker_engine import ImageFacts
+from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.findings import Findings
+from releasekit.publish.attachments import FetchedAttachments, fetch_attachments, fetch_signed
+from releasekit.publish.gate import GateReport, policy_from_manifest
+from releasekit.publish.service import add_signed_check, evaluate_gate, registry_image
+from releasekit.publish.signatures import check_signed, trusted_keys, unsigned_verdict
+from releasekit.records.gate import GATE_FILE, GateRecord, read_gate
+from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
+from releasekit.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
+
+__all__ = ["PromoteResult", "promote"]
+
+
+class PromoteResult(BaseModel):
+    promoted: bool
+    source: str
+    target: str
+    digest: str | None = None
+    image_id: str | None = None
+    gate: GateReport | None = None
+    signed_via: str | None = None  # referrers-api or tag-fallback, when signed evidence was found
+    signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
+    findings: Findings = Field(default_factory=Findings)
+
+
+def _promote_gate(
+    client: RegistryClient,
+    src: Reference,
+    blob: ManifestBlob,
+    image: ImageFacts,
+    fetched: FetchedAttachments,
+    record: GateRecord,
+    *,
+    manifest_path: Path | None,
+    trusted_key_files: list[Path] | None,
+    require_signed: bool,
+    result: PromoteResult,
+) -> None:
+    """The same gate again over the attached evidence (and the attached envelopes): into ``result``."""
+    manifest_sha = record.manifest_sha256
+    policy = record.policy
+    if manifest_path is not None:
+        from releasekit.manifest import load_manifest
+
+        loaded = load_manifest(manifest_path)
+        # Promotion may hold a release to a stricter matrix than the one it was locked
+        # with, so the manifest-matches-lock check does not apply to this one.
+        policy = policy_from_manifest(loaded.manifest)
+        manifest_sha = None
+    gate = evaluate_gate(
+        image,
+        record.lock_sha256,
+        fetched.evidence(),
+        policy,
+        manifest_sha256=manifest_sha,
+        lock_manifest_sha256=record.manifest_sha256,
+    )
+    # Signed evidence: verified whenever it is there, required when the policy (as published,
+    # or as --manifest says), --require-signed or a --trusted-key asks for it. Signed and no
+    # key to check with: exit 2. Unsigned and no key: a warning, or an error when required.
+    signed = fetch_signed(client, src.repository, blob.digest)
+    required = require_signed or policy.signed or record.policy.signed
+    trusted = trusted_keys(
+        list(trusted_key_files or []), signed=signed is not None, required=required, what=str(src)
+    )
+    if trusted is None:
+        add_signed_check(gate, unsigned_verdict(required=required, image_id=image.id, where="attached: "))
+    else:
+        verdict = check_signed(
+            signed.files if signed else {},
+            trusted,
+            image_id=image.id,
+            provenance=fetched.files.get(PROVENANCE_FILE),
+            summary=fetched.files.get(VERIFICATION_SUMMARY_FILE),
+            where="attached:",
+        )
+        add_signed_check(gate, verdict)
+        result.signers = verdict.signers
+        result.signed_via = signed.method if signed else None
+    result.gate = gate
+    result.findings.extend(gate.findings)
+
+
+def promote(
+    *,
+    source: str,
+    target: str,
+    manifest_path: Path | None = None,
+    trusted_key_files: list[Path] | None = None,
+    require_signed: bool = False,
+) -> PromoteResult:
+    src = Reference.parse(source, want_tag=True)
+    dst = Reference.parse(target, want_tag=True)
+    if dst.digest or not dst.tag:
+        raise InputError(f"--to {target!r}: expected REGISTRY/REPO:TAG")
+    if (src.host, src.repository) != (dst.host, dst.repository):
+        raise InputError(
+            "promotion re-tags a digest within one repository: --from and --to must name the same REPO"
+        )
+    result = PromoteResult(promoted=False, source=str(src), target=str(dst))
+    credentials = resolve_credentials(src.host)
+    with RegistryClient(src.host, credentials) as client:
+        client.ping()
+        blob, image = registry_image(client, src)
+        result.digest, result.image_id = blob.digest, image.id
+        fetched = fetch_attachments(client, src.repository, blob.digest)
+        if fetched is None:
+            result.findings.add(
+                "ATTACHMENTS_MISSING",
+                f"{src} ({blob.digest}) has no releasekit evidence attached: it was not published by releasekit",
+                image=image.id,
+            )
+            return result
+        try:
+            record = read_gate(fetched.files.get(GATE_FILE), f"attached {GATE_FILE}")
+        except ValueError:
+            result.findings.add(
+                "ATTACHMENTS_MISSING", f"the attached {GATE_FILE} is missing or unreadable", image=image.id
+            )
+            return result
+        _promote_gate(
+            client,
+            src,
+            blob,
+            image,
+            fetched,
+            record,
+            manifest_path=manifest_path,
+            trusted_key_files=trusted_key_files,
+            require_signed=require_signed,
+            result=result,
+        )
+        if result.gate is None or not result.gate.passed:
+            return result
+        failpoint("promote-judged")
+        client.put_manifest(dst.repository, dst.tag, blob.data, blob.media_type)
+        failpoint("promote-tagged")
+        check = client.get_manifest(dst.repository, dst.tag)
+        if check is None or check.digest != blob.digest:
+            raise EnvironmentProblem(f"{dst} does not point at {blob.digest} after promotion")
+    result.promoted = True
+    return result
