@@ -238,25 +238,24 @@ def check_cmd(
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
     _mirrors(mirror)
     from releasekit.manifest import load_manifest
-    from releasekit.plan.check import check_plan
+    from releasekit.plan.check import PlanCheckOptions, check_plan
     from releasekit.records.lock import lock_file_sha256, read_lock
 
     releases = _release_refs(release)
     loaded = load_manifest(manifest)
-    locked = read_lock(lock) if lock else None
-    result = check_plan(
-        loaded,
-        lock=locked,
+    options = PlanCheckOptions(
+        lock=read_lock(lock) if lock else None,
         lock_sha256=lock_file_sha256(lock) if lock else None,
         cache_dir=cache,
         allow_local=allow_local_repos,
         fetch=not no_fetch,
         releases=releases,
         pins_repo=pins_repo,
-        pins=pins,
+        pins=tuple(pins),
         forge=not no_forge,
         require_forge=require_forge,
     )
+    result = check_plan(loaded, options)
     _emit_check(result, output, as_json)
     _exit(result.findings)
 
