@@ -532,3 +532,26 @@ def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
     ]
     for server in servers.values():
         server.stop()
+
+
+def test_every_forge_check_extends_forge_check_and_keeps_only_its_own_judgement() -> None:
+    # The scope/not-run opening is ForgeCheck's alone: a forge check that writes its own run() would
+    # let the forge checks drift apart on how "not run" is reported.
+    import importlib
+    import pkgutil
+
+    import releasekit.plan.checks as plan_checks
+    from releasekit.plan.checks.forge_scope import NOT_RUN, ForgeCheck
+
+    modules = [m.name for m in pkgutil.iter_modules(plan_checks.__path__) if m.name.startswith("forge_")]
+    found = []
+    for name in modules:
+        module = importlib.import_module(f"releasekit.plan.checks.{name}")
+        for obj in vars(module).values():
+            own = isinstance(obj, type) and obj.__module__ == module.__name__
+            if own and obj is not ForgeCheck and hasattr(obj, "codes"):
+                found.append(obj)
+                assert issubclass(obj, ForgeCheck), obj
+                assert "run" not in vars(obj), f"{obj.__name__} writes its own run()"
+                assert obj.roles and NOT_RUN in obj.codes, obj
+    assert len(found) == 7
