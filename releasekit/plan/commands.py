@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from releasekit.cli_options import allow_local_flag, json_flag, mirror_option
 from releasekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -23,10 +24,8 @@ audit_app = typer.Typer(
     help="Audit release inputs: release-only commits, version pins.", no_args_is_help=True
 )
 
-_JSON = typer.Option(False, "--json", help="Machine-readable output on stdout.")
-_LOCAL = typer.Option(
-    False, "--allow-local-repos", help="Allow file:// and local paths as repositories (tests, demos)."
-)
+_JSON = json_flag("Machine-readable output on stdout.")
+_LOCAL = allow_local_flag("Allow file:// and local paths as repositories (tests, demos).")
 _CACHE = typer.Option(
     None, "--cache", help="Mirror cache directory (default $RELEASEKIT_CACHE/git or ~/.cache/releasekit/git)."
 )
@@ -36,10 +35,8 @@ _NO_FETCH = typer.Option(
 _NO_FORGE = typer.Option(
     False, "--no-forge", help="Do not ask the forge (GitHub) about pull requests; recorded as absent."
 )
-_MIRROR = typer.Option(
-    [],
-    "--mirror",
-    help="URL=PATH: read the repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+_MIRROR = mirror_option(
+    "URL=PATH: read the repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS)."
 )
 
 
