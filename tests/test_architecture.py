@@ -8,12 +8,14 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   validate < publish < reproduce);
 - nothing imports ``demo``; ``demo`` may import anything;
 - the shared modules (errors, findings, checks, records, git, docker_engine, forge, fatbin, report,
-  simple_index, signing, digests, registry, atomic, bounded_read) import no stage, except that ``records`` may embed the manifest's models (the
+  simple_index, signing, digests, registry, atomic, bounded_read, cli_options) import no stage, except that ``records`` may embed the manifest's models (the
   manifest is every stage's input: a receipt carries the cell it judged); ``cli`` may import only stage ``commands``
   (and typer-free ``fast_commands``) modules;
 - no cycle between packages either (each top-level package or module counted as one node);
 - one writer: only ``atomic.py`` replaces, renames or links files and fsyncs;
 - the legacy room (``legacy/``) imports only ``manifest`` of the stages, and only cli imports it;
+- a stage's ``commands`` module imports no other stage's ``commands`` (shared options are in
+  ``cli_options``);
 - every top-level module is a stage, ``demo`` or a shared module;
 - ``provenance`` and ``reproduce`` use the builder's library (``builder/release_image.py``), never its
   orchestrator ``builder/service.py``; only a stage's ``commands`` module, which wires services
@@ -75,6 +77,7 @@ SHARED = frozenset(
         "registry",
         "atomic",
         "bounded_read",
+        "cli_options",  # the typer options several stages' commands share; cli.py does not import it
     }
 )
 # A side room, not a pipeline stage: a one-off migration from today's tool. It may import the
@@ -304,6 +307,19 @@ def check_package(root: Path, package: str = "releasekit") -> list[Violation]:
                         f"imports {target}: use {package}.builder.release_image (the builder's library)",
                     )
                 )
+            elif (
+                src in STAGES
+                and dst in STAGES
+                and module == f"{package}.{src}.commands"
+                and target == f"{package}.{dst}.commands"
+            ):
+                out.append(
+                    Violation(
+                        "commands-imports-commands",
+                        module,
+                        f"imports {target}: shared options live in {package}.cli_options",
+                    )
+                )
             elif src == "records" and dst == "manifest":
                 continue  # a record may embed the manifest's own models (a receipt is bound to its cell)
             elif src in SHARED | {"__main__", ""} and dst in STAGES:
@@ -497,6 +513,10 @@ CASES = {
     "imports-demo": {"validate/service.py": "from releasekit.demo.service import x\n"},
     "shared-imports-stage": {"findings.py": "def f():\n    from releasekit.plan import service\n"},
     "unplaced": {"lock.py": ""},
+    "commands-imports-commands": {
+        "staging/commands.py": "STAGED = 1\n",
+        "suites/commands.py": "from releasekit.staging.commands import STAGED\n",
+    },
     "docker": {"validate/container.py": "def run():\n    import docker.errors\n"},
     "json": {"publish/attach.py": "import json as j\ndef f(b):\n    return j.loads(b)\n"},
     "file-name": {"builder/write.py": 'def f(d):\n    return d / "build.json"\n'},
@@ -623,7 +643,7 @@ def test_version_and_help_import_no_stage_and_no_heavy_library(argv):
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     loaded = set(r.stderr.split())
-    stages = sorted(m for m in loaded if layer(m, "releasekit") in {*STAGES, DEMO})
+    stages = sorted(m for m in loaded if layer(m, "releasekit") in {*STAGES, DEMO, "cli_options"})
     heavy = sorted(m for m in loaded if m in HEAVY)
     assert r.stdout.strip(), r.stderr[-2000:]
     assert stages == [] and heavy == [], (stages, heavy)

@@ -270,7 +270,7 @@ def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(
     from plan_world import FF, VLLM_PLAN
 
     from releasekit.manifest import load_manifest
-    from releasekit.plan.check import plan_context, statuses_with_codes
+    from releasekit.plan.check import PlanCheckOptions, plan_context, statuses_with_codes
     from releasekit.plan.checks import all_checks, plan_checks
     from releasekit.plan.locking import build_lock
 
@@ -288,7 +288,7 @@ def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(
     world.vllm.force_push_pr(101, [{"vllm/pr101_0.py": "REWRITTEN = 1\n"}])  # a moved head
     world.vllm.commit({"vllm/later.py": "LATER = 1\n"}, "after the lock", branch=FF)
     world.vllm.push(FF)  # canonical moved on since the lock
-    ctx = plan_context(loaded, lock=lock, releases={"vllm": "release/v17"}, pins=["vllm"])
+    ctx = plan_context(loaded, PlanCheckOptions(lock=lock, releases={"vllm": "release/v17"}, pins=("vllm",)))
     before = _plan_snapshot(ctx)
     emitted: set[str] = set()
     for check in all_checks():

@@ -21,7 +21,7 @@ from releasekit.errors import EnvironmentProblem
 from releasekit.forge import ForgeLocation, locate, token_from_env
 from releasekit.manifest import load_manifest
 from releasekit.manifest.models import ForgeSpec
-from releasekit.plan.check import check_plan
+from releasekit.plan.check import PlanCheckOptions, check_plan
 from releasekit.plan.forge_read import named_prs
 from releasekit.plan.locking import build_lock
 from releasekit.records.lock import Lock, read_lock, write_lock
@@ -167,13 +167,13 @@ def test_lock_records_forge_facts_and_a_relock_is_identical_and_costs_no_rate_li
     again = build_lock(loaded, allow_local=True)
     assert again.forge == lock.forge
     assert honest.server.statuses() == [304]
-    assert _forge_findings(check_plan(loaded, lock=lock, allow_local=True)) == []
+    assert _forge_findings(check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))) == []
 
 
 def test_plan_check_catches_each_forge_fact(honest: World, tmp_path: Path) -> None:
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
     lock = build_lock(loaded, allow_local=True)
-    honest_result = check_plan(loaded, lock=lock, allow_local=True)
+    honest_result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))
     assert _forge_findings(honest_result) == []
     assert not [f for f in honest_result.findings if f.code == "FORGE_CHECK_NOT_RUN" and f.location.component]
     s = honest.server
@@ -187,7 +187,7 @@ def test_plan_check_catches_each_forge_fact(honest: World, tmp_path: Path) -> No
         "e" * 40,
     )
     s.pulls[5].state = "open"
-    result = check_plan(loaded, lock=lock, allow_local=True)
+    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))
     assert _forge_findings(result) == [
         ("CANONICAL_PR_NOT_MERGED_ON_FORGE", "error", 3),
         ("CLOSED_PR_MERGED_ON_FORGE", "error", 4),
@@ -202,13 +202,15 @@ def test_plan_check_catches_each_forge_fact(honest: World, tmp_path: Path) -> No
     honest.honest()
     s.pulls[3].merge_commit_sha = "d" * 40
     s.pulls[4].state = "open"
-    result = check_plan(loaded, lock=lock, allow_local=True)
+    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))
     assert _forge_findings(result) == [
         ("CLOSED_PR_OPEN", "error", 4),
         ("FORGE_MERGE_COMMIT_MISMATCH", "error", 3),
     ]
     # --no-forge at check time: the lock's record (the honest forge at lock time) is what is judged.
-    assert _forge_findings(check_plan(loaded, lock=lock, allow_local=True, forge=False)) == []
+    assert (
+        _forge_findings(check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True, forge=False))) == []
+    )
 
 
 def test_no_forge_records_absence_and_every_check_says_not_run(honest: World, tmp_path: Path) -> None:
@@ -217,13 +219,15 @@ def test_no_forge_records_absence_and_every_check_says_not_run(honest: World, tm
     assert honest.server.log == []
     app = lock.forge.components["app"] if lock.forge else None
     assert app is not None and (app.status, app.reason, app.pull_requests) == ("absent", "--no-forge", [])
-    result = check_plan(loaded, lock=lock, allow_local=True, forge=False)
+    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True, forge=False))
     not_run = [f for f in result.findings if f.code == "FORGE_CHECK_NOT_RUN"]
     assert len(not_run) == 7 and {f.severity.value for f in not_run} == {"info"}
     assert all("--no-forge" in f.message for f in not_run)
     # The planned PRs are open, not merged into git: the only errors are git's own.
     assert {f.code for f in result.findings.errors} == {"PR_NOT_MERGED"}
-    strict = check_plan(loaded, lock=lock, allow_local=True, forge=False, require_forge=True)
+    strict = check_plan(
+        loaded, PlanCheckOptions(lock=lock, allow_local=True, forge=False, require_forge=True)
+    )
     assert {f.code for f in strict.findings.errors} == {"PR_NOT_MERGED", "FORGE_CHECK_NOT_RUN"}
     # An unreachable forge is recorded the same way, with why.
     data = json.loads(honest.manifest(tmp_path / "m2.yaml").read_text())
@@ -248,7 +252,7 @@ def test_deleted_pr_is_a_finding_and_pages_are_followed(
     assert honest.server.log[-1].status == 404 and honest.server.log[-1].path.endswith("/pulls/5")
     by = {p.number: p for p in lock.forge.components["app"].pull_requests} if lock.forge else {}
     assert by[5].found is False and by[5].state is None
-    result = check_plan(loaded, lock=lock, allow_local=True)
+    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))
     assert ("FORGE_PR_NOT_FOUND", "warning", 5) in _forge_findings(result)
     # A busy repository: past MAX_PAGES the rest are asked for one by one, with the same result.
     import releasekit.forge.github as github
@@ -490,7 +494,7 @@ def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
     honest()
     lock = build_lock(loaded)
     assert {c.status for c in (lock.forge.components.values() if lock.forge else [])} == {"read"}
-    assert _forge_findings(check_plan(loaded, lock=lock)) == []
+    assert _forge_findings(check_plan(loaded, PlanCheckOptions(lock=lock))) == []
     vllm.pulls[104].draft = True  # "All PRs below are non-draft ..."
     vllm.pulls[103].base_ref = "release/v17"  # "... and target dev/fathomless-firmament directly"
     b12x.pulls[33].state = "open"  # "Draft B12X PR #33 is superseded by #35 and must not be merged"
@@ -505,7 +509,7 @@ def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
     vllm.pulls[95].merged_at = None  # "vLLM #95 ... is already merged"
     b12x.pulls[31].merge_commit_sha = "3" * 40  # "#31 is already merged" (but not the commit git shows)
     vllm.pulls[108].head_sha = "8" * 40  # seed 000: the heads qualified must still be the heads under review
-    found = check_plan(loaded, lock=lock)
+    found = check_plan(loaded, PlanCheckOptions(lock=lock))
     by_component = sorted(
         (f.location.component or "", code, pr)
         for code, _, pr in _forge_findings(found)
@@ -526,3 +530,26 @@ def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
     ]
     for server in servers.values():
         server.stop()
+
+
+def test_every_forge_check_extends_forge_check_and_keeps_only_its_own_judgement() -> None:
+    # The scope/not-run opening is ForgeCheck's alone: a forge check that writes its own run() would
+    # let the forge checks drift apart on how "not run" is reported.
+    import importlib
+    import pkgutil
+
+    import releasekit.plan.checks as plan_checks
+    from releasekit.plan.checks.forge_scope import NOT_RUN, ForgeCheck
+
+    modules = [m.name for m in pkgutil.iter_modules(plan_checks.__path__) if m.name.startswith("forge_")]
+    found = []
+    for name in modules:
+        module = importlib.import_module(f"releasekit.plan.checks.{name}")
+        for obj in vars(module).values():
+            own = isinstance(obj, type) and obj.__module__ == module.__name__
+            if own and obj is not ForgeCheck and hasattr(obj, "codes"):
+                found.append(obj)
+                assert issubclass(obj, ForgeCheck), obj
+                assert "run" not in vars(obj), f"{obj.__name__} writes its own run()"
+                assert obj.roles and NOT_RUN in obj.codes, obj
+    assert len(found) == 7

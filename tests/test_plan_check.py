@@ -10,7 +10,7 @@ import pytest
 from plan_world import FF, VLLM_PLAN, World
 
 from releasekit.manifest import load_manifest
-from releasekit.plan.check import check_plan
+from releasekit.plan.check import PlanCheckOptions, check_plan
 from releasekit.plan.locking import build_lock
 from releasekit.records.lock import read_lock
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("local_repos")
 
 def _check(world: World, lock=None, data: dict | None = None):
     loaded = load_manifest(world.write_manifest(data))
-    return check_plan(loaded, lock=lock)
+    return check_plan(loaded, PlanCheckOptions(lock=lock))
 
 
 def _codes(result) -> list[tuple[str, str | None, int | None]]:
@@ -154,9 +154,9 @@ def test_lock_records_heads_trees_and_detects_moved_head(world: World, tmp_path:
     assert heads[106][1] == "superseded" and heads[88][1] == "closed"
     assert [c.commit for c in vllm.canonical_commits] == [world.tp6]
     assert lock.toolchain.base_image.digest is None and lock.toolchain.base_image.note
-    assert check_plan(loaded, lock=lock).passed
+    assert check_plan(loaded, PlanCheckOptions(lock=lock)).passed
     world.vllm.force_push_pr(101, [{"vllm/pr101_0.py": "REWRITTEN = 1\n"}])
-    result = check_plan(loaded, lock=lock)
+    result = check_plan(loaded, PlanCheckOptions(lock=lock))
     assert _codes(result) == [("PR_HEAD_MOVED", "vllm", 101)]
 
 
@@ -172,7 +172,7 @@ def test_unpublished_commit(world: World) -> None:
     path = world.write_manifest(data)
     lock = build_lock(load_manifest(path))
     world.vllm.delete_remote_ref("refs/heads/tmp")
-    result = check_plan(load_manifest(path), lock=lock)
+    result = check_plan(load_manifest(path), PlanCheckOptions(lock=lock))
     assert ("UNPUBLISHED_COMMIT", "vllm", None) in _codes(result)
 
 
@@ -318,7 +318,7 @@ def test_remaining_findings_each_when_due(world: World) -> None:
     lock = build_lock(load_manifest(path))
     # A locked planned PR whose ref disappears: a warning, the locked head is still checked.
     world.vllm.delete_remote_ref("refs/pull/99/head")
-    result = check_plan(load_manifest(path), lock=lock)
+    result = check_plan(load_manifest(path), PlanCheckOptions(lock=lock))
     assert result.passed and ("PR_HEAD_GONE", "vllm", 99) in [
         (f.code, f.location.component, f.location.pr) for f in result.findings
     ]

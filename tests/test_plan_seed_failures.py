@@ -14,7 +14,7 @@ from plan_world import FF, VLLM_PLAN, World
 
 from releasekit.findings import Severity
 from releasekit.manifest import load_manifest, validate_manifest
-from releasekit.plan.check import check_plan
+from releasekit.plan.check import PlanCheckOptions, check_plan
 from releasekit.records.plan_check import PlanCheckResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,7 +25,8 @@ pytestmark = pytest.mark.usefixtures("local_repos")
 
 
 def _check(world: World, data: dict, **kwargs: object) -> PlanCheckResult:
-    return check_plan(load_manifest(world.write_manifest(data)), allow_local=True, **kwargs)  # type: ignore[arg-type]
+    options = PlanCheckOptions(allow_local=True, **kwargs)  # type: ignore[arg-type]
+    return check_plan(load_manifest(world.write_manifest(data)), options)
 
 
 def _found(result: PlanCheckResult, code: str) -> list:
@@ -161,7 +162,7 @@ def test_an_acknowledged_arrival_passes_and_release_notes_say_so(world: World) -
     assert _vllm_status(result, 97).arrival_acknowledged
     loaded = load_manifest(world.write_manifest(data))
     lock = build_lock(loaded)
-    result = check_plan(loaded, lock=lock, lock_sha256="a" * 64, allow_local=True)
+    result = check_plan(loaded, PlanCheckOptions(lock=lock, lock_sha256="a" * 64, allow_local=True))
     [line] = [p for p in notes_plan(lock, [], result, "a" * 64).merged if p.number == 97]
     assert "inside #103 (no merge of its own; acknowledged in the manifest: `arrived_in: 103`)" in line.landed
     # An acknowledgement git contradicts is an error: another carrier, or an own merge.
@@ -301,7 +302,7 @@ def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world
     data["components"]["vllm"]["release_refs"] = ["release/v17"]
     loaded = load_manifest(world.write_manifest(data))
     lock = build_lock(loaded)
-    result = check_plan(loaded, lock=lock, lock_sha256="a" * 64)
+    result = check_plan(loaded, PlanCheckOptions(lock=lock, lock_sha256="a" * 64))
     record = BuildRecord(
         name="ff-next-test",
         lock_sha256="a" * 64,

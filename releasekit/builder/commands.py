@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from releasekit.cli_options import MIRROR, allow_local_flag, json_flag
+
 if TYPE_CHECKING:
     from releasekit.builder.plan import BuildPlan
     from releasekit.records.build import BuildRecord
@@ -134,14 +136,8 @@ def register(app: typer.Typer) -> None:
         wheelhouse: list[Path] = typer.Option(
             [], "--wheelhouse", help="directory of pinned wheels (repeatable)"
         ),
-        allow_local_repos: bool = typer.Option(
-            False, "--allow-local-repos", help="accept file:// and path remotes (tests, demo)"
-        ),
-        mirror: list[str] = typer.Option(
-            [],
-            "--mirror",
-            help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
-        ),
+        allow_local_repos: bool = allow_local_flag("accept file:// and path remotes (tests, demo)"),
+        mirror: list[str] = MIRROR,
         save_image: bool = typer.Option(False, "--save-image", help="keep the image as OUTDIR/image.tar"),
         template: Path = typer.Option(
             None,
@@ -154,7 +150,7 @@ def register(app: typer.Typer) -> None:
             help="PEM private key (ECDSA P-256 or Ed25519) to sign provenance.intoto.dsse.json"
             " [default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned]",
         ),
-        as_json: bool = typer.Option(False, "--json", help="machine-readable output (the build record)"),
+        as_json: bool = json_flag("machine-readable output (the build record)"),
     ) -> None:
         """Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image."""
         from releasekit.git.mirrors import add_mirrors

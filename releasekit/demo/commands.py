@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from releasekit.cli_options import JSON
+
 if TYPE_CHECKING:
     from releasekit.demo.result import StageResult
 
@@ -19,7 +21,7 @@ def register(app: typer.Typer) -> None:
         directory: Path = typer.Option(
             None, "--dir", help="where to make the example (default: a fresh temp dir)"
         ),
-        as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+        as_json: bool = JSON,
     ) -> None:
         """Make a self-contained example release and run the whole pipeline on it: lock, check, build, verify, validate, publish."""
         from rich.markup import escape

@@ -23,7 +23,7 @@ from releasekit.demo.result import StageResult
 from releasekit.docker_engine import Engine
 from releasekit.findings import Findings
 from releasekit.manifest import load_manifest
-from releasekit.plan.check import check_plan
+from releasekit.plan.check import PlanCheckOptions, check_plan
 from releasekit.plan.locking import build_lock
 from releasekit.records.build import BUILD_FILE, RELEASE_NOTES_FILE
 from releasekit.records.lock import LOCK_FILE, lock_file_sha256, read_lock, write_lock
@@ -113,9 +113,7 @@ def _check(ctx: DemoContext) -> StageResult:
     assert ctx.manifest is not None and ctx.lock is not None
     result = check_plan(
         load_manifest(ctx.manifest),
-        lock=read_lock(ctx.lock),
-        lock_sha256=lock_file_sha256(ctx.lock),
-        allow_local=True,
+        PlanCheckOptions(lock=read_lock(ctx.lock), lock_sha256=lock_file_sha256(ctx.lock), allow_local=True),
     )
     ctx.release = ctx.root / "release"
     ctx.release.mkdir(parents=True, exist_ok=True)

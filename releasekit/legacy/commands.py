@@ -11,8 +11,9 @@ from pathlib import Path
 
 import typer
 
+from releasekit.cli_options import JSON, MIRROR, allow_local_flag
 from releasekit.errors import InputError
-from releasekit.manifest.commands import MANIFEST_HELP, JsonOpt
+from releasekit.manifest.commands import MANIFEST_HELP
 
 legacy_app = typer.Typer(help=MANIFEST_HELP, no_args_is_help=True)
 
@@ -46,15 +47,9 @@ def import_cmd(
     repo: str | None = typer.Option(
         None, "--repo", help="read the repository from here instead of the manifest's URL (--lock-out)"
     ),
-    allow_local_repos: bool = typer.Option(
-        False, "--allow-local-repos", help="accept a local path or file:// for --repo"
-    ),
-    mirrors: list[str] = typer.Option(
-        [],
-        "--mirror",
-        help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
-    ),
-    as_json: bool = JsonOpt,
+    allow_local_repos: bool = allow_local_flag("accept a local path or file:// for --repo"),
+    mirrors: list[str] = MIRROR,
+    as_json: bool = JSON,
 ) -> None:
     """Convert today's tool's files into a releasekit manifest (and lock), then validate it."""
     from releasekit.git.mirrors import add_mirrors

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 from pydantic import BaseModel
 
+from releasekit.cli_options import JSON
 from releasekit.findings import Findings
 
 if TYPE_CHECKING:
@@ -19,7 +20,6 @@ MANIFEST_HELP = "Read, check and explain a release manifest."
 manifest_app = typer.Typer(help=MANIFEST_HELP, no_args_is_help=True)
 
 FileArg = typer.Argument(..., help="the manifest YAML file", show_default=False)
-JsonOpt = typer.Option(False, "--json", help="machine-readable output")
 
 
 class ValidateResult(BaseModel):
@@ -31,7 +31,7 @@ class ValidateResult(BaseModel):
 
 
 @manifest_app.command("validate")
-def validate_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
+def validate_cmd(file: Path = FileArg, as_json: bool = JSON) -> None:
     """Check types and rules. Exit 0 valid, 1 rule findings, 2 unusable (schema/YAML errors)."""
     from releasekit.findings import exit_code_for
     from releasekit.manifest import validate_manifest
@@ -116,7 +116,7 @@ def plan_view(loaded: LoadedManifest) -> dict[str, object]:
 
 
 @manifest_app.command("show")
-def show_cmd(file: Path = FileArg, as_json: bool = JsonOpt) -> None:
+def show_cmd(file: Path = FileArg, as_json: bool = JSON) -> None:
     """Show the merge order per component, with dependencies and supersessions."""
     from rich.markup import escape
     from rich.table import Table

@@ -9,6 +9,7 @@ build will use), else the manifest's pin, else the canonical head.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from releasekit.errors import InputError
@@ -153,37 +154,49 @@ def forge_facts(
     return ForgeData(components=merged), sources
 
 
-def plan_context(
-    loaded: LoadedManifest,
-    *,
-    lock: Lock | None = None,
-    cache_dir: Path | None = None,
-    allow_local: bool = False,
-    fetch: bool = True,
-    releases: dict[str, str] | None = None,
-    pins_repo: Path | None = None,
-    pins: list[str] | None = None,
-    forge: bool = True,
-    require_forge: bool = False,
-) -> PlanContext:
+@dataclass(frozen=True)
+class PlanCheckOptions:
+    """What ``plan check`` is asked to judge, beyond the manifest: built once by the caller.
+
+    ``lock``: check the locked commits and PR heads (``lock_sha256`` is recorded with the
+    result); ``releases`` (component -> release ref), ``pins`` and ``pins_repo`` add audits;
+    ``forge``: ask the forge now (else judge the lock's forge record); ``require_forge``: a
+    forge check that cannot run is an error.
+    """
+
+    lock: Lock | None = None
+    lock_sha256: str | None = None
+    cache_dir: Path | None = None
+    allow_local: bool = False
+    fetch: bool = True
+    releases: dict[str, str] = field(default_factory=dict)
+    pins_repo: Path | None = None
+    pins: tuple[str, ...] = ()
+    forge: bool = True
+    require_forge: bool = False
+
+
+def plan_context(loaded: LoadedManifest, options: PlanCheckOptions) -> PlanContext:
     """Read everything the checks judge: each mirror once, the release branches, the pins."""
-    for name in releases or {}:
+    for name in options.releases:
         if name not in loaded.manifest.git_components():
             raise InputError(f"--release names {name!r}, which is not a git component of the manifest")
-    components, unreadable = _read_components(loaded, lock, cache_dir, allow_local, fetch)
+    components, unreadable = _read_components(
+        loaded, options.lock, options.cache_dir, options.allow_local, options.fetch
+    )
     carried = tuple(v for cs in components.values() for v in verify_carried(cs))
-    audits, missing = _audited_refs(loaded, components, releases)
-    bases = _upstream_bases(loaded, components, audits, allow_local, fetch)
+    audits, missing = _audited_refs(loaded, components, options.releases)
+    bases = _upstream_bases(loaded, components, audits, options.allow_local, options.fetch)
     reports = tuple(
         (name, _release_only(components[name], ref, carried, bases.get(name, (None, None))))
         for name, ref in audits
     )
-    upstream = _exclusion_upstreams(loaded, components, allow_local, fetch)
-    pin_audits = _pin_audits(loaded, components, pins or [], pins_repo)
-    forge_data, forge_sources = forge_facts(loaded, lock, components, live=forge)
+    upstream = _exclusion_upstreams(loaded, components, options.allow_local, options.fetch)
+    pin_audits = _pin_audits(loaded, components, list(options.pins), options.pins_repo)
+    forge_data, forge_sources = forge_facts(loaded, options.lock, components, live=options.forge)
     return PlanContext(
         loaded=loaded,
-        lock=lock,
+        lock=options.lock,
         components=components,
         release_only=reports,
         release_missing=tuple(missing),
@@ -192,7 +205,7 @@ def plan_context(
         upstream=upstream,
         forge=forge_data,
         forge_sources=forge_sources,
-        require_forge=require_forge,
+        require_forge=options.require_forge,
         unreadable=unreadable,
     )
 
@@ -341,40 +354,17 @@ def _pin_audits(
     return tuple(audits)
 
 
-def check_plan(
-    loaded: LoadedManifest,
-    *,
-    lock: Lock | None = None,
-    lock_sha256: str | None = None,
-    cache_dir: Path | None = None,
-    allow_local: bool = False,
-    fetch: bool = True,
-    releases: dict[str, str] | None = None,
-    pins_repo: Path | None = None,
-    pins: list[str] | None = None,
-    forge: bool = True,
-    require_forge: bool = False,
-) -> PlanCheckResult:
-    """Check every git component; ``releases`` (component -> release ref) and ``pins_repo`` add the audits."""
-    ctx = plan_context(
-        loaded,
-        lock=lock,
-        cache_dir=cache_dir,
-        allow_local=allow_local,
-        fetch=fetch,
-        releases=releases,
-        pins_repo=pins_repo,
-        pins=pins,
-        forge=forge,
-        require_forge=require_forge,
-    )
+def check_plan(loaded: LoadedManifest, options: PlanCheckOptions | None = None) -> PlanCheckResult:
+    """Check every git component; the options' ``releases``, ``pins`` and ``pins_repo`` add the audits."""
+    opts = options or PlanCheckOptions()
+    ctx = plan_context(loaded, opts)
     findings = plan_checks().run(ctx)
     return PlanCheckResult(
         release_only=[report for _, report in ctx.release_only],
         pins=list(ctx.pins),
         passed=findings.passed,
         manifest_sha256=loaded.sha256,
-        lock_sha256=lock_sha256,
+        lock_sha256=opts.lock_sha256,
         components=[
             ComponentCheck(
                 component=cs.name,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from releasekit.cli_options import allow_local_flag, json_flag, mirror_option
 from releasekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -23,10 +24,8 @@ audit_app = typer.Typer(
     help="Audit release inputs: release-only commits, version pins.", no_args_is_help=True
 )
 
-_JSON = typer.Option(False, "--json", help="Machine-readable output on stdout.")
-_LOCAL = typer.Option(
-    False, "--allow-local-repos", help="Allow file:// and local paths as repositories (tests, demos)."
-)
+_JSON = json_flag("Machine-readable output on stdout.")
+_LOCAL = allow_local_flag("Allow file:// and local paths as repositories (tests, demos).")
 _CACHE = typer.Option(
     None, "--cache", help="Mirror cache directory (default $RELEASEKIT_CACHE/git or ~/.cache/releasekit/git)."
 )
@@ -36,10 +35,8 @@ _NO_FETCH = typer.Option(
 _NO_FORGE = typer.Option(
     False, "--no-forge", help="Do not ask the forge (GitHub) about pull requests; recorded as absent."
 )
-_MIRROR = typer.Option(
-    [],
-    "--mirror",
-    help="URL=PATH: read the repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
+_MIRROR = mirror_option(
+    "URL=PATH: read the repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS)."
 )
 
 
@@ -238,25 +235,24 @@ def check_cmd(
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
     _mirrors(mirror)
     from releasekit.manifest import load_manifest
-    from releasekit.plan.check import check_plan
+    from releasekit.plan.check import PlanCheckOptions, check_plan
     from releasekit.records.lock import lock_file_sha256, read_lock
 
     releases = _release_refs(release)
     loaded = load_manifest(manifest)
-    locked = read_lock(lock) if lock else None
-    result = check_plan(
-        loaded,
-        lock=locked,
+    options = PlanCheckOptions(
+        lock=read_lock(lock) if lock else None,
         lock_sha256=lock_file_sha256(lock) if lock else None,
         cache_dir=cache,
         allow_local=allow_local_repos,
         fetch=not no_fetch,
         releases=releases,
         pins_repo=pins_repo,
-        pins=pins,
+        pins=tuple(pins),
         forge=not no_forge,
         require_forge=require_forge,
     )
+    result = check_plan(loaded, options)
     _emit_check(result, output, as_json)
     _exit(result.findings)
 

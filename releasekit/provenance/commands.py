@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from releasekit.cli_options import MIRROR, allow_local_flag, json_flag
+
 
 def verify_provenance_command(
     image: str = typer.Argument(..., help="Image ID or tag in the local Docker Engine."),
@@ -30,14 +32,8 @@ def verify_provenance_command(
         help="PEM private key to sign verification_summary.dsse.json "
         "[default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned].",
     ),
-    allow_local_repos: bool = typer.Option(
-        False, "--allow-local-repos", help="Allow file:// and local-path repositories (tests, demo)."
-    ),
-    mirror: list[str] = typer.Option(
-        [],
-        "--mirror",
-        help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
-    ),
+    allow_local_repos: bool = allow_local_flag("Allow file:// and local-path repositories (tests, demo)."),
+    mirror: list[str] = MIRROR,
     probe_timeout: float = typer.Option(120.0, "--probe-timeout", help="Seconds the in-image probe may run."),
     no_cache: bool = typer.Option(
         False,
@@ -50,7 +46,7 @@ def verify_provenance_command(
     ),
     max_kept_mb: int = typer.Option(128, "--max-kept-mb", help="Metadata files kept in memory, MB in all."),
     max_roots: int = typer.Option(256, "--max-roots", help="sys.path entries and site directories examined."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    json_out: bool = json_flag("Machine-readable output."),
 ) -> None:
     """Prove that what IMAGE imports is exactly what the locked commits produce."""
     from releasekit.git.mirrors import add_mirrors

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from releasekit.cli_options import JSON
+
 if TYPE_CHECKING:
     from releasekit.findings import Findings
     from releasekit.publish.gate import GateReport
     from releasekit.publish.promote import PromoteResult
     from releasekit.publish.service import PublishResult
 
-JsonOpt = typer.Option(False, "--json", help="machine-readable output")
 TrustedKeyOpt = typer.Option(
     [],
     "--trusted-key",
@@ -119,7 +120,7 @@ def publish_cmd(
     ),
     trusted_key: list[Path] = TrustedKeyOpt,
     require_signed: bool = RequireSignedOpt,
-    as_json: bool = JsonOpt,
+    as_json: bool = JSON,
 ) -> None:
     """Push IMAGE and tag it, only if every gate passed for this exact image ID and lock."""
     from releasekit.findings import exit_code_for
@@ -159,7 +160,7 @@ def promote_cmd(
     ),
     trusted_key: list[Path] = TrustedKeyOpt,
     require_signed: bool = RequireSignedOpt,
-    as_json: bool = JsonOpt,
+    as_json: bool = JSON,
 ) -> None:
     """Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds."""
     from releasekit.findings import exit_code_for

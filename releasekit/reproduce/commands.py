@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from releasekit.cli_options import JSON
 from releasekit.errors import InputError
 from releasekit.report import print_json, stdout_console
 from releasekit.reproduce.service import ReproduceResult, reproduce
@@ -58,7 +59,7 @@ def reproduce_cmd(
         None, "--from", help="a local release directory instead of a registry"
     ),
     workdir: Path | None = typer.Option(None, "--workdir", help="empty directory to rebuild in (kept)"),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    as_json: bool = JSON,
 ) -> None:
     """Rebuild a published image from its attached source archive alone; exit 0 same, 1 different."""
     if (reference is None) == (from_dir is None):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from releasekit.cli_options import JSON
 from releasekit.errors import InputError
 from releasekit.signing.keys import (
     KeyType,
@@ -36,7 +37,7 @@ def generate_cmd(
         ..., "--out", help="directory for releasekit.key (mode 0600) and releasekit.pub"
     ),
     type_: str = typer.Option("ecdsa-p256", "--type", help="ecdsa-p256 or ed25519"),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    as_json: bool = JSON,
 ) -> None:
     """Create a new key pair; prints its keyid. The private key is written, never printed."""
     if type_ not in ("ecdsa-p256", "ed25519"):
@@ -53,7 +54,7 @@ def generate_cmd(
 @keys_app.command("show-public")
 def show_public_cmd(
     file: Path = typer.Argument(..., help="a PEM private or public key file", show_default=False),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    as_json: bool = JSON,
 ) -> None:
     """Print the public key (PEM) and keyid of a private or public key file."""
     data = read_key_file(file, "key file")

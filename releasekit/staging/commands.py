@@ -6,17 +6,7 @@ from pathlib import Path
 
 import typer
 
-# The options by which a later stage (test, validate) on any host takes the staged candidate.
-CANDIDATE_IMAGE = typer.Option(
-    ...,
-    "--image",
-    help="The candidate image: ID or tag in the local Docker Engine, or REGISTRY/REPO@sha256:… with --staged.",
-)
-STAGED = typer.Option(
-    None,
-    "--staged",
-    help="staging.json: pull --image by digest and refuse any image but the verified one.",
-)
+from releasekit.cli_options import json_flag
 
 
 def stage_cmd(
@@ -34,7 +24,7 @@ def stage_cmd(
     out: Path | None = typer.Option(
         None, "-o", "--out", help="where staging.json goes [default: the evidence directory]"
     ),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = json_flag(None),
 ) -> None:
     """Push the verified candidate to a staging repository and record its digest, for GPU hosts to pull."""
     from releasekit.docker_engine import connect

@@ -7,12 +7,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from releasekit.cli_options import CANDIDATE_IMAGE, MIRROR, STAGED, allow_local_flag, json_flag
 from releasekit.report import print_json, render_findings, stdout_console
-from releasekit.staging.commands import CANDIDATE_IMAGE, STAGED
 
 if TYPE_CHECKING:
     from releasekit.findings import Findings
     from releasekit.records.test_receipt import HygieneReceipt
+
+
+_LOCAL = allow_local_flag("Allow file:// and local-path repositories.")
+_JSON = json_flag("Machine-readable output.")
 
 
 def test_command(
@@ -32,15 +36,9 @@ def test_command(
     component: list[str] = typer.Option(
         [], "--component", help="Run only this component's suites (repeatable)."
     ),
-    allow_local_repos: bool = typer.Option(
-        False, "--allow-local-repos", help="Allow file:// and local-path repositories."
-    ),
-    mirror: list[str] = typer.Option(
-        [],
-        "--mirror",
-        help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    allow_local_repos: bool = _LOCAL,
+    mirror: list[str] = MIRROR,
+    json_out: bool = _JSON,
 ) -> None:
     """Run the components' test suites inside IMAGE; judge failures against the baseline image."""
     from releasekit.git.mirrors import add_mirrors
@@ -109,15 +107,9 @@ def hygiene_command(
         ..., "-o", "--output", help="Release directory: hygiene.json is written there."
     ),
     component: list[str] = typer.Option([], "--component", help="Only this component (repeatable)."),
-    allow_local_repos: bool = typer.Option(
-        False, "--allow-local-repos", help="Allow file:// and local-path repositories."
-    ),
-    mirror: list[str] = typer.Option(
-        [],
-        "--mirror",
-        help="URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS).",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    allow_local_repos: bool = _LOCAL,
+    mirror: list[str] = MIRROR,
+    json_out: bool = _JSON,
 ) -> None:
     """Run ruff, ruff format --check, git diff --check and the repository's hooks on the composed tree."""
     from releasekit.git.mirrors import add_mirrors

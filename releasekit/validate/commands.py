@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 from typer.core import TyperGroup
 
-from releasekit.staging.commands import CANDIDATE_IMAGE, STAGED
+from releasekit.cli_options import CANDIDATE_IMAGE, STAGED, json_flag
 
 if TYPE_CHECKING:
     from releasekit.validate.service import ValidationResult
@@ -56,7 +56,7 @@ def matrix(
     fmt: MatrixFormat = typer.Option(
         MatrixFormat.table, "--format", help="table, json, or a GitHub Actions matrix."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
+    json_out: bool = json_flag("Same as --format json."),
     label_prefix: str = typer.Option(
         "gpu", help="Runner label prefix for --format github (gpu-1, gpu-2, ...)."
     ),
@@ -118,7 +118,7 @@ def run(
         "--dry-run",
         help="Start no server: render every cell and have IMAGE's own engine parse it (pre-flight); no receipts.",
     ),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = json_flag(None),
 ) -> None:
     """Run cells in containers of IMAGE; one receipt per cell in -o DIR."""
     from releasekit.manifest import load_manifest
@@ -210,7 +210,7 @@ def aggregate(
     output: Path | None = typer.Option(
         None, "-o", "--output", help="Write REPORT.md, summary.json and PNG plots here."
     ),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = json_flag(None),
 ) -> None:
     """Merge receipts: one verdict, a markdown report, throughput and candidate-vs-baseline plots."""
     from releasekit.findings import Findings

@@ -4,26 +4,20 @@
 from __future__ import annotations
 
 from releasekit.findings import Findings
-from releasekit.plan.checks.context import PlanContext
-from releasekit.plan.checks.forge_scope import NOT_RUN, forge_scope
+from releasekit.plan.checks.forge_scope import NOT_RUN, ForgeCheck, ForgeItem
 
 
-class PlannedPRsTargetCanonical:
+class PlannedPRsTargetCanonical(ForgeCheck):
     name = "planned-prs-target-canonical"
     codes = ("PLANNED_PR_WRONG_BASE", NOT_RUN)
+    roles = frozenset({"planned"})
 
-    def run(self, ctx: PlanContext) -> Findings:
-        findings = Findings()
-        scope = forge_scope(ctx, self.name, {"planned"})
-        for skip in scope.not_run:
-            findings.add(NOT_RUN, skip.message, severity=skip.severity, component=skip.component)
-        for item in scope.items:
-            want = item.forge.base_branch or item.state.branch
-            if item.pr.base_ref != want:
-                findings.add(
-                    "PLANNED_PR_WRONG_BASE",
-                    f"planned PR #{item.pr.number} targets {item.pr.base_ref or '?'} on the forge, not {want}",
-                    component=item.component,
-                    pr=item.pr.number,
-                )
-        return findings
+    def judge_pr(self, item: ForgeItem, findings: Findings) -> None:
+        want = item.forge.base_branch or item.state.branch
+        if item.pr.base_ref != want:
+            findings.add(
+                "PLANNED_PR_WRONG_BASE",
+                f"planned PR #{item.pr.number} targets {item.pr.base_ref or '?'} on the forge, not {want}",
+                component=item.component,
+                pr=item.pr.number,
+            )

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from releasekit.findings import Findings, Severity
 from releasekit.plan.checks.context import PlanContext
-from releasekit.plan.checks.forge_scope import NOT_RUN, forge_scope
+from releasekit.plan.checks.forge_scope import NOT_RUN, ForgeCheck, ForgeItem
 
-ROLES = {"planned", "already_canonical", "closed", "superseded", "excluded"}
+ROLES = frozenset({"planned", "already_canonical", "closed", "superseded", "excluded"})
 
 
-class NamedPRsOnForge:
+class NamedPRsOnForge(ForgeCheck):
     name = "forge-prs-exist"
     codes = ("FORGE_PR_NOT_FOUND", NOT_RUN)
+    roles = ROLES
 
-    def run(self, ctx: PlanContext) -> Findings:
-        findings = Findings()
-        scope = forge_scope(ctx, self.name, ROLES)
-        for skip in scope.not_run:
-            findings.add(NOT_RUN, skip.message, severity=skip.severity, component=skip.component)
+    def judge(self, ctx: PlanContext, items: tuple[ForgeItem, ...], findings: Findings) -> None:
+        # A PR the forge does not find is no item of the scope: look at every component's answers.
         for name in ctx.components:
             comp = ctx.forge.component(name) if ctx.forge else None
             if comp is None or comp.status != "read":
@@ -33,4 +31,3 @@ class NamedPRsOnForge:
                     component=name,
                     pr=pr.number,
                 )
-        return findings

@@ -8,37 +8,32 @@ is no longer the code that was qualified (seed 000).
 from __future__ import annotations
 
 from releasekit.findings import Findings
-from releasekit.plan.checks.context import PlanContext, short
-from releasekit.plan.checks.forge_scope import NOT_RUN, forge_scope
+from releasekit.plan.checks.context import short
+from releasekit.plan.checks.forge_scope import NOT_RUN, ForgeCheck, ForgeItem
 
 
-class ForgeHeadsMatchLock:
+class ForgeHeadsMatchLock(ForgeCheck):
     name = "forge-heads-match-lock"
     codes = ("FORGE_HEAD_MOVED", NOT_RUN)
+    roles = frozenset({"planned", "already_canonical"})
 
-    def run(self, ctx: PlanContext) -> Findings:
-        findings = Findings()
-        scope = forge_scope(ctx, self.name, {"planned", "already_canonical"})
-        for skip in scope.not_run:
-            findings.add(NOT_RUN, skip.message, severity=skip.severity, component=skip.component)
-        for item in scope.items:
-            locked = next(
-                (
-                    p.head
-                    for p in (item.state.locked.pull_requests if item.state.locked else [])
-                    if p.number == item.pr.number
-                ),
-                None,
-            ) or item.state.heads.get(item.pr.number)
-            if locked is None or item.pr.head_sha is None or item.pr.head_sha == locked:
-                continue
-            what = "locked" if item.state.locked else "git's refs/pull head"
-            when = "now" if item.source == "forge" else "when locked"
-            findings.add(
-                "FORGE_HEAD_MOVED",
-                f"#{item.pr.number}'s head on the forge {when} is {short(item.pr.head_sha)}, "
-                f"not {short(locked)} ({what})",
-                component=item.component,
-                pr=item.pr.number,
-            )
-        return findings
+    def judge_pr(self, item: ForgeItem, findings: Findings) -> None:
+        locked = next(
+            (
+                p.head
+                for p in (item.state.locked.pull_requests if item.state.locked else [])
+                if p.number == item.pr.number
+            ),
+            None,
+        ) or item.state.heads.get(item.pr.number)
+        if locked is None or item.pr.head_sha is None or item.pr.head_sha == locked:
+            return
+        what = "locked" if item.state.locked else "git's refs/pull head"
+        when = "now" if item.source == "forge" else "when locked"
+        findings.add(
+            "FORGE_HEAD_MOVED",
+            f"#{item.pr.number}'s head on the forge {when} is {short(item.pr.head_sha)}, "
+            f"not {short(locked)} ({what})",
+            component=item.component,
+            pr=item.pr.number,
+        )

@@ -8,42 +8,35 @@ history, and when git (ancestry or patch-id) also finds the PR merged there.
 from __future__ import annotations
 
 from releasekit.findings import Findings
-from releasekit.plan.checks.context import PlanContext, short
-from releasekit.plan.checks.forge_scope import NOT_RUN, forge_scope
+from releasekit.plan.checks.context import short
+from releasekit.plan.checks.forge_scope import NOT_RUN, ForgeCheck, ForgeItem
 
 
-class ForgeMergeCommitsAgree:
+class ForgeMergeCommitsAgree(ForgeCheck):
     name = "forge-merge-commits-agree"
     codes = ("FORGE_MERGE_COMMIT_MISMATCH", NOT_RUN)
+    roles = frozenset({"planned", "already_canonical"})
 
-    def run(self, ctx: PlanContext) -> Findings:
-        findings = Findings()
-        scope = forge_scope(ctx, self.name, {"planned", "already_canonical"})
-        for skip in scope.not_run:
-            findings.add(NOT_RUN, skip.message, severity=skip.severity, component=skip.component)
-        for item in scope.items:
-            pr, cs = item.pr, item.state
-            if pr.state != "merged":
-                continue
-            sha = pr.merge_commit_sha
-            problem = None
-            if sha is None:
-                problem = "the forge names no merge commit"
-            elif not cs.mirror.has_commit(sha):
-                problem = f"its merge commit {short(sha)} is not in the repository"
-            elif cs.history is None or not cs.history.contains(cs.mirror.resolve(sha)):
-                problem = f"its merge commit {short(sha)} is not on {cs.branch} at {short(cs.checked)}"
-            else:
-                st = cs.states.get(pr.number)
-                if st is not None and not st.merged:
-                    problem = (
-                        f"git does not find #{pr.number} merged on {cs.branch} (merge commit {short(sha)})"
-                    )
-            if problem:
-                findings.add(
-                    "FORGE_MERGE_COMMIT_MISMATCH",
-                    f"#{pr.number} is merged on the forge, but {problem}",
-                    component=item.component,
-                    pr=pr.number,
-                )
-        return findings
+    def judge_pr(self, item: ForgeItem, findings: Findings) -> None:
+        pr, cs = item.pr, item.state
+        if pr.state != "merged":
+            return
+        sha = pr.merge_commit_sha
+        problem = None
+        if sha is None:
+            problem = "the forge names no merge commit"
+        elif not cs.mirror.has_commit(sha):
+            problem = f"its merge commit {short(sha)} is not in the repository"
+        elif cs.history is None or not cs.history.contains(cs.mirror.resolve(sha)):
+            problem = f"its merge commit {short(sha)} is not on {cs.branch} at {short(cs.checked)}"
+        else:
+            st = cs.states.get(pr.number)
+            if st is not None and not st.merged:
+                problem = f"git does not find #{pr.number} merged on {cs.branch} (merge commit {short(sha)})"
+        if problem:
+            findings.add(
+                "FORGE_MERGE_COMMIT_MISMATCH",
+                f"#{pr.number} is merged on the forge, but {problem}",
+                component=item.component,
+                pr=pr.number,
+            )

@@ -1,4 +1,5 @@
-"""What the forge checks share: which PRs each one examines, and how "not run" is reported.
+"""What the forge checks share: which PRs each one examines, and how "not run" is reported
+(``ForgeCheck``, the base every forge check extends).
 
 A forge check never passes for want of data. Where a component's forge facts are absent
 (``--no-forge``, no forge reachable, not a GitHub repository, a lock from before forge
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from releasekit.findings import Severity
+from releasekit.findings import Findings, Severity
 from releasekit.plan.checks.context import ComponentState, PlanContext
 from releasekit.records.forge import ForgeComponent, ForgePR
 
@@ -83,3 +84,28 @@ def _named_numbers(cs: ComponentState, roles: set[str]) -> set[int]:
     if "superseded" in roles:
         numbers |= {n for e in comp.superseding() for n in e.supersedes}
     return numbers
+
+
+class ForgeCheck:
+    """A plan check on the forge's facts: it reports first where it cannot run (``forge_scope``),
+    then judges the found PRs of its ``roles``. A subclass declares ``name``, ``codes`` (with
+    ``NOT_RUN``) and ``roles``, and writes ``judge_pr``, or ``judge`` to look past the found PRs."""
+
+    name: str
+    codes: tuple[str, ...] = (NOT_RUN,)
+    roles: frozenset[str] = frozenset()
+
+    def run(self, ctx: PlanContext) -> Findings:
+        findings = Findings()
+        scope = forge_scope(ctx, self.name, set(self.roles))
+        for skip in scope.not_run:
+            findings.add(NOT_RUN, skip.message, severity=skip.severity, component=skip.component)
+        self.judge(ctx, scope.items, findings)
+        return findings
+
+    def judge(self, ctx: PlanContext, items: tuple[ForgeItem, ...], findings: Findings) -> None:
+        for item in items:
+            self.judge_pr(item, findings)
+
+    def judge_pr(self, item: ForgeItem, findings: Findings) -> None:
+        raise NotImplementedError(f"{type(self).__name__} judges no PR")

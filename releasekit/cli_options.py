@@ -1,0 +1,47 @@
+"""The command-line options that several stages' commands share, each declared once.
+
+Every ``<stage>/commands.py`` takes its shared options from here, rather than declaring them
+again or importing another stage's commands module for them. Where a command words an
+option's help its own way, the helper takes that text, so each command's ``--help`` stays
+as it was. This module imports typer, so only commands modules import it: ``cli.py`` never
+does, and ``releasekit --help``/``--version`` load neither typer's app nor any stage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+MIRROR_HELP = "URL=PATH: read repository URL from the local copy PATH (repeatable; also RELEASEKIT_MIRRORS)."
+
+
+def json_flag(text: str | None = "machine-readable output") -> Any:
+    """``--json``: print the result as JSON on stdout instead of the table."""
+    return typer.Option(False, "--json", help=text)
+
+
+def mirror_option(text: str = MIRROR_HELP) -> Any:
+    """``--mirror URL=PATH`` (repeatable): read a repository from a local copy."""
+    return typer.Option([], "--mirror", help=text)
+
+
+def allow_local_flag(text: str) -> Any:
+    """``--allow-local-repos``: accept file:// and local-path repositories (tests, the demo)."""
+    return typer.Option(False, "--allow-local-repos", help=text)
+
+
+JSON = json_flag()
+MIRROR = mirror_option()
+
+# The options by which a later stage (test, validate) on any host takes the staged candidate.
+CANDIDATE_IMAGE = typer.Option(
+    ...,
+    "--image",
+    help="The candidate image: ID or tag in the local Docker Engine, or REGISTRY/REPO@sha256:… with --staged.",
+)
+STAGED = typer.Option(
+    None,
+    "--staged",
+    help="staging.json: pull --image by digest and refuse any image but the verified one.",
+)
