@@ -1,9 +1,11 @@
-"""Shared fixtures: the real Docker Engine and a locally made base image.
+"""Shared fixtures: the real Docker Engine, a locally made base image, a local registry, the plan world.
 
 ``docker_client``: the engine at DOCKER_HOST (default unix:///var/run/docker.sock).
 Without one the test is skipped on a workstation, but fails under CI=true: CI
 installs and starts the engine (scripts/setup.sh), so a missing engine there is a
-broken set-up, not a reason to skip.
+broken set-up, not a reason to skip. It is the suite's one way to the engine: a test
+takes it (or a fixture made from it) and carries the ``docker`` marker
+(tests/test_suite_rules.py checks both).
 
 ``base_image``: Debian bookworm + python3 + pip, bootstrapped with mmdebstrap and
 ``docker import``-ed once per machine, found by tag afterwards (about a minute the
@@ -86,12 +88,19 @@ def demo_run(base_image, docker_client):
 
 
 @pytest.fixture(scope="session")
-def demo_build(tmp_path_factory):
+def demo_build(tmp_path_factory, docker_client):
     """One real release, ``releasekit demo``'s stages up to ``build`` (on the session's build cache),
     shared read-only by the hostile-directory and disk-full tests (each copies what it changes)."""
-    from test_verify_redteam import _docker, built_demo
+    from test_verify_redteam import built_demo
 
-    return built_demo(_docker(), tmp_path_factory.mktemp("demo-build"))
+    return built_demo(docker_client, tmp_path_factory.mktemp("demo-build"))
+
+
+@pytest.fixture(scope="session")
+def verify_cache(tmp_path_factory):
+    """The build cache of the red-team and tamper modules' demo builds: the first module to build
+    warms it for the other, and neither leaves it in ``os.environ`` for the modules after them."""
+    return tmp_path_factory.mktemp("verify-cache")
 
 
 @pytest.fixture(scope="session")
@@ -117,3 +126,58 @@ def corpus():
     yield extracted
     corpus_module.release(extracted)
     holder.cleanup()
+
+
+# -- a local registry and the publish tests' small images -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    """A real registry (``registry:2``'s code, run locally) on 127.0.0.1, one per test module."""
+    from releasekit.demo.localregistry import start_local_registry
+
+    with start_local_registry(tmp_path_factory.mktemp("registry")) as reg:
+        yield reg
+
+
+@pytest.fixture(scope="module")
+def image(docker_client) -> str:
+    """A one-file image for the publish tests (its id)."""
+    from publish_support import build_image
+
+    return build_image(
+        docker_client, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
+    )
+
+
+@pytest.fixture(scope="module")
+def other_image(docker_client) -> str:
+    """A second image, different from ``image`` in its one file."""
+    from publish_support import build_image
+
+    return build_image(docker_client, "releasekit-test/publish-small:2", {"hello.txt": b"another image\n"})
+
+
+# -- the plan world (tests/plan_world.py): seed 003 as real git repositories ------------------------
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """The plan world, made once per module; tests change only their own ``world`` copy."""
+    from plan_world import World
+
+    return World(tmp_path_factory.mktemp("seed003") / "w")
+
+
+@pytest.fixture()
+def world(template, tmp_path):
+    from plan_world import World
+
+    return World.copy_of(template, tmp_path / "w")
+
+
+@pytest.fixture()
+def local_repos(monkeypatch, tmp_path) -> None:
+    """Local repositories allowed and a cache of the test's own (``usefixtures`` it)."""
+    monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
+    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))

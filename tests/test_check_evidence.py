@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from publish_support import Release
 from test_publish_gate import IMAGE_ID, codes, gate
-from test_publish_support import Release
 from test_verify_units import _toolchain_ctx
 
 from releasekit.checks import NOTHING_EXAMINED, AllOf, Deadline, Examined

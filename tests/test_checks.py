@@ -329,7 +329,7 @@ def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(
 
 
 def test_gate_rules_emit_declared_codes_on_tampered_evidence(tmp_path: Path) -> None:
-    from test_publish_support import IMAGE_CMD, IMAGE_ENV, Release
+    from publish_support import IMAGE_CMD, IMAGE_ENV, Release
 
     from releasekit.docker_engine import ImageFacts
     from releasekit.manifest import load_manifest
@@ -391,7 +391,7 @@ def test_gate_rules_emit_declared_codes_on_tampered_evidence(tmp_path: Path) -> 
 
 
 def test_the_hidden_switch_rule_asks_the_engine_adapter(tmp_path: Path) -> None:
-    from test_publish_support import IMAGE_CMD, IMAGE_ENV, Release
+    from publish_support import IMAGE_CMD, IMAGE_ENV, Release
 
     from releasekit.docker_engine import ImageFacts
     from releasekit.manifest import load_manifest

@@ -30,11 +30,10 @@ from pathlib import Path
 
 import docker
 import pytest
-from test_publish_support import Release, build_image, publish_args
+from publish_support import Release, build_image, publish_args
 
 from releasekit.builder.cache import CacheEntry
 from releasekit.demo.example import make_example
-from releasekit.demo.localregistry import start_local_registry
 from releasekit.docker_engine.containers import OWNER_LABEL
 from releasekit.publish.attachments import fetch_attachments
 from releasekit.registry import RegistryClient
@@ -320,14 +319,14 @@ def test_two_locks_and_two_builds_at_once_on_one_cache_give_what_one_alone_gives
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory, docker_client):
-    with start_local_registry(tmp_path_factory.mktemp("crash-registry")) as reg:
-        yield reg
+def registry_names_forgotten(registry, docker_client):
+    """Requested by the publish series, so the names they leave go when the module ends."""
+    yield
     # What publish left in the engine: pull-back references (REGISTRY/REPO@digest) and the staging
     # tags of runs killed before they untagged it. Only names: the image stays.
     for image in docker_client.images.list():
         for ref in [*(image.attrs.get("RepoDigests") or []), *(image.attrs.get("RepoTags") or [])]:
-            if ref.startswith(f"{reg.host}/"):
+            if ref.startswith(f"{registry.host}/"):
                 with contextlib.suppress(docker.errors.APIError):
                     docker_client.images.remove(ref, noprune=True)
 
@@ -378,7 +377,7 @@ class Published:
 
 
 @pytest.fixture(scope="module")
-def reference_publish(tmp_path_factory, registry, small_image) -> Published:
+def reference_publish(tmp_path_factory, registry, registry_names_forgotten, small_image) -> Published:
     root = tmp_path_factory.mktemp("crash-publish")
     release = Release(root / "release", small_image)
     env = _env(root, root / "cache")

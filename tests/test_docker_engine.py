@@ -26,6 +26,8 @@ from releasekit.docker_engine import (
 )
 from releasekit.errors import EnvironmentProblem
 
+pytestmark = pytest.mark.docker
+
 LABEL = "io.releasekit.suites.docker-engine"
 
 

@@ -43,9 +43,7 @@ FORGE_CODES = {
 
 
 @pytest.fixture(autouse=True)
-def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
-    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
+def _env(local_repos: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     monkeypatch.delenv("GH_TOKEN", raising=False)
 

@@ -170,6 +170,7 @@ def test_a_receipt_of_todays_tool_is_a_baseline_under_our_names(tmp_path: Path) 
     assert broken.problem is not None and "status" in broken.problem
 
 
+@pytest.mark.docker
 def test_a_wrong_dataset_is_refused_before_the_server_starts(
     tmp_path: Path, base_image, docker_client
 ) -> None:

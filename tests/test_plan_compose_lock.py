@@ -17,21 +17,7 @@ from releasekit.manifest import load_manifest
 from releasekit.plan.compose import compose_plan
 from releasekit.plan.locking import build_lock
 
-
-@pytest.fixture(autouse=True)
-def _local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
-    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return World(tmp_path_factory.mktemp("seed003c") / "w")
-
-
-@pytest.fixture()
-def world(template: World, tmp_path: Path) -> World:
-    return World.copy_of(template, tmp_path / "w")
+pytestmark = pytest.mark.usefixtures("local_repos")
 
 
 def test_compose_predicts_the_canonical_tree(world: World) -> None:

@@ -21,20 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 FF_NEXT = REPO / "manifests" / "ff-next.yaml"
 
 
-@pytest.fixture(autouse=True)
-def _local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
-    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return World(tmp_path_factory.mktemp("seed003") / "w")
-
-
-@pytest.fixture()
-def world(template: World, tmp_path: Path) -> World:
-    return World.copy_of(template, tmp_path / "w")
+pytestmark = pytest.mark.usefixtures("local_repos")
 
 
 def _check(world: World, data: dict, **kwargs: object) -> PlanCheckResult:

@@ -10,45 +10,15 @@ import threading
 import time
 from pathlib import Path
 
-import docker
 import httpx
 import pytest
-from test_publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args, run_cli
+from publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args, run_cli
 
 from releasekit.demo.localregistry import Credentials, start_local_registry
 from releasekit.errors import EnvironmentProblem
 from releasekit.registry import RegistryClient, RegistryCredentials
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def engine():
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        pytest.fail(f"the Docker Engine is required for these tests: {exc}")
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def image(engine) -> str:
-    return build_image(
-        engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
-    )
-
-
-@pytest.fixture(scope="module")
-def other_image(engine) -> str:
-    return build_image(engine, "releasekit-test/publish-small:2", {"hello.txt": b"another image\n"})
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    with start_local_registry(tmp_path_factory.mktemp("registry")) as reg:
-        yield reg
 
 
 def tags_of(reg, repository: str, credentials: RegistryCredentials | None = None) -> list[str]:
@@ -280,7 +250,7 @@ def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
         assert manifest_digest(reg, repo, "stable", good) == digest
 
 
-def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image, other_image, engine):
+def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image, other_image, docker_client):
     release = Release(tmp_path, image)
     repo = "team/promote"
     target = f"{registry.host}/{repo}"
@@ -312,12 +282,12 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
     assert manifest_digest(registry, repo, "stable") == digest == manifest_digest(registry, repo, "beta")
 
     # An image pushed around releasekit has no evidence attached: never promoted.
-    engine.api.tag(other_image, f"{target}", "sideload")
+    docker_client.api.tag(other_image, f"{target}", "sideload")
     try:
-        for _ in engine.api.push(f"{target}", tag="sideload", stream=True, decode=True):
+        for _ in docker_client.api.push(f"{target}", tag="sideload", stream=True, decode=True):
             pass
     finally:
-        engine.api.remove_image(f"{target}:sideload", noprune=True)
+        docker_client.api.remove_image(f"{target}:sideload", noprune=True)
     bare = run_cli("promote", "--from", f"{target}:sideload", "--to", f"{target}:stable2", "--json")
     assert bare.returncode == 1
     assert [f["code"] for f in json.loads(bare.stdout)["findings"]["findings"]] == ["ATTACHMENTS_MISSING"]
@@ -325,13 +295,13 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
 
 
 @pytest.fixture(scope="module")
-def big_image(engine):
+def big_image(docker_client):
     """Big enough (96 MB of noise) that a push is still uploading when we interrupt it."""
     image_id = build_image(
-        engine, "releasekit-test/publish-big:1", {"blob.bin": os.urandom(96 * 1024 * 1024)}
+        docker_client, "releasekit-test/publish-big:1", {"blob.bin": os.urandom(96 * 1024 * 1024)}
     )
     yield image_id
-    engine.images.remove(image_id, force=True, noprune=False)
+    docker_client.images.remove(image_id, force=True, noprune=False)
 
 
 def _publish_in_thread(
@@ -513,7 +483,7 @@ class EngineLink:
 
 @pytest.mark.slow
 def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(
-    tmp_path, big_image, engine, monkeypatch
+    tmp_path, big_image, docker_client, monkeypatch
 ):
     from releasekit.publish.service import publish
 
@@ -548,7 +518,7 @@ def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(
         assert manifest_digest(reg, repo, "beta") == result.digest
         registry.close()
     # The cut connection could not untag the local staging tag; the rerun did.
-    assert not [t for t in engine.images.get(big_image).tags if "releasekit-staging-" in t]
+    assert not [t for t in docker_client.images.get(big_image).tags if "releasekit-staging-" in t]
 
 
 def _has_upload_data(uploads: Path) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_publish_support import IMAGE_CMD, IMAGE_ENV, Release
+from publish_support import IMAGE_CMD, IMAGE_ENV, Release
 
 from releasekit.docker_engine import ImageFacts
 from releasekit.manifest import load_manifest

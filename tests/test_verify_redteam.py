@@ -38,16 +38,6 @@ KERNELS = f"{SP}/rkdemo_kernels"
 KERNEL = "__global__ void scale(float *a, float b) { a[threadIdx.x] *= b; }\n"
 
 
-def _docker():
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no Docker Engine: {exc}")
-    return client
-
-
 def _tar(files: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -144,12 +134,14 @@ def built_demo(client, root: Path) -> Release:
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    client = _docker()
+def release(tmp_path_factory, docker_client, verify_cache):
+    client = docker_client
     root = tmp_path_factory.mktemp("redteam")
-    os.environ.setdefault("RELEASEKIT_CACHE", str(root / "cache"))
-    rel = built_demo(client, root)
-    yield rel
+    with pytest.MonkeyPatch.context() as env:
+        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays
+            env.setenv("RELEASEKIT_CACHE", str(verify_cache))
+        rel = built_demo(client, root)
+        yield rel
     for image in rel.images:
         with contextlib.suppress(Exception):
             client.images.remove(image, force=True)

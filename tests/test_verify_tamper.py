@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,16 +35,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SP = "/usr/local/lib/python3.11/dist-packages"  # where `releasekit build` installs the wheels
 RUNTIME = f"{SP}/rkdemo_runtime"
 KERNEL = "__global__ void scale(float *a, float b) { a[threadIdx.x] *= b; }\n"
-
-
-def _docker():
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no Docker Engine: {exc}")
-    return client
 
 
 def _nvcc(source: Path, out: Path, arch: str) -> Path:
@@ -143,33 +134,35 @@ class Release:
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory) -> Release:
+def release(tmp_path_factory, docker_client, verify_cache) -> Iterator[Release]:
     """The clean image: `releasekit demo`'s pipeline up to and including `releasekit build`."""
-    client = _docker()
+    client = docker_client
     from releasekit.demo.service import STAGES, run_demo
 
     root = tmp_path_factory.mktemp("verify")
-    os.environ.setdefault("RELEASEKIT_CACHE", str(root / "cache"))
-    from releasekit.demo.service import VALIDATION_SETUP_STAGES
+    with pytest.MonkeyPatch.context() as env:
+        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays
+            env.setenv("RELEASEKIT_CACHE", str(verify_cache))
+        from releasekit.demo.service import VALIDATION_SETUP_STAGES
 
-    # The demo's manifest forbids pip nvidia-* wheels (seed 003's policy), which one tamper needs.
-    plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
-    names = [s.name for s in plain]
-    stages = plain[: names.index("build") + 1]
-    demo = run_demo(root / "demo", stages=stages)
-    assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
-    rel = Release(client, root)
-    rel.image_id = demo.image_id
-    rel.lock = root / "demo" / "lock.json"
-    rel.manifest = root / "demo" / "example" / "manifest.yaml"
-    rel.artifacts = root / "demo" / "release"
-    lock = json.loads(rel.lock.read_text())
-    rel.commit = lock["components"]["runtime"]["commit"]
-    rel.native = "kernels" in lock["components"]
-    if rel.native:
-        (root / "k.cu").write_text(KERNEL)
-        rel.so_90a = _nvcc(root / "k.cu", root / "k90a.so", "90a").read_bytes()
-    yield rel
+        # The demo's manifest forbids pip nvidia-* wheels (seed 003's policy), which one tamper needs.
+        plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
+        names = [s.name for s in plain]
+        stages = plain[: names.index("build") + 1]
+        demo = run_demo(root / "demo", stages=stages)
+        assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
+        rel = Release(client, root)
+        rel.image_id = demo.image_id
+        rel.lock = root / "demo" / "lock.json"
+        rel.manifest = root / "demo" / "example" / "manifest.yaml"
+        rel.artifacts = root / "demo" / "release"
+        lock = json.loads(rel.lock.read_text())
+        rel.commit = lock["components"]["runtime"]["commit"]
+        rel.native = "kernels" in lock["components"]
+        if rel.native:
+            (root / "k.cu").write_text(KERNEL)
+            rel.so_90a = _nvcc(root / "k.cu", root / "k90a.so", "90a").read_bytes()
+        yield rel
     for image in rel.images:
         with contextlib.suppress(Exception):  # best effort
             client.images.remove(image, force=True)
