@@ -70,7 +70,7 @@ def _lock(root: Path, manifest: Path, name: str = "lock.json") -> Path:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, base_image, docker_client) -> World:
+def build_world(tmp_path_factory, base_image, docker_client) -> World:
     root = tmp_path_factory.mktemp("build")
     example = make_example(root / "example", base_image=base_image.name)
     manifest = Path(example.manifest)
@@ -138,35 +138,37 @@ def _run_in(docker_client, image: str, script: str) -> str:
     return out.decode()
 
 
-def test_labels_match_the_lock(world: World, docker_client):
+def test_labels_match_the_lock(build_world: World, docker_client):
     labels = docker_client.images.get(TAG).labels
-    assert labels["io.releasekit.lock.sha256"] == lock_file_sha256(world.lock_path)
-    assert labels["io.releasekit.manifest.sha256"] == world.lock.manifest.sha256
-    for name, comp in world.lock.git_components().items():
+    assert labels["io.releasekit.lock.sha256"] == lock_file_sha256(build_world.lock_path)
+    assert labels["io.releasekit.manifest.sha256"] == build_world.lock.manifest.sha256
+    for name, comp in build_world.lock.git_components().items():
         prefix = f"io.releasekit.component.{name}"
         assert labels[f"{prefix}.commit"] == comp.commit
         assert labels[f"{prefix}.tree"] == comp.tree
         assert labels[f"{prefix}.repo"] == comp.repo
         assert labels[f"{prefix}.version"].endswith(f"+g{comp.commit[:12]}")
-        wheel = next(c for c in world.record.components if c.name == name)
+        wheel = next(c for c in build_world.record.components if c.name == name)
         assert labels[f"{prefix}.wheel.sha256"] == wheel.wheel_sha256
-    extra = world.lock.components["extra"]
+    extra = build_world.lock.components["extra"]
     assert labels["io.releasekit.component.extra.commit"] == EXTRA["commit"]
     assert labels["io.releasekit.component.extra.wheel.sha256"] == extra.sha256
     assert labels["io.releasekit.component.extra.version"] == "1.0"
-    runtime = world.lock.components["runtime"]
+    runtime = build_world.lock.components["runtime"]
     assert labels["org.opencontainers.image.revision"] == runtime.commit
-    assert labels["org.opencontainers.image.base.name"] == world.lock.toolchain.base_image.name
-    newest = max(c.commit_time for c in world.lock.git_components().values())
+    assert labels["org.opencontainers.image.base.name"] == build_world.lock.toolchain.base_image.name
+    newest = max(c.commit_time for c in build_world.lock.git_components().values())
     from datetime import UTC, datetime
 
     assert labels["org.opencontainers.image.created"] == datetime.fromtimestamp(newest, UTC).strftime(
         "%Y-%m-%dT%H:%M:%SZ"
     )
-    assert docker_client.images.get(TAG).id == world.record.image_id
+    assert docker_client.images.get(TAG).id == build_world.record.image_id
 
 
-def test_installed_files_match_records_and_versions_name_the_locked_commits(world: World, docker_client):
+def test_installed_files_match_records_and_versions_name_the_locked_commits(
+    build_world: World, docker_client
+):
     script = r"""
 import base64, csv, hashlib, importlib, importlib.metadata as md, json, os
 out = {}
@@ -195,7 +197,7 @@ print(json.dumps(out))
     assert set(installed) == {*expected, "rkdemo-extra"}
     assert installed["rkdemo-extra"]["version"] == "1.0" and installed["rkdemo-extra"]["bad"] == []
     for dist, comp_name in expected.items():
-        commit = world.lock.components[comp_name].commit
+        commit = build_world.lock.components[comp_name].commit
         got = installed[dist]
         assert got["bad"] == [] and got["files"] >= 4
         assert got["version"].endswith(f"+g{commit[:12]}")
@@ -203,22 +205,22 @@ print(json.dumps(out))
         assert got["file"].startswith("/usr/local/lib/python3")
 
 
-def test_outputs_provenance_and_release_notes(world: World):
-    out = world.out
+def test_outputs_provenance_and_release_notes(build_world: World):
+    out = build_world.out
     record = BuildRecord.model_validate_json((out / "build.json").read_text())
-    assert record.image_id == world.record.image_id and record.image_tag == TAG
+    assert record.image_id == build_world.record.image_id and record.image_tag == TAG
     statement = json.loads((out / "provenance.intoto.json").read_text())
     assert statement["_type"] == "https://in-toto.io/Statement/v1"
     assert statement["predicateType"] == "https://slsa.dev/provenance/v1"
     subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
     assert subjects[TAG] == record.image_id.removeprefix("sha256:")
     deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
-    for name, comp in world.lock.git_components().items():
+    for name, comp in build_world.lock.git_components().items():
         dep = next(d for d in deps if d["name"] == name)
         assert dep["uri"] == f"git+{comp.repo}@refs/heads/main"
         assert dep["digest"] == {"gitCommit": comp.commit}
     assert next(d for d in deps if d["name"] == "lock")["digest"]["sha256"] == lock_file_sha256(
-        world.lock_path
+        build_world.lock_path
     )
     assert (
         next(d for d in deps if d["name"] == "base-image")["annotations"]["imageId"]
@@ -237,73 +239,73 @@ def test_outputs_provenance_and_release_notes(world: World):
         assert comp.commit in notes and comp.wheel_sha256 in notes and comp.repo in notes
         assert (out / comp.log).read_text().count("SOURCE_DATE_EPOCH") >= 1
         with zipfile.ZipFile(wheel) as zf:
-            assert {i.date_time for i in zf.infolist()} == {_zip_time(world, comp.name)}
+            assert {i.date_time for i in zf.infolist()} == {_zip_time(build_world, comp.name)}
     assert "FROM releasekit/base-python:bookworm@sha256:" in (out / "Dockerfile").read_text()
     assert record.smoke["problems"] == []
 
 
-def _zip_time(world: World, name: str) -> tuple[int, ...]:
+def _zip_time(build_world: World, name: str) -> tuple[int, ...]:
     import time
 
-    return tuple(time.gmtime(world.lock.components[name].commit_time)[:6])
+    return tuple(time.gmtime(build_world.lock.components[name].commit_time)[:6])
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc is not on PATH: the CUDA component is not part of this build")
-def test_native_component_has_sm120a_code(world: World):
-    comp = next(c for c in world.record.components if c.name == "kernels")
+def test_native_component_has_sm120a_code(build_world: World):
+    comp = next(c for c in build_world.record.components if c.name == "kernels")
     assert comp.native_arches == ["12.0a"]
-    with zipfile.ZipFile(world.out / "wheels" / comp.wheel_filename) as zf:
+    with zipfile.ZipFile(build_world.out / "wheels" / comp.wheel_filename) as zf:
         lib = zf.read("rkdemo_kernels/librkdemo_kernels.so")
     assert fatbin_arches(lib) == {"sm_120a"}
 
 
-def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(world: World, docker_client):
+def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(build_world: World, docker_client):
     # Remove the first image so that the second build really loads its own.
-    docker_client.images.remove(world.record.image_id, force=True)
+    docker_client.images.remove(build_world.record.image_id, force=True)
     # A stale tree where the build checks out: never reused, so it cannot leak into the wheel.
-    stale = world.root / "src" / "runtime" / "rkdemo_runtime"
+    stale = build_world.root / "src" / "runtime" / "rkdemo_runtime"
     stale.mkdir(parents=True, exist_ok=True)
     (stale / "leftover.py").write_text("LEFT = 'over'\n")
-    forced = run_build(world.options("out2", no_cache=True, tag=TAG), Engine())
+    forced = run_build(build_world.options("out2", no_cache=True, tag=TAG), Engine())
     runtime_wheel = next(c.wheel_filename for c in forced.components if c.name == "runtime")
-    with zipfile.ZipFile(world.root / "out2/wheels" / runtime_wheel) as zf:
+    with zipfile.ZipFile(build_world.root / "out2/wheels" / runtime_wheel) as zf:
         assert "rkdemo_runtime/leftover.py" not in zf.namelist()
-    assert docker_client.images.get(TAG).id == world.record.image_id
-    assert sorted(forced.cache.misses) == sorted(c.name for c in world.record.components if c.built)
+    assert docker_client.images.get(TAG).id == build_world.record.image_id
+    assert sorted(forced.cache.misses) == sorted(c.name for c in build_world.record.components if c.built)
     assert forced.cache.layer == "miss"
-    assert forced.image_id == world.record.image_id
+    assert forced.image_id == build_world.record.image_id
     assert {c.name: c.wheel_sha256 for c in forced.components} == {
-        c.name: c.wheel_sha256 for c in world.record.components
+        c.name: c.wheel_sha256 for c in build_world.record.components
     }
     for comp in forced.components:
-        assert (world.root / "out2/wheels" / comp.wheel_filename).read_bytes() == (
-            world.out / "wheels" / comp.wheel_filename
+        assert (build_world.root / "out2/wheels" / comp.wheel_filename).read_bytes() == (
+            build_world.out / "wheels" / comp.wheel_filename
         ).read_bytes()
 
     # Byte-stable records (issue 22): both builds started cold, so every record is the same bytes,
     # the provenance apart from its documented time fields.
     for name in ("build.json", "archive.json", "RELEASE.md", "Dockerfile", "provenance.intoto.json"):
-        assert_same_record(world.out / name, world.root / "out2" / name)
+        assert_same_record(build_world.out / name, build_world.root / "out2" / name)
     # The archive itself, byte for byte (issue 35: a bundle once differed while its sha256 in
     # archive.json was the only trace).
-    assert _archive_bytes(world.out) == _archive_bytes(world.root / "out2")
+    assert _archive_bytes(build_world.out) == _archive_bytes(build_world.root / "out2")
 
     # The mirrors as months of fetches and a gc leave them: the same objects, packed anew with
     # other delta settings. The archive's bundles must not change with that (issue 35).
-    for mirror in sorted((world.root / "git").glob("*.git")):
+    for mirror in sorted((build_world.root / "git").glob("*.git")):
         repack = ["repack", "-q", "-a", "-d", "-f", "--window=250", "--depth=1"]
         subprocess.run(["git", "--git-dir", str(mirror), *repack], check=True, capture_output=True)
-    cached = run_build(world.options("out3"), Engine())
+    cached = run_build(build_world.options("out3"), Engine())
     assert cached.cache.misses == [] and sorted(cached.cache.hits) == sorted(forced.cache.misses)
     assert cached.cache.layer == "hit"
-    assert cached.image_id == world.record.image_id
-    assert (world.root / "out3/logs/runtime.log").read_text().startswith("# cache hit")
+    assert cached.image_id == build_world.record.image_id
+    assert (build_world.root / "out3/logs/runtime.log").read_text().startswith("# cache hit")
     # From the cache (and without --tag): the same records apart from what says hit instead of
     # miss, and the tag.
     for name in ("archive.json", "Dockerfile"):
-        assert_same_record(world.out / name, world.root / "out3" / name)
-    assert _archive_bytes(world.out) == _archive_bytes(world.root / "out3")
-    first, third = (json.loads((world.root / d / "build.json").read_text()) for d in ("out1", "out3"))
+        assert_same_record(build_world.out / name, build_world.root / "out3" / name)
+    assert _archive_bytes(build_world.out) == _archive_bytes(build_world.root / "out3")
+    first, third = (json.loads((build_world.root / d / "build.json").read_text()) for d in ("out1", "out3"))
     for record in (first, third):
         record.pop("cache"), record.pop("image_tag")
         for comp in record["components"]:
@@ -319,22 +321,22 @@ def _archive_bytes(outdir: Path) -> dict[str, bytes]:
     return found
 
 
-def test_moved_checkout_is_refused(world: World):
-    data = json.loads(world.lock_path.read_text())
+def test_moved_checkout_is_refused(build_world: World):
+    data = json.loads(build_world.lock_path.read_text())
     other = data["components"]["runtime"]["pull_requests"][0]
     # The lock names a commit whose tree is not the one recorded: a moved or rewritten head.
     data["components"]["runtime"]["commit"] = other["head"]
-    moved = world.root / "moved-lock.json"
+    moved = build_world.root / "moved-lock.json"
     moved.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     with pytest.raises(InputError, match="tree is"):
-        run_build(world.options("out-moved", lock=moved, no_cache=True), Engine())
-    assert not (world.root / "out-moved/build.json").exists()
+        run_build(build_world.options("out-moved", lock=moved, no_cache=True), Engine())
+    assert not (build_world.root / "out-moved/build.json").exists()
 
 
-def test_build_that_edits_tracked_sources_is_refused(world: World):
-    root = world.root / "dirty"
+def test_build_that_edits_tracked_sources_is_refused(build_world: World):
+    root = build_world.root / "dirty"
     repo = DemoRepository(root / "repos", "rkdemo-runtime")
-    src = Path(world.manifest).parent / "repos/clones/rkdemo-runtime"
+    src = Path(build_world.manifest).parent / "repos/clones/rkdemo-runtime"
     files = {
         str(p.relative_to(src)): p.read_text()
         for p in src.rglob("*")
@@ -349,17 +351,19 @@ def test_build_that_edits_tracked_sources_is_refused(world: World):
     repo.publish()
     manifest = root / "manifest.yaml"
     text = (
-        Path(world.manifest)
+        Path(build_world.manifest)
         .read_text()
         .replace(
-            Path(world.manifest).parent.joinpath("repos/rkdemo-runtime.git").resolve().as_uri(),
+            Path(build_world.manifest).parent.joinpath("repos/rkdemo-runtime.git").resolve().as_uri(),
             repo.remote.resolve().as_uri(),
             1,
         )
     )  # only the runtime component: the pinned wheel's declared source stays where it is
     manifest.write_text(_without_merge_plans(text))
     lock = _lock(root, manifest)
-    opts = world.options("out-dirty", lock=lock, no_cache=True).model_copy(update={"manifest": manifest})
+    opts = build_world.options("out-dirty", lock=lock, no_cache=True).model_copy(
+        update={"manifest": manifest}
+    )
     with pytest.raises(BuildFailed, match="changed the checked-out sources"):
         run_build(opts, Engine())
 
@@ -378,9 +382,9 @@ def _without_merge_plans(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, docker_client):
-    root = world.root / "broken"
-    shutil.copytree(Path(world.manifest).parent / "repos", root / "repos", symlinks=True)
+def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(build_world: World, docker_client):
+    root = build_world.root / "broken"
+    shutil.copytree(Path(build_world.manifest).parent / "repos", root / "repos", symlinks=True)
     work = root / "repos/clones/rkdemo-runtime"
     repo = DemoRepository.__new__(DemoRepository)
     repo.remote, repo.work, repo.time = root / "repos/rkdemo-runtime.git", work, 1_800_000_000
@@ -394,17 +398,19 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(world: World, 
     )
     repo.publish()
     manifest = root / "manifest.yaml"
-    old = Path(world.manifest).parent / "repos"
+    old = Path(build_world.manifest).parent / "repos"
     manifest.write_text(
-        Path(world.manifest).read_text().replace(old.resolve().as_uri(), (root / "repos").resolve().as_uri())
+        Path(build_world.manifest)
+        .read_text()
+        .replace(old.resolve().as_uri(), (root / "repos").resolve().as_uri())
     )
     tag = "releasekit-test/build:broken"
-    opts = world.options("out-broken", lock=_lock(root, manifest), tag=tag).model_copy(
+    opts = build_world.options("out-broken", lock=_lock(root, manifest), tag=tag).model_copy(
         update={"manifest": manifest}
     )
     with pytest.raises(BuildFailed, match="runtime"):
         run_build(opts, Engine())
-    assert not (world.root / "out-broken/build.json").exists()
+    assert not (build_world.root / "out-broken/build.json").exists()
     assert not docker_client.images.list(name=tag)
 
     repo.commit(
@@ -431,13 +437,13 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def test_cli_json_and_environment_faults(world: World, tmp_path):
-    env = {"RELEASEKIT_CACHE": str(world.root / "cli-cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
+def test_cli_json_and_environment_faults(build_world: World, tmp_path):
+    env = {"RELEASEKIT_CACHE": str(build_world.root / "cli-cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     ok = _cli(
         "build",
-        str(world.manifest),
+        str(build_world.manifest),
         "--lock",
-        str(world.lock_path),
+        str(build_world.lock_path),
         "-o",
         str(tmp_path / "o"),
         "--json",
@@ -447,7 +453,7 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
         env=env,
     )
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["image_id"] == world.record.image_id
+    assert json.loads(ok.stdout)["image_id"] == build_world.record.image_id
     # --save-image: a self-contained docker-save tar whose config hashes to the image ID.
     import hashlib
     import tarfile
@@ -456,15 +462,15 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
         manifest = json.load(tar.extractfile("manifest.json"))[0]
         config = tar.extractfile(manifest["Config"]).read()
         names = set(tar.getnames())
-    assert "sha256:" + hashlib.sha256(config).hexdigest() == world.record.image_id
+    assert "sha256:" + hashlib.sha256(config).hexdigest() == build_world.record.image_id
     assert len(manifest["Layers"]) == len(json.loads(config)["rootfs"]["diff_ids"]) >= 2
     assert set(manifest["Layers"]) <= names
 
     no_engine = _cli(
         "build",
-        str(world.manifest),
+        str(build_world.manifest),
         "--lock",
-        str(world.lock_path),
+        str(build_world.lock_path),
         "-o",
         str(tmp_path / "o2"),
         env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"},
@@ -472,11 +478,13 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
     assert no_engine.returncode == 2
     assert no_engine.stderr.count("\n") == 1 and "Docker Engine" in no_engine.stderr
 
-    data = json.loads(world.lock_path.read_text())
+    data = json.loads(build_world.lock_path.read_text())
     data["toolchain"]["base_image"] = {"name": "releasekit-test/no-such-base:1"}
     missing = tmp_path / "lock-missing-base.json"
     missing.write_text(json.dumps(data))
-    gone = _cli("build", str(world.manifest), "--lock", str(missing), "-o", str(tmp_path / "o3"), env=env)
+    gone = _cli(
+        "build", str(build_world.manifest), "--lock", str(missing), "-o", str(tmp_path / "o3"), env=env
+    )
     assert (
         gone.returncode == 2 and "releasekit-test/no-such-base:1 is not in the Docker Engine" in gone.stderr
     )
@@ -488,9 +496,9 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
     )
     refused = _cli(
         "build",
-        str(world.manifest),
+        str(build_world.manifest),
         "--lock",
-        str(world.lock_path),
+        str(build_world.lock_path),
         "-o",
         str(tmp_path / "o4"),
         "--template",
@@ -502,32 +510,32 @@ def test_cli_json_and_environment_faults(world: World, tmp_path):
     assert "Traceback" not in refused.stderr and not (tmp_path / "o4" / "wheels").exists()
 
     other = tmp_path / "other.yaml"
-    other.write_text(world.manifest.read_text() + "\n# changed\n")
-    stale = _cli("build", str(other), "--lock", str(world.lock_path), env=env)
+    other.write_text(build_world.manifest.read_text() + "\n# changed\n")
+    stale = _cli("build", str(other), "--lock", str(build_world.lock_path), env=env)
     assert stale.returncode == 2 and "another manifest" in stale.stderr
 
 
-def test_builder_image_environment(world: World, base_image):
+def test_builder_image_environment(build_world: World, base_image):
     """``environment.kind: image``: the PEP 517 build runs in a network-less container of the builder image."""
-    root = world.root / "builder"
+    root = build_world.root / "builder"
     root.mkdir()
-    text = Path(world.manifest).read_text()
+    text = Path(build_world.manifest).read_text()
     venv = "    build:\n      environment:\n        kind: venv\n      generated_files: [rkdemo_runtime/_version.py]"
     assert venv in text
     manifest = root / "manifest.yaml"
     manifest.write_text(
         text.replace(venv, venv.replace("kind: venv", f"kind: image\n        image: {base_image.name}"))
     )
-    opts = world.options("out-builder", lock=_lock(root, manifest), no_cache=True).model_copy(
+    opts = build_world.options("out-builder", lock=_lock(root, manifest), no_cache=True).model_copy(
         update={"manifest": manifest}
     )
     record = run_build(opts, Engine())
     runtime = next(c for c in record.components if c.name == "runtime")
     assert runtime.builder_image == base_image.image_id
-    assert runtime.version == f"0.1.0+g{world.lock.components['runtime'].commit[:12]}"
-    log = (world.root / "out-builder/logs/runtime.log").read_text()
+    assert runtime.version == f"0.1.0+g{build_world.lock.components['runtime'].commit[:12]}"
+    log = (build_world.root / "out-builder/logs/runtime.log").read_text()
     assert f"in builder image {base_image.name}" in log
-    statement = json.loads((world.root / "out-builder/provenance.intoto.json").read_text())
+    statement = json.loads((build_world.root / "out-builder/provenance.intoto.json").read_text())
     deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
     assert {"sha256": base_image.image_id.removeprefix("sha256:")} in [
         d["digest"] for d in deps if d["name"] == "runtime-builder"

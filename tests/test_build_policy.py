@@ -181,7 +181,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, base_image, docker_client):
+def policy_world(tmp_path_factory, base_image, docker_client):
     root = tmp_path_factory.mktemp("policy")
     forge = Forge(root / "b12x", name="b12x", default_branch="main")
     commit = forge.init(FILES, "b12x 1.2.6")
@@ -196,33 +196,33 @@ def _errors(result) -> list[str]:
     return [f"{f.code}: {f.message}" for f in result.findings.findings if f.severity == "error"]
 
 
-def test_stamp_names_the_commit_records_the_change_and_verifies(world: World, docker_client):
-    manifest, lock, record = world.build("stamp", STAMP)
+def test_stamp_names_the_commit_records_the_change_and_verifies(policy_world: World, docker_client):
+    manifest, lock, record = policy_world.build("stamp", STAMP)
     comp = record.components[0]
-    assert comp.version == f"1.2.6+g{world.commit[:12]}"
-    assert comp.wheel_filename == f"b12x-1.2.6+g{world.commit[:12]}-py3-none-any.whl"
+    assert comp.version == f"1.2.6+g{policy_world.commit[:12]}"
+    assert comp.wheel_filename == f"b12x-1.2.6+g{policy_world.commit[:12]}-py3-none-any.whl"
     assert comp.builder_name == BUILDER and comp.builder_image == docker_client.images.get(BUILDER).id
     assert comp.version_policy == "stamp"
     paths = {m["path"]: m for m in comp.modifications}
     assert set(paths) == {"pyproject.toml", "b12x/_version.py"}
     assert all(m["before_sha256"] != m["after_sha256"] for m in paths.values())
-    statement = json.loads((world.root / "stamp" / "provenance.intoto.json").read_text())
+    statement = json.loads((policy_world.root / "stamp" / "provenance.intoto.json").read_text())
     internal = statement["predicate"]["buildDefinition"]["internalParameters"]
     assert internal["buildModifications"]["b12x"] == comp.modifications
     assert internal["versionPolicies"]["b12x"]["policy"] == "stamp"
-    assert internal["builderEnvironment"]["b12x"]["SOURCE_DATE_EPOCH"] == str(world.forge.clock.now)
+    assert internal["builderEnvironment"]["b12x"]["SOURCE_DATE_EPOCH"] == str(policy_world.forge.clock.now)
     labels = docker_client.images.get(record.image_id).labels
     assert labels["io.releasekit.component.b12x.version-policy"] == "stamp"
     # The installed _version.py is the stamped one, not the commit's blob: accepted as declared.
-    result = world.verify("stamp", manifest, lock, record)
+    result = policy_world.verify("stamp", manifest, lock, record)
     assert result.passed, _errors(result)
     # A build record whose declared stamp is not what is installed is flagged.
-    build_json = world.root / "stamp" / "build.json"
+    build_json = policy_world.root / "stamp" / "build.json"
     data = json.loads(build_json.read_text())
     for mod in data["components"][0]["modifications"]:
         mod["after_blob"] = "0" * 40
     build_json.write_text(json.dumps(data))
-    tampered = world.verify("stamp", manifest, lock, record)
+    tampered = policy_world.verify("stamp", manifest, lock, record)
     assert any(
         f.code == "SOURCE_BLOB_MISMATCH" and "_version.py" in (f.location.path or "")
         for f in tampered.findings.findings
@@ -231,42 +231,42 @@ def test_stamp_names_the_commit_records_the_change_and_verifies(world: World, do
     # the record's own policy is what verify-provenance has).
     data["components"][0]["modifications"] = comp.modifications
     data["components"][0]["version_policy"] = "scm"
-    lonely = world.root / "lonely"
+    lonely = policy_world.root / "lonely"
     lonely.mkdir()
     (lonely / "lock.json").write_bytes(lock.read_bytes())
     build_json.write_text(json.dumps(data))
     # The release directory away from the manifest (without the source archive, which holds a copy):
     # verify-provenance looks beside the lock and the release directory and finds nothing here.
-    shutil.copytree(world.root / "stamp", lonely / "release", ignore=shutil.ignore_patterns("archive"))
+    shutil.copytree(policy_world.root / "stamp", lonely / "release", ignore=shutil.ignore_patterns("archive"))
     undeclared = verify_provenance(
         VerifyOptions(
             image=record.image_id,
             lock=lonely / "lock.json",
             artifacts=lonely / "release",
             allow_local_repos=True,
-            cache_dir=str(world.root / "git"),
+            cache_dir=str(policy_world.root / "git"),
             summary=lonely / "summary.json",
         )
     )
     assert "SOURCE_MODIFICATION_UNDECLARED" in {f.code for f in undeclared.findings.findings}
 
 
-def test_static_is_labelled_verified_by_blobs_and_explained(world: World, docker_client):
-    manifest, lock, record = world.build("static", STATIC)
+def test_static_is_labelled_verified_by_blobs_and_explained(policy_world: World, docker_client):
+    manifest, lock, record = policy_world.build("static", STATIC)
     comp = record.components[0]
     assert comp.version == "1.2.6" and comp.modifications == []
     labels = docker_client.images.get(record.image_id).labels
-    assert labels["io.releasekit.component.b12x.commit"] == world.commit
+    assert labels["io.releasekit.component.b12x.commit"] == policy_world.commit
     assert labels["io.releasekit.component.b12x.version-policy"] == "static"
-    notes = (world.root / "static" / "RELEASE.md").read_text()
+    notes = (policy_world.root / "static" / "RELEASE.md").read_text()
     assert "Version policy **static**" in notes and "source-blob check" in notes
-    result = world.verify("static", manifest, lock, record)
+    result = policy_world.verify("static", manifest, lock, record)
     assert result.passed, _errors(result)
     assert {f.severity for f in result.findings.findings if f.code == "VERSION_COMMIT_MISSING"} == {"info"}
 
 
-def test_scm_refuses_a_static_version(world: World):
+def test_scm_refuses_a_static_version(policy_world: World):
     with pytest.raises(
         BuildFailed, match=r"built version 1\.2\.6 does not name its commit .*stamp or static"
     ):
-        world.build("scm", SCM)
+        policy_world.build("scm", SCM)

@@ -110,19 +110,19 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def forge_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     w = World(tmp_path_factory.mktemp("forge") / "w")
     yield w
     w.server.stop()
 
 
 @pytest.fixture()
-def honest(world: World) -> World:
-    world.honest()
-    world.server.faults.clear()
-    world.server.log.clear()
-    world.server.max_per_page = 100
-    return world
+def honest(forge_world: World) -> World:
+    forge_world.honest()
+    forge_world.server.faults.clear()
+    forge_world.server.log.clear()
+    forge_world.server.max_per_page = 100
+    return forge_world
 
 
 def _forge_findings(result) -> list[tuple[str, str, int | None]]:
@@ -427,14 +427,14 @@ def test_where_the_forge_is_and_whose_token(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
-    """The seed-003 world (tests/plan_world.py) with the real ff-next.yaml's forge facts, and a
+    """The seed-003 forge_world (tests/plan_world.py) with the real ff-next.yaml's forge facts, and a
     forge that breaks each sentence of the seed in turn."""
     from plan_world import FF
     from plan_world import World as SeedWorld
 
     real = load_manifest(REPO / "manifests" / "ff-next.yaml")
-    world = SeedWorld(tmp_path / "w")
-    data = world.manifest()
+    forge_world = SeedWorld(tmp_path / "w")
+    data = forge_world.manifest()
     servers: dict[str, GitHubServer] = {}
     for name in ("vllm", "b12x"):
         spec = real.manifest.git_components()[name]
@@ -446,7 +446,7 @@ def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
             "api_url": server.api_url,
             "repo": f"{owner}/{repo}",
         }
-    loaded = load_manifest(world.write_manifest(data))
+    loaded = load_manifest(forge_world.write_manifest(data))
     for name in ("vllm", "b12x"):  # the test manifest names the PRs the real one does, in the same roles
         assert named_prs(name, loaded.manifest.git_components()[name], loaded) == named_prs(
             name, real.manifest.git_components()[name], real
@@ -458,36 +458,36 @@ def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
 
     def honest() -> None:
         for server, git, base, plan in (
-            (vllm, world.vllm, FF, [*range(97, 110), 88]),
-            (b12x, world.b12x, "master", [28, 32, 33, 34, 35]),
+            (vllm, forge_world.vllm, FF, [*range(97, 110), 88]),
+            (b12x, forge_world.b12x, "master", [28, 32, 33, 34, 35]),
         ):
             server.pulls.clear()
             for n in plan:
                 state = "open" if n in (*range(97, 105), 108, 109, 28, 32, 34, 35) else "closed"
                 server.add(PR(n, git.pr_head(n), f"PR {n}", state, base_ref=base))
-        vllm.add(PR(96, world.vllm.pr_head(96), "TP6 (old)", "closed", base_ref=FF))
+        vllm.add(PR(96, forge_world.vllm.pr_head(96), "TP6 (old)", "closed", base_ref=FF))
         vllm.add(
             PR(
                 95,
-                world.vllm.pr_head(95),
+                forge_world.vllm.pr_head(95),
                 "NVFP4 MLA",
                 "closed",
                 False,
                 FF,
                 "2026-11-01T00:00:00Z",
-                merge_of(world.vllm, FF, 95),
+                merge_of(forge_world.vllm, FF, 95),
             )
         )
         b12x.add(
             PR(
                 31,
-                world.b12x.pr_head(31),
+                forge_world.b12x.pr_head(31),
                 "NF3",
                 "closed",
                 False,
                 "master",
                 "2026-11-01T00:00:00Z",
-                merge_of(world.b12x, "master", 31),
+                merge_of(forge_world.b12x, "master", 31),
             )
         )
 

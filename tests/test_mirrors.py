@@ -119,27 +119,27 @@ def _make_world(root: Path) -> tuple[Forge, Path, str]:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mirror_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("mirror-world")
     _make_world(root)
     return root
 
 
 @pytest.fixture
-def world(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "world"
-    shutil.copytree(template, root, symlinks=True)
+def mirror_world(mirror_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "mirror_world"
+    shutil.copytree(mirror_template, root, symlinks=True)
     monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("RELEASEKIT_MIRRORS", raising=False)
     return root
 
 
-def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, tmp_path: Path) -> None:
-    origin = world / "origin" / "lib.git"
-    snapshot = world / "snapshot.git"
-    manifest = _manifest(world / "release.yaml", {"lib": str(origin)})
+def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(mirror_world: Path, tmp_path: Path) -> None:
+    origin = mirror_world / "origin" / "lib.git"
+    snapshot = mirror_world / "snapshot.git"
+    manifest = _manifest(mirror_world / "release.yaml", {"lib": str(origin)})
     local = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    r = _rk("plan", "lock", str(manifest), "-o", str(tmp_path / "origin.json"), cwd=world, env=local)
+    r = _rk("plan", "lock", str(manifest), "-o", str(tmp_path / "origin.json"), cwd=mirror_world, env=local)
     assert r.returncode == 0, r.stderr
     # What the documented route did: fetching every ref of the snapshot fails on the lost blob.
     probe = tmp_path / "probe.git"
@@ -147,12 +147,20 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, t
     fetched = _git("fetch", "--quiet", str(snapshot), "+refs/*:refs/*", cwd=probe, check=False)
     assert fetched.returncode != 0
     # The origin is gone; the lock comes from the snapshot alone, into a fresh cache.
-    origin.rename(world / "origin" / "gone.git")
+    origin.rename(mirror_world / "origin" / "gone.git")
     before = _listing(snapshot)
     env = {**local, "RELEASEKIT_CACHE": str(tmp_path / "cache2")}
     out = tmp_path / "mirror.json"
     r = _rk(
-        "plan", "lock", str(manifest), "-o", str(out), "--mirror", f"{origin}={snapshot}", cwd=world, env=env
+        "plan",
+        "lock",
+        str(manifest),
+        "-o",
+        str(out),
+        "--mirror",
+        f"{origin}={snapshot}",
+        cwd=mirror_world,
+        env=env,
     )
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == (tmp_path / "origin.json").read_bytes()
@@ -161,30 +169,38 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(world: Path, t
     # The root option applies to any command.
     root = tmp_path / "root.json"
     r = _rk(
-        "--mirror", f"{origin}={snapshot}", "plan", "lock", str(manifest), "-o", str(root), cwd=world, env=env
+        "--mirror",
+        f"{origin}={snapshot}",
+        "plan",
+        "lock",
+        str(manifest),
+        "-o",
+        str(root),
+        cwd=mirror_world,
+        env=env,
     )
     assert r.returncode == 0, r.stderr
     assert root.read_bytes() == out.read_bytes()
     # plan check through the same mirror, given as a RELEASEKIT_MIRRORS file (relative path).
-    (world / "mirrors.txt").write_text(f"# team mirrors\n{origin} = snapshot.git\n")
-    env["RELEASEKIT_MIRRORS"] = str(world / "mirrors.txt")
+    (mirror_world / "mirrors.txt").write_text(f"# team mirrors\n{origin} = snapshot.git\n")
+    env["RELEASEKIT_MIRRORS"] = str(mirror_world / "mirrors.txt")
     r = _rk("plan", "check", str(manifest), "--lock", str(out), "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["passed"] is True
     assert _listing(snapshot) == before
     # The mirror goes away and the origin comes back: the same cache fetches from the origin.
-    (world / "origin" / "gone.git").rename(origin)
-    snapshot.rename(world / "snapshot-moved.git")
+    (mirror_world / "origin" / "gone.git").rename(origin)
+    snapshot.rename(mirror_world / "snapshot-moved.git")
     del env["RELEASEKIT_MIRRORS"]
     again = tmp_path / "again.json"
-    r = _rk("plan", "lock", str(manifest), "-o", str(again), cwd=world, env=env)
+    r = _rk("plan", "lock", str(manifest), "-o", str(again), cwd=mirror_world, env=env)
     assert r.returncode == 0, r.stderr
     assert again.read_bytes() == out.read_bytes()
 
 
-def test_mirror_option_is_one_line_on_bad_input(world: Path) -> None:
-    manifest = _manifest(world / "release.yaml", {"lib": "https://git.example.invalid/org/lib.git"})
-    r = _rk("plan", "lock", str(manifest), "-o", "x.json", "--mirror", "no-equals-sign", cwd=world)
+def test_mirror_option_is_one_line_on_bad_input(mirror_world: Path) -> None:
+    manifest = _manifest(mirror_world / "release.yaml", {"lib": "https://git.example.invalid/org/lib.git"})
+    r = _rk("plan", "lock", str(manifest), "-o", "x.json", "--mirror", "no-equals-sign", cwd=mirror_world)
     assert (
         r.returncode == 2
         and r.stderr.strip() == "releasekit: error: --mirror expects URL=PATH, got 'no-equals-sign'"
@@ -196,22 +212,22 @@ def test_mirror_option_is_one_line_on_bad_input(world: Path) -> None:
         "-o",
         "x.json",
         "--mirror",
-        f"https://git.example.invalid/org/lib={world}",
-        cwd=world,
+        f"https://git.example.invalid/org/lib={mirror_world}",
+        cwd=mirror_world,
     )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
-    assert "is not a git repository" in r.stderr and not (world / "x.json").exists()
-    (world / "mirrors.txt").write_text("# ok\nhttps://git.example.invalid/org/lib\n")
-    env = {"RELEASEKIT_MIRRORS": str(world / "mirrors.txt")}
-    r = _rk("plan", "check", str(manifest), cwd=world, env=env)
+    assert "is not a git repository" in r.stderr and not (mirror_world / "x.json").exists()
+    (mirror_world / "mirrors.txt").write_text("# ok\nhttps://git.example.invalid/org/lib\n")
+    env = {"RELEASEKIT_MIRRORS": str(mirror_world / "mirrors.txt")}
+    r = _rk("plan", "check", str(manifest), cwd=mirror_world, env=env)
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.strip() == (
-        f"releasekit: error: {world / 'mirrors.txt'}:2: expects URL=PATH, got 'https://git.example.invalid/org/lib'"
+        f"releasekit: error: {mirror_world / 'mirrors.txt'}:2: expects URL=PATH, got 'https://git.example.invalid/org/lib'"
     )
 
 
-def test_read_only_repository_comes_out_unchanged(world: Path, tmp_path: Path) -> None:
-    origin = world / "origin" / "lib.git"
+def test_read_only_repository_comes_out_unchanged(mirror_world: Path, tmp_path: Path) -> None:
+    origin = mirror_world / "origin" / "lib.git"
     work = tmp_path / "ro"
     _git("clone", "--quiet", "--no-local", str(origin), str(work))
     _git("checkout", "--quiet", "-b", "release", "origin/release", cwd=work)
@@ -290,8 +306,8 @@ def test_read_only_repository_comes_out_unchanged(world: Path, tmp_path: Path) -
         subprocess.run(["chmod", "-R", "u+w", str(work)], check=True)
 
 
-def test_git_errors_name_repository_object_and_gits_line(world: Path, tmp_path: Path) -> None:
-    snapshot = world / "snapshot.git"
+def test_git_errors_name_repository_object_and_gits_line(mirror_world: Path, tmp_path: Path) -> None:
+    snapshot = mirror_world / "snapshot.git"
     blob = next(
         line.split()[2]
         for line in _git("ls-tree", "refs/pull/9/head^1", cwd=snapshot).stdout.splitlines()
@@ -353,8 +369,8 @@ def test_git_errors_name_repository_object_and_gits_line(world: Path, tmp_path: 
     assert "https://127.0.0.1:9/x.git" in line and "fatal: unable to access" in line
 
 
-def test_every_component_is_reported(world: Path, tmp_path: Path) -> None:
-    origin = world / "origin" / "lib.git"
+def test_every_component_is_reported(mirror_world: Path, tmp_path: Path) -> None:
+    origin = mirror_world / "origin" / "lib.git"
     repos = {
         "broken": "https://127.0.0.1:9/broken.git",
         "lib": str(origin),
@@ -381,14 +397,14 @@ def test_every_component_is_reported(world: Path, tmp_path: Path) -> None:
 
 
 def test_checkout_and_bundle_through_a_mirror(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mirror_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What build and the release archive do with a mirrored repository: a fresh checkout and a bundle."""
     from releasekit.git import create_bundle, fresh_checkout
     from releasekit.git.mirror import Mirror
     from releasekit.git.mirrors import MIRRORS_ENV
 
-    snapshot = world / "snapshot.git"
+    snapshot = mirror_world / "snapshot.git"
     (tmp_path / "mirrors.txt").write_text(f"https://git.example.invalid/org/lib.git={snapshot}\n")
     monkeypatch.setenv(MIRRORS_ENV, str(tmp_path / "mirrors.txt"))
     mirror = Mirror("https://git.example.invalid/org/lib", tmp_path / "cache").update()
@@ -401,8 +417,8 @@ def test_checkout_and_bundle_through_a_mirror(
     assert (tmp_path / "lib.bundle").stat().st_size > 0
 
 
-def test_a_ref_whose_commit_the_mirror_lacks_is_named(world: Path, tmp_path: Path) -> None:
-    snapshot = world / "snapshot.git"
+def test_a_ref_whose_commit_the_mirror_lacks_is_named(mirror_world: Path, tmp_path: Path) -> None:
+    snapshot = mirror_world / "snapshot.git"
     tree = _git("rev-parse", "refs/heads/main^{tree}", cwd=snapshot).stdout.strip()
     lost = _git("commit-tree", tree, "-m", "a force-push the snapshot lost", cwd=snapshot).stdout.strip()
     _git("update-ref", "refs/pull/1/head", lost, cwd=snapshot)

@@ -61,7 +61,7 @@ class Fork:
 
 
 @pytest.fixture()
-def world(tmp_path: Path) -> Fork:
+def fork_world(tmp_path: Path) -> Fork:
     return Fork(tmp_path)
 
 
@@ -72,48 +72,48 @@ def _audit(w: Fork, upstream: bool):
     )
 
 
-def test_upstream_commits_reported_once_fork_commits_one_by_one(world: Fork) -> None:
-    report = _audit(world, upstream=True)
+def test_upstream_commits_reported_once_fork_commits_one_by_one(fork_world: Fork) -> None:
+    report = _audit(fork_world, upstream=True)
     # Grouped by origin: the fork's own commits (oldest first), then the conflict resolution.
     assert [(c.commit, c.kind) for c in report.release_only] == [
-        (world.r1, "commit"),
-        (world.r2, "commit"),
-        (world.r3, "commit"),
-        (world.merge, "merge-resolution"),
+        (fork_world.r1, "commit"),
+        (fork_world.r2, "commit"),
+        (fork_world.r3, "commit"),
+        (fork_world.merge, "merge-resolution"),
     ]
     origin = report.upstream
     assert origin is not None and origin.commits == UPSTREAM_COMMITS
-    assert origin.commit == world.upstream_tip
-    assert origin.canonical_base == world.fork_point  # upstream's main when the fork began
+    assert origin.commit == fork_world.upstream_tip
+    assert origin.canonical_base == fork_world.fork_point  # upstream's main when the fork began
     assert [(e.commit, e.via, e.upstream_commit, e.commits) for e in origin.brought_by] == [
-        (world.merge, "merge", world.upstream_tip, UPSTREAM_COMMITS)
+        (fork_world.merge, "merge", fork_world.upstream_tip, UPSTREAM_COMMITS)
     ]
     codes = [(f.code, f.severity.value) for f in report.findings]
     assert codes == [("RELEASE_UPSTREAM_BASE", "warning")] + [("RELEASE_ONLY_COMMIT", "error")] * 4
     assert f"{UPSTREAM_COMMITS} commits" in report.findings.findings[0].message
-    assert report.findings.findings[0].location.commit == world.merge
+    assert report.findings.findings[0].location.commit == fork_world.merge
     assert report.examined == 4 + 1 + UPSTREAM_COMMITS and report.equivalent == 1
     reported = {f.location.commit for f in report.findings}
-    assert not reported & set(world.upstream_commits)
+    assert not reported & set(fork_world.upstream_commits)
 
 
-def test_without_an_upstream_every_upstream_commit_is_release_only(world: Fork) -> None:
-    report = _audit(world, upstream=False)
+def test_without_an_upstream_every_upstream_commit_is_release_only(fork_world: Fork) -> None:
+    report = _audit(fork_world, upstream=False)
     assert report.upstream is None
-    assert set(world.upstream_commits) <= {c.commit for c in report.release_only}
+    assert set(fork_world.upstream_commits) <= {c.commit for c in report.release_only}
     assert len(report.findings) == 4 + UPSTREAM_COMMITS
 
 
-def test_a_branch_started_on_a_newer_upstream_is_brought_in_by_its_base(world: Fork) -> None:
-    f = world.fork
-    f.switch("topic", world.upstream_commits[2])  # started on upstream's third new commit
+def test_a_branch_started_on_a_newer_upstream_is_brought_in_by_its_base(fork_world: Fork) -> None:
+    f = fork_world.fork
+    f.switch("topic", fork_world.upstream_commits[2])  # started on upstream's third new commit
     topic = f.commit({"t.py": "T = 1\n"}, "topic on newer upstream")
     report = find_release_only(
         Git(f.work),
         f.rev("topic"),
         f.rev("main"),
         repo="fork",
-        upstream=Upstream(world.upstream.url, "main", world.upstream_tip),
+        upstream=Upstream(fork_world.upstream.url, "main", fork_world.upstream_tip),
     )
     assert [c.commit for c in report.release_only] == [topic]
     assert report.upstream is not None
@@ -132,14 +132,14 @@ def _cli(*args: str, env_cache: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _manifest(tmp_path: Path, world: Fork, upstream_repo: str) -> Path:
+def _manifest(tmp_path: Path, fork_world: Fork, upstream_repo: str) -> Path:
     data = {
         "schema": "releasekit/v1",
         "name": "fork",
         "components": {
             "vllm": {
                 "kind": "git",
-                "repo": f"file://{world.fork.remote}",  # a URL: mirrored (a plain path is read in place)
+                "repo": f"file://{fork_world.fork.remote}",  # a URL: mirrored (a plain path is read in place)
                 "canonical_branch": "main",
                 "upstream": {"repo": upstream_repo, "ref": "main"},
             }
@@ -151,51 +151,58 @@ def _manifest(tmp_path: Path, world: Fork, upstream_repo: str) -> Path:
     return path
 
 
-def test_cli_upstream_from_revision_manifest_mirror_and_remote_tracking(world: Fork, tmp_path: Path) -> None:
+def test_cli_upstream_from_revision_manifest_mirror_and_remote_tracking(
+    fork_world: Fork, tmp_path: Path
+) -> None:
     cache = tmp_path / "cache"
     common = ["--release", "release", "--canonical", "main", "--json"]
 
     def upstream_of(r: subprocess.CompletedProcess[str]) -> dict:
         assert r.returncode == 1 and r.stderr == "", r.stderr
         data = json.loads(r.stdout)
-        assert [c["commit"] for c in data["release_only"]] == [world.r1, world.r2, world.r3, world.merge]
+        assert [c["commit"] for c in data["release_only"]] == [
+            fork_world.r1,
+            fork_world.r2,
+            fork_world.r3,
+            fork_world.merge,
+        ]
         return data["upstream"]
 
     # --upstream: a revision of the repository read in place.
     got = upstream_of(
-        _cli("--repo", str(world.fork.work), "--upstream", "upstream/main", *common, env_cache=cache)
+        _cli("--repo", str(fork_world.fork.work), "--upstream", "upstream/main", *common, env_cache=cache)
     )
-    assert got["commit"] == world.upstream_tip and got["commits"] == UPSTREAM_COMMITS
-    manifest = _manifest(tmp_path, world, world.upstream.url)
+    assert got["commit"] == fork_world.upstream_tip and got["commits"] == UPSTREAM_COMMITS
+    manifest = _manifest(tmp_path, fork_world, fork_world.upstream.url)
     # The manifest's upstream, repository read in place: its remote-tracking branch for that URL.
     got = upstream_of(
-        _cli("--repo", str(world.fork.work), "--manifest", str(manifest), *common, env_cache=cache)
+        _cli("--repo", str(fork_world.fork.work), "--manifest", str(manifest), *common, env_cache=cache)
     )
-    assert (got["repo"], got["commit"]) == (world.upstream.url, world.upstream_tip)
+    assert (got["repo"], got["commit"]) == (fork_world.upstream.url, fork_world.upstream_tip)
     # The manifest's upstream, component mirrored: fetched into the mirror, the fork's remote untouched.
-    before = world.fork.remote_git("for-each-ref")
+    before = fork_world.fork.remote_git("for-each-ref")
     got = upstream_of(_cli("--manifest", str(manifest), "--allow-local-repos", *common, env_cache=cache))
-    assert got["commit"] == world.upstream_tip
-    assert world.fork.remote_git("for-each-ref") == before
+    assert got["commit"] == fork_world.upstream_tip
+    assert fork_world.fork.remote_git("for-each-ref") == before
     # An upstream that cannot be read: said once, and its commits are judged one by one.
     r = _cli(
         "--repo",
-        str(world.fork.work),
+        str(fork_world.fork.work),
         "--manifest",
-        str(_manifest(tmp_path, world, str(tmp_path / "nowhere.git"))),
+        str(_manifest(tmp_path, fork_world, str(tmp_path / "nowhere.git"))),
         *common,
         env_cache=cache,
     )
     data = json.loads(r.stdout)
     assert r.returncode == 1 and data["upstream"] is None
     assert data["findings"]["findings"][0]["code"] == "RELEASE_UPSTREAM_UNREAD"
-    assert set(world.upstream_commits) <= {c["commit"] for c in data["release_only"]}
+    assert set(fork_world.upstream_commits) <= {c["commit"] for c in data["release_only"]}
 
 
-def test_plan_check_reads_the_component_upstream_too(world: Fork, tmp_path: Path) -> None:
+def test_plan_check_reads_the_component_upstream_too(fork_world: Fork, tmp_path: Path) -> None:
     import os
 
-    manifest = _manifest(tmp_path, world, world.upstream.url)
+    manifest = _manifest(tmp_path, fork_world, fork_world.upstream.url)
     env = {**os.environ, "RELEASEKIT_CACHE": str(tmp_path / "cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     r = subprocess.run(
         [
@@ -216,12 +223,19 @@ def test_plan_check_reads_the_component_upstream_too(world: Fork, tmp_path: Path
     assert r.returncode == 1, r.stderr
     (report,) = json.loads(r.stdout)["release_only"]
     assert report["upstream"]["commits"] == UPSTREAM_COMMITS
-    assert [c["commit"] for c in report["release_only"]] == [world.r1, world.r2, world.r3, world.merge]
+    assert [c["commit"] for c in report["release_only"]] == [
+        fork_world.r1,
+        fork_world.r2,
+        fork_world.r3,
+        fork_world.merge,
+    ]
     codes = [f["code"] for f in json.loads(r.stdout)["findings"]["findings"]]
     assert codes.count("RELEASE_UPSTREAM_BASE") == 1 and codes.count("RELEASE_ONLY_COMMIT") == 4
 
 
-def test_the_fork_audit_runs_few_git_processes_and_no_full_patch_ids(world: Fork, tmp_path: Path) -> None:
+def test_the_fork_audit_runs_few_git_processes_and_no_full_patch_ids(
+    fork_world: Fork, tmp_path: Path
+) -> None:
     # A git on PATH that logs each call and runs the real one: what the CLI asks git for.
     import os
     import shutil
@@ -234,7 +248,7 @@ def test_the_fork_audit_runs_few_git_processes_and_no_full_patch_ids(world: Fork
     (bindir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec {real} "$@"\n')
     (bindir / "git").chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "RELEASEKIT_CACHE": str(tmp_path / "c")}
-    args = ["--repo", str(world.fork.work), "--release", "release", "--canonical", "main"]
+    args = ["--repo", str(fork_world.fork.work), "--release", "release", "--canonical", "main"]
     r = subprocess.run(
         [
             sys.executable,

@@ -79,7 +79,7 @@ def _without_suites(ctx):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, docker_client):
+def reproduce_world(tmp_path_factory, docker_client):
     from releasekit.demo.localregistry import start_local_registry
     from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, DemoStage, run_demo
 
@@ -157,17 +157,17 @@ def world(tmp_path_factory, docker_client):
             yield w
 
 
-def test_build_writes_a_complete_archive_listed_in_the_provenance(world):
-    index = json.loads((world.release / "archive.json").read_text())
+def test_build_writes_a_complete_archive_listed_in_the_provenance(reproduce_world):
+    index = json.loads((reproduce_world.release / "archive.json").read_text())
     assert index["schema"] == "releasekit.archive/v1"
-    lock = json.loads(world.lock.read_text())
+    lock = json.loads(reproduce_world.lock.read_text())
     kinds = {e["path"]: e for e in index["entries"]}
     runtime = kinds["archive/git/runtime.bundle"]
     assert runtime["commit"] == lock["components"]["runtime"]["commit"]
     assert {"archive/lock.json", "archive/manifest.yaml"} <= set(kinds)
     # Exactly the locked commit under one ref: no branch, no PR head (PR 3 was superseded, never merged).
     heads = subprocess.run(
-        ["git", "bundle", "list-heads", str(world.release / runtime["path"])],
+        ["git", "bundle", "list-heads", str(reproduce_world.release / runtime["path"])],
         capture_output=True,
         text=True,
         check=True,
@@ -177,7 +177,7 @@ def test_build_writes_a_complete_archive_listed_in_the_provenance(world):
         [
             "git",
             "--git-dir",
-            str(world.demo / "example" / "repos" / "rkdemo-runtime.git"),
+            str(reproduce_world.demo / "example" / "repos" / "rkdemo-runtime.git"),
             "rev-parse",
             "refs/pull/3/head",
         ],
@@ -185,7 +185,7 @@ def test_build_writes_a_complete_archive_listed_in_the_provenance(world):
         text=True,
         check=True,
     ).stdout.strip()
-    probe = world.root / "probe.git"
+    probe = reproduce_world.root / "probe.git"
     subprocess.run(["git", "init", "-q", "--bare", str(probe)], check=True)
     subprocess.run(
         [
@@ -194,14 +194,14 @@ def test_build_writes_a_complete_archive_listed_in_the_provenance(world):
             str(probe),
             "fetch",
             "-q",
-            str(world.release / runtime["path"]),
+            str(reproduce_world.release / runtime["path"]),
             "refs/*:refs/*",
         ],
         check=True,
     )
     assert subprocess.run(["git", "--git-dir", str(probe), "cat-file", "-e", pr3]).returncode != 0
     # Every file and the index itself are byproducts of the build, with the same sha256.
-    statement = json.loads((world.release / "provenance.intoto.json").read_text())
+    statement = json.loads((reproduce_world.release / "provenance.intoto.json").read_text())
     byproducts = {
         b["name"]: b["digest"]["sha256"] for b in statement["predicate"]["runDetails"]["byproducts"]
     }
@@ -209,61 +209,70 @@ def test_build_writes_a_complete_archive_listed_in_the_provenance(world):
         assert byproducts[entry["path"]] == entry["sha256"]
     assert "archive.json" in byproducts
     # The archive is attached to the pushed digest, byte for byte.
-    with RegistryClient(world.host) as client:
-        attached = json.loads(client.get_manifest(world.repo, attachment_tag(world.digest)).data)
+    with RegistryClient(reproduce_world.host) as client:
+        attached = json.loads(
+            client.get_manifest(reproduce_world.repo, attachment_tag(reproduce_world.digest)).data
+        )
         titles = {layer["annotations"][TITLE]: layer["digest"] for layer in attached["layers"]}
     for entry in index["entries"]:
         assert titles[entry["path"]] == "sha256:" + entry["sha256"]
 
 
-def test_reproduce_from_the_registry_with_every_source_gone(world):
+def test_reproduce_from_the_registry_with_every_source_gone(reproduce_world):
     # The sources and every mirror of them leave the disk: only the registry's attachments remain.
-    shutil.rmtree(world.demo)
-    shutil.rmtree(world.cache / "git", ignore_errors=True)
+    shutil.rmtree(reproduce_world.demo)
+    shutil.rmtree(reproduce_world.cache / "git", ignore_errors=True)
     r = run_cli(
         "reproduce",
-        f"{world.host}/{world.repo}@{world.digest}",
+        f"{reproduce_world.host}/{reproduce_world.repo}@{reproduce_world.digest}",
         "--json",
-        env={"RELEASEKIT_CACHE": str(world.cache)},
+        env={"RELEASEKIT_CACHE": str(reproduce_world.cache)},
     )
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert result["same"] is True
-    assert result["rebuilt_image_id"] == result["published_image_id"] == world.image_id
+    assert result["rebuilt_image_id"] == result["published_image_id"] == reproduce_world.image_id
     assert result["layers"] and all(layer["same"] for layer in result["layers"])
     assert {c["name"] for c in result["components"] if c["same"]} >= {"runtime"}
-    assert not (world.cache / "git").exists() or not any((world.cache / "git").glob("*.git"))
+    assert not (reproduce_world.cache / "git").exists() or not any(
+        (reproduce_world.cache / "git").glob("*.git")
+    )
     # A tag is resolved to its digest first.
     by_tag = run_cli(
-        "reproduce", f"{world.host}/{world.repo}:r1", "--json", env={"RELEASEKIT_CACHE": str(world.cache)}
+        "reproduce",
+        f"{reproduce_world.host}/{reproduce_world.repo}:r1",
+        "--json",
+        env={"RELEASEKIT_CACHE": str(reproduce_world.cache)},
     )
     assert by_tag.returncode == 0, by_tag.stdout + by_tag.stderr
-    assert json.loads(by_tag.stdout)["digest"] == world.digest
+    assert json.loads(by_tag.stdout)["digest"] == reproduce_world.digest
 
 
-def test_tampered_archive_blob_is_refused_before_building(world):
+def test_tampered_archive_blob_is_refused_before_building(reproduce_world):
     # In the registry: the attachment now carries a bundle with one byte changed.
-    with RegistryClient(world.host) as client:
-        tag = attachment_tag(world.digest)
-        original = client.get_manifest(world.repo, tag)
+    with RegistryClient(reproduce_world.host) as client:
+        tag = attachment_tag(reproduce_world.digest)
+        original = client.get_manifest(reproduce_world.repo, tag)
         manifest = json.loads(original.data)
         layer = next(x for x in manifest["layers"] if x["annotations"][TITLE] == "archive/git/runtime.bundle")
-        data = bytearray(client.get_blob(world.repo, layer["digest"]))
+        data = bytearray(client.get_blob(reproduce_world.repo, layer["digest"]))
         data[-30] ^= 0xFF
-        layer["digest"] = client.push_blob(world.repo, bytes(data))
-        client.put_manifest(world.repo, tag, json.dumps(manifest).encode(), original.media_type)
+        layer["digest"] = client.push_blob(reproduce_world.repo, bytes(data))
+        client.put_manifest(reproduce_world.repo, tag, json.dumps(manifest).encode(), original.media_type)
         try:
-            r = run_cli("reproduce", f"{world.host}/{world.repo}@{world.digest}")
+            r = run_cli(
+                "reproduce", f"{reproduce_world.host}/{reproduce_world.repo}@{reproduce_world.digest}"
+            )
         finally:
-            client.put_manifest(world.repo, tag, original.data, original.media_type)
+            client.put_manifest(reproduce_world.repo, tag, original.data, original.media_type)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "archive/git/runtime.bundle" in r.stderr and "component runtime" in r.stderr, r.stderr
     assert "refusing to rebuild" in r.stderr
     assert "evidence: every archive file" not in r.stderr  # refused before the rebuild began
 
     # A local release directory: one changed byte in the lock is named the same way.
-    tampered = world.root / "tampered-release"
-    shutil.copytree(world.saved_release, tampered)
+    tampered = reproduce_world.root / "tampered-release"
+    shutil.copytree(reproduce_world.saved_release, tampered)
     lock = tampered / "archive" / "lock.json"
     lock.write_text(lock.read_text().replace('"name"', '"name" ', 1))
     r = run_cli("reproduce", "--from", str(tampered))
@@ -354,14 +363,14 @@ def _swapping_proxy(upstream: str):
         server.server_close()
 
 
-def test_pull_back_of_another_manifest_fails_the_publish_with_nothing_tagged(world):
-    r = world.swap_result
-    assert world.swapped, (
+def test_pull_back_of_another_manifest_fails_the_publish_with_nothing_tagged(reproduce_world):
+    r = reproduce_world.swap_result
+    assert reproduce_world.swapped, (
         "the engine never asked the proxy for the manifest by digest: " + r.stdout[-800:] + r.stderr
     )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "pull-back of" in r.stderr and "nothing was tagged" in r.stderr, r.stderr
-    with RegistryClient(world.host) as client:
+    with RegistryClient(reproduce_world.host) as client:
         tags = client.tags(PULLBACK_REPO)
     assert "r1" not in tags and "beta" not in tags
     assert not any(t.endswith(".releasekit") for t in tags), tags

@@ -111,7 +111,7 @@ def _restored(*paths: Path):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, docker_client, base_image):
+def nocache_world(tmp_path_factory, docker_client, base_image):
     from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
 
     root = tmp_path_factory.mktemp("nocache")
@@ -162,12 +162,12 @@ def _tar_add(
         tar.addfile(info, io.BytesIO(data))
 
 
-def test_poisoned_cached_release_layer(world):
+def test_poisoned_cached_release_layer(nocache_world):
     """layers/<key>/layer.tar rewritten: a stdlib edit with matching md5sums, /etc/ld.so.preload, a setuid
     root python3.11 and a /usr/bin/env owned by uid 1000 (both the base's bytes), and an opaque whiteout over
     /etc/ssl/certs with an attacker CA."""
-    layer = world.entry("layers", "layer.tar")
-    os_py = world.base_file("/usr/lib/python3.11/os.py") + b"\nimport sys as _s; _s.argv\n"
+    layer = nocache_world.entry("layers", "layer.tar")
+    os_py = nocache_world.base_file("/usr/lib/python3.11/os.py") + b"\nimport sys as _s; _s.argv\n"
     md5 = hashlib.md5(os_py).hexdigest()
     md5sums = b"".join(
         (
@@ -175,10 +175,10 @@ def test_poisoned_cached_release_layer(world):
             if line.endswith(b"  usr/lib/python3.11/os.py")
             else line + b"\n"
         )
-        for line in world.base_file(MD5SUMS).splitlines()
+        for line in nocache_world.base_file(MD5SUMS).splitlines()
     )
-    python = world.base_file("/usr/bin/python3.11")
-    env = world.base_file("/usr/bin/env")
+    python = nocache_world.base_file("/usr/bin/python3.11")
+    env = nocache_world.base_file("/usr/bin/env")
     with _restored(layer):
         buf = io.BytesIO()
         with (
@@ -208,8 +208,8 @@ def test_poisoned_cached_release_layer(world):
             _tar_add(out, "usr/lib/python3.11/os.py", os_py, 0o644)
             _tar_add(out, MD5SUMS.lstrip("/"), md5sums, 0o644)
         layer.write_bytes(buf.getvalue())
-        attacked = world.build("layer-poisoned")
-        result = world.verify(attacked)
+        attacked = nocache_world.build("layer-poisoned")
+        result = nocache_world.verify(attacked)
     _caught(
         result,
         ("RELEASE_LAYER_MISMATCH", ""),
@@ -223,11 +223,13 @@ def test_poisoned_cached_release_layer(world):
     )
 
 
-def test_poisoned_cached_base_config(world):
+def test_poisoned_cached_base_config(nocache_world):
     """bases/<id>.json rewritten: an Entrypoint that runs a payload, LD_AUDIT, and an extra "base" layer that
     adds /etc/ld.so.preload. The verifier reads the base from the engine and checks it."""
-    entry = world.cache / "bases" / f"{world.base_id.removeprefix('sha256:')}.json"
-    container = world.client.containers.create(world.base_id, command=["true"], network_mode="none")
+    entry = nocache_world.cache / "bases" / f"{nocache_world.base_id.removeprefix('sha256:')}.json"
+    container = nocache_world.client.containers.create(
+        nocache_world.base_id, command=["true"], network_mode="none"
+    )
     try:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -236,7 +238,7 @@ def test_poisoned_cached_base_config(world):
         extra = container.commit()
     finally:
         container.remove(force=True)
-    world.images.append(extra.id)
+    nocache_world.images.append(extra.id)
     extra_layer = extra.attrs["RootFS"]["Layers"][-1]
     with _restored(entry):
         based = json.loads(entry.read_text())
@@ -246,10 +248,10 @@ def test_poisoned_cached_base_config(world):
         runtime["Entrypoint"] = ["/bin/sh", "-c", 'touch /tmp/pwned; exec "$@"', "--"]
         runtime["Env"] = [*(runtime.get("Env") or []), "LD_AUDIT=/usr/local/lib/libpayload.so"]
         entry.write_text(json.dumps(based))
-        attacked = world.build("base-poisoned")
+        attacked = nocache_world.build("base-poisoned")
         # Before issue 27 this passed with and without --no-cache (both read this entry); now the base is
         # read from the engine in either mode (checked_base), so the default mode is the one run here.
-        result = world.verify(attacked)
+        result = nocache_world.verify(attacked)
     _caught(
         result,
         ("CONFIG_MISMATCH", "Entrypoint"),
@@ -259,10 +261,10 @@ def test_poisoned_cached_base_config(world):
     )
 
 
-def test_forged_wheel_in_the_wheel_cache(world):
+def test_forged_wheel_in_the_wheel_cache(nocache_world):
     """wheels/<key>/: the native kernels wheel with a backdoored library, RECORD and entry.json made to match."""
     entry_json = next(
-        p for p in world.cache.glob("wheels/*/*/entry.json") if "rkdemo_kernels" in p.read_text()
+        p for p in nocache_world.cache.glob("wheels/*/*/entry.json") if "rkdemo_kernels" in p.read_text()
     )
     wheel = next(entry_json.parent.glob("*.whl"))
     with _restored(entry_json, wheel):
@@ -287,8 +289,8 @@ def test_forged_wheel_in_the_wheel_cache(world):
         record = json.loads(entry_json.read_text())
         record["wheel"]["sha256"] = hashlib.sha256(forged.getvalue()).hexdigest()
         entry_json.write_text(json.dumps(record))
-        attacked = world.build("wheel-forged")
-        result = world.verify(attacked)
+        attacked = nocache_world.build("wheel-forged")
+        result = nocache_world.verify(attacked)
     _caught(result, ("RELEASE_LAYER_MISMATCH", ""), ("FILE_MODIFIED", "librkdemo_kernels.so"))
 
 
@@ -315,20 +317,22 @@ def _replacement_commit(git_dir: Path, commit: str, path: str, data: bytes) -> s
     return _git(*g, "hash-object", "-t", "commit", "-w", "--stdin", data="\n".join(lines).encode())
 
 
-def test_replace_ref_in_the_mirror_does_not_hide_an_edited_source(world):
+def test_replace_ref_in_the_mirror_does_not_hide_an_edited_source(nocache_world):
     """The image's rkdemo_runtime/scale.py edited, and ``git replace`` in the mirror the build filled (which the
     verifier reads) makes the locked commit show a tree with the edited bytes: SOURCE_BLOB_MISMATCH must still
     name the file."""
     from releasekit.records.lock import read_lock
 
-    commit = read_lock(world.lock).components["runtime"].commit
-    mirror = next((world.root / "cache" / "git").glob("rkdemo-runtime-*.git"))
+    commit = read_lock(nocache_world.lock).components["runtime"].commit
+    mirror = next((nocache_world.root / "cache" / "git").glob("rkdemo-runtime-*.git"))
     g = ("--git-dir", str(mirror))
     files = _git(*g, "ls-tree", "-r", "--name-only", commit).splitlines()
     path = next(p for p in files if p.endswith("rkdemo_runtime/scale.py"))
     edited = b"def scale(x, k=2):\n    return x * k + 1\n"
     forged = _replacement_commit(mirror, commit, path, edited)
-    container = world.client.containers.create(world.image_id, command=["true"], network_mode="none")
+    container = nocache_world.client.containers.create(
+        nocache_world.image_id, command=["true"], network_mode="none"
+    )
     try:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -337,19 +341,19 @@ def test_replace_ref_in_the_mirror_does_not_hide_an_edited_source(world):
         image = container.commit(changes=['CMD ["python3"]']).id
     finally:
         container.remove(force=True)
-    world.images.append(image)
+    nocache_world.images.append(image)
     _git(*g, "replace", commit, forged)
     try:
         assert _git(*g, "show", f"{commit}:{path}").encode() + b"\n" == edited  # what git shows by default
-        result = world.verify(world.release, image=image)
+        result = nocache_world.verify(nocache_world.release, image=image)
     finally:
         _git(*g, "replace", "-d", commit)
     _caught(result, ("SOURCE_BLOB_MISMATCH", "rkdemo_runtime/scale.py"))
 
 
-def _release_copy(world: World, tmp_path: Path) -> Path:
+def _release_copy(nocache_world: World, tmp_path: Path) -> Path:
     copy = tmp_path / "release"
-    shutil.copytree(world.release, copy)
+    shutil.copytree(nocache_world.release, copy)
     return copy
 
 
@@ -365,8 +369,8 @@ def _reproduce_cli(directory: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_reproduce_refuses_an_archive_with_an_unlisted_wheel(world, tmp_path):
-    release = _release_copy(world, tmp_path)
+def test_reproduce_refuses_an_archive_with_an_unlisted_wheel(nocache_world, tmp_path):
+    release = _release_copy(nocache_world, tmp_path)
     (release / "archive" / "wheels").mkdir(exist_ok=True)
     (release / "archive" / "wheels" / "rkdemo_runtime-9.9-py3-none-any.whl").write_bytes(
         b"PK\x05\x06" + bytes(18)
@@ -379,12 +383,12 @@ def test_reproduce_refuses_an_archive_with_an_unlisted_wheel(world, tmp_path):
     assert result["rebuilt_image_id"] == ""
 
 
-def test_reproduce_refuses_a_bundle_with_extra_refs(world, tmp_path):
+def test_reproduce_refuses_a_bundle_with_extra_refs(nocache_world, tmp_path):
     """The runtime bundle re-made with a refs/replace/* ref beside the locked one, and archive.json and the
     provenance rewritten to its sha256 (unsigned evidence from a directory: an attacker can write all three)."""
     from releasekit.reproduce.service import reproduce
 
-    release = _release_copy(world, tmp_path)
+    release = _release_copy(nocache_world, tmp_path)
     index = json.loads((release / "archive.json").read_text())
     entry = next(e for e in index["entries"] if e["component"] == "runtime")
     bundle = release / entry["path"]
