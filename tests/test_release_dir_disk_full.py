@@ -44,11 +44,6 @@ def tmpfs(where: Path, size: int) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-@pytest.fixture(scope="module")
-def built(demo_build):
-    return demo_build
-
-
 def _build(rel: Release, outdir: Path, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     if cache is not None:
@@ -75,16 +70,16 @@ def _pages(paths: list[Path]) -> int:
     return sum(-(-p.stat().st_size // PAGE) * PAGE for p in paths)
 
 
-def test_build_outputs_on_a_full_disk_leave_no_record(built, tmp_path):
+def test_build_outputs_on_a_full_disk_leave_no_record(demo_build, tmp_path):
     # Room for every output but the last pages: the build fails at its end, writing its records.
     # (plan check wrote plan-check.json; the demo's signing key the envelopes: this build signs nothing)
     written = [
         p
-        for p in built.artifacts.rglob("*")
+        for p in demo_build.artifacts.rglob("*")
         if p.is_file() and p.name != "plan-check.json" and not p.name.endswith(".dsse.json")
     ]
     with tmpfs(tmp_path / "small", _pages(written) - 2 * PAGE) as mnt:
-        out = _build(built, mnt / "out")
+        out = _build(demo_build, mnt / "out")
         _one_line_no_space(out.returncode, out.stderr)
         assert not (mnt / "out" / "build.json").exists()  # the record that says "done" is absent
         assert _temporaries(mnt) == []
@@ -94,7 +89,7 @@ def _size(root: Path) -> int:
     return _pages([p for p in root.rglob("*") if p.is_file()])
 
 
-def test_build_with_its_cache_on_a_full_disk_leaves_no_half_entry(built, tmp_path):
+def test_build_with_its_cache_on_a_full_disk_leaves_no_half_entry(demo_build, tmp_path):
     # The session's wheel entries copied into a small cache (so no wheel is rebuilt), with room for the
     # git mirrors but not for the release layer (about 1 MiB): the build fails putting the layer.
     warm = default_cache_dir()
@@ -102,7 +97,7 @@ def test_build_with_its_cache_on_a_full_disk_leaves_no_half_entry(built, tmp_pat
     with tmpfs(tmp_path / "small", size) as mnt:
         for part in ("wheels", "bases"):
             shutil.copytree(warm / part, mnt / "cache" / "build" / part)
-        out = _build(built, tmp_path / "out", cache=mnt / "cache")
+        out = _build(demo_build, tmp_path / "out", cache=mnt / "cache")
         _one_line_no_space(out.returncode, out.stderr)
         assert "[hit]" in out.stderr  # the wheels came from the copied entries
         assert not (tmp_path / "out" / "build.json").exists()
@@ -119,17 +114,17 @@ def test_build_with_its_cache_on_a_full_disk_leaves_no_half_entry(built, tmp_pat
             assert sorted(p.name for p in layer.iterdir()) == ["layer.tar", "smoke.json"], layer
 
 
-def test_verify_on_a_full_release_directory_leaves_no_summary(built, tmp_path):
-    size = _pages([p for p in built.artifacts.rglob("*") if p.is_file()]) + 64 * PAGE
+def test_verify_on_a_full_release_directory_leaves_no_summary(demo_build, tmp_path):
+    size = _pages([p for p in demo_build.artifacts.rglob("*") if p.is_file()]) + 64 * PAGE
     with tmpfs(tmp_path / "small", size) as mnt:
         copy = mnt / "release"
-        shutil.copytree(built.artifacts, copy)
+        shutil.copytree(demo_build.artifacts, copy)
         for stale in copy.glob("verification_summary*"):
             stale.unlink()
         with (mnt / "filler").open("wb", buffering=0) as filler, contextlib.suppress(OSError):
             while True:  # fill the file system to its last page
                 filler.write(b"\0" * PAGE)
-        run = _verify(built, copy, logs=tmp_path)
+        run = _verify(demo_build, copy, logs=tmp_path)
         _one_line_no_space(run.code, run.stderr)
         assert not list(copy.glob("verification_summary*"))
         assert _temporaries(mnt) == []

@@ -27,11 +27,6 @@ GIB = 1 << 30
 VICTIM_TEXT = "a file outside the release directory\n"
 
 
-@pytest.fixture(scope="module")
-def built(demo_build):
-    return demo_build
-
-
 @dataclass
 class Run:
     code: int
@@ -113,23 +108,23 @@ def _refused(run: Run, *fragments: str) -> None:
 
 
 @pytest.mark.parametrize("target", ["wheel", "build.json", "provenance.intoto.json"])
-def test_a_fifo_is_refused_not_opened(built, tmp_path, target):
+def test_a_fifo_is_refused_not_opened(demo_build, tmp_path, target):
     # Opening a FIFO for reading blocks until a writer comes: before the fix, forever (past --deadline).
-    copy = _copy(built, tmp_path)
+    copy = _copy(demo_build, tmp_path)
     path = _wheel(copy, "rkdemo_kernels") if target == "wheel" else copy / target
     path.unlink()
     os.mkfifo(path)
-    run = _verify(built, copy, timeout=20)
+    run = _verify(demo_build, copy, timeout=20)
     _refused(run, str(path), "FIFO")
     assert run.seconds < 20
 
 
-def test_a_wheel_linked_to_a_device_outside_is_refused(built, tmp_path):
-    copy = _copy(built, tmp_path)
+def test_a_wheel_linked_to_a_device_outside_is_refused(demo_build, tmp_path):
+    copy = _copy(demo_build, tmp_path)
     wheel = _wheel(copy, "rkdemo_runtime")
     wheel.unlink()
     wheel.symlink_to("/dev/zero")
-    run = _verify(built, copy, timeout=20)
+    run = _verify(demo_build, copy, timeout=20)
     _refused(run, str(wheel), "outside")
 
 
@@ -140,12 +135,12 @@ def _victim(tmp_path: Path) -> Path:
     return victim
 
 
-def test_a_planted_temp_file_link_writes_nothing_outside(built, tmp_path):
+def test_a_planted_temp_file_link_writes_nothing_outside(demo_build, tmp_path):
     # Before the fix the summary was written to "verification_summary.json.tmp", following the link.
-    copy = _copy(built, tmp_path)
+    copy = _copy(demo_build, tmp_path)
     victim = _victim(tmp_path)
     (copy / "verification_summary.json.tmp").symlink_to(victim)
-    run = _verify(built, copy)
+    run = _verify(demo_build, copy)
     assert run.code == 0, run.stdout[-3000:] + run.stderr
     assert victim.read_text() == VICTIM_TEXT
     summary = copy / "verification_summary.json"
@@ -155,26 +150,26 @@ def test_a_planted_temp_file_link_writes_nothing_outside(built, tmp_path):
 
 
 @pytest.mark.parametrize("planted", ["verification_summary.dsse.json", "verification_summary.json"])
-def test_a_planted_output_link_is_refused(built, tmp_path, planted):
+def test_a_planted_output_link_is_refused(demo_build, tmp_path, planted):
     # The envelope was written with write_bytes (through the link) when a key was given.
     from releasekit.signing.keys import write_key_pair
 
     key, _public, _keyid = write_key_pair(tmp_path / "key")
-    copy = _copy(built, tmp_path)
+    copy = _copy(demo_build, tmp_path)
     victim = _victim(tmp_path)
     (copy / planted).symlink_to(victim)
-    run = _verify(built, copy, "--signing-key", str(key))
+    run = _verify(demo_build, copy, "--signing-key", str(key))
     _refused(run, str(copy / planted), "symbolic link")
     assert victim.read_text() == VICTIM_TEXT
     assert run.seconds < 10  # refused before the image is read
 
 
-def test_a_one_gib_build_record_is_refused_in_bounded_memory(built, tmp_path):
-    copy = _copy(built, tmp_path)
+def test_a_one_gib_build_record_is_refused_in_bounded_memory(demo_build, tmp_path):
+    copy = _copy(demo_build, tmp_path)
     record = copy / "build.json"
     with record.open("r+b") as handle:  # the real record, then a sparse tail: 1 GiB apparent, ~no disk
         handle.truncate(GIB)
-    run = _verify(built, copy, timeout=30)
+    run = _verify(demo_build, copy, timeout=30)
     _refused(run, str(record), str(GIB), str(16 << 20))
     # Measured: about 85 MiB refused on stat; 2.1 GiB before the fix (the file read, then decoded);
     # a whole clean verify-provenance run peaks near 330 MiB.
@@ -183,10 +178,10 @@ def test_a_one_gib_build_record_is_refused_in_bounded_memory(built, tmp_path):
 
 
 @pytest.mark.parametrize("gib", [9, 7])
-def test_a_sparse_multi_gib_wheel_is_refused_on_stat(built, tmp_path, gib):
+def test_a_sparse_multi_gib_wheel_is_refused_on_stat(demo_build, tmp_path, gib):
     # A real wheel after gib GiB of holes: still a valid zip (the central directory is at the end), so
     # before the fix every byte was read and hashed: time grew with the apparent size.
-    copy = _copy(built, tmp_path)
+    copy = _copy(demo_build, tmp_path)
     wheel = _wheel(copy, "rkdemo_kernels")
     data = wheel.read_bytes()
     with wheel.open("r+b") as handle:
@@ -194,7 +189,7 @@ def test_a_sparse_multi_gib_wheel_is_refused_on_stat(built, tmp_path, gib):
         handle.write(data)
     size = wheel.stat().st_size
     assert wheel.stat().st_blocks * 512 < 64 << 20  # sparse: the attacker paid almost no disk
-    run = _verify(built, copy, timeout=60)
+    run = _verify(demo_build, copy, timeout=60)
     _refused(run, str(wheel), str(size), str(4 * GIB))
     assert run.seconds < 10
 

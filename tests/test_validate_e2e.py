@@ -33,14 +33,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="session")
-def cpu_engine_image(docker_client, base_image):
-    from releasekit.demo.cpu_image import ensure_cpu_engine_image
-    from releasekit.docker_engine import Engine
-
-    return ensure_cpu_engine_image(Engine(docker_client), base_image.name)
-
-
 class Candidate:
     def __init__(self, manifest: Path, lock: Path, image_id: str, release: Path) -> None:
         self.manifest, self.lock, self.image_id, self.release = manifest, lock, image_id, release

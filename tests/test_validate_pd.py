@@ -173,14 +173,6 @@ def workdir() -> Iterator[Path]:
         yield Path(d)
 
 
-@pytest.fixture(scope="module")
-def cpu_engine_image(docker_client, base_image):
-    from releasekit.demo.cpu_image import ensure_cpu_engine_image
-    from releasekit.docker_engine import Engine
-
-    return ensure_cpu_engine_image(Engine(docker_client), base_image.name)
-
-
 def pd_manifest(directory: Path, cell_id: str, checks: list[dict]) -> Path:
     import shutil
 
