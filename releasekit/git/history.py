@@ -17,6 +17,12 @@ from releasekit.git.runner import Git, GitFailed, git_env
 # Commits whose diff is empty produce no patch-id line; git cherry treats all of them as one
 # patch, so they get this shared marker.
 EMPTY_PATCH = "empty"
+# The patch-id of a commit whose diff git could not read (a partial mirror lacks a blob it
+# needs): ``unreadable:<commit>``, equal to no other commit's, so it matches nothing.
+UNREADABLE_PATCH = "unreadable:"
+# At most this many commits name on one ``git log --no-walk`` command line when the range is
+# read commit by commit (a failed read is split until the commit that needs the object is alone).
+_BATCH = 2000
 
 
 def rev_list(git: Git, *revs: str, extra: Sequence[str] = ()) -> list[str]:
@@ -122,7 +128,8 @@ def patch_ids(git: Git, *revs: str, commits: list[str] | None = None) -> dict[st
     """commit -> patch-id for every non-merge commit the revisions select (``tip``, ``^base``).
 
     ``commits``: the non-merge commits of that selection when the caller already has them
-    (saves a walk); commits with an empty diff map to EMPTY_PATCH.
+    (saves a walk); commits with an empty diff map to EMPTY_PATCH, and a commit whose diff needs
+    an object the mirror lacks maps to ``UNREADABLE_PATCH + commit`` (everything else is answered).
     """
     if not revs:
         return {}
@@ -130,13 +137,54 @@ def patch_ids(git: Git, *revs: str, commits: list[str] | None = None) -> dict[st
         commits = rev_list(git, *revs, extra=["--no-merges"])
     if not commits:
         return {}
-    ids = {commit: pid for pid, commit in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]), git.label)}
+    try:
+        pairs = _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]), git.label)
+    except GitFailed as exc:
+        if not lacks_object(exc):
+            raise
+        pairs = _patch_ids_around_missing(git, commits)
+    ids = {commit: pid for pid, commit in pairs}
     return {c: ids.get(c, EMPTY_PATCH) for c in commits}
 
 
 def patch_id_set(git: Git, *revs: str) -> set[str]:
-    """The distinct patch-ids of the non-merge commits of a range (empty diffs left out)."""
-    return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]), git.label)}
+    """The distinct patch-ids of the non-merge commits of a range (empty diffs and diffs the
+    mirror cannot read left out)."""
+    try:
+        return {pid for pid, _ in _patch_id_pipe(git.argv([*_LOG_PATCH, *revs, "--"]), git.label)}
+    except GitFailed as exc:
+        if not lacks_object(exc):
+            raise
+        commits = rev_list(git, *revs, extra=["--no-merges"])
+        return {
+            pid for pid, _ in _patch_ids_around_missing(git, commits) if not pid.startswith(UNREADABLE_PATCH)
+        }
+
+
+def lacks_object(exc: GitFailed) -> bool:
+    """git failed because the repository lacks an object (a partial mirror), not for another reason."""
+    return "unable to read" in exc.reason or "missing blob" in exc.reason or "bad object" in exc.reason
+
+
+def _patch_ids_around_missing(git: Git, commits: list[str]) -> list[tuple[str, str]]:
+    """[(patch_id, commit)] of ``commits`` read in batches; a batch that needs a missing object is
+    halved until the commit that needs it is alone, and that commit gets ``UNREADABLE_PATCH``."""
+    pairs: list[tuple[str, str]] = []
+    pending = [commits[i : i + _BATCH] for i in range(0, len(commits), _BATCH)]
+    while pending:
+        batch = pending.pop()
+        argv = git.argv([*_LOG_PATCH, "--no-walk=unsorted", *batch, "--"])
+        try:
+            pairs.extend(_patch_id_pipe(argv, git.label))
+        except GitFailed as exc:
+            if not lacks_object(exc):
+                raise
+            if len(batch) == 1:
+                pairs.append((UNREADABLE_PATCH + batch[0], batch[0]))
+            else:
+                half = len(batch) // 2
+                pending += [batch[:half], batch[half:]]
+    return pairs
 
 
 CHANGED_PATHS = ["diff", "--name-only", "--no-renames", "--no-ext-diff"]

@@ -304,7 +304,8 @@ class Mirror:
             sha = self._verify(candidate)
             if sha:
                 return sha
-        raise InputError(f"{self.url}: cannot resolve {rev!r} to a commit")
+        why = next((self.why_absent(c) for c in candidates if self.why_absent(c)), "")
+        raise InputError(f"{self.url}: cannot resolve {rev!r} to a commit{why}")
 
     def _verify(self, rev: str) -> str | None:
         try:

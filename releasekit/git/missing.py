@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from releasekit.errors import InputError
 from releasekit.git.runner import Git, GitFailed
 
 _UNREADABLE = re.compile(r"unable to read ([0-9a-f]{40})")
@@ -49,3 +50,19 @@ def missing_object_note(git: Git, exc: GitFailed) -> str:
         return ""
     where = f"{path} in " if path else ""
     return f" (object {sha[:12]} is {where}commit {commit[:12]} {subject!r}; the mirror lacks it)"
+
+
+def unresolvable_rev(git: Git, rev: str, where: str) -> InputError:
+    """The one line for a revision that names no commit here: when it is a ref whose object the
+    repository lacks (a partial mirror), the ref, the object and git's own message."""
+    try:
+        sha = git.run("rev-parse", "--verify", "--quiet", "--end-of-options", rev).strip()
+    except GitFailed:
+        return InputError(f"{where}: cannot resolve {rev!r} to a commit (no such branch, tag, ref or commit)")
+    try:
+        kind = git.run("cat-file", "-t", sha).strip()
+    except GitFailed as exc:
+        return InputError(
+            f"{where}: {rev!r} points at {sha}, an object the repository lacks (git: {exc.reason})"
+        )
+    return InputError(f"{where}: {rev!r} points at {sha}, a {kind}, not a commit")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from releasekit.errors import InputError
 from releasekit.git.history import resolve_commits
 from releasekit.git.mirror import Mirror
-from releasekit.git.missing import missing_object_note
+from releasekit.git.missing import missing_object_note, unresolvable_rev
 from releasekit.git.remote import check_ref
 from releasekit.git.runner import Git, GitFailed
 from releasekit.plan.release_only import Upstream, find_release_only
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # when --manifest is given: ``audit release-only --repo`` is timed against ``git cherry``.
 
 
-def _resolve(git: Git, rev: str, repo: str) -> str:
+def _resolve(git: Git, rev: str, repo: str, mirror: Mirror | None = None) -> str:
     check_ref(rev)
     for candidate in (rev, f"refs/remotes/origin/{rev}"):
         try:
@@ -30,7 +30,13 @@ def _resolve(git: Git, rev: str, repo: str) -> str:
             ).strip()
         except GitFailed:
             continue
-    raise InputError(f"{repo}: cannot resolve {rev!r} to a commit")
+    why = next(
+        (w for c in (rev, f"refs/heads/{rev}", f"refs/tags/{rev}") if mirror and (w := mirror.why_absent(c))),
+        "",
+    )
+    if why:
+        raise InputError(f"{repo}: cannot resolve {rev!r} to a commit{why}")
+    raise unresolvable_rev(git, rev, repo)
 
 
 def _component(manifest: Path, component: str | None) -> GitComponent:
@@ -89,13 +95,14 @@ def release_only_audit(
     comp = _component(manifest, component) if manifest is not None else None
     if comp is not None and repo == ".":
         repo = comp.repo
-    git, public, mirror_path = _open_repository(repo, cache_dir, allow_local, fetch)
+    git, public, mirror = _open_repository(repo, cache_dir, allow_local, fetch)
+    mirror_path = mirror.path if mirror else None
     names = [release, canonical] if upstream is None else [release, canonical, upstream]
     for name in names:
         check_ref(name)
     # One git process for all of them; a name that needs the origin/ fallback or does not
     # resolve is looked up again alone (for its error message).
-    shas = resolve_commits(git, *names) or [_resolve(git, name, public) for name in names]
+    shas = resolve_commits(git, *names) or [_resolve(git, name, public, mirror) for name in names]
     release_sha, canonical_sha = shas[0], shas[1]
     up, unread = _upstream(git, comp, upstream, shas, mirror_path, manifest, allow_local, fetch)
     carried = _carried(git, comp, canonical_sha) if comp is not None else {}
@@ -151,10 +158,10 @@ def _upstream(
 
 def _open_repository(
     repo: str, cache_dir: Path | None, allow_local: bool, fetch: bool
-) -> tuple[Git, str, Path | None]:
-    """(git, public name, mirror path): a repository on disk is read in place, any other through a mirror."""
+) -> tuple[Git, str, Mirror | None]:
+    """(git, public name, the mirror read through or None): a repository on disk is read in place, any other through a mirror."""
     local = Path(repo)
-    mirror_path: Path | None = None
+    mirror: Mirror | None = None
     if "://" not in repo and local.is_dir() and ((local / ".git").exists() or (local / "HEAD").is_file()):
         # A repository on disk that the user named: read it in place, no mirror.
         git = Git(local.resolve())
@@ -164,5 +171,4 @@ def _open_repository(
         mirror = mirror.update() if fetch else mirror.ensure()
         git = mirror.git
         public = mirror.url
-        mirror_path = mirror.path
-    return git, public, mirror_path
+    return git, public, mirror

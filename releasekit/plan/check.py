@@ -339,6 +339,10 @@ def _pin_audits(
         wanted.extend(at)
     audits: list[PinAuditResult] = []
     for name in dict.fromkeys(wanted):
+        if name not in components or not components[name].mirror.has_commit(components[name].checked):
+            # Unreadable (COMPONENT_UNREADABLE) or a checked commit the repository lacks
+            # (UNPUBLISHED_COMMIT): that one finding says why; there is no tree to read pins from.
+            continue
         cs = components[name]
         comp = loaded.manifest.git_components()[name]
         audits.append(

@@ -1,0 +1,172 @@
+"""Seed 003's B12X part on the real local-inference-lab/b12x history (``shared/corpus/``), offline.
+
+``manifests/ff-next.yaml`` names six git components; only B12X's repository is on hand. The
+snapshot is partial: it lacks a blob that only the canonical commit "Clean up junk files" needs
+(the ``.ncu-rep`` profile it deletes). Every answer is compared with what git computes here
+(``git cherry``, ``git patch-id --stable``, the first-parent chain), never with a list copied
+from a run: B12X is answered in full despite the absent blob, and each component that cannot be
+reached offline is one finding, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from corpus import Corpus, tree_digest
+
+REPO = Path(__file__).resolve().parent.parent
+MANIFEST = REPO / "manifests" / "ff-next.yaml"
+NAME = "b12x"
+
+
+def releasekit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+
+
+@dataclass(frozen=True)
+class Run:
+    digest_before: str
+    check: subprocess.CompletedProcess[str]
+    result: dict[str, Any]
+    lock: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def run(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    work = tmp_path_factory.mktemp("ff-next-b12x")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RELEASEKIT_CACHE": str(work / "cache")}
+    before = tree_digest(corpus.path(NAME))
+    mirror = corpus.mirror_args(NAME)
+    check = releasekit("plan", "check", str(MANIFEST), "--no-forge", "--json", *mirror, env=env)
+    lock = releasekit(
+        "plan", "lock", str(MANIFEST), "-o", str(work / "lock.json"), "--no-forge", *mirror, env=env
+    )
+    return Run(before, check, json.loads(check.stdout) if check.stdout else {}, lock)
+
+
+def _manifest_plan() -> dict[str, Any]:
+    from releasekit.manifest import load_manifest
+
+    return load_manifest(MANIFEST).manifest.components[NAME].model_dump(mode="json")
+
+
+def _statuses(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    (b12x,) = [c for c in result["components"] if c["component"] == NAME]
+    return {s["pr"]: s for s in b12x["statuses"] if s["pr"] is not None}
+
+
+def _findings(result: dict[str, Any]) -> list[dict[str, Any]]:
+    found = result["findings"]
+    return found["findings"] if isinstance(found, dict) else found
+
+
+def _patch_ids(corpus: Corpus, *revs: str) -> set[str]:
+    """git's own patch-ids (``--stable``) of the non-merge commits of a range."""
+    log = corpus.git(
+        NAME, "log", "-p", "--no-merges", "--full-index", "--binary", "--format=commit %H", *revs, "--"
+    )
+    out = subprocess.run(
+        ["git", "patch-id", "--stable"], input=log, capture_output=True, text=True, check=True
+    ).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def test_the_snapshot_lacks_a_blob_that_a_canonical_commit_needs(corpus: Corpus) -> None:
+    """The premise: a diff on master cannot be read whole from this snapshot."""
+    (junk,) = corpus.git(NAME, "log", "master", "--format=%H", "--grep=Clean up junk files").split()
+    raw = corpus.git(NAME, "diff-tree", "-r", "--no-abbrev", "--raw", junk)
+    blobs = {line.split()[2] for line in raw.splitlines() if line.startswith(":")} - {"0" * 40}
+    absent = [
+        b
+        for b in blobs
+        if subprocess.run(["git", "--git-dir", str(corpus.path(NAME)), "cat-file", "-e", b]).returncode
+    ]
+    assert absent, "the snapshot was expected to lack a blob of 'Clean up junk files'"
+
+
+def test_b12x_planned_prs_landed_in_plan_order_as_git_sees_them(run: Run, corpus: Corpus) -> None:
+    assert run.check.returncode == 1, run.check.stderr
+    assert "internal error" not in run.check.stderr
+    statuses = _statuses(run.result)
+    plan = [entry["pr"] for entry in _manifest_plan()["merge_plan"]]
+    assert plan, "ff-next names B12X's merge plan"
+    chain = corpus.git(NAME, "rev-list", "--first-parent", "--reverse", "master").split()
+    positions = []
+    for pr in plan:
+        cherry = corpus.git(NAME, "cherry", "master", f"refs/pull/{pr}/head").split("\n")
+        merged_by_git = all(line.startswith("-") for line in cherry if line.strip())
+        status = statuses[pr]
+        assert (status["state"] == "merged") == merged_by_git, (pr, status)
+        landed = status["landed_at"]
+        # The commit it landed as is on master, and is one of the PR's own changes by patch-id.
+        subprocess.run(
+            ["git", "--git-dir", str(corpus.path(NAME)), "merge-base", "--is-ancestor", landed, "master"],
+            check=True,
+        )
+        assert _patch_ids(corpus, f"{landed}^!") <= _patch_ids(
+            corpus, f"refs/pull/{pr}/head", f"^{landed}^"
+        ), pr
+        first_parent = next(c for c in chain if c == landed or _contains(corpus, c, landed))
+        assert status["landed_position"] == chain.index(first_parent)
+        positions.append(status["landed_position"])
+    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+
+
+def _contains(corpus: Corpus, first_parent: str, commit: str) -> bool:
+    """A merge on the first-parent chain that brought ``commit`` in."""
+    parents = corpus.git(NAME, "rev-list", "--parents", "-n", "1", first_parent).split()[1:]
+    if len(parents) < 2:
+        return False
+    side = corpus.git(NAME, "rev-list", parents[1], f"^{parents[0]}").split()
+    return commit in side
+
+
+def test_superseded_draft_is_absent_and_canonical_pr_is_merged(run: Run, corpus: Corpus) -> None:
+    statuses = _statuses(run.result)
+    component = _manifest_plan()
+    superseded = {s for entry in component["merge_plan"] for s in entry.get("supersedes") or []}
+    canonical = {entry["pr"] for entry in component["already_canonical"] if entry.get("pr")}
+    assert superseded and canonical
+    for pr in superseded:
+        cherry = corpus.git(NAME, "cherry", "master", f"refs/pull/{pr}/head")
+        assert any(line.startswith("+") for line in cherry.splitlines()), f"git sees #{pr} on master"
+        assert statuses[pr]["role"] == "superseded" and statuses[pr]["state"] == "absent"
+    for pr in canonical:
+        cherry = corpus.git(NAME, "cherry", "master", f"refs/pull/{pr}/head")
+        assert all(line.startswith("-") for line in cherry.splitlines() if line.strip())
+        assert statuses[pr]["state"] == "merged"
+
+
+def test_every_other_component_is_one_finding_naming_its_repository(run: Run) -> None:
+    from releasekit.manifest import load_manifest
+
+    git_components = load_manifest(MANIFEST).manifest.git_components()
+    unreadable = [f for f in _findings(run.result) if f["code"] == "COMPONENT_UNREADABLE"]
+    by_component = {f["location"]["component"]: f["message"] for f in unreadable}
+    assert len(by_component) == len(unreadable), "one finding per component"
+    assert set(by_component) == set(git_components) - {NAME}
+    for name, message in by_component.items():
+        assert git_components[name].repo.removesuffix(".git") in message, message
+    # plan lock: one line per component it cannot lock, none for B12X, no traceback.
+    assert run.lock.returncode == 2
+    lines = run.lock.stderr.strip().splitlines()
+    assert sorted(line.split(":")[2].strip() for line in lines) == sorted(by_component)
+    assert "internal error" not in run.lock.stderr and "Traceback" not in run.lock.stderr
+
+
+def test_the_snapshot_is_left_byte_identical(run: Run, corpus: Corpus) -> None:
+    assert tree_digest(corpus.path(NAME)) == run.digest_before
