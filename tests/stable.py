@@ -62,3 +62,11 @@ def assert_same_record(first: Path, second: Path, kind: str | None = None) -> No
     assert without_times(a, kind) == without_times(b, kind), (
         f"{first.name} differs apart from its time fields"
     )
+
+
+def archive_bytes(outdir: Path) -> dict[str, bytes]:
+    """Every file under ``outdir/archive/`` (the release source archive) by its relative path."""
+    top = outdir / "archive"
+    found = {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
+    assert any(name.endswith(".bundle") for name in found), found.keys()
+    return found

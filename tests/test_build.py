@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from stable import assert_same_record
+from stable import archive_bytes, assert_same_record
 
 from releasekit.builder.native import fatbin_arches
 from releasekit.builder.service import BuildOptions, run_build
@@ -288,7 +288,7 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(build
         assert_same_record(build_world.out / name, build_world.root / "out2" / name)
     # The archive itself, byte for byte (issue 35: a bundle once differed while its sha256 in
     # archive.json was the only trace).
-    assert _archive_bytes(build_world.out) == _archive_bytes(build_world.root / "out2")
+    assert archive_bytes(build_world.out) == archive_bytes(build_world.root / "out2")
 
     # The mirrors as months of fetches and a gc leave them: the same objects, packed anew with
     # other delta settings. The archive's bundles must not change with that (issue 35).
@@ -304,21 +304,13 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(build
     # miss, and the tag.
     for name in ("archive.json", "Dockerfile"):
         assert_same_record(build_world.out / name, build_world.root / "out3" / name)
-    assert _archive_bytes(build_world.out) == _archive_bytes(build_world.root / "out3")
+    assert archive_bytes(build_world.out) == archive_bytes(build_world.root / "out3")
     first, third = (json.loads((build_world.root / d / "build.json").read_text()) for d in ("out1", "out3"))
     for record in (first, third):
         record.pop("cache"), record.pop("image_tag")
         for comp in record["components"]:
             comp.pop("cache")
     assert first == third
-
-
-def _archive_bytes(outdir: Path) -> dict[str, bytes]:
-    """Every file under ``outdir/archive/`` by its relative path."""
-    top = outdir / "archive"
-    found = {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
-    assert any(name.endswith(".bundle") for name in found), found.keys()
-    return found
 
 
 def test_moved_checkout_is_refused(build_world: World):

@@ -140,3 +140,29 @@ def test_landing_map_is_the_first_first_parent_commit_containing_each_commit(for
         if index:
             assert not git.ok("merge-base", "--is-ancestor", commit, chain[index - 1])
     assert set(landing.index) == set(git.run("rev-list", "main").split())
+
+
+def test_no_secret_of_releasekits_environment_reaches_a_git_process(
+    forge: Forge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34: a program a hostile repository makes git run sees the environment git got. A shell
+    alias stands in for it here and prints that environment: no key, token, password or GIT_*."""
+    from releasekit.git.runner import Git
+
+    secrets = {
+        "RELEASEKIT_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----Zk3yM4t3r1al",
+        "GITHUB_TOKEN": "ghp_Zk3yT0k3n",
+        "RELEASEKIT_REGISTRY_PASSWORD": "Zk3yPassw0rd",
+        "GIT_CONFIG_PARAMETERS": "'core.pager'='sh -c evil'",
+        "AWS_SECRET_ACCESS_KEY": "Zk3yAws",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    seen = Git(forge.remote, bare=True).run("-c", "alias.show-env=!env", "show-env")
+    names = {line.split("=", 1)[0] for line in seen.splitlines() if "=" in line}
+    # git itself passes its -c options on as GIT_CONFIG_PARAMETERS: releasekit's, never the caller's.
+    assert not names & (set(secrets) - {"GIT_CONFIG_PARAMETERS"}), names & set(secrets)
+    assert "Zk3y" not in seen and "evil" not in seen
+    # What git needs to reach a remote still gets through.
+    assert "HTTPS_PROXY=http://proxy.invalid:3128" in seen.splitlines()

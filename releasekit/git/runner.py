@@ -63,8 +63,26 @@ def _git_binary() -> str:
     return found
 
 
+# What a git process may inherit from releasekit's own environment: where programs and the home
+# directory are, temporary space, and what https and ssh need to reach a remote. Nothing else: a
+# signing key (RELEASEKIT_SIGNING_KEY), a forge token (GITHUB_TOKEN) or a registry password in
+# releasekit's environment never reaches git, nor any program a hostile repository could make
+# git run.
+INHERITED = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TZ",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE",
+        "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+        "SSH_AUTH_SOCK",
+    }
+)  # fmt: skip
+
+
 def git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    """The environment of every git process: an allow-list of the caller's (INHERITED), then
+    releasekit's own settings; no inherited ``GIT_*``, no system or global config."""
+    env = {k: v for k, v in os.environ.items() if k in INHERITED}
     env.update(
         GIT_TERMINAL_PROMPT="0",
         GIT_CONFIG_NOSYSTEM="1",
