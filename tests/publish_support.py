@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
+
+from cli_run import run_cli as run_cli
 
 from releasekit.records.lock import (
     Lock,
@@ -248,14 +247,6 @@ def build_image(client, tag: str, payload: dict[str, bytes], *, env: dict[str, s
         fileobj=context_tar(files), custom_context=True, tag=tag, rm=True, forcerm=True
     )
     return image.id
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=full_env, timeout=600
-    )
 
 
 def publish_args(release: Release, image: str, to: str, *tags: str) -> list[str]:

@@ -11,10 +11,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 from corpus import Corpus
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,15 +35,7 @@ def _git(repo: Path, *args: str, **kw: object) -> str:
 
 
 def _releasekit(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RELEASEKIT_CACHE": str(cache)}
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
-    )
+    return run_cli(*args, env={"RELEASEKIT_CACHE": str(cache)}, timeout=300)
 
 
 def _repo_missing_a_blob(root: Path) -> tuple[Path, dict[str, str]]:

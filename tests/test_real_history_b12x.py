@@ -11,30 +11,18 @@ reached offline is one finding, never a crash.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import run_cli
 from corpus import Corpus, tree_digest
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = REPO / "manifests" / "ff-next.yaml"
 NAME = "b12x"
-
-
-def releasekit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
-    )
 
 
 @dataclass(frozen=True)
@@ -48,11 +36,11 @@ class Run:
 @pytest.fixture(scope="module")
 def run(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Run:
     work = tmp_path_factory.mktemp("ff-next-b12x")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RELEASEKIT_CACHE": str(work / "cache")}
+    env = {"RELEASEKIT_CACHE": str(work / "cache")}
     before = tree_digest(corpus.path(NAME))
     mirror = corpus.mirror_args(NAME)
-    check = releasekit("plan", "check", str(MANIFEST), "--no-forge", "--json", *mirror, env=env)
-    lock = releasekit(
+    check = run_cli("plan", "check", str(MANIFEST), "--no-forge", "--json", *mirror, env=env)
+    lock = run_cli(
         "plan", "lock", str(MANIFEST), "-o", str(work / "lock.json"), "--no-forge", *mirror, env=env
     )
     return Run(before, check, json.loads(check.stdout) if check.stdout else {}, lock)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import run_cli
 from corpus import Corpus, tree_digest
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -35,9 +35,7 @@ PINNED_WHEELS = (
 
 
 def releasekit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=env, cwd=REPO
-    )
+    return run_cli(*args, env=env)
 
 
 @dataclass(frozen=True)
