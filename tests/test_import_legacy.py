@@ -477,3 +477,43 @@ def test_source_composition_shapes_become_git_and_wheel_components(tmp_path: Pat
         if f["code"] == "IMPORT_FIELD_NOT_CARRIED"
     ]
     assert reported == ["evidence.note"]
+
+
+def _hostile_manifests(tmp_path: Path) -> dict[str, Path]:
+    """Today's tool's manifest bent four ways an attacker (or a broken exporter) bends JSON."""
+    pr = '{"number": 1, "head": "' + "a" * 40 + '", "title": "one"}'
+    head = '{"schema_version": 1, "name": "n", "repository": "https://github.com/o/vllm.git", "base_ref": "refs/heads/main", '
+    texts = {
+        # A second "pull_requests" key: a last-wins parser silently drops PR #1.
+        "duplicate-key": head + f'"pull_requests": [{pr}], "reviewed_exclusions": [], "pull_requests": []}}',
+        "deep": head + '"pull_requests": [], "reviewed_exclusions": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "long-number": head + '"pull_requests": [], "reviewed_exclusions": [], "x": ' + "9" * 5000 + "}",
+        "many-values": head
+        + '"pull_requests": [], "reviewed_exclusions": ['
+        + ",".join(["0"] * 2_000_000)
+        + "]}",
+    }
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(text, encoding="utf-8")
+    return paths
+
+
+@pytest.mark.parametrize("case", ["duplicate-key", "deep", "long-number", "many-values"])
+def test_hostile_json_is_refused_in_one_line_and_nothing_is_written(case: str, tmp_path: Path) -> None:
+    import time
+
+    source = _hostile_manifests(tmp_path)[case]
+    out = tmp_path / "out.yaml"
+    started = time.monotonic()
+    r = cli("manifest", "import", str(source), "-o", str(out), "--base-image", "local/base")
+    assert r.returncode == 2, r.stdout + r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("releasekit: error: ") and str(source) in line, line
+    assert "internal error" not in line
+    expected = {"duplicate-key": "duplicate key 'pull_requests'", "deep": "nested deeper than 64",
+                "long-number": "a number of 5000 characters", "many-values": "more than 200000 JSON values"}  # fmt: skip
+    assert expected[case] in line, line
+    assert not out.exists()
+    assert time.monotonic() - started < 60  # refused on reading, not after minutes of model building

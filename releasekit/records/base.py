@@ -123,3 +123,71 @@ def write_record(obj: Record, path: Path, *, exclude_none: bool = False) -> str:
     text = dump_record(obj, exclude_none=exclude_none)
     write_atomic(path, text)
     return text
+
+
+class JsonLimits:
+    """What a JSON document from outside may hold (the manifest loader's limits): keys once per
+    object, nesting at most ``depth``, at most ``nodes`` values, numbers of at most ``digits``
+    characters, no NaN or Infinity."""
+
+    depth = 64
+    nodes = 200_000
+    digits = 64
+
+
+def strict_json(text: str, source: str, limits: type[JsonLimits] = JsonLimits) -> Any:
+    """``text`` parsed under ``limits``; anything beyond them is one line (``InputError``, exit 2)."""
+    count = 0
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal count
+        count += len(items) + 1
+        if count > limits.nodes:
+            raise InputError(f"{source}: more than {limits.nodes} JSON values")
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise InputError(f"{source}: duplicate key {key[:80]!r} in one JSON object")
+            out[key] = value
+        return out
+
+    def number(kind: type) -> Any:
+        def parse(literal: str) -> Any:
+            if len(literal) > limits.digits:
+                raise InputError(f"{source}: a number of {len(literal)} characters (at most {limits.digits})")
+            return kind(literal)
+
+        return parse
+
+    def constant(name: str) -> Any:
+        raise InputError(f"{source}: {name} is not a JSON number")
+
+    try:
+        data = json.loads(
+            text,
+            object_pairs_hook=pairs,
+            parse_int=number(int),
+            parse_float=number(float),
+            parse_constant=constant,
+        )
+    except RecursionError:
+        raise InputError(f"{source}: JSON nested deeper than {limits.depth} levels") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: not JSON: {exc}") from None
+    _check_shape(data, source, limits)
+    return data
+
+
+def _check_shape(data: Any, source: str, limits: type[JsonLimits]) -> None:
+    """Depth and the values of arrays (objects were counted as they were parsed), without recursion."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > limits.nodes:
+            raise InputError(f"{source}: more than {limits.nodes} JSON values")
+        if depth > limits.depth:
+            raise InputError(f"{source}: JSON nested deeper than {limits.depth} levels")
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children)

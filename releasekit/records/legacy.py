@@ -12,7 +12,6 @@ Fields releasekit does not use are kept (``extra="allow"``) but never interprete
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
+from releasekit.records.base import strict_json
 
 SHA1 = r"^[0-9a-f]{40}$"
 
@@ -75,7 +75,7 @@ M = TypeVar("M", bound=BaseModel)
 def raw_tree(path: Path) -> Any:
     """The JSON tree of a file already read through its model: what ``manifest import`` accounts
     for leaf by leaf (every field is carried or reported)."""
-    return json.loads(_bounded(path))
+    return strict_json(_bounded(path), f"{path}: file of today's tool")
 
 
 def _bounded(path: Path) -> str:
@@ -85,11 +85,14 @@ def _bounded(path: Path) -> str:
 def read_legacy_file(path: Path, model: type[M], what: str) -> M:
     """``path`` read through ``model``; anything else is one line (``InputError``, exit 2)."""
     try:
-        raw = json.loads(_bounded(path))
+        text = _bounded(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a JSON {what} of today's tool: {exc}") from None
+    # Today's tool's files come from outside: duplicate keys (one PR silently dropped), deep
+    # nesting, huge numbers and millions of values are refused, as the manifest loader does.
+    raw = strict_json(text, f"{path}: {what} of today's tool")
     if isinstance(raw, dict) and raw.get("schema_version") not in (None, 1):
         raise InputError(f"{path}: {what} schema_version {raw.get('schema_version')} is not supported (1 is)")
     try:
