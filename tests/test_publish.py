@@ -163,6 +163,27 @@ def test_each_failed_gate_is_refused_and_nothing_reaches_the_registry(tmp_path, 
     assert not (release.evidence / "published").exists()
 
 
+@pytest.mark.parametrize("target", ["RELEASE.md", "publish.json", "the directory"])
+def test_a_link_planted_at_an_output_is_refused_before_anything_is_pushed(tmp_path, registry, image, target):
+    """Issue 34 item 8: the local outputs are checked first; the registry never sees a byte."""
+    release = Release(tmp_path, image)
+    out = tmp_path / "planted-out"
+    victim = tmp_path / "victim"
+    victim.write_text("not releasekit's\n")
+    if target == "the directory":
+        out.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    else:
+        out.mkdir()
+        (out / target).symlink_to(victim)
+    repo = "team/planted-" + "".join(ch for ch in target if ch.isalnum()).lower()
+    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"), "-o", str(out))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "refusing to write" in r.stderr, r.stderr
+    assert tags_of(registry, repo) == []
+    assert victim.read_text() == "not releasekit's\n"
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_a_receipt_for_another_image_is_refused(tmp_path, registry, image, other_image):
     release = Release(tmp_path, image)
     # Every receipt is for the other image: the cells are unvalidated for this one.

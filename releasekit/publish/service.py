@@ -24,7 +24,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from releasekit.atomic import failpoint, write_atomic
+from releasekit.atomic import check_writable, failpoint, write_atomic
+from releasekit.bounded_read import UnsafeFileError
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import InputError
 from releasekit.manifest import manifest_for_lock
@@ -448,6 +449,9 @@ def publish(
     )
     if not report.passed:
         return result
+    # Every local output is checked before the first byte goes to the registry: a link planted at
+    # RELEASE.md or publish.json must not be found only after the tags and attachments are pushed.
+    _check_outputs(inputs.out_dir)
     done, notes = _release(engine, inputs, report, verdict.signers)
     inputs.out_dir.mkdir(parents=True, exist_ok=True)
     notes_path = inputs.out_dir / NOTES_FILE
@@ -457,6 +461,16 @@ def publish(
     )
     write_record(publish_record(result), inputs.out_dir / RESULT_FILE)
     return result
+
+
+def _check_outputs(out_dir: Path) -> None:
+    """The output directory is a real directory (or not there yet) and its two files can be written."""
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise UnsafeFileError(
+            f"{out_dir}: not a directory (a link or a file); refusing to write the release there"
+        )
+    for name in (NOTES_FILE, RESULT_FILE):
+        check_writable(out_dir / name)
 
 
 def publish_record(result: PublishResult) -> PublishRecord:
