@@ -34,6 +34,9 @@ MANIFEST_TYPES = (
 
 ENV_USERNAME = "RELEASEKIT_REGISTRY_USERNAME"
 ENV_PASSWORD = "RELEASEKIT_REGISTRY_PASSWORD"
+# The registry host (``registry.example.com``, ``127.0.0.1:5000``) the two above belong to: they are
+# sent to that host only, never to a host an input file names (staging.json, a manifest).
+ENV_HOST = "RELEASEKIT_REGISTRY_HOST"
 
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _REPO = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
@@ -103,10 +106,18 @@ def is_loopback(host: str) -> bool:
 
 
 def resolve_credentials(host: str) -> RegistryCredentials | None:
-    """The environment first (CI secrets), then the Docker config (``docker login``)."""
+    """The environment first (CI secrets, for the one host ``RELEASEKIT_REGISTRY_HOST`` names), then
+    the Docker config (``docker login``, which keys credentials by host itself)."""
     user, password = os.environ.get(ENV_USERNAME), os.environ.get(ENV_PASSWORD)
     if user and password:
-        return RegistryCredentials(user, password)
+        bound = os.environ.get(ENV_HOST, "").strip()
+        if not bound:
+            raise InputError(
+                f"{ENV_USERNAME}/{ENV_PASSWORD} are set but {ENV_HOST} is not: name the registry host "
+                "they are for; they are sent to that host only"
+            )
+        if bound == host:
+            return RegistryCredentials(user, password)
     stored = config_credentials(host)
     return RegistryCredentials(*stored) if stored else None
 
@@ -206,11 +217,11 @@ class RegistryClient:
             if self._auth.credentials is None:
                 raise EnvironmentProblem(
                     f"registry {self.host} requires credentials and none were found",
-                    hint=f"docker login {self.host}, or set {ENV_USERNAME}/{ENV_PASSWORD}",
+                    hint=f"docker login {self.host}, or set {ENV_USERNAME}/{ENV_PASSWORD} with {ENV_HOST}={self.host}",
                 )
             raise EnvironmentProblem(
                 f"registry {self.host} refused the credentials",
-                hint=f"docker login {self.host}, or set {ENV_USERNAME}/{ENV_PASSWORD}",
+                hint=f"docker login {self.host}, or set {ENV_USERNAME}/{ENV_PASSWORD} with {ENV_HOST}={self.host}",
             )
         if response.status_code == 403:
             raise EnvironmentProblem(f"registry {self.host} denied {method} {url.split('?')[0]}")

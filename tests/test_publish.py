@@ -234,7 +234,11 @@ def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
     with start_local_registry(tmp_path / "reg", htpasswd=creds) as reg:
         repo = "team/authed"
         target = f"{reg.host}/{repo}"
-        wrong = {"RELEASEKIT_REGISTRY_USERNAME": "releaser", "RELEASEKIT_REGISTRY_PASSWORD": "wrong"}
+        wrong = {
+            "RELEASEKIT_REGISTRY_USERNAME": "releaser",
+            "RELEASEKIT_REGISTRY_PASSWORD": "wrong",
+            "RELEASEKIT_REGISTRY_HOST": reg.host,
+        }
         refused = run_cli(*publish_args(release, image, target, "beta"), env=wrong)
         assert refused.returncode == 2
         assert "refused the credentials" in refused.stderr
@@ -247,7 +251,11 @@ def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
         assert anonymous.returncode == 2
         assert tags_of(reg, repo, good) == []
 
-        right = {"RELEASEKIT_REGISTRY_USERNAME": "releaser", "RELEASEKIT_REGISTRY_PASSWORD": secret}
+        right = {
+            "RELEASEKIT_REGISTRY_USERNAME": "releaser",
+            "RELEASEKIT_REGISTRY_PASSWORD": secret,
+            "RELEASEKIT_REGISTRY_HOST": reg.host,
+        }
         ok = run_cli(*publish_args(release, image, target, "beta"), env=right)
         assert ok.returncode == 0, ok.stdout + ok.stderr
         digest = json.loads(ok.stdout)["digest"]

@@ -144,13 +144,21 @@ def test_publish_and_promote_through_a_bearer_token_service(tmp_path, docker_cli
         with start_local_registry(tmp_path / "reg", token=auth) as reg:
             repo = "team/bearer"
             target = f"{reg.host}/{repo}"
-            wrong = {"RELEASEKIT_REGISTRY_USERNAME": "releaser", "RELEASEKIT_REGISTRY_PASSWORD": "nope"}
+            wrong = {
+                "RELEASEKIT_REGISTRY_USERNAME": "releaser",
+                "RELEASEKIT_REGISTRY_PASSWORD": "nope",
+                "RELEASEKIT_REGISTRY_HOST": reg.host,
+            }
             refused = run_cli(*publish_args(release, image, target, "beta"), env=wrong)
             assert refused.returncode == 2
             assert "refused the credentials" in refused.stderr
             assert tokens.requests and not tokens.requests[-1]["ok"]
 
-            right = {"RELEASEKIT_REGISTRY_USERNAME": "releaser", "RELEASEKIT_REGISTRY_PASSWORD": secret}
+            right = {
+                "RELEASEKIT_REGISTRY_USERNAME": "releaser",
+                "RELEASEKIT_REGISTRY_PASSWORD": secret,
+                "RELEASEKIT_REGISTRY_HOST": reg.host,
+            }
             ok = run_cli(*publish_args(release, image, target, "beta"), env=right)
             assert ok.returncode == 0, ok.stdout + ok.stderr
             digest = json.loads(ok.stdout)["digest"]
