@@ -120,9 +120,13 @@ def kill_series(launch: Callable[[float], Run], first: float, last: float, count
 
 
 def remove_leftover_containers(client: docker.DockerClient, pids: set[int]) -> None:
-    """Throwaway containers of killed builds (they never reached their ``finally``)."""
-    for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
-        if container.labels.get(OWNER_LABEL) in {str(p) for p in pids}:
+    """Throwaway containers of killed builds (they never reached their ``finally``).
+
+    ``sparse``: the list call alone, no per-container inspect, so a container that goes away between
+    the list and its removal (the engine finishing its own clean-up) is no error."""
+    for pid in pids:
+        found = client.containers.list(all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={pid}"})
+        for container in found:
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True)
 
