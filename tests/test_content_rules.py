@@ -14,18 +14,22 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from plan_world import FF, VLLM_PLAN, World
 
 from releasekit.findings import Severity
 from releasekit.git.runner import Git
-from releasekit.manifest import load_manifest
+from releasekit.manifest import load_manifest, validate_manifest
 from releasekit.manifest.content_rules import CONTENT_RULES
 from releasekit.plan.check import check_plan
 from releasekit.plan.content import scan_commit
+from releasekit.plan.content.claims import accepted_by, claiming
 from releasekit.plan.content.registry import RECOGNISERS
 from releasekit.plan.content.scan import MAX_FILE_BYTES
 
 REPO = Path(__file__).resolve().parent.parent
+FF_NEXT = REPO / "manifests" / "ff-next.yaml"
+FORK_FIXTURE = REPO / "tests" / "fixtures" / "vllm-fork-content.txt"
 
 SHA = "0123abc4567def89012345678901234567890abc"
 
@@ -275,3 +279,123 @@ def test_plan_check_reports_claimed_accepted_and_unanswered_hits_at_file_and_lin
     launcher = next(f for f in result.findings if f.location.file == "scripts/serve-model")
     assert "exclusion 'deployment-launchers'" in launcher.message and "engine-launcher" in launcher.message
     assert not result.passed
+
+
+def test_manifest_validate_names_the_rules_that_recognise_each_exclusion() -> None:
+    found = {
+        f.message.split("'")[1]: f.message
+        for f in validate_manifest(FF_NEXT).findings
+        if f.code == "EXCLUSION_RECOGNISED_BY"
+    }
+    assert (
+        "content rules engine-launcher, compose-engine, numa-pinning, cache-warmup (deployment)"
+        in found["deployment-launchers"]
+    )
+    assert (
+        "pythonpath-source-tree" in found["docker-ab-overlays"]
+        and "path globs (3)" in found["docker-ab-overlays"]
+    )
+    assert set(found) == {e["id"] for e in yaml.safe_load(FF_NEXT.read_text())["exclusions"]}
+
+
+# Every hit in the corpus snapshots, at their default branches' heads, and why it is right.
+CORPUS_HITS = {
+    "b12x": {
+        ("validation/performance/mxfp8_linear_output_plan_sm120.md", "pythonpath-source-tree"):
+        # A measurement note runs kernels from a source checkout; ff-next accepts /validation/.
+        "accepted",
+    },
+    "tokenspeed": {
+        **{
+            (f"test/agentic_benchmark/{m}/agentic_bench.sh", "pip-vcs-url"): "VCS_FETCH_IN_TREE"
+            for m in (
+                "glm5.2/tokenspeed",
+                "glm5.2/trtllm",
+                "inkling/tokenspeed",
+                "kimi_k2.5/sglang",
+                "kimi_k2.5/tokenspeed",
+                "kimi_k2.5/trtllm",
+                "kimi_k2.5/vllm",
+                "minimax_m3/tokenspeed",
+            )
+        },
+        # Benchmark configs that exec a tuned vLLM server to compare against: launchers by what they do.
+        ("test/agentic_benchmark/kimi_k2.5/vllm/configs/attn_tp4_moe_ep4.sh", "engine-launcher"): "launcher",
+        ("test/agentic_benchmark/kimi_k2.5/vllm/configs/attn_tp4_moe_tp4.sh", "engine-launcher"): "launcher",
+    },
+}
+
+
+def test_corpus_repositories_give_only_explained_hits(corpus) -> None:
+    for name, explained in CORPUS_HITS.items():
+        git = Git(corpus.path(name))
+        scan = scan_commit(git, git.run("rev-parse", "HEAD").strip(), packages=(name,))
+        assert {(h.file, h.rule) for h in scan.hits} == set(explained), name
+        assert scan.read > 10  # the scan read the tree, not an empty list
+    b12x = yaml.safe_load(FF_NEXT.read_text())["components"]["b12x"]
+    loaded = validate_manifest(FF_NEXT)
+    comp = loaded.manifest.git_components()["b12x"]
+    assert b12x["scan_content"] is True
+    git = Git(corpus.path("b12x"))
+    for hit in scan_commit(git, git.run("rev-parse", "HEAD").strip(), packages=("b12x",)).hits:
+        assert accepted_by(comp, hit) is not None
+
+
+def _fork() -> Path:
+    where = os.environ.get("RELEASEKIT_VLLM_FORK")
+    if not where or not Path(where).is_dir():
+        pytest.skip("RELEASEKIT_VLLM_FORK names no snapshot of local-inference-lab/vllm (not in the corpus)")
+    return Path(where)
+
+
+# The fork's commit "build: add canonical GLM and Kimi image recipes" (cherry-picked onto main).
+BUNDLE_COMMIT = "3ff722e555314a3d2feaae87054081fda31f4eb8"
+# Upstream vLLM's own files that must not be taken for deployment files.
+UPSTREAM_OWN = (
+    "vllm/utils/numa_wrapper.sh",
+    ".buildkite/performance-benchmarks/scripts/launch-server.sh",
+    "examples/observability/prometheus_grafana/docker-compose.yaml",
+    "examples/deployment/sagemaker-entrypoint.sh",
+    "benchmarks/auto_tune/auto_tune.sh",
+    "benchmarks/disagg_benchmarks/disagg_performance_benchmark.sh",
+)
+
+
+def fork_verdicts(git: Git, ref: str) -> list[str]:
+    """One line per file with hits at ``ref``: ref, path, rules, and what ff-next makes of them."""
+    loaded = validate_manifest(FF_NEXT)
+    manifest = loaded.manifest
+    comp = manifest.git_components()["vllm"]
+    scan = scan_commit(git, git.run("rev-parse", ref).strip(), packages=("vllm",))
+    per_file: dict[str, list[str]] = {}
+    for hit in scan.hits:
+        accepted = accepted_by(comp, hit)
+        excl = next(claiming(manifest, "vllm", hit), None)
+        verdict = (
+            "accepted"
+            if accepted
+            else f"exclusion {excl.id}"
+            if excl
+            else f"{CONTENT_RULES[hit.rule][0]} finding"
+        )
+        entry = f"{hit.rule} -> {verdict}"
+        if entry not in per_file.setdefault(hit.file, []):
+            per_file[hit.file].append(entry)
+    return [f"{ref}\t{path}\t{'; '.join(v)}" for path, v in sorted(per_file.items())]
+
+
+def test_the_fork_bundle_is_found_and_upstream_files_are_not() -> None:
+    git = Git(_fork())
+    bundle = git.run("show", "--name-only", "--format=", BUNDLE_COMMIT).split()
+    lines = fork_verdicts(git, "main") + fork_verdicts(git, "dev/unholy-fusion")
+    expected = [line for line in FORK_FIXTURE.read_text().splitlines() if line and not line.startswith("#")]
+    assert lines == expected, "\n".join(sorted(set(lines) ^ set(expected)))
+    found_main = {line.split("\t")[1] for line in lines if line.startswith("main\t")}
+    # .dockerignore is upstream's file; the bundle adds one line (/.git) that does nothing the seed forbids.
+    assert set(bundle) - found_main == {".dockerignore"}
+    found = {line.split("\t")[1] for line in lines}
+    assert not found & set(UPSTREAM_OWN)
+    for line in lines:
+        path = line.split("\t")[1]
+        if path in bundle or path == "start-ds4-flash.sh":
+            assert "accepted" not in line, line  # every fork file is an exclusion's change or a finding
