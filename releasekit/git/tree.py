@@ -51,6 +51,20 @@ def commit_files(git: Git, commit: str) -> list[str]:
     return sorted(files)
 
 
+def commit_file_sizes(git: Git, commit: str) -> dict[str, int | None]:
+    """Every regular file of ``commit``'s tree with its blob size in bytes (one ``ls-tree -l``),
+    so a reader can refuse a large blob before ``cat-file`` streams it. A blob the repository
+    lacks (a partial snapshot: git prints its size as ``BAD``) maps to None."""
+    out = git.run("ls-tree", "-r", "-l", "-z", "--full-tree", commit)
+    sizes: dict[str, int | None] = {}
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        fields = meta.split()
+        if len(fields) == 4 and fields[0] in _FILE_MODES and "\n" not in path:
+            sizes[path] = int(fields[3]) if fields[3].isdigit() else None
+    return dict(sorted(sizes.items()))
+
+
 def read_files(git: Git, commit: str, paths: Iterable[str]) -> dict[str, bytes | None]:
     """The contents of ``paths`` at ``commit`` through one ``git cat-file --batch``.
 

@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from releasekit.manifest.content_rules import ContentRule
 from releasekit.manifest.path_patterns import check_pattern
 from releasekit.manifest.testing import Hygiene, TestSuites
 from releasekit.manifest.validation import ValidationSpec
@@ -233,6 +234,16 @@ class PinInputSkip(StrictModel):
     reason: str = Field(min_length=1)
 
 
+class AcceptedContent(StrictModel):
+    """Files whose content-rule hits (docs/plan.md, "Content rules") this release accepts, and why."""
+
+    paths: PathPatterns = Field(min_length=1, description="gitignore-style patterns of the accepted files")
+    rules: list[ContentRule] = Field(
+        default_factory=list, description="the rules accepted there (absent: all)"
+    )
+    reason: str = Field(min_length=1)
+
+
 class PinInputs(StrictModel):
     """Which of a component's files are pin inputs of this release (``audit pins``, ``plan check``)."""
 
@@ -322,6 +333,17 @@ class GitComponent(StrictModel):
     )
     upstream: UpstreamBase | None = Field(
         default=None, description="the upstream this fork follows: its commits are not release-only"
+    )
+    scan_content: bool = Field(
+        default=False,
+        description=(
+            "plan check reads this component's tree with the content rules (overlays, fixed-commit fetches, "
+            "patches, deployment files): a hit no exclusion claims and no accepted_files entry accepts is a finding"
+        ),
+    )
+    accepted_files: list[AcceptedContent] = Field(
+        default_factory=list,
+        description="content-rule hits in this component's tree that the release accepts, each with a reason",
     )
     note: str | None = None
 
@@ -480,6 +502,10 @@ class Exclusion(StrictModel):
         default_factory=list, description="gitignore-style patterns of files that must not appear"
     )
     message_pattern: str | None = Field(default=None, description="regex over commit subjects")
+    rules: list[ContentRule] = Field(
+        default_factory=list,
+        description="content rules whose hits in the component's tree at the checked commit are this change",
+    )
 
     @field_validator("message_pattern")
     @classmethod
@@ -494,7 +520,13 @@ class Exclusion(StrictModel):
     def checkable(self) -> bool:
         """Does plan check have anything to recognise this change by?"""
         return bool(
-            self.pr or self.upstream or self.commits or self.patch_ids or self.paths or self.message_pattern
+            self.pr
+            or self.upstream
+            or self.commits
+            or self.patch_ids
+            or self.paths
+            or self.message_pattern
+            or self.rules
         )
 
 

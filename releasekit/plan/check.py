@@ -22,6 +22,7 @@ from releasekit.git.tree import work_tree_state
 from releasekit.manifest import LoadedManifest
 from releasekit.plan.carried import CarriedVerdict, verify_carried
 from releasekit.plan.checks import ComponentState, PlanContext, build_state, plan_checks
+from releasekit.plan.content.gather import content_scans
 from releasekit.plan.forge_read import read_forge
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.pins import audit_pins, commit_tree
@@ -207,6 +208,7 @@ def plan_context(loaded: LoadedManifest, options: PlanCheckOptions) -> PlanConte
         forge_sources=forge_sources,
         require_forge=options.require_forge,
         unreadable=unreadable,
+        content=content_scans(loaded, {n: (cs.mirror, cs.checked) for n, cs in components.items()}, audits),
     )
 
 

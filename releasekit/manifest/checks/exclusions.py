@@ -4,12 +4,38 @@ from __future__ import annotations
 
 from releasekit.findings import Findings, Severity
 from releasekit.manifest.checks.context import Located, ManifestContext
-from releasekit.manifest.models import REQUIRED_DISPOSITIONS, GitComponent
+from releasekit.manifest.content_rules import CONTENT_RULES
+from releasekit.manifest.models import REQUIRED_DISPOSITIONS, Exclusion, GitComponent
+
+
+def recognised_by(ex: Exclusion) -> list[str]:
+    """How plan check recognises an exclusion, each way in words (content rules by family)."""
+    families: dict[str, list[str]] = {}
+    for rule in ex.rules:
+        families.setdefault(CONTENT_RULES[rule][0], []).append(rule)
+    ways = [f"content rules {', '.join(rules)} ({family})" for family, rules in families.items()]
+    if ex.paths:
+        ways.append(f"path globs ({len(ex.paths)})")
+    if ex.message_pattern:
+        ways.append("the subject pattern")
+    if ex.pr is not None:
+        ways.append(f"PR #{ex.pr}")
+    if ex.upstream is not None:
+        ways.append("the upstream change's patch-ids")
+    if ex.commits or ex.patch_ids:
+        ways.append("its commits/patch-ids")
+    return ways
 
 
 class ExclusionsWellFormed:
     name = "exclusions"
-    codes = ("DUPLICATE_EXCLUSION", "UNKNOWN_COMPONENT", "EXCLUDED_PR_PLANNED", "EXCLUSION_NOT_CHECKABLE")
+    codes = (
+        "DUPLICATE_EXCLUSION",
+        "UNKNOWN_COMPONENT",
+        "EXCLUDED_PR_PLANNED",
+        "EXCLUSION_NOT_CHECKABLE",
+        "EXCLUSION_RECOGNISED_BY",
+    )
 
     def run(self, ctx: ManifestContext) -> Findings:
         out = Located(ctx)
@@ -39,9 +65,16 @@ class ExclusionsWellFormed:
                 required = ex.disposition in REQUIRED_DISPOSITIONS
                 out.add(
                     "EXCLUSION_NOT_CHECKABLE",
-                    f"exclusion '{ex.id}' ({ex.disposition}) gives no pr, upstream, commits, patch_ids, paths or message_pattern: "
+                    f"exclusion '{ex.id}' ({ex.disposition}) gives no pr, upstream, commits, patch_ids, paths, message_pattern or rules: "
                     "it is recorded, but plan check cannot detect it",
                     path,
                     severity=Severity.warning if required else Severity.info,
+                )
+            else:
+                out.add(
+                    "EXCLUSION_RECOGNISED_BY",
+                    f"exclusion '{ex.id}' is recognised by " + "; ".join(recognised_by(ex)),
+                    path,
+                    severity=Severity.info,
                 )
         return out.findings

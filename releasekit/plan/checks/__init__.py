@@ -26,6 +26,7 @@ from releasekit.plan.checks.pr_heads import PRHeadsUnmoved
 from releasekit.plan.checks.published import CheckedCommitPublished
 from releasekit.plan.checks.release_only import ReleaseOnlyCommits
 from releasekit.plan.checks.superseded import SupersededAbsent
+from releasekit.plan.checks.tree_content import TreeContentAnswered
 from releasekit.plan.checks.unreadable import ComponentsReadable
 from releasekit.plan.checks.wheel_source import WheelSourcesVerified
 from releasekit.plan.checks.wheel_tags import WheelTagsFitImage
@@ -43,6 +44,7 @@ def all_checks() -> list[Check[PlanContext]]:
         SupersededAbsent(),
         AlreadyCanonicalPresent(),
         ExclusionsAbsent(),
+        TreeContentAnswered(),
         PRHeadsUnmoved(),
         NamedPRsOnForge(),
         PlannedPRsNotDraft(),

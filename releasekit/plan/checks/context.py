@@ -16,6 +16,7 @@ from releasekit.git.mirror import Mirror
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import TO_BE_LOCKED, GitComponent
 from releasekit.plan.carried import CarriedVerdict
+from releasekit.plan.content.gather import ComponentContent
 from releasekit.plan.merged import CanonicalHistory, MergeState
 from releasekit.plan.upstream import UpstreamPatches
 from releasekit.records.forge import ForgeData
@@ -81,6 +82,8 @@ class PlanContext:
     require_forge: bool = False  # --require-forge: a forge check that cannot run is an error
     # Git component -> why its repository or refs could not be read (the others are still checked).
     unreadable: Mapping[str, str] = field(default_factory=dict)
+    # Git component -> the content rules' hits in its tree (releasekit.plan.content), when scanned.
+    content: Mapping[str, ComponentContent] = field(default_factory=dict)
 
 
 def _status_from(

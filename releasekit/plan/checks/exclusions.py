@@ -1,4 +1,5 @@
-"""An excluded change (by PR, commit, patch-id, upstream PR, path glob or subject pattern) does not appear."""
+"""An excluded change (by PR, commit, patch-id, upstream PR, path glob, subject pattern or content
+rule) does not appear."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from releasekit.git.tree import commit_files
 from releasekit.manifest.models import Exclusion
 from releasekit.manifest.path_patterns import matching
 from releasekit.plan.checks.context import ComponentState, PlanContext, short
+from releasekit.plan.content.claims import accepted_by, grouped
 from releasekit.plan.upstream import UpstreamPatches
 
 
@@ -45,7 +47,26 @@ class ExclusionsAbsent:
                         component=cs.name,
                         pr=excl.pr,
                     )
+                _content_hits(ctx, cs, excl, findings)
         return findings
+
+
+def _content_hits(ctx: PlanContext, cs: ComponentState, excl: Exclusion, findings: Findings) -> None:
+    """The content-rule hits this exclusion claims at the checked commit (an accepted file is not one)."""
+    content = ctx.content.get(cs.name)
+    if content is None or not excl.rules:
+        return
+    for group in grouped(content.checked.hits):
+        if group.first.rule in excl.rules and accepted_by(cs.comp, group.first) is None:
+            findings.add(
+                "EXCLUDED_CHANGE_PRESENT",
+                f"exclusion '{excl.id}' ({excl.description}): {group.shown()}",
+                component=cs.name,
+                pr=excl.pr,
+                commit=content.checked.commit,
+                file=group.first.file,
+                line=group.first.line,
+            )
 
 
 def _patch_hits(cs: ComponentState, listed: list[str], upstream: UpstreamPatches | None) -> list[str]:

@@ -1,0 +1,1 @@
+"""One module per content rule; ``releasekit.plan.content.registry`` lists them."""
