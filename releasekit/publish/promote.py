@@ -64,10 +64,11 @@ def _promote_gate(
         # with, so the manifest-matches-lock check does not apply to this one.
         policy = policy_from_manifest(loaded.manifest)
         manifest_sha = None
+    evidence = fetched.evidence()
     gate = evaluate_gate(
         image,
         record.lock_sha256,
-        fetched.evidence(),
+        evidence,
         policy,
         manifest_sha256=manifest_sha,
         lock_manifest_sha256=record.manifest_sha256,
@@ -90,6 +91,9 @@ def _promote_gate(
             provenance=fetched.files.get(PROVENANCE_FILE),
             summary=fetched.files.get(VERIFICATION_SUMMARY_FILE),
             where="attached:",
+            sbom=evidence.sbom_text(),
+            sbom_named=evidence.sbom_named(),
+            required=required,
         )
         add_signed_check(gate, verdict)
         result.signers = verdict.signers

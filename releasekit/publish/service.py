@@ -282,6 +282,9 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
             provenance=inputs.evidence.provenance.text,
             summary=inputs.evidence.verification_summary.text,
             where="",
+            sbom=inputs.evidence.sbom_text(),
+            sbom_named=inputs.evidence.sbom_named(),
+            required=inputs.require_signed,
         )
     add_signed_check(report, verdict)
     return report, verdict
