@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from releasekit.signing.options import REQUIRE_SIGNED, TRUSTED_KEY
+
 if TYPE_CHECKING:
     from releasekit.findings import Findings
     from releasekit.publish.gate import GateReport
@@ -14,17 +16,8 @@ if TYPE_CHECKING:
     from releasekit.publish.service import PublishResult
 
 JsonOpt = typer.Option(False, "--json", help="machine-readable output")
-TrustedKeyOpt = typer.Option(
-    [],
-    "--trusted-key",
-    help="public key (PEM) whose signatures on the evidence are accepted (repeatable); "
-    "required when the evidence is signed",
-)
-RequireSignedOpt = typer.Option(
-    False,
-    "--require-signed",
-    help="refuse (exit 1) evidence that is not signed (DSSE envelopes); as the manifest's publish.signed does",
-)
+TrustedKeyOpt = TRUSTED_KEY  # shared with stage (releasekit.signing.options)
+RequireSignedOpt = REQUIRE_SIGNED
 
 
 def _warn_unsigned(findings: Findings) -> None:

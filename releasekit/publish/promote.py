@@ -19,11 +19,12 @@ from releasekit.findings import Findings
 from releasekit.publish.attachments import FetchedAttachments, fetch_attachments, fetch_signed
 from releasekit.publish.gate import GateReport, policy_from_manifest
 from releasekit.publish.service import add_signed_check, evaluate_gate, registry_image
-from releasekit.publish.signatures import check_signed, trusted_keys, unsigned_verdict
+from releasekit.publish.signatures import check_signed, unsigned_verdict
 from releasekit.records.gate import GATE_FILE, GateRecord, read_gate
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
+from releasekit.signing.verify import trusted_keys
 
 __all__ = ["PromoteResult", "promote"]
 

@@ -48,7 +48,6 @@ from releasekit.publish.signatures import (
     SignedVerdict,
     check_signed,
     local_envelopes,
-    trusted_keys,
     unsigned_verdict,
 )
 from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check, push_checked, put_tags
@@ -75,6 +74,7 @@ from releasekit.registry import (
     resolve_credentials,
 )
 from releasekit.signing import TrustedKeys
+from releasekit.signing.verify import trusted_keys
 
 __all__ = [
     "GateRecord",

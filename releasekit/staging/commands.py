@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from releasekit.signing.options import REQUIRE_SIGNED, TRUSTED_KEY
+
 # The options by which a later stage (test, validate) on any host takes the staged candidate.
 CANDIDATE_IMAGE = typer.Option(
     ...,
@@ -34,6 +36,8 @@ def stage_cmd(
     out: Path | None = typer.Option(
         None, "-o", "--out", help="where staging.json goes [default: the evidence directory]"
     ),
+    trusted_key: list[Path] = TRUSTED_KEY,
+    require_signed: bool = REQUIRE_SIGNED,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Push the verified candidate to a staging repository and record its digest, for GPU hosts to pull."""
@@ -43,7 +47,7 @@ def stage_cmd(
 
     engine = connect()
     try:
-        record = stage(
+        staged = stage(
             StageRequest(
                 image=image,
                 lock_path=lock,
@@ -51,15 +55,21 @@ def stage_cmd(
                 evidence_dir=evidence,
                 manifest_path=manifest,
                 out=out,
+                trusted_key_files=list(trusted_key),
+                require_signed=require_signed,
             ),
             engine,
         )
     finally:
         engine.close()
+    for line in staged.warnings:
+        typer.echo(f"releasekit: {line}", err=True)
+    record = staged.record
     if as_json:
         print_json(record)
     else:
-        stdout_console().print(f"staged {record.image_id[:19]} as {record.reference}")
+        signed = f", summary signed by {staged.signer[:16]}" if staged.signer else ""
+        stdout_console().print(f"staged {record.image_id[:19]} as {record.reference}{signed}")
 
 
 def register(app: typer.Typer) -> None:
