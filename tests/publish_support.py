@@ -137,15 +137,20 @@ class Release:
         )
         write_record(result, self.evidence / "plan-check.json")
 
-    def write_verification(self, *, image_id: str | None = None, result: str = "PASSED") -> None:
-        """The summary as verify-provenance writes it (its own model), over this provenance file."""
+    def write_verification(
+        self, *, image_id: str | None = None, result: str = "PASSED", sbom_sha256: str | None = None
+    ) -> None:
+        """The summary as verify-provenance writes it (its own model), over this provenance file
+        (naming the SBOM ``sbom_sha256``, as verify-provenance does when it wrote one)."""
         from releasekit.provenance.summary import make_summary, write_summary
         from releasekit.records.verification import ReleasekitBlock
 
         summary = make_summary(
             image_id=image_id or self.image_id,
             passed=result == "PASSED",
-            block=ReleasekitBlock(lock_sha256=self.lock_sha256, manifest_sha256="0" * 64),
+            block=ReleasekitBlock(
+                lock_sha256=self.lock_sha256, manifest_sha256="0" * 64, sbom_sha256=sbom_sha256
+            ),
             provenance=self.evidence / "provenance.intoto.json",
         )
         write_summary(summary, self.evidence / "verification_summary.json")

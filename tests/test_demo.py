@@ -77,18 +77,25 @@ def _check_signed(demo: Path, result: dict) -> None:
     keyid = keyid_of(load_public_key(public))
     release = demo / "release"
     trusted = load_trusted_keys([public])
-    for name in ("provenance.intoto.json", "verification_summary.json"):
+    for name in ("provenance.intoto.json", "verification_summary.json", "sbom.cdx.json"):
         envelope = release / name.replace(".json", ".dsse.json")
-        verified = verify_envelope(envelope.read_bytes(), trusted, where=envelope.name)
+        kind = "application/vnd.cyclonedx+json" if name == "sbom.cdx.json" else "application/vnd.in-toto+json"
+        verified = verify_envelope(envelope.read_bytes(), trusted, where=envelope.name, payload_type=kind)
         assert verified.keyid == keyid and verified.payload == (release / name).read_bytes()
     summary = json.loads((release / "verification_summary.json").read_text())
+    sbom_sha = hashlib.sha256((release / "sbom.cdx.json").read_bytes()).hexdigest()
+    assert summary["predicate"]["releasekit"]["sbom_sha256"] == sbom_sha  # the signed summary names it
     assert summary["_type"] == "https://in-toto.io/Statement/v1"
     assert summary["subject"][0]["digest"] == {"sha256": result["image_id"].removeprefix("sha256:")}
     publish = next(s for s in result["stages"] if s["name"] == "publish")
     assert "EVIDENCE_UNSIGNED" not in {f["code"] for f in publish["findings"]["findings"]}
     assert f"signed by {keyid[:16]}" in publish["summary"] and "and at promote" in publish["summary"]
     record = json.loads((release / "publish.json").read_text())
-    assert record["signed"]["files"] == ["provenance.intoto.dsse.json", "verification_summary.dsse.json"]
+    assert record["signed"]["files"] == [
+        "provenance.intoto.dsse.json",
+        "sbom.cdx.dsse.json",
+        "verification_summary.dsse.json",
+    ]
     assert set(record["signers"].values()) == {keyid}
     notes = (release / "RELEASE.md").read_text()
     assert "## Signatures" in notes and f"signature by key `{keyid[:16]}` verified" in notes

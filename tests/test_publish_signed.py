@@ -343,3 +343,77 @@ def test_publish_finds_the_manifest_on_the_demo_layout(tmp_path, registry, image
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["published"] is True
     assert "beta" in tags_of(registry, repo)
+
+
+def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_signed(
+    tmp_path, registry, image, keys
+):
+    """Issue 34 item 3: the SBOM was not signed, so promote --trusted-key --require-signed accepted
+    an attached SBOM swapped for another that still names the image. Now the signed summary names
+    the SBOM's sha256 and the SBOM has its own envelope."""
+    from test_sbom import _signed_release, _swapped
+
+    from releasekit.publish.attachments import attachment_tag, push_artifact
+    from releasekit.records.oci import OCI_MANIFEST
+
+    release, text = _signed_release(tmp_path / "rel", image, keys["private"])
+    repo = "team/signed-sbom"
+    target = f"{registry.host}/{repo}"
+    strict = ("--trusted-key", str(keys["public"]), "--require-signed")
+    r = run_cli(*publish_args(release, image, target, "beta"), *strict)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["signed"]["files"] == [
+        "provenance.intoto.dsse.json",
+        "sbom.cdx.dsse.json",
+        "verification_summary.dsse.json",
+    ]
+    digest = result["digest"]
+
+    # Someone with push rights re-pushes the evidence with the SBOM swapped (the envelopes untouched).
+    with RegistryClient(registry.host) as client:
+        manifest = json.loads(client.get_manifest(repo, attachment_tag(digest)).data)
+        layers = []
+        for layer in manifest["layers"]:
+            title = layer["annotations"]["org.opencontainers.image.title"]
+            data = client.get_blob(repo, layer["digest"])
+            layers.append(
+                (title, layer["mediaType"], _swapped(text).encode() if title == "sbom.cdx.json" else data)
+            )
+        config = client.get_blob(repo, manifest["config"]["digest"])
+        body = push_artifact(
+            client,
+            repo,
+            client.get_manifest(repo, digest),
+            artifact_type=manifest["artifactType"],
+            config=config,
+            config_media_type=manifest["config"]["mediaType"],
+            layers=layers,
+            annotations=manifest.get("annotations"),
+        )
+        client.put_manifest(repo, attachment_tag(digest), body, OCI_MANIFEST)
+    code, out, stderr = promote(target, *strict)
+    assert code == 1 and out is not None, stderr
+    assert sorted(error_codes(out)) == ["SBOM_MISMATCH", "SIGNED_EVIDENCE_MISMATCH"]
+    assert "stable" not in tags_of(registry, repo)
+
+    # The same swap in the release directory: refused before anything is pushed.
+    (release.evidence / "sbom.cdx.json").write_text(_swapped(text), encoding="utf-8")
+    r = run_cli(*publish_args(release, image, f"{registry.host}/team/swapped-sbom", "beta"), *strict)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert sorted(finding_codes(json.loads(r.stdout), "error")) == [
+        "SBOM_MISMATCH",
+        "SIGNED_EVIDENCE_MISMATCH",
+    ]
+    assert tags_of(registry, "team/swapped-sbom") == []
+
+    # An unsigned SBOM (the rest signed): refused under --require-signed, said out loud without it.
+    (release.evidence / "sbom.cdx.json").write_text(text, encoding="utf-8")
+    (release.evidence / "sbom.cdx.dsse.json").unlink()
+    r = run_cli(*publish_args(release, image, f"{registry.host}/team/unsigned-sbom", "beta"), *strict)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert finding_codes(json.loads(r.stdout), "error") == ["SBOM_UNSIGNED"]
+    assert tags_of(registry, "team/unsigned-sbom") == []
+    r = run_cli(*publish_args(release, image, f"{registry.host}/team/unsigned-sbom", "beta"), *strict[:2])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert finding_codes(json.loads(r.stdout), "warning") == ["SBOM_UNSIGNED"]

@@ -372,3 +372,115 @@ def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, 
         refused = run_cli(*publish_args(release, image, f"{registry.host}/team/sbom-wrong", "beta"))
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert "SBOM_WRONG_IMAGE" in refused.stdout
+
+
+# --- issue 34 item 3, issue 36: the SBOM signed and named by sha256 in the signed summary ----------
+
+
+def _swapped(text: str) -> str:
+    """The attacker's SBOM: still names the image (serial, subject), one component fewer."""
+    doc = json.loads(text)
+    doc["components"] = doc["components"][1:]
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _signed_release(tmp_path: Path, image_id: str, key: Path | None):
+    """A release directory as verify-provenance leaves it: the SBOM, the summary naming its sha256,
+    and (with ``key``) the three envelopes."""
+    from publish_support import Release
+
+    from releasekit.signing import load_signer
+    from releasekit.signing.statements import sign_sbom_file, sign_statement_file, sign_summary_file
+
+    release = Release(tmp_path, image_id)
+    text = sbom_text(make_bom(_ctx(image_id), CREATED))
+    (release.evidence / SBOM_FILE).write_text(text, encoding="utf-8")
+    release.write_verification(sbom_sha256=hashlib.sha256(text.encode()).hexdigest())
+    if key is not None:
+        signer = load_signer(key)
+        sign_statement_file(signer, release.evidence / "provenance.intoto.json")
+        sign_summary_file(signer, release.evidence / "verification_summary.json", image_id)
+        sign_sbom_file(signer, release.evidence / SBOM_FILE)
+    return release, text
+
+
+def test_the_gate_refuses_an_sbom_other_than_the_one_the_summary_names(tmp_path):
+    image_id = "sha256:" + "4" * 64
+    release, text = _signed_release(tmp_path, image_id, None)
+    assert _gate(release, image_id).passed
+    swapped = _swapped(text)
+    assert SbomView.from_json(json.loads(swapped)).names_image(image_id)  # the old check was satisfied
+    (release.evidence / SBOM_FILE).write_text(swapped, encoding="utf-8")
+    report = _gate(release, image_id)
+    assert [f.code for f in report.findings.errors] == ["SBOM_MISMATCH"]
+    assert hashlib.sha256(text.encode()).hexdigest() in report.findings.errors[0].message
+    (release.evidence / SBOM_FILE).unlink()
+    assert [f.code for f in _gate(release, image_id).findings.errors] == ["SBOM_MISSING"]
+
+
+def _signed_verdict(release, image_id: str, public: Path, *, required: bool):
+    from releasekit.publish.evidence import load_evidence
+    from releasekit.publish.signatures import check_signed, local_envelopes
+    from releasekit.signing import load_trusted_keys
+
+    evidence = load_evidence(release.evidence, release.receipts)
+    return check_signed(
+        local_envelopes(release.evidence),
+        load_trusted_keys([public]),
+        image_id=image_id,
+        provenance=evidence.provenance.text,
+        summary=evidence.verification_summary.text,
+        where="",
+        sbom=evidence.sbom_text(),
+        sbom_named=evidence.sbom_named(),
+        required=required,
+    )
+
+
+def test_a_signed_sbom_verifies_and_a_swapped_or_unsigned_one_is_a_finding(tmp_path):
+    from releasekit.records.dsse import SBOM_ENVELOPE_FILE
+    from releasekit.signing import keyid_of, load_trusted_keys, verify_envelope
+    from releasekit.signing.keys import load_public_key, write_key_pair
+    from releasekit.signing.statements import SBOM_PAYLOAD_TYPE
+
+    private, public, _ = write_key_pair(tmp_path / "key")
+    image_id = "sha256:" + "4" * 64
+    release, text = _signed_release(tmp_path / "rel", image_id, private)
+    envelope = release.evidence / SBOM_ENVELOPE_FILE
+    assert SBOM_ENVELOPE_FILE == "sbom.cdx.dsse.json"
+    verified = verify_envelope(
+        envelope.read_bytes(), load_trusted_keys([public]), payload_type=SBOM_PAYLOAD_TYPE
+    )
+    assert verified.payload == text.encode() and verified.payload_type == "application/vnd.cyclonedx+json"
+    verdict = _signed_verdict(release, image_id, public, required=True)
+    assert list(verdict.findings) == []
+    assert verdict.signers[SBOM_ENVELOPE_FILE] == keyid_of(load_public_key(public))
+
+    # Swapped after signing: the envelope no longer covers it.
+    (release.evidence / SBOM_FILE).write_text(_swapped(text), encoding="utf-8")
+    verdict = _signed_verdict(release, image_id, public, required=True)
+    assert [f.code for f in verdict.findings.errors] == ["SIGNED_EVIDENCE_MISMATCH"]
+
+    # Unsigned (the envelope removed): an error when signing is required, a warning otherwise.
+    (release.evidence / SBOM_FILE).write_text(text, encoding="utf-8")
+    envelope.unlink()
+    verdict = _signed_verdict(release, image_id, public, required=True)
+    assert [f.code for f in verdict.findings.errors] == ["SBOM_UNSIGNED"]
+    assert "refused" in verdict.findings.errors[0].message
+    verdict = _signed_verdict(release, image_id, public, required=False)
+    assert verdict.findings.passed and [f.code for f in verdict.findings] == ["SBOM_UNSIGNED"]
+
+
+def test_an_sbom_the_signed_summary_does_not_name_is_unsigned(tmp_path):
+    from releasekit.signing import load_signer
+    from releasekit.signing.keys import write_key_pair
+    from releasekit.signing.statements import sign_summary_file
+
+    private, public, _ = write_key_pair(tmp_path / "key")
+    image_id = "sha256:" + "4" * 64
+    release, _text = _signed_release(tmp_path / "rel", image_id, private)
+    release.write_verification()  # a summary (re-signed) that names no SBOM
+    sign_summary_file(load_signer(private), release.evidence / "verification_summary.json", image_id)
+    verdict = _signed_verdict(release, image_id, public, required=True)
+    assert [f.code for f in verdict.findings.errors] == ["SBOM_UNSIGNED"]
+    assert "names no SBOM" in verdict.findings.errors[0].message

@@ -203,6 +203,7 @@ def test_clean_image_verifies(release):
     assert checks["records"]["examined"] == "distributions" and checks["unowned-files"]["count"] > 10
     # Byte-stable (issue 22): a second verification writes the same summary apart from timeVerified.
     sbom = _sbom_of_verified(release, result)
+    assert summary["releasekit"]["sbom_sha256"] == hashlib.sha256(sbom).hexdigest()  # the summary names it
     again = release.verify(
         release.image_id, summary=release.root / "summary-again.json", sbom=release.root / "sbom-again.json"
     )

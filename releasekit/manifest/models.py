@@ -552,7 +552,7 @@ class PublishTarget(StrictModel):
         description="REGISTRY/REPO the verified candidate is staged in by digest (releasekit stage), for GPU hosts to pull",
     )
     signed: bool = Field(
-        False, description="publish and promote require signed evidence (DSSE, --trusted-key)"
+        False, description="stage, publish and promote require signed evidence (DSSE, --trusted-key)"
     )
 
 

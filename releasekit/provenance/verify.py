@@ -7,6 +7,7 @@ filesystem once through the hasher, then run every check over what was gathered.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -52,7 +53,7 @@ from releasekit.records.verification import (
     ReleasekitBlock,
 )
 from releasekit.signing import load_signer
-from releasekit.signing.statements import envelope_path, sign_summary_file
+from releasekit.signing.statements import envelope_path, sign_sbom_file, sign_summary_file
 
 SUMMARY_NAME = VERIFICATION_SUMMARY_FILE
 _PREFIX = re.compile(r"^(/.*?)/lib/python3[^/]*/(?:site|dist)-packages$")
@@ -491,22 +492,28 @@ def _check_outputs(opts: VerifyOptions) -> None:
     sbom_path = _sbom_path(opts)
     if sbom_path is not None:
         check_writable(sbom_path)
+        check_writable(envelope_path(sbom_path))
 
 
 def _write_summary(
-    opts: VerifyOptions, result: VerifyResult, provenance: Path | None, signer: Any, facts: ImageFacts
+    opts: VerifyOptions,
+    result: VerifyResult,
+    provenance: Path | None,
+    signer: Any,
+    facts: ImageFacts,
+    sbom_sha256: str | None,
 ) -> str | None:
     """verification_summary.json (and its DSSE envelope when a key is given); its path, or None."""
     summary_path = _summary_path(opts)
     if summary_path is None:
         return None
-    _check_outputs(opts)  # again: the directory may have changed while the image was read
     block = ReleasekitBlock(
         lock_sha256=result.lock_sha256,
         manifest_sha256=result.manifest_sha256,
         image_tags=facts.tags,
         checks=result.checks,
         findings=list(result.findings),
+        sbom_sha256=sbom_sha256,
     )
     write_summary(
         make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
@@ -516,17 +523,22 @@ def _write_summary(
     return str(summary_path)
 
 
-def _write_sbom(opts: VerifyOptions, passed: bool, ctx: VerifyContext, created: str | None) -> str | None:
-    """sbom.cdx.json from the verified inventory; its path, or None. An image that did not verify gets
-    none, and an SBOM an earlier run left at that path is removed (it would describe unverified files)."""
+def _write_sbom(
+    opts: VerifyOptions, passed: bool, ctx: VerifyContext, created: str | None, signer: Any
+) -> tuple[str, str] | None:
+    """sbom.cdx.json from the verified inventory, and its envelope when a key is given: its path and
+    sha256 (for the summary to name), or None. An image that did not verify gets none, and an SBOM
+    (or envelope) an earlier run left at that path is removed (it would describe unverified files)."""
     path = _sbom_path(opts)
     if path is None:
         return None
     if not (passed and ctx.filesystem_read):
         path.unlink(missing_ok=True)
+        sign_sbom_file(None, path)
         return None
-    write_sbom(ctx, created, path)
-    return str(path)
+    text = write_sbom(ctx, created, path)
+    sign_sbom_file(signer, path)  # -> sbom.cdx.dsse.json
+    return str(path), hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def run_checks(ctx: VerifyContext, deadline: float, deadline_s: float) -> Report[VerifyContext]:
@@ -682,6 +694,11 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     findings.extend(notes)
     findings.extend(report.findings)
     result = _result(lock, lock_sha, got, findings, report, started)
-    result.summary_path = _write_summary(opts, result, release.provenance, signer, got.facts)
-    result.sbom_path = _write_sbom(opts, result.passed, ctx, got.attrs.get("Created"))
+    _check_outputs(opts)  # again: the directory may have changed while the image was read
+    # The SBOM first: the summary names its sha256, so the signed summary vouches for that document.
+    sbom = _write_sbom(opts, result.passed, ctx, got.attrs.get("Created"), signer)
+    result.sbom_path = sbom[0] if sbom else None
+    result.summary_path = _write_summary(
+        opts, result, release.provenance, signer, got.facts, sbom[1] if sbom else None
+    )
     return result

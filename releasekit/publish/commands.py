@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from releasekit.cli_options import JSON
+from releasekit.cli_options import JSON, REQUIRE_SIGNED, TRUSTED_KEY
 
 if TYPE_CHECKING:
     from releasekit.findings import Findings
@@ -15,17 +15,8 @@ if TYPE_CHECKING:
     from releasekit.publish.promote import PromoteResult
     from releasekit.publish.service import PublishResult
 
-TrustedKeyOpt = typer.Option(
-    [],
-    "--trusted-key",
-    help="public key (PEM) whose signatures on the evidence are accepted (repeatable); "
-    "required when the evidence is signed",
-)
-RequireSignedOpt = typer.Option(
-    False,
-    "--require-signed",
-    help="refuse (exit 1) evidence that is not signed (DSSE envelopes); as the manifest's publish.signed does",
-)
+TrustedKeyOpt = TRUSTED_KEY
+RequireSignedOpt = REQUIRE_SIGNED
 
 
 def _warn_unsigned(findings: Findings) -> None:

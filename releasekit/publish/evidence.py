@@ -126,6 +126,15 @@ class Evidence(BaseModel):
     # The CycloneDX SBOM of the verified image (None: the release directory has none).
     sbom: EvidenceFile[SbomView] | None = None
 
+    def sbom_text(self) -> str | None:
+        """The SBOM's exact text (None: there is none, or it could not be read: the gate's finding)."""
+        return self.sbom.text if self.sbom is not None and self.sbom.ok else None
+
+    def sbom_named(self) -> str | None:
+        """The sha256 of the SBOM the verification summary names (None: it names none, or is unreadable)."""
+        statement = self.verification_summary.record
+        return statement.summary.sbom_sha256 if statement is not None else None
+
     def texts(self) -> list[str]:
         """The exact text of every evidence file that was read (for the secret scan)."""
         files: list[EvidenceFile[Any]] = [

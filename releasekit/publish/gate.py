@@ -18,6 +18,8 @@ Finding codes (stable):
   PROVENANCE_WRONG_IMAGE     the provenance statement's subjects do not include the image
   SBOM_INVALID               sbom.cdx.json is there but unreadable or not a CycloneDX SBOM
   SBOM_WRONG_IMAGE           sbom.cdx.json describes another image (serial number, subject)
+  SBOM_MISSING               the verification summary names an SBOM and there is none
+  SBOM_MISMATCH              sbom.cdx.json is not the SBOM the verification summary names (sha256)
   RECEIPT_INVALID            a receipt file that cannot be read as a receipt
   RECEIPT_WRONG_IMAGE        a receipt bound to another image ID
   RECEIPT_WRONG_LOCK         a receipt bound to another lock

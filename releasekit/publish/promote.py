@@ -19,11 +19,12 @@ from releasekit.findings import Findings
 from releasekit.publish.attachments import FetchedAttachments, fetch_attachments, fetch_signed
 from releasekit.publish.gate import GateReport, policy_from_manifest
 from releasekit.publish.service import add_signed_check, evaluate_gate, registry_image
-from releasekit.publish.signatures import check_signed, trusted_keys, unsigned_verdict
+from releasekit.publish.signatures import check_signed, unsigned_verdict
 from releasekit.records.gate import GATE_FILE, GateRecord, read_gate
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
+from releasekit.signing.verify import trusted_keys
 
 __all__ = ["PromoteResult", "promote"]
 
@@ -64,10 +65,11 @@ def _promote_gate(
         # with, so the manifest-matches-lock check does not apply to this one.
         policy = policy_from_manifest(loaded.manifest)
         manifest_sha = None
+    evidence = fetched.evidence()
     gate = evaluate_gate(
         image,
         record.lock_sha256,
-        fetched.evidence(),
+        evidence,
         policy,
         manifest_sha256=manifest_sha,
         lock_manifest_sha256=record.manifest_sha256,
@@ -90,6 +92,9 @@ def _promote_gate(
             provenance=fetched.files.get(PROVENANCE_FILE),
             summary=fetched.files.get(VERIFICATION_SUMMARY_FILE),
             where="attached:",
+            sbom=evidence.sbom_text(),
+            sbom_named=evidence.sbom_named(),
+            required=required,
         )
         add_signed_check(gate, verdict)
         result.signers = verdict.signers

@@ -49,7 +49,6 @@ from releasekit.publish.signatures import (
     SignedVerdict,
     check_signed,
     local_envelopes,
-    trusted_keys,
     unsigned_verdict,
 )
 from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check, push_checked, put_tags
@@ -76,6 +75,7 @@ from releasekit.registry import (
     resolve_credentials,
 )
 from releasekit.signing import TrustedKeys
+from releasekit.signing.verify import trusted_keys
 
 __all__ = [
     "GateRecord",
@@ -283,6 +283,9 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
             provenance=inputs.evidence.provenance.text,
             summary=inputs.evidence.verification_summary.text,
             where="",
+            sbom=inputs.evidence.sbom_text(),
+            sbom_named=inputs.evidence.sbom_named(),
+            required=inputs.require_signed,
         )
     add_signed_check(report, verdict)
     return report, verdict

@@ -10,6 +10,13 @@ from verify-provenance):
   * the unsigned copy the gate reads says the same as the signed one      -> else SIGNED_EVIDENCE_MISMATCH.
 A required envelope that is absent is SIGNATURE_MISSING.
 
+The SBOM (``sbom.cdx.json``, when there is one) is CycloneDX, not a statement: ``sbom.cdx.dsse.json``
+signs its exact bytes (payload type ``application/vnd.cyclonedx+json``), and the signed summary names
+its sha256 (the gate's SBOM rule refuses any other document: SBOM_MISMATCH). With a trusted key:
+  * the envelope verifies and its payload is the SBOM byte for byte -> else the codes above;
+  * an SBOM with no envelope, or one the signed summary does not name, is SBOM_UNSIGNED: an error
+    under ``--require-signed`` (or ``publish.signed``), a warning otherwise.
+
 Evidence with no envelope at all, read without ``--trusted-key``, is unsigned: anyone who can
 write the release directory (or push to the repository) can forge it. It is accepted only
 out loud: an ``EVIDENCE_UNSIGNED`` warning in the gate (publish.json, promote's result) and a
@@ -25,15 +32,18 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
-from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.records.dsse import PROVENANCE_ENVELOPE_FILE as PROVENANCE_ENVELOPE
+from releasekit.records.dsse import SBOM_ENVELOPE_FILE as SBOM_ENVELOPE
 from releasekit.records.dsse import SUMMARY_ENVELOPE_FILE as SUMMARY_ENVELOPE
 from releasekit.records.provenance import SLSA_PROVENANCE_V1 as SLSA_PROVENANCE
-from releasekit.signing import SignatureError, TrustedKeys, load_trusted_keys, verify_envelope
-from releasekit.signing.statements import VERIFICATION_SUMMARY_TYPE, parse_statement
+from releasekit.records.sbom import SBOM_FILE as SBOM_FILE_NAME
+from releasekit.signing import SignatureError, TrustedKeys, verify_envelope
+from releasekit.signing.statements import SBOM_PAYLOAD_TYPE, VERIFICATION_SUMMARY_TYPE
+from releasekit.signing.verify import verify_statement_envelope
 
-ENVELOPES = (PROVENANCE_ENVELOPE, SUMMARY_ENVELOPE)
+STATEMENT_ENVELOPES = (PROVENANCE_ENVELOPE, SUMMARY_ENVELOPE)  # always required when signed
+ENVELOPES = (*STATEMENT_ENVELOPES, SBOM_ENVELOPE)  # what is read beside the evidence and attached
 CHECK_NAME = "signed evidence"
 
 
@@ -44,22 +54,6 @@ def local_envelopes(evidence_dir: Path) -> dict[str, bytes]:
         for name in ENVELOPES
         if os.path.lexists(evidence_dir / name)
     }
-
-
-def trusted_keys(paths: list[Path], *, signed: bool, required: bool, what: str) -> TrustedKeys | None:
-    """The keys from ``--trusted-key``; None when none were given and the evidence is unsigned.
-
-    Exit 2 (missing input) when the evidence is signed and no key to verify it with was given
-    (``required``, for the message: signatures are required by --require-signed or the policy).
-    """
-    if paths:
-        return load_trusted_keys(paths)
-    if signed:
-        why = (
-            "signed evidence is required and the evidence is signed" if required else "the evidence is signed"
-        )
-        raise InputError(f"{what}: {why}; pass --trusted-key FILE (the signer's public key)")
-    return None
 
 
 UNSIGNED_CODE = "EVIDENCE_UNSIGNED"
@@ -107,11 +101,15 @@ def check_signed(
     provenance: str | None,
     summary: str | None,
     where: str,
+    sbom: str | None = None,
+    sbom_named: str | None = None,
+    required: bool = False,
 ) -> SignedVerdict:
+    """``sbom``: the SBOM's text (None: there is none); ``sbom_named``: the sha256 the summary names."""
     verdict = SignedVerdict(checked=True)
     unsigned = {PROVENANCE_ENVELOPE: provenance, SUMMARY_ENVELOPE: summary}
     kinds = {PROVENANCE_ENVELOPE: SLSA_PROVENANCE, SUMMARY_ENVELOPE: VERIFICATION_SUMMARY_TYPE}
-    for name in ENVELOPES:
+    for name in STATEMENT_ENVELOPES:
         label = f"{where}{name}"
         data = envelopes.get(name)
         if data is None:
@@ -119,35 +117,68 @@ def check_signed(
                 "SIGNATURE_MISSING", f"{label} is missing: the evidence is not signed", image=image_id
             )
             continue
+        copy = unsigned[name]
         try:
-            verified = verify_envelope(data, trusted, where=label)
-            statement = parse_statement(verified.payload, label)
+            verified = verify_statement_envelope(
+                data,
+                trusted,
+                where=label,
+                predicate_type=kinds[name],
+                image_id=image_id,
+                copy=copy.encode("utf-8") if copy is not None else None,  # absent: the gate's finding
+                copy_name=name.replace(".dsse", ""),
+            )
         except SignatureError as exc:
             verdict.findings.add(exc.code, exc.one_line(), image=image_id)
             continue
         verdict.signers[name] = verified.keyid
-        if statement.predicateType != kinds[name]:
-            verdict.findings.add(
-                "SIGNED_EVIDENCE_MISMATCH",
-                f"{label}: signed statement is a {statement.predicateType!r}, expected {kinds[name]!r}",
-                image=image_id,
-            )
-            continue
-        digests = statement.subject_digests()
-        if image_id not in digests:
-            verdict.findings.add(
-                "SIGNED_SUBJECT_MISMATCH",
-                f"{label}: signed for {', '.join(d[:19] for d in digests) or 'no digest'}, not for image {image_id[:19]}",
-                image=image_id,
-            )
-            continue
-        copy = unsigned[name]
-        if copy is None:
-            continue  # its absence is the gate's finding
-        if verified.payload != copy.encode("utf-8"):  # both files are statements: signed byte for byte
-            verdict.findings.add(
-                "SIGNED_EVIDENCE_MISMATCH",
-                f"{label}: the signed statement differs from the unsigned {name.replace('.dsse', '')} beside it",
-                image=image_id,
-            )
+    if sbom is not None:
+        _check_signed_sbom(
+            verdict, envelopes.get(SBOM_ENVELOPE), trusted, sbom, sbom_named, required, image_id, where
+        )
     return verdict
+
+
+def _check_signed_sbom(
+    verdict: SignedVerdict,
+    data: bytes | None,
+    trusted: TrustedKeys,
+    sbom: str,
+    named: str | None,
+    required: bool,
+    image_id: str,
+    where: str,
+) -> None:
+    """The SBOM's own envelope, and whether the signed summary vouches for it (its sha256 there)."""
+    label = f"{where}{SBOM_ENVELOPE}"
+    severity = Severity.error if required else Severity.warning
+    refused = " and signed evidence is required: refused" if required else ""
+    if data is None:
+        verdict.findings.add(
+            "SBOM_UNSIGNED",
+            f"{where}{SBOM_FILE_NAME} is not signed (no {SBOM_ENVELOPE}){refused}",
+            severity=severity,
+            image=image_id,
+        )
+    else:
+        try:
+            verified = verify_envelope(data, trusted, where=label, payload_type=SBOM_PAYLOAD_TYPE)
+        except SignatureError as exc:
+            verdict.findings.add(exc.code, exc.one_line(), image=image_id)
+            return
+        verdict.signers[SBOM_ENVELOPE] = verified.keyid
+        if verified.payload != sbom.encode("utf-8"):
+            verdict.findings.add(
+                "SIGNED_EVIDENCE_MISMATCH",
+                f"{label}: the signed SBOM differs from the {SBOM_FILE_NAME} beside it",
+                image=image_id,
+            )
+            return
+    if named is None:
+        verdict.findings.add(
+            "SBOM_UNSIGNED",
+            f"{where}the signed verification summary names no SBOM, so nothing vouches that "
+            f"{SBOM_FILE_NAME} is the one verify-provenance wrote{refused}",
+            severity=severity,
+            image=image_id,
+        )

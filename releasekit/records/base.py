@@ -104,11 +104,16 @@ def load_record(cls: type[R], path: Path, *, within: Path | None = None) -> R:
         raise RecordError(f"{path}: no such file (expected a {cls.schema_version()} file)") from None
     except OSError as exc:
         raise RecordError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return record_from_bytes(cls, raw, str(path))
+
+
+def record_from_bytes(cls: type[R], raw: bytes, source: str) -> R:
+    """The record in ``raw`` (bytes read once, e.g. to check a signature over the same bytes)."""
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{path}: not JSON ({exc})") from None
-    return parse_record(cls, data, str(path))
+        raise RecordError(f"{source}: not JSON ({exc})") from None
+    return parse_record(cls, data, source)
 
 
 def dump_record(obj: Record, *, exclude_none: bool = False) -> str:

@@ -1,4 +1,4 @@
-"""DSSE envelopes (``*.dsse.json``): the signed form of an in-toto statement.
+"""DSSE envelopes (``*.dsse.json``): the signed form of an in-toto statement (or of the SBOM).
 
 ``{"payload": b64, "payloadType": type, "signatures": [{"keyid": id, "sig": b64}]}``.
 The signing and verifying live in ``releasekit.signing.dsse``; this is the file's model and
@@ -13,6 +13,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.records.sbom import SBOM_FILE
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 
 ENVELOPE_SUFFIX: Final = ".dsse.json"
@@ -25,6 +26,8 @@ def envelope_name(statement_file: str) -> str:
 
 PROVENANCE_ENVELOPE_FILE: Final = envelope_name(PROVENANCE_FILE)
 SUMMARY_ENVELOPE_FILE: Final = envelope_name(VERIFICATION_SUMMARY_FILE)
+# The SBOM is CycloneDX, not a statement: its envelope's payload is the document's exact bytes.
+SBOM_ENVELOPE_FILE: Final = envelope_name(SBOM_FILE)
 
 
 class EnvelopeSignature(BaseModel):

@@ -62,6 +62,9 @@ class ReleasekitBlock(Strict):
     lock_sha256: str
     manifest_sha256: str
     image_tags: list[str] = Field(default_factory=list)
+    # The sha256 of the SBOM written for this image (None: none written). Signed with the summary,
+    # it binds that one document to the verification: publish and promote refuse any other.
+    sbom_sha256: str | None = None
     checks: list[CheckOutcome] = Field(default_factory=list)
     findings: FindingList = Field(default_factory=list)
 
@@ -97,6 +100,10 @@ class VerificationSummary(Record):
     def unproven_checks(self) -> list[str]:
         """Checks that failed or were not run, as ``name (status)``: a PASSED summary has none."""
         return [f"{c.name} ({c.status})" for c in self.releasekit.checks if c.status in ("failed", "not run")]
+
+    @property
+    def sbom_sha256(self) -> str | None:
+        return self.releasekit.sbom_sha256
 
     @property
     def error_codes(self) -> list[str]:

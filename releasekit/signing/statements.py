@@ -4,6 +4,11 @@
 summary's predicate is SLSA VSA v1, its subject the image it verified): each file's exact
 bytes are its envelope's payload. Both files stay as they are; the envelopes are added.
 The statement and envelope models are ``releasekit.records.intoto`` and ``releasekit.records.dsse``.
+
+``sbom.cdx.json`` is CycloneDX, not a statement: ``sbom.cdx.dsse.json`` signs its exact bytes with
+the CycloneDX media type as the payload type (``SBOM_PAYLOAD_TYPE``). What binds it to the image is
+the document itself (its serial number and subject name the image ID) and the signed summary,
+which names its sha256.
 """
 
 from __future__ import annotations
@@ -15,15 +20,20 @@ from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 from releasekit.records.dsse import ENVELOPE_SUFFIX, envelope_name
 from releasekit.records.intoto import STATEMENT_TYPE, VERIFICATION_SUMMARY_TYPE, AnyStatement, StatementError
 from releasekit.records.intoto import parse_statement as parse_any_statement
+from releasekit.records.sbom import SBOM_MEDIA
 from releasekit.signing.dsse import PAYLOAD_TYPE, SignatureError, sign_payload
 from releasekit.signing.keys import Signer
 
+SBOM_PAYLOAD_TYPE = SBOM_MEDIA
+
 __all__ = [
     "ENVELOPE_SUFFIX",
+    "SBOM_PAYLOAD_TYPE",
     "STATEMENT_TYPE",
     "VERIFICATION_SUMMARY_TYPE",
     "envelope_path",
     "parse_statement",
+    "sign_sbom_file",
     "sign_statement_file",
     "sign_summary_file",
     "write_envelope",
@@ -41,7 +51,9 @@ def envelope_path(statement_file: Path) -> Path:
     return statement_file.with_name(envelope_name(statement_file.name))
 
 
-def write_envelope(signer: Signer | None, payload: bytes, path: Path) -> Path | None:
+def write_envelope(
+    signer: Signer | None, payload: bytes, path: Path, payload_type: str = PAYLOAD_TYPE
+) -> Path | None:
     """Sign ``payload`` into ``path`` (``atomic.write_atomic``: a symbolic link or other non-regular file
     there is refused, never written through); with no signer, remove a stale envelope there instead
     (a planted link is removed, not followed)."""
@@ -49,7 +61,7 @@ def write_envelope(signer: Signer | None, payload: bytes, path: Path) -> Path | 
     if signer is None:
         path.unlink(missing_ok=True)
         return None
-    write_atomic(path, sign_payload(signer, payload, PAYLOAD_TYPE).to_json())
+    write_atomic(path, sign_payload(signer, payload, payload_type).to_json())
     return path
 
 
@@ -74,6 +86,13 @@ def sign_summary_file(signer: Signer | None, summary_file: Path, image_id: str) 
     if image_id not in statement.subject_digests():
         raise SignatureError(f"{summary_file.name} is not about {image_id}; refusing to sign it")
     return write_envelope(signer, payload, envelope_path(summary_file))
+
+
+def sign_sbom_file(signer: Signer | None, sbom_file: Path) -> Path | None:
+    """``sbom.cdx.json`` -> ``sbom.cdx.dsse.json``: its exact bytes signed (no signer: a stale envelope removed)."""
+    if signer is None:
+        return write_envelope(None, b"", envelope_path(sbom_file))
+    return write_envelope(signer, _statement_bytes(sbom_file), envelope_path(sbom_file), SBOM_PAYLOAD_TYPE)
 
 
 def parse_statement(payload: bytes, where: str) -> AnyStatement:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from releasekit.cli_options import json_flag
+from releasekit.cli_options import REQUIRE_SIGNED, TRUSTED_KEY, json_flag
 
 
 def stage_cmd(
@@ -24,6 +24,8 @@ def stage_cmd(
     out: Path | None = typer.Option(
         None, "-o", "--out", help="where staging.json goes [default: the evidence directory]"
     ),
+    trusted_key: list[Path] = TRUSTED_KEY,
+    require_signed: bool = REQUIRE_SIGNED,
     as_json: bool = json_flag(None),
 ) -> None:
     """Push the verified candidate to a staging repository and record its digest, for GPU hosts to pull."""
@@ -33,7 +35,7 @@ def stage_cmd(
 
     engine = connect()
     try:
-        record = stage(
+        staged = stage(
             StageRequest(
                 image=image,
                 lock_path=lock,
@@ -41,15 +43,21 @@ def stage_cmd(
                 evidence_dir=evidence,
                 manifest_path=manifest,
                 out=out,
+                trusted_key_files=list(trusted_key),
+                require_signed=require_signed,
             ),
             engine,
         )
     finally:
         engine.close()
+    for line in staged.warnings:
+        typer.echo(f"releasekit: {line}", err=True)
+    record = staged.record
     if as_json:
         print_json(record)
     else:
-        stdout_console().print(f"staged {record.image_id[:19]} as {record.reference}")
+        signed = f", summary signed by {staged.signer[:16]}" if staged.signer else ""
+        stdout_console().print(f"staged {record.image_id[:19]} as {record.reference}{signed}")
 
 
 def register(app: typer.Typer) -> None:

@@ -5,21 +5,34 @@ the Docker Engine under the tag ``lock-<lock sha256>`` (a registry keeps only wh
 referrer holds; nothing ever reads the image by that tag); the manifest is then read back from
 the registry by digest (its config digest must be the image ID, every blob present) and the
 digest goes into ``staging.json``.
+
+With a trusted key (``--trusted-key``), or when signed evidence is required (``--require-signed``,
+the manifest's ``publish.signed``), the summary must be signed: ``verification_summary.dsse.json``
+verifies with a trusted key, is about this image and covers the summary byte for byte (the bytes
+read once, checked, then parsed). Otherwise nothing is pushed: a one-line refusal, exit 1
+(``EVIDENCE_UNSIGNED``, ``SIGNATURE_MISSING``, or the signature's own code); signed and no key
+given is missing input, exit 2. Unsigned and not required: staged, with a warning.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from releasekit.digests import file_sha256
+from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
 from releasekit.docker_engine import Engine
 from releasekit.errors import InputError
-from releasekit.records.base import load_record, write_record
+from releasekit.records.base import RecordError, record_from_bytes, write_record
+from releasekit.records.dsse import SUMMARY_ENVELOPE_FILE
+from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.staging import STAGING_FILE, StagingRecord, staging_tag
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationStatement
 from releasekit.registry import Reference, RegistryClient, resolve_credentials
+from releasekit.signing import SignatureError
+from releasekit.signing.verify import trusted_keys, verify_statement_envelope
 
 
 @dataclass(frozen=True)
@@ -30,23 +43,33 @@ class StageRequest:
     evidence_dir: Path | None = None  # where verification_summary.json is [default: the lock's directory]
     manifest_path: Path | None = None
     out: Path | None = None  # staging.json's directory [default: the evidence directory]
+    trusted_key_files: list[Path] = field(default_factory=list)  # --trusted-key
+    require_signed: bool = False  # --require-signed (the manifest's publish.signed does the same)
 
 
-def staging_target(request: StageRequest) -> Reference:
-    text = request.staging
-    if text is None:
-        from releasekit.manifest import manifest_for_lock
+@dataclass(frozen=True)
+class Staged:
+    record: StagingRecord
+    signer: str | None  # the keyid whose signature on the summary verified; None: unsigned
+    warnings: list[str]
 
-        lock = read_lock(request.lock_path)
-        loaded = manifest_for_lock(
-            request.lock_path,
-            request.manifest_path,
-            lock.manifest.path,
-            sha256=lock.manifest.sha256,
-            evidence_dir=request.evidence_dir,
-        )
-        section = loaded.manifest.publish
-        text = section.staging if section else None
+
+def _publish_section(request: StageRequest) -> object | None:
+    from releasekit.manifest import manifest_for_lock
+
+    lock = read_lock(request.lock_path)
+    loaded = manifest_for_lock(
+        request.lock_path,
+        request.manifest_path,
+        lock.manifest.path,
+        sha256=lock.manifest.sha256,
+        evidence_dir=request.evidence_dir,
+    )
+    return loaded.manifest.publish
+
+
+def staging_target(request: StageRequest, section: object | None) -> Reference:
+    text = request.staging or getattr(section, "staging", None)
     if not text:
         raise InputError(
             "no staging repository: pass --staging REGISTRY/REPO or set publish.staging in the manifest"
@@ -57,13 +80,58 @@ def staging_target(request: StageRequest) -> Reference:
     return target
 
 
-def stage(request: StageRequest, engine: Engine) -> StagingRecord:
-    """Push, read back, record. Bad input and an unverified image are exit 2 (``InputError``)."""
-    target = staging_target(request)
+def _signed_summary(
+    request: StageRequest, evidence: Path, raw: bytes, image_id: str, required: bool
+) -> str | None:
+    """The keyid that signed the summary's exact bytes about ``image_id``; None when it is unsigned and
+    that is allowed. Refused (``SignatureError``, exit 1) before anything is pushed otherwise."""
+    envelope_path = evidence / SUMMARY_ENVELOPE_FILE
+    envelope = (
+        read_bounded(envelope_path, TEXT_MAX_BYTES, within=evidence)
+        if os.path.lexists(envelope_path)
+        else None
+    )
+    trusted = trusted_keys(
+        request.trusted_key_files, signed=envelope is not None, required=required, what="stage"
+    )
+    if trusted is None:
+        if required:
+            raise SignatureError(
+                f"stage: {evidence / VERIFICATION_SUMMARY_FILE} is not signed (no {SUMMARY_ENVELOPE_FILE}) and "
+                "signed evidence is required (--require-signed or publish.signed): refused, nothing pushed",
+                code="EVIDENCE_UNSIGNED",
+            )
+        return None
+    if envelope is None:
+        raise SignatureError(
+            f"stage: {envelope_path} is missing: the verification summary is not signed; nothing pushed",
+            code="SIGNATURE_MISSING",
+        )
+    verified = verify_statement_envelope(
+        envelope,
+        trusted,
+        where=f"stage: {envelope_path}",
+        predicate_type=VERIFICATION_SUMMARY_TYPE,
+        image_id=image_id,
+        copy=raw,
+        copy_name=VERIFICATION_SUMMARY_FILE,
+    )
+    return verified.keyid
+
+
+def stage(request: StageRequest, engine: Engine) -> Staged:
+    """Check, push, read back, record. Bad input and an unverified image are exit 2 (``InputError``);
+    a summary that is not signed when it must be, or whose signature fails, exit 1 (``SignatureError``)."""
+    section = _publish_section(request)
+    target = staging_target(request, section)
     lock_sha = lock_file_sha256(request.lock_path)
     evidence = request.evidence_dir or request.lock_path.parent
     summary_path = evidence / VERIFICATION_SUMMARY_FILE
-    summary = load_record(VerificationStatement, summary_path)
+    try:
+        raw = read_bounded(summary_path, VerificationStatement.max_bytes, within=evidence)
+    except FileNotFoundError:
+        raise RecordError(f"{summary_path}: no such file (expected a verification summary)") from None
+    summary = record_from_bytes(VerificationStatement, raw, str(summary_path))
     image = engine.inspect(request.image)
     said = summary.summary
     if said.result != "PASSED" or not summary.names_image(image.id) or said.lock_sha256 != lock_sha:
@@ -72,6 +140,19 @@ def stage(request: StageRequest, engine: Engine) -> StagingRecord:
             f" (it says {said.result} for {said.resource_uri}, lock {said.lock_sha256[:12]})",
             hint="stage only what verify-provenance passed",
         )
+    required = request.require_signed or bool(getattr(section, "signed", False))
+    try:
+        signer = _signed_summary(request, evidence, raw, image.id, required)
+    except SignatureError as exc:  # the finding's code leads the one line, as in publish's findings
+        raise SignatureError(f"{exc.code}: {exc.one_line()}", code=exc.code) from None
+    warnings = (
+        []
+        if signer is not None
+        else [
+            f"warning: {summary_path} is NOT signed: anyone who can write it can forge it; sign it "
+            "(verify-provenance --signing-key) and pass --trusted-key, or --require-signed to refuse this"
+        ]
+    )
     credentials = resolve_credentials(target.host)
     auth = (credentials.username, credentials.password) if credentials else None
     tag = staging_tag(lock_sha)
@@ -86,7 +167,7 @@ def stage(request: StageRequest, engine: Engine) -> StagingRecord:
         digest=digest,
         tag=tag,
         media_type=blob.media_type,
-        verification_summary_sha256=file_sha256(summary_path),
+        verification_summary_sha256=hashlib.sha256(raw).hexdigest(),
     )
     write_record(record, (request.out or evidence) / STAGING_FILE)
-    return record
+    return Staged(record=record, signer=signer, warnings=warnings)
