@@ -11,34 +11,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import docker
 import pytest
-from publish_support import MANIFEST, Release, build_image, run_cli
+from publish_support import MANIFEST, Release, run_cli
 
-from releasekit.demo.localregistry import start_local_registry
 from releasekit.registry import RegistryClient
 from releasekit.signing import keyid_of, load_signer
 from releasekit.signing.keys import load_public_key, write_key_pair
 from releasekit.signing.statements import sign_summary_file
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    client = docker.from_env()
-    try:
-        return build_image(
-            client, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
-        )
-    finally:
-        client.close()
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    with start_local_registry(tmp_path_factory.mktemp("registry")) as reg:
-        yield reg
 
 
 @pytest.fixture(scope="module")
