@@ -434,7 +434,9 @@ def test_bundle_of_a_locked_commit_is_complete_and_an_incomplete_one_is_an_error
     work.mkdir()
     _git(work, "init", "-q", "-b", "main")
     (work / "a.txt").write_text("one\n")
-    _git(work, "add", "a.txt")
+    # Unchanged by the locked commit: a bundle of that commit alone over its parent lacks this blob.
+    (work / "kept.txt").write_text("kept\n")
+    _git(work, "add", "a.txt", "kept.txt")
     _git(work, "commit", "-qm", "one")
     (work / "a.txt").write_text("two\n")
     _git(work, "commit", "-qam", "two")
@@ -457,7 +459,9 @@ def test_bundle_of_a_locked_commit_is_complete_and_an_incomplete_one_is_an_error
     _git(probe, "fetch", "-q", str(bundle), "refs/*:refs/*")
     assert subprocess.run(["git", "-C", str(probe), "cat-file", "-e", side]).returncode != 0  # nothing else
 
-    thin = tmp_path / "thin.bundle"  # needs the parent commit from elsewhere
+    # Needs the parent commit from elsewhere, and lacks a blob of the commit's own tree (kept.txt):
+    # a bundle without history is read only when it holds every object a checkout reads.
+    thin = tmp_path / "thin.bundle"
     _git(work, "bundle", "create", "-q", str(thin), f"{commit}~1..main")
-    with pytest.raises(InputError, match="bundle verify"):
+    with pytest.raises(InputError, match="cannot read the commit from the bundle"):
         check_bundle(thin, "https://example.invalid/c.git", commit, tree, tmp_path / "check2")

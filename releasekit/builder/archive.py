@@ -97,7 +97,7 @@ def _bundle_entry(
         mirror.update()
     rel = f"{ARCHIVE_DIR}/git/{name}.bundle"
     ref = bundle_ref(name)
-    create_bundle(mirror, locked.commit, ref, outdir / rel)
+    history_absent = create_bundle(mirror, locked.commit, ref, outdir / rel)
     with tempfile.TemporaryDirectory(prefix="releasekit-archive-check-") as tmp:
         try:
             check_bundle(outdir / rel, locked.repo, locked.commit, locked.tree, Path(tmp))
@@ -116,6 +116,12 @@ def _bundle_entry(
         tree=locked.tree,
     )
     progress(f"archive: {rel} ({entry.size} B, {locked.commit[:12]} checked out from the bundle alone)")
+    if history_absent:
+        # A partial snapshot: the image is still rebuilt from the bundle, but its history is not in it.
+        progress(
+            f"archive: {rel} holds {locked.commit[:12]} without its history (its parents are the bundle's "
+            f"prerequisites): the mirror lacks an object of it: {history_absent}"
+        )
     return entry
 
 

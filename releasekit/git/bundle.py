@@ -5,13 +5,18 @@ reachable from it (its history, trees and blobs) under one ref, and nothing else
 branch, no pull-request head. A bundle is read back into an ordinary releasekit mirror, so a
 build from it is the same code path as a build from the network, only without the network:
 ``mirror_from_bundle`` never contacts the remote the mirror is named after.
+
+A partial mirror (a snapshot whose packs are ``promisor``: some blobs of old commits absent) cannot
+give the whole history. Then the bundle holds the locked commit, its tree and its blobs alone, and
+names the commit's parents as its prerequisites (the bundle format's own way to say "history not
+included"). Such a bundle is read into a shallow mirror: the commit is its root.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from releasekit.errors import InputError
@@ -55,20 +60,47 @@ DETERMINISTIC_PACK_OPTIONS: tuple[str, ...] = (
 )
 
 
-def _bundle_header(commit: str, ref: str) -> bytes:
-    """The bundle format's header (gitformat-bundle): no prerequisites, one ref, a blank line."""
+# The longest header read back: the signature, a few prerequisites and one ref per component.
+MAX_HEADER_BYTES = 64 * 1024
+
+
+def _bundle_header(commit: str, ref: str, prerequisites: Sequence[str] = ()) -> bytes:
+    """The bundle format's header (gitformat-bundle): prerequisites (if any), one ref, a blank line."""
     # A SHA-256 repository needs the v3 header, which names the object format.
     head = "# v2 git bundle\n" if len(commit) == 40 else "# v3 git bundle\n@object-format=sha256\n"
-    return f"{head}{commit} {ref}\n\n".encode()
+    needs = "".join(f"-{parent} \n" for parent in prerequisites)
+    return f"{head}{needs}{commit} {ref}\n\n".encode()
 
 
-def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> None:
+def _parents(git: Git, commit: str) -> list[str]:
+    """The parents a commit object names, read from the object itself (git's walkers would read them too)."""
+    header = git.run("cat-file", "commit", commit).split("\n\n", 1)[0]
+    return [line.split()[1] for line in header.splitlines() if line.startswith("parent ")]
+
+
+def _commit_objects(git: Git, commit: str) -> tuple[list[str], bytes]:
+    """The commit's parents, and pack-objects input naming the commit, its trees and its blobs (with paths, for deltas)."""
+    parents = _parents(git, commit)
+    lines = [commit, git.run("rev-parse", f"{commit}^{{tree}}").strip()]
+    for entry in git.run("ls-tree", "-r", "-t", "-z", "--full-tree", commit).split("\0"):
+        meta, _, path = entry.partition("\t")
+        fields = meta.split()
+        # A gitlink (submodule) names a commit of another repository: not an object of this one.
+        if len(fields) == 3 and fields[1] != "commit":
+            lines.append(fields[2] if "\n" in path else f"{fields[2]} {path}")
+    return parents, ("\n".join(lines) + "\n").encode()
+
+
+def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> str | None:
     """Write ``out``: ``commit`` and every object reachable from it, under ``ref``.
 
     The bytes depend on the commit alone, not on how the mirror happens to be packed: the pack
     is made with ``DETERMINISTIC_PACK_OPTIONS`` and the header written here, so a cached and a
     ``--no-cache`` build write the same bundle. The mirror is only read: a throw-away
     repository borrows its objects (alternates).
+
+    Returns None, or, when the mirror lacks objects of the commit's history, git's reason: the
+    bundle then holds the commit and its tree alone, with the commit's parents as prerequisites.
     """
     if not mirror.has_commit(commit):
         raise InputError(f"{mirror.url}: commit {commit} is not in the mirror; cannot bundle it")
@@ -80,6 +112,8 @@ def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> None:
         (repo / "objects" / "info" / "alternates").write_text(str((mirror.path / "objects").resolve()) + "\n")
         git = Git(repo, bare=True)
         base = Path(tmp) / "pack"
+        prerequisites: list[str] = []
+        history_absent: str | None = None
         try:
             git.run("update-ref", ref, commit)  # refuses a malformed ref name before it reaches the header
             # --revs reads the commit from stdin: it and everything reachable from it, nothing else.
@@ -90,12 +124,64 @@ def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> None:
                 str(base),
                 input=f"{commit}\n".encode(),
             ).strip()
-        except GitFailed as exc:
-            raise InputError(f"cannot bundle {mirror.url}@{commit[:12]}: {exc.reason}") from None
+        except GitFailed as whole:
+            # The build needs the commit's tree, not its history: bundle what a checkout reads, so a
+            # partial snapshot still gives an archive that rebuilds the image with no remote.
+            history_absent = whole.reason
+            try:
+                prerequisites, objects = _commit_objects(git, commit)
+                options = [o for o in DETERMINISTIC_PACK_OPTIONS if o != "--revs"]
+                name = git.run(
+                    *DETERMINISTIC_PACK_CONFIG, "pack-objects", *options, str(base), input=objects
+                ).strip()
+            except GitFailed as exc:
+                raise InputError(f"cannot bundle {mirror.url}@{commit[:12]}: {exc.reason}") from None
         pack = Path(f"{base}-{name}.pack")
         with out.open("xb") as dst, pack.open("rb") as src:
-            dst.write(_bundle_header(commit, ref))
+            dst.write(_bundle_header(commit, ref, prerequisites))
             shutil.copyfileobj(src, dst, 1 << 20)
+    return history_absent
+
+
+def bundle_prerequisites(bundle: Path) -> list[str]:
+    """The commits a bundle needs but does not hold (none: it holds the whole history)."""
+    with bundle.open("rb") as fh:
+        head = fh.read(MAX_HEADER_BYTES)
+    end = head.find(b"\n\n")
+    if not head.startswith(b"# v") or end < 0:
+        raise InputError(f"{bundle.name} is not a readable git bundle: no header")
+    lines = head[:end].decode(errors="replace").splitlines()
+    return [line[1:].split(" ", 1)[0] for line in lines if line.startswith("-")]
+
+
+def _import_history_less(git: Git, bundle: Path) -> dict[str, str]:
+    """Index a prerequisite bundle's pack into ``git``'s repository, make each head a shallow root, set its refs.
+
+    git's own readers (``bundle verify``, ``fetch``) refuse a bundle whose prerequisites are not
+    present; a shallow root is how a repository holds a commit whose parents it does not have.
+    """
+    heads = bundle_heads(bundle)
+    with bundle.open("rb") as fh:
+        head = fh.read(MAX_HEADER_BYTES)
+        fh.seek(head.index(b"\n\n") + 2)
+        pack = fh.read()
+    try:
+        # index-pack hashes every object as it stores it: a pack that lies about its ids is refused.
+        git.run("index-pack", "--stdin", input=pack)
+        shallow = git.directory / "shallow"
+        roots = set(shallow.read_text().split()) if shallow.is_file() else set()
+        for commit in heads.values():
+            parents = _parents(git, commit)
+            if not all(git.ok("cat-file", "-e", f"{p}^{{commit}}") for p in parents):
+                roots.add(commit)
+        shallow.write_text("".join(f"{root}\n" for root in sorted(roots)))
+        for ref, commit in heads.items():
+            git.run("update-ref", ref, commit)
+            # Every object a checkout reads is there: the walk stops at the shallow root.
+            git.run("rev-list", "--objects", "--quiet", commit)
+    except GitFailed as exc:
+        raise InputError(f"{bundle.name}: cannot read the commit from the bundle: {exc.reason}") from None
+    return heads
 
 
 def bundle_heads(bundle: Path) -> dict[str, str]:
@@ -113,10 +199,17 @@ def bundle_heads(bundle: Path) -> dict[str, str]:
 
 
 def verify_bundle_alone(bundle: Path) -> None:
-    """``git bundle verify`` in an empty repository: passes only if the bundle needs no other objects."""
+    """``git bundle verify`` in an empty repository: passes only if the bundle needs no other objects.
+
+    A bundle without history (prerequisites) passes when its commits and every object of their
+    trees are in it.
+    """
     with tempfile.TemporaryDirectory(prefix="releasekit-bundle-verify-") as tmp:
         repo = Path(tmp) / "empty.git"
         run_git(["init", "--quiet", "--bare", str(repo)])
+        if bundle_prerequisites(bundle):
+            _import_history_less(Git(repo, bare=True), bundle)
+            return
         try:
             Git(repo, bare=True, allow_file=True).run("bundle", "verify", "--quiet", str(bundle.resolve()))
         except GitFailed as exc:
@@ -131,6 +224,8 @@ def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
     heads = bundle_heads(bundle)
     with mirror.locked():
         mirror._create()
+        if bundle_prerequisites(bundle):
+            return _import_history_less(Git(mirror.path, bare=True, label=mirror.url), bundle)
         try:
             Git(mirror.path, allow_file=True, bare=True).run(
                 "fetch",

@@ -60,6 +60,12 @@ def fresh_checkout(
         # A path (not file://) clone hard-links the mirror's objects: cheap even for a big repository.
         run_git(["clone", "--quiet", "--no-checkout", "--", str(mirror.path), str(dest)], allow_file=True)
         work = Git(dest)
+        if (mirror.path / "shallow").is_file():
+            # git clones a shallow repository through its transport, which copies branches and
+            # tags only: a commit read from a history-less bundle sits under refs/releasekit/.
+            Git(dest, allow_file=True).run(
+                "fetch", "--quiet", "--no-tags", "--update-shallow", "origin", commit
+            )
         work.run("remote", "remove", "origin")
         # git reads loose objects without checking their hash; the mirror may be another process's.
         verify_commit_objects(work, commit)
