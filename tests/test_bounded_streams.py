@@ -1,0 +1,231 @@
+"""Issue 34 items 5 and 6: every external stream bounded, no lie recorded from a cache.
+
+Each attack is built for real: a hostile HTTP server on 127.0.0.1 (endless body, one byte a
+second, 100,000-deep JSON), a FIFO, a ``/dev/zero`` link, a poisoned forge cache entry. A
+command that used to hang runs as a subprocess with a timeout and must end quickly with one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from forge import Forge
+from github_server import PR, GitHubServer
+
+from releasekit.manifest import load_manifest
+from releasekit.plan.locking import build_lock
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        timeout=timeout,
+    )
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "internal error" not in lines[0] and "Traceback" not in proc.stderr
+    return lines[0]
+
+
+@pytest.fixture()
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    for name in ("GITHUB_TOKEN", "GH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
+    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RELEASEKIT_STATE", str(tmp_path / "state"))
+    return dict(os.environ)
+
+
+# --- the forge ----------------------------------------------------------------------------------
+
+
+class Hostile:
+    """A forge that answers every GET with what ``body`` writes to the socket."""
+
+    def __init__(self, body: Callable[[BaseHTTPRequestHandler], None]) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    body(self)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/api/v3"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _head(h: BaseHTTPRequestHandler) -> None:
+    h.send_response(200)
+    h.send_header("content-type", "application/json")
+    h.end_headers()
+
+
+def _endless(h: BaseHTTPRequestHandler) -> None:
+    _head(h)
+    h.wfile.write(b'[{"title": "')
+    chunk = b"x" * (1 << 20)
+    while True:
+        h.wfile.write(chunk)
+
+
+def _drip(h: BaseHTTPRequestHandler) -> None:
+    _head(h)
+    while True:
+        h.wfile.write(b" ")
+        h.wfile.flush()
+        time.sleep(1)
+
+
+def _deep(h: BaseHTTPRequestHandler) -> None:
+    _head(h)
+    h.wfile.write(b"[" * 100_000 + b"]" * 100_000)
+
+
+def _manifest(path: Path, repo: str, api_url: str) -> Path:
+    data = {
+        "schema": "releasekit/v1",
+        "name": "bounded",
+        "components": {
+            "app": {
+                "kind": "git",
+                "repo": repo,
+                "canonical_branch": "main",
+                "forge": {"api_url": api_url, "repo": "lab/app"},
+                "merge_plan": [{"pr": 1, "title": "one"}],
+            }
+        },
+        "toolchain": {
+            "base_image": {"name": "releasekit-test/none", "digest": "sha256:" + "0" * 64},
+            "cuda_arch_list": ["12.0a"],
+        },
+    }
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Forge:
+    git = Forge(tmp_path_factory.mktemp("bounded") / "w", "app")
+    git.init()
+    git.open_pr(1, [{"one.py": "1\n"}])
+    return git
+
+
+@pytest.mark.parametrize(
+    ("answer", "expect"),
+    [(_endless, "over 33554432 bytes"), (_drip, "no complete answer within 3 s"), (_deep, "nested deeper")],
+    ids=["endless-body", "one-byte-a-second", "deep-json"],
+)
+def test_a_hostile_forge_ends_plan_lock_with_one_line(
+    app: Forge,
+    env: dict[str, str],
+    tmp_path: Path,
+    answer: Callable[[BaseHTTPRequestHandler], None],
+    expect: str,
+) -> None:
+    server = Hostile(answer)
+    try:
+        manifest = _manifest(tmp_path / "m.json", app.url, server.api_url)
+        out = tmp_path / "lock.json"
+        started = time.monotonic()
+        proc = _cli(
+            "plan", "lock", str(manifest), "-o", str(out), env={**env, "RELEASEKIT_FORGE_DEADLINE": "3"}
+        )
+        took = time.monotonic() - started
+    finally:
+        server.stop()
+    assert proc.returncode == 2, proc.stderr
+    assert expect in _one_line(proc)
+    assert took < 30 and not out.exists()
+
+
+def _entry(cache: Path) -> Path:
+    entries = sorted((cache / "forge").glob("*.json"))
+    assert len(entries) == 1, entries
+    return entries[0]
+
+
+def test_a_poisoned_forge_cache_entry_cannot_change_the_lock(
+    app: Forge, env: dict[str, str], tmp_path: Path
+) -> None:
+    server = GitHubServer(owner="lab", repo="app").start()
+    try:
+        server.add(PR(1, app.pr_head(1), "one", draft=True))
+        loaded = load_manifest(_manifest(tmp_path / "m.json", app.url, server.api_url))
+        first = build_lock(loaded, allow_local=True)
+        assert first.forge is not None and first.forge.components["app"].pull_requests[0].draft is True
+        # The attacker keeps the server's current ETag (anyone can GET it) and edits the body.
+        entry = _entry(tmp_path / "cache")
+        data = json.loads(entry.read_text())
+        body = json.loads(data["body"])
+        body[0]["draft"] = False
+        data["body"] = json.dumps(body)
+        entry.write_text(json.dumps(data))
+        server.log.clear()
+        again = build_lock(loaded, allow_local=True)
+        assert again.forge is not None and again.forge.components["app"].pull_requests[0].draft is True
+        assert server.statuses() == [200]  # asked afresh, not revalidated from the poisoned entry
+        # An honest entry (written by this user's releasekit) is still revalidated: no rate limit spent.
+        server.log.clear()
+        assert build_lock(loaded, allow_local=True).forge == first.forge
+        assert server.statuses() == [304]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_forge_cache_entry_that_is_a_fifo_or_dev_zero_is_ignored(
+    app: Forge, env: dict[str, str], tmp_path: Path, kind: str
+) -> None:
+    server = GitHubServer(owner="lab", repo="app").start()
+    try:
+        server.add(PR(1, app.pr_head(1), "one"))
+        manifest = _manifest(tmp_path / "m.json", app.url, server.api_url)
+        first = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "l1.json"), env=env)
+        assert first.returncode == 0, first.stderr
+        entry = _entry(tmp_path / "cache")
+        entry.unlink()
+        if kind == "fifo":
+            os.mkfifo(entry)
+        else:
+            entry.symlink_to("/dev/zero")
+        started = time.monotonic()
+        again = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "l2.json"), env=env, timeout=30)
+        assert again.returncode == 0, again.stderr
+        assert time.monotonic() - started < 30
+        forge = [json.loads((tmp_path / n).read_text())["forge"] for n in ("l1.json", "l2.json")]
+        assert forge[0] == forge[1] and forge[0]["components"]["app"]["status"] == "read"
+    finally:
+        server.stop()
