@@ -229,3 +229,102 @@ def test_a_forge_cache_entry_that_is_a_fifo_or_dev_zero_is_ignored(
         assert forge[0] == forge[1] and forge[0]["components"]["app"]["status"] == "read"
     finally:
         server.stop()
+
+
+# --- models and datasets (plan lock --models / --datasets) ----------------------------------------
+
+
+def _model_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "models" / "tiny"
+    directory.mkdir(parents=True)
+    (directory / "tokenizer.json").write_bytes(b'{"version": "1.0"}\n')
+    return directory
+
+
+def _plain_manifest(tmp_path: Path) -> Path:
+    from test_plan_models_lock import write_manifest
+
+    return write_manifest(tmp_path, {"name": "tiny", "path": "models/tiny"})
+
+
+def _lock_models(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    from test_plan_models_lock import _tvm_wheel
+
+    manifest = tmp_path / "manifest.yaml"
+    wheels = str(_tvm_wheel(tmp_path))
+    out = str(tmp_path / "lock.json")
+    return _cli(
+        "plan", "lock", str(manifest), "-o", out, "--no-fetch", "--wheelhouse", wheels, *args, env=env
+    )
+
+
+@pytest.mark.parametrize("planted", ["link-out", "fifo", "sparse-20g"])
+def test_plan_lock_models_hashes_only_regular_files_inside_the_directory(
+    env: dict[str, str], tmp_path: Path, planted: str
+) -> None:
+    directory = _model_dir(tmp_path)
+    _plain_manifest(tmp_path)
+    secret = tmp_path / "outside-secret"
+    secret.write_bytes(b"root:$6$secret\n")
+    config = directory / "config.json"
+    if planted == "link-out":
+        config.symlink_to(secret)
+    elif planted == "fifo":
+        os.mkfifo(config)
+    else:
+        with open(config, "wb") as handle:
+            handle.truncate(20 << 30)
+    started = time.monotonic()
+    proc = _lock_models(
+        tmp_path, "--models", f"tiny={directory}", env={**env, "HF_HUB_CACHE": str(tmp_path / "no")}
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc)
+    assert "config.json" in line and time.monotonic() - started < 30
+    assert not (tmp_path / "lock.json").exists()
+
+
+def test_a_hub_snapshot_link_out_of_blobs_and_a_bad_refs_main_are_one_line(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    from test_plan_models_lock import HUB_MODEL, REV, _tvm_wheel, hub_cache, write_manifest
+
+    cache = hub_cache(tmp_path / "hub")
+    secret = tmp_path / "outside-secret"
+    secret.write_bytes(b"root:$6$secret\n")
+    config = cache / "models--org--tiny" / "snapshots" / REV / "config.json"
+    config.unlink()
+    config.symlink_to(secret)
+    manifest = write_manifest(tmp_path, HUB_MODEL)
+    args = ["--no-fetch", "--wheelhouse", str(_tvm_wheel(tmp_path)), "--models", str(cache)]
+    hub_env = {**env, "HF_HUB_CACHE": str(tmp_path / "no")}
+    proc = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env)
+    assert proc.returncode == 2 and "outside" in _one_line(proc), proc.stderr
+    # A refs/main naming a snapshot that is not a commit.
+    config.unlink()
+    config.symlink_to("../../blobs/" + os.listdir(cache / "models--org--tiny" / "blobs")[0])
+    snapshots = cache / "models--org--tiny" / "snapshots"
+    (snapshots / REV).rename(snapshots / "not-a-commit")
+    (cache / "models--org--tiny" / "refs" / "main").write_text("not-a-commit")
+    proc = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env)
+    assert proc.returncode == 2 and "not-a-commit" in _one_line(proc), proc.stderr
+    # A refs/main that is a FIFO: refused before huggingface_hub opens it.
+    (cache / "models--org--tiny" / "refs" / "main").unlink()
+    os.mkfifo(cache / "models--org--tiny" / "refs" / "main")
+    proc = _cli(
+        "plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env, timeout=30
+    )
+    assert proc.returncode == 2 and "FIFO" in _one_line(proc), proc.stderr
+    assert not (tmp_path / "lock.json").exists()
+
+
+def test_a_sparse_dataset_is_refused_on_its_size(env: dict[str, str], tmp_path: Path) -> None:
+    _model_dir(tmp_path)
+    _plain_manifest(tmp_path)
+    with open(tmp_path / "data" / "gsm8k.jsonl", "r+b") as handle:
+        handle.truncate(2 << 30)
+    started = time.monotonic()
+    proc = _lock_models(tmp_path, "--datasets", env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "over the limit" in _one_line(proc) and time.monotonic() - started < 30
+    assert not (tmp_path / "lock.json").exists()
