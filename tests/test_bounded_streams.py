@@ -328,3 +328,106 @@ def test_a_sparse_dataset_is_refused_on_its_size(env: dict[str, str], tmp_path: 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "over the limit" in _one_line(proc) and time.monotonic() - started < 30
     assert not (tmp_path / "lock.json").exists()
+
+
+# --- the registry (publish, promote, reproduce read through releasekit/registry.py) --------------
+
+
+def _registry(manifest: bytes | None) -> Hostile:
+    """``manifest`` None: every manifest GET is endless; else that manifest, and every blob endless."""
+
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        if "/manifests/" in h.path and manifest is not None:
+            h.send_response(200)
+            h.send_header("content-type", "application/vnd.oci.image.manifest.v1+json")
+            h.send_header("content-length", str(len(manifest)))
+            h.end_headers()
+            h.wfile.write(manifest)
+            return
+        if h.path == "/v2/":
+            h.send_response(200)
+            h.send_header("content-length", "0")
+            h.end_headers()
+            return
+        h.send_response(200)
+        h.end_headers()
+        chunk = b"\0" * (1 << 20)
+        while True:
+            h.wfile.write(chunk)
+
+    server = Hostile(answer)
+
+    class Head(server.httpd.RequestHandlerClass):  # type: ignore[misc,name-defined]
+        def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+    server.httpd.RequestHandlerClass = Head
+    return server
+
+
+def _python(code: str, env: dict[str, str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)},
+        timeout=60,
+    )
+
+
+def test_an_endless_registry_manifest_is_refused_at_its_cap(env: dict[str, str], tmp_path: Path) -> None:
+    server = _registry(None)
+    try:
+        host = f"127.0.0.1:{server.httpd.server_address[1]}"
+        code = (
+            "from releasekit.registry import RegistryClient\n"
+            "from releasekit.errors import EnvironmentProblem\n"
+            f"c = RegistryClient({host!r})\n"
+            "try:\n    c.get_manifest('r', 'sha256:' + '0' * 64)\n"
+            "except EnvironmentProblem as e:\n    print(e); raise SystemExit(2)\n"
+        )
+        proc = _python(code, env, tmp_path)
+    finally:
+        server.stop()
+    assert proc.returncode == 2 and "over 4194304 bytes" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_an_endless_blob_stops_at_its_declared_size_and_leaves_no_copy(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    config = {
+        "mediaType": "application/vnd.oci.image.config.v1+json",
+        "digest": "sha256:" + "1" * 64,
+        "size": 1000,
+    }
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": config,
+            "layers": [],
+        }
+    ).encode()
+    import hashlib
+
+    digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    source, target = _registry(manifest), _registry(manifest)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    try:
+        hosts = [f"127.0.0.1:{s.httpd.server_address[1]}" for s in (source, target)]
+        code = (
+            "from releasekit.registry import RegistryClient, copy_image\n"
+            "from releasekit.errors import EnvironmentProblem\n"
+            f"s, t = RegistryClient({hosts[0]!r}), RegistryClient({hosts[1]!r})\n"
+            f"try:\n    copy_image(s, 'r', {digest!r}, t, 'r')\n"
+            "except EnvironmentProblem as e:\n    print(e); raise SystemExit(2)\n"
+        )
+        proc = _python(code, env, tmp)
+    finally:
+        source.stop()
+        target.stop()
+    assert proc.returncode == 2 and "past its declared 1000 bytes" in proc.stdout, proc.stdout + proc.stderr
+    assert list(tmp.iterdir()) == []  # the releasekit-copy-* directory and its partial blob are gone
