@@ -431,3 +431,49 @@ def test_an_endless_blob_stops_at_its_declared_size_and_leaves_no_copy(
         target.stop()
     assert proc.returncode == 2 and "past its declared 1000 bytes" in proc.stdout, proc.stdout + proc.stderr
     assert list(tmp.iterdir()) == []  # the releasekit-copy-* directory and its partial blob are gone
+
+
+# --- mirrors (RELEASEKIT_MIRRORS, --mirror) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_mirrors_file_that_is_a_fifo_or_dev_zero_is_one_line(
+    app: Forge, env: dict[str, str], tmp_path: Path, kind: str
+) -> None:
+    mirrors = tmp_path / "mirrors.txt"
+    if kind == "fifo":
+        os.mkfifo(mirrors)
+    else:
+        mirrors.symlink_to("/dev/zero")
+    manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
+    out = tmp_path / "lock.json"
+    proc = _cli(
+        "plan", "lock", str(manifest), "-o", str(out), "--no-forge",
+        env={**env, "RELEASEKIT_MIRRORS": str(mirrors)}, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "mirrors.txt" in _one_line(proc), proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("planted", ["objects/info/alternates", "packed-refs", "config"])
+def test_a_mirror_whose_control_file_is_a_fifo_does_not_hang_plan_lock(
+    app: Forge, env: dict[str, str], tmp_path: Path, planted: str
+) -> None:
+    snapshot = tmp_path / "snapshot.git"
+    subprocess.run(
+        ["git", "clone", "--quiet", "--mirror", "--no-local", app.url, str(snapshot)],
+        check=True,
+        env={**env, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"},
+    )
+    fifo = snapshot / planted
+    if fifo.exists():
+        fifo.unlink()
+    os.mkfifo(fifo)
+    manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
+    out = tmp_path / "lock.json"
+    proc = _cli(
+        "plan", "lock", str(manifest), "-o", str(out), "--no-forge", "--mirror", f"{app.url}={snapshot}",
+        env=env, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "FIFO" in _one_line(proc), proc.stderr
+    assert not out.exists()

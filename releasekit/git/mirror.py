@@ -20,6 +20,7 @@ from releasekit.errors import InputError
 from releasekit.git.mirrors import mirror_for
 from releasekit.git.remote import RemoteURL, check_ref, check_remote
 from releasekit.git.runner import Git, GitFailed, run_git
+from releasekit.git.untrusted_paths import check_git_dir
 
 CACHE_ENV = "RELEASEKIT_CACHE"
 FETCH_REFSPECS = (
@@ -143,6 +144,7 @@ class Mirror:
         Only read-only git commands run in ``source``.
         """
         gitdir = _git_dir_of(source, self.url)
+        check_git_dir(gitdir)  # before git opens anything there: a FIFO would hang it
         src = Git(gitdir, bare=True, label=f"{source} (mirror of {self.url})")
         safe = ("-c", f"safe.directory={gitdir}")
         listing = src.run(*safe, "for-each-ref", "--format=%(objectname) %(refname)", *_BORROWED_PREFIXES)
