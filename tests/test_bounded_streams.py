@@ -477,3 +477,27 @@ def test_a_mirror_whose_control_file_is_a_fifo_does_not_hang_plan_lock(
     )  # fmt: skip
     assert proc.returncode == 2 and "FIFO" in _one_line(proc), proc.stderr
     assert not out.exists()
+
+
+# --- audit pins ----------------------------------------------------------------------------------
+
+
+def test_an_oversize_pin_input_is_a_finding_and_never_read(env: dict[str, str], tmp_path: Path) -> None:
+    from test_audit_pins import MANIFEST, _git, _write
+
+    repo = tmp_path / "repo"
+    _write(repo, {"requirements.txt": "apache-tvm-ffi==0.1.12\n"})
+    # 17 MiB of comments, then a disagreeing pin: read whole, the pin would be found and judged.
+    with open(repo / "requirements.txt", "a") as handle:
+        handle.write(("#" * 1023 + "\n") * (17 << 10))
+        handle.write("apache-tvm-ffi==0.0.1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "big")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(json.dumps(MANIFEST))
+    proc = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = json.loads(proc.stdout)["findings"]["findings"]
+    unreadable = [f for f in found if f["code"] == "PIN_INPUT_UNREADABLE"]
+    assert unreadable and "over the limit of 16777216 bytes" in unreadable[0]["message"], found
+    assert not [f for f in found if f["code"] == "PIN_MISMATCH"]
