@@ -501,3 +501,23 @@ def test_an_oversize_pin_input_is_a_finding_and_never_read(env: dict[str, str], 
     unreadable = [f for f in found if f["code"] == "PIN_INPUT_UNREADABLE"]
     assert unreadable and "over the limit of 16777216 bytes" in unreadable[0]["message"], found
     assert not [f for f in found if f["code"] == "PIN_MISMATCH"]
+
+
+@pytest.mark.parametrize("kind", ["sparse", "fifo"])
+def test_validate_reads_a_gsm8k_dataset_bounded(env: dict[str, str], tmp_path: Path, kind: str) -> None:
+    data = tmp_path / "gsm8k.jsonl"
+    if kind == "fifo":
+        os.mkfifo(data)
+    else:
+        with open(data, "wb") as handle:
+            handle.truncate(300 << 20)
+    code = (
+        "from pathlib import Path\n"
+        "from releasekit.errors import InputError\n"
+        "from releasekit.validate.checks.gsm8k import read_problems\n"
+        f"try:\n    read_problems(Path({str(data)!r}))\n"
+        "except InputError as e:\n    print(e); raise SystemExit(2)\n"
+    )
+    proc = _python(code, env, tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("over the limit" if kind == "sparse" else "FIFO") in proc.stdout

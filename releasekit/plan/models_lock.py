@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from releasekit.bounded_read import GIB, MIB, check_regular, read_bounded
+from releasekit.bounded_read import DATASET_MAX_BYTES, GIB, MIB, check_regular, read_bounded
 from releasekit.digests import file_sha256
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
@@ -35,8 +35,6 @@ from releasekit.records.lock import LockedDataset, LockedModel, LockedModelFile
 IDENTITY_MAX_BYTES = 256 * MIB
 # A weight shard the manifest lists (shards are a few GiB; whole checkpoints can be one file).
 LISTED_MAX_BYTES = 256 * GIB
-# A JSONL evaluation set (GSM8K's test split is under 1 MiB).
-DATASET_MAX_BYTES = 256 * MIB
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 MODEL_CODES = (
