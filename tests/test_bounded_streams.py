@@ -521,3 +521,18 @@ def test_validate_reads_a_gsm8k_dataset_bounded(env: dict[str, str], tmp_path: P
     proc = _python(code, env, tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert ("over the limit" if kind == "sparse" else "FIFO") in proc.stdout
+
+
+def test_a_fifo_planted_in_the_cached_mirror_does_not_hang_plan_lock(
+    app: Forge, env: dict[str, str], tmp_path: Path
+) -> None:
+    manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
+    first = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "l1.json"), "--no-forge", env=env)
+    assert first.returncode == 0, first.stderr
+    heads = sorted((tmp_path / "cache").rglob("objects/info"))
+    assert heads, "the lock left no cached mirror"
+    os.mkfifo(heads[0] / "alternates")
+    out = tmp_path / "l2.json"
+    proc = _cli("plan", "lock", str(manifest), "-o", str(out), "--no-forge", env=env, timeout=30)
+    assert proc.returncode == 2 and "FIFO" in _one_line(proc), proc.stderr
+    assert not out.exists()

@@ -108,6 +108,8 @@ class Mirror:
         objects borrowed instead (``_borrow``): nothing is fetched and the copy is not written.
         """
         with self.locked():
+            if os.path.lexists(self.path):
+                check_git_dir(self.path)  # the cache is writable by others: no FIFO for git to block on
             self._create()
             self._clear_stale_git_locks()
             if self.source is not None:
