@@ -536,3 +536,19 @@ def test_a_fifo_planted_in_the_cached_mirror_does_not_hang_plan_lock(
     proc = _cli("plan", "lock", str(manifest), "-o", str(out), "--no-forge", env=env, timeout=30)
     assert proc.returncode == 2 and "FIFO" in _one_line(proc), proc.stderr
     assert not out.exists()
+
+
+def test_the_forge_cache_key_must_be_private(tmp_path: Path) -> None:
+    from releasekit.errors import InputError
+    from releasekit.forge.etag_cache import KEY_FILE, cache_key
+
+    state = tmp_path / "state"
+    key = cache_key(state)
+    assert len(key) == 32 and cache_key(state) == key  # made once, then read back
+    (state / KEY_FILE).chmod(0o644)
+    with pytest.raises(InputError, match="mode 0600"):
+        cache_key(state)
+    (state / KEY_FILE).chmod(0o600)
+    state.chmod(0o755)
+    with pytest.raises(InputError, match="mode 0700"):
+        cache_key(state)

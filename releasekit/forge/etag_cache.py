@@ -21,13 +21,14 @@ file, or is over ``MAX_ENTRY_BYTES``, is ignored: the request goes out without
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -158,17 +159,20 @@ def cache_key(directory: Path | None = None) -> bytes:
     directory = directory or state_dir()
     _private_dir(directory)
     path = directory / KEY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        if exc.errno != errno.EEXIST:
+    if not os.path.lexists(path):
+        # Written whole under a private name, then linked into place: a concurrent first use
+        # either wins the link or reads the winner's complete key, never a short one.
+        fd, temp = tempfile.mkstemp(prefix=".forge-cache-key-", dir=directory)
+        try:
+            with open(fd, "wb") as handle:
+                handle.write(secrets.token_bytes(32))
+            with contextlib.suppress(FileExistsError):
+                os.link(temp, path)
+        except OSError as exc:
             raise InputError(f"{path}: cannot create the forge cache key ({exc.strerror})") from None
-    else:
-        # A concurrent first use may read a short key below and ignore entries once: harmless.
-        with open(fd, "wb") as handle:
-            handle.write(secrets.token_bytes(32))
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
     try:
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
