@@ -21,14 +21,12 @@ file, or is over ``MAX_ENTRY_BYTES``, is ignored: the request goes out without
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -160,19 +158,14 @@ def cache_key(directory: Path | None = None) -> bytes:
     _private_dir(directory)
     path = directory / KEY_FILE
     if not os.path.lexists(path):
-        # Written whole under a private name, then linked into place: a concurrent first use
-        # either wins the link or reads the winner's complete key, never a short one.
-        fd, temp = tempfile.mkstemp(prefix=".forge-cache-key-", dir=directory)
+        # Under the entry lock and written whole (releasekit.atomic): a concurrent first use
+        # waits, then reads the winner's complete key, never a short one.
         try:
-            with open(fd, "wb") as handle:
-                handle.write(secrets.token_bytes(32))
-            with contextlib.suppress(FileExistsError):
-                os.link(temp, path)
+            with atomic.entry_lock(path):
+                if not os.path.lexists(path):
+                    atomic.write_atomic(path, secrets.token_bytes(32), mode=0o600)
         except OSError as exc:
             raise InputError(f"{path}: cannot create the forge cache key ({exc.strerror})") from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
     try:
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
