@@ -37,6 +37,8 @@ RECORD_MAX_BYTES = 64 * MIB
 WHEEL_MAX_BYTES = 4 * GIB
 # RELEASE.md, a DSSE envelope, a statement read back.
 TEXT_MAX_BYTES = 64 * MIB
+# A JSONL evaluation or prompt set named by validation.datasets (GSM8K's test split is under 1 MiB).
+DATASET_MAX_BYTES = 256 * MIB
 
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
@@ -126,6 +128,7 @@ def read_bounded(path: Path, limit: int, *, within: Path | None = None) -> bytes
 
 
 __all__ = [
+    "DATASET_MAX_BYTES",
     "GIB",
     "MIB",
     "RECORD_MAX_BYTES",

@@ -174,6 +174,25 @@ class ManifestBlob:
     digest: str
 
 
+# OCI distribution: registries commonly refuse manifests over 4 MiB; an error body or tag list is smaller.
+MANIFEST_MAX_BYTES = 4 << 20
+ANSWER_MAX_BYTES = MANIFEST_MAX_BYTES
+# A blob read into memory whose descriptor gives no size (an attachment: SBOM, DSSE envelope).
+BLOB_MAX_BYTES = 256 << 20
+_TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+def _read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes(1 << 20):
+        size += len(chunk)
+        if size > limit:
+            raise EnvironmentProblem(f"{what}: an answer over {limit} bytes; refused")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class RegistryClient:
     """One registry host. Plain HTTP only for loopback hosts (as Docker itself allows)."""
 
@@ -205,14 +224,31 @@ class RegistryClient:
 
     # -- transport ---------------------------------------------------------------------
 
-    def _request(self, method: str, url: str, **kwargs: object) -> httpx.Response:
+    def _request(
+        self, method: str, url: str, *, max_bytes: int = ANSWER_MAX_BYTES, **kwargs: object
+    ) -> httpx.Response:
+        """One exchange whose body is read in chunks and refused past ``max_bytes``: a registry's
+        answer (a manifest, an error, a tag list) is never held whole before it is judged."""
         try:
-            response = self._client.request(method, url, **kwargs)  # type: ignore[arg-type]
+            request = self._client.build_request(method, url, **kwargs)  # type: ignore[arg-type]
+            response = self._client.send(request, stream=True)
+            try:
+                body = _read_capped(
+                    response, max_bytes, f"registry {self.host}: {method} {url.split('?')[0]}"
+                )
+            finally:
+                response.close()
         except httpx.TransportError as exc:
             raise EnvironmentProblem(
                 f"registry {self.host} unreachable: {type(exc).__name__}",
                 hint="is it running, and is the address right?",
             ) from None
+        response = httpx.Response(
+            response.status_code,
+            headers=[(k, v) for k, v in response.headers.multi_items() if k.lower() not in _TRANSFER_HEADERS],
+            content=body,
+            request=request,
+        )
         if response.status_code == 401:
             if self._auth.credentials is None:
                 raise EnvironmentProblem(
@@ -243,7 +279,10 @@ class RegistryClient:
 
     def get_manifest(self, repository: str, reference: str) -> ManifestBlob | None:
         response = self._request(
-            "GET", f"/v2/{repository}/manifests/{reference}", headers={"Accept": ", ".join(MANIFEST_TYPES)}
+            "GET",
+            f"/v2/{repository}/manifests/{reference}",
+            max_bytes=MANIFEST_MAX_BYTES,
+            headers={"Accept": ", ".join(MANIFEST_TYPES)},
         )
         if response.status_code == 404:
             return None
@@ -281,8 +320,10 @@ class RegistryClient:
             raise self._fail(response, f"HEAD blob {digest}")
         return True
 
-    def get_blob(self, repository: str, digest: str) -> bytes:
-        response = self._request("GET", f"/v2/{repository}/blobs/{digest}")
+    def get_blob(self, repository: str, digest: str, size: int | None = None) -> bytes:
+        """The blob's bytes, read at most to ``size`` (its descriptor's) or ``BLOB_MAX_BYTES``."""
+        limit = size if size is not None and size >= 0 else BLOB_MAX_BYTES
+        response = self._request("GET", f"/v2/{repository}/blobs/{digest}", max_bytes=limit)
         if response.status_code != 200:
             raise self._fail(response, f"GET blob {digest}")
         data = response.content
@@ -346,10 +387,26 @@ class RegistryClient:
         if done.status_code != 201:
             raise self._fail(done, f"upload blob {digest}")
 
-    def download_blob(self, repository: str, digest: str, directory: str) -> str:
-        """Stream a blob into a file under ``directory``, checking its digest; returns the file's path."""
+    def download_blob(self, repository: str, digest: str, directory: str, size: int | None = None) -> str:
+        """Stream a blob into a file under ``directory``, checking its digest; returns the file's path.
+
+        At most ``size`` bytes (the descriptor's; ``BLOB_MAX_BYTES`` without one) are written: an
+        endless blob stops there, and the partial file is removed on any failure."""
+        limit = size if size is not None and size >= 0 else BLOB_MAX_BYTES
         sha = hashlib.sha256()
         fd, path = tempfile.mkstemp(prefix="blob-", dir=directory)
+        try:
+            self._download(repository, digest, fd, sha, limit)
+        except BaseException:
+            os.unlink(path)
+            raise
+        if "sha256:" + sha.hexdigest() != digest:
+            os.unlink(path)
+            raise EnvironmentProblem(f"registry {self.host} returned blob bytes that do not hash to {digest}")
+        return path
+
+    def _download(self, repository: str, digest: str, fd: int, sha: hashlib._Hash, limit: int) -> None:
+        written = 0
         try:
             with (
                 os.fdopen(fd, "wb") as out,
@@ -360,13 +417,15 @@ class RegistryClient:
                         f"registry {self.host}: GET blob {digest} failed with HTTP {r.status_code}"
                     )
                 for chunk in r.iter_bytes(1 << 20):
+                    written += len(chunk)
+                    if written > limit:
+                        raise EnvironmentProblem(
+                            f"registry {self.host}: blob {digest} runs past its declared {limit} bytes; refused"
+                        )
                     sha.update(chunk)
                     out.write(chunk)
         except httpx.TransportError as exc:
             raise EnvironmentProblem(f"registry {self.host} unreachable: {type(exc).__name__}") from None
-        if "sha256:" + sha.hexdigest() != digest:
-            raise EnvironmentProblem(f"registry {self.host} returned blob bytes that do not hash to {digest}")
-        return path
 
     def image_manifest(self, repository: str, digest: str) -> tuple[ManifestBlob, ImageManifest]:
         """The manifest under ``digest``, its bytes and its parsed form; EnvironmentProblem when absent or not one."""
@@ -436,7 +495,7 @@ def copy_image(
                 target_repository, item.digest, source_repository
             ):
                 continue
-            path = source.download_blob(source_repository, item.digest, tmp)
+            path = source.download_blob(source_repository, item.digest, tmp, item.size)
             target.push_blob_file(target_repository, item.digest, path)
             os.unlink(path)
     target.put_manifest(target_repository, digest, blob.data, blob.media_type)

@@ -190,3 +190,4 @@ def local_repos(monkeypatch, tmp_path) -> None:
     """Local repositories allowed and a cache of the test's own (``usefixtures`` it)."""
     monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
     monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RELEASEKIT_STATE", str(tmp_path / "state"))  # the forge cache key, not ~/.local

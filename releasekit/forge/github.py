@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from releasekit.forge.errors import ForgeFailed, ForgeUnreachable
 
 if TYPE_CHECKING:
+    import httpx
     from githubkit import GitHub
     from githubkit.exception import GitHubException
     from githubkit.typing import RetryOption
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 TOKEN_ENV = ("GITHUB_TOKEN", "GH_TOKEN")
 MAX_WAIT_ENV = "RELEASEKIT_FORGE_MAX_WAIT"
+DEADLINE_ENV = "RELEASEKIT_FORGE_DEADLINE"
 DEFAULT_MAX_WAIT = 60.0  # seconds a rate limit may be waited out before the read fails
 SERVER_RETRIES = 3
 PER_PAGE = 100
@@ -56,6 +58,18 @@ def max_wait_from_env() -> float:
         return max(0.0, float(raw)) if raw else DEFAULT_MAX_WAIT
     except ValueError:
         return DEFAULT_MAX_WAIT
+
+
+def deadline_from_env() -> float:
+    """Seconds one request (connect, headers, body) may take in all (``RELEASEKIT_FORGE_DEADLINE``)."""
+    from releasekit.forge.bounded_http import DEFAULT_DEADLINE
+
+    raw = os.environ.get(DEADLINE_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_DEADLINE
+    except ValueError:
+        return DEFAULT_DEADLINE
+    return value if value > 0 else DEFAULT_DEADLINE
 
 
 @dataclass(frozen=True)
@@ -100,10 +114,18 @@ def _facts(data: Any) -> PullFacts | None:
 
 
 def _json(resp: Any, where: str) -> Any:
+    """The answer's JSON under the manifest loader's limits (depth, values, digits, unique keys)."""
+    from releasekit.errors import InputError
+    from releasekit.records.base import strict_json
+
     try:
-        return resp.json()
-    except ValueError:
-        raise ForgeFailed(f"{where}: the answer is not JSON (HTTP {resp.status_code})") from None
+        text = resp.content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ForgeFailed(f"{where}: the answer is not UTF-8 (HTTP {resp.status_code})") from None
+    try:
+        return strict_json(text, where)
+    except InputError as exc:
+        raise ForgeFailed(f"{exc} (HTTP {resp.status_code})") from None
 
 
 def _next_link(header: str | None) -> str | None:
@@ -125,6 +147,7 @@ class GitHubForge:
         max_wait: float | None = None,
         backoff: float = 1.0,
         timeout: float = 20.0,
+        deadline: float | None = None,
     ) -> None:
         self.api_url = api_url.rstrip("/")
         self._token = token
@@ -132,6 +155,7 @@ class GitHubForge:
         self.max_wait = max_wait_from_env() if max_wait is None else max_wait
         self.backoff = backoff
         self.timeout = timeout
+        self.deadline = deadline_from_env() if deadline is None else deadline
         self._requests = 0
         self._waited = 0.0  # seconds spent waiting out rate limits in this read
         self._transport: EtagCachingTransport | None = None
@@ -159,14 +183,15 @@ class GitHubForge:
     def _client(self) -> GitHub:
         from githubkit import GitHub, TokenAuthStrategy, UnauthAuthStrategy
 
+        from releasekit.forge.bounded_http import BoundedTransport
         from releasekit.forge.etag_cache import EtagCachingTransport
 
         # githubkit logs retries with tracebacks; with no handler Python would print them to stderr.
         logging.getLogger("githubkit").addHandler(logging.NullHandler())
         logging.getLogger("githubkit").propagate = False
-        transport = None
+        transport: httpx.BaseTransport = BoundedTransport(deadline=self.deadline)
         if self._cache_dir is not None:
-            transport = self._transport = EtagCachingTransport(self._cache_dir)
+            transport = self._transport = EtagCachingTransport(self._cache_dir, transport)
         auth = TokenAuthStrategy(self._token) if self._token else UnauthAuthStrategy()
         return GitHub(
             auth,
@@ -185,6 +210,8 @@ class GitHubForge:
         from githubkit.exception import RateLimitExceeded, RequestFailed, RequestTimeout
 
         where = f"forge {self.api_url}: {what}"
+        if isinstance(exc.__cause__, (ForgeFailed, ForgeUnreachable)):
+            return exc.__cause__  # a bound of releasekit's own transport, already one line
         if isinstance(exc, RateLimitExceeded):
             wait = int(exc.retry_after.total_seconds())
             hint = "" if self._token else "; set GITHUB_TOKEN for a higher limit"

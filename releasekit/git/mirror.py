@@ -20,6 +20,7 @@ from releasekit.errors import InputError
 from releasekit.git.mirrors import mirror_for
 from releasekit.git.remote import RemoteURL, check_ref, check_remote
 from releasekit.git.runner import Git, GitFailed, run_git
+from releasekit.git.untrusted_paths import check_git_dir
 
 CACHE_ENV = "RELEASEKIT_CACHE"
 FETCH_REFSPECS = (
@@ -107,6 +108,8 @@ class Mirror:
         objects borrowed instead (``_borrow``): nothing is fetched and the copy is not written.
         """
         with self.locked():
+            if os.path.lexists(self.path):
+                check_git_dir(self.path)  # the cache is writable by others: no FIFO for git to block on
             self._create()
             self._clear_stale_git_locks()
             if self.source is not None:
@@ -143,6 +146,7 @@ class Mirror:
         Only read-only git commands run in ``source``.
         """
         gitdir = _git_dir_of(source, self.url)
+        check_git_dir(gitdir)  # before git opens anything there: a FIFO would hang it
         src = Git(gitdir, bare=True, label=f"{source} (mirror of {self.url})")
         safe = ("-c", f"safe.directory={gitdir}")
         listing = src.run(*safe, "for-each-ref", "--format=%(objectname) %(refname)", *_BORROWED_PREFIXES)

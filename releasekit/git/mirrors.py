@@ -20,10 +20,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from releasekit.bounded_read import read_bounded
 from releasekit.errors import InputError
 from releasekit.git.remote import strip_credentials
 
 MIRRORS_ENV = "RELEASEKIT_MIRRORS"
+MIRRORS_MAX_BYTES = 1 << 20
 
 # URL key -> mirror path, from --mirror options of this process.
 _GIVEN: dict[str, Path] = {}
@@ -62,7 +64,8 @@ def _from_file() -> dict[str, Path]:
         return {}
     file = Path(name).expanduser()
     try:
-        text = file.read_text(encoding="utf-8")
+        # A FIFO or /dev/zero named by the variable must neither hang nor fill memory.
+        text = read_bounded(file, MIRRORS_MAX_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{MIRRORS_ENV}={name}: cannot read: {type(exc).__name__}") from None
     found: dict[str, Path] = {}

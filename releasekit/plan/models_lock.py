@@ -7,19 +7,35 @@ A cache snapshot's revision is the manifest's ``revision`` when it gives one (th
 snapshot must be in the cache), else the cache's ``refs/main``. The files hashed are the
 manifest's ``files``, or, when it lists none, the identity files present (config,
 tokenizer, weight index): weight shards are hashed only when listed.
+
+Every file is untrusted input (issue 34, item 6): only regular files are hashed (a FIFO or
+device is refused before ``open()``), a symbolic link only when it resolves inside the model
+directory (for a cache snapshot: inside that repository's ``blobs/``), and each file is
+bounded on its ``stat`` before a byte is read: an identity file found by name at
+``IDENTITY_MAX_BYTES``, a file the manifest lists (weights included) at ``LISTED_MAX_BYTES``.
+A cache's ``refs/*`` are checked the same way before huggingface_hub reads them, and a
+revision that is not a 40-hex commit is one line. Every refusal is exit 2, nothing written.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from releasekit.bounded_read import DATASET_MAX_BYTES, GIB, MIB, check_regular, read_bounded
 from releasekit.digests import file_sha256
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.manifest.validation import IDENTITY_FILES, TO_BE_LOCKED, Dataset, ModelRef, ValidationSpec
 from releasekit.records.lock import LockedDataset, LockedModel, LockedModelFile
+
+# A config, tokenizer or weight index: tokenizer.json of a large vocabulary is tens of MiB.
+IDENTITY_MAX_BYTES = 256 * MIB
+# A weight shard the manifest lists (shards are a few GiB; whole checkpoints can be one file).
+LISTED_MAX_BYTES = 256 * GIB
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 MODEL_CODES = (
     "MODEL_NOT_FOUND",
@@ -59,16 +75,24 @@ class _Snapshot:
     revision: str | None
     # file path relative to the snapshot -> the file to read (a cache snapshot's files are links to blobs)
     files: dict[str, Path]
+    # where every file must resolve: the model directory, or the cache repository's blobs/
+    within: Path
 
 
 def _from_hub_cache(key: str, model: ModelRef, caches: list[Path]) -> _Snapshot | None:
     from huggingface_hub import CacheNotFound, scan_cache_dir
 
     for cache in caches:
+        _check_refs(cache)
         try:
             info = scan_cache_dir(cache)
         except CacheNotFound:
             raise InputError(f"--models {cache}: not a Hugging Face cache directory") from None
+        except Exception as exc:  # huggingface_hub's own errors on a damaged cache: one line
+            first = (str(exc).splitlines() or [""])[0][:200]
+            raise InputError(
+                f"--models {cache}: unreadable Hugging Face cache ({type(exc).__name__}: {first})"
+            ) from None
         repo = next((r for r in info.repos if r.repo_type == "model" and r.repo_id == model.hub), None)
         if repo is None:
             continue
@@ -88,16 +112,43 @@ def _from_hub_cache(key: str, model: ModelRef, caches: list[Path]) -> _Snapshot 
                     "pin one with 'revision'"
                 )
             revision = (on_main or list(repo.revisions))[0]
+        if not _COMMIT.fullmatch(revision.commit_hash):
+            raise InputError(
+                f"--models {cache}: {model.hub} names snapshot {revision.commit_hash[:60]!r}, "
+                "not a 40-hex commit; refused"
+            )
+        # The snapshot's own links, not huggingface_hub's resolved blob paths: each is checked to
+        # lead into this repository's blobs/ when it is hashed.
         files = {
-            f.file_path.relative_to(revision.snapshot_path).as_posix(): f.blob_path for f in revision.files
+            f.file_path.relative_to(revision.snapshot_path).as_posix(): f.file_path for f in revision.files
         }
-        return _Snapshot(directory=revision.snapshot_path, revision=revision.commit_hash, files=files)
+        blobs = revision.snapshot_path.parent.parent / "blobs"
+        return _Snapshot(
+            directory=revision.snapshot_path, revision=revision.commit_hash, files=files, within=blobs
+        )
     return None
 
 
+def _check_refs(cache: Path) -> None:
+    """Each ``models--*/refs/*`` a small regular file before huggingface_hub opens it (a FIFO would hang it)."""
+    try:
+        refs = sorted(cache.glob("*/refs/**/*"))
+    except OSError:
+        return
+    for ref in refs:
+        if ref.is_dir() and not ref.is_symlink():
+            continue
+        check_regular(ref, limit=4096, within=ref.parent)
+
+
 def _from_directory(directory: Path, revision: str | None) -> _Snapshot:
-    files = {p.relative_to(directory).as_posix(): p for p in sorted(directory.rglob("*")) if p.is_file()}
-    return _Snapshot(directory=directory, revision=revision, files=files)
+    # Listed without following links or opening anything: what each name is gets checked when hashed.
+    files = {
+        p.relative_to(directory).as_posix(): p
+        for p in sorted(directory.rglob("*"))
+        if p.is_symlink() or not p.is_dir()
+    }
+    return _Snapshot(directory=directory, revision=revision, files=files, within=directory)
 
 
 def _where(
@@ -141,14 +192,16 @@ def lock_model(
     wanted = [f.path for f in model.files] or [n for n in IDENTITY_FILES if n in snapshot.files]
     pinned = {f.path: f.sha256 for f in model.files if f.sha256 != TO_BE_LOCKED}
     files: list[LockedModelFile] = []
+    listed = {f.path for f in model.files}
     for name in sorted(wanted):
         source = snapshot.files.get(name)
-        if source is None or not source.is_file():
+        if source is None or not (source.is_symlink() or source.exists()):
             findings.add(
                 "MODEL_FILE_MISSING", f"model '{key}': {name} is not in {snapshot.directory}", path=key
             )
             continue
-        digest = file_sha256(source)
+        limit = LISTED_MAX_BYTES if name in listed else IDENTITY_MAX_BYTES
+        digest = file_sha256(source, max_bytes=limit, within=snapshot.within)
         if name in pinned and pinned[name] != digest:
             findings.add(
                 "MODEL_HASH_MISMATCH",
@@ -201,7 +254,7 @@ def lock_dataset(
             path=key,
         )
         return None
-    raw = path.read_bytes()
+    raw = read_bounded(path, DATASET_MAX_BYTES)
     sha = hashlib.sha256(raw).hexdigest()
     # Records as validate's readers count them: non-empty lines.
     samples = sum(1 for line in raw.decode("utf-8", errors="replace").splitlines() if line.strip())

@@ -142,7 +142,7 @@ def from_registry(text: str, scratch: Path) -> Published:
         if i >= len(layers):
             return None
         with RegistryClient(ref.host, credentials) as again:
-            data = again.get_blob(ref.repository, layers[i].digest)
+            data = again.get_blob(ref.repository, layers[i].digest, layers[i].size)
         out = where / f"published-layer-{i}.tar"
         out.write_bytes(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
         return out

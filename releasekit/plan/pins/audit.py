@@ -173,6 +173,16 @@ def _read_inputs(
             skipped[rel] = SkippedPinInput(file=rel, pattern=out_of_scope[0], reason=out_of_scope[1])
             continue
         done.add(rel)
+        size = tree.oversize(rel)
+        if size is not None:
+            findings.add(
+                "PIN_INPUT_UNREADABLE",
+                f"{rel}: {size} bytes, over the limit of {tree.max_bytes} bytes for a pin input; "
+                "not read, its pins were not checked",
+                file=rel,
+                **where,
+            )
+            continue
         text = tree.text(rel)
         if text is None:
             findings.add(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from releasekit.bounded_read import DATASET_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest.validation import AcceptanceCheck
@@ -33,7 +34,8 @@ def load_prompts(ctx: CheckContext, name: str | None) -> list[str]:
     if dataset is None:
         raise InputError(f"cell {ctx.cell.id}: prompt set '{name}' is not in validation.datasets")
     prompts = []
-    for line in (ctx.manifest_dir / dataset.path).read_text().splitlines():
+    raw = read_bounded(ctx.manifest_dir / dataset.path, DATASET_MAX_BYTES)
+    for line in raw.decode("utf-8", errors="replace").splitlines():
         if line.strip():
             record = json.loads(line)
             prompts.append(record["prompt"] if isinstance(record, dict) else str(record))

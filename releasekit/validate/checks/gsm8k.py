@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from releasekit.bounded_read import DATASET_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest.validation import Gsm8kCheck
@@ -40,7 +41,7 @@ class Problem(BaseModel):
 def read_problems(path: Path) -> tuple[list[Problem], str]:
     """The problems of a GSM8K-format JSONL file and the file's sha256."""
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, DATASET_MAX_BYTES)  # a FIFO or sparse file named by the manifest
     except OSError as exc:
         raise InputError(f"{path}: cannot read GSM8K data: {exc.strerror}") from None
     problems = []
