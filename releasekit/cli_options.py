@@ -58,3 +58,12 @@ REQUIRE_SIGNED = typer.Option(
     "--require-signed",
     help="refuse (exit 1) evidence that is not signed (DSSE envelopes); as the manifest's publish.signed does",
 )
+
+# Signing by the host that wrote a record (stage, validate, test): the key is read from the file
+# only once the command's work is done, never from the environment (nothing it starts inherits it).
+SIGNING_KEY_FILE = typer.Option(
+    None,
+    "--signing-key",
+    help="private key (PEM file) to sign what this command writes (DSSE, <file>.dsse.json beside it); "
+    "read only after the work is done",
+)

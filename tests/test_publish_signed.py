@@ -195,7 +195,10 @@ def test_forged_unsigned_evidence_is_refused_with_require_signed(tmp_path, regis
     r = run_cli(
         *publish_args(forged, image, target, "beta"), "--require-signed", "--trusted-key", str(keys["public"])
     )
-    assert r.returncode == 1 and finding_codes(json.loads(r.stdout), "error") == [
+    # The forged receipts are refused too: no validating host signed them.
+    assert r.returncode == 1 and sorted(finding_codes(json.loads(r.stdout), "error")) == [
+        "RECEIPT_UNSIGNED",
+        "RECEIPT_UNSIGNED",
         "SIGNATURE_MISSING",
         "SIGNATURE_MISSING",
     ]
@@ -365,6 +368,8 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
     result = json.loads(r.stdout)
     assert result["signed"]["files"] == [
         "provenance.intoto.dsse.json",
+        "receipts/tiny-tp1-ngram.dsse.json",
+        "receipts/tiny-tp1.dsse.json",
         "sbom.cdx.dsse.json",
         "verification_summary.dsse.json",
     ]

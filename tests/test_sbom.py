@@ -386,11 +386,16 @@ def _swapped(text: str) -> str:
 
 def _signed_release(tmp_path: Path, image_id: str, key: Path | None):
     """A release directory as verify-provenance leaves it: the SBOM, the summary naming its sha256,
-    and (with ``key``) the three envelopes."""
+    and (with ``key``) the three envelopes and the receipts' envelopes."""
     from publish_support import Release
 
     from releasekit.signing import load_signer
-    from releasekit.signing.statements import sign_sbom_file, sign_statement_file, sign_summary_file
+    from releasekit.signing.statements import (
+        sign_receipt_file,
+        sign_sbom_file,
+        sign_statement_file,
+        sign_summary_file,
+    )
 
     release = Release(tmp_path, image_id)
     text = sbom_text(make_bom(_ctx(image_id), CREATED))
@@ -401,6 +406,8 @@ def _signed_release(tmp_path: Path, image_id: str, key: Path | None):
         sign_statement_file(signer, release.evidence / "provenance.intoto.json")
         sign_summary_file(signer, release.evidence / "verification_summary.json", image_id)
         sign_sbom_file(signer, release.evidence / SBOM_FILE)
+        for receipt in sorted(release.receipts.glob("*.json")):  # as validate --signing-key leaves them
+            sign_receipt_file(signer, receipt)
     return release, text
 
 

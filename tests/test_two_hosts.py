@@ -314,3 +314,58 @@ def test_a_candidate_swapped_after_staging_is_refused_on_b(hosts, docker_client)
     b = engine_b.client()
     assert not b.containers.list(all=True)
     b.close()
+
+
+def test_every_link_signed_by_its_host_and_published_under_require_signed(hosts, tmp_path):
+    """Issue 34, item 3: the whole chain signed by the hosts that wrote it — A signs the evidence and
+    staging.json, B (its own key) signs its receipts and test receipts after running them — and
+    published with --require-signed, both keys trusted; every link's signer is recorded."""
+    from releasekit.signing import keyid_of, load_signer
+    from releasekit.signing.keys import load_public_key, write_key_pair
+    from releasekit.signing.statements import sign_statement_file, sign_summary_file
+
+    root, repo, registry, engine_b, candidate, _ = hosts
+    a_key, a_pub, _ = write_key_pair(tmp_path / "a")
+    b_key, b_pub, _ = write_key_pair(tmp_path / "b")
+    rel = Staged(root / "signed", repo, candidate)
+    signer = load_signer(a_key)
+    sign_statement_file(signer, rel.evidence / "provenance.intoto.json")
+    sign_summary_file(signer, rel.evidence / "verification_summary.json", candidate)
+    strict = ("--trusted-key", str(a_pub), "--trusted-key", str(b_pub), "--require-signed")
+    staging = f"{registry.host}/team/signed-staging"
+    digest = json.loads(
+        _stage(candidate, rel, staging, "--json", *strict, "--signing-key", str(a_key)).stdout
+    )["digest"]
+    staging_json = rel.evidence / "staging.json"
+    reference = f"{staging}@{digest}"
+
+    cell = _on_b(
+        engine_b,
+        *("validate", str(rel.manifest), "--image", reference, "--staged", str(staging_json)),
+        *("--lock", str(rel.lock), "-o", str(rel.receipts), "--gpus", "0", "--json"),
+        *strict,
+        *("--signing-key", str(b_key)),
+    )
+    assert cell.returncode == 0, cell.stdout[-3000:] + cell.stderr
+    assert (rel.receipts / "stub.dsse.json").is_file()
+    suite = _on_b(
+        engine_b,
+        *("test", str(rel.manifest), "--image", reference, "--staged", str(staging_json)),
+        *("--lock", str(rel.lock), "-o", str(rel.evidence), "--allow-local-repos", "--json"),
+        *strict,
+        *("--signing-key", str(b_key)),
+    )
+    assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr
+    assert (rel.evidence / "tests" / "app.smoke.dsse.json").is_file()
+
+    published = run_cli(
+        *("publish", "--staged", str(staging_json), "--lock", str(rel.lock), "--receipts", str(rel.receipts)),
+        *("--evidence", str(rel.evidence), "--manifest", str(rel.manifest)),
+        *("--to", f"{registry.host}/team/signed-release", "--tag", "beta", "--json"),
+        *strict,
+    )
+    assert published.returncode == 0, published.stdout[-3000:] + published.stderr
+    signers = json.loads(published.stdout)["signers"]
+    a_id, b_id = (keyid_of(load_public_key(p)) for p in (a_pub, b_pub))
+    assert signers["verification_summary.dsse.json"] == a_id
+    assert signers["receipts/stub.dsse.json"] == b_id and signers["tests/app.smoke.dsse.json"] == b_id

@@ -13,7 +13,8 @@ The contract with the earlier stages (see docs/publish.md):
   * ``sbom.cdx.json``  (optional) the CycloneDX SBOM ``verify-provenance`` wrote for the image it
     verified (``releasekit.records.sbom``): attached as is, and checked to name the image.
 
-``--receipts DIR`` holds one JSON receipt per validation cell (any ``*.json`` file there).
+``--receipts DIR`` holds one JSON receipt per validation cell (any ``*.json`` file there but the
+signature envelopes, ``*.dsse.json``, which ``signatures.py`` reads).
 
 The test stage's records sit in the evidence directory too (``releasekit test`` and
 ``releasekit hygiene`` write them there): ``tests/<component>.<suite>.json``
@@ -36,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
 from releasekit.records.build import RELEASE_NOTES_FILE
+from releasekit.records.dsse import ENVELOPE_SUFFIX
 from releasekit.records.evidence import EvidenceFile, Parser, missing, parse_evidence, read_evidence
 from releasekit.records.gate import ReceiptView
 from releasekit.records.intoto import StatementSubjects
@@ -178,17 +180,22 @@ def _notes(path: Path, evidence_dir: Path) -> str | None:
     return read_bounded(path, TEXT_MAX_BYTES, within=evidence_dir).decode("utf-8", errors="replace")
 
 
+def _record_file(path: Path) -> bool:
+    """A receipt file; the signature envelopes beside them (``*.dsse.json``) are read by ``signatures``."""
+    return not path.name.endswith(ENVELOPE_SUFFIX) and path.is_file()
+
+
 def load_evidence(evidence_dir: Path, receipts_dir: Path) -> Evidence:
     notes_path = evidence_dir / RELEASE_NOTES_FILE
     receipts = (
-        [read_evidence(p, RECEIPT_PARSER) for p in sorted(receipts_dir.glob("*.json")) if p.is_file()]
+        [read_evidence(p, RECEIPT_PARSER) for p in sorted(receipts_dir.glob("*.json")) if _record_file(p)]
         if receipts_dir.is_dir()
         else []
     )
     tests = [
         read_evidence(p, TEST_RECEIPT_PARSER)
         for p in sorted((evidence_dir / TESTS_DIR).glob("*.json"))
-        if p.is_file()
+        if _record_file(p)
     ]
     return evidence_from(
         lambda name, parse: read_evidence(evidence_dir / name, parse),

@@ -19,7 +19,7 @@ from releasekit.findings import Findings
 from releasekit.publish.attachments import FetchedAttachments, fetch_attachments, fetch_signed
 from releasekit.publish.gate import GateReport, policy_from_manifest
 from releasekit.publish.service import add_signed_check, evaluate_gate, registry_image
-from releasekit.publish.signatures import check_signed, unsigned_verdict
+from releasekit.publish.signatures import check_signed, record_texts, unsigned_verdict
 from releasekit.records.gate import GATE_FILE, GateRecord, read_gate
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
@@ -60,10 +60,9 @@ def _promote_gate(
     if manifest_path is not None:
         from releasekit.manifest import load_manifest
 
-        loaded = load_manifest(manifest_path)
         # Promotion may hold a release to a stricter matrix than the one it was locked
         # with, so the manifest-matches-lock check does not apply to this one.
-        policy = policy_from_manifest(loaded.manifest)
+        policy = policy_from_manifest(load_manifest(manifest_path).manifest)
         manifest_sha = None
     evidence = fetched.evidence()
     gate = evaluate_gate(
@@ -95,6 +94,7 @@ def _promote_gate(
             sbom=evidence.sbom_text(),
             sbom_named=evidence.sbom_named(),
             required=required,
+            records=record_texts(evidence),
         )
         add_signed_check(gate, verdict)
         result.signers = verdict.signers

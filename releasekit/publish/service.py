@@ -49,11 +49,12 @@ from releasekit.publish.signatures import (
     SignedVerdict,
     check_signed,
     local_envelopes,
+    record_texts,
     unsigned_verdict,
 )
 from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check, push_checked, put_tags
 from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, safe_entry_path
-from releasekit.records.base import load_record, write_record
+from releasekit.records.base import write_record
 from releasekit.records.build import RELEASE_NOTES_FILE
 from releasekit.records.gate import GateRecord, gate_text
 from releasekit.records.lock import lock_file_sha256, read_lock
@@ -75,7 +76,7 @@ from releasekit.registry import (
     resolve_credentials,
 )
 from releasekit.signing import TrustedKeys
-from releasekit.signing.verify import trusted_keys
+from releasekit.signing.verify import read_signed_staging, trusted_keys
 
 __all__ = [
     "GateRecord",
@@ -178,13 +179,20 @@ def resolve_inputs(
         lock_path, manifest_path, lock.manifest.path, sha256=lock.manifest.sha256, evidence_dir=evidence_dir
     )
     target, wanted = _target_and_tags(to, tags, loaded.manifest)
-    staged = load_record(StagingRecord, staged_path) if staged_path is not None else None
+    policy = policy_from_manifest(loaded.manifest)
+    required = require_signed or policy.signed
+    # staging.json is verified before any field of it is used (its registry asked, its digest copied).
+    staged = (
+        read_signed_staging(
+            staged_path, list(trusted_key_files or []), required=required, what="publish"
+        ).record
+        if staged_path is not None
+        else None
+    )
     facts = _candidate_facts(engine, image, staged)
     final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
-    policy = policy_from_manifest(loaded.manifest)
     evidence = load_evidence(evidence_dir, receipts_dir)
-    envelopes = local_envelopes(evidence_dir)
-    required = require_signed or policy.signed
+    envelopes = local_envelopes(evidence_dir, receipts_dir)
     trusted = trusted_keys(
         list(trusted_key_files or []), signed=bool(envelopes), required=required, what="publish"
     )
@@ -286,6 +294,7 @@ def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
             sbom=inputs.evidence.sbom_text(),
             sbom_named=inputs.evidence.sbom_named(),
             required=inputs.require_signed,
+            records=record_texts(inputs.evidence),
         )
     add_signed_check(report, verdict)
     return report, verdict

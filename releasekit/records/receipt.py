@@ -17,8 +17,16 @@ from releasekit.errors import InputError
 from releasekit.findings import FindingList
 from releasekit.manifest.validation import Cell
 from releasekit.records.base import Record, Strict, load_record, write_record
+from releasekit.records.dsse import ENVELOPE_SUFFIX
 
 RECEIPT_SCHEMA: Final = "releasekit.receipt/v1"
+# ``<cell-id>.dsse.json`` beside each receipt: the validating host signs the receipt's exact bytes.
+RECEIPT_PAYLOAD_TYPE: Final = "application/vnd.releasekit.receipt+json"
+
+
+def is_receipt_file(path: Path) -> bool:
+    """A receipt (``*.json``), not the signature envelope (``*.dsse.json``) beside it."""
+    return path.name.endswith(".json") and not path.name.endswith(ENVELOPE_SUFFIX)
 
 
 class Metric(Strict):
@@ -173,7 +181,7 @@ def read_receipt(path: Path) -> Receipt:
 def read_receipts(directory: Path) -> list[Receipt]:
     if not directory.is_dir():
         raise InputError(f"{directory}: not a directory of receipts")
-    return [read_receipt(p) for p in sorted(directory.glob("*.json"))]
+    return [read_receipt(p) for p in sorted(directory.glob("*.json")) if is_receipt_file(p)]
 
 
 def receipt_values(path: Path) -> dict[str, float]:

@@ -18,6 +18,9 @@ from pydantic import Field
 from releasekit.records.base import Record
 
 STAGING_FILE: Final = "staging.json"
+# ``staging.dsse.json``: the host that staged signs staging.json's exact bytes (``releasekit.signing``).
+STAGING_ENVELOPE_FILE: Final = "staging.dsse.json"
+STAGING_PAYLOAD_TYPE: Final = "application/vnd.releasekit.staging+json"
 STAGING_SCHEMA: Final = "releasekit.staging/v1"
 
 

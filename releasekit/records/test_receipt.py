@@ -13,10 +13,13 @@ from pydantic import Field
 
 from releasekit.findings import Findings
 from releasekit.records.base import Record, Strict, load_record, write_record
+from releasekit.records.dsse import ENVELOPE_SUFFIX
 
 TESTS_DIR: Final = "tests"  # tests/<component>.<suite>.json, in the release directory
 HYGIENE_FILE: Final = "hygiene.json"
 TEST_RECEIPT_SCHEMA: Final = "releasekit.test-receipt/v1"
+# ``tests/<component>.<suite>.dsse.json`` beside each: the testing host signs the receipt's exact bytes.
+TEST_RECEIPT_PAYLOAD_TYPE: Final = "application/vnd.releasekit.test-receipt+json"
 HYGIENE_SCHEMA: Final = "releasekit.hygiene/v1"
 
 Outcome = Literal["passed", "failed", "error", "skipped", "missing"]
@@ -122,7 +125,11 @@ def read_test_receipt_dir(directory: Path) -> list[TestReceipt]:
     """Every ``*.json`` test receipt in ``directory`` (none when it does not exist); a bad file is a RecordError."""
     if not directory.is_dir():
         return []
-    return [load_record(TestReceipt, p) for p in sorted(directory.glob("*.json")) if p.is_file()]
+    return [
+        load_record(TestReceipt, p)
+        for p in sorted(directory.glob("*.json"))
+        if p.is_file() and not p.name.endswith(ENVELOPE_SUFFIX)
+    ]
 
 
 class HygieneStepResult(Strict):

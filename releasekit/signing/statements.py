@@ -9,6 +9,14 @@ The statement and envelope models are ``releasekit.records.intoto`` and ``releas
 the CycloneDX media type as the payload type (``SBOM_PAYLOAD_TYPE``). What binds it to the image is
 the document itself (its serial number and subject name the image ID) and the signed summary,
 which names its sha256.
+
+The chain's other links are records, signed the same way by the host that wrote them (the file's
+exact bytes, a payload type of their own so that one cannot stand in for another):
+``staging.json`` -> ``staging.dsse.json`` (``stage``), ``receipts/<cell>.json`` ->
+``receipts/<cell>.dsse.json`` (``validate``), ``tests/<component>.<suite>.json`` ->
+``tests/<component>.<suite>.dsse.json`` (``test``). Each file must parse as its record before it
+is signed. What binds them to the image is their own content (``image_id``), which the verifier
+reads only from the signed bytes' unsigned copy, checked byte for byte.
 """
 
 from __future__ import annotations
@@ -17,10 +25,14 @@ from pathlib import Path
 
 from releasekit.atomic import check_writable, write_atomic
 from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
+from releasekit.records.base import Record, RecordError, record_from_bytes
 from releasekit.records.dsse import ENVELOPE_SUFFIX, envelope_name
 from releasekit.records.intoto import STATEMENT_TYPE, VERIFICATION_SUMMARY_TYPE, AnyStatement, StatementError
 from releasekit.records.intoto import parse_statement as parse_any_statement
+from releasekit.records.receipt import RECEIPT_PAYLOAD_TYPE, Receipt
 from releasekit.records.sbom import SBOM_MEDIA
+from releasekit.records.staging import STAGING_PAYLOAD_TYPE, StagingRecord
+from releasekit.records.test_receipt import TEST_RECEIPT_PAYLOAD_TYPE, TestReceipt
 from releasekit.signing.dsse import PAYLOAD_TYPE, SignatureError, sign_payload
 from releasekit.signing.keys import Signer
 
@@ -33,9 +45,12 @@ __all__ = [
     "VERIFICATION_SUMMARY_TYPE",
     "envelope_path",
     "parse_statement",
+    "sign_receipt_file",
     "sign_sbom_file",
+    "sign_staging_file",
     "sign_statement_file",
     "sign_summary_file",
+    "sign_test_receipt_file",
     "write_envelope",
 ]
 
@@ -93,6 +108,35 @@ def sign_sbom_file(signer: Signer | None, sbom_file: Path) -> Path | None:
     if signer is None:
         return write_envelope(None, b"", envelope_path(sbom_file))
     return write_envelope(signer, _statement_bytes(sbom_file), envelope_path(sbom_file), SBOM_PAYLOAD_TYPE)
+
+
+def _sign_record_file(
+    signer: Signer | None, record_file: Path, kind: type[Record], payload_type: str
+) -> Path | None:
+    """The record file's exact bytes signed into ``X.dsse.json`` (no signer: a stale envelope removed)."""
+    if signer is None:
+        return write_envelope(None, b"", envelope_path(record_file))
+    payload = read_bounded(record_file, kind.max_bytes, within=record_file.parent)
+    try:
+        record_from_bytes(kind, payload, str(record_file))
+    except RecordError as exc:
+        raise SignatureError(f"{exc.one_line()}; refusing to sign it") from None
+    return write_envelope(signer, payload, envelope_path(record_file), payload_type)
+
+
+def sign_staging_file(signer: Signer | None, staging_file: Path) -> Path | None:
+    """``staging.json`` -> ``staging.dsse.json``, signed by the host that staged the candidate."""
+    return _sign_record_file(signer, staging_file, StagingRecord, STAGING_PAYLOAD_TYPE)
+
+
+def sign_receipt_file(signer: Signer | None, receipt_file: Path) -> Path | None:
+    """``receipts/<cell>.json`` -> ``receipts/<cell>.dsse.json``, signed by the host that validated."""
+    return _sign_record_file(signer, receipt_file, Receipt, RECEIPT_PAYLOAD_TYPE)
+
+
+def sign_test_receipt_file(signer: Signer | None, receipt_file: Path) -> Path | None:
+    """``tests/<component>.<suite>.json`` -> its ``.dsse.json``, signed by the host that ran the suite."""
+    return _sign_record_file(signer, receipt_file, TestReceipt, TEST_RECEIPT_PAYLOAD_TYPE)
 
 
 def parse_statement(payload: bytes, where: str) -> AnyStatement:

@@ -6,6 +6,11 @@ verified one: ``--staged staging.json`` names it (the build host wrote it after
 verify-provenance passed). A digest other than the staged one, or an image whose ID is not
 the verified ID, is an error naming both. Every receipt then records the digest, the image
 ID and the host that ran it.
+
+``staging.json`` is verified before any field of it is used (``signing.verify.read_signed_staging``):
+with ``--trusted-key`` (or when signed evidence is required: ``--require-signed``, the manifest's
+``publish.signed``) an unsigned or edited one, or one signed by another key, is refused before
+anything is pulled or any container starts.
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from pathlib import Path
 
 from releasekit.docker_engine import EngineError, NoSuchImage, connect
 from releasekit.errors import EnvironmentProblem, InputError
-from releasekit.records.base import load_record
-from releasekit.records.staging import StagingRecord
+from releasekit.records.staging import STAGING_FILE, StagingRecord
 from releasekit.registry import Reference, resolve_credentials
+from releasekit.signing.verify import read_signed_staging
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class Candidate:
     image: str  # what to run: the local image ID
     digest: str | None  # the registry digest it was pulled by (None: a local image)
     host: str  # the machine that runs it
+    warning: str | None = None  # staging.json accepted unsigned: the command says so on stderr
 
 
 def this_host() -> str:
@@ -36,7 +42,14 @@ def is_digest_reference(image: str) -> bool:
     return "@sha256:" in image
 
 
-def resolve_candidate(image: str, staged: Path | None) -> Candidate:
+def resolve_candidate(
+    image: str,
+    staged: Path | None,
+    *,
+    trusted_key_files: list[Path] | None = None,
+    require_signed: bool = False,
+    what: str = STAGING_FILE,
+) -> Candidate:
     """The image to run. With ``staged``, it must be the verified image (pulled by digest when named so)."""
     if staged is None:
         if is_digest_reference(image):
@@ -44,10 +57,14 @@ def resolve_candidate(image: str, staged: Path | None) -> Candidate:
                 f"--image {image}: a digest reference needs --staged staging.json (the verified image ID to compare with)"
             )
         return Candidate(image=image, digest=None, host=this_host())
-    record = load_record(StagingRecord, staged)
-    if is_digest_reference(image):
-        return _pull_staged(image, record)
-    return _local_with_record(image, record)
+    signed = read_signed_staging(staged, list(trusted_key_files or []), required=require_signed, what=what)
+    record = signed.record
+    candidate = (
+        _pull_staged(image, record) if is_digest_reference(image) else _local_with_record(image, record)
+    )
+    return Candidate(
+        image=candidate.image, digest=candidate.digest, host=candidate.host, warning=signed.warning
+    )
 
 
 def _pull_staged(image: str, record: StagingRecord) -> Candidate:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from releasekit.cli_options import REQUIRE_SIGNED, TRUSTED_KEY, json_flag
+from releasekit.cli_options import REQUIRE_SIGNED, SIGNING_KEY_FILE, TRUSTED_KEY, json_flag
 
 
 def stage_cmd(
@@ -26,6 +26,7 @@ def stage_cmd(
     ),
     trusted_key: list[Path] = TRUSTED_KEY,
     require_signed: bool = REQUIRE_SIGNED,
+    signing_key: Path | None = SIGNING_KEY_FILE,
     as_json: bool = json_flag(None),
 ) -> None:
     """Push the verified candidate to a staging repository and record its digest, for GPU hosts to pull."""
@@ -50,6 +51,11 @@ def stage_cmd(
         )
     finally:
         engine.close()
+    if signing_key is not None:  # read only now: the push (Docker) ran without the key anywhere near it
+        from releasekit.signing import load_signer
+        from releasekit.signing.statements import sign_staging_file
+
+        sign_staging_file(load_signer(signing_key), staged.path)
     for line in staged.warnings:
         typer.echo(f"releasekit: {line}", err=True)
     record = staged.record

@@ -12,6 +12,10 @@ verifies with a trusted key, is about this image and covers the summary byte for
 read once, checked, then parsed). Otherwise nothing is pushed: a one-line refusal, exit 1
 (``EVIDENCE_UNSIGNED``, ``SIGNATURE_MISSING``, or the signature's own code); signed and no key
 given is missing input, exit 2. Unsigned and not required: staged, with a warning.
+
+``staging.json`` itself is signed by this host (``stage --signing-key``: ``staging.dsse.json``
+beside it, the key read only after the push) so that a GPU host and publish can tell an edited
+one from the one written here.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class Staged:
     record: StagingRecord
     signer: str | None  # the keyid whose signature on the summary verified; None: unsigned
     warnings: list[str]
+    path: Path  # the staging.json written (``signing.statements.sign_staging_file`` signs it)
 
 
 def _publish_section(request: StageRequest) -> object | None:
@@ -169,5 +174,6 @@ def stage(request: StageRequest, engine: Engine) -> Staged:
         media_type=blob.media_type,
         verification_summary_sha256=hashlib.sha256(raw).hexdigest(),
     )
-    write_record(record, (request.out or evidence) / STAGING_FILE)
-    return Staged(record=record, signer=signer, warnings=warnings)
+    path = (request.out or evidence) / STAGING_FILE
+    write_record(record, path)
+    return Staged(record=record, signer=signer, warnings=warnings, path=path)

@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from releasekit.cli_options import CANDIDATE_IMAGE, MIRROR, STAGED, allow_local_flag, json_flag
+from releasekit.cli_options import (
+    CANDIDATE_IMAGE,
+    MIRROR,
+    REQUIRE_SIGNED,
+    SIGNING_KEY_FILE,
+    STAGED,
+    TRUSTED_KEY,
+    allow_local_flag,
+    json_flag,
+)
 from releasekit.report import print_json, render_findings, stdout_console
 
 if TYPE_CHECKING:
@@ -38,6 +47,9 @@ def test_command(
     ),
     allow_local_repos: bool = _LOCAL,
     mirror: list[str] = MIRROR,
+    trusted_key: list[Path] = TRUSTED_KEY,
+    require_signed: bool = REQUIRE_SIGNED,
+    signing_key: Path | None = SIGNING_KEY_FILE,
     json_out: bool = _JSON,
 ) -> None:
     """Run the components' test suites inside IMAGE; judge failures against the baseline image."""
@@ -48,7 +60,15 @@ def test_command(
     from releasekit.staging.candidate import resolve_candidate
     from releasekit.suites.sweep import TestOptions, run_tests
 
-    candidate = resolve_candidate(image, staged)
+    candidate = resolve_candidate(
+        image,
+        staged,
+        trusted_key_files=trusted_key,
+        require_signed=require_signed or (staged is not None and _policy_signed(manifest)),
+        what="test",
+    )
+    if candidate.warning:
+        typer.echo(f"releasekit: {candidate.warning}", err=True)
     result = run_tests(
         TestOptions(
             manifest=manifest,
@@ -62,6 +82,13 @@ def test_command(
             allow_local_repos=local_repos_allowed(allow_local_repos),
         )
     )
+    if signing_key is not None:  # the key is read only now, after every container has gone
+        from releasekit.signing import load_signer
+        from releasekit.signing.statements import sign_test_receipt_file
+
+        signer = load_signer(signing_key)
+        for rel in result.receipts:
+            sign_test_receipt_file(signer, outdir / rel)
     if json_out:
         print_json(
             {
@@ -96,6 +123,14 @@ def test_command(
         render_findings(result.findings, console, ok_message="no regressions")
         console.print("[green]TESTS PASSED[/green]" if result.passed else "[red]TESTS FAILED[/red]")
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _policy_signed(manifest: Path) -> bool:
+    """The manifest's ``publish.signed``: a staged candidate's staging.json must then be signed."""
+    from releasekit.manifest import load_manifest
+
+    publish = load_manifest(manifest).manifest.publish
+    return bool(publish and publish.signed)
 
 
 def hygiene_command(

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 import typer
 from typer.core import TyperGroup
 
-from releasekit.cli_options import CANDIDATE_IMAGE, STAGED, json_flag
+from releasekit.cli_options import (
+    CANDIDATE_IMAGE,
+    REQUIRE_SIGNED,
+    SIGNING_KEY_FILE,
+    STAGED,
+    TRUSTED_KEY,
+    json_flag,
+)
 
 if TYPE_CHECKING:
     from releasekit.validate.service import ValidationResult
@@ -118,6 +125,9 @@ def run(
         "--dry-run",
         help="Start no server: render every cell and have IMAGE's own engine parse it (pre-flight); no receipts.",
     ),
+    trusted_key: list[Path] = TRUSTED_KEY,
+    require_signed: bool = REQUIRE_SIGNED,
+    signing_key: Path | None = SIGNING_KEY_FILE,
     json_out: bool = json_flag(None),
 ) -> None:
     """Run cells in containers of IMAGE; one receipt per cell in -o DIR."""
@@ -126,7 +136,12 @@ def run(
     from releasekit.validate.service import run_validation
 
     loaded = load_manifest(file)
-    candidate = resolve_candidate(image, staged)
+    signed = require_signed or bool(loaded.manifest.publish and loaded.manifest.publish.signed)
+    candidate = resolve_candidate(
+        image, staged, trusted_key_files=trusted_key, require_signed=signed, what="validate"
+    )
+    if candidate.warning:
+        typer.echo(f"releasekit: {candidate.warning}", err=True)
     image = image if candidate.digest is None else candidate.image
     if dry_run:
         from releasekit.records.lock import read_lock
@@ -145,8 +160,20 @@ def run(
         seed=seed,
         image_digest=candidate.digest,
     )
+    if signing_key is not None:  # the key is read only now, after every container has gone
+        _sign_receipts(signing_key, result)
     _render(loaded.manifest.name, result, json_out)
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _sign_receipts(signing_key: Path, result: ValidationResult) -> None:
+    from releasekit.signing import load_signer
+    from releasekit.signing.statements import sign_receipt_file
+
+    signer = load_signer(signing_key)
+    for c in result.cells:
+        if Path(c.receipt).is_file():
+            sign_receipt_file(signer, Path(c.receipt))
 
 
 def _render(name: str, result: ValidationResult, json_out: bool) -> None:
