@@ -16,7 +16,7 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.git.checkout import Checkout, fresh_checkout
-from releasekit.git.mirror import Mirror
+from releasekit.git.mirror import Mirror, fetch_into
 from releasekit.git.runner import Git, GitFailed, run_git
 
 BUNDLE_REF_PREFIX = "refs/releasekit/locked/"
@@ -77,7 +77,8 @@ def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="releasekit-bundle-") as tmp:
         repo = Path(tmp) / "bundle.git"
         run_git(["init", "--quiet", "--bare", str(repo)])
-        (repo / "objects" / "info" / "alternates").write_text(str((mirror.path / "objects").resolve()) + "\n")
+        listing = "".join(f"{d}\n" for d in mirror.object_dirs())
+        (repo / "objects" / "info" / "alternates").write_text(listing, encoding="utf-8")
         git = Git(repo, bare=True)
         base = Path(tmp) / "pack"
         try:
@@ -132,14 +133,13 @@ def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
     with mirror.locked():
         mirror._create()
         try:
-            Git(mirror.path, allow_file=True, bare=True).run(
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--",
+            fetch_into(
+                mirror.path,
+                mirror.url,
                 str(bundle.resolve()),
-                "+refs/*:refs/*",
+                ["+refs/*:refs/*"],
+                allow_file=True,
+                options=("--no-tags",),
             )
         except GitFailed as exc:
             raise InputError(f"{bundle.name}: cannot fetch from the bundle: {exc.reason}") from None
