@@ -249,6 +249,20 @@ def test_a_hostile_mirror_and_cache_run_nothing(world: dict[str, Path]) -> None:
     assert _markers(root) == []
     assert hostile == clean
 
+    # A work tree given as --repo and --pins-repo, hostile too, a tracked file's times changed
+    # (so git status hashes it again, through the clean filter its attributes name).
+    tree = root / "tree"
+    _git("clone", "--quiet", "--no-local", str(world["origin"]), str(tree))
+    os.utime(tree / "requirements.txt", (1_900_000_000, 1_900_000_000))
+    _plant(tree / ".git", root, "tree", bare=False)
+    clean_tree = _answers(manifest, root / "tree.json", root, env, tree)
+    assert _markers(root) == []
+    assert clean_tree == clean
+    check = ["plan", "check", str(manifest), "--lock", str(root / "tree.json"), "--json"]
+    r = _rk(*check, "--pins", "lib", "--pins-repo", str(tree), cwd=root, env=env)
+    assert _markers(root) == [], r.stdout + r.stderr
+    assert r.returncode == 0 and json.loads(r.stdout)["pins"][0]["files"] == ["requirements.txt"], r.stdout
+
     # The git work of build, verify-provenance and reproduce, on the hostile cache: a checkout of the
     # locked commit from a mirror that must fetch (its objects are borrowed through the planted alternates
     # only), every object hashed, a bundle made from it and checked out again.
