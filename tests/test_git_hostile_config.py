@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.forge import Forge
+from tests.test_verify_nocache import nocache_world  # noqa: F401 - the fixture, a build of the demo
 
 URL = "https://git.example.invalid/org/lib.git"
 PLAIN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -375,3 +376,22 @@ def test_a_fifo_in_alternates_is_refused_in_a_second(world: dict[str, Path]) -> 
     (snapshot / "objects").symlink_to(root / "store")
     r = _rk("plan", "lock", str(manifest), "-o", "x.json", "--mirror", f"{URL}={snapshot}", cwd=root, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.docker
+def test_verify_provenance_on_a_hostile_build_cache(nocache_world) -> None:  # noqa: ANN001, F811 - imported fixture
+    """The issue's chain: every mirror ``build`` left in the cache made hostile, its objects gone (so the
+    verifier fetches, with the planted alternates entry); verify-provenance must still pass, and run nothing."""
+    root = nocache_world.root
+    marks_root = root / "hostile"
+    marks_root.mkdir(exist_ok=True)
+    attacker = marks_root / "attacker.git"
+    _git("init", "--quiet", "--bare", str(attacker))
+    entries = sorted((root / "cache" / "git").glob("*.git"))
+    assert entries
+    for number, entry in enumerate(entries):
+        _drop_objects(entry)
+        _plant(entry, marks_root, f"build-cache-{number}", alternate=attacker / "objects")
+    result = nocache_world.verify(nocache_world.release)
+    assert _markers(marks_root) == []
+    assert result.passed, "\n".join(f.render() for f in result.findings)
