@@ -271,7 +271,7 @@ def test_the_fork_audit_runs_few_git_processes_and_no_full_patch_ids(
         words = line.split()
         i = 0
         while i < len(words) and words[i].startswith("-"):
-            i += 2 if words[i] in ("-C", "-c") else 1
+            i += 2 if words[i] in ("-C", "-c", "--git-dir") else 1
         return words[i] if i < len(words) else ""
 
     calls = [subcommand(line) for line in log.read_text().splitlines()]

@@ -31,7 +31,8 @@ from releasekit.builder.wheelhouse import fetch_pinned_wheel
 from releasekit.digests import file_sha256
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
-from releasekit.git import Git, Mirror, fresh_checkout
+from releasekit.git import Mirror, fresh_checkout
+from releasekit.git.tree import work_tree_status
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import GitComponent, WheelComponent
 from releasekit.records.build import BaseImageRecord, ComponentRecord
@@ -244,7 +245,7 @@ def _sources_untouched(
     for mod in stamped or []:
         if mod.path and file_sha256(src / mod.path) == mod.after_sha256:
             allowed.add(mod.path)
-    status = Git(src).run("status", "--porcelain", "--untracked-files=no")
+    status = work_tree_status(src, "--untracked-files=no")
     changed = [line[3:] for line in status.splitlines() if line[3:] not in allowed]
     if changed:
         raise BuildFailed(

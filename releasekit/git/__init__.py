@@ -15,6 +15,10 @@ Public API (what other stages use):
   file, and a mirror filled from such a file without contacting the remote.
 - ``mirrors.add_mirrors(["URL=PATH"])`` / ``RELEASEKIT_MIRRORS``: read URL from a local copy
   (refs copied, objects borrowed); every ``Mirror`` opened afterwards uses it.
+- ``private``: git never runs in a repository releasekit did not make in this process (a cache
+  entry, a ``--mirror``, a ``--repo DIR``): it runs in a private repository that borrows the
+  other's checked object directories and copies its refs as data (``Mirror.git``,
+  ``private.read_in_place``).
 - ``GitFailed`` is a ReleasekitError (exit 2): one line with the repository, what git was
   asked and git's first ``fatal:``/``error:`` line; ``missing.missing_object_note`` adds
   the file and commit of an object git could not read.

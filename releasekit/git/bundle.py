@@ -21,7 +21,15 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.git.checkout import Checkout, fresh_checkout
-from releasekit.git.mirror import Mirror
+from releasekit.git.mirror import Mirror, fetch_into, refresh_view
+from releasekit.git.private import (
+    read_head,
+    read_refs,
+    read_shallow,
+    valid_ref_name,
+    write_refs,
+    write_shallow,
+)
 from releasekit.git.runner import Git, GitFailed, run_git
 
 BUNDLE_REF_PREFIX = "refs/releasekit/locked/"
@@ -109,7 +117,8 @@ def create_bundle(mirror: Mirror, commit: str, ref: str, out: Path) -> str | Non
     with tempfile.TemporaryDirectory(prefix="releasekit-bundle-") as tmp:
         repo = Path(tmp) / "bundle.git"
         run_git(["init", "--quiet", "--bare", str(repo)])
-        (repo / "objects" / "info" / "alternates").write_text(str((mirror.path / "objects").resolve()) + "\n")
+        listing = "".join(f"{d}\n" for d in mirror.object_dirs())
+        (repo / "objects" / "info" / "alternates").write_text(listing, encoding="utf-8")
         git = Git(repo, bare=True)
         base = Path(tmp) / "pack"
         prerequisites: list[str] = []
@@ -154,29 +163,37 @@ def bundle_prerequisites(bundle: Path) -> list[str]:
     return [line[1:].split(" ", 1)[0] for line in lines if line.startswith("-")]
 
 
-def _import_history_less(git: Git, bundle: Path) -> dict[str, str]:
-    """Index a prerequisite bundle's pack into ``git``'s repository, make each head a shallow root, set its refs.
+def _import_history_less(git: Git, bundle: Path, store: Path) -> dict[str, str]:
+    """Index a prerequisite bundle's pack into the repository ``store``, make each head a shallow root, set its refs.
 
     git's own readers (``bundle verify``, ``fetch``) refuse a bundle whose prerequisites are not
     present; a shallow root is how a repository holds a commit whose parents it does not have.
+    ``git`` runs in ``store`` itself (a repository this process made) or in its private
+    repository (a cache entry, git/private.py): objects go into ``store``'s object directory, and
+    its ``shallow`` file and refs are written as data.
     """
-    heads = bundle_heads(bundle)
+    where = f"{bundle.name} (bundle)"
+    heads = {ref: sha for ref, sha in bundle_heads(bundle).items() if valid_ref_name(ref)}
     with bundle.open("rb") as fh:
         head = fh.read(MAX_HEADER_BYTES)
         fh.seek(head.index(b"\n\n") + 2)
         pack = fh.read()
     try:
         # index-pack hashes every object as it stores it: a pack that lies about its ids is refused.
-        git.run("index-pack", "--stdin", input=pack)
-        shallow = git.directory / "shallow"
-        roots = set(shallow.read_text().split()) if shallow.is_file() else set()
+        git.run(
+            "index-pack", "--stdin", input=pack, extra_env={"GIT_OBJECT_DIRECTORY": str(store / "objects")}
+        )
+        roots = set(read_shallow(store, where))
         for commit in heads.values():
             parents = _parents(git, commit)
             if not all(git.ok("cat-file", "-e", f"{p}^{{commit}}") for p in parents):
                 roots.add(commit)
-        shallow.write_text("".join(f"{root}\n" for root in sorted(roots)))
-        for ref, commit in heads.items():
-            git.run("update-ref", ref, commit)
+        write_shallow(store, sorted(roots))
+        refs = read_refs(store, where)
+        refs.update(heads)
+        write_refs(store, refs, read_head(store, where))
+        refresh_view(store, git.label)
+        for commit in heads.values():
             # Every object a checkout reads is there: the walk stops at the shallow root.
             git.run("rev-list", "--objects", "--quiet", commit)
     except GitFailed as exc:
@@ -208,7 +225,7 @@ def verify_bundle_alone(bundle: Path) -> None:
         repo = Path(tmp) / "empty.git"
         run_git(["init", "--quiet", "--bare", str(repo)])
         if bundle_prerequisites(bundle):
-            _import_history_less(Git(repo, bare=True), bundle)
+            _import_history_less(Git(repo, bare=True), bundle, repo)
             return
         try:
             Git(repo, bare=True, allow_file=True).run("bundle", "verify", "--quiet", str(bundle.resolve()))
@@ -225,16 +242,15 @@ def fetch_bundle(mirror: Mirror, bundle: Path) -> dict[str, str]:
     with mirror.locked():
         mirror._create()
         if bundle_prerequisites(bundle):
-            return _import_history_less(Git(mirror.path, bare=True, label=mirror.url), bundle)
+            return _import_history_less(mirror.git, bundle, mirror.path)
         try:
-            Git(mirror.path, allow_file=True, bare=True).run(
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--",
+            fetch_into(
+                mirror.path,
+                mirror.url,
                 str(bundle.resolve()),
-                "+refs/*:refs/*",
+                ["+refs/*:refs/*"],
+                allow_file=True,
+                options=("--no-tags",),
             )
         except GitFailed as exc:
             raise InputError(f"{bundle.name}: cannot fetch from the bundle: {exc.reason}") from None

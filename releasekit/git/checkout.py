@@ -2,12 +2,13 @@
 
 A build must read the tree of the locked commit and nothing else: no leftover files,
 no local edits, no other commit. ``fresh_checkout`` makes a new directory, checks the
-commit out from a mirror, then proves HEAD, the tree and a clean status. Before the checkout,
+commit out of a new repository that borrows a mirror's objects, then proves HEAD, the tree and a clean status. Before the checkout,
 every object it reads (commit, trees, blobs) is hashed against its name (``git/objects.py``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from releasekit.errors import InputError
 from releasekit.git.mirror import Mirror
 from releasekit.git.objects import verify_commit_objects
+from releasekit.git.private import read_shallow, write_shallow
 from releasekit.git.remote import is_hex_sha
 from releasekit.git.runner import Git, GitFailed, run_git
 
@@ -57,16 +59,14 @@ def fresh_checkout(
         raise InputError(f"checkout destination {dest} exists and is not empty")
     created = not dest.exists()
     try:
-        # A path (not file://) clone hard-links the mirror's objects: cheap even for a big repository.
-        run_git(["clone", "--quiet", "--no-checkout", "--", str(mirror.path), str(dest)], allow_file=True)
+        # A new repository (its config written by this process) that borrows the mirror's checked
+        # object directories: no git process runs in the mirror, nothing is copied, no remote is set.
+        run_git(["init", "--quiet", str(Path(os.path.abspath(dest)))])
+        listing = "".join(f"{d}\n" for d in mirror.object_dirs())
+        (dest / ".git" / "objects" / "info" / "alternates").write_text(listing, encoding="utf-8")
         work = Git(dest)
-        if (mirror.path / "shallow").is_file():
-            # git clones a shallow repository through its transport, which copies branches and
-            # tags only: a commit read from a history-less bundle sits under refs/releasekit/.
-            Git(dest, allow_file=True).run(
-                "fetch", "--quiet", "--no-tags", "--update-shallow", "origin", commit
-            )
-        work.run("remote", "remove", "origin")
+        # A commit read from a history-less bundle is a shallow root of the mirror (git/bundle.py).
+        write_shallow(dest / ".git", read_shallow(mirror.path, mirror.url))
         # git reads loose objects without checking their hash; the mirror may be another process's.
         verify_commit_objects(work, commit)
         work.run("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit, "--")

@@ -4,6 +4,12 @@ The mirror holds every branch, tag and ``refs/pull/N/head`` (how GitHub exposes 
 request heads to plain git), so PR heads resolve without a forge API. The remote's
 credentials are never stored: the URL is passed on the fetch command line only, and
 the mirror's config records nothing about where it came from except the public URL.
+
+The cache entry is written by whoever can write the cache, so git never runs in it
+(git/private.py): ``Mirror.git`` runs in a private repository of this process that borrows
+the entry's objects and holds a copy of its refs, read as data. A fetch runs there too,
+with the entry's object directory as the one it writes (``GIT_OBJECT_DIRECTORY``); the refs
+it leaves are then stored into the entry as plain files (``private.write_refs``).
 """
 
 from __future__ import annotations
@@ -16,10 +22,21 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from releasekit import atomic
+from releasekit.bounded_read import read_bounded
 from releasekit.errors import InputError
 from releasekit.git.mirrors import mirror_for
+from releasekit.git.private import (
+    ALTERNATES_MAX_BYTES,
+    PRIVATE_CONFIG,
+    PrivateRepo,
+    checked_object_dirs,
+    git_dir_of,
+    read_head,
+    read_refs,
+    write_refs,
+)
 from releasekit.git.remote import RemoteURL, check_ref, check_remote
-from releasekit.git.runner import Git, GitFailed, run_git
+from releasekit.git.runner import Git, GitFailed
 from releasekit.git.untrusted_paths import check_git_dir
 
 CACHE_ENV = "RELEASEKIT_CACHE"
@@ -45,13 +62,99 @@ def _mirror_dirname(public_url: str) -> str:
     return f"{stem}-{hashlib.sha256(public_url.encode()).hexdigest()[:16]}.git"
 
 
-def _git_dir_of(source: Path, url: str) -> Path:
-    """The git directory of a local copy: the path itself (bare) or its ``.git``."""
-    if (source / "HEAD").is_file() and (source / "objects").is_dir():
-        return source
-    if (source / ".git" / "HEAD").is_file() and (source / ".git" / "objects").is_dir():
-        return source / ".git"
-    raise InputError(f"mirror of {url}: {source} is not a git repository (bare or with .git)")
+# cache entry -> its private repository in this process (made on first use, its copy of the
+# entry refreshed in place whenever this process writes the entry).
+_VIEWS: dict[Path, PrivateRepo] = {}
+
+
+def view_of(entry: Path, label: str) -> PrivateRepo:
+    """The private repository that reads the cache entry ``entry`` (git/private.py)."""
+    key = Path(os.path.abspath(entry))
+    if key not in _VIEWS:
+        _VIEWS[key] = PrivateRepo.of(key, label)
+    return _VIEWS[key]
+
+
+def refresh_view(entry: Path, label: str) -> None:
+    """The entry changed: its private repository copies it again, in place, so a ``Git`` of it made
+    earlier reads the new state."""
+    key = Path(os.path.abspath(entry))
+    view = _VIEWS.get(key)
+    if view is not None:
+        view.refresh(key, label)
+
+
+def fetch_into(
+    entry: Path,
+    label: str,
+    source: str,
+    refspecs: list[str],
+    *,
+    allow_file: bool,
+    options: tuple[str, ...] = (),
+) -> None:
+    """``git fetch source refspecs`` into the cache entry ``entry``, without running git in it.
+
+    The fetch runs in the entry's private repository, writing objects into the entry's object
+    directory; the refs it leaves are then stored into the entry. Call with the entry's lock held.
+    """
+    view = view_of(entry, label)
+    objects = str(Path(os.path.abspath(entry)) / "objects")
+    Git(view.path, allow_file=allow_file, bare=True, label=label).run(
+        "fetch",
+        "--quiet",
+        "--force",
+        "--no-write-fetch-head",
+        *options,
+        "--",
+        source,
+        *refspecs,
+        extra_env={"GIT_OBJECT_DIRECTORY": objects},
+    )
+    store_view(entry, label)
+
+
+def store_view(entry: Path, label: str) -> None:
+    """Store the private repository's refs and HEAD into the cache entry (as plain files)."""
+    view = view_of(entry, label)
+    write_refs(entry, read_refs(view.path, label), read_head(view.path, label))
+    refresh_view(entry, label)
+
+
+def borrow_refs(entry: Path, label: str, source: Path, wanted: dict[str, str]) -> dict[str, str]:
+    """Copy refs of the repository on disk ``source`` into the cache entry as data, and borrow its objects.
+
+    ``wanted`` maps a ref of ``source`` (or ``HEAD``) to the name it gets in the entry. Nothing
+    runs in ``source``: its refs are read from its files and its object directory is checked
+    (git/private.py) and added to the entry's ``objects/info/alternates``. Returns the refs
+    taken (entry name -> object id). Call with the entry's lock held.
+    """
+    where = f"{source} (mirror of {label})"
+    gitdir = git_dir_of(source, where)
+    checked_object_dirs(gitdir / "objects", where)
+    theirs = read_refs(gitdir, where)
+    head = read_head(gitdir, where)
+    if head is not None:
+        theirs["HEAD"] = theirs.get(head, "") if head.startswith("refs/") else head
+    taken = {dest: theirs[src] for src, dest in wanted.items() if theirs.get(src)}
+    _add_alternate(entry, gitdir / "objects", label)
+    view = view_of(entry, label)
+    refs = read_refs(view.path, label)
+    refs.update(taken)
+    write_refs(entry, refs, read_head(view.path, label))
+    refresh_view(entry, label)
+    return taken
+
+
+def _add_alternate(entry: Path, objects: Path, label: str) -> None:
+    """List ``objects`` in the entry's ``objects/info/alternates`` (first), keeping the other entries."""
+    listing = Path(os.path.abspath(entry)) / "objects" / "info" / "alternates"
+    current = checked_object_dirs(listing.parent.parent, label)[1:]
+    wanted = [Path(os.path.abspath(objects))] + [d for d in current if d != Path(os.path.abspath(objects))]
+    text = "".join(f"{d}\n" for d in wanted)
+    if not listing.is_file() or listing.read_text(encoding="utf-8") != text:
+        atomic.write_bytes(listing, text.encode())
+    refresh_view(entry, label)
 
 
 class Mirror:
@@ -78,8 +181,7 @@ class Mirror:
             else check_remote(url, allow_local=allow_local, base_dir=base_dir)
         )
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-        self.path = self.cache_dir / _mirror_dirname(self.remote.public)
-        self.git = Git(self.path, allow_file=self.remote.is_local, bare=True, label=self.remote.public)
+        self.path = Path(os.path.abspath(self.cache_dir / _mirror_dirname(self.remote.public)))
         # A local copy to read instead of the URL (--mirror URL=PATH, RELEASEKIT_MIRRORS).
         self.source: Path | None = mirror_for(self.remote.public)
         # Refs of the local copy left out because the object they point at is not there: ref -> object.
@@ -92,6 +194,16 @@ class Mirror:
 
     def __repr__(self) -> str:
         return f"Mirror({self.url!r})"
+
+    @property
+    def git(self) -> Git:
+        """git in this process's private repository of the mirror (its objects, a copy of its refs)."""
+        view = view_of(self.path, self.remote.public)
+        return Git(view.path, allow_file=self.remote.is_local, bare=True, label=self.remote.public)
+
+    def object_dirs(self) -> list[Path]:
+        """The mirror's object directory and those it borrows, checked (git/private.py)."""
+        return view_of(self.path, self.remote.public).object_dirs
 
     def locked(self) -> AbstractContextManager[None]:
         """Hold the mirror's lock (``<cache>/<mirror>.lock``, the cache's entry lock) for a ``with``
@@ -116,16 +228,15 @@ class Mirror:
                 self._borrow(self.source)
                 return self
             self._drop_lost_alternates()
+            refresh_view(self.path, self.url)  # another process may have written the entry while we waited
             try:
-                self.git.run(
-                    "fetch",
-                    "--quiet",
-                    "--prune",
-                    "--force",
-                    "--no-write-fetch-head",
-                    "--",
+                fetch_into(
+                    self.path,
+                    self.url,
                     self.remote.url,
-                    *FETCH_REFSPECS,
+                    list(FETCH_REFSPECS),
+                    allow_file=self.remote.is_local,
+                    options=("--prune",),
                 )
             except GitFailed as exc:
                 # git anonymises URLs in its messages; make sure, since this line is printed.
@@ -139,43 +250,38 @@ class Mirror:
     def _borrow(self, source: Path) -> None:
         """Take the branches, tags and PR heads of the local copy ``source``; borrow its objects.
 
-        The cache repository lists ``source``'s object directory in ``objects/info/alternates``
-        and copies its refs, so no object is copied or checked. A ref whose commit is absent
-        from the copy (a snapshot without some objects) is left out and listed in
-        ``skipped_refs``; a missing object deeper down fails only when something reads it.
-        Only read-only git commands run in ``source``.
+        The cache entry lists ``source``'s object directory in ``objects/info/alternates`` and
+        copies its refs, read from its files (no git process runs in ``source``, git/private.py),
+        so no object is copied or checked. A ref whose commit is absent from the copy (a snapshot
+        without some objects) is left out and listed in ``skipped_refs``; a missing object deeper
+        down fails only when something reads it.
         """
-        gitdir = _git_dir_of(source, self.url)
-        check_git_dir(gitdir)  # before git opens anything there: a FIFO would hang it
-        src = Git(gitdir, bare=True, label=f"{source} (mirror of {self.url})")
-        safe = ("-c", f"safe.directory={gitdir}")
-        listing = src.run(*safe, "for-each-ref", "--format=%(objectname) %(refname)", *_BORROWED_PREFIXES)
+        where = f"{source} (mirror of {self.url})"
+        gitdir = git_dir_of(source, where)
+        check_git_dir(gitdir)  # before anything there is opened: a FIFO would hang the reader
         wanted: dict[str, str] = {}
-        for line in listing.splitlines():
-            sha, _, name = line.partition(" ")
+        for name, sha in read_refs(gitdir, where).items():
+            if not name.startswith(_BORROWED_PREFIXES):
+                continue
             if name.startswith("refs/pull/") and not _PR_HEAD.match(name):
                 continue
             wanted[name] = sha
-        alternates = self.path / "objects" / "info" / "alternates"
-        atomic.write_bytes(alternates, f"{gitdir / 'objects'}\n".encode())
+        listing = self.path / "objects" / "info" / "alternates"
+        checked_object_dirs(gitdir / "objects", where)
+        atomic.write_bytes(listing, f"{Path(os.path.abspath(gitdir / 'objects'))}\n".encode())
+        refresh_view(self.path, self.url)
         present = self._present(set(wanted.values()))
         self.skipped_refs = {name: sha for name, sha in sorted(wanted.items()) if sha not in present}
-        keep = {name: sha for name, sha in wanted.items() if sha in present}
-        current: dict[str, str] = {}
-        out = self.git.run("for-each-ref", "--format=%(objectname) %(refname)", *_BORROWED_PREFIXES)
-        for line in out.splitlines():
-            sha, _, name = line.partition(" ")
-            current[name] = sha
-        commands = [f"update {name} {sha}" for name, sha in sorted(keep.items()) if current.get(name) != sha]
-        commands += [f"delete {name}" for name in sorted(current) if name not in keep]
-        if commands:
-            self.git.run("update-ref", "--stdin", input=("\n".join(commands) + "\n").encode())
-        try:
-            head = src.run(*safe, "symbolic-ref", "--quiet", "HEAD").strip()
-        except GitFailed:
-            head = ""
-        if head.startswith("refs/heads/") and head in keep:
-            self.git.run("symbolic-ref", "HEAD", head)
+        view = view_of(self.path, self.url)
+        refs = {
+            n: v for n, v in read_refs(view.path, self.url).items() if not n.startswith(_BORROWED_PREFIXES)
+        }
+        refs.update({name: sha for name, sha in wanted.items() if sha in present})
+        head = read_head(gitdir, where)
+        if not (head is not None and head.startswith("refs/heads/") and head in refs):
+            head = read_head(view.path, self.url)
+        write_refs(self.path, refs, head)
+        refresh_view(self.path, self.url)
 
     def _drop_lost_alternates(self) -> None:
         """A cache that borrowed from a mirror which is gone now starts again from nothing.
@@ -183,15 +289,21 @@ class Mirror:
         Its refs name objects only the mirror had; fetching into it would tell the remote it
         has them. While the mirror is still there its objects stay borrowed.
         """
-        alternates = self.path / "objects" / "info" / "alternates"
-        if not alternates.is_file():
+        listing = self.path / "objects" / "info" / "alternates"
+        if not os.path.lexists(listing):
             return
-        listed = [
-            line.strip() for line in alternates.read_text(encoding="utf-8").splitlines() if line.strip()
-        ]
-        if all(Path(entry).is_dir() for entry in listed):
-            return
+        try:
+            checked_object_dirs(self.path / "objects", self.url)  # refuses a FIFO before it is read
+            text = read_bounded(listing, ALTERNATES_MAX_BYTES).decode("utf-8")
+            entries = [
+                line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+            ]
+            if all(os.path.isdir(listing.parent.parent / entry) for entry in entries):
+                return
+        except (InputError, OSError, UnicodeDecodeError):
+            pass  # a link to a FIFO, a loop: start again too
         shutil.rmtree(self.path)
+        refresh_view(self.path, self.url)
         self._create()
 
     def _present(self, shas: set[str]) -> set[str]:
@@ -215,14 +327,16 @@ class Mirror:
             shutil.rmtree(self.path)
         atomic.sweep_temporaries(self.path)
         tmp = atomic.temp_name(self.path)
-        run_git(["init", "--quiet", "--bare", str(tmp)])
-        made = Git(tmp, bare=True, label=self.remote.public)
-        made.run("config", "releasekit.url", self.remote.public)
-        # fresh_checkout fetches single commits from the mirror, whether or not a ref names them.
-        made.run("config", "uploadpack.allowAnySHA1InWant", "true")
-        made.run("config", "gc.auto", "0")
+        # The layout git init makes, written here: git never runs in the entry (git/private.py).
+        for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+            (tmp / sub).mkdir(parents=True)
+        (tmp / "HEAD").write_text("ref: refs/heads/master\n", encoding="utf-8")  # git init's own
+        (tmp / "config").write_text(
+            f"{PRIVATE_CONFIG}[releasekit]\n\turl = {self.remote.public}\n", encoding="utf-8"
+        )
         atomic.failpoint("git-mirror-init")
         atomic.move_dir_into_place(tmp, self.path)
+        refresh_view(self.path, self.url)
 
     def _clear_stale_git_locks(self) -> None:
         """Remove the ``*.lock`` files a killed git left in the mirror. Call with the mirror's lock held.
@@ -246,6 +360,7 @@ class Mirror:
         return self
 
     def _record_default_branch(self) -> None:
+        """The remote's HEAD branch, into the entry's HEAD. Call with the lock held."""
         try:
             out = self.git.run("ls-remote", "--symref", "--", self.remote.url, "HEAD")
         except GitFailed:
@@ -255,6 +370,7 @@ class Mirror:
                 target = line[5:].split("\t", 1)[0]
                 if target.startswith("refs/heads/"):
                     self.git.run("symbolic-ref", "HEAD", target)
+                    store_view(self.path, self.url)
                 return
 
     # --- reading -------------------------------------------------------------------------

@@ -4,14 +4,17 @@ Every call has a fixed argv (no shell), refs only after ``--`` or as checked val
 no terminal prompts, no system config, replace objects off (``refs/replace/*`` never stands in
 for an object), and a protocol allow-list: https and ssh
 always, ``file`` only for releasekit's own mirrors or when local repositories are
-explicitly allowed, ``ext`` never.
+explicitly allowed, ``ext`` never. The repository a ``Git`` is bound to is one releasekit made in
+this process (git/private.py), so no configuration but releasekit's own is read.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,6 +127,12 @@ def protocol_options(*, allow_file: bool) -> list[str]:
         # The same as GIT_NO_REPLACE_OBJECTS (git_env), for a caller that builds its own environment.
         "-c",
         "core.useReplaceRefs=false",
+        # A fetch lists the refs of every repository it borrows objects from by running
+        # ``git for-each-ref`` inside it, a git process in a repository releasekit did not make
+        # (git/private.py). ``true`` lists nothing: the private repository's own refs are the
+        # fetch's "haves".
+        "-c",
+        "core.alternateRefsCommand=true",
     ]
 
 
@@ -191,14 +200,33 @@ class Git:
                 raise GitFailed(args, code, stderr, where=self.label)
 
 
+_NOWHERE: list[str] = []
+
+
+def _nowhere() -> str:
+    """An empty directory of this process's own: where git runs when it is in no repository.
+
+    From the caller's directory, git would look for a repository there and upward and read its
+    configuration (``git bundle list-heads`` does); here it finds none, and looks no higher.
+    """
+    if not _NOWHERE:
+        _NOWHERE.append(tempfile.mkdtemp(prefix="releasekit-nowhere-"))
+        atexit.register(shutil.rmtree, _NOWHERE[0], True)
+    return _NOWHERE[0]
+
+
 def run_git(args: Sequence[str], *, cwd: Path | None = None, allow_file: bool = False) -> str:
-    """git outside any repository (init, clone)."""
+    """git outside any repository (init, bundle list-heads); paths in ``args`` must be absolute."""
     where = ["-C", str(cwd)] if cwd else []
+    env = git_env()
+    if cwd is None:
+        env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(_nowhere())
     proc = subprocess.run(
         [_git_binary(), *where, *protocol_options(allow_file=allow_file), *args],
         capture_output=True,
-        env=git_env(),
+        env=env,
         stdin=subprocess.DEVNULL,
+        cwd=_nowhere() if cwd is None else None,
     )
     if proc.returncode != 0:
         raise GitFailed(list(args), proc.returncode, proc.stderr.decode(errors="replace"))

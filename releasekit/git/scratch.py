@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from releasekit.errors import InputError
+from releasekit.git.private import checked_object_dirs
 from releasekit.git.runner import Git, git_env
 
 _OBJECTS: dict[tuple[Path, bool], str] = {}
@@ -43,22 +45,10 @@ def objects_dir(git: Git) -> str:
 
 def _object_dirs(objects: Path) -> list[Path]:
     """``objects`` and, recursively, the object directories it borrows from (``info/alternates``)."""
-    found: list[Path] = []
-    todo = [objects]
-    while todo and len(found) < 16:
-        here = todo.pop(0)
-        if here in found or not here.is_dir():
-            continue
-        found.append(here)
-        try:
-            lines = (here / "info" / "alternates").read_text(encoding="utf-8").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                todo.append((here / line).resolve())
-    return found
+    try:
+        return checked_object_dirs(objects, str(objects))
+    except InputError:
+        return [objects] if objects.is_dir() else []
 
 
 def _object_times(objects: Path) -> dict[str, tuple[int, int]]:

@@ -6,12 +6,14 @@ what they judge is the commit that is built, whatever a work tree happens to hol
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from releasekit.errors import InputError
+from releasekit.git.private import read_in_place
 from releasekit.git.runner import Git, GitFailed, git_env
 
 # Modes of ``git ls-tree`` that are file contents (symlinks, submodules and trees are not).
@@ -101,13 +103,26 @@ def work_tree_state(directory: Path) -> WorkTreeState:
     """HEAD and cleanliness of a work tree (read-only: ``rev-parse`` and ``status``)."""
     if not directory.is_dir():
         raise InputError(f"{directory} is not a directory")
-    git = Git(directory)
-    try:
-        inside = git.run("rev-parse", "--is-inside-work-tree").strip()
-    except GitFailed:
-        raise InputError(f"{directory} is not a git work tree") from None
-    if inside != "true":
+    if not os.path.lexists(directory / ".git"):
         raise InputError(f"{directory} is not a git work tree")
+    # Read through a private repository (git/private.py), the work tree given to it explicitly:
+    # git never runs with the named repository's own configuration.
+    try:
+        view = read_in_place(directory.resolve(), str(directory))
+    except InputError:
+        raise InputError(f"{directory} is not a git work tree") from None
+    git = Git(view.path, bare=True, label=str(directory))
     head = resolve_commit(git, "HEAD", str(directory))
-    status = git.run("status", "--porcelain", "--untracked-files=normal").splitlines()
-    return WorkTreeState(head=head, clean=not status, changes=tuple(status[:3]))
+    status = git.run(
+        "--work-tree", str(directory.resolve()), "status", "--porcelain", "--untracked-files=normal"
+    )
+    lines = status.splitlines()
+    return WorkTreeState(head=head, clean=not lines, changes=tuple(lines[:3]))
+
+
+def work_tree_status(directory: Path, *options: str) -> str:
+    """``git status --porcelain`` of the work tree ``directory``, git's repository being a private copy
+    (git/private.py): a build that rewrote the checkout's ``.git/config`` makes git run nothing."""
+    view = read_in_place(directory.resolve(), str(directory))
+    git = Git(view.path, bare=True, label=str(directory))
+    return git.run("--work-tree", str(directory.resolve()), "status", "--porcelain", *options)

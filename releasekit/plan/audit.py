@@ -9,6 +9,7 @@ from releasekit.errors import InputError
 from releasekit.git.history import resolve_commits
 from releasekit.git.mirror import Mirror
 from releasekit.git.missing import missing_object_note, unresolvable_rev
+from releasekit.git.private import read_in_place
 from releasekit.git.remote import check_ref
 from releasekit.git.runner import Git, GitFailed
 from releasekit.plan.release_only import Upstream, find_release_only
@@ -163,8 +164,9 @@ def _open_repository(
     local = Path(repo)
     mirror: Mirror | None = None
     if "://" not in repo and local.is_dir() and ((local / ".git").exists() or (local / "HEAD").is_file()):
-        # A repository on disk that the user named: read it in place, no mirror.
-        git = Git(local.resolve())
+        # A repository on disk that the user named: read in place, no mirror, through a private
+        # repository of this process (git/private.py): git never runs in the one named.
+        git = Git(read_in_place(local.resolve(), str(repo)).path, bare=True, label=str(repo))
         public = str(repo)
     else:
         mirror = Mirror(repo, cache_dir, allow_local=allow_local)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.git.history import EMPTY_PATCH, merge_base, patch_ids
-from releasekit.git.mirror import Mirror
+from releasekit.git.mirror import Mirror, borrow_refs, fetch_into
 from releasekit.git.mirrors import mirror_for
 from releasekit.git.remote import check_remote
-from releasekit.git.runner import Git, GitFailed
+from releasekit.git.runner import GitFailed
 from releasekit.manifest.models import UpstreamChange
 
 
@@ -46,28 +46,27 @@ def _fetch_pr(
     try:
         remote = check_remote(change.repo, allow_local=allow_local, base_dir=base_dir)
         local = mirror_for(remote.public)  # --mirror / RELEASEKIT_MIRRORS: only these two refs are read
-        source = str(local) if local else remote.url
-        git = Git(mirror.path, allow_file=remote.is_local or local is not None, bare=True, label=mirror.url)
-        git.run(
-            "fetch",
-            "--quiet",
-            "--force",
-            "--no-write-fetch-head",
-            "--",
-            source,
-            f"+refs/pull/{change.pr}/head:{pr_ref}",
-        )
-        # Without a default branch to bound the PR, its most recent commits are read.
-        with contextlib.suppress(GitFailed):
-            git.run(
-                "fetch",
-                "--quiet",
-                "--force",
-                "--no-write-fetch-head",
-                "--",
-                source,
-                f"+HEAD:{base_ref}",
+        with mirror.locked():
+            if local is not None:
+                # Read as data, objects borrowed: no git process runs in the copy (git/private.py).
+                taken = borrow_refs(
+                    mirror.path, mirror.url, local, {f"refs/pull/{change.pr}/head": pr_ref, "HEAD": base_ref}
+                )
+                if pr_ref not in taken:
+                    return f"{local} has no refs/pull/{change.pr}/head"
+                return None
+            fetch_into(
+                mirror.path,
+                mirror.url,
+                remote.url,
+                [f"+refs/pull/{change.pr}/head:{pr_ref}"],
+                allow_file=remote.is_local,
             )
+            # Without a default branch to bound the PR, its most recent commits are read.
+            with contextlib.suppress(GitFailed):
+                fetch_into(
+                    mirror.path, mirror.url, remote.url, [f"+HEAD:{base_ref}"], allow_file=remote.is_local
+                )
     except (InputError, GitFailed) as exc:
         return exc.reason if isinstance(exc, GitFailed) else str(exc)
     return None

@@ -13,7 +13,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from releasekit import atomic
 from releasekit.errors import InputError
+from releasekit.git.mirror import fetch_into
+from releasekit.git.private import THEIR_CONFIG
 from releasekit.git.remote import check_ref, check_remote
 from releasekit.git.runner import Git, GitFailed
 from releasekit.manifest.models import UpstreamBase
@@ -56,15 +59,11 @@ def read_upstream_base(
         if fetch:
             try:
                 remote = check_remote(base.repo, allow_local=allow_local, base_dir=base_dir)
-                Git(mirror_path, allow_file=remote.is_local, bare=True).run(
-                    "fetch",
-                    "--quiet",
-                    "--force",
-                    "--no-write-fetch-head",
-                    "--",
-                    remote.url,
-                    f"+{branch}:{dest}",
-                )
+                # In the mirror's private repository, never in the cache entry (git/private.py).
+                with atomic.entry_lock(mirror_path):
+                    fetch_into(
+                        mirror_path, git.label, remote.url, [f"+{branch}:{dest}"], allow_file=remote.is_local
+                    )
             except (InputError, GitFailed) as exc:
                 text = exc.stderr if isinstance(exc, GitFailed) else str(exc)
                 why = (text.strip().splitlines() or ["fetch failed"])[-1]
@@ -72,7 +71,10 @@ def read_upstream_base(
         if commit:
             return Upstream(base.repo, base.ref, commit), None
         return None, why or f"{base.ref} of {base.repo} was never fetched (--no-fetch)"
-    remotes = git.run("config", "--get-regexp", r"^remote\..*\.url$", check=False)
+    # The repository's own configuration, copied as data (git/private.py: read_in_place).
+    theirs = git.directory / THEIR_CONFIG
+    where = ("--file", str(theirs)) if theirs.is_file() else ()
+    remotes = git.run("config", *where, "--get-regexp", r"^remote\..*\.url$", check=False)
     for line in remotes.splitlines():
         key, _, url = line.partition(" ")
         name = key[len("remote.") : -len(".url")]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from releasekit.errors import InputError
-from releasekit.git.runner import Git, GitFailed
+from releasekit.git.private import read_in_place
+from releasekit.git.runner import Git
 from releasekit.git.tree import commit_file_sizes, read_files
 
 # Requirements files, Dockerfiles, workflows and pyproject.toml are kilobytes.
@@ -60,15 +61,11 @@ def local_repository(directory: Path) -> Git:
     """A repository on disk named by the user (a work tree's top or a bare repository), read in place."""
     if not directory.is_dir():
         raise InputError(f"--repo {directory} is not a directory")
-    git = Git(directory)
-    top = directory.resolve()
-    for question in ("--show-toplevel", "--absolute-git-dir"):
-        try:
-            answer = git.run("rev-parse", question).strip()
-        except GitFailed:
-            continue
-        if answer and Path(answer).resolve() == top:
-            return git
-    raise InputError(
-        f"--repo {directory} is not a git repository (pins are read from a commit's tree through git objects)"
-    )
+    # Read through a private repository (git/private.py): git never runs in the one named.
+    try:
+        view = read_in_place(directory.resolve(), f"--repo {directory}")
+    except InputError:
+        raise InputError(
+            f"--repo {directory} is not a git repository (pins are read from a commit's tree through git objects)"
+        ) from None
+    return Git(view.path, bare=True, label=str(directory))

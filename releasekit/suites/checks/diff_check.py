@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from releasekit.findings import Findings
-from releasekit.suites.checks._tool import run_tool
+from releasekit.git.runner import Git
 from releasekit.suites.context import HygieneContext
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -21,9 +21,9 @@ class DiffCheck:
         if not ctx.files:
             return found
         base = ctx.base if ctx.hygiene.scope == "changed" else EMPTY_TREE
-        _, out, _ = run_tool(
-            ["git", "-c", "core.quotePath=false", "diff", "--check", base, ctx.head, "--", *ctx.files],
-            ctx.tree,
+        # Through the git runner: its environment allow-list, no system or user config, no hooks.
+        out = Git(ctx.tree).run(
+            "-c", "core.quotePath=false", "diff", "--check", base, ctx.head, "--", *ctx.files, check=False
         )
         for text in out.splitlines():
             if text.startswith(("+", "-", " ")):
