@@ -150,7 +150,7 @@ def stage(request: StageRequest, engine: Engine) -> Staged:
         if signer is not None
         else [
             f"warning: {summary_path} is NOT signed: anyone who can write it can forge it; sign it "
-            "(verify-provenance --signing-key) and pass --trusted-key, or --require-signed to refuse this"
+            "(releasekit sign DIR) and pass --trusted-key, or --require-signed to refuse this"
         ]
     )
     credentials = resolve_credentials(target.host)
