@@ -57,6 +57,7 @@ def _promote_gate(
     """The same gate again over the attached evidence (and the attached envelopes): into ``result``."""
     manifest_sha = record.manifest_sha256
     policy = record.policy
+    manifest_keys: list[Path] = []
     if manifest_path is not None:
         from releasekit.manifest import load_manifest
 
@@ -64,6 +65,7 @@ def _promote_gate(
         # Promotion may hold a release to a stricter matrix than the one it was locked
         # with, so the manifest-matches-lock check does not apply to this one.
         policy = policy_from_manifest(loaded.manifest)
+        manifest_keys = loaded.trusted_key_files()
         manifest_sha = None
     evidence = fetched.evidence()
     gate = evaluate_gate(
@@ -80,7 +82,10 @@ def _promote_gate(
     signed = fetch_signed(client, src.repository, blob.digest)
     required = require_signed or policy.signed or record.policy.signed
     trusted = trusted_keys(
-        list(trusted_key_files or []), signed=signed is not None, required=required, what=str(src)
+        list(trusted_key_files or []) or manifest_keys,
+        signed=signed is not None,
+        required=required,
+        what=str(src),
     )
     if trusted is None:
         add_signed_check(gate, unsigned_verdict(required=required, image_id=image.id, where="attached: "))

@@ -186,7 +186,10 @@ def resolve_inputs(
     envelopes = local_envelopes(evidence_dir)
     required = require_signed or policy.signed
     trusted = trusted_keys(
-        list(trusted_key_files or []), signed=bool(envelopes), required=required, what="publish"
+        list(trusted_key_files or []) or loaded.trusted_key_files(),
+        signed=bool(envelopes),
+        required=required,
+        what="publish",
     )
     return PublishInputs(
         image=facts,
