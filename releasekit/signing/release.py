@@ -8,6 +8,7 @@ and ``sbom.cdx.json`` become ``*.dsse.json`` beside them.
 Every input is checked before the key is read: each file a regular file inside the directory, read once
 and bounded; the provenance and the summary in-toto Statements about one image; the SBOM the one whose
 sha256 the summary names, and the provenance the one the summary lists among its input attestations.
+A summary that says FAILED is signed as well: it is what the verifier found, and the gate refuses it.
 The key is then read (``load_key``), used, and dropped. An envelope already there that this key signed
 over the same bytes is kept, so a second run writes nothing new (ECDSA signatures differ per run).
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from releasekit.atomic import check_writable
-from releasekit.bounded_read import RECORD_MAX_BYTES, UnsafeFileError, read_bounded
+from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
 from releasekit.records.base import RecordError, record_from_bytes
 from releasekit.records.intoto import StatementError
@@ -69,9 +70,7 @@ def _read(directory: Path, name: str, payload_type: str) -> Evidence | None:
         return None
     try:
         return Evidence(path, read_bounded(path, RECORD_MAX_BYTES, within=directory), payload_type)
-    except UnsafeFileError:
-        raise
-    except OSError as exc:
+    except OSError as exc:  # gone or unreadable since lexists; UnsafeFileError (exit 2) passes through
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
