@@ -40,6 +40,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "Prove that what IMAGE imports is exactly what the locked commits produce.",
     ),
     (
+        "sign",
+        "releasekit.signing.commands",
+        "Sign a release directory's evidence (provenance, verification summary, SBOM) once verification ended.",
+    ),
+    (
         "stage",
         "releasekit.staging.commands",
         "Push the verified candidate to a staging repository and record its digest, for GPU hosts to pull.",

@@ -46,6 +46,21 @@ STAGED = typer.Option(
     help="staging.json: pull --image by digest and refuse any image but the verified one.",
 )
 
+# build and verify-provenance no longer sign (issue 34: they run git, Docker and builds, which must not
+# hold a key). The old option stays, hidden, only to say so in one line instead of "no such option".
+REMOVED_SIGNING_KEY = typer.Option(None, "--signing-key", hidden=True)
+
+
+def refuse_signing_key(given: object, command: str) -> None:
+    if given is not None:
+        from releasekit.errors import InputError
+
+        raise InputError(
+            f"{command} --signing-key was removed: {command} no longer signs; sign its output afterwards "
+            "with `releasekit sign DIR --key FILE`"
+        )
+
+
 # The options of every command that takes signed evidence in (stage, publish, promote).
 TRUSTED_KEY = typer.Option(
     [],

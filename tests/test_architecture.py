@@ -77,6 +77,7 @@ SHARED = frozenset(
         "registry",
         "atomic",
         "bounded_read",
+        "child_env",  # the allow-listed environment of every non-git child process
         "cli_options",  # the typer options several stages' commands share; cli.py does not import it
     }
 )

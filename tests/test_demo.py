@@ -34,6 +34,7 @@ def test_demo_runs_green(demo_run, docker_client):
         "signing key",
         "build",
         "verify-provenance",
+        "sign",
         "baseline image",
         "test",
         "hygiene",

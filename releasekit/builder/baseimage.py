@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from releasekit.child_env import child_env
 from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem
 
@@ -54,7 +55,7 @@ def ensure_base_image(engine: Engine, name: str = DEFAULT_BASE, suite: str = "bo
             suite,
             str(rootfs),
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
         if proc.returncode != 0:
             tail = " ".join(proc.stderr.strip().splitlines()[-2:])[:300]
             raise EnvironmentProblem(

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from releasekit.cli_options import MIRROR, allow_local_flag, json_flag
+from releasekit.cli_options import (
+    MIRROR,
+    REMOVED_SIGNING_KEY,
+    allow_local_flag,
+    json_flag,
+    refuse_signing_key,
+)
 
 if TYPE_CHECKING:
     from releasekit.builder.plan import BuildPlan
@@ -144,17 +150,13 @@ def register(app: typer.Typer) -> None:
             "--template",
             help="Dockerfile template (default: releasekit/templates/release.Dockerfile.j2)",
         ),
-        signing_key: Path = typer.Option(
-            None,
-            "--signing-key",
-            help="PEM private key (ECDSA P-256 or Ed25519) to sign provenance.intoto.dsse.json"
-            " [default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned]",
-        ),
+        signing_key: Path | None = REMOVED_SIGNING_KEY,
         as_json: bool = json_flag("machine-readable output (the build record)"),
     ) -> None:
         """Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image."""
         from releasekit.git.mirrors import add_mirrors
 
+        refuse_signing_key(signing_key, "build")
         add_mirrors(mirror)
         from rich.console import Console
         from rich.markup import escape
@@ -185,7 +187,6 @@ def register(app: typer.Typer) -> None:
             allow_local_repos=allow_local_repos,
             keep_image_archive=save_image,
             template=template,
-            signing_key=signing_key,
         )
         record = run_build(
             opts,

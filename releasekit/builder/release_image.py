@@ -59,8 +59,6 @@ class BuildOptions(BaseModel):
     template: Path | None = None
     # Where sources are checked out and built. Fixed, so that paths compiled into binaries are too.
     build_root: Path | None = None
-    # A PEM private key; without it, $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned.
-    signing_key: Path | None = None
 
 
 @dataclass(frozen=True)

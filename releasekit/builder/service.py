@@ -69,7 +69,7 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
-from releasekit.signing import Signer, load_signer
+from releasekit.signing.keys import refuse_key_in_environment
 from releasekit.signing.statements import sign_statement_file
 
 BUILDER_ID = "https://releasekit.dev/builder/local"
@@ -128,7 +128,7 @@ def run_build(
     manifest, lock and key have been read, so a bad input is named before a missing Docker Engine.
     """
     started = datetime.now(UTC)
-    run, signer = _gather(opts, engine, progress)
+    run = _gather(opts, engine, progress)
     components, wheels = build_components(run)
     if not wheels:
         raise InputError(
@@ -152,23 +152,21 @@ def run_build(
     built = _release_image(run, wheels, components, settings)
 
     record = _build_record(run, built, settings, components, archive)
-    _write_release_files(run, record, archive, signer, started)
+    _write_release_files(run, record, archive, started)
     if opts.tag:
         run.engine.tag(built.image.image_id, opts.tag)
         progress(f"image: tagged {opts.tag}")
     return record
 
 
-def _gather(
-    opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress
-) -> tuple[BuildRun, Signer | None]:
+def _gather(opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress) -> BuildRun:
     """Every input read and checked, in the order that fails cheapest first; nothing built or written yet
     except the emptied output directory."""
+    refuse_key_in_environment("build")  # first: nothing read, nothing started
     loaded = load_manifest(opts.manifest)
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
     _consistent(loaded, lock)
-    signer = load_signer(opts.signing_key)  # a bad key fails now, before anything is built
     allow_local = local_repos_allowed(opts.allow_local_repos)
     check_host_environment(loaded.manifest.git_components(), os.environ)
     if not isinstance(engine, Engine):
@@ -192,7 +190,7 @@ def _gather(
         allow_local=allow_local,
         progress=progress,
     )
-    return run, signer
+    return run
 
 
 @dataclass(frozen=True)
@@ -275,14 +273,16 @@ def _build_record(
 
 
 def _write_release_files(
-    run: BuildRun, record: BuildRecord, archive: ArchiveIndex, signer: Signer | None, started: datetime
+    run: BuildRun, record: BuildRecord, archive: ArchiveIndex, started: datetime
 ) -> None:
-    """Provenance (signed when a key is given), release notes, then the build record last: its presence means done."""
+    """Provenance (unsigned: `releasekit sign` signs it later), release notes, then the build record last:
+    its presence means done."""
     outdir = run.outdir
     statement = provenance_statement(record, run.lock, run.options, run.lock_sha256, started)
     statement.predicate.runDetails.byproducts.extend(archive_byproducts(archive, outdir))
     write_statement(statement, outdir / PROVENANCE_FILE)
-    sign_statement_file(signer, outdir / PROVENANCE_FILE)  # -> provenance.intoto.dsse.json
+    # An envelope an earlier build left here signs other bytes: removed (a planted link too, never followed).
+    sign_statement_file(None, outdir / PROVENANCE_FILE)
     # plan check runs before build and may have left its record here (an earlier stage's file).
     plan_check = (
         load_record(PlanCheckResult, outdir / PLAN_CHECK_FILE)

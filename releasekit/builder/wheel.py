@@ -22,6 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel
 
 from releasekit.builder import hygiene, native, stamp, wheelfile
+from releasekit.child_env import is_secret
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem
 from releasekit.manifest.models import BuildRecipe
@@ -102,7 +103,8 @@ def build_environment(
         env.update(native.arch_environment(arches))
     env.update(recipe.env)
     # Declared host variables (build.pass_env) pass with the host's value; nothing else does.
-    env.update({k: os.environ[k] for k in recipe.pass_env if k in os.environ})
+    # A credential never passes, whatever the manifest declares: the backend could read it (issue 34).
+    env.update({k: os.environ[k] for k in recipe.pass_env if k in os.environ and not is_secret(k)})
     if recipe.native:
         env["NVCC_APPEND_FLAGS"] = native.nvcc_append_flags(env.get("NVCC_APPEND_FLAGS"))
     return env

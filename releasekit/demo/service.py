@@ -147,8 +147,8 @@ def _signing_key(ctx: DemoContext) -> StageResult:
     return StageResult(
         name="signing key",
         status="passed",
-        summary=f"throwaway Ed25519 key {keyid[:16]} ({how}) in {DEMO_KEYS_DIR}/: build and verify-provenance "
-        "sign with it, publish and promote trust only it",
+        summary=f"throwaway Ed25519 key {keyid[:16]} ({how}) in {DEMO_KEYS_DIR}/: `releasekit sign` signs the "
+        "evidence with it once verify-provenance ended, publish and promote trust only it",
         outputs={"private key": str(private), "public key": str(public)},
     )
 
@@ -164,7 +164,6 @@ def _build(ctx: DemoContext) -> StageResult:
             outdir=ctx.release,
             tag=tag,
             allow_local_repos=True,
-            signing_key=ctx.signing_key,
         ),
         ctx.engine,
     )
@@ -194,7 +193,6 @@ def _verify(ctx: DemoContext) -> StageResult:
             artifacts=ctx.release,
             manifest=ctx.manifest,
             allow_local_repos=True,
-            signing_key=ctx.signing_key,
         )
     )
     return StageResult(
@@ -208,6 +206,34 @@ def _verify(ctx: DemoContext) -> StageResult:
         ),
         outputs={"verification summary": result.summary_path or ""},
         findings=result.findings,
+    )
+
+
+def _sign(ctx: DemoContext) -> StageResult:
+    """The workflow's sign step: after verification, in no process that runs git, Docker or a build
+    (here the demo's own process, whose key is a file in its directory; it is read only now)."""
+    from releasekit.signing.keys import Signer, load_signer
+    from releasekit.signing.release import sign_release
+
+    assert ctx.release is not None
+    key = ctx.signing_key
+    if key is None:
+        return StageResult(
+            name="sign", status="skipped", summary="no signing key: the evidence stays unsigned"
+        )
+
+    def load_key() -> Signer:
+        signer = load_signer(key, environ={})
+        assert signer is not None
+        return signer
+
+    result = sign_release(ctx.release, load_key)
+    envelopes = sorted([*result.signed, *result.kept])
+    return StageResult(
+        name="sign",
+        status="passed",
+        summary=f"signed by {result.keyid[:16]}: {', '.join(envelopes)}",
+        outputs={name: str(ctx.release / name) for name in envelopes},
     )
 
 
@@ -306,6 +332,7 @@ STAGES: list[DemoStage] = [
     DemoStage("signing key", _signing_key),
     DemoStage("build", _build),
     DemoStage("verify-provenance", _verify),
+    DemoStage("sign", _sign),
     DemoStage("baseline image", _baseline),
     DemoStage("test", _test),
     DemoStage("hygiene", _hygiene),

@@ -53,6 +53,12 @@ class LoadedManifest:
     def directory(self) -> Path:
         return self.path.parent
 
+    def trusted_key_files(self) -> list[Path]:
+        """``publish.trusted_keys``, each relative to the manifest's directory (the repository holds the
+        public keys beside its manifests: a reviewed change names who may sign a release)."""
+        section = self.manifest.publish
+        return [self.directory / name for name in section.trusted_keys] if section else []
+
 
 def _typed(loaded: LoadedYaml, name: str) -> Manifest:
     try:

@@ -554,6 +554,11 @@ class PublishTarget(StrictModel):
     signed: bool = Field(
         False, description="stage, publish and promote require signed evidence (DSSE, --trusted-key)"
     )
+    trusted_keys: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        description="public keys (PEM files, relative to the manifest) whose signatures stage, publish and "
+        "promote accept when no --trusted-key is given; e.g. ../keys/release.pub",
+    )
 
 
 class Provenance(StrictModel):

@@ -31,6 +31,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from releasekit import atomic
+from releasekit.child_env import child_env
 from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings, Severity
@@ -185,7 +186,14 @@ def pip_download(comp: WheelComponent, index_url: str, image: ImageInterpreter, 
         f"{comp.distribution}=={comp.version}",
     ]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_PIP_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=_PIP_TIMEOUT_S,
+            check=False,
+            env=child_env(prefixes=("PIP_",)),
+        )
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(
             f"pip download of {comp.requirement} from {strip_credentials(index_url)} took over {_PIP_TIMEOUT_S} s"

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import typer
 
-from releasekit.cli_options import MIRROR, allow_local_flag, json_flag
+from releasekit.cli_options import (
+    MIRROR,
+    REMOVED_SIGNING_KEY,
+    allow_local_flag,
+    json_flag,
+    refuse_signing_key,
+)
 
 
 def verify_provenance_command(
@@ -26,12 +32,7 @@ def verify_provenance_command(
         "--sbom",
         help="Where to write the CycloneDX SBOM of a verified image [default: ARTIFACTS/sbom.cdx.json].",
     ),
-    signing_key: Path | None = typer.Option(
-        None,
-        "--signing-key",
-        help="PEM private key to sign verification_summary.dsse.json "
-        "[default: $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY, else unsigned].",
-    ),
+    signing_key: Path | None = REMOVED_SIGNING_KEY,
     allow_local_repos: bool = allow_local_flag("Allow file:// and local-path repositories (tests, demo)."),
     mirror: list[str] = MIRROR,
     probe_timeout: float = typer.Option(120.0, "--probe-timeout", help="Seconds the in-image probe may run."),
@@ -51,6 +52,7 @@ def verify_provenance_command(
     """Prove that what IMAGE imports is exactly what the locked commits produce."""
     from releasekit.git.mirrors import add_mirrors
 
+    refuse_signing_key(signing_key, "verify-provenance")
     add_mirrors(mirror)
     from releasekit.git import local_repos_allowed
     from releasekit.provenance.verify import VerifyOptions, verify_provenance
@@ -64,7 +66,6 @@ def verify_provenance_command(
             manifest=manifest,
             summary=summary,
             sbom=sbom,
-            signing_key=signing_key,
             allow_local_repos=local_repos_allowed(allow_local_repos),
             probe_timeout=probe_timeout,
             no_cache=no_cache,

@@ -52,7 +52,7 @@ from releasekit.records.verification import (
     CheckOutcome,
     ReleasekitBlock,
 )
-from releasekit.signing import load_signer
+from releasekit.signing.keys import refuse_key_in_environment
 from releasekit.signing.statements import envelope_path, sign_sbom_file, sign_summary_file
 
 SUMMARY_NAME = VERIFICATION_SUMMARY_FILE
@@ -66,9 +66,6 @@ class VerifyOptions(BaseModel):
     manifest: Path | None = None
     summary: Path | None = None  # default: ARTIFACTS/verification_summary.json
     sbom: Path | None = None  # default: ARTIFACTS/sbom.cdx.json (written only when the image verifies)
-    signing_key: Path | None = (
-        None  # else $RELEASEKIT_SIGNING_KEY_FILE / $RELEASEKIT_SIGNING_KEY, else unsigned
-    )
     allow_local_repos: bool = False
     cache_dir: str | None = None
     probe_timeout: float = 120.0
@@ -499,11 +496,11 @@ def _write_summary(
     opts: VerifyOptions,
     result: VerifyResult,
     provenance: Path | None,
-    signer: Any,
     facts: ImageFacts,
     sbom_sha256: str | None,
 ) -> str | None:
-    """verification_summary.json (and its DSSE envelope when a key is given); its path, or None."""
+    """verification_summary.json, unsigned (`releasekit sign` signs it, in a process that runs no git or
+    Docker); its path, or None."""
     summary_path = _summary_path(opts)
     if summary_path is None:
         return None
@@ -519,14 +516,15 @@ def _write_summary(
         make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
         summary_path,
     )
-    sign_summary_file(signer, summary_path, facts.id)  # -> verification_summary.dsse.json
+    # An envelope an earlier run left signs other bytes: removed (a planted link too, never followed).
+    sign_summary_file(None, summary_path, facts.id)
     return str(summary_path)
 
 
 def _write_sbom(
-    opts: VerifyOptions, passed: bool, ctx: VerifyContext, created: str | None, signer: Any
+    opts: VerifyOptions, passed: bool, ctx: VerifyContext, created: str | None
 ) -> tuple[str, str] | None:
-    """sbom.cdx.json from the verified inventory, and its envelope when a key is given: its path and
+    """sbom.cdx.json from the verified inventory, unsigned (`releasekit sign` signs it): its path and
     sha256 (for the summary to name), or None. An image that did not verify gets none, and an SBOM
     (or envelope) an earlier run left at that path is removed (it would describe unverified files)."""
     path = _sbom_path(opts)
@@ -537,7 +535,7 @@ def _write_sbom(
         sign_sbom_file(None, path)
         return None
     text = write_sbom(ctx, created, path)
-    sign_sbom_file(signer, path)  # -> sbom.cdx.dsse.json
+    sign_sbom_file(None, path)  # a stale envelope removed
     return str(path), hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -678,7 +676,7 @@ def _result(
 def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     """Gather once (release directory, image, probe, filesystem, reproduction), then run every check."""
     started = time.monotonic()
-    signer = load_signer(opts.signing_key)  # a bad key fails now, before the image is read
+    refuse_key_in_environment("verify-provenance")  # first: nothing read, nothing started
     _check_outputs(opts)
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
@@ -696,9 +694,9 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     result = _result(lock, lock_sha, got, findings, report, started)
     _check_outputs(opts)  # again: the directory may have changed while the image was read
     # The SBOM first: the summary names its sha256, so the signed summary vouches for that document.
-    sbom = _write_sbom(opts, result.passed, ctx, got.attrs.get("Created"), signer)
+    sbom = _write_sbom(opts, result.passed, ctx, got.attrs.get("Created"))
     result.sbom_path = sbom[0] if sbom else None
     result.summary_path = _write_summary(
-        opts, result, release.provenance, signer, got.facts, sbom[1] if sbom else None
+        opts, result, release.provenance, got.facts, sbom[1] if sbom else None
     )
     return result

@@ -20,7 +20,7 @@ from releasekit.publish.attachments import FetchedAttachments, fetch_attachments
 from releasekit.publish.gate import GateReport, policy_from_manifest
 from releasekit.publish.service import add_signed_check, evaluate_gate, registry_image
 from releasekit.publish.signatures import check_signed, record_texts, unsigned_verdict
-from releasekit.records.gate import GATE_FILE, GateRecord, read_gate
+from releasekit.records.gate import GATE_FILE, GatePolicy, GateRecord, read_gate
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
@@ -41,6 +41,19 @@ class PromoteResult(BaseModel):
     findings: Findings = Field(default_factory=Findings)
 
 
+def _policy(record: GateRecord, manifest_path: Path | None) -> tuple[GatePolicy, str | None, list[Path]]:
+    """The policy to judge by, the manifest sha256 to hold the lock to, and the manifest's trusted keys:
+    the published record's, or those of ``--manifest``."""
+    if manifest_path is None:
+        return record.policy, record.manifest_sha256, []
+    from releasekit.manifest import load_manifest
+
+    loaded = load_manifest(manifest_path)
+    # Promotion may hold a release to a stricter matrix than the one it was locked
+    # with, so the manifest-matches-lock check does not apply to this one.
+    return policy_from_manifest(loaded.manifest), None, loaded.trusted_key_files()
+
+
 def _promote_gate(
     client: RegistryClient,
     src: Reference,
@@ -55,15 +68,7 @@ def _promote_gate(
     result: PromoteResult,
 ) -> None:
     """The same gate again over the attached evidence (and the attached envelopes): into ``result``."""
-    manifest_sha = record.manifest_sha256
-    policy = record.policy
-    if manifest_path is not None:
-        from releasekit.manifest import load_manifest
-
-        # Promotion may hold a release to a stricter matrix than the one it was locked
-        # with, so the manifest-matches-lock check does not apply to this one.
-        policy = policy_from_manifest(load_manifest(manifest_path).manifest)
-        manifest_sha = None
+    policy, manifest_sha, manifest_keys = _policy(record, manifest_path)
     evidence = fetched.evidence()
     gate = evaluate_gate(
         image,
@@ -79,7 +84,10 @@ def _promote_gate(
     signed = fetch_signed(client, src.repository, blob.digest)
     required = require_signed or policy.signed or record.policy.signed
     trusted = trusted_keys(
-        list(trusted_key_files or []), signed=signed is not None, required=required, what=str(src)
+        list(trusted_key_files or []) or manifest_keys,
+        signed=signed is not None,
+        required=required,
+        what=str(src),
     )
     if trusted is None:
         add_signed_check(gate, unsigned_verdict(required=required, image_id=image.id, where="attached: "))

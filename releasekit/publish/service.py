@@ -194,7 +194,10 @@ def resolve_inputs(
     evidence = load_evidence(evidence_dir, receipts_dir)
     envelopes = local_envelopes(evidence_dir, receipts_dir)
     trusted = trusted_keys(
-        list(trusted_key_files or []), signed=bool(envelopes), required=required, what="publish"
+        list(trusted_key_files or []) or loaded.trusted_key_files(),
+        signed=bool(envelopes),
+        required=required,
+        what="publish",
     )
     return PublishInputs(
         image=facts,

@@ -106,7 +106,7 @@ def unsigned_verdict(*, required: bool, image_id: str, where: str) -> SignedVerd
     else:
         message = (
             f"{where}the evidence is NOT signed: nothing shows who made it, and anyone who can write "
-            "it can forge it; sign it (--signing-key) and pass --trusted-key, or --require-signed to refuse this"
+            "it can forge it; sign it (releasekit sign DIR) and pass --trusted-key, or --require-signed to refuse this"
         )
     verdict.findings.add(
         UNSIGNED_CODE, message, severity=Severity.error if required else Severity.warning, image=image_id

@@ -1,7 +1,8 @@
-"""``releasekit keys``: make a signing key pair, show a key's public half and keyid."""
+"""``releasekit keys``: make a signing key pair, show a key's public half and keyid; ``releasekit sign``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import typer
@@ -22,7 +23,7 @@ from releasekit.signing.keys import (
 keys_app = typer.Typer(help="Signing keys for the evidence (DSSE envelopes).", no_args_is_help=True)
 
 
-def _print(as_json: bool, data: dict[str, str], text: str) -> None:
+def _print(as_json: bool, data: Mapping[str, object], text: str) -> None:
     if as_json:
         import json
 
@@ -70,6 +71,54 @@ def show_public_cmd(
     )
 
 
+def sign_cmd(
+    directory: Path = typer.Argument(
+        ..., help="the release directory (build's output, verify-provenance's artifacts)", show_default=False
+    ),
+    key: Path | None = typer.Option(None, "--key", help="PEM private key file (ECDSA P-256 or Ed25519)"),
+    key_fd: int | None = typer.Option(
+        None,
+        "--key-fd",
+        help="read the PEM private key from this open file descriptor (a pipe), then close it",
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Sign a release directory's evidence (provenance, verification summary, SBOM) once verification ended.
+
+    provenance.intoto.json, verification_summary.json and sbom.cdx.json in DIRECTORY each get a
+    *.dsse.json envelope beside them.
+
+    The key comes from --key, --key-fd, $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY (PEM
+    text), and is read only after every input was checked. This command starts no other program."""
+    from releasekit.signing.keys import Signer, load_signer
+    from releasekit.signing.release import sign_release
+
+    def load_key() -> Signer:
+        signer = load_signer(key, key_fd=key_fd)
+        if signer is None:
+            raise InputError(
+                "no signing key: pass --key FILE or --key-fd N, or set $RELEASEKIT_SIGNING_KEY (PEM) "
+                "or $RELEASEKIT_SIGNING_KEY_FILE"
+            )
+        return signer
+
+    result = sign_release(directory, load_key)
+    envelopes = sorted([*result.signed, *result.kept])
+    _print(
+        as_json,
+        {
+            "directory": result.directory,
+            "image_id": result.image_id,
+            "keyid": result.keyid,
+            "signed": result.signed,
+            "kept": result.kept,
+        },
+        f"signed by {result.keyid[:16]}: {', '.join(envelopes)}"
+        + (f" ({len(result.kept)} already signed by this key, kept)" if result.kept else ""),
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``releasekit keys ...`` to the root app."""
+    """Add ``releasekit keys ...`` and ``releasekit sign`` to the root app."""
     app.add_typer(keys_app, name="keys")
+    app.command("sign")(sign_cmd)

@@ -1,4 +1,4 @@
-"""Signing keys: load a private key from a file or the environment, public keys to trust, make new ones.
+"""Signing keys: load a private key from a file, a descriptor or the environment, public keys to trust, make new ones.
 
 Supported: ECDSA on P-256 with SHA-256 (DER signatures) and Ed25519. A key's ``keyid``
 is the sha256 (hex) of its public key's DER SubjectPublicKeyInfo, so anyone holding the
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -20,6 +22,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
+from releasekit.bounded_read import read_bounded
 from releasekit.errors import InputError
 
 ENV_KEY = "RELEASEKIT_SIGNING_KEY"  # PEM text of the private key
@@ -96,31 +99,86 @@ def private_from_pem(data: bytes, where: str) -> PrivateKey:
     return key  # type: ignore[return-value]
 
 
+# A PEM key is a few hundred bytes; anything far larger is not one, and is never read whole.
+KEY_MAX_BYTES = 64 * 1024
+
+
 def read_key_file(path: Path, what: str) -> bytes:
+    """A key file's bytes: a regular file (no FIFO, no device), at most ``KEY_MAX_BYTES``."""
     try:
-        return path.read_bytes()
+        return read_bounded(path, KEY_MAX_BYTES)
     except FileNotFoundError:
         raise InputError(f"{what} {path} does not exist") from None
+    except InputError as exc:
+        raise InputError(f"{what} {exc}") from None
     except OSError as exc:
         raise InputError(f"{what} {path} cannot be read: {exc.strerror}") from None
 
 
-def load_signer(
-    key_file: Path | None = None, *, environ: dict[str, str] | None = None, scrub: bool = True
-) -> Signer | None:
-    """The signing key the user configured, or None when none is.
+def read_key_fd(fd: int) -> bytes:
+    """The PEM key on descriptor ``fd`` (a pipe from a secret store, say), read to its end and closed."""
+    where = f"signing key on descriptor {fd}"
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        raise InputError(f"{where}: not an open descriptor") from None
+    if stat.S_ISDIR(mode):
+        os.close(fd)
+        raise InputError(f"{where}: a directory, not a key")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size <= KEY_MAX_BYTES and (chunk := os.read(fd, 8192)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise InputError(f"{where}: cannot be read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if size > KEY_MAX_BYTES:
+        raise InputError(f"{where}: over {KEY_MAX_BYTES} bytes, not a PEM key")
+    return b"".join(chunks)
 
-    Order: ``key_file`` (``--signing-key``), then ``$RELEASEKIT_SIGNING_KEY_FILE``, then
-    ``$RELEASEKIT_SIGNING_KEY`` (PEM text). Both variables set at once is ambiguous: an error.
-    With ``scrub`` (the default, when reading ``os.environ``) the PEM variable is removed from
-    this process's environment once read, so that nothing started afterwards (a wheel's
-    build backend, git, a container) inherits the private key.
+
+def refuse_key_in_environment(command: str, environ: Mapping[str, str] | None = None) -> None:
+    """``build`` and ``verify-provenance`` run git, Docker and builds: a key in their environment is in
+    ``/proc/<pid>/environ`` for the whole run (unsetting it does not remove it there), where a program
+    they start can read it. Refuse to start at all (issue 34)."""
+    env = os.environ if environ is None else environ
+    for name in (ENV_KEY, ENV_KEY_FILE):
+        if env.get(name):
+            raise InputError(
+                f"{command}: ${name} is set; {command} never holds a signing key (the programs it runs could "
+                f"read it): unset it here and sign afterwards with `releasekit sign DIR`"
+            )
+
+
+def load_signer(
+    key_file: Path | None = None,
+    *,
+    key_fd: int | None = None,
+    environ: dict[str, str] | None = None,
+    scrub: bool = True,
+) -> Signer | None:
+    """The signing key the user configured, or None when none is. Only ``releasekit sign`` calls it
+    with the process environment: that command starts no other program.
+
+    Order: ``key_file`` (``--key``) or ``key_fd`` (``--key-fd``), then ``$RELEASEKIT_SIGNING_KEY_FILE``,
+    then ``$RELEASEKIT_SIGNING_KEY`` (PEM text). Two sources at once is ambiguous: an error. With
+    ``scrub`` (the default, when reading ``os.environ``) the PEM variable is removed from this
+    process's environment once read.
     """
     env = os.environ if environ is None else environ
+    if key_file is not None and key_fd is not None:
+        raise InputError("both --key and --key-fd are given; give one")
     if key_file is not None:
         return Signer(
             private_from_pem(read_key_file(key_file, "signing key"), f"signing key {key_file}"),
             f"file {key_file}",
+        )
+    if key_fd is not None:
+        return Signer(
+            private_from_pem(read_key_fd(key_fd), f"signing key on descriptor {key_fd}"), f"fd {key_fd}"
         )
     from_file, inline = env.get(ENV_KEY_FILE), env.get(ENV_KEY)
     if from_file and inline:

@@ -24,6 +24,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
 from releasekit.docker_engine import Engine
@@ -37,6 +38,9 @@ from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, Verificat
 from releasekit.registry import Reference, RegistryClient, resolve_credentials
 from releasekit.signing import SignatureError
 from releasekit.signing.verify import trusted_keys, verify_statement_envelope
+
+if TYPE_CHECKING:
+    from releasekit.manifest import LoadedManifest
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Staged:
     path: Path  # the staging.json written (``signing.statements.sign_staging_file`` signs it)
 
 
-def _publish_section(request: StageRequest) -> object | None:
+def _manifest(request: StageRequest) -> LoadedManifest:
     from releasekit.manifest import manifest_for_lock
 
     lock = read_lock(request.lock_path)
@@ -70,7 +74,7 @@ def _publish_section(request: StageRequest) -> object | None:
         sha256=lock.manifest.sha256,
         evidence_dir=request.evidence_dir,
     )
-    return loaded.manifest.publish
+    return loaded
 
 
 def staging_target(request: StageRequest, section: object | None) -> Reference:
@@ -86,7 +90,12 @@ def staging_target(request: StageRequest, section: object | None) -> Reference:
 
 
 def _signed_summary(
-    request: StageRequest, evidence: Path, raw: bytes, image_id: str, required: bool
+    request: StageRequest,
+    evidence: Path,
+    raw: bytes,
+    image_id: str,
+    required: bool,
+    manifest_keys: list[Path],
 ) -> str | None:
     """The keyid that signed the summary's exact bytes about ``image_id``; None when it is unsigned and
     that is allowed. Refused (``SignatureError``, exit 1) before anything is pushed otherwise."""
@@ -97,7 +106,10 @@ def _signed_summary(
         else None
     )
     trusted = trusted_keys(
-        request.trusted_key_files, signed=envelope is not None, required=required, what="stage"
+        request.trusted_key_files or manifest_keys,
+        signed=envelope is not None,
+        required=required,
+        what="stage",
     )
     if trusted is None:
         if required:
@@ -127,7 +139,8 @@ def _signed_summary(
 def stage(request: StageRequest, engine: Engine) -> Staged:
     """Check, push, read back, record. Bad input and an unverified image are exit 2 (``InputError``);
     a summary that is not signed when it must be, or whose signature fails, exit 1 (``SignatureError``)."""
-    section = _publish_section(request)
+    loaded = _manifest(request)
+    section = loaded.manifest.publish
     target = staging_target(request, section)
     lock_sha = lock_file_sha256(request.lock_path)
     evidence = request.evidence_dir or request.lock_path.parent
@@ -147,7 +160,7 @@ def stage(request: StageRequest, engine: Engine) -> Staged:
         )
     required = request.require_signed or bool(getattr(section, "signed", False))
     try:
-        signer = _signed_summary(request, evidence, raw, image.id, required)
+        signer = _signed_summary(request, evidence, raw, image.id, required, loaded.trusted_key_files())
     except SignatureError as exc:  # the finding's code leads the one line, as in publish's findings
         raise SignatureError(f"{exc.code}: {exc.one_line()}", code=exc.code) from None
     warnings = (
@@ -155,7 +168,7 @@ def stage(request: StageRequest, engine: Engine) -> Staged:
         if signer is not None
         else [
             f"warning: {summary_path} is NOT signed: anyone who can write it can forge it; sign it "
-            "(verify-provenance --signing-key) and pass --trusted-key, or --require-signed to refuse this"
+            "(releasekit sign DIR) and pass --trusted-key, or --require-signed to refuse this"
         ]
     )
     credentials = resolve_credentials(target.host)

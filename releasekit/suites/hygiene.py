@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from releasekit.child_env import child_env
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings, Severity
 from releasekit.git.runner import Git
@@ -58,7 +59,7 @@ def _tools_dir() -> Path:
 def _version_of(exe: str) -> str | None:
     try:
         out = subprocess.run(
-            [exe, "--version"], capture_output=True, text=True, timeout=60, check=False
+            [exe, "--version"], capture_output=True, text=True, timeout=60, check=False, env=child_env()
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -81,7 +82,9 @@ def ensure_tool(name: str, version: str, tool_dir: Path | None = None) -> Path:
         [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{_DIST[name]}=={version}"],
     ]
     for argv in steps:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=900, check=False, env=child_env(prefixes=("PIP_",))
+        )
         if proc.returncode != 0:
             shutil.rmtree(venv, ignore_errors=True)
             tail = " ".join((proc.stderr or proc.stdout).split())[-300:]

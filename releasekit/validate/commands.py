@@ -51,8 +51,16 @@ validate_app = typer.Typer(
 def _gpu_count() -> int:
     if shutil.which("nvidia-smi") is None:
         return 0
+    from releasekit.child_env import child_env
+
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "-L"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=child_env(("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")),
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
+from releasekit.child_env import child_env
 from releasekit.errors import EnvironmentProblem
 
 TOOL_TIMEOUT = 900.0
@@ -20,7 +20,8 @@ def run_tool(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> t
             text=True,
             timeout=TOOL_TIMEOUT,
             check=False,
-            env={**os.environ, **(env or {})},
+            # pre-commit and ruff run hooks and plugins the component's tree names: an allow-list, no credential.
+            env=child_env(prefixes=("PRE_COMMIT", "RUFF_"), set_=env),
         )
     except FileNotFoundError:
         raise EnvironmentProblem(f"cannot run {argv[0]}: not found") from None

@@ -1,0 +1,182 @@
+"""``releasekit sign``: sign a release directory's evidence after verification ended, in a process of its own.
+
+Issue 34: a process that runs git, Docker or a build must not hold the signing key (a program git runs
+reads ``/proc/<ppid>/environ``). So build and verify-provenance write the statements unsigned and this
+step, which starts no program at all, signs them: ``provenance.intoto.json``, ``verification_summary.json``
+and ``sbom.cdx.json`` become ``*.dsse.json`` beside them.
+
+Every input is checked before the key is read: each file a regular file inside the directory, read once
+and bounded; the provenance and the summary in-toto Statements about one image; the SBOM the one whose
+sha256 the summary names, and the provenance the one the summary lists among its input attestations.
+A summary that says FAILED is signed as well: it is what the verifier found, and the gate refuses it.
+The key is then read (``load_key``), used, and dropped. An envelope already there that this key signed
+over the same bytes is kept, so a second run writes nothing new (ECDSA signatures differ per run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from releasekit.atomic import check_writable
+from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
+from releasekit.errors import InputError
+from releasekit.records.base import RecordError, record_from_bytes
+from releasekit.records.intoto import StatementError
+from releasekit.records.intoto import parse_statement as parse_any_statement
+from releasekit.records.provenance import PROVENANCE_FILE, SLSA_PROVENANCE_V1
+from releasekit.records.sbom import SBOM_FILE
+from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationStatement
+from releasekit.signing.dsse import PAYLOAD_TYPE, SignatureError, verify_envelope
+from releasekit.signing.keys import Signer, TrustedKeys
+from releasekit.signing.statements import SBOM_PAYLOAD_TYPE, envelope_path, write_envelope
+
+# What ``sign`` signs, in the order it signs them, with each envelope's payload type.
+SIGNED_FILES: tuple[tuple[str, str], ...] = (
+    (PROVENANCE_FILE, PAYLOAD_TYPE),
+    (SBOM_FILE, SBOM_PAYLOAD_TYPE),
+    (VERIFICATION_SUMMARY_FILE, PAYLOAD_TYPE),
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One file to sign: its exact bytes, read once."""
+
+    path: Path
+    payload: bytes
+    payload_type: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.payload).hexdigest()
+
+
+@dataclass
+class SignResult:
+    directory: str
+    image_id: str | None
+    keyid: str = ""
+    signed: list[str] = field(default_factory=list)  # envelopes written now
+    kept: list[str] = field(default_factory=list)  # envelopes this key had already signed over the same bytes
+
+
+def _read(directory: Path, name: str, payload_type: str) -> Evidence | None:
+    path = directory / name
+    if not os.path.lexists(path):
+        return None
+    try:
+        return Evidence(path, read_bounded(path, RECORD_MAX_BYTES, within=directory), payload_type)
+    except OSError as exc:  # gone or unreadable since lexists; UnsafeFileError (exit 2) passes through
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _image_of_summary(summary: Evidence) -> tuple[str, VerificationStatement]:
+    try:
+        statement = record_from_bytes(VerificationStatement, summary.payload, str(summary.path))
+    except RecordError as exc:
+        raise InputError(f"{exc}; refusing to sign it") from None
+    image_id = statement.predicate.resource_uri
+    if not statement.names_image(image_id):
+        raise InputError(
+            f"{summary.path}: its subject is not the image it verified ({image_id[:19]}); refusing to sign it"
+        )
+    return image_id, statement
+
+
+def _check_provenance(provenance: Evidence, image_id: str | None) -> None:
+    try:
+        statement = parse_any_statement(provenance.payload)
+    except StatementError as exc:
+        raise InputError(
+            f"{provenance.path}: not an in-toto Statement v1 ({exc.reason}); refusing to sign it"
+        ) from None
+    if statement.predicateType != SLSA_PROVENANCE_V1:
+        raise InputError(
+            f"{provenance.path}: a {statement.predicateType!r} statement, not SLSA provenance; refusing to sign it"
+        )
+    if image_id is not None and image_id not in statement.subject_digests():
+        raise InputError(
+            f"{provenance.path}: not about image {image_id[:19]}, which the summary verified; refusing"
+        )
+
+
+def _cross_check(summary: VerificationStatement, found: dict[str, Evidence]) -> None:
+    """The summary names what it verified by sha256: sign nothing that differs from it."""
+    named_sbom = summary.predicate.sbom_sha256
+    sbom = found.get(SBOM_FILE)
+    if named_sbom is not None and (sbom is None or sbom.sha256 != named_sbom):
+        what = "is missing" if sbom is None else f"has sha256 {sbom.sha256[:16]}"
+        raise InputError(
+            f"{SBOM_FILE} {what}; the verification summary names {named_sbom[:16]}; refusing to sign"
+        )
+    if named_sbom is None and sbom is not None:
+        raise InputError(
+            f"{SBOM_FILE} is there but the verification summary names no SBOM; refusing to sign it"
+        )
+    provenance = found.get(PROVENANCE_FILE)
+    named = summary.predicate.input_attestations.get(PROVENANCE_FILE)
+    if provenance is not None and named is not None and provenance.sha256 != named:
+        raise InputError(
+            f"{PROVENANCE_FILE} has sha256 {provenance.sha256[:16]}; the verification summary names "
+            f"{named[:16]}; refusing to sign"
+        )
+
+
+def gather(directory: Path) -> tuple[list[Evidence], str | None]:
+    """Every statement to sign, checked; nothing signed, no key read."""
+    if not directory.is_dir() or directory.is_symlink():
+        raise InputError(f"{directory} is not a release directory (not a directory)")
+    found: dict[str, Evidence] = {}
+    for name, payload_type in SIGNED_FILES:
+        evidence = _read(directory, name, payload_type)
+        if evidence is not None:
+            found[name] = evidence
+    if not found:
+        names = ", ".join(name for name, _ in SIGNED_FILES)
+        raise InputError(f"{directory}: nothing to sign (none of {names})")
+    image_id = None
+    if VERIFICATION_SUMMARY_FILE in found:
+        image_id, summary = _image_of_summary(found[VERIFICATION_SUMMARY_FILE])
+        _cross_check(summary, found)
+    elif SBOM_FILE in found:
+        raise InputError(
+            f"{directory}: an SBOM without the verification summary that names it; refusing to sign"
+        )
+    if PROVENANCE_FILE in found:
+        _check_provenance(found[PROVENANCE_FILE], image_id)
+    for evidence in found.values():
+        check_writable(envelope_path(evidence.path))
+    return list(found.values()), image_id
+
+
+def _already_signed(evidence: Evidence, signer: Signer) -> bool:
+    target = envelope_path(evidence.path)
+    if not os.path.lexists(target):
+        return False
+    try:
+        data = read_bounded(target, RECORD_MAX_BYTES, within=evidence.path.parent)
+        mine = TrustedKeys()
+        mine.add(signer.public_key)
+        verified = verify_envelope(data, mine, where=str(target), payload_type=evidence.payload_type)
+    except (SignatureError, InputError, OSError):
+        return False  # whatever is there is replaced
+    return verified.payload == evidence.payload
+
+
+def sign_release(directory: Path, load_key: Callable[[], Signer]) -> SignResult:
+    """Check the directory's evidence, then read the key and sign each statement into its envelope."""
+    evidence, image_id = gather(directory)
+    signer = load_key()  # only now: every input has been checked
+    result = SignResult(directory=str(directory), image_id=image_id, keyid=signer.keyid)
+    for item in evidence:
+        target = envelope_path(item.path)
+        if _already_signed(item, signer):
+            result.kept.append(target.name)
+            continue
+        write_envelope(signer, item.payload, target, item.payload_type)
+        result.signed.append(target.name)
+    return result

@@ -1,0 +1,145 @@
+"""Issue 34, "keys apart": no program releasekit starts sees a signing key or a credential.
+
+Real programs: a PEP 517 in-tree backend in a git repository made here, whose ``build_wheel`` writes
+the environment it got to a file; a hygiene tool (``sh -c env``) run as the hygiene stage runs one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from releasekit import child_env, registry
+from releasekit.builder.wheel import Log, build_wheel
+from releasekit.forge import github
+from releasekit.manifest.models import BuildRecipe
+from releasekit.signing import keys
+from releasekit.suites.checks._tool import run_tool
+
+SECRETS = {
+    "RELEASEKIT_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----Zk3yM4t3r1al",
+    "RELEASEKIT_SIGNING_KEY_FILE": "/nonexistent/Zk3yFile.key",
+    "RELEASEKIT_REGISTRY_USERNAME": "Zk3yUser",
+    "RELEASEKIT_REGISTRY_PASSWORD": "Zk3yPassw0rd",
+    "RELEASEKIT_FORGE_TOKEN": "Zk3yForge",
+    "GITHUB_TOKEN": "ghp_Zk3yT0k3n",
+    "GH_TOKEN": "gho_Zk3yT0k3n",
+}
+
+BACKEND = """
+import base64, hashlib, json, os, zipfile
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    # What a hostile backend would exfiltrate: its whole environment.
+    with open(os.environ["ENV_DUMP"], "w") as fh:
+        json.dump(dict(os.environ), fh)
+    name = "envdump-1.0-py3-none-any.whl"
+    files = {
+        "envdump/__init__.py": b"",
+        "envdump-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\\nName: envdump\\nVersion: 1.0\\n",
+        "envdump-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }
+    record = []
+    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path},sha256={digest},{len(data)}")
+        record.append("envdump-1.0.dist-info/RECORD,,")
+        zf.writestr("envdump-1.0.dist-info/RECORD", "\\n".join(record) + "\\n")
+    return name
+"""
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture
+def secrets_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_every_credential_releasekit_reads_is_on_the_list() -> None:
+    read = {keys.ENV_KEY, keys.ENV_KEY_FILE, registry.ENV_USERNAME, registry.ENV_PASSWORD, *github.TOKEN_ENV}
+    assert read <= child_env.SECRET_VARIABLES
+    assert set(SECRETS) <= child_env.SECRET_VARIABLES
+
+
+def test_a_build_backend_sees_no_credential(tmp_path: Path, secrets_set: None) -> None:
+    """Even a manifest whose ``pass_env`` names every credential passes none of them to the backend."""
+    source = tmp_path / "src"
+    project = source / "python"
+    (project / "_backend").mkdir(parents=True)
+    (project / "_backend" / "envdump_backend.py").write_text(BACKEND, encoding="utf-8")
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = []
+            build-backend = "envdump_backend"
+            backend-path = ["_backend"]
+            """
+        ),
+        encoding="utf-8",
+    )
+    _git(source, "init", "-q", "-b", "main")
+    _git(source, "add", "-A")
+    _git(source, "commit", "-q", "-m", "envdump")
+    dump = tmp_path / "env.json"
+    recipe = BuildRecipe.model_validate(
+        {
+            "subdirectory": "python",
+            "version_policy": {"policy": "static", "reason": "test"},
+            "env": {"ENV_DUMP": str(dump)},
+            "pass_env": sorted(SECRETS),
+        }
+    )
+    built = build_wheel(
+        source,
+        tmp_path / "out",
+        recipe=recipe,
+        commit="0" * 40,
+        source_date_epoch=1_700_000_000,
+        arches=[],
+        log=Log(tmp_path / "build.log"),
+        component="envdump",
+    )
+    assert built.filename == "envdump-1.0-py3-none-any.whl"
+    seen = json.loads(dump.read_text())
+    assert not set(seen) & set(SECRETS), sorted(set(seen) & set(SECRETS))
+    assert "Zk3y" not in dump.read_text()
+    assert "PATH" in seen and seen["SOURCE_DATE_EPOCH"] == "1700000000"  # what a build needs still gets there
+
+
+def test_a_hygiene_tool_sees_no_credential(tmp_path: Path, secrets_set: None, monkeypatch) -> None:
+    monkeypatch.setenv("PRE_COMMIT_HOME", str(tmp_path / "pc"))
+    code, out, _err = run_tool(["sh", "-c", "env"], tmp_path, {"RUFF_CACHE_DIR": str(tmp_path / "rc")})
+    assert code == 0
+    names = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
+    assert not names & set(SECRETS), names & set(SECRETS)
+    assert "Zk3y" not in out
+    assert {"PATH", "PRE_COMMIT_HOME", "RUFF_CACHE_DIR"} <= names
+
+
+def test_child_env_never_sets_a_credential_a_caller_asks_for() -> None:
+    env = child_env.child_env(
+        ["GITHUB_TOKEN"],
+        prefixes=("RELEASEKIT_",),
+        set_={"RELEASEKIT_REGISTRY_PASSWORD": "x", "OK": "1"},
+        source={**SECRETS, "PATH": "/bin", "RELEASEKIT_CACHE": "/c", "OTHER": "no"},
+    )
+    assert env == {"PATH": "/bin", "RELEASEKIT_CACHE": "/c", "OK": "1"}

@@ -1,0 +1,217 @@
+"""``releasekit sign``: the evidence of a release directory signed after verification, in a process of its own.
+
+Issue 34 ("keys apart"): build and verify-provenance hold no key; this command, which starts no other
+program, reads it only once every input was checked, from ``--key``, ``--key-fd`` or the environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from publish_support import Release
+
+from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
+from releasekit.records.provenance import SLSA_PROVENANCE_V1
+from releasekit.records.sbom import SBOM_MEDIA
+from releasekit.signing.dsse import verify_envelope
+from releasekit.signing.keys import ENV_KEY, ENV_KEY_FILE, load_trusted_keys, write_key_pair
+from releasekit.signing.verify import verify_statement_envelope
+
+IMAGE = "sha256:" + "5" * 64
+ENVELOPES = ("provenance.intoto.dsse.json", "sbom.cdx.dsse.json", "verification_summary.dsse.json")
+SBOM_TEXT = '{"bomFormat": "CycloneDX", "specVersion": "1.6", "serialNumber": "urn:uuid:x"}\n'
+
+
+def cli(*args: str, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("RELEASEKIT_SIGNING_KEY")}
+    full.update(env or {})
+    repo = Path(__file__).resolve().parents[1]
+    full["PYTHONPATH"] = str(repo) + os.pathsep + full.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "releasekit", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=repo,
+        timeout=120,
+        **kwargs,  # type: ignore[call-overload]
+    )
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[Path, Path]:
+    private, public, _keyid = write_key_pair(tmp_path / "keys", "ecdsa-p256")
+    return private, public
+
+
+def _release(tmp_path: Path) -> Release:
+    """A release directory as verify-provenance leaves it: provenance, SBOM, the summary naming both, unsigned."""
+    release = Release(tmp_path / "rel", IMAGE)
+    (release.evidence / "sbom.cdx.json").write_text(SBOM_TEXT, encoding="utf-8")
+    release.write_verification(sbom_sha256=hashlib.sha256(SBOM_TEXT.encode()).hexdigest())
+    return release
+
+
+def _envelopes(release: Release) -> dict[str, bytes]:
+    return {
+        name: (release.evidence / name).read_bytes()
+        for name in ENVELOPES
+        if (release.evidence / name).exists()
+    }
+
+
+def _verify_all(release: Release, public: Path) -> None:
+    trusted = load_trusted_keys([public])
+    out = release.evidence
+    for name, statement, predicate in (
+        ("provenance.intoto.dsse.json", "provenance.intoto.json", SLSA_PROVENANCE_V1),
+        ("verification_summary.dsse.json", "verification_summary.json", VERIFICATION_SUMMARY_TYPE),
+    ):
+        verify_statement_envelope(
+            (out / name).read_bytes(),
+            trusted,
+            where=name,
+            predicate_type=predicate,
+            image_id=IMAGE,
+            copy=(out / statement).read_bytes(),
+            copy_name=statement,
+        )
+    sbom = verify_envelope((out / "sbom.cdx.dsse.json").read_bytes(), trusted, payload_type=SBOM_MEDIA)
+    assert sbom.payload == SBOM_TEXT.encode()
+
+
+def _one_line_refusal(run: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr
+    for word in words:
+        assert word in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("source", ["--key", "--key-fd", ENV_KEY, ENV_KEY_FILE])
+def test_sign_signs_every_statement_from_each_key_source(tmp_path, keys, source):
+    private, public = keys
+    release = _release(tmp_path)
+    pem = private.read_text()
+    if source == "--key":
+        run = cli("sign", str(release.evidence), "--key", str(private), "--json")
+    elif source == "--key-fd":
+        read_end, write_end = os.pipe()
+        os.write(write_end, pem.encode())
+        os.close(write_end)
+        try:
+            run = cli(
+                "sign", str(release.evidence), "--key-fd", str(read_end), "--json", pass_fds=(read_end,)
+            )
+        finally:
+            os.close(read_end)
+    elif source == ENV_KEY:
+        run = cli("sign", str(release.evidence), "--json", env={ENV_KEY: pem})
+    else:
+        run = cli("sign", str(release.evidence), "--json", env={ENV_KEY_FILE: str(private)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    told = json.loads(run.stdout)
+    assert sorted(told["signed"]) == sorted(ENVELOPES) and told["image_id"] == IMAGE
+    _verify_all(release, public)
+    body = "".join(line for line in pem.splitlines() if "-----" not in line)
+    assert body[:40] not in run.stdout + run.stderr
+
+
+def test_a_second_run_writes_the_same_bytes(tmp_path, keys):
+    """ECDSA signatures differ per run: an envelope this key already signed over the same bytes is kept."""
+    private, _public = keys
+    release = _release(tmp_path)
+    assert cli("sign", str(release.evidence), "--key", str(private)).returncode == 0
+    first = _envelopes(release)
+    again = cli("sign", str(release.evidence), "--key", str(private), "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["signed"] == [] and _envelopes(release) == first
+    # A statement that changed since is signed again.
+    release.write_verification(result="FAILED", sbom_sha256=hashlib.sha256(SBOM_TEXT.encode()).hexdigest())
+    third = cli("sign", str(release.evidence), "--key", str(private), "--json")
+    assert json.loads(third.stdout)["signed"] == ["verification_summary.dsse.json"]
+
+
+def test_no_key_and_two_keys_are_refused_in_one_line(tmp_path, keys):
+    private, _public = keys
+    release = _release(tmp_path)
+    _one_line_refusal(cli("sign", str(release.evidence)), "no signing key", "--key")
+    _one_line_refusal(
+        cli("sign", str(release.evidence), env={ENV_KEY: private.read_text(), ENV_KEY_FILE: str(private)}),
+        "both",
+    )
+    _one_line_refusal(cli("sign", str(release.evidence), "--key", str(private), "--key-fd", "0"), "both")
+    assert _envelopes(release) == {}
+
+
+def test_inputs_are_checked_before_the_key_is_read(tmp_path):
+    """A bad directory is named, not the key: the key is read only once the evidence is known good."""
+    bad_key = tmp_path / "bad.key"
+    bad_key.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _one_line_refusal(cli("sign", str(empty), "--key", str(bad_key)), "nothing to sign")
+    _one_line_refusal(cli("sign", str(tmp_path / "none"), "--key", str(bad_key)), "not a release directory")
+    release = _release(tmp_path)
+    _one_line_refusal(cli("sign", str(release.evidence), "--key", str(bad_key)), f"signing key {bad_key}")
+    assert _envelopes(release) == {}
+
+
+def test_an_sbom_or_provenance_other_than_the_summary_names_is_not_signed(tmp_path, keys):
+    private, _public = keys
+    release = _release(tmp_path)
+    (release.evidence / "sbom.cdx.json").write_text(SBOM_TEXT.replace("x", "swapped"), encoding="utf-8")
+    _one_line_refusal(cli("sign", str(release.evidence), "--key", str(private)), "sbom.cdx.json", "names")
+    assert _envelopes(release) == {}
+
+    release = _release(tmp_path / "b")
+    provenance = release.evidence / "provenance.intoto.json"
+    provenance.write_text(provenance.read_text().replace('"releasekit"', '"edited"'), encoding="utf-8")
+    _one_line_refusal(cli("sign", str(release.evidence), "--key", str(private)), "provenance.intoto.json")
+    assert _envelopes(release) == {}
+
+    release = _release(tmp_path / "c")  # the summary about another image than the provenance
+    release.write_verification(
+        image_id="sha256:" + "6" * 64, sbom_sha256=hashlib.sha256(SBOM_TEXT.encode()).hexdigest()
+    )
+    _one_line_refusal(cli("sign", str(release.evidence), "--key", str(private)), "not about image")
+    assert _envelopes(release) == {}
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link-out", "envelope-link"])
+def test_hostile_files_are_refused_quickly(tmp_path, keys, planted):
+    private, _public = keys
+    release = _release(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    summary = release.evidence / "verification_summary.json"
+    if planted == "fifo":
+        summary.unlink()
+        os.mkfifo(summary)
+    elif planted == "link-out":
+        summary.unlink()
+        summary.symlink_to(victim)
+    else:
+        (release.evidence / "sbom.cdx.dsse.json").symlink_to(victim)
+    started = time.monotonic()
+    run = cli("sign", str(release.evidence), "--key", str(private))
+    assert time.monotonic() - started < 30
+    _one_line_refusal(run)
+    assert victim.read_text() == "untouched\n"
+    assert not [
+        n for n in ENVELOPES if (release.evidence / n).is_file() and not (release.evidence / n).is_symlink()
+    ]
+
+
+def test_a_huge_key_is_not_read_whole(tmp_path):
+    release = _release(tmp_path)
+    huge = tmp_path / "huge.key"
+    with huge.open("wb") as handle:
+        handle.truncate(1 << 30)  # sparse: 1 GiB apparent
+    _one_line_refusal(cli("sign", str(release.evidence), "--key", str(huge)), "over the limit")
