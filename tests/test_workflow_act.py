@@ -10,7 +10,13 @@ lock -> plan check -> build -> verify -> stage -> test + hygiene -> preflight ->
 
 What a green run must show: every job of the file ran and succeeded (both matrix jobs), the
 staged digest is the one each receipt names, the one publish pushed and the one the
-registry's ``beta``, ``rc1`` and ``stable`` tags resolve to.
+registry's ``beta``, ``rc1`` and ``stable`` tags resolve to; the plan was checked against a
+GitHub-REST-shaped forge on 127.0.0.1 (``tests/github_server.py``, the manifest's
+``forge.api_url``) with the run's ``GITHUB_TOKEN``, which reached the forge and no log or
+artifact; every job wrote its job summary.
+
+A failure path runs only as far as it needs: a planned PR that is a draft on the forge stops the
+run at plan check, before any build job, and nothing reaches the registry.
 """
 
 from __future__ import annotations
@@ -23,13 +29,16 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 from workflow_act import (
+    FORGE_TOKEN,
     REPO,
     WORKFLOW,
+    ActRun,
     act_binary,
     act_manifest,
     demo_registry,
     failed_steps,
     run_release_workflow,
+    start_forges,
 )
 
 from releasekit.demo.localregistry import start_local_registry
@@ -59,6 +68,22 @@ def _stage_output(result: dict, stage: str, key: str) -> str:
     return next(s for s in result["stages"] if s["name"] == stage)["outputs"][key]
 
 
+def _token_leaks(run: ActRun) -> list[str]:
+    """Every log or artifact of the run that holds the token (job summaries are in act's log)."""
+    found = [] if FORGE_TOKEN not in run.log else ["act's log"]
+    found += [
+        str(path)
+        for path in sorted(run.artifacts.rglob("*"))
+        if path.is_file() and not path.is_symlink() and FORGE_TOKEN.encode() in path.read_bytes()
+    ]
+    return found
+
+
+def _saw_token(servers) -> bool:
+    logged = [entry for server in servers.values() for entry in server.log]
+    return bool(logged) and all(FORGE_TOKEN in (entry.authorization or "") for entry in logged)
+
+
 def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_factory):
     _act()
     assert demo_run.proc.returncode == 0, demo_run.proc.stdout[-2000:] + demo_run.proc.stderr[-2000:]
@@ -70,6 +95,7 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     installed = _installed()
 
     storage, port = demo_registry(demo)
+    forges = start_forges(demo / "example" / "manifest.yaml")
     with start_local_registry(storage, port=port) as reg:
         release_repo, staging_repo = "act/release", "act/staging"
         manifest = act_manifest(
@@ -77,6 +103,7 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
             demo / "release" / "receipts" / "cpu-spec-off.json",
             work / "release",
             f"{reg.host}/{release_repo}",
+            forges,
         )
         run = run_release_workflow(
             manifest,
@@ -88,7 +115,10 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
                 "RELEASEKIT_ALLOW_LOCAL_REPOS": "1",
                 "RELEASEKIT_CACHE": str(demo_run.root / "cache"),
             },
+            secrets={"GITHUB_TOKEN": FORGE_TOKEN},
         )
+        for server in forges.values():
+            server.stop()
         assert run.returncode == 0, failed_steps(run.log)
         with RegistryClient(reg.host) as client:
             tagged = {
@@ -123,6 +153,57 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     assert (art / "test-evidence" / "hygiene.json").is_file()
     assert any((art / "test-evidence" / "tests").glob("*.json"))
 
+    # The forge was asked, with the token, and answered for every PR; the token went nowhere else.
+    assert _saw_token(forges), {n: s.log for n, s in forges.items()}
+    assert _token_leaks(run) == []
+    # Every job wrote its job summary; the plan table carries the forge's state of each PR.
+    assert set(run.summaries) == set(jobs), sorted(run.summaries)
+    assert all(text.strip() for text in run.summaries.values()), run.summaries
+    assert "open, into main" in run.summaries["lock"], run.summaries["lock"]
+    assert "## Publish: ✅ published" in run.summaries["publish"], run.summaries["publish"]
+
     # The jobs installed releasekit into their own environments, never over this interpreter's.
     assert _installed() == installed
     assert (REPO / WORKFLOW).read_bytes() == workflow_text
+
+
+def test_a_draft_pr_on_the_forge_stops_the_run_at_plan_check(demo_run, tmp_path_factory):
+    """Path 4: the forge says a planned PR is a draft: plan check fails, no later job runs, nothing
+    is staged or published. Only the lock job does work (seconds, not the green run's minutes)."""
+    _act()
+    assert demo_run.proc.returncode == 0, demo_run.proc.stderr[-2000:]
+    demo = Path(demo_run.result["directory"])
+    work = tmp_path_factory.mktemp("act-draft")
+    example = demo / "example" / "manifest.yaml"
+    planned = YAML(typ="safe").load(example.read_text())["components"]["runtime"]["merge_plan"][0]["pr"]
+    forges = start_forges(example, drafts=frozenset({int(planned)}))
+    with start_local_registry(work / "registry") as reg:
+        manifest = act_manifest(
+            demo / "example",
+            demo / "release" / "receipts" / "cpu-spec-off.json",
+            work / "release",
+            f"{reg.host}/act/release",
+            forges,
+        )
+        run = run_release_workflow(
+            manifest,
+            work,
+            staging=f"{reg.host}/act/staging",
+            env={"RELEASEKIT_ALLOW_LOCAL_REPOS": "1", "RELEASEKIT_CACHE": str(demo_run.root / "cache")},
+            secrets={"GITHUB_TOKEN": FORGE_TOKEN},
+            timeout=600,
+        )
+        for server in forges.values():
+            server.stop()
+        with RegistryClient(reg.host) as client:
+            catalog = {repo: client.tags(repo) for repo in ("act/release", "act/staging")}
+
+    assert run.returncode != 0
+    assert run.jobs == {"lock": ["failure"]}, run.jobs
+    assert "Failure - Main Plan check" in run.log, failed_steps(run.log)
+    assert "PLANNED_PR_IS_DRAFT" in failed_steps(run.log)
+    assert "PLANNED_PR_IS_DRAFT" in run.summaries.get("lock", ""), run.summaries
+    assert "draft" in run.summaries["lock"]
+    assert catalog == {"act/release": [], "act/staging": []}
+    assert _saw_token(forges)
+    assert _token_leaks(run) == []

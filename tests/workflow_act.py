@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from github_server import PR, GitHubServer
 from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +36,8 @@ ACTIONS = {  # the workflow's `uses:` -> the stand-in's folder
 # The labels the workflow's runs-on names (matrix entries included): all of them are this host.
 LABELS = ("ubuntu-latest", "self-hosted")
 TRIMMED = ("gsm8k", "throughput", "long_context")  # checks the act manifest leaves out of each cell
+# The lock job's GITHUB_TOKEN (an act secret): the test forge must see it, no log or artifact may.
+FORGE_TOKEN = "ghp_releasekitActForgeToken0123456789abcd"
 
 
 @dataclass
@@ -44,6 +47,8 @@ class ActRun:
     artifacts: Path
     # job id (matrix jobs: one entry per matrix job) -> the results act reported for it
     jobs: dict[str, list[str]] = field(default_factory=dict)
+    # job id -> what its steps appended to $GITHUB_STEP_SUMMARY (matrix jobs: joined)
+    summaries: dict[str, str] = field(default_factory=dict)
 
 
 def act_binary() -> str | None:
@@ -54,7 +59,13 @@ def act_binary() -> str | None:
     return str(beside) if beside.is_file() else None
 
 
-def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: str) -> Path:
+def act_manifest(
+    example: Path,
+    baseline_receipt: Path,
+    work: Path,
+    repository: str,
+    forges: dict[str, GitHubServer] | None = None,
+) -> Path:
     """The demo's manifest for the workflow: same components and cells, with
 
     - the ngram cell's spec-off baseline a receipt committed beside the manifest (the matrix jobs
@@ -64,7 +75,9 @@ def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: 
       ``repository``, the ``beta`` tag the workflow's promote job moves, and ``beta: stable``;
     - each cell without its GSM8K score, throughput sweep and long-context probe (``TRIMMED``):
       what is under test is the workflow's wiring (each cell still serves, decodes and is gated
-      against its baseline); those checks run in the demo itself and cost minutes here.
+      against its baseline); those checks run in the demo itself and cost minutes here;
+    - each component's ``forge:`` the GitHub-REST-shaped server of ``forges`` (the workflow checks
+      the plan with ``--require-forge``).
     """
     work.mkdir(parents=True, exist_ok=True)
     for item in example.iterdir():
@@ -79,6 +92,11 @@ def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: 
     data["name"] = f"{data['name']}-act"
     for cell in data["validation"]["cells"]:
         cell["checks"] = [c for c in cell["checks"] if c["kind"] not in TRIMMED]
+    for name, server in (forges or {}).items():
+        data["components"][name]["forge"] = {
+            "api_url": server.api_url,
+            "repo": f"{server.owner}/{server.repo}",
+        }
     data["publish"] = {"repository": repository, "tags": ["rc1", "beta"], "promote": {"beta": "stable"}}
     for baseline in data["validation"]["baselines"].values():
         baseline["source"] = (
@@ -89,6 +107,46 @@ def act_manifest(example: Path, baseline_receipt: Path, work: Path, repository: 
     with path.open("w", encoding="utf-8") as fh:
         yaml.dump(data, fh)
     return path
+
+
+def start_forges(example_manifest: Path, drafts: frozenset[int] = frozenset()) -> dict[str, GitHubServer]:
+    """One GitHub-REST-shaped server per git component of the demo's manifest, telling the truth
+    of its repository: each planned PR open into the canonical branch at its pushed head (a draft
+    when its number is in ``drafts``), each superseded or closed PR closed unmerged."""
+    data = YAML(typ="safe").load(example_manifest.read_text(encoding="utf-8"))
+    servers: dict[str, GitHubServer] = {}
+    for name, component in data["components"].items():
+        if component.get("kind") != "git":
+            continue
+        heads = _pr_heads(str(component["repo"]))
+        server = GitHubServer(owner="rkdemo", repo=name)
+        branch = str(component.get("canonical_branch", "main"))
+        for entry in component.get("merge_plan", []):
+            number = int(entry["pr"])
+            server.add(
+                PR(number, heads[number], entry.get("title", ""), base_ref=branch, draft=number in drafts)
+            )
+            for gone in entry.get("supersedes", []):
+                server.add(PR(int(gone), heads.get(int(gone), "0" * 40), state="closed", base_ref=branch))
+        for entry in component.get("closed", []):
+            server.add(
+                PR(int(entry["pr"]), heads.get(int(entry["pr"]), "0" * 40), state="closed", base_ref=branch)
+            )
+        if component.get("already_canonical"):
+            raise ValueError(f"{name}: already_canonical PRs need their merge commits on the test forge")
+        servers[name] = server.start()
+    return servers
+
+
+def _pr_heads(repo: str) -> dict[int, str]:
+    out = subprocess.run(
+        ["git", "ls-remote", repo, "refs/pull/*/head"], capture_output=True, text=True, check=True
+    ).stdout
+    heads = {}
+    for line in out.splitlines():
+        sha, ref = line.split("\t")
+        heads[int(ref.split("/")[2])] = sha
+    return heads
 
 
 def _job_interpreter(work: Path) -> Path:
@@ -156,6 +214,24 @@ def failed_steps(log: str, tail: int = 25) -> str:
     )
 
 
+def _job_summaries(log: str) -> dict[str, str]:
+    """What each job's steps wrote to ``$GITHUB_STEP_SUMMARY``: act logs it once per step that wrote."""
+    out: dict[str, str] = {}
+    for line in log.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        message = str(entry.get("msg", ""))
+        marker = message.find("Summary - ")
+        if marker >= 0 and "⚙" in message[:marker]:
+            job = str(entry.get("jobID", ""))
+            out[job] = out.get(job, "") + message[marker + len("Summary - ") :]
+    return out
+
+
 def _job_results(log: str) -> dict[str, list[str]]:
     jobs: dict[str, list[str]] = {}
     for line in log.splitlines():
@@ -176,6 +252,7 @@ def run_release_workflow(
     to: str = "",
     baseline_image: str | None = None,
     env: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
     timeout: float = 2400,
 ) -> ActRun:
     act = act_binary()
@@ -227,6 +304,10 @@ def run_release_workflow(
         command += ["--var", f"RELEASEKIT_BASELINE_IMAGE={baseline_image}"]
     for key in ["RK_ARTIFACTS", "RK_ARTIFACT_STORE", *sorted(env or {})]:
         command += ["--env", f"{key}={run_env[key]}"]
+    for key in sorted(secrets or {}):
+        # By name only: the value reaches act through its environment, never its command line.
+        run_env[key] = (secrets or {})[key]
+        command += ["--secret", key]
     proc = subprocess.run(
         command,
         cwd=REPO,
@@ -239,4 +320,10 @@ def run_release_workflow(
     )
     log = proc.stdout + proc.stderr
     (work / "act.log").write_text(log, encoding="utf-8")
-    return ActRun(returncode=proc.returncode, log=log, artifacts=artifacts, jobs=_job_results(log))
+    return ActRun(
+        returncode=proc.returncode,
+        log=log,
+        artifacts=artifacts,
+        jobs=_job_results(log),
+        summaries=_job_summaries(log),
+    )
