@@ -135,6 +135,13 @@ def _check_test_stage(demo: Path, result: dict, lock_sha: str) -> None:
     assert gpu["skip_reason"].startswith("needs 1 GPU(s); this host has")
     hygiene = json.loads((release / "hygiene.json").read_text())
     assert hygiene["status"] == "failed"
+    # What a real component's hygiene runs; only git diff --check finds the planted space.
+    [component] = hygiene["components"]
+    assert [(s["step"], s["status"]) for s in component["steps"]] == [
+        ("ruff-check", "passed"),
+        ("ruff-format", "passed"),
+        ("git-diff-check", "failed"),
+    ]
     [planted] = hygiene["findings"]["findings"]
     assert planted["code"] == "WHITESPACE_ERROR"
     assert (planted["location"]["file"], planted["location"]["line"]) == ("tests/fixtures/greetings.txt", 1)
