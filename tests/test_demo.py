@@ -34,9 +34,10 @@ def test_demo_runs_green(demo_run, docker_client):
         "signing key",
         "build",
         "verify-provenance",
+        "stage",
         "baseline image",
-        "test",
         "hygiene",
+        "test",
         "validate",
         "publish",
     ]
@@ -171,7 +172,14 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     receipts = demo / "release" / "receipts"
     off = read_receipt(receipts / "cpu-spec-off.json")
     ngram = read_receipt(receipts / "cpu-ngram3.json")
+    # One pipeline with the workflow: the cells ran the staged digest, which publish published.
+    staged = json.loads((demo / "release" / "staging.json").read_text())
+    published = json.loads((demo / "release" / "publish.json").read_text())
+    assert staged["image_id"] == result["image_id"] and published["digest"] == staged["digest"]
+    tests = json.loads((demo / "release" / "tests" / "runtime.unit.json").read_text())
+    assert tests["image_digest"] == staged["digest"]
     for r in (off, ngram):
+        assert r.image_digest == staged["digest"]
         assert (r.image_id, r.lock_sha256, r.passed, r.status) == (
             result["image_id"],
             lock_sha,

