@@ -15,8 +15,11 @@ GitHub-REST-shaped forge on 127.0.0.1 (``tests/github_server.py``, the manifest'
 ``forge.api_url``) with the run's ``GITHUB_TOKEN``, which reached the forge and no log or
 artifact; every job wrote its job summary.
 
-A failure path runs only as far as it needs: a planned PR that is a draft on the forge stops the
-run at plan check, before any build job, and nothing reaches the registry.
+A failure path runs only as far as it needs (act's ``-j`` runs a job's ``needs`` with it):
+a planned PR that is a draft on the forge stops the run at plan check, before any build job,
+and nothing reaches the registry; a cell whose receipt says its gate failed stops the workflow's
+publish job (run alone, from a file holding that job's steps unchanged, on the green run's
+artifacts), which tags nothing.
 """
 
 from __future__ import annotations
