@@ -176,7 +176,7 @@ def demo_registry(demo: Path) -> tuple[Path, int | None]:
     """The demo's registry storage and the port it published on (None when that port is taken now).
 
     Restarted on the same storage and port, the engine pushes the staged candidate by mounting
-    the blobs the demo's publish already uploaded (its layer records name that registry): the
+    the blobs the demo's stage stage already uploaded (its layer records name that registry): the
     2.3 GB vllm-cpu base is not compressed and uploaded a second time. Nothing the demo wrote
     there is changed; the run adds its own repositories.
     """
