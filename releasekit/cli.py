@@ -82,6 +82,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     ("keys", "releasekit.signing.commands", "Signing keys for the evidence (DSSE envelopes)."),
     (
+        "summary",
+        "releasekit.publish.commands",
+        "Render release records as GitHub-flavoured markdown (for $GITHUB_STEP_SUMMARY).",
+    ),
+    (
         "demo",
         "releasekit.demo.commands",
         "Make a self-contained example release and run the whole pipeline on it: "

@@ -35,9 +35,10 @@ def test_demo_runs_green(demo_run, docker_client):
         "build",
         "verify-provenance",
         "sign",
+        "stage",
         "baseline image",
-        "test",
         "hygiene",
+        "test",
         "validate",
         "publish",
     ]
@@ -136,6 +137,13 @@ def _check_test_stage(demo: Path, result: dict, lock_sha: str) -> None:
     assert gpu["skip_reason"].startswith("needs 1 GPU(s); this host has")
     hygiene = json.loads((release / "hygiene.json").read_text())
     assert hygiene["status"] == "failed"
+    # What a real component's hygiene runs; only git diff --check finds the planted space.
+    [component] = hygiene["components"]
+    assert [(s["step"], s["status"]) for s in component["steps"]] == [
+        ("ruff-check", "passed"),
+        ("ruff-format", "passed"),
+        ("git-diff-check", "failed"),
+    ]
     [planted] = hygiene["findings"]["findings"]
     assert planted["code"] == "WHITESPACE_ERROR"
     assert (planted["location"]["file"], planted["location"]["line"]) == ("tests/fixtures/greetings.txt", 1)
@@ -165,7 +173,14 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     receipts = demo / "release" / "receipts"
     off = read_receipt(receipts / "cpu-spec-off.json")
     ngram = read_receipt(receipts / "cpu-ngram3.json")
+    # One pipeline with the workflow: the cells ran the staged digest, which publish published.
+    staged = json.loads((demo / "release" / "staging.json").read_text())
+    published = json.loads((demo / "release" / "publish.json").read_text())
+    assert staged["image_id"] == result["image_id"] and published["digest"] == staged["digest"]
+    tests = json.loads((demo / "release" / "tests" / "runtime.unit.json").read_text())
+    assert tests["image_digest"] == staged["digest"]
     for r in (off, ngram):
+        assert r.image_digest == staged["digest"]
         assert (r.image_id, r.lock_sha256, r.passed, r.status) == (
             result["image_id"],
             lock_sha,

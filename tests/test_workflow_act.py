@@ -10,14 +10,20 @@ lock -> plan check -> build -> verify -> stage -> test + hygiene -> preflight ->
 
 What a green run must show: every job of the file ran and succeeded (both matrix jobs), the
 staged digest is the one each receipt names, the one publish pushed and the one the
-registry's ``beta``, ``rc1`` and ``stable`` tags resolve to. It is signed (issue 36): the private
-key is the act secret ``RELEASEKIT_SIGNING_KEY``, the public key the manifest's
-``publish.trusted_keys``; stage, publish and promote require the signatures, and the key is in no
-log and no artifact.
+registry's ``beta``, ``rc1`` and ``stable`` tags resolve to; the plan was checked against a
+GitHub-REST-shaped forge on 127.0.0.1 (``tests/github_server.py``, the manifest's
+``forge.api_url``) with the run's ``GITHUB_TOKEN``, which reached the forge and no log or
+artifact; every job wrote its job summary. It is signed (issue 36): the private key is the act
+secret ``RELEASEKIT_SIGNING_KEY``, the public key the manifest's ``publish.trusted_keys``; stage,
+publish and promote require the signatures, every link (summary, SBOM, staging.json, receipts,
+test receipts) has its envelope, and the key is in no log and no artifact.
 
-Failure path 3: the same evidence signed by another key, published by the workflow's publish job
-alone (``workflow_act.single_job_workflow``) from the green run's artifacts: refused, the job
-fails, nothing is tagged in its release repository.
+A failure path runs only as far as it needs (act's ``-j`` runs a job's ``needs`` with it):
+a planned PR that is a draft on the forge stops the run at plan check, before any build job,
+and nothing reaches the registry; a cell whose receipt says its gate failed stops the workflow's
+publish job (run alone, from a file holding that job's steps unchanged, on the green run's
+artifacts, the receipt signed again by the host key as a GPU host signs what it found), which
+tags nothing; the same evidence signed by another key stops that job too (``SIGNER_UNTRUSTED``).
 """
 
 from __future__ import annotations
@@ -25,19 +31,24 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 from workflow_act import (
+    FORGE_TOKEN,
     REPO,
     WORKFLOW,
+    ActRun,
     act_binary,
     act_manifest,
     demo_registry,
     failed_steps,
     run_release_workflow,
     single_job_workflow,
+    start_forges,
 )
 
 from releasekit.demo.localregistry import start_local_registry
@@ -46,6 +57,7 @@ from releasekit.records.lock import lock_file_sha256
 from releasekit.registry import RegistryClient
 from releasekit.signing.keys import keyid_of, load_public_key, load_signer, write_key_pair
 from releasekit.signing.release import sign_release
+from releasekit.signing.statements import sign_receipt_file
 
 pytestmark = pytest.mark.docker
 
@@ -69,22 +81,15 @@ def _stage_output(result: dict, stage: str, key: str) -> str:
     return next(s for s in result["stages"] if s["name"] == stage)["outputs"][key]
 
 
-def _forged_artifacts(green: Path, dest: Path, stranger: Path) -> Path:
-    """What the publish job downloads, from the green run, with the build evidence re-signed by ``stranger``."""
-    import shutil
-
-    for item in green.iterdir():
-        if (
-            item.name == "lock"
-            or item.name in ("build-evidence", "test-evidence")
-            or item.name.startswith("receipt-")
-        ):
-            shutil.copytree(item, dest / item.name)
-    signer = load_signer(stranger, environ={})
-    assert signer is not None
-    result = sign_release(dest / "build-evidence", lambda: signer)
-    assert len(result.signed) == 3, result
-    return dest
+def _token_leaks(run: ActRun) -> list[str]:
+    """Every log or artifact of the run that holds the token (job summaries are in act's log)."""
+    found = [] if FORGE_TOKEN not in run.log else ["act's log"]
+    found += [
+        str(path)
+        for path in sorted(run.artifacts.rglob("*"))
+        if path.is_file() and not path.is_symlink() and FORGE_TOKEN.encode() in path.read_bytes()
+    ]
+    return found
 
 
 def _secret_pieces(private: Path) -> list[str]:
@@ -92,7 +97,30 @@ def _secret_pieces(private: Path) -> list[str]:
     return [body] + [body[i : i + 24] for i in range(0, len(body) - 24, 24)]
 
 
-def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_factory):
+def _saw_token(servers) -> bool:
+    logged = [entry for server in servers.values() for entry in server.log]
+    return bool(logged) and all(FORGE_TOKEN in (entry.authorization or "") for entry in logged)
+
+
+@dataclass
+class GreenRun:
+    run: ActRun
+    manifest: Path
+    work: Path
+    registry: tuple[Path, int | None]  # the demo registry's storage and port (restarted per run)
+    staging_repo: str
+    release_repo: str
+    tagged: dict[str, str | None]
+    forges: dict
+    workflow_text: bytes
+    installed: tuple[str, str | None]
+    private_key: Path
+    public_key: Path
+
+
+@pytest.fixture(scope="module")
+def green(demo_run, tmp_path_factory) -> GreenRun:
+    """The whole workflow once, green; the failure paths start from its artifacts."""
     _act()
     assert demo_run.proc.returncode == 0, demo_run.proc.stdout[-2000:] + demo_run.proc.stderr[-2000:]
     demo = Path(demo_run.result["directory"])
@@ -103,15 +131,16 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     installed = _installed()
 
     private, public, _ = write_key_pair(work / "keys", "ecdsa-p256")
-    stranger, _stranger_pub, _ = write_key_pair(work / "stranger", "ed25519")
     storage, port = demo_registry(demo)
+    forges = start_forges(demo / "example" / "manifest.yaml")
     with start_local_registry(storage, port=port) as reg:
-        release_repo, staging_repo, forged_repo = "act/release", "act/staging", "act/forged"
+        release_repo, staging_repo = "act/release", "act/staging"
         manifest = act_manifest(
             demo / "example",
             demo / "release" / "receipts" / "cpu-spec-off.json",
             work / "release",
             f"{reg.host}/{release_repo}",
+            forges,
             trusted_key=public,
         )
         run = run_release_workflow(
@@ -124,28 +153,41 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
                 "RELEASEKIT_ALLOW_LOCAL_REPOS": "1",
                 "RELEASEKIT_CACHE": str(demo_run.root / "cache"),
             },
-            secrets={"RELEASEKIT_SIGNING_KEY": private.read_text()},
+            secrets={"GITHUB_TOKEN": FORGE_TOKEN, "RELEASEKIT_SIGNING_KEY": private.read_text()},
         )
-        assert run.returncode == 0, failed_steps(run.log)
+        for server in forges.values():
+            server.stop()
         with RegistryClient(reg.host) as client:
             tagged = {
                 tag: blob.digest if (blob := client.get_manifest(release_repo, tag)) else None
                 for tag in ("rc1", "beta", "stable")
             }
+    return GreenRun(
+        run,
+        manifest,
+        work,
+        (storage, port),
+        staging_repo,
+        release_repo,
+        tagged,
+        forges,
+        workflow_text,
+        installed,
+        private,
+        public,
+    )
 
-        # Failure path 3: evidence signed by another key -> the publish job refuses, nothing tagged.
-        forged_work = work / "forged"
-        forged = run_release_workflow(
-            manifest,
-            forged_work,
-            staging=f"{reg.host}/{staging_repo}",
-            to=f"{reg.host}/{forged_repo}",
-            workflow=single_job_workflow("publish", forged_work / "publish-only.yml"),
-            artifacts=_forged_artifacts(run.artifacts, forged_work / "artifacts", stranger),
-            timeout=900,
-        )
-        with RegistryClient(reg.host) as client:
-            forged_tags = client.tags(forged_repo)
+
+def test_the_release_workflow_runs_end_to_end_under_act(green: GreenRun):
+    run, manifest, workflow_text, tagged, forges = (
+        green.run,
+        green.manifest,
+        green.workflow_text,
+        green.tagged,
+        green.forges,
+    )
+    staging_repo = green.staging_repo
+    assert run.returncode == 0, failed_steps(run.log)
 
     # Every job of the file ran and succeeded; validate once per matrix cell.
     jobs = YAML(typ="safe").load(workflow_text)["jobs"]
@@ -160,7 +202,7 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     build = json.loads((art / "build-evidence" / "build.json").read_text())
     digest = staging["digest"]
     assert staging["image_id"] == build["image_id"]
-    assert staging["repository"] == staging_repo and staging["registry"] == reg.host
+    assert staging["repository"] == staging_repo
     receipts = {c: json.loads((art / f"receipt-{c}" / f"{c}.json").read_text()) for c in cells}
     for cell, receipt in receipts.items():
         assert receipt["status"] == "passed", (cell, receipt["findings"])
@@ -174,25 +216,158 @@ def test_the_release_workflow_runs_end_to_end_under_act(demo_run, tmp_path_facto
     assert (art / "test-evidence" / "hygiene.json").is_file()
     assert any((art / "test-evidence" / "tests").glob("*.json"))
 
-    # Signed by default: the three envelopes came with the build evidence, publish and promote
-    # verified them with the manifest's key, and the private key is in no log and no artifact.
-    keyid = keyid_of(load_public_key(public))
+    # The forge was asked, with the token, and answered for every PR; the token went nowhere else.
+    assert _saw_token(forges), {n: s.log for n, s in forges.items()}
+    assert _token_leaks(run) == []
+    # Every job wrote its job summary; the plan table carries the forge's state of each PR.
+    assert set(run.summaries) == set(jobs), sorted(run.summaries)
+    assert all(text.strip() for text in run.summaries.values()), run.summaries
+    assert "open, into main" in run.summaries["lock"], run.summaries["lock"]
+    assert "## Publish: ✅ published" in run.summaries["publish"], run.summaries["publish"]
+
+    # Signed by default: every link has its envelope, publish and promote verified them with the
+    # manifest's key, and the private key is in no log and no artifact.
+    keyid = keyid_of(load_public_key(green.public_key))
     for name in ("provenance.intoto.dsse.json", "verification_summary.dsse.json", "sbom.cdx.dsse.json"):
         assert (art / "build-evidence" / name).is_file(), name
+    assert (art / "build-evidence" / "staging.dsse.json").is_file()
+    for cell in cells:
+        assert (art / f"receipt-{cell}" / f"{cell}.dsse.json").is_file(), cell
+    assert any((art / "test-evidence" / "tests").glob("*.dsse.json"))
     assert set(published["signers"].values()) == {keyid}, published["signers"]
-    pieces = _secret_pieces(private)
+    pieces = _secret_pieces(green.private_key)
     assert not any(piece in run.log for piece in pieces)
     for path in art.rglob("*"):
-        if path.is_file():
+        if path.is_file() and not path.is_symlink():
             data = path.read_bytes()
             assert not any(piece.encode() in data for piece in pieces), path
 
-    # Failure path 3: refused at the gate (another key), the job failed, nothing tagged.
-    assert forged.returncode != 0
-    assert forged.jobs == {"publish": ["failure"]}, forged.jobs
-    assert "SIGNER_UNTRUSTED" in forged.log, failed_steps(forged.log)
-    assert forged_tags == []
-
     # The jobs installed releasekit into their own environments, never over this interpreter's.
-    assert _installed() == installed
+    assert _installed() == green.installed
     assert (REPO / WORKFLOW).read_bytes() == workflow_text
+
+
+def test_a_draft_pr_on_the_forge_stops_the_run_at_plan_check(demo_run, tmp_path_factory):
+    """Path 4: the forge says a planned PR is a draft: plan check fails, no later job runs, nothing
+    is staged or published. Only the lock job does work (seconds, not the green run's minutes)."""
+    _act()
+    assert demo_run.proc.returncode == 0, demo_run.proc.stderr[-2000:]
+    demo = Path(demo_run.result["directory"])
+    work = tmp_path_factory.mktemp("act-draft")
+    example = demo / "example" / "manifest.yaml"
+    planned = YAML(typ="safe").load(example.read_text())["components"]["runtime"]["merge_plan"][0]["pr"]
+    forges = start_forges(example, drafts=frozenset({int(planned)}))
+    with start_local_registry(work / "registry") as reg:
+        manifest = act_manifest(
+            demo / "example",
+            demo / "release" / "receipts" / "cpu-spec-off.json",
+            work / "release",
+            f"{reg.host}/act/release",
+            forges,
+        )
+        run = run_release_workflow(
+            manifest,
+            work,
+            staging=f"{reg.host}/act/staging",
+            env={"RELEASEKIT_ALLOW_LOCAL_REPOS": "1", "RELEASEKIT_CACHE": str(demo_run.root / "cache")},
+            secrets={"GITHUB_TOKEN": FORGE_TOKEN},
+            timeout=600,
+        )
+        for server in forges.values():
+            server.stop()
+        with RegistryClient(reg.host) as client:
+            catalog = {repo: client.tags(repo) for repo in ("act/release", "act/staging")}
+
+    assert run.returncode != 0
+    assert run.jobs == {"lock": ["failure"]}, run.jobs
+    assert "Failure - Main Plan check" in run.log, failed_steps(run.log)
+    assert "PLANNED_PR_IS_DRAFT" in failed_steps(run.log)
+    assert "PLANNED_PR_IS_DRAFT" in run.summaries.get("lock", ""), run.summaries
+    assert "draft" in run.summaries["lock"]
+    assert catalog == {"act/release": [], "act/staging": []}
+    assert _saw_token(forges)
+    assert _token_leaks(run) == []
+
+
+def _resign(directory: Path, key: Path, expected: int) -> None:
+    """Sign the release directory's evidence again with ``key`` (what a host holding it would do)."""
+    signer = load_signer(key, environ={})
+    assert signer is not None
+    result = sign_release(directory, lambda: signer)
+    assert len(result.signed) == expected, result
+
+
+def _publish_from(green: GreenRun, work: Path, artifacts: Path, repository: str) -> tuple:
+    """The workflow's publish job alone on ``artifacts``: (act's run, the tags ``repository`` got)."""
+    workflow = single_job_workflow("publish", work / "publish-only.yml")
+    original = YAML(typ="safe").load((REPO / WORKFLOW).read_text())["jobs"]["publish"]["steps"]
+    assert YAML(typ="safe").load(workflow.read_text())["jobs"]["publish"]["steps"] == original
+    storage, port = green.registry
+    with start_local_registry(storage, port=port) as reg:
+        run = run_release_workflow(
+            green.manifest,
+            work,
+            staging="",
+            to=f"{reg.host}/{repository}",
+            env={"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"},
+            workflow=workflow,
+            artifacts=artifacts,
+            timeout=600,
+        )
+        with RegistryClient(reg.host) as client:
+            tags = client.tags(repository)
+    return run, tags
+
+
+def _copy_artifacts(green: GreenRun, dest: Path) -> Path:
+    """What the publish job downloads: the green run's artifacts but its own upload."""
+    for item in sorted(green.run.artifacts.iterdir()):
+        if item.name != "release":
+            shutil.copytree(item, dest / item.name)
+    return dest
+
+
+def test_evidence_signed_by_another_key_stops_publish_and_nothing_is_tagged(
+    green: GreenRun, tmp_path_factory
+):
+    """Path 3: the green run's evidence, every link signed again by a key the manifest does not
+    trust: the publish job refuses with ``SIGNER_UNTRUSTED``, the run fails, nothing is tagged."""
+    assert green.run.returncode == 0, "the green run failed: its evidence is no start for this path"
+    work = tmp_path_factory.mktemp("act-forged")
+    artifacts = _copy_artifacts(green, work / "artifacts")
+    stranger, _, _ = write_key_pair(work / "stranger", "ed25519")
+    _resign(artifacts / "build-evidence", stranger, expected=4)
+    run, tags = _publish_from(green, work, artifacts, "act/forged")
+    assert run.returncode != 0
+    assert run.jobs == {"publish": ["failure"]}, run.jobs
+    assert "SIGNER_UNTRUSTED" in run.log, failed_steps(run.log)
+    assert tags == []
+
+
+def test_a_cell_that_failed_its_gate_stops_publish_and_nothing_is_tagged(green: GreenRun, tmp_path_factory):
+    """Path 2: the green run's evidence, with one cell's receipt saying its gate failed: the
+    publish job refuses (the run fails), names the cell, and the release repository gets no tag."""
+    assert green.run.returncode == 0, "the green run failed: its evidence is no start for this path"
+    work = tmp_path_factory.mktemp("act-failed-cell")
+    artifacts = _copy_artifacts(green, work / "artifacts")
+    receipt_path = sorted(p for p in artifacts.glob("receipt-*/*.json") if not p.name.endswith(".dsse.json"))[
+        0
+    ]
+    receipt = json.loads(receipt_path.read_text())
+    assert receipt["passed"] and receipt["gates"], receipt_path
+    receipt.update(passed=False, status="failed")
+    receipt["gates"][0]["passed"] = False
+    receipt_path.write_text(json.dumps(receipt, indent=2, sort_keys=True) + "\n")
+    # The GPU host signs what it found, a failed gate included: the publish gate then judges the cell.
+    signer = load_signer(green.private_key, environ={})
+    sign_receipt_file(signer, receipt_path)
+    run, tags = _publish_from(green, work, artifacts, "act/refused")
+
+    assert run.returncode != 0
+    assert run.jobs == {"publish": ["failure"]}, run.jobs
+    assert tags == []
+    summary = run.summaries.get("publish", "")
+    assert "## Publish: ❌ refused" in summary, summary
+    # The refusal itself names the cell (the validation table above it names every cell).
+    assert receipt["cell_id"] in summary.split("## Publish: ❌ refused", 1)[1], summary
+    assert not (artifacts / "release" / "out" / "published" / "publish.json").exists()

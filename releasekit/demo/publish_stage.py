@@ -1,20 +1,24 @@
-"""The last act of ``releasekit demo``: publish to a registry it starts, then promote.
+"""The last act of ``releasekit demo``: publish to a local registry, then promote.
 
-One call for the demo: start a throw-away registry on 127.0.0.1, publish the image through
+One call for the demo: in the demo's registry on 127.0.0.1, where the "stage" stage pushed the
+verified candidate, publish that staged digest (or, with no registry given, start a throw-away
+one and push the image), through
 the real gate to ``REG/demo/<name>:beta`` (with ``trusted_key``: its signed evidence verified
 and attached to the digest, unsigned evidence refused), promote ``beta`` to ``stable`` (same
 digest; with ``trusted_key`` the attached envelopes verified again), and hand back what
-happened. The registry is stopped when the call returns; its storage stays under ``root``
-for anyone who wants to look.
+happened. A registry started here is stopped when the call returns; its storage stays under
+``root`` for anyone who wants to look.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from releasekit.demo.localregistry import start_local_registry
+from releasekit.demo.localregistry import LocalRegistry, start_local_registry
 from releasekit.publish.promote import PromoteResult, promote
 from releasekit.publish.service import PublishResult, publish
 
@@ -43,6 +47,15 @@ class LocalRelease(BaseModel):
         )
 
 
+@contextmanager
+def _registry(root: Path, running: LocalRegistry | None) -> Iterator[LocalRegistry]:
+    if running is not None:
+        yield running
+        return
+    with start_local_registry(root) as reg:
+        yield reg
+
+
 def publish_locally(
     *,
     root: Path,
@@ -54,12 +67,19 @@ def publish_locally(
     repository: str = "demo/release",
     out_dir: Path | None = None,
     trusted_key: Path | None = None,
+    staged: Path | None = None,
+    registry: LocalRegistry | None = None,
 ) -> LocalRelease:
+    """``staged`` (staging.json) with the running ``registry`` that holds it: publish that digest,
+    promoted registry-side as the workflow's publish job does; else push ``image`` to a registry
+    started (and stopped) here."""
     trusted = [trusted_key] if trusted_key is not None else []
-    with start_local_registry(root) as reg:
+    from_staging = staged is not None and registry is not None
+    with _registry(root, registry) as reg:
         target = f"{reg.host}/{repository}"
         published = publish(
-            image=image,
+            image=None if from_staging else image,
+            staged=staged if from_staging else None,
             lock_path=lock_path,
             receipts_dir=receipts_dir,
             evidence_dir=evidence_dir,

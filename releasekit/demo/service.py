@@ -11,6 +11,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
 from releasekit.builder.service import BuildOptions, run_build
 from releasekit.demo.example import DemoExample, make_example
+from releasekit.demo.localregistry import LocalRegistry, start_local_registry
 from releasekit.demo.result import StageResult
 from releasekit.docker_engine import Engine
 from releasekit.findings import Findings
@@ -34,6 +36,7 @@ from releasekit.signing import keyid_of
 # Tagged by lock: demos made elsewhere on the same engine (other directories) do not move each other's tag.
 DEMO_REPOSITORY = "releasekit-demo/rkdemo"
 DEMO_KEYS_DIR = "keys"  # under the demo directory: the throwaway signing key pair
+DEMO_STAGING = "demo/staging"  # the staging repository in the demo's local registry
 
 
 class DemoResult(BaseModel):
@@ -62,6 +65,11 @@ class DemoContext:
     image_id: str | None = None
     image_tag: str | None = None
     baseline_image: str | None = None  # failures of the component tests are rerun on it
+    # The local registry, started by the "stage" stage and up until the demo ends: test,
+    # validate and publish use the staged digest in it, as the workflow's other hosts do.
+    registry: LocalRegistry | None = None
+    staged: Path | None = None  # staging.json
+    resources: ExitStack = field(default_factory=ExitStack)
     notes: list[str] = field(default_factory=list)
 
 
@@ -69,6 +77,9 @@ class DemoContext:
 class DemoStage:
     name: str
     run: Callable[[DemoContext], StageResult]
+    # The `releasekit` commands this stage stands for, as the release workflow runs them
+    # (tests/test_one_pipeline.py holds the two orders equal).
+    commands: tuple[str, ...] = ()
 
 
 def _base(ctx: DemoContext) -> StageResult:
@@ -209,18 +220,16 @@ def _verify(ctx: DemoContext) -> StageResult:
     )
 
 
-def _sign(ctx: DemoContext) -> StageResult:
-    """The workflow's sign step: after verification, in no process that runs git, Docker or a build
-    (here the demo's own process, whose key is a file in its directory; it is read only now)."""
+def _sign_release_dir(ctx: DemoContext) -> list[str] | None:
+    """The workflow's sign step: in no process that runs git, Docker or a build (here the demo's own
+    process, whose key is a file in its directory, read only now). The envelopes, or None unsigned."""
     from releasekit.signing.keys import Signer, load_signer
     from releasekit.signing.release import sign_release
 
     assert ctx.release is not None
     key = ctx.signing_key
     if key is None:
-        return StageResult(
-            name="sign", status="skipped", summary="no signing key: the evidence stays unsigned"
-        )
+        return None
 
     def load_key() -> Signer:
         signer = load_signer(key, environ={})
@@ -228,13 +237,64 @@ def _sign(ctx: DemoContext) -> StageResult:
         return signer
 
     result = sign_release(ctx.release, load_key)
-    envelopes = sorted([*result.signed, *result.kept])
+    return sorted(result.signed)
+
+
+def _sign(ctx: DemoContext) -> StageResult:
+    """After verification: the provenance, the summary and the SBOM."""
+    assert ctx.release is not None
+    envelopes = _sign_release_dir(ctx)
+    if envelopes is None:
+        return StageResult(
+            name="sign", status="skipped", summary="no signing key: the evidence stays unsigned"
+        )
     return StageResult(
         name="sign",
         status="passed",
-        summary=f"signed by {result.keyid[:16]}: {', '.join(envelopes)}",
+        summary=f"signed after verification: {', '.join(envelopes)}",
         outputs={name: str(ctx.release / name) for name in envelopes},
     )
+
+
+def _signed(ctx: DemoContext, result: StageResult) -> StageResult:
+    """A stage's records signed by the host that wrote them (the workflow's sign step after it)."""
+    envelopes = _sign_release_dir(ctx)
+    if envelopes:
+        result.summary += f"; signed {len(envelopes)} record(s) ({', '.join(envelopes[:3])}{', …' if len(envelopes) > 3 else ''})"
+    return result
+
+
+def _stage(ctx: DemoContext) -> StageResult:
+    from releasekit.records.staging import STAGING_FILE
+    from releasekit.staging.service import StageRequest, stage
+
+    assert ctx.image_id is not None and ctx.lock is not None and ctx.release is not None
+    ctx.registry = ctx.resources.enter_context(start_local_registry(ctx.root / "registry"))
+    trusted = [ctx.trusted_key] if ctx.trusted_key is not None else []
+    staged = stage(
+        StageRequest(
+            image=ctx.image_id,
+            lock_path=ctx.lock,
+            staging=f"{ctx.registry.host}/{DEMO_STAGING}",
+            evidence_dir=ctx.release,
+            manifest_path=ctx.manifest,
+            out=ctx.release,
+            trusted_key_files=trusted,
+            require_signed=bool(trusted),
+        ),
+        ctx.engine,
+    )
+    ctx.staged = ctx.release / STAGING_FILE
+    record = staged.record
+    result = StageResult(
+        name="stage",
+        status="passed",
+        summary=f"the verified image pushed to {record.registry}/{record.repository}@{record.digest}"
+        + (", its signed verification summary checked" if staged.signer else "")
+        + "; test, validate and publish use that digest",
+        outputs={"staging": str(ctx.staged)},
+    )
+    return _signed(ctx, result)
 
 
 def _engine_image(ctx: DemoContext) -> StageResult:
@@ -273,7 +333,7 @@ def _baseline(ctx: DemoContext) -> StageResult:
 def _test(ctx: DemoContext) -> StageResult:
     from releasekit.demo.testing_stage import test_stage
 
-    return test_stage(ctx)
+    return _signed(ctx, test_stage(ctx))
 
 
 def _hygiene(ctx: DemoContext) -> StageResult:
@@ -285,7 +345,7 @@ def _hygiene(ctx: DemoContext) -> StageResult:
 def _validate(ctx: DemoContext) -> StageResult:
     from releasekit.demo.validate_stage import validate_stage
 
-    return validate_stage(ctx)
+    return _signed(ctx, validate_stage(ctx))
 
 
 def _publish(ctx: DemoContext) -> StageResult:
@@ -295,6 +355,8 @@ def _publish(ctx: DemoContext) -> StageResult:
     outcome = publish_locally(
         root=ctx.root / "registry",
         image=ctx.image_id,
+        staged=ctx.staged,
+        registry=ctx.registry,
         lock_path=ctx.lock,
         receipts_dir=ctx.release / "receipts",
         evidence_dir=ctx.release,
@@ -322,22 +384,25 @@ def _publish(ctx: DemoContext) -> StageResult:
 # The pipeline, in order. The engine-image and validation-matrix stages exist for `validate`:
 # without them the same pipeline releases the bare example (the tamper tests use that).
 VALIDATION_SETUP_STAGES = ("engine image", "validation matrix")
+# The release workflow's order (.github/workflows/release.yml): build, verify and stage on the
+# build host; hygiene, then the suites in the staged image; the cells; publish from staging.json.
 STAGES: list[DemoStage] = [
     DemoStage("base-image", _base),
     DemoStage("engine image", _engine_image),
     DemoStage("example", _example),
     DemoStage("validation matrix", _validation_matrix),
-    DemoStage("plan lock", _lock),
-    DemoStage("plan check", _check),
+    DemoStage("plan lock", _lock, ("plan lock",)),
+    DemoStage("plan check", _check, ("plan check",)),
     DemoStage("signing key", _signing_key),
-    DemoStage("build", _build),
-    DemoStage("verify-provenance", _verify),
-    DemoStage("sign", _sign),
+    DemoStage("build", _build, ("build",)),
+    DemoStage("verify-provenance", _verify, ("verify-provenance",)),
+    DemoStage("sign", _sign, ("sign",)),
+    DemoStage("stage", _stage, ("stage", "sign")),
     DemoStage("baseline image", _baseline),
-    DemoStage("test", _test),
-    DemoStage("hygiene", _hygiene),
-    DemoStage("validate", _validate),
-    DemoStage("publish", _publish),
+    DemoStage("hygiene", _hygiene, ("hygiene",)),
+    DemoStage("test", _test, ("test", "sign")),
+    DemoStage("validate", _validate, ("validate", "sign")),
+    DemoStage("publish", _publish, ("publish", "promote")),
 ]
 
 
@@ -352,15 +417,18 @@ def run_demo(
     root.mkdir(parents=True, exist_ok=True)
     ctx = DemoContext(root=root.resolve(), engine=Engine(), native=native)
     results: list[StageResult] = []
-    for stage in stages if stages is not None else STAGES:
-        if results and results[-1].status == "failed":
-            results.append(StageResult(name=stage.name, status="skipped", summary="an earlier stage failed"))
-            continue
-        started = time.monotonic()
-        result = stage.run(ctx)
-        result.seconds = round(time.monotonic() - started, 1)
-        results.append(result)
-        progress(result)
+    with ctx.resources:  # the local registry, once staged: stopped when the demo ends
+        for stage in stages if stages is not None else STAGES:
+            if results and results[-1].status == "failed":
+                results.append(
+                    StageResult(name=stage.name, status="skipped", summary="an earlier stage failed")
+                )
+                continue
+            started = time.monotonic()
+            result = stage.run(ctx)
+            result.seconds = round(time.monotonic() - started, 1)
+            results.append(result)
+            progress(result)
     return DemoResult(
         directory=str(ctx.root),
         passed=all(r.status != "failed" for r in results),

@@ -42,6 +42,7 @@ class DemoContext(Protocol):
     release: Path | None
     image_id: str | None
     baseline_image: str | None
+    staged: Path | None  # staging.json: test the staged digest, as the workflow does
 
 
 PYTEST = "pytest==9.0.3"
@@ -176,10 +177,14 @@ def test_stage(ctx: DemoContext) -> StageResult:
         and ctx.release is not None
         and ctx.image_id is not None
     )
+    from releasekit.demo.validate_stage import staged_candidate
+
+    image, digest = staged_candidate(ctx.image_id, ctx.staged)
     result = run_tests(
         TestOptions(
             manifest=ctx.manifest,
-            image=ctx.image_id,
+            image=image,
+            image_digest=digest,
             outdir=ctx.release,
             lock=ctx.lock,
             baseline_image=ctx.baseline_image,

@@ -5,7 +5,7 @@ Three hooks, so the demo's own stages stay as they are:
   the bare base, so the candidate holds a real engine and the demo's components;
 - ``add_cpu_validation``: before ``plan lock`` (the lock records the manifest's sha256),
   add the two-cell CPU matrix and its model (SmolLM2-135M) and data next to the manifest;
-- ``validate_stage``: after ``build``, run the matrix on the built image and aggregate.
+- ``validate_stage``: after ``stage``, run the matrix on the staged digest and aggregate.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from releasekit.demo.cpu_matrix import (
     write_cpu_assets,
 )
 from releasekit.demo.small_model import ensure_small_model
+from releasekit.errors import InputError
 from releasekit.manifest import load_manifest
 from releasekit.validate.report import aggregate_directory
 from releasekit.validate.service import run_validation
@@ -47,13 +48,32 @@ def add_cpu_validation(
         yaml.dump(data, fh)
 
 
+def staged_candidate(image_id: str, staged: Path | None) -> tuple[str, str | None]:
+    """The image a later stage runs: the staged digest, pulled and proven to be ``image_id``, as
+    ``--staged`` does in the workflow (a demo run without the stage stage: the local image)."""
+    from releasekit.records.base import load_record
+    from releasekit.records.staging import StagingRecord
+    from releasekit.staging.candidate import resolve_candidate
+
+    if staged is None:
+        return image_id, None
+    record = load_record(StagingRecord, staged)
+    if record.image_id != image_id:
+        raise InputError(f"{staged} stages image {record.image_id}, not the built {image_id}")
+    candidate = resolve_candidate(f"{record.registry}/{record.repository}@{record.digest}", staged)
+    return candidate.image, candidate.digest
+
+
 def validate_stage(ctx):  # ctx: releasekit.demo.service.DemoContext -> StageResult
     from releasekit.demo.result import StageResult
     from releasekit.findings import Findings
 
     assert ctx.manifest is not None and ctx.image_id is not None and ctx.release is not None
     receipts = ctx.release / "receipts"
-    result = run_validation(load_manifest(ctx.manifest), ctx.image_id, ctx.lock, receipts, gpus=0)
+    image, digest = staged_candidate(ctx.image_id, ctx.staged)
+    result = run_validation(
+        load_manifest(ctx.manifest), image, ctx.lock, receipts, gpus=0, image_digest=digest
+    )
     agg = aggregate_directory(receipts, ctx.release / "validation-report")
     cells = ", ".join(f"{c.cell_id} {c.status}" for c in result.cells)
     return StageResult(

@@ -173,7 +173,65 @@ def promote_cmd(
     raise typer.Exit(0 if result.promoted else max(1, exit_code_for(result.findings)))
 
 
+# ``releasekit summary``: the release records as GitHub-flavoured markdown, for the workflow's
+# $GITHUB_STEP_SUMMARY. Here because publish is the stage that reads every earlier record.
+summary_app = typer.Typer(
+    help="Render release records as GitHub-flavoured markdown (for $GITHUB_STEP_SUMMARY).",
+    no_args_is_help=True,
+)
+
+
+@summary_app.command("plan")
+def summary_plan_cmd(
+    plan_check: Path = typer.Argument(..., help="the plan check record"),
+    lock: Path | None = typer.Option(None, "--lock", help="the lock, for the forge's state of each PR"),
+) -> None:
+    """The plan table: each PR, its state in git, how it landed, its state on the forge."""
+    from releasekit.publish.step_summary import plan_summary
+
+    typer.echo(plan_summary(plan_check, lock), nl=False)
+
+
+@summary_app.command("verification")
+def summary_verification_cmd(path: Path = typer.Argument(..., help="the verification summary")) -> None:
+    """Each provenance check: status and what it examined."""
+    from releasekit.publish.step_summary import verification_summary
+
+    typer.echo(verification_summary(path), nl=False)
+
+
+@summary_app.command("validation")
+def summary_validation_cmd(
+    receipts: Path = typer.Argument(..., help="directory of validation receipts"),
+) -> None:
+    """Each cell: status, and every gate's number against its baseline."""
+    from releasekit.publish.step_summary import validation_summary
+
+    typer.echo(validation_summary(receipts), nl=False)
+
+
+@summary_app.command("tests")
+def summary_tests_cmd(
+    release_dir: Path = typer.Argument(
+        ..., help="the release directory: its test receipts and hygiene record"
+    ),
+) -> None:
+    """Each component suite's status and counts, and each hygiene step."""
+    from releasekit.publish.step_summary import tests_summary
+
+    typer.echo(tests_summary(release_dir), nl=False)
+
+
+@summary_app.command("publish")
+def summary_publish_cmd(path: Path = typer.Argument(..., help="the publish record")) -> None:
+    """What publish pushed and tagged, and each gate check's verdict."""
+    from releasekit.publish.step_summary import publish_summary
+
+    typer.echo(publish_summary(path), nl=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the root app."""
     app.command("publish")(publish_cmd)
     app.command("promote")(promote_cmd)
+    app.add_typer(summary_app, name="summary")

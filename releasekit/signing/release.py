@@ -3,7 +3,11 @@
 Issue 34: a process that runs git, Docker or a build must not hold the signing key (a program git runs
 reads ``/proc/<ppid>/environ``). So build and verify-provenance write the statements unsigned and this
 step, which starts no program at all, signs them: ``provenance.intoto.json``, ``verification_summary.json``
-and ``sbom.cdx.json`` become ``*.dsse.json`` beside them.
+and ``sbom.cdx.json`` become ``*.dsse.json`` beside them. The links written later by other hosts are
+signed the same way, by a ``sign`` step after the step that wrote them: ``staging.json`` (after
+``stage``), ``receipts/<cell>.json`` (after ``validate -o DIR/receipts``) and
+``tests/<component>.<suite>.json`` (after ``test``), each checked as its record, and about the image
+the summary verified when the summary is there.
 
 Every input is checked before the key is read: each file a regular file inside the directory, read once
 and bounded; the provenance and the summary in-toto Statements about one image; the SBOM the one whose
@@ -24,15 +28,18 @@ from pathlib import Path
 from releasekit.atomic import check_writable
 from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
 from releasekit.errors import InputError
-from releasekit.records.base import RecordError, record_from_bytes
+from releasekit.records.base import Record, RecordError, record_from_bytes
 from releasekit.records.intoto import StatementError
 from releasekit.records.intoto import parse_statement as parse_any_statement
 from releasekit.records.provenance import PROVENANCE_FILE, SLSA_PROVENANCE_V1
+from releasekit.records.receipt import RECEIPT_PAYLOAD_TYPE, Receipt
 from releasekit.records.sbom import SBOM_FILE
+from releasekit.records.staging import STAGING_FILE, STAGING_PAYLOAD_TYPE, StagingRecord
+from releasekit.records.test_receipt import TEST_RECEIPT_PAYLOAD_TYPE, TESTS_DIR, TestReceipt
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationStatement
 from releasekit.signing.dsse import PAYLOAD_TYPE, SignatureError, verify_envelope
 from releasekit.signing.keys import Signer, TrustedKeys
-from releasekit.signing.statements import SBOM_PAYLOAD_TYPE, envelope_path, write_envelope
+from releasekit.signing.statements import ENVELOPE_SUFFIX, SBOM_PAYLOAD_TYPE, envelope_path, write_envelope
 
 # What ``sign`` signs, in the order it signs them, with each envelope's payload type.
 SIGNED_FILES: tuple[tuple[str, str], ...] = (
@@ -40,6 +47,15 @@ SIGNED_FILES: tuple[tuple[str, str], ...] = (
     (SBOM_FILE, SBOM_PAYLOAD_TYPE),
     (VERIFICATION_SUMMARY_FILE, PAYLOAD_TYPE),
 )
+
+# The links other steps write into the release directory: where, as which record, with which type.
+RECEIPTS_DIR = "receipts"
+SIGNED_RECORDS: tuple[tuple[str, type[Record], str], ...] = (
+    (STAGING_FILE, StagingRecord, STAGING_PAYLOAD_TYPE),
+    (f"{RECEIPTS_DIR}/*.json", Receipt, RECEIPT_PAYLOAD_TYPE),
+    (f"{TESTS_DIR}/*.json", TestReceipt, TEST_RECEIPT_PAYLOAD_TYPE),
+)
+MAX_RECORD_FILES = 4096
 
 
 @dataclass(frozen=True)
@@ -126,8 +142,38 @@ def _cross_check(summary: VerificationStatement, found: dict[str, Evidence]) -> 
         )
 
 
+def _record_files(directory: Path, pattern: str) -> list[str]:
+    """The names (relative to ``directory``) matching ``pattern``: regular files, envelopes left out."""
+    folder, _, glob = pattern.rpartition("/")
+    where = directory / folder if folder else directory
+    if folder and (not os.path.lexists(where) or where.is_symlink() or not where.is_dir()):
+        return []  # a link or a file where the folder should be is not followed
+    names = sorted(
+        p.name
+        for p in where.glob(glob)
+        if not p.name.endswith(ENVELOPE_SUFFIX) and not p.name.startswith(".")
+    )
+    if len(names) > MAX_RECORD_FILES:
+        raise InputError(f"{where}: more than {MAX_RECORD_FILES} files to sign")
+    return [f"{folder}/{name}" if folder else name for name in names]
+
+
+def _check_record(evidence: Evidence, kind: type[Record], image_id: str | None) -> None:
+    """The file is the record it is named as, about the image the summary verified."""
+    try:
+        record = record_from_bytes(kind, evidence.payload, str(evidence.path))
+    except RecordError as exc:
+        raise InputError(f"{exc.one_line()}; refusing to sign it") from None
+    about = getattr(record, "image_id", None)
+    if image_id is not None and about is not None and about != image_id:
+        raise InputError(
+            f"{evidence.path}: about image {str(about)[:19]}, not {image_id[:19]}, which the verification "
+            "summary verified; refusing to sign it"
+        )
+
+
 def gather(directory: Path) -> tuple[list[Evidence], str | None]:
-    """Every statement to sign, checked; nothing signed, no key read."""
+    """Every statement and record to sign, checked; nothing signed, no key read."""
     if not directory.is_dir() or directory.is_symlink():
         raise InputError(f"{directory} is not a release directory (not a directory)")
     found: dict[str, Evidence] = {}
@@ -135,8 +181,14 @@ def gather(directory: Path) -> tuple[list[Evidence], str | None]:
         evidence = _read(directory, name, payload_type)
         if evidence is not None:
             found[name] = evidence
-    if not found:
-        names = ", ".join(name for name, _ in SIGNED_FILES)
+    records: list[tuple[Evidence, type[Record]]] = []
+    for pattern, kind, payload_type in SIGNED_RECORDS:
+        for name in _record_files(directory, pattern):
+            evidence = _read(directory, name, payload_type)
+            if evidence is not None:
+                records.append((evidence, kind))
+    if not found and not records:
+        names = ", ".join([name for name, _ in SIGNED_FILES] + [p for p, _, _ in SIGNED_RECORDS])
         raise InputError(f"{directory}: nothing to sign (none of {names})")
     image_id = None
     if VERIFICATION_SUMMARY_FILE in found:
@@ -148,9 +200,12 @@ def gather(directory: Path) -> tuple[list[Evidence], str | None]:
         )
     if PROVENANCE_FILE in found:
         _check_provenance(found[PROVENANCE_FILE], image_id)
-    for evidence in found.values():
+    for evidence, kind in records:
+        _check_record(evidence, kind, image_id)
+    every = [*found.values(), *(evidence for evidence, _ in records)]
+    for evidence in every:
         check_writable(envelope_path(evidence.path))
-    return list(found.values()), image_id
+    return every, image_id
 
 
 def _already_signed(evidence: Evidence, signer: Signer) -> bool:

@@ -60,11 +60,12 @@ def test_command(
     from releasekit.staging.candidate import resolve_candidate
     from releasekit.suites.sweep import TestOptions, run_tests
 
+    policy_signed, manifest_keys = _signing_policy(manifest) if staged is not None else (False, [])
     candidate = resolve_candidate(
         image,
         staged,
-        trusted_key_files=trusted_key,
-        require_signed=require_signed or (staged is not None and _policy_signed(manifest)),
+        trusted_key_files=trusted_key or manifest_keys,
+        require_signed=require_signed or policy_signed,
         what="test",
     )
     if candidate.warning:
@@ -125,12 +126,14 @@ def test_command(
     raise typer.Exit(0 if result.passed else 1)
 
 
-def _policy_signed(manifest: Path) -> bool:
-    """The manifest's ``publish.signed``: a staged candidate's staging.json must then be signed."""
+def _signing_policy(manifest: Path) -> tuple[bool, list[Path]]:
+    """The manifest's ``publish.signed`` (a staged candidate's staging.json must then be signed) and
+    ``publish.trusted_keys`` (whose signature on it is trusted when no --trusted-key is given)."""
     from releasekit.manifest import load_manifest
 
-    publish = load_manifest(manifest).manifest.publish
-    return bool(publish and publish.signed)
+    loaded = load_manifest(manifest)
+    publish = loaded.manifest.publish
+    return bool(publish and publish.signed), loaded.trusted_key_files()
 
 
 def hygiene_command(

@@ -14,6 +14,9 @@ dynamic = ["version"]
 [tool.rkdemo]
 package = "rkdemo_runtime"
 base-version = "0.1.0"
+
+[tool.ruff]
+line-length = 110
 """
 
 INIT_V1 = '''\
