@@ -40,7 +40,8 @@ def test_publish_and_promote_trust_the_key_the_manifest_names(tmp_path, registry
 
     # Signed by another key: refused under --require-signed, nothing tagged.
     other = _release(tmp_path / "other", image, target, public)
-    assert run_cli("sign", str(other.evidence), "--key", str(stranger)).returncode == 0
+    sign = ("--receipts", str(other.receipts))
+    assert run_cli("sign", str(other.evidence), *sign, "--key", str(stranger)).returncode == 0
     refused = run_cli(*publish_args(other, image, target, "beta"), "--require-signed")
     assert refused.returncode == 1, refused.stdout + refused.stderr
     codes = {f["code"] for f in json.loads(refused.stdout)["gate"]["findings"]["findings"]}
@@ -54,7 +55,8 @@ def test_publish_and_promote_trust_the_key_the_manifest_names(tmp_path, registry
 
     # Signed by the key the manifest names: published, no --trusted-key anywhere.
     good = _release(tmp_path / "good", image, target, public)
-    assert run_cli("sign", str(good.evidence), "--key", str(private)).returncode == 0
+    sign = ("--receipts", str(good.receipts))
+    assert run_cli("sign", str(good.evidence), *sign, "--key", str(private)).returncode == 0
     r = run_cli(*publish_args(good, image, target, "beta"), "--require-signed")
     assert r.returncode == 0, r.stdout + r.stderr
     keyid = keyid_of(load_public_key(public))

@@ -215,3 +215,83 @@ def test_a_huge_key_is_not_read_whole(tmp_path):
     with huge.open("wb") as handle:
         handle.truncate(1 << 30)  # sparse: 1 GiB apparent
     _one_line_refusal(cli("sign", str(release.evidence), "--key", str(huge)), "over the limit")
+
+
+def _links(release: Release) -> dict[str, Path]:
+    """The links later steps write: a receipt per cell (--receipts), staging.json, a test receipt."""
+    from releasekit.records.base import write_record
+    from releasekit.records.staging import StagingRecord
+    from releasekit.records.test_receipt import TestReceipt
+
+    staging = release.evidence / "staging.json"
+    record = StagingRecord(
+        image_id=IMAGE,
+        lock_sha256="2" * 64,
+        registry="127.0.0.1:5000",
+        repository="team/staging",
+        digest="sha256:" + "3" * 64,
+        tag="lock-" + "2" * 64,
+        media_type="application/vnd.oci.image.manifest.v1+json",
+        verification_summary_sha256="4" * 64,
+    )
+    write_record(record, staging)
+    receipt = release.write_receipt("tiny-tp1")
+    tests = release.evidence / "tests"
+    tests.mkdir()
+    suite = TestReceipt.model_validate(
+        {
+            "component": "runtime",
+            "suite": "unit",
+            "image": "releasekit-test/publish",
+            "image_id": IMAGE,
+            "status": "passed",
+            "started_at": "2026-12-05T00:00:00Z",
+        }
+    )
+    write_record(suite, tests / "runtime.unit.json")
+    return {"staging": staging, "receipt": receipt, "test": tests / "runtime.unit.json"}
+
+
+def test_sign_signs_the_later_links_each_as_its_record(tmp_path, keys):
+    """staging.json, the receipts and the test receipts are signed by the step after the one that
+    wrote them, each as its own record type and about the image the summary verified."""
+    from releasekit.records.receipt import RECEIPT_PAYLOAD_TYPE
+    from releasekit.records.staging import STAGING_PAYLOAD_TYPE
+    from releasekit.records.test_receipt import TEST_RECEIPT_PAYLOAD_TYPE
+    from releasekit.signing.statements import envelope_path
+
+    private, public = keys
+    release = _release(tmp_path)
+    links = _links(release)
+    run = cli(
+        "sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private), "--json"
+    )
+    assert run.returncode == 0, run.stderr
+    signed = json.loads(run.stdout)["signed"]
+    assert {"staging.dsse.json", "runtime.unit.dsse.json", "tiny-tp1.dsse.json"} <= set(signed), signed
+    trusted = load_trusted_keys([public])
+    for name, kind in (
+        ("staging", STAGING_PAYLOAD_TYPE),
+        ("receipt", RECEIPT_PAYLOAD_TYPE),
+        ("test", TEST_RECEIPT_PAYLOAD_TYPE),
+    ):
+        envelope = envelope_path(links[name]).read_bytes()
+        assert verify_envelope(envelope, trusted, payload_type=kind).payload == links[name].read_bytes(), name
+
+    # A receipt about another image, or a file in receipts/ that is no receipt: refused, nothing new signed.
+    other = release.write_receipt("tiny-tp1-ngram", image_id="sha256:" + "6" * 64)
+    before = sorted(p.name for p in release.receipts.iterdir())
+    refusal = cli("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private))
+    _one_line_refusal(refusal, other.name, "not sha256:555")
+    other.write_text('{"schema": "not-a-receipt"}\n')
+    _one_line_refusal(
+        cli("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private))
+    )
+    assert sorted(p.name for p in release.receipts.iterdir()) == before
+    other.unlink()
+    os.mkfifo(other)
+    started = time.monotonic()
+    _one_line_refusal(
+        cli("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private))
+    )
+    assert time.monotonic() - started < 30

@@ -81,12 +81,15 @@ def sign_cmd(
         "--key-fd",
         help="read the PEM private key from this open file descriptor (a pipe), then close it",
     ),
+    receipts: Path | None = typer.Option(
+        None, "--receipts", help="the validation receipts to sign, when not in DIRECTORY/receipts"
+    ),
     as_json: bool = JSON,
 ) -> None:
-    """Sign a release directory's evidence (provenance, verification summary, SBOM) once verification ended.
+    """Sign a release directory's evidence once verification ended, and each later link once written.
 
-    provenance.intoto.json, verification_summary.json and sbom.cdx.json in DIRECTORY each get a
-    *.dsse.json envelope beside them.
+    provenance.intoto.json, verification_summary.json, sbom.cdx.json, staging.json, receipts/*.json
+    and tests/*.json in DIRECTORY each get a *.dsse.json envelope beside them.
 
     The key comes from --key, --key-fd, $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY (PEM
     text), and is read only after every input was checked. This command starts no other program."""
@@ -102,7 +105,7 @@ def sign_cmd(
             )
         return signer
 
-    result = sign_release(directory, load_key)
+    result = sign_release(directory, load_key, receipts=receipts)
     envelopes = sorted([*result.signed, *result.kept])
     _print(
         as_json,

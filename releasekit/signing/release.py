@@ -142,11 +142,10 @@ def _cross_check(summary: VerificationStatement, found: dict[str, Evidence]) -> 
         )
 
 
-def _record_files(directory: Path, pattern: str) -> list[str]:
-    """The names (relative to ``directory``) matching ``pattern``: regular files, envelopes left out."""
-    folder, _, glob = pattern.rpartition("/")
-    where = directory / folder if folder else directory
-    if folder and (not os.path.lexists(where) or where.is_symlink() or not where.is_dir()):
+def _record_files(where: Path, glob: str) -> list[Path]:
+    """The files of the folder ``where`` matching ``glob``, envelopes left out (a link, a FIFO or a
+    device among them is refused when read)."""
+    if not os.path.lexists(where) or where.is_symlink() or not where.is_dir():
         return []  # a link or a file where the folder should be is not followed
     names = sorted(
         p.name
@@ -155,7 +154,7 @@ def _record_files(directory: Path, pattern: str) -> list[str]:
     )
     if len(names) > MAX_RECORD_FILES:
         raise InputError(f"{where}: more than {MAX_RECORD_FILES} files to sign")
-    return [f"{folder}/{name}" if folder else name for name in names]
+    return [where / name for name in names]
 
 
 def _check_record(evidence: Evidence, kind: type[Record], image_id: str | None) -> None:
@@ -172,8 +171,9 @@ def _check_record(evidence: Evidence, kind: type[Record], image_id: str | None) 
         )
 
 
-def gather(directory: Path) -> tuple[list[Evidence], str | None]:
-    """Every statement and record to sign, checked; nothing signed, no key read."""
+def gather(directory: Path, receipts: Path | None = None) -> tuple[list[Evidence], str | None]:
+    """Every statement and record to sign, checked; nothing signed, no key read. The receipts are
+    those of ``receipts`` (by default ``DIR/receipts``)."""
     if not directory.is_dir() or directory.is_symlink():
         raise InputError(f"{directory} is not a release directory (not a directory)")
     found: dict[str, Evidence] = {}
@@ -183,8 +183,12 @@ def gather(directory: Path) -> tuple[list[Evidence], str | None]:
             found[name] = evidence
     records: list[tuple[Evidence, type[Record]]] = []
     for pattern, kind, payload_type in SIGNED_RECORDS:
-        for name in _record_files(directory, pattern):
-            evidence = _read(directory, name, payload_type)
+        folder, _, glob = pattern.rpartition("/")
+        where = directory / folder if folder else directory
+        if folder == RECEIPTS_DIR and receipts is not None:
+            where = receipts
+        for path in _record_files(where, glob):
+            evidence = _read(where, path.name, payload_type)
             if evidence is not None:
                 records.append((evidence, kind))
     if not found and not records:
@@ -222,9 +226,11 @@ def _already_signed(evidence: Evidence, signer: Signer) -> bool:
     return verified.payload == evidence.payload
 
 
-def sign_release(directory: Path, load_key: Callable[[], Signer]) -> SignResult:
+def sign_release(
+    directory: Path, load_key: Callable[[], Signer], *, receipts: Path | None = None
+) -> SignResult:
     """Check the directory's evidence, then read the key and sign each statement into its envelope."""
-    evidence, image_id = gather(directory)
+    evidence, image_id = gather(directory, receipts)
     signer = load_key()  # only now: every input has been checked
     result = SignResult(directory=str(directory), image_id=image_id, keyid=signer.keyid)
     for item in evidence:
