@@ -20,6 +20,7 @@ from difflib import get_close_matches
 from typing import Any
 
 from releasekit import __version__
+from releasekit.deadline import DeadlinePassed
 from releasekit.errors import ReleasekitError
 
 # (command, the module whose ``register(app)`` adds it, its one-line help), in pipeline order.
@@ -264,6 +265,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("releasekit: interrupted\n")
         sys.exit(130)
+    except DeadlinePassed as exc:
+        sys.stderr.write(f"releasekit: error: {' '.join(exc.message.split())}\n")
+        sys.exit(exc.exit_code)
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             sys.stderr.write(f"releasekit: error: no space left on device: {exc.filename or exc}\n")

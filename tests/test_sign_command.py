@@ -219,22 +219,12 @@ def test_a_huge_key_is_not_read_whole(tmp_path):
 
 def _links(release: Release) -> dict[str, Path]:
     """The links later steps write: a receipt per cell (--receipts), staging.json, a test receipt."""
+    from test_signed_links import _staging_file
+
     from releasekit.records.base import write_record
-    from releasekit.records.staging import StagingRecord
     from releasekit.records.test_receipt import TestReceipt
 
-    staging = release.evidence / "staging.json"
-    record = StagingRecord(
-        image_id=IMAGE,
-        lock_sha256="2" * 64,
-        registry="127.0.0.1:5000",
-        repository="team/staging",
-        digest="sha256:" + "3" * 64,
-        tag="lock-" + "2" * 64,
-        media_type="application/vnd.oci.image.manifest.v1+json",
-        verification_summary_sha256="4" * 64,
-    )
-    write_record(record, staging)
+    staging = _staging_file(release.evidence, IMAGE)
     receipt = release.write_receipt("tiny-tp1")
     tests = release.evidence / "tests"
     tests.mkdir()

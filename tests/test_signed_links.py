@@ -40,10 +40,10 @@ def keys(tmp_path_factory) -> dict[str, Path]:
     return {"private": private, "public": public, "stranger": stranger, "stranger_pub": stranger_pub}
 
 
-def _staging_file(directory: Path) -> Path:
+def _staging_file(directory: Path, image_id: str = "sha256:" + "1" * 64) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     record = StagingRecord(
-        image_id="sha256:" + "1" * 64,
+        image_id=image_id,
         lock_sha256="2" * 64,
         registry="127.0.0.1:5000",
         repository="team/staging",

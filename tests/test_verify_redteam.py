@@ -453,3 +453,55 @@ def test_a_huge_sparse_file_stops_the_read_at_its_header(release, tmp_path):
     assert "/srv/huge.bin is 1073741824 bytes, over the per-file limit of 67108864 bytes" in message
     assert "reading stopped at its header" in message
     assert time.monotonic() - started < 120
+
+
+def test_the_deadline_bounds_the_whole_command_even_a_silent_engine(release, tmp_path):
+    """``--deadline`` bounds the command, not only the readers that check it: a Docker Engine that
+    accepts the connection and never answers (the SDK would wait its 600 s) stops the run at the
+    deadline plus its grace, one line, exit 1, no summary written (issue 34, item 5)."""
+    import socket
+    import threading
+
+    from releasekit.deadline import grace_for
+
+    path = tmp_path / "silent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(server.accept()[0])  # read nothing, answer nothing
+
+    threading.Thread(target=accept, daemon=True).start()
+    summary = tmp_path / "summary.json"
+    env = dict(os.environ, DOCKER_HOST=f"unix://{path}")
+    started = time.monotonic()
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "releasekit",
+            "verify-provenance",
+            release.image_id,
+            "--lock",
+            str(release.lock),
+        ]
+        + ["--artifacts", str(release.artifacts), "--summary", str(summary), "--allow-local-repos"]
+        + ["--deadline", "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    server.close()
+    for conn in held:
+        conn.close()
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1 and "--deadline of 3 s passed" in run.stderr, run.stderr
+    assert held, "the verifier never reached the engine"
+    assert elapsed < 3 + grace_for(3) + 20, elapsed
+    assert not summary.exists()

@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,17 +202,22 @@ def demo_registry(demo: Path) -> tuple[Path, int | None]:
     return demo / "registry", port
 
 
-def failed_steps(log: str, tail: int = 25) -> str:
-    """The output of every step act reported as failed (its last ``tail`` lines), for a test's message."""
-    lines: dict[tuple[str, str], list[str]] = {}
-    failed: list[tuple[str, str]] = []
+def _entries(log: str) -> Iterator[dict]:
+    """act's JSON log lines (``--json``), each a dict; other lines skipped."""
     for line in log.splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(entry, dict):
-            continue
+        if isinstance(entry, dict):
+            yield entry
+
+
+def failed_steps(log: str, tail: int = 25) -> str:
+    """The output of every step act reported as failed (its last ``tail`` lines), for a test's message."""
+    lines: dict[tuple[str, str], list[str]] = {}
+    failed: list[tuple[str, str]] = []
+    for entry in _entries(log):
         key = (str(entry.get("jobID", "")), str(entry.get("step", "")))
         message = str(entry.get("msg", "")).rstrip()
         lines.setdefault(key, []).append(message)
@@ -255,13 +261,7 @@ def _secret_file(work: Path, secrets: dict[str, str]) -> Path:
 def _job_summaries(log: str) -> dict[str, str]:
     """What each job's steps wrote to ``$GITHUB_STEP_SUMMARY``: act logs it once per step that wrote."""
     out: dict[str, str] = {}
-    for line in log.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict):
-            continue
+    for entry in _entries(log):
         message = str(entry.get("msg", ""))
         marker = message.find("Summary - ")
         if marker >= 0 and "⚙" in message[:marker]:
@@ -272,12 +272,8 @@ def _job_summaries(log: str) -> dict[str, str]:
 
 def _job_results(log: str) -> dict[str, list[str]]:
     jobs: dict[str, list[str]] = {}
-    for line in log.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("jobResult"):
+    for entry in _entries(log):
+        if entry.get("jobResult"):
             jobs.setdefault(str(entry.get("jobID", "")), []).append(str(entry["jobResult"]))
     return jobs
 

@@ -54,26 +54,28 @@ def verify_provenance_command(
 
     refuse_signing_key(signing_key, "verify-provenance")
     add_mirrors(mirror)
+    from releasekit.deadline import hard_deadline
     from releasekit.git import local_repos_allowed
     from releasekit.provenance.verify import VerifyOptions, verify_provenance
     from releasekit.report import print_json, render_findings, stdout_console
 
-    result = verify_provenance(
-        VerifyOptions(
-            image=image,
-            lock=lock,
-            artifacts=artifacts,
-            manifest=manifest,
-            summary=summary,
-            sbom=sbom,
-            allow_local_repos=local_repos_allowed(allow_local_repos),
-            probe_timeout=probe_timeout,
-            no_cache=no_cache,
-            deadline=deadline,
-            max_kept_bytes=max_kept_mb * 1024 * 1024,
-            max_roots=max_roots,
+    with hard_deadline(deadline, "verify-provenance"):
+        result = verify_provenance(
+            VerifyOptions(
+                image=image,
+                lock=lock,
+                artifacts=artifacts,
+                manifest=manifest,
+                summary=summary,
+                sbom=sbom,
+                allow_local_repos=local_repos_allowed(allow_local_repos),
+                probe_timeout=probe_timeout,
+                no_cache=no_cache,
+                deadline=deadline,
+                max_kept_bytes=max_kept_mb * 1024 * 1024,
+                max_roots=max_roots,
+            )
         )
-    )
     if json_out:
         print_json(result)
     else:
