@@ -16,8 +16,10 @@ import ipaddress
 import os
 import re
 import tempfile
-from collections.abc import Generator
+import time
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -155,10 +157,9 @@ class _RegistryAuth(httpx.Auth):
             )
             if token_response.status_code != 200:
                 return
-            token_response.read()
-            body = token_response.json()
+            body = _token_body(token_response)
             token = body.get("token") or body.get("access_token")
-            if not token:
+            if not isinstance(token, str) or not token:
                 return
             self._header = f"Bearer {token}"
         else:
@@ -182,15 +183,49 @@ BLOB_MAX_BYTES = 256 << 20
 _TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
-def _read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
-    chunks: list[bytes] = []
+# A token service's answer is a small JSON object (a token of a few KiB, its lifetime).
+TOKEN_MAX_BYTES = 64 << 10
+# One exchange, start to end: the socket timeout bounds each wait, not a server that sends a byte
+# every few seconds. An answer gets ANSWER_SECONDS; a blob that too plus a floor of throughput.
+ANSWER_SECONDS = 120.0
+BLOB_MIN_BYTES_PER_SECOND = 256 << 10
+
+
+def total_seconds(size: int) -> float:
+    """How long one exchange of ``size`` bytes may take, start to end."""
+    return ANSWER_SECONDS + size / BLOB_MIN_BYTES_PER_SECOND
+
+
+def _chunks_capped(
+    chunks: Iterator[bytes], limit: int, what: str, seconds: float, *, over: str = "an answer over"
+) -> Iterator[bytes]:
+    """``chunks`` until ``limit`` bytes or ``seconds`` from now: past either, EnvironmentProblem."""
+    deadline = time.monotonic() + seconds
     size = 0
-    for chunk in response.iter_bytes(1 << 20):
+    for chunk in chunks:
         size += len(chunk)
         if size > limit:
-            raise EnvironmentProblem(f"{what}: an answer over {limit} bytes; refused")
-        chunks.append(chunk)
-    return b"".join(chunks)
+            raise EnvironmentProblem(f"{what}: {over} {limit} bytes; refused")
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(f"{what}: still sending after {seconds:.0f} s; refused")
+        yield chunk
+
+
+def _read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
+    return b"".join(_chunks_capped(response.iter_bytes(), limit, what, total_seconds(limit)))
+
+
+def _token_body(response: httpx.Response) -> dict[str, Any]:
+    """The token service's JSON answer, read bounded and parsed strictly; {} when it is none."""
+    from releasekit.records.base import strict_json
+
+    what = f"token service {response.request.url.host}"
+    try:
+        raw = _read_capped(response, TOKEN_MAX_BYTES, what)
+        body = strict_json(raw.decode("utf-8"), what)
+    except (UnicodeDecodeError, InputError) as exc:
+        raise EnvironmentProblem(f"{what}: not a token answer ({type(exc).__name__})") from None
+    return body if isinstance(body, dict) else {}
 
 
 class RegistryClient:
@@ -406,7 +441,6 @@ class RegistryClient:
         return path
 
     def _download(self, repository: str, digest: str, fd: int, sha: hashlib._Hash, limit: int) -> None:
-        written = 0
         try:
             with (
                 os.fdopen(fd, "wb") as out,
@@ -416,12 +450,11 @@ class RegistryClient:
                     raise EnvironmentProblem(
                         f"registry {self.host}: GET blob {digest} failed with HTTP {r.status_code}"
                     )
-                for chunk in r.iter_bytes(1 << 20):
-                    written += len(chunk)
-                    if written > limit:
-                        raise EnvironmentProblem(
-                            f"registry {self.host}: blob {digest} runs past its declared {limit} bytes; refused"
-                        )
+                what = f"registry {self.host}: blob {digest}"
+                chunks = _chunks_capped(
+                    r.iter_bytes(), limit, what, total_seconds(limit), over="runs past its declared"
+                )
+                for chunk in chunks:
                     sha.update(chunk)
                     out.write(chunk)
         except httpx.TransportError as exc:

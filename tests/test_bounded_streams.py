@@ -552,3 +552,77 @@ def test_the_forge_cache_key_must_be_private(tmp_path: Path) -> None:
     state.chmod(0o755)
     with pytest.raises(InputError, match="mode 0700"):
         cache_key(state)
+
+
+def _drip_manifest(h: BaseHTTPRequestHandler) -> None:
+    if h.path == "/v2/":
+        h.send_response(200)
+        h.send_header("content-length", "0")
+        h.end_headers()
+        return
+    h.send_response(200)
+    h.send_header("content-type", "application/vnd.oci.image.manifest.v1+json")
+    h.end_headers()
+    while True:  # a byte at a time, each well inside the socket timeout
+        h.wfile.write(b" ")
+        h.wfile.flush()
+        time.sleep(0.2)
+
+
+def test_a_registry_answer_dripped_a_byte_at_a_time_meets_a_total_deadline(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Each read returns within the socket timeout, so only a deadline over the whole exchange ends it
+    (the default is 120 s plus 4 s a MiB; the test shortens it to 2 s)."""
+    server = Hostile(_drip_manifest)
+    try:
+        host = f"127.0.0.1:{server.httpd.server_address[1]}"
+        code = (
+            "import releasekit.registry as r\n"
+            "from releasekit.errors import EnvironmentProblem\n"
+            "r.ANSWER_SECONDS = 2.0\n"
+            "r.BLOB_MIN_BYTES_PER_SECOND = 1 << 40\n"
+            f"c = r.RegistryClient({host!r})\n"
+            "try:\n    c.get_manifest('r', 'sha256:' + '0' * 64)\n"
+            "except EnvironmentProblem as e:\n    print(e); raise SystemExit(2)\n"
+        )
+        started = time.monotonic()
+        proc = _python(code, env, tmp_path)
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+    assert proc.returncode == 2 and "still sending after 2 s" in proc.stdout, proc.stdout + proc.stderr
+    assert elapsed < 30
+
+
+@pytest.mark.parametrize("kind", ["endless", "deep"])
+def test_a_hostile_token_service_is_one_line(env: dict[str, str], tmp_path: Path, kind: str) -> None:
+    """The Bearer flow's token answer is read bounded (64 KiB) and parsed strictly (depth, numbers)."""
+
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        if h.path.startswith("/token"):
+            (_endless if kind == "endless" else _deep)(h)
+            return
+        port = h.server.server_address[1]
+        h.send_response(401)
+        h.send_header("www-authenticate", f'Bearer realm="http://127.0.0.1:{port}/token",service="r"')
+        h.send_header("content-length", "0")
+        h.end_headers()
+
+    server = Hostile(answer)
+    try:
+        host = f"127.0.0.1:{server.httpd.server_address[1]}"
+        code = (
+            "from releasekit.registry import RegistryClient, RegistryCredentials\n"
+            "from releasekit.errors import EnvironmentProblem\n"
+            f"c = RegistryClient({host!r}, RegistryCredentials('u', 'p'))\n"
+            "try:\n    c.get_manifest('r', 'sha256:' + '0' * 64)\n"
+            "except EnvironmentProblem as e:\n    print(e); raise SystemExit(2)\n"
+        )
+        proc = _python(code, env, tmp_path)
+    finally:
+        server.stop()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "token service 127.0.0.1" in proc.stdout and proc.stdout.count("\n") == 1, (
+        proc.stdout + proc.stderr
+    )
