@@ -626,3 +626,39 @@ def test_a_hostile_token_service_is_one_line(env: dict[str, str], tmp_path: Path
     assert "token service 127.0.0.1" in proc.stdout and proc.stdout.count("\n") == 1, (
         proc.stdout + proc.stderr
     )
+
+
+# --- reproduce: a published layer is uncompressed bounded and checked against its diff_id ----------
+
+
+def test_a_published_layer_that_is_a_gzip_bomb_or_not_its_diff_id_is_refused(tmp_path: Path) -> None:
+    import gzip
+    import hashlib
+    import zlib
+
+    from releasekit.errors import InputError
+    from releasekit.reproduce.evidence import _uncompressed_layer
+
+    tar = b"layer tar bytes" * 1000
+    good = tmp_path / "good.gz"
+    good.write_bytes(gzip.compress(tar))
+    _uncompressed_layer(good, tmp_path / "good.tar", "sha256:" + hashlib.sha256(tar).hexdigest(), "layer 0")
+    assert (tmp_path / "good.tar").read_bytes() == tar
+
+    with pytest.raises(InputError, match="does not hash to the config's diff_id"):
+        _uncompressed_layer(good, tmp_path / "other.tar", "sha256:" + "0" * 64, "layer 0")
+    assert not (tmp_path / "other.tar").exists()
+
+    # 1 GiB of zeros in about a MiB of gzip: stopped at 64 MiB, nothing left behind, in seconds.
+    bomb = tmp_path / "bomb.gz"
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with bomb.open("wb") as fh:
+        zeros = bytes(1 << 20)
+        for _ in range(1024):
+            fh.write(squeeze.compress(zeros))
+        fh.write(squeeze.flush())
+    started = time.monotonic()
+    with pytest.raises(InputError, match="uncompresses past"):
+        _uncompressed_layer(bomb, tmp_path / "bomb.tar", "sha256:" + "0" * 64, "layer 1")
+    assert time.monotonic() - started < 20
+    assert not (tmp_path / "bomb.tar").exists()

@@ -11,9 +11,10 @@ file (and, for a bundle, git's word on the object) named.
 
 from __future__ import annotations
 
-import gzip
+import hashlib
 import os
 import tempfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,45 @@ class Published:
     layer_tar: LayerTar | None = None
     signatures: str = SIGNATURES_NOTE
     notes: list[str] = field(default_factory=list)
+
+
+# A layer's tar is rarely more than ten times its gzip; a decompression bomb is a thousand times.
+LAYER_MAX_RATIO = 32
+LAYER_MIN_CAP = 64 << 20
+
+
+def _uncompressed_layer(blob: Path, out: Path, diff_id: str, what: str) -> None:
+    """The layer ``blob`` (gzip or a plain tar) written to ``out`` as a tar, streamed, at most
+    ``LAYER_MAX_RATIO`` times its size, and its sha256 the config's ``diff_id`` for it."""
+    cap = max(LAYER_MIN_CAP, blob.stat().st_size * LAYER_MAX_RATIO)
+    sha = hashlib.sha256()
+    written = 0
+    with blob.open("rb") as src, out.open("wb") as dst:
+        gzipped = src.read(2) == b"\x1f\x8b"
+        src.seek(0)
+        inflate = zlib.decompressobj(wbits=31) if gzipped else None
+        while chunk := src.read(1 << 20):
+            pending = chunk
+            while pending:
+                if inflate is None:
+                    piece, pending = pending, b""
+                else:
+                    try:
+                        piece = inflate.decompress(pending, 1 << 20)
+                    except zlib.error as exc:
+                        raise InputError(f"{what}: not a readable gzip stream ({exc})") from None
+                    pending = inflate.unconsumed_tail
+                written += len(piece)
+                if written > cap:
+                    out.unlink(missing_ok=True)
+                    raise InputError(
+                        f"{what}: uncompresses past {cap} bytes ({LAYER_MAX_RATIO}x its size); refused"
+                    )
+                sha.update(piece)
+                dst.write(piece)
+    if "sha256:" + sha.hexdigest() != diff_id:
+        out.unlink(missing_ok=True)
+        raise InputError(f"{what}: its tar does not hash to the config's diff_id {diff_id[:19]}")
 
 
 def _engine_layer_tar(engine: Engine, image_id: str) -> LayerTar:
@@ -139,12 +179,18 @@ def from_registry(text: str, scratch: Path) -> Published:
     statement = parse_statement_text(fetched.files[PROVENANCE_FILE], f"attached {PROVENANCE_FILE}")
 
     def layer_tar(i: int, where: Path) -> Path | None:
-        if i >= len(layers):
+        if i >= len(layers) or i >= len(diff_ids):
             return None
         with RegistryClient(ref.host, credentials) as again:
-            data = again.get_blob(ref.repository, layers[i].digest, layers[i].size)
+            # Streamed to a file, stopped at the descriptor's size, its digest checked.
+            blob_path = Path(
+                again.download_blob(ref.repository, layers[i].digest, str(where), layers[i].size)
+            )
         out = where / f"published-layer-{i}.tar"
-        out.write_bytes(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+        try:
+            _uncompressed_layer(blob_path, out, diff_ids[i], f"{ref.name} layer {i}")
+        finally:
+            blob_path.unlink(missing_ok=True)
         return out
 
     return Published(
