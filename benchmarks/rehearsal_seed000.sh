@@ -18,77 +18,11 @@
 # The script stops at the first step whose exit code differs, names it, and exits 1; 0 means
 # every step matched. Bad arguments or a missing engine image: exit 2.
 set -u
-SNAP=${1:?usage: rehearsal_seed000.sh SNAPSHOT [WORKDIR]}
-SNAP=$(cd "$SNAP" && pwd) || exit 2
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-WORK=${2:-$(mktemp -d "${TMPDIR:-/tmp}/rehearsal-seed000.XXXXXX")}
-mkdir -p "$WORK" || exit 2
-WORK=$(cd "$WORK" && pwd)
-PY=${PYTHON:-python3}
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-export RELEASEKIT_CACHE="$WORK/cache"
+NAME=seed000
 URL=https://github.com/lightseekorg/tokenspeed
-MIRROR=(--mirror "$URL=$SNAP")
-PLACEHOLDER=releasekit/vllm-cpu:engine-image-tag
-cd "$WORK" || exit 2
-
-# fail MESSAGE [EXIT]: one line on stderr, then exit (1: a finding; 2: bad input or setup).
-fail() {
-    echo "rehearsal: $1" >&2
-    exit "${2:-1}"
-}
-
-# The helpers below print one line on failure, never a traceback: their errors are the
-# rehearsal's findings, not Python's.
-engine_image() {
-    "$PY" - 2>engine-image.err <<'EOF'
-import sys
-
-try:
-    from releasekit.builder.baseimage import DEFAULT_BASE
-    from releasekit.demo.validate_stage import cpu_engine_base
-    from releasekit.docker_engine import connect
-
-    print(cpu_engine_base(connect(), DEFAULT_BASE))
-except Exception as exc:  # one line for the script's message
-    sys.exit(f"{type(exc).__name__}: {exc}")
-EOF
-}
-
-image_id() {
-    "$PY" - "$1" 2>/dev/null <<'EOF'
-import json
-import sys
-
-try:
-    with open(sys.argv[1], encoding="utf-8") as fh:
-        print(json.load(fh).get("image_id") or "")
-except (OSError, ValueError):
-    print("")
-EOF
-}
-
-step() {
-    local name=$1 expected=$2
-    shift 2
-    local t0 t1 rc
-    t0=$(date +%s.%N)
-    "$PY" -m releasekit "$@" >"$name.out" 2>&1
-    rc=$?
-    t1=$(date +%s.%N)
-    printf '%-16s exit %d  %6.1f s  (%s.out)\n' "$name" "$rc" "$(echo "$t1 - $t0" | bc)" "$name"
-    [ "$rc" -eq "$expected" ] || fail "$name exited $rc, expected $expected: see $WORK/$name.out"
-}
-
-ENGINE=$(engine_image) || fail "no engine image: $(cat engine-image.err)" 2
-[ -n "$ENGINE" ] || fail "no engine image: the helper printed no tag" 2
-echo "engine image     $ENGINE"
-# In a directory of its own so that the manifest's relative paths resolve as they would beside it.
-mkdir -p manifests
-M="$WORK/manifests/ds4-sm120-rehearsal.yaml"
-grep -q "name: $PLACEHOLDER\$" "$REPO/manifests/ds4-sm120-rehearsal.yaml" ||
-    fail "the manifest names no $PLACEHOLDER to replace" 2
-sed "s|name: $PLACEHOLDER\$|name: $ENGINE|" "$REPO/manifests/ds4-sm120-rehearsal.yaml" >"$M"
+# shellcheck source=benchmarks/rehearsal_common.sh
+source "$(dirname "$0")/rehearsal_common.sh" "$@"
+M=$(rehearsal_manifest "$REPO/manifests/ds4-sm120-rehearsal.yaml") || exit 2
 
 rm -rf wheels rel rel-nocache repro
 step lock 0 plan lock "$M" -o lock.json --download-dir wheels --no-forge "${MIRROR[@]}"
