@@ -112,3 +112,29 @@ def tree_digest(top: Path) -> str:
             elif stat.S_ISLNK(info.st_mode):
                 digest.update(os.readlink(full).encode())
     return digest.hexdigest()
+
+
+def run_rehearsal(script: Path, snapshot: Path, work: Path, steps: tuple[str, ...]) -> None:
+    """Run a ``benchmarks/rehearsal_seed*.sh`` on ``snapshot`` into ``work``: it must exit 0 (every
+    step's exit code as its header expects), without a traceback, running exactly ``steps``."""
+    import re
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {key: value for key, value in os.environ.items() if key != "RELEASEKIT_MIRRORS"}
+    env |= {"PYTHON": sys.executable, "PYTHONPATH": str(repo)}
+    proc = subprocess.run(
+        ["bash", str(script), str(snapshot), str(work)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work.parent,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    ran = [match.group(1) for match in re.finditer(r"^(\S+) +exit \d+ ", proc.stdout, re.MULTILINE)]
+    assert ran == list(steps)
+    # The manifest copy names the engine image the code builds, not the committed placeholder.
+    for manifest in (work / "manifests").glob("*.yaml"):
+        assert "releasekit/vllm-cpu:engine-image-tag" not in manifest.read_text(encoding="utf-8")

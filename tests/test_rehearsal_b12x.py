@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus import Corpus, tree_digest
+from corpus import Corpus, run_rehearsal, tree_digest
 from stable import archive_bytes, assert_same_record
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -48,18 +44,8 @@ def test_the_b12x_rehearsal_runs_with_every_expected_exit_code(
 ) -> None:
     snapshot = corpus.path(NAME)
     before = tree_digest(snapshot)
-    env = {key: value for key, value in os.environ.items() if key != "RELEASEKIT_MIRRORS"}
-    env |= {"PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
     work = tmp_path / "rehearsal"
-    proc = subprocess.run(
-        ["bash", str(SCRIPT), str(snapshot), str(work)], capture_output=True, text=True, env=env, cwd=tmp_path
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
-    ran = [match.group(1) for match in re.finditer(r"^(\S+) +exit \d+ ", proc.stdout, re.MULTILINE)]
-    assert ran == list(STEPS)
-    manifest = (work / "manifests" / "ff-next-b12x-rehearsal.yaml").read_text(encoding="utf-8")
-    assert "releasekit/vllm-cpu:engine-image-tag" not in manifest
+    run_rehearsal(SCRIPT, snapshot, work, STEPS)
 
     # The lock names master's commit; plan check found every planned PR on it (git cherry: no '+').
     master = corpus.git(NAME, "rev-parse", "refs/heads/master").strip()
