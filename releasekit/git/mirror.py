@@ -29,6 +29,7 @@ from releasekit.git.private import (
     ALTERNATES_MAX_BYTES,
     PRIVATE_CONFIG,
     PrivateRepo,
+    check_git_dir,
     checked_object_dirs,
     git_dir_of,
     read_head,
@@ -37,7 +38,6 @@ from releasekit.git.private import (
 )
 from releasekit.git.remote import RemoteURL, check_ref, check_remote
 from releasekit.git.runner import Git, GitFailed
-from releasekit.git.untrusted_paths import check_git_dir
 
 CACHE_ENV = "RELEASEKIT_CACHE"
 FETCH_REFSPECS = (
@@ -221,7 +221,7 @@ class Mirror:
         """
         with self.locked():
             if os.path.lexists(self.path):
-                check_git_dir(self.path)  # the cache is writable by others: no FIFO for git to block on
+                check_git_dir(self.path, self.url)  # the cache is writable by others: no FIFO to block on
             self._create()
             self._clear_stale_git_locks()
             if self.source is not None:
@@ -258,7 +258,7 @@ class Mirror:
         """
         where = f"{source} (mirror of {self.url})"
         gitdir = git_dir_of(source, where)
-        check_git_dir(gitdir)  # before anything there is opened: a FIFO would hang the reader
+        check_git_dir(gitdir, where)  # before anything there is opened: a FIFO would hang the reader
         wanted: dict[str, str] = {}
         for name, sha in read_refs(gitdir, where).items():
             if not name.startswith(_BORROWED_PREFIXES):

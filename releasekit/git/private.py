@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from releasekit import atomic
-from releasekit.bounded_read import MIB, UnsafeFileError, read_bounded
+from releasekit.bounded_read import MIB, UnsafeFileError, check_regular, read_bounded
 from releasekit.errors import InputError
 
 # git itself follows alternates five levels deep; a handful of directories is what a mirror needs.
@@ -136,6 +136,32 @@ def checked_object_dirs(objects: Path, where: str) -> list[Path]:
     return found
 
 
+# The control files git opens whole with a blocking ``open()``: a FIFO there would hang it, a link to
+# /dev/zero make it read forever. A real one is far below these (packed-refs of a big fork: tens of MiB).
+CONTROL_FILES = {
+    "HEAD": LOOSE_REF_MAX_BYTES,
+    "config": MIB,
+    "commondir": LOOSE_REF_MAX_BYTES,
+    "packed-refs": PACKED_REFS_MAX_BYTES,
+    "shallow": LOOSE_REF_MAX_BYTES * 256,
+}
+
+
+def check_git_dir(gitdir: Path, where: str) -> None:
+    """Before anything opens ``gitdir`` (a cache entry, a ``--mirror``): its control files regular and
+    bounded (looked at with ``lstat``, never opened) and its object directories checked."""
+    for name, limit in CONTROL_FILES.items():
+        path = gitdir / name
+        if os.path.lexists(path):
+            try:
+                check_regular(path, limit=limit)
+            except UnsafeFileError as exc:
+                raise InputError(f"{where}: {exc}") from None
+            except OSError as exc:
+                raise InputError(f"{where}: cannot read {path}: {type(exc).__name__}") from None
+    checked_object_dirs(gitdir / "objects", where)
+
+
 def git_dir_of(source: Path, where: str) -> Path:
     """The git directory of a repository on disk: the path itself (bare) or its ``.git`` directory."""
     for candidate in (source, source / ".git"):
@@ -228,7 +254,7 @@ def read_head(gitdir: Path, where: str) -> str | None:
 
 def read_shallow(gitdir: Path, where: str) -> list[str]:
     """The commits ``gitdir``'s ``shallow`` file names (roots whose parents it lacks), read as data."""
-    text = _read_small(gitdir / "shallow", LOOSE_REF_MAX_BYTES * 256, where) or ""
+    text = _read_small(gitdir / "shallow", CONTROL_FILES["shallow"], where) or ""
     roots = text.split()
     bad = next((root for root in roots if not _OID.match(root)), None)
     if bad is not None:
