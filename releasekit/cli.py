@@ -43,7 +43,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "sign",
         "releasekit.signing.commands",
-        "Sign a release directory's evidence (provenance, verification summary, SBOM) once verification ended.",
+        "Sign a release directory's evidence once verification ended, and each later link once written.",
     ),
     (
         "stage",
