@@ -78,6 +78,7 @@ SHARED = frozenset(
         "atomic",
         "bounded_read",
         "child_env",  # the allow-listed environment of every non-git child process
+        "deadline",  # the hard stop of a command's --deadline
         "cli_options",  # the typer options several stages' commands share; cli.py does not import it
     }
 )

@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import docker
 import pytest
-from publish_support import REQUIRED_CELLS, Release, build_image, publish_args, run_cli
+from publish_support import REQUIRED_CELLS, Release, publish_args, run_cli
 
-from releasekit.demo.localregistry import start_local_registry
 from releasekit.errors import InputError
 from releasekit.records.base import write_record
 from releasekit.records.staging import STAGING_ENVELOPE_FILE, StagingRecord
@@ -130,23 +128,6 @@ def test_a_host_signs_only_the_record_it_names(tmp_path, keys):
 # --- the chain across hosts: stage, a GPU host, publish and promote ---------------------------------
 
 
-@pytest.fixture(scope="module")
-def image() -> str:
-    client = docker.from_env()
-    try:
-        return build_image(
-            client, "releasekit-test/publish-small:1", {"hello.txt": b"small image for publish tests\n"}
-        )
-    finally:
-        client.close()
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    with start_local_registry(tmp_path_factory.mktemp("registry")) as reg:
-        yield reg
-
-
 def _staged_release(root: Path, image: str, registry, keys: dict[str, Path], repo: str) -> Release:
     """Build host: evidence signed, the candidate staged with ``stage --signing-key``; the receipts
     then say they ran the staged digest (as a GPU host's validate writes them), unsigned."""
@@ -240,17 +221,13 @@ def test_publish_staged_refuses_forged_receipts_and_takes_a_signed_chain(tmp_pat
     assert set(receipt_envelopes) <= set(json.loads(r.stdout)["signers"])
 
 
-def _containers_of(image: str) -> int:
-    client = docker.from_env()
-    try:
-        return len(client.containers.list(all=True, filters={"ancestor": image}))
-    finally:
-        client.close()
+def _containers_of(client, image: str) -> int:
+    return len(client.containers.list(all=True, filters={"ancestor": image}))
 
 
 @pytest.mark.docker
 def test_a_gpu_host_refuses_an_edited_or_unsigned_staging_json_before_anything_runs(
-    tmp_path, registry, image, keys
+    tmp_path, registry, image, keys, docker_client
 ):
     from releasekit.staging.candidate import resolve_candidate
 
@@ -266,7 +243,7 @@ def test_a_gpu_host_refuses_an_edited_or_unsigned_staging_json_before_anything_r
 
     # The attack: staging.json edited on its way to the GPU host (here: its summary hash, any edit does).
     staging.write_text(staging.read_text().replace(record["verification_summary_sha256"], "0" * 64))
-    before = _containers_of(image)
+    before = _containers_of(docker_client, image)
     validate = (
         "validate",
         str(release.manifest),
@@ -292,6 +269,6 @@ def test_a_gpu_host_refuses_an_edited_or_unsigned_staging_json_before_anything_r
     sign_staging_file(load_signer(keys["stranger"]), staging)
     r = run_cli(*test, *strict)
     assert r.returncode == 1 and "SIGNER_UNTRUSTED" in r.stderr, r.stdout + r.stderr
-    assert _containers_of(image) == before  # no container of the candidate was ever created
+    assert _containers_of(docker_client, image) == before  # no container of the candidate was ever created
     assert not out.exists() or not any(out.iterdir())
     assert _tags(registry, "team/links-edited") == []

@@ -43,6 +43,7 @@ class DemoContext(Protocol):
     image_id: str | None
     baseline_image: str | None
     staged: Path | None  # staging.json: test the staged digest, as the workflow does
+    trusted_key: Path | None  # the demo key's public half: staging.json's signature verified
 
 
 PYTEST = "pytest==9.0.3"
@@ -179,7 +180,7 @@ def test_stage(ctx: DemoContext) -> StageResult:
     )
     from releasekit.demo.validate_stage import staged_candidate
 
-    image, digest = staged_candidate(ctx.image_id, ctx.staged)
+    image, digest = staged_candidate(ctx.image_id, ctx.staged, ctx.trusted_key)
     result = run_tests(
         TestOptions(
             manifest=ctx.manifest,

@@ -48,19 +48,26 @@ def add_cpu_validation(
         yaml.dump(data, fh)
 
 
-def staged_candidate(image_id: str, staged: Path | None) -> tuple[str, str | None]:
+def staged_candidate(image_id: str, staged: Path | None, trusted_key: Path | None) -> tuple[str, str | None]:
     """The image a later stage runs: the staged digest, pulled and proven to be ``image_id``, as
-    ``--staged`` does in the workflow (a demo run without the stage stage: the local image)."""
-    from releasekit.records.base import load_record
-    from releasekit.records.staging import StagingRecord
+    ``--staged`` does in the workflow, ``staging.json``'s signature verified first when the demo
+    signs (a demo run without the stage stage: the local image)."""
+    from releasekit.signing.verify import read_signed_staging
     from releasekit.staging.candidate import resolve_candidate
 
     if staged is None:
         return image_id, None
-    record = load_record(StagingRecord, staged)
+    keys = [trusted_key] if trusted_key is not None else []
+    record = read_signed_staging(staged, keys, required=bool(keys), what="demo").record
     if record.image_id != image_id:
         raise InputError(f"{staged} stages image {record.image_id}, not the built {image_id}")
-    candidate = resolve_candidate(f"{record.registry}/{record.repository}@{record.digest}", staged)
+    candidate = resolve_candidate(
+        f"{record.registry}/{record.repository}@{record.digest}",
+        staged,
+        trusted_key_files=keys,
+        require_signed=bool(keys),
+        what="demo",
+    )
     return candidate.image, candidate.digest
 
 
@@ -70,7 +77,7 @@ def validate_stage(ctx):  # ctx: releasekit.demo.service.DemoContext -> StageRes
 
     assert ctx.manifest is not None and ctx.image_id is not None and ctx.release is not None
     receipts = ctx.release / "receipts"
-    image, digest = staged_candidate(ctx.image_id, ctx.staged)
+    image, digest = staged_candidate(ctx.image_id, ctx.staged, ctx.trusted_key)
     result = run_validation(
         load_manifest(ctx.manifest), image, ctx.lock, receipts, gpus=0, image_digest=digest
     )

@@ -35,9 +35,9 @@ from releasekit.records.archive import (
 )
 from releasekit.records.build import BUILD_FILE, read_build_record
 from releasekit.records.lock import LockedGitComponent, read_lock
-from releasekit.records.oci import ImageConfig, ImageManifest
+from releasekit.records.oci import Descriptor, ImageConfig, ImageManifest
 from releasekit.records.provenance import PROVENANCE_FILE, Statement, parse_statement_text, read_statement
-from releasekit.registry import Reference, RegistryClient, resolve_credentials
+from releasekit.registry import Reference, RegistryClient, RegistryCredentials, resolve_credentials
 
 LayerTar = Callable[
     [int, Path], Path | None
@@ -138,6 +138,29 @@ def from_directory(directory: Path, engine: Engine) -> Published:
     return published
 
 
+def _registry_layer_tar(
+    ref: Reference, credentials: RegistryCredentials | None, layers: list[Descriptor], diff_ids: list[str]
+) -> LayerTar:
+    """The published image's layer ``i`` as an uncompressed tar in a scratch directory."""
+
+    def layer_tar(i: int, where: Path) -> Path | None:
+        if i >= len(layers) or i >= len(diff_ids):
+            return None
+        with RegistryClient(ref.host, credentials) as again:
+            # Streamed to a file, stopped at the descriptor's size, its digest checked.
+            blob_path = Path(
+                again.download_blob(ref.repository, layers[i].digest, str(where), layers[i].size)
+            )
+        out = where / f"published-layer-{i}.tar"
+        try:
+            _uncompressed_layer(blob_path, out, diff_ids[i], f"{ref.name} layer {i}")
+        finally:
+            blob_path.unlink(missing_ok=True)
+        return out
+
+    return layer_tar
+
+
 def from_registry(text: str, scratch: Path) -> Published:
     """REGISTRY/REPO@DIGEST or REGISTRY/REPO:TAG (resolved to its digest first): the image and its attachments."""
     ref = Reference.parse(text)
@@ -178,21 +201,6 @@ def from_registry(text: str, scratch: Path) -> Published:
     index = read_archive(directory / ARCHIVE_FILE)
     statement = parse_statement_text(fetched.files[PROVENANCE_FILE], f"attached {PROVENANCE_FILE}")
 
-    def layer_tar(i: int, where: Path) -> Path | None:
-        if i >= len(layers) or i >= len(diff_ids):
-            return None
-        with RegistryClient(ref.host, credentials) as again:
-            # Streamed to a file, stopped at the descriptor's size, its digest checked.
-            blob_path = Path(
-                again.download_blob(ref.repository, layers[i].digest, str(where), layers[i].size)
-            )
-        out = where / f"published-layer-{i}.tar"
-        try:
-            _uncompressed_layer(blob_path, out, diff_ids[i], f"{ref.name} layer {i}")
-        finally:
-            blob_path.unlink(missing_ok=True)
-        return out
-
     return Published(
         source=f"{ref.name}@{blob.digest}",
         directory=directory,
@@ -201,7 +209,7 @@ def from_registry(text: str, scratch: Path) -> Published:
         image_id=image_id,
         digest=blob.digest,
         diff_ids=diff_ids,
-        layer_tar=layer_tar,
+        layer_tar=_registry_layer_tar(ref, credentials, layers, diff_ids),
     )
 
 

@@ -145,12 +145,9 @@ def run(
 
     loaded = load_manifest(file)
     signed = require_signed or bool(loaded.manifest.publish and loaded.manifest.publish.signed)
+    keys = trusted_key or loaded.trusted_key_files()
     candidate = resolve_candidate(
-        image,
-        staged,
-        trusted_key_files=trusted_key or loaded.trusted_key_files(),
-        require_signed=signed,
-        what="validate",
+        image, staged, trusted_key_files=keys, require_signed=signed, what="validate"
     )
     if candidate.warning:
         typer.echo(f"releasekit: {candidate.warning}", err=True)
