@@ -93,11 +93,18 @@ def _check_signed(demo: Path, result: dict) -> None:
     assert "EVIDENCE_UNSIGNED" not in {f["code"] for f in publish["findings"]["findings"]}
     assert f"signed by {keyid[:16]}" in publish["summary"] and "and at promote" in publish["summary"]
     record = json.loads((release / "publish.json").read_text())
-    assert record["signed"]["files"] == [
-        "provenance.intoto.dsse.json",
-        "sbom.cdx.dsse.json",
-        "verification_summary.dsse.json",
-    ]
+    # Every link the gate read was signed by the host that wrote it, and attached with the statements.
+    receipts = sorted(
+        p.stem for p in (release / "receipts").glob("*.json") if not p.name.endswith(".dsse.json")
+    )
+    suites = sorted(p.stem for p in (release / "tests").glob("*.json") if not p.name.endswith(".dsse.json"))
+    assert receipts and suites
+    assert record["signed"]["files"] == sorted(
+        ["provenance.intoto.dsse.json", "sbom.cdx.dsse.json", "verification_summary.dsse.json"]
+        + [f"receipts/{name}.dsse.json" for name in receipts]
+        + [f"tests/{name}.dsse.json" for name in suites]
+    )
+    assert (release / "staging.dsse.json").is_file()
     assert set(record["signers"].values()) == {keyid}
     notes = (release / "RELEASE.md").read_text()
     assert "## Signatures" in notes and f"signature by key `{keyid[:16]}` verified" in notes

@@ -181,11 +181,10 @@ def resolve_inputs(
     target, wanted = _target_and_tags(to, tags, loaded.manifest)
     policy = policy_from_manifest(loaded.manifest)
     required = require_signed or policy.signed
+    keys = list(trusted_key_files or []) or loaded.trusted_key_files()
     # staging.json is verified before any field of it is used (its registry asked, its digest copied).
     staged = (
-        read_signed_staging(
-            staged_path, list(trusted_key_files or []), required=required, what="publish"
-        ).record
+        read_signed_staging(staged_path, keys, required=required, what="publish").record
         if staged_path is not None
         else None
     )
@@ -194,7 +193,7 @@ def resolve_inputs(
     evidence = load_evidence(evidence_dir, receipts_dir)
     envelopes = local_envelopes(evidence_dir, receipts_dir)
     trusted = trusted_keys(
-        list(trusted_key_files or []) or loaded.trusted_key_files(),
+        keys,
         signed=bool(envelopes),
         required=required,
         what="publish",
