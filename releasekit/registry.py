@@ -149,17 +149,12 @@ class _RegistryAuth(httpx.Auth):
             self._header = _basic_header(self.credentials)
         elif scheme.lower() == "bearer":
             fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
-            token_response = yield httpx.Request(
-                "GET",
+            token = _fetch_token(
                 fields.get("realm", ""),
-                params={k: v for k, v in fields.items() if k in ("service", "scope")},
-                headers={"Authorization": _basic_header(self.credentials)},
+                {k: v for k, v in fields.items() if k in ("service", "scope")},
+                _basic_header(self.credentials),
             )
-            if token_response.status_code != 200:
-                return
-            body = _token_body(token_response)
-            token = body.get("token") or body.get("access_token")
-            if not isinstance(token, str) or not token:
+            if token is None:
                 return
             self._header = f"Bearer {token}"
         else:
@@ -213,6 +208,25 @@ def _chunks_capped(
 
 def _read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
     return b"".join(_chunks_capped(response.iter_bytes(), limit, what, total_seconds(limit)))
+
+
+def _fetch_token(realm: str, params: dict[str, str], authorization: str) -> str | None:
+    """Ask the token service ``realm`` for a Bearer token: its answer streamed, read bounded and parsed
+    strictly (a client of its own: an auth flow's own responses are read whole by httpx)."""
+    try:
+        with (
+            httpx.Client(timeout=30.0, follow_redirects=True) as client,
+            client.stream("GET", realm, params=params, headers={"Authorization": authorization}) as response,
+        ):
+            if response.status_code != 200:
+                return None
+            body = _token_body(response)
+    except httpx.TransportError as exc:
+        raise EnvironmentProblem(f"token service {realm}: unreachable: {type(exc).__name__}") from None
+    except httpx.HTTPError as exc:  # a realm that is no URL
+        raise EnvironmentProblem(f"token service {realm!r}: {type(exc).__name__}") from None
+    token = body.get("token") or body.get("access_token")
+    return token if isinstance(token, str) and token else None
 
 
 def _token_body(response: httpx.Response) -> dict[str, Any]:

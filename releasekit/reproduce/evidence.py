@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from releasekit.builder.image import base_layers
 from releasekit.docker_engine import Engine
@@ -65,38 +66,47 @@ LAYER_MAX_RATIO = 32
 LAYER_MIN_CAP = 64 << 20
 
 
+def _inflate(src: BinaryIO, dst: BinaryIO, cap: int, what: str) -> str:
+    """Copy ``src`` (gzip, or plain when it does not start like gzip) to ``dst`` uncompressed, at most
+    ``cap`` bytes; returns the sha256 of what was written."""
+    sha = hashlib.sha256()
+    written = 0
+    gzipped = src.read(2) == b"\x1f\x8b"
+    src.seek(0)
+    inflate = zlib.decompressobj(wbits=31) if gzipped else None
+    while chunk := src.read(1 << 20):
+        pending = chunk
+        while pending:
+            if inflate is None:
+                piece, pending = pending, b""
+            else:
+                try:
+                    piece = inflate.decompress(pending, 1 << 20)
+                except zlib.error as exc:
+                    raise InputError(f"{what}: not a readable gzip stream ({exc})") from None
+                pending = inflate.unconsumed_tail
+            written += len(piece)
+            if written > cap:
+                raise InputError(
+                    f"{what}: uncompresses past {cap} bytes ({LAYER_MAX_RATIO}x its size); refused"
+                )
+            sha.update(piece)
+            dst.write(piece)
+    return "sha256:" + sha.hexdigest()
+
+
 def _uncompressed_layer(blob: Path, out: Path, diff_id: str, what: str) -> None:
     """The layer ``blob`` (gzip or a plain tar) written to ``out`` as a tar, streamed, at most
     ``LAYER_MAX_RATIO`` times its size, and its sha256 the config's ``diff_id`` for it."""
     cap = max(LAYER_MIN_CAP, blob.stat().st_size * LAYER_MAX_RATIO)
-    sha = hashlib.sha256()
-    written = 0
-    with blob.open("rb") as src, out.open("wb") as dst:
-        gzipped = src.read(2) == b"\x1f\x8b"
-        src.seek(0)
-        inflate = zlib.decompressobj(wbits=31) if gzipped else None
-        while chunk := src.read(1 << 20):
-            pending = chunk
-            while pending:
-                if inflate is None:
-                    piece, pending = pending, b""
-                else:
-                    try:
-                        piece = inflate.decompress(pending, 1 << 20)
-                    except zlib.error as exc:
-                        raise InputError(f"{what}: not a readable gzip stream ({exc})") from None
-                    pending = inflate.unconsumed_tail
-                written += len(piece)
-                if written > cap:
-                    out.unlink(missing_ok=True)
-                    raise InputError(
-                        f"{what}: uncompresses past {cap} bytes ({LAYER_MAX_RATIO}x its size); refused"
-                    )
-                sha.update(piece)
-                dst.write(piece)
-    if "sha256:" + sha.hexdigest() != diff_id:
+    try:
+        with blob.open("rb") as src, out.open("wb") as dst:
+            digest = _inflate(src, dst, cap, what)
+        if digest != diff_id:
+            raise InputError(f"{what}: its tar does not hash to the config's diff_id {diff_id[:19]}")
+    except BaseException:
         out.unlink(missing_ok=True)
-        raise InputError(f"{what}: its tar does not hash to the config's diff_id {diff_id[:19]}")
+        raise
 
 
 def _engine_layer_tar(engine: Engine, image_id: str) -> LayerTar:
