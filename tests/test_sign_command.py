@@ -10,12 +10,12 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from publish_support import Release
+from test_signing import cli
 
 from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
 from releasekit.records.provenance import SLSA_PROVENANCE_V1
@@ -27,22 +27,6 @@ from releasekit.signing.verify import verify_statement_envelope
 IMAGE = "sha256:" + "5" * 64
 ENVELOPES = ("provenance.intoto.dsse.json", "sbom.cdx.dsse.json", "verification_summary.dsse.json")
 SBOM_TEXT = '{"bomFormat": "CycloneDX", "specVersion": "1.6", "serialNumber": "urn:uuid:x"}\n'
-
-
-def cli(*args: str, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RELEASEKIT_SIGNING_KEY")}
-    full.update(env or {})
-    repo = Path(__file__).resolve().parents[1]
-    full["PYTHONPATH"] = str(repo) + os.pathsep + full.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        cwd=repo,
-        timeout=120,
-        **kwargs,  # type: ignore[call-overload]
-    )
 
 
 @pytest.fixture

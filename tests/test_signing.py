@@ -49,8 +49,10 @@ STATEMENT = json.dumps(
 
 
 def cli(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, **kwargs: object
 ) -> subprocess.CompletedProcess[str]:
+    """``python -m releasekit ARGS`` from this checkout, without a signing key in its environment
+    unless ``env`` gives one; ``kwargs`` go to ``subprocess.run`` (``pass_fds``)."""
     full = dict(os.environ)
     full.pop(ENV_KEY, None)
     full.pop(ENV_KEY_FILE, None)
@@ -64,6 +66,7 @@ def cli(
         env=full,
         cwd=cwd or repo,
         timeout=120,
+        **kwargs,  # type: ignore[call-overload]
     )
 
 
