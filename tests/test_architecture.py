@@ -79,6 +79,7 @@ SHARED = frozenset(
         "bounded_read",
         "child_env",  # the allow-listed environment of every non-git child process
         "deadline",  # the hard stop of a command's --deadline
+        "engine_adapters",  # the engine registry: the names the manifest accepts, the adapters validate loads
         "cli_options",  # the typer options several stages' commands share; cli.py does not import it
     }
 )

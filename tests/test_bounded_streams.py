@@ -637,16 +637,16 @@ def test_a_published_layer_that_is_a_gzip_bomb_or_not_its_diff_id_is_refused(tmp
     import zlib
 
     from releasekit.errors import InputError
-    from releasekit.reproduce.evidence import _uncompressed_layer
+    from releasekit.reproduce.evidence import uncompressed_layer
 
     tar = b"layer tar bytes" * 1000
     good = tmp_path / "good.gz"
     good.write_bytes(gzip.compress(tar))
-    _uncompressed_layer(good, tmp_path / "good.tar", "sha256:" + hashlib.sha256(tar).hexdigest(), "layer 0")
+    uncompressed_layer(good, tmp_path / "good.tar", "sha256:" + hashlib.sha256(tar).hexdigest(), "layer 0")
     assert (tmp_path / "good.tar").read_bytes() == tar
 
     with pytest.raises(InputError, match="does not hash to the config's diff_id"):
-        _uncompressed_layer(good, tmp_path / "other.tar", "sha256:" + "0" * 64, "layer 0")
+        uncompressed_layer(good, tmp_path / "other.tar", "sha256:" + "0" * 64, "layer 0")
     assert not (tmp_path / "other.tar").exists()
 
     # 256 MiB of zeros in a quarter of a MiB of gzip: stopped at 64 MiB, nothing left behind, in seconds.
@@ -659,6 +659,6 @@ def test_a_published_layer_that_is_a_gzip_bomb_or_not_its_diff_id_is_refused(tmp
         fh.write(squeeze.flush())
     started = time.monotonic()
     with pytest.raises(InputError, match="uncompresses past"):
-        _uncompressed_layer(bomb, tmp_path / "bomb.tar", "sha256:" + "0" * 64, "layer 1")
+        uncompressed_layer(bomb, tmp_path / "bomb.tar", "sha256:" + "0" * 64, "layer 1")
     assert time.monotonic() - started < 20
     assert not (tmp_path / "bomb.tar").exists()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from releasekit.builder.wheel import Log, _check_requirements, build_wheel
+from releasekit.builder.wheel import Log, build_wheel, unmet_requirements
 from releasekit.manifest.models import BuildRecipe
 
 BACKEND = """
@@ -84,7 +84,7 @@ def test_venv_hooks_do_not_see_releasekit_modules(tmp_path: Path):
 
 def test_a_requirement_named_twice_is_reported_once():
     # setuptools names wheel both in build-system.requires and from get_requires_for_build_wheel.
-    assert _check_requirements(["setuptools==83.0.0", "wheel", "wheel"], []) == [
+    assert unmet_requirements(["setuptools==83.0.0", "wheel", "wheel"], []) == [
         "setuptools==83.0.0",
         "wheel",
     ]

@@ -17,7 +17,7 @@ import pytest
 from releasekit.builder import dockerfile
 from releasekit.builder.image import repack
 from releasekit.builder.native import REPRODUCIBLE_NVCC_FLAGS
-from releasekit.builder.wheel import _check_requirements, build_environment, check_version_names_commit
+from releasekit.builder.wheel import build_environment, check_version_names_commit, unmet_requirements
 from releasekit.builder.wheelfile import inspect, normalise, record_mismatches
 from releasekit.builder.wheelhouse import fetch_pinned_wheel
 from releasekit.errors import BuildFailed, InputError
@@ -101,10 +101,10 @@ def test_version_not_naming_the_commit_fails(version, message):
 
 
 def test_build_requirements_must_be_pinned():
-    assert _check_requirements(["setuptools>=68", "wheel"], ["setuptools==70.0.0", "wheel==0.43.0"]) == []
-    assert _check_requirements(["setuptools>=71"], ["setuptools==70.0.0"]) == ["setuptools>=71"]
-    assert _check_requirements(["ninja"], []) == ["ninja"]
-    assert "pinned" in _check_requirements(["x"], ["x>=1"])[0]
+    assert unmet_requirements(["setuptools>=68", "wheel"], ["setuptools==70.0.0", "wheel==0.43.0"]) == []
+    assert unmet_requirements(["setuptools>=71"], ["setuptools==70.0.0"]) == ["setuptools>=71"]
+    assert unmet_requirements(["ninja"], []) == ["ninja"]
+    assert "pinned" in unmet_requirements(["x"], ["x>=1"])[0]
 
 
 DIGEST = "sha256:" + "ab" * 32

@@ -90,11 +90,11 @@ def test_settings_the_adapter_cannot_render_are_reported() -> None:
     engine = engine_for("vllm")
     schemes = {
         "w4": QuantizationScheme(method="awq", args=["--x"]),
-        "sg": QuantizationScheme(engine="sglang"),
+        "ts": QuantizationScheme(engine="tokenspeed"),
     }
     cases = {
         "quantisation scheme 'missing' has no argument set": {"quantization": {"scheme": "missing"}},
-        "defined for engine 'sglang'": {"quantization": {"scheme": "sg"}},
+        "defined for engine 'tokenspeed'": {"quantization": {"scheme": "ts"}},
         "online=True, scheme 'w4' says online=False": {"quantization": {"scheme": "w4", "online": True}},
         "online quantisation without a scheme or method": {"quantization": {"online": True}},
         "vLLM's EP size is TP x DP = 2": {"parallel": {"tp": 2, "ep": 4}},

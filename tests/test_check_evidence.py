@@ -201,7 +201,7 @@ def test_the_gate_accepts_not_applicable_and_refuses_a_failed_or_unrun_check(tmp
 
 def test_the_summary_records_status_count_and_items(tmp_path: Path) -> None:
     from releasekit.checks import Outcome
-    from releasekit.provenance.verify import _outcome
+    from releasekit.provenance.verify import outcome_record
     from releasekit.records.verification import MAX_EXAMINED_LISTED, CheckOutcome
 
     class Files:
@@ -209,10 +209,10 @@ def test_the_summary_records_status_count_and_items(tmp_path: Path) -> None:
         codes = ("X",)
 
     many = Examined.of("files", (f"/f{i:03}" for i in range(120)))
-    record = _outcome(Outcome(Files(), "passed", Findings(), many))  # type: ignore[arg-type]
+    record = outcome_record(Outcome(Files(), "passed", Findings(), many))  # type: ignore[arg-type]
     assert (record.status, record.passed, record.examined, record.count) == ("passed", True, "files", 120)
     assert record.items == [f"/f{i:03}" for i in range(MAX_EXAMINED_LISTED)]
     absent = Examined.of("libraries", (), absent="no native component")
-    na = _outcome(Outcome(Files(), "not applicable", Findings(), absent, reason="no native component"))  # type: ignore[arg-type]
+    na = outcome_record(Outcome(Files(), "not applicable", Findings(), absent, reason="no native component"))  # type: ignore[arg-type]
     assert (na.status, na.passed, na.count, na.reason) == ("not applicable", False, 0, "no native component")
     assert CheckOutcome.model_validate(json.loads(na.model_dump_json(by_alias=True))) == na

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from releasekit.manifest import load_manifest
-from releasekit.validate.preflight import _render
+from releasekit.validate.preflight import render_cell
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ def test_a_prefill_decode_cell_is_rendered_as_its_topology() -> None:
     loaded = load_manifest(REPO / "manifests" / "ds4-sm120.yaml")
     cell = loaded.manifest.validation.cell("ds4-sm120-tp2-ep2-1p1d")
     assert cell is not None
-    pre, engine, command = _render(cell, loaded, {})
+    pre, engine, command = render_cell(cell, loaded, {})
     assert engine is not None and command is not None
     codes = {f.code for f in pre.findings}
     assert "CELL_SETTING_NOT_RENDERED" not in codes, [f.message for f in pre.findings]
@@ -41,7 +41,7 @@ def test_a_single_server_cell_keeps_its_command() -> None:
     cell = next(
         c for c in loaded.manifest.validation.cells if c.engine == "vllm" and not c.parallel.prefill_replicas
     )
-    pre, _, command = _render(cell, loaded, {})
+    pre, _, command = render_cell(cell, loaded, {})
     assert command is not None
     assert pre.processes == [] and pre.argv == command.argv
 

@@ -176,7 +176,7 @@ def workdir() -> Iterator[Path]:
 def pd_manifest(directory: Path, cell_id: str, checks: list[dict]) -> Path:
     import shutil
 
-    from releasekit.demo.cpu_matrix import DATASETS, SCORED, TRAIN, _records
+    from releasekit.demo.cpu_matrix import DATASETS, SCORED, TRAIN, record_count
     from releasekit.demo.tiny_model import write_tiny_llama
     from releasekit.digests import file_sha256
 
@@ -195,12 +195,12 @@ def pd_manifest(directory: Path, cell_id: str, checks: list[dict]) -> Path:
                 "gsm8k-mini": {
                     "path": SCORED,
                     "sha256": file_sha256(DATASETS / SCORED),
-                    "samples": _records(DATASETS / SCORED),
+                    "samples": record_count(DATASETS / SCORED),
                 },
                 "gsm8k-train": {
                     "path": TRAIN,
                     "sha256": file_sha256(DATASETS / TRAIN),
-                    "samples": _records(DATASETS / TRAIN),
+                    "samples": record_count(DATASETS / TRAIN),
                 },
             },
             "cells": [

@@ -25,7 +25,7 @@ from releasekit.validate.checks.interface import CheckContext
 from releasekit.validate.checks.log_scan import scan
 from releasekit.validate.checks.long_context import build_prompt, passkey_found
 from releasekit.validate.checks.throughput import disagreement, engine_benchmark, summarise
-from releasekit.validate.client import Completion, _absorb_event
+from releasekit.validate.client import Completion, absorb_event
 from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import (
     BaselineValues,
@@ -167,9 +167,9 @@ def test_decode_rate_by_difference_cancels_prefill_and_buffering() -> None:
 
 def test_stream_events_accumulate_text_and_usage() -> None:
     out = Completion()
-    _absorb_event('{"choices":[{"text":" 141"}]}', out, 0.2)
-    _absorb_event('{"choices":[{"text":" !"}]}', out, 0.3)
-    _absorb_event('{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}', out, 0.31)
+    absorb_event('{"choices":[{"text":" 141"}]}', out, 0.2)
+    absorb_event('{"choices":[{"text":" !"}]}', out, 0.3)
+    absorb_event('{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}', out, 0.31)
     assert out.text == " 141 !" and out.ttft_s == 0.2 and out.chunk_times_s == [0.2, 0.3]
     assert (out.prompt_tokens, out.completion_tokens) == (4, 2)
 
@@ -399,7 +399,7 @@ def test_forbidden_switches_in_effective_env_and_argv() -> None:
 
 def test_repeated_runs_merge_into_samples_and_an_interval() -> None:
     from releasekit.records.receipt import CheckResult
-    from releasekit.validate.service import _merge_runs, _runs_for
+    from releasekit.validate.service import merge_runs, runs_for
 
     runs = [
         CheckResult(
@@ -410,11 +410,11 @@ def test_repeated_runs_merge_into_samples_and_an_interval() -> None:
         )
         for v in (10.0, 12.0, 11.0)
     ]
-    merged = _merge_runs(runs)
+    merged = merge_runs(runs)
     m = merged.metrics[0]
     assert m.samples == [10.0, 12.0, 11.0] and m.value == pytest.approx(11.0) and m.low < 11.0 < m.high
     cell = _ff_next()["glm52-tp8-dcp1-mtp3"]
-    assert _runs_for(cell, "decode") == 3 and _runs_for(cell, "acceptance") == 1
+    assert runs_for(cell, "decode") == 3 and runs_for(cell, "acceptance") == 1
 
 
 def test_model_directories_are_mounted_read_only_under_models(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from releasekit.fatbin import arch_to_sm, parse_fatbin_section, read_fatbin
 from releasekit.provenance.accounting import table
 from releasekit.provenance.checks.toolchain import version_agrees
-from releasekit.provenance.checks.version import _LOCAL_COMMIT, commit_agrees
+from releasekit.provenance.checks.version import LOCAL_COMMIT, commit_agrees
 from releasekit.provenance.installed import parse_record, record_target
 from releasekit.provenance.inventory import (
     ExportAborted,
@@ -271,9 +271,9 @@ def test_commit_agreement():
     assert not commit_agrees("012345", full)  # too short to mean anything
     assert not commit_agrees("1123456", full)
     assert not commit_agrees("f" * 40, full)
-    assert _LOCAL_COMMIT.findall("+g0123456789ab") == ["0123456789ab"]
-    assert _LOCAL_COMMIT.findall("+g0123456789ab.d20240101") == ["0123456789ab"]
-    assert _LOCAL_COMMIT.findall("+cu128") == []
+    assert LOCAL_COMMIT.findall("+g0123456789ab") == ["0123456789ab"]
+    assert LOCAL_COMMIT.findall("+g0123456789ab.d20240101") == ["0123456789ab"]
+    assert LOCAL_COMMIT.findall("+cu128") == []
 
 
 def test_toolchain_version_agreement():

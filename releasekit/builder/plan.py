@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 
 from releasekit.builder import hygiene, stamp
 from releasekit.builder.builders import build_args
-from releasekit.builder.release_image import default_build_root
-from releasekit.builder.service import _consistent, check_host_environment
+from releasekit.builder.release_image import check_lock_matches, default_build_root
+from releasekit.builder.service import check_host_environment
 from releasekit.builder.wheel import build_environment, container_environment, image_script, venv_commands
 from releasekit.digests import file_sha256
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
@@ -269,7 +269,7 @@ def make_plan(
     check_host_environment(loaded.manifest.git_components(), os.environ)
     lock = read_lock(lock_path) if lock_path else None
     if lock is not None:
-        _consistent(loaded, lock)
+        check_lock_matches(loaded, lock)
     root = build_root or default_build_root()
     components: list[PlannedComponent] = []
     for name, declared in loaded.manifest.components.items():

@@ -78,6 +78,25 @@ class BuildRun:
     progress: Progress = quiet
 
 
+def check_lock_matches(loaded: LoadedManifest, lock: Lock) -> None:
+    """Refuse a lock made from another manifest, or naming other components or kinds (before anything is built)."""
+    if lock.manifest.sha256 != loaded.sha256:
+        raise InputError(
+            f"the lock was made from another manifest (lock names sha256 {lock.manifest.sha256[:12]}, "
+            f"{loaded.path.name} is {loaded.sha256[:12]})",
+            hint="run `releasekit plan lock` again",
+        )
+    if set(lock.components) != set(loaded.manifest.components):
+        raise InputError(
+            "the lock and the manifest name different components", hint="run `releasekit plan lock` again"
+        )
+    for name, locked in lock.components.items():
+        if locked.kind != loaded.manifest.components[name].kind:
+            raise InputError(
+                f"{name}: the lock has a {locked.kind} component, the manifest a {loaded.manifest.components[name].kind} one"
+            )
+
+
 def default_build_root() -> Path:
     return Path(tempfile.gettempdir()) / "releasekit-build"
 

@@ -30,6 +30,7 @@ from releasekit.builder.release_image import (
     Progress,
     ReleaseSettings,
     build_components,
+    check_lock_matches,
     default_template,
     quiet,
     release_layer,
@@ -42,7 +43,7 @@ from releasekit.builder.statement import git_dependency
 from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.git import local_repos_allowed
-from releasekit.manifest import LoadedManifest, load_manifest
+from releasekit.manifest import load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent
 from releasekit.records.archive import ARCHIVE_FILE, ArchiveIndex
 from releasekit.records.base import load_record
@@ -73,24 +74,6 @@ from releasekit.signing.keys import refuse_key_in_environment
 from releasekit.signing.statements import sign_statement_file
 
 BUILDER_ID = "https://releasekit.dev/builder/local"
-
-
-def _consistent(loaded: LoadedManifest, lock: Lock) -> None:
-    if lock.manifest.sha256 != loaded.sha256:
-        raise InputError(
-            f"the lock was made from another manifest (lock names sha256 {lock.manifest.sha256[:12]}, "
-            f"{loaded.path.name} is {loaded.sha256[:12]})",
-            hint="run `releasekit plan lock` again",
-        )
-    if set(lock.components) != set(loaded.manifest.components):
-        raise InputError(
-            "the lock and the manifest name different components", hint="run `releasekit plan lock` again"
-        )
-    for name, locked in lock.components.items():
-        if locked.kind != loaded.manifest.components[name].kind:
-            raise InputError(
-                f"{name}: the lock has a {locked.kind} component, the manifest a {loaded.manifest.components[name].kind} one"
-            )
 
 
 def _prepare_outdir(outdir: Path) -> None:
@@ -166,7 +149,7 @@ def _gather(opts: BuildOptions, engine: Engine | Callable[[], Engine], progress:
     loaded = load_manifest(opts.manifest)
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
-    _consistent(loaded, lock)
+    check_lock_matches(loaded, lock)
     allow_local = local_repos_allowed(opts.allow_local_repos)
     check_host_environment(loaded.manifest.git_components(), os.environ)
     if not isinstance(engine, Engine):

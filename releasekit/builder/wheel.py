@@ -154,7 +154,7 @@ def venv_commands(recipe: BuildRecipe) -> list[list[str]]:
     return out
 
 
-def _check_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
+def unmet_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
     """Build requirements that the pinned set does not satisfy."""
     versions: dict[str, str] = {}
     for item in pinned:
@@ -212,7 +212,7 @@ def _in_venv(
     if log.run([python, hooks, "get_requires_for_build_wheel", str(result)], cwd=project, env=env) != 0:
         raise BuildFailed(f"{component}: the build backend failed to load (see {log.path})")
     wanted = json.loads(result.read_text())
-    missing = _check_requirements(wanted["static"] + wanted["dynamic"], pinned)
+    missing = unmet_requirements(wanted["static"] + wanted["dynamic"], pinned)
     if missing:
         raise BuildFailed(
             f"{component}: build requirements not pinned by the manifest's build environment: "

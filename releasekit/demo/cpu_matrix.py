@@ -41,7 +41,7 @@ CROSS_CHECK_TOLERANCE = 0.5  # |releasekit - vllm bench serve| / vllm bench serv
 CROSS_CHECK_ATTEMPTS = 5
 
 
-def _records(path: Path) -> int:
+def record_count(path: Path) -> int:
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
@@ -132,12 +132,12 @@ def cpu_validation_section(receipts: str = RECEIPTS) -> dict[str, Any]:
             "arith": {
                 "path": SCORED,
                 "sha256": file_sha256(DATASETS / SCORED),
-                "samples": _records(DATASETS / SCORED),
+                "samples": record_count(DATASETS / SCORED),
             },
             "arith-train": {
                 "path": TRAIN,
                 "sha256": file_sha256(DATASETS / TRAIN),
-                "samples": _records(DATASETS / TRAIN),
+                "samples": record_count(DATASETS / TRAIN),
             },
         },
         "baselines": {

@@ -9,10 +9,44 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+
+from releasekit.engine_adapters import engine_names
 
 CellId = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,95}$")]
 MetricName = Annotated[str, Field(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")]
+
+
+def _known_engine(value: object) -> str:
+    """``value`` when an engine adapter has that name (``releasekit/engine_adapters.py``); else the
+    error a ``Literal`` of the adapters' names gives."""
+    names = engine_names()
+    if isinstance(value, str) and value in names:
+        return value
+    quoted = [repr(n) for n in names]
+    expected = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+
+class _EngineNames:
+    """A ``Literal`` of the engine registry's names, read when a manifest is validated (and its
+    JSON Schema generated), so that an adapter added to the registry is a name the manifest accepts."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(_known_engine)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"enum": list(engine_names()), "type": "string"}
+
+
+# The name of a serving engine releasekit has an adapter for.
+EngineName = Annotated[str, _EngineNames]
 
 
 class _Strict(BaseModel):
@@ -158,7 +192,7 @@ class QuantizationScheme(_Strict):
     verbatim, and adds ``env``; pre-flight checks that the engine parsed ``method``.
     """
 
-    engine: Literal["vllm", "sglang", "tokenspeed"] = "vllm"
+    engine: EngineName = "vllm"
     method: str | None = Field(
         default=None, description="the engine's quantisation method (vLLM: --quantization)"
     )
@@ -344,7 +378,7 @@ class Cell(_Strict):
     id: CellId
     description: str | None = None
     model: ModelRef
-    engine: Literal["vllm", "sglang", "tokenspeed"] = "vllm"
+    engine: EngineName = "vllm"
     parallel: Parallelism = Field(default_factory=Parallelism)
     speculative: Speculative = Field(default_factory=Speculative)
     quantization: Quantization = Field(default_factory=Quantization)

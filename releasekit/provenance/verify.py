@@ -624,7 +624,7 @@ def _context(
     )
 
 
-def _outcome(outcome: Outcome[VerifyContext]) -> CheckOutcome:
+def outcome_record(outcome: Outcome[VerifyContext]) -> CheckOutcome:
     """One check as the summary records it: status, findings, what it examined and how many."""
     found, examined = outcome.findings, outcome.examined
     return CheckOutcome(
@@ -657,7 +657,7 @@ def _result(
         lock_sha256=lock_sha,
         manifest_sha256=lock.manifest.sha256,
         passed=findings.passed,
-        checks=[_outcome(o) for o in report.outcomes],
+        checks=[outcome_record(o) for o in report.outcomes],
         findings=findings,
         probe=_probe_summary(got.probe),
         stats=VerifyStats(

@@ -95,7 +95,7 @@ def _inflate(src: BinaryIO, dst: BinaryIO, cap: int, what: str) -> str:
     return "sha256:" + sha.hexdigest()
 
 
-def _uncompressed_layer(blob: Path, out: Path, diff_id: str, what: str) -> None:
+def uncompressed_layer(blob: Path, out: Path, diff_id: str, what: str) -> None:
     """The layer ``blob`` (gzip or a plain tar) written to ``out`` as a tar, streamed, at most
     ``LAYER_MAX_RATIO`` times its size, and its sha256 the config's ``diff_id`` for it."""
     cap = max(LAYER_MIN_CAP, blob.stat().st_size * LAYER_MAX_RATIO)
@@ -163,7 +163,7 @@ def _registry_layer_tar(
             )
         out = where / f"published-layer-{i}.tar"
         try:
-            _uncompressed_layer(blob_path, out, diff_ids[i], f"{ref.name} layer {i}")
+            uncompressed_layer(blob_path, out, diff_ids[i], f"{ref.name} layer {i}")
         finally:
             blob_path.unlink(missing_ok=True)
         return out

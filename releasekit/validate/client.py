@@ -45,7 +45,7 @@ def _payload(model: str, prompt: str | list[int], max_tokens: int, *, stream: bo
     return body
 
 
-def _absorb_event(data: str, out: Completion, t: float) -> None:
+def absorb_event(data: str, out: Completion, t: float) -> None:
     event = json.loads(data)
     for choice in event.get("choices") or []:
         piece = choice.get("text") or ""
@@ -103,7 +103,7 @@ class EngineClient:
                         data = line[5:].strip()
                         if data == "[DONE]":
                             break
-                        _absorb_event(data, out, time.perf_counter() - start)
+                        absorb_event(data, out, time.perf_counter() - start)
         except TimeoutError:
             out.error = f"no complete answer within {self.timeout_s:.0f} s"
         except (httpx.HTTPError, json.JSONDecodeError) as exc:

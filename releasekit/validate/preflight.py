@@ -98,7 +98,7 @@ def judge(cell: PreflightCell, entry: dict[str, object]) -> None:
             )
 
 
-def _render(
+def render_cell(
     cell: Cell, loaded: LoadedManifest, image_env: dict[str, str]
 ) -> tuple[PreflightCell, Engine | None, ServeCommand | None]:
     from releasekit.validate.service import forbidden_switches
@@ -226,7 +226,7 @@ def run_preflight(
     results: list[PreflightCell] = []
     batches: dict[str, tuple[Engine, list[tuple[PreflightCell, Cell, ServeCommand]]]] = {}
     for cell in chosen:
-        pre, engine, command = _render(cell, loaded, image_env)
+        pre, engine, command = render_cell(cell, loaded, image_env)
         results.append(pre)
         if engine is not None and command is not None:
             batches.setdefault(engine.name, (engine, []))[1].append((pre, cell, command))

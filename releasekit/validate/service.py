@@ -88,11 +88,11 @@ def forbidden_switches(argv: list[str], env: dict[str, str], forbidden: Forbidde
     return hits
 
 
-def _runs_for(cell: Cell, kind: str) -> int:
+def runs_for(cell: Cell, kind: str) -> int:
     return max([g.runs for g in cell.gates if g.metric.split(".", 1)[0] == kind] or [1])
 
 
-def _merge_runs(results: list[CheckResult]) -> CheckResult:
+def merge_runs(results: list[CheckResult]) -> CheckResult:
     """k runs of one check -> one result: metric samples, mean as value, t-interval bounds."""
     if len(results) == 1:
         return results[0]
@@ -429,12 +429,12 @@ class CellRunner:
         results: list[CheckResult] = []
         for config in ordered:
             runs = []
-            for _ in range(_runs_for(cell, config.kind)):
+            for _ in range(runs_for(cell, config.kind)):
                 runs.append(_one_run(config, ctx, cell))
                 if _server_lost(server, engine, runs[-1], config.kind, cell, findings):
-                    results.append(_merge_runs(runs))
+                    results.append(merge_runs(runs))
                     return results
-            results.append(_merge_runs(runs))
+            results.append(merge_runs(runs))
         return results
 
 

@@ -8,7 +8,7 @@ from releasekit.checks import Examined
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
 
-_LOCAL_COMMIT = re.compile(r"(?:^|[+.])g([0-9a-f]{7,40})(?=$|[.+])")
+LOCAL_COMMIT = re.compile(r"(?:^|[+.])g([0-9a-f]{7,40})(?=$|[.+])")
 _TEXT_COMMIT = re.compile(r"(?<![0-9a-zA-Z])g?([0-9a-f]{40}|(?<=g)[0-9a-f]{7,39})(?![0-9a-f])")
 
 
@@ -45,7 +45,7 @@ class VersionCommitCheck(NeedsImageFiles):
             if dist is None:
                 continue
             local = dist.version.partition("+")[2]
-            named = _LOCAL_COMMIT.findall("+" + local) if local else []
+            named = LOCAL_COMMIT.findall("+" + local) if local else []
             if not named and comp.version_policy == "static":
                 # Declared: the commit is proven by the labels and the source-blob check instead.
                 found.add(
