@@ -79,6 +79,7 @@ SHARED = frozenset(
         "bounded_read",
         "child_env",  # the allow-listed environment of every non-git child process
         "deadline",  # the hard stop of a command's --deadline
+        "clock",  # the wall clock a command makes and passes in (releasekit/clock.py)
         "cli_options",  # the typer options several stages' commands share; cli.py does not import it
     }
 )
