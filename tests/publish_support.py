@@ -142,6 +142,7 @@ class Release:
     ) -> None:
         """The summary as verify-provenance writes it (its own model), over this provenance file
         (naming the SBOM ``sbom_sha256``, as verify-provenance does when it wrote one)."""
+        from releasekit.clock import SystemClock
         from releasekit.provenance.summary import make_summary, write_summary
         from releasekit.records.verification import ReleasekitBlock
 
@@ -152,6 +153,7 @@ class Release:
                 lock_sha256=self.lock_sha256, manifest_sha256="0" * 64, sbom_sha256=sbom_sha256
             ),
             provenance=self.evidence / "provenance.intoto.json",
+            clock=SystemClock(),
         )
         write_summary(summary, self.evidence / "verification_summary.json")
 

@@ -27,7 +27,8 @@ from forge import Forge
 from releasekit.builder.native import fatbin_arches
 from releasekit.builder.plan import make_plan
 from releasekit.builder.service import BuildOptions, run_build
-from releasekit.docker_engine import Engine
+from releasekit.clock import SystemClock
+from releasekit.docker_engine import Engine, LazyEngine
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
 from releasekit.provenance.verify import VerifyOptions, verify_provenance
@@ -254,7 +255,9 @@ def test_vllm_like_cuda_component_builds_in_the_builder_image(tmp_path, toolkit,
                 allow_local_repos=True,
                 cache_dir=str(tmp_path / "git"),
                 summary=tmp_path / "summary.json",
-            )
+            ),
+            engine=LazyEngine(timeout=120),
+            clock=SystemClock(),
         )
         assert result.passed, [f.render() for f in result.findings.findings if f.severity == "error"]
     finally:

@@ -20,7 +20,8 @@ import pytest
 from forge import Forge
 
 from releasekit.builder.service import BuildOptions, run_build
-from releasekit.docker_engine import Engine
+from releasekit.clock import SystemClock
+from releasekit.docker_engine import Engine, LazyEngine
 from releasekit.errors import BuildFailed
 from releasekit.manifest import load_manifest
 from releasekit.plan.locking import build_lock
@@ -176,7 +177,9 @@ class World:
                 allow_local_repos=True,
                 cache_dir=str(self.root / "git"),
                 summary=self.root / f"{name}-summary.json",
-            )
+            ),
+            engine=LazyEngine(timeout=120),
+            clock=SystemClock(),
         )
 
 
@@ -246,7 +249,9 @@ def test_stamp_names_the_commit_records_the_change_and_verifies(policy_world: Wo
             allow_local_repos=True,
             cache_dir=str(policy_world.root / "git"),
             summary=lonely / "summary.json",
-        )
+        ),
+        engine=LazyEngine(timeout=120),
+        clock=SystemClock(),
     )
     assert "SOURCE_MODIFICATION_UNDECLARED" in {f.code for f in undeclared.findings.findings}
 

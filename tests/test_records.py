@@ -294,13 +294,17 @@ def test_the_summary_parses_with_the_in_toto_attestation_bindings(tmp_path: Path
     from in_toto_attestation.v1 import statement_pb2
     from in_toto_attestation.v1.statement import Statement as InTotoStatement
 
+    from releasekit.clock import SystemClock
     from releasekit.provenance.summary import make_summary, write_summary
     from releasekit.records.verification import ReleasekitBlock
 
     image_id = "sha256:" + "ab" * 32
     path = tmp_path / "verification_summary.json"
     block = ReleasekitBlock(lock_sha256="1" * 64, manifest_sha256="2" * 64)
-    write_summary(make_summary(image_id=image_id, passed=passed, block=block, provenance=None), path)
+    write_summary(
+        make_summary(image_id=image_id, passed=passed, block=block, provenance=None, clock=SystemClock()),
+        path,
+    )
     data = json.loads(path.read_text())
 
     pb = json_format.ParseDict(data, statement_pb2.Statement())  # strict: an unknown top-level key fails

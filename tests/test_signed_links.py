@@ -229,6 +229,7 @@ def _containers_of(client, image: str) -> int:
 def test_a_gpu_host_refuses_an_edited_or_unsigned_staging_json_before_anything_runs(
     tmp_path, registry, image, keys, docker_client
 ):
+    from releasekit.docker_engine import LazyEngine
     from releasekit.staging.candidate import resolve_candidate
 
     strict = ("--trusted-key", str(keys["public"]), "--require-signed")
@@ -238,7 +239,9 @@ def test_a_gpu_host_refuses_an_edited_or_unsigned_staging_json_before_anything_r
     reference = f"{record['registry']}/{record['repository']}@{record['digest']}"
 
     # Correctly signed: the candidate is pulled by digest and proven (a real pull from the registry).
-    candidate = resolve_candidate(reference, staging, trusted_key_files=[keys["public"]], require_signed=True)
+    candidate = resolve_candidate(
+        reference, staging, trusted_key_files=[keys["public"]], require_signed=True, engine=LazyEngine()
+    )
     assert candidate.image == image and candidate.digest == record["digest"] and candidate.warning is None
 
     # The attack: staging.json edited on its way to the GPU host (here: its summary hash, any edit does).

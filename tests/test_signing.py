@@ -219,6 +219,7 @@ def test_keys_from_the_environment_and_their_errors(tmp_path, pair, monkeypatch)
 
 
 def test_summary_envelope_signs_the_summary_statement_byte_for_byte(tmp_path, pair):
+    from releasekit.clock import SystemClock
     from releasekit.provenance.summary import make_summary, write_summary
     from releasekit.records.verification import ReleasekitBlock
 
@@ -226,7 +227,10 @@ def test_summary_envelope_signs_the_summary_statement_byte_for_byte(tmp_path, pa
     image_id = "sha256:" + "cd" * 32
     summary = tmp_path / "verification_summary.json"
     block = ReleasekitBlock(lock_sha256="0" * 64, manifest_sha256="1" * 64)
-    write_summary(make_summary(image_id=image_id, passed=True, block=block, provenance=None), summary)
+    write_summary(
+        make_summary(image_id=image_id, passed=True, block=block, provenance=None, clock=SystemClock()),
+        summary,
+    )
     before = summary.read_bytes()
     written = sign_summary_file(load_signer(private), summary, image_id)
     assert written == envelope_path(summary) == tmp_path / "verification_summary.dsse.json"

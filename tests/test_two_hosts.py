@@ -130,6 +130,7 @@ class Staged:
         self._records()
 
     def _records(self) -> None:
+        from releasekit.clock import SystemClock
         from releasekit.findings import Findings
         from releasekit.provenance.summary import make_summary, write_summary
         from releasekit.records.base import write_record
@@ -155,6 +156,7 @@ class Staged:
             passed=True,
             block=ReleasekitBlock(lock_sha256=self.lock_sha256, manifest_sha256=manifest_sha),
             provenance=self.evidence / "provenance.intoto.json",
+            clock=SystemClock(),
         )
         write_summary(summary, self.evidence / "verification_summary.json")
 

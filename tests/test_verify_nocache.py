@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 from releasekit.builder.service import run_build
-from releasekit.docker_engine import Engine
+from releasekit.clock import SystemClock
+from releasekit.docker_engine import Engine, LazyEngine
 from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -78,7 +79,7 @@ class World:
             summary=self.root / f"summary-{image[7:19]}.json",
             **kwargs,
         )
-        return verify_provenance(opts)
+        return verify_provenance(opts, engine=LazyEngine(timeout=120), clock=SystemClock())
 
     def base_file(self, path: str) -> bytes:
         container = self.client.containers.create(self.base_id, command=["true"], network_mode="none")

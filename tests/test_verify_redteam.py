@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from releasekit.clock import SystemClock
+from releasekit.docker_engine import LazyEngine
 from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -111,7 +113,7 @@ class Release:
             summary=self.root / f"summary-{image[7:19]}.json",
             **kwargs,
         )
-        return verify_provenance(opts)
+        return verify_provenance(opts, engine=LazyEngine(timeout=120), clock=SystemClock())
 
     def attack(self, tmp_path: Path, script: str, **kwargs) -> VerifyResult:
         wheel = kwargs.pop("wheel", None)
@@ -174,7 +176,9 @@ def test_clean_image_verifies_with_zero_warnings_and_no_manifest_option(release)
         cache_dir=str(release.root / "git-cache"),
         summary=release.root / "clean-summary.json",
     )
-    result = verify_provenance(opts)  # no --manifest: found from the demo's layout by its sha256
+    result = verify_provenance(
+        opts, engine=LazyEngine(timeout=120), clock=SystemClock()
+    )  # no --manifest: found from the demo's layout by its sha256
     assert result.passed, "\n".join(f.render() for f in result.findings)
     assert list(result.findings) == [], "\n".join(f.render() for f in result.findings)
     assert {"reproduction", "image-config", "file-accounting"} <= {c.name for c in result.checks}

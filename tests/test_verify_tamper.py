@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 from stable import assert_same_record
 
+from releasekit.clock import SystemClock
+from releasekit.docker_engine import LazyEngine
 from releasekit.provenance.checks import all_checks
 from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
 from releasekit.records.sbom import SBOM_FILE
@@ -127,7 +129,7 @@ class Release:
             cache_dir=str(self.root / "git-cache"),
             **kwargs,
         )
-        return verify_provenance(opts)
+        return verify_provenance(opts, engine=LazyEngine(timeout=120), clock=SystemClock())
 
     def dist_info(self) -> str:
         return f"{SP}/rkdemo_runtime-0.1.0+g{self.commit[:12]}.dist-info"

@@ -194,6 +194,8 @@ def _build(ctx: DemoContext) -> StageResult:
 
 
 def _verify(ctx: DemoContext) -> StageResult:
+    from releasekit.clock import SystemClock
+    from releasekit.docker_engine import LazyEngine
     from releasekit.provenance.verify import VerifyOptions, verify_provenance
 
     assert ctx.image_id is not None and ctx.lock is not None and ctx.release is not None
@@ -204,7 +206,9 @@ def _verify(ctx: DemoContext) -> StageResult:
             artifacts=ctx.release,
             manifest=ctx.manifest,
             allow_local_repos=True,
-        )
+        ),
+        engine=LazyEngine(timeout=120),
+        clock=SystemClock(),
     )
     return StageResult(
         name="verify-provenance",

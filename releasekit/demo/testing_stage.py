@@ -170,6 +170,8 @@ def baseline_stage(ctx: DemoContext) -> StageResult:
 
 
 def test_stage(ctx: DemoContext) -> StageResult:
+    from releasekit.clock import SystemClock
+    from releasekit.docker_engine import LazyEngine
     from releasekit.suites.sweep import TestOptions, run_tests
 
     assert (
@@ -190,7 +192,9 @@ def test_stage(ctx: DemoContext) -> StageResult:
             lock=ctx.lock,
             baseline_image=ctx.baseline_image,
             allow_local_repos=True,
-        )
+        ),
+        engine=LazyEngine(timeout=120),
+        clock=SystemClock(),
     )
     parts: list[str] = []
     for receipt in result.receipts.values():

@@ -52,6 +52,7 @@ def staged_candidate(image_id: str, staged: Path | None, trusted_key: Path | Non
     """The image a later stage runs: the staged digest, pulled and proven to be ``image_id``, as
     ``--staged`` does in the workflow, ``staging.json``'s signature verified first when the demo
     signs (a demo run without the stage stage: the local image)."""
+    from releasekit.docker_engine import LazyEngine
     from releasekit.signing.verify import read_signed_staging
     from releasekit.staging.candidate import resolve_candidate
 
@@ -61,13 +62,18 @@ def staged_candidate(image_id: str, staged: Path | None, trusted_key: Path | Non
     record = read_signed_staging(staged, keys, required=bool(keys), what="demo").record
     if record.image_id != image_id:
         raise InputError(f"{staged} stages image {record.image_id}, not the built {image_id}")
-    candidate = resolve_candidate(
-        f"{record.registry}/{record.repository}@{record.digest}",
-        staged,
-        trusted_key_files=keys,
-        require_signed=bool(keys),
-        what="demo",
-    )
+    engine = LazyEngine(timeout=600)
+    try:
+        candidate = resolve_candidate(
+            f"{record.registry}/{record.repository}@{record.digest}",
+            staged,
+            trusted_key_files=keys,
+            require_signed=bool(keys),
+            what="demo",
+            engine=engine,
+        )
+    finally:
+        engine.close()
     return candidate.image, candidate.digest
 
 
@@ -78,8 +84,18 @@ def validate_stage(ctx):  # ctx: releasekit.demo.service.DemoContext -> StageRes
     assert ctx.manifest is not None and ctx.image_id is not None and ctx.release is not None
     receipts = ctx.release / "receipts"
     image, digest = staged_candidate(ctx.image_id, ctx.staged, ctx.trusted_key)
+    from releasekit.clock import SystemClock
+    from releasekit.docker_engine import LazyEngine
+
     result = run_validation(
-        load_manifest(ctx.manifest), image, ctx.lock, receipts, gpus=0, image_digest=digest
+        load_manifest(ctx.manifest),
+        image,
+        ctx.lock,
+        receipts,
+        gpus=0,
+        client=LazyEngine(timeout=60),
+        clock=SystemClock(),
+        image_digest=digest,
     )
     agg = aggregate_directory(receipts, ctx.release / "validation-report")
     cells = ", ".join(f"{c.cell_id} {c.status}" for c in result.cells)

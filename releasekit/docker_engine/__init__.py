@@ -1,6 +1,7 @@
 """The one adapter to the Docker Engine: nothing else in releasekit imports ``docker``.
 
-- ``client``: connect (a one-line EnvironmentProblem when no engine answers), the ``Engine`` handle;
+- ``client``: connect (a one-line EnvironmentProblem when no engine answers), the ``Engine`` handle, and
+  ``LazyEngine``, reached on first use (what a command hands a library that needs it on some paths only);
 - ``images``: inspect (``ImageFacts``), exists, load, save, tag, remove, import;
 - ``containers``: create from a ``ContainerSpec``, start/wait/logs/kill/remove (device requests, shm size), run with a
   timeout, throwaway runs, the export stream of a never-started container;
@@ -11,7 +12,7 @@ The SDK is imported lazily inside these functions.
 
 from __future__ import annotations
 
-from releasekit.docker_engine.client import START_HINT, Engine, connect, sdk_client
+from releasekit.docker_engine.client import START_HINT, Engine, LazyEngine, connect, sdk_client
 from releasekit.docker_engine.containers import Container, ContainerSpec, RunResult
 from releasekit.docker_engine.errors import ContainerTimeout, EngineError, EngineUnreachable, NoSuchImage
 from releasekit.docker_engine.images import ImageFacts
@@ -26,6 +27,7 @@ __all__ = [
     "EngineError",
     "EngineUnreachable",
     "ImageFacts",
+    "LazyEngine",
     "NoSuchImage",
     "RunResult",
     "config_credentials",

@@ -51,3 +51,26 @@ class Engine(ImageOperations, ContainerOperations, RegistryOperations):
 def connect(timeout: int = 600) -> Engine:
     """The engine at DOCKER_HOST, reached and pinged; EngineUnreachable (exit 2) when it is not there."""
     return Engine(sdk_client(timeout))
+
+
+class LazyEngine(Engine):
+    """The engine reached (and pinged) on first use, then kept: what a command's edge hands a library
+    that needs Docker on some paths only (a lock with no ``to-be-locked`` image, a test run its
+    inputs stop first). An unreachable engine raises ``EngineUnreachable`` at that first use, as
+    ``connect`` would have there, and is tried again at the next.
+    """
+
+    def __init__(self, *, timeout: int = 600) -> None:  # noqa: D107 - no super(): nothing is reached yet
+        self.timeout = timeout
+        self._client: docker.DockerClient | None = None
+
+    @property  # type: ignore[override]
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            self._client = sdk_client(self.timeout)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -54,7 +54,9 @@ def verify_provenance_command(
 
     refuse_signing_key(signing_key, "verify-provenance")
     add_mirrors(mirror)
+    from releasekit.clock import SystemClock
     from releasekit.deadline import hard_deadline
+    from releasekit.docker_engine import LazyEngine
     from releasekit.git import local_repos_allowed
     from releasekit.provenance.verify import VerifyOptions, verify_provenance
     from releasekit.report import print_json, render_findings, stdout_console
@@ -74,7 +76,9 @@ def verify_provenance_command(
                 deadline=deadline,
                 max_kept_bytes=max_kept_mb * 1024 * 1024,
                 max_roots=max_roots,
-            )
+            ),
+            engine=LazyEngine(timeout=120),  # reached when the image is first inspected
+            clock=SystemClock(),
         )
     if json_out:
         print_json(result)

@@ -24,12 +24,11 @@ from releasekit.docker_engine import (
     EngineError,
     ImageFacts,
     NoSuchImage,
-    connect,
 )
 from releasekit.errors import InputError
 from releasekit.provenance.tarstream import ExportAborted
 
-__all__ = ["PROBE_OUTPUT_CAP", "ImageAdapter", "ImageFacts", "ProbeRun", "docker_client"]
+__all__ = ["PROBE_OUTPUT_CAP", "ImageAdapter", "ImageFacts", "ProbeRun"]
 
 PROBE_OUTPUT_CAP = 64 * 1024 * 1024
 _LABEL = "io.releasekit.verify-provenance"
@@ -41,10 +40,6 @@ class ProbeRun(BaseModel):
     error: str | None = None
     exit_code: int | None = None
     seconds: float = 0.0
-
-
-def docker_client() -> Engine:
-    return connect(timeout=120)
 
 
 class ImageAdapter:

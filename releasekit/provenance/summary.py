@@ -9,9 +9,9 @@ the SLSA VSA v1 predicate, signed or not.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
+from releasekit.clock import Clock
 from releasekit.digests import file_sha256
 from releasekit.records.base import write_record
 from releasekit.records.provenance import ResourceDescriptor, Statement
@@ -26,14 +26,15 @@ from releasekit.records.verification import (
 
 
 def make_summary(
-    *, image_id: str, passed: bool, block: ReleasekitBlock, provenance: Path | None
+    *, image_id: str, passed: bool, block: ReleasekitBlock, provenance: Path | None, clock: Clock
 ) -> VerificationSummary:
+    """The summary of one verification, ``timeVerified`` read from ``clock`` (the command's)."""
     attestations = []
     if provenance is not None and os.path.lexists(provenance):  # a FIFO, link out, or too large: exit 2
         digest = file_sha256(provenance, max_bytes=Statement.max_bytes, within=provenance.parent)
         attestations.append(ResourceDescriptor(uri=provenance.name, digest={"sha256": digest}))
     return VerificationSummary(
-        time_verified=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        time_verified=clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         resource_uri=image_id,
         policy=ResourceDescriptor(uri=POLICY_URI, digest={"sha256": block.lock_sha256}),
         attestations=attestations,

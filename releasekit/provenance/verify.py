@@ -3,6 +3,7 @@
 Order of work: read the lock (and the manifest and release directory when available),
 inspect the image, run the probe in a locked-down container, stream the image's
 filesystem once through the hasher, then run every check over what was gathered.
+The Docker engine and the clock are the command's (``provenance/commands.py`` makes them).
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from pydantic import BaseModel, Field
 from releasekit.atomic import check_writable
 from releasekit.bounded_read import UnsafeFileError, check_regular
 from releasekit.checks import AllOf, Deadline, Outcome, Report
+from releasekit.clock import Clock
+from releasekit.docker_engine import Engine
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.accounting import Expected, layer_table, overlay, table
 from releasekit.provenance.checks import all_checks
 from releasekit.provenance.context import VerifyContext
 from releasekit.provenance.expected import ExpectedComponent, expected_components
-from releasekit.provenance.image import ImageAdapter, ImageFacts, ProbeRun, docker_client
+from releasekit.provenance.image import ImageAdapter, ImageFacts, ProbeRun
 from releasekit.provenance.installed import (
     InstalledDist,
     WheelRecord,
@@ -269,9 +272,21 @@ def _dpkg(inv: Inventory) -> tuple[set[str], dict[str, str]]:
     return owned, md5
 
 
-def _reproduce(
-    opts: VerifyOptions, engine: Any, loaded: Any | None, lock: Lock, lock_sha: str, cache: VerifierCache
-) -> Reproduction:
+@dataclass(frozen=True)
+class _Verification:
+    """What every step of one verification reads: its options, the lock, the bounds, the engine, the cache."""
+
+    opts: VerifyOptions
+    lock: Lock
+    lock_sha: str
+    deadline: float  # time.monotonic() after which no further work starts
+    limits: list[str]  # the bounds the verifier hit, in the order it hit them (appended to)
+    engine: Engine
+    cache: VerifierCache
+
+
+def _reproduce(v: _Verification, loaded: Any | None) -> Reproduction:
+    opts = v.opts
     if loaded is None:
         return Reproduction(
             error="the lock's manifest is needed to rebuild (its build recipes); pass --manifest"
@@ -279,14 +294,14 @@ def _reproduce(
     with tempfile.TemporaryDirectory(prefix="releasekit-reproduce-") as tmp:
         wheelhouses = [opts.artifacts / "wheels"] if opts.artifacts is not None else []
         return reproduce(
-            engine,
+            v.engine,
             loaded,
-            lock,
+            v.lock,
             ReproduceOptions(
                 lock_path=opts.lock,
-                lock_sha256=lock_sha,
+                lock_sha256=v.lock_sha,
                 workdir=Path(tmp),
-                cache=cache,
+                cache=v.cache,
                 wheelhouses=wheelhouses,
                 git_cache_dir=Path(opts.cache_dir) if opts.cache_dir else None,
                 allow_local_repos=opts.allow_local_repos,
@@ -295,19 +310,13 @@ def _reproduce(
         )
 
 
-def _reference_files(
-    opts: VerifyOptions,
-    engine: Any,
-    rep: Reproduction,
-    cache: VerifierCache,
-    deadline: float,
-    limits: list[str],
-) -> dict[str, Expected] | None:
+def _reference_files(v: _Verification, rep: Reproduction) -> dict[str, Expected] | None:
     """The locked base's own export (read from the engine, kept in memory by image ID) overlaid with the
     reproduced release layer."""
     from releasekit.docker_engine import EngineError
 
     assert rep.base is not None and rep.layer is not None
+    cache, deadline = v.cache, v.deadline
     base = cache.base_tables.get(rep.base.image_id)
     try:
         if base is None:
@@ -317,9 +326,9 @@ def _reference_files(
                 extra_digests=False,
                 deadline=deadline,
                 max_kept_bytes=0,
-                max_entries=opts.max_entries,
+                max_entries=v.opts.max_entries,
             )
-            stream = engine.export_stream(
+            stream = v.engine.export_stream(
                 rep.base.image_id,
                 deadline=deadline,
                 labels={"io.releasekit.verify-provenance": "export-base"},
@@ -328,7 +337,7 @@ def _reference_files(
             cache.base_tables[rep.base.image_id] = base
         return overlay(base, layer_table(rep.layer, deadline))
     except (ExportAborted, EngineError, OSError) as exc:
-        limits.append(f"reference: the locked base's filesystem could not be read: {exc}")
+        v.limits.append(f"reference: the locked base's filesystem could not be read: {exc}")
         return None
 
 
@@ -395,13 +404,9 @@ def _read_release(opts: VerifyOptions, lock: Lock, notes: Findings) -> _Release:
 
 
 def _roots(
-    opts: VerifyOptions,
-    probe: ProbeRun,
-    facts: ImageFacts,
-    comps: dict[str, ExpectedComponent],
-    deadline: float,
-    limits: list[str],
+    v: _Verification, probe: ProbeRun, facts: ImageFacts, comps: dict[str, ExpectedComponent]
 ) -> _Roots:
+    opts, limits = v.opts, v.limits
     sys_path, sites, stdlib = _python_roots(probe, facts)
     if len(sys_path) > opts.max_roots:
         limits.append(
@@ -415,7 +420,7 @@ def _roots(
     plan = ReadPlan(
         python_roots=[p for p in [*sys_path, *bins[: opts.max_roots]] if p != "/"],
         native_names=native,
-        deadline=min(time.monotonic() + opts.export_timeout, deadline),
+        deadline=min(time.monotonic() + opts.export_timeout, v.deadline),
         hash_all=True,
         max_kept_bytes=opts.max_kept_bytes,
         max_entries=opts.max_entries,
@@ -498,6 +503,8 @@ def _write_summary(
     provenance: Path | None,
     facts: ImageFacts,
     sbom_sha256: str | None,
+    *,
+    clock: Clock,
 ) -> str | None:
     """verification_summary.json, unsigned (`releasekit sign` signs it, in a process that runs no git or
     Docker); its path, or None."""
@@ -513,7 +520,9 @@ def _write_summary(
         sbom_sha256=sbom_sha256,
     )
     write_summary(
-        make_summary(image_id=facts.id, passed=result.passed, block=block, provenance=provenance),
+        make_summary(
+            image_id=facts.id, passed=result.passed, block=block, provenance=provenance, clock=clock
+        ),
         summary_path,
     )
     # An envelope an earlier run left signs other bytes: removed (a planted link too, never followed).
@@ -564,42 +573,31 @@ class _Gathered:
     expected_files: dict[str, Expected] | None
 
 
-def _gather(
-    opts: VerifyOptions,
-    release: _Release,
-    lock: Lock,
-    lock_sha: str,
-    deadline: float,
-    notes: Findings,
-    limits: list[str],
-    cache: VerifierCache,
-) -> _Gathered:
-    client = docker_client()
-    adapter = ImageAdapter(client, opts.image)
+def _gather(v: _Verification, release: _Release, notes: Findings) -> _Gathered:
+    opts = v.opts
+    adapter = ImageAdapter(v.engine, opts.image)
     facts = adapter.facts
-    attrs = client.image_attrs(facts.id)
-    reproduction = _reproduce(opts, client, release.loaded, lock, lock_sha, cache)
+    attrs = v.engine.image_attrs(facts.id)
+    reproduction = _reproduce(v, release.loaded)
     import_names = sorted({n for c in release.components.values() if c.installed for n in c.import_names})
     probe = adapter.run_probe(
-        import_names, timeout=max(1.0, min(opts.probe_timeout, deadline - time.monotonic()))
+        import_names, timeout=max(1.0, min(opts.probe_timeout, v.deadline - time.monotonic()))
     )
-    roots = _roots(opts, probe, facts, release.components, deadline, limits)
-    fs = _read_filesystem(opts, adapter, roots, notes, limits)
+    roots = _roots(v, probe, facts, release.components)
+    fs = _read_filesystem(opts, adapter, roots, notes, v.limits)
     expected_files = None
     if fs.read and reproduction.ok and reproduction.image_id != facts.id:
-        expected_files = _reference_files(opts, client, reproduction, cache, deadline, limits)
+        expected_files = _reference_files(v, reproduction)
     return _Gathered(facts, attrs, reproduction, probe, roots, fs, expected_files)
 
 
-def _context(
-    opts: VerifyOptions, lock: Lock, lock_sha: str, release: _Release, got: _Gathered, limits: list[str]
-) -> VerifyContext:
+def _context(v: _Verification, release: _Release, got: _Gathered) -> VerifyContext:
     """The one context every check reads, built once from what was gathered."""
-    inventory = got.fs.inventory
+    opts, inventory = v.opts, got.fs.inventory
     return VerifyContext(
         image=got.facts,
-        lock=lock,
-        lock_sha256=lock_sha,
+        lock=v.lock,
+        lock_sha256=v.lock_sha,
         manifest=release.manifest,
         record=release.record,
         components=release.components,
@@ -619,7 +617,7 @@ def _context(
         image_config=dict(got.attrs.get("Config") or {}),
         layers=[str(d) for d in (got.attrs.get("RootFS") or {}).get("Layers") or []],
         expected_files=got.expected_files,
-        limits=limits,
+        limits=v.limits,
         filesystem_read=got.fs.read,
     )
 
@@ -641,12 +639,7 @@ def outcome_record(outcome: Outcome[VerifyContext]) -> CheckOutcome:
 
 
 def _result(
-    lock: Lock,
-    lock_sha: str,
-    got: _Gathered,
-    findings: Findings,
-    report: Report[VerifyContext],
-    started: float,
+    v: _Verification, got: _Gathered, findings: Findings, report: Report[VerifyContext], started: float
 ) -> VerifyResult:
     facts, fs = got.facts, got.fs
     return VerifyResult(
@@ -654,8 +647,8 @@ def _result(
         image_tags=facts.tags,
         entrypoint=[*facts.entrypoint, *facts.cmd],
         env=facts.env,
-        lock_sha256=lock_sha,
-        manifest_sha256=lock.manifest.sha256,
+        lock_sha256=v.lock_sha,
+        manifest_sha256=v.lock.manifest.sha256,
         passed=findings.passed,
         checks=[outcome_record(o) for o in report.outcomes],
         findings=findings,
@@ -673,8 +666,11 @@ def _result(
     )
 
 
-def verify_provenance(opts: VerifyOptions) -> VerifyResult:
-    """Gather once (release directory, image, probe, filesystem, reproduction), then run every check."""
+def verify_provenance(opts: VerifyOptions, *, engine: Engine, clock: Clock) -> VerifyResult:
+    """Gather once (release directory, image, probe, filesystem, reproduction), then run every check.
+
+    ``engine``: the command's Docker engine (the image, the probe, the export, the rebuild);
+    ``clock``: the summary's ``timeVerified``."""
     started = time.monotonic()
     refuse_key_in_environment("verify-provenance")  # first: nothing read, nothing started
     _check_outputs(opts)
@@ -685,18 +681,19 @@ def verify_provenance(opts: VerifyOptions) -> VerifyResult:
     limits: list[str] = []  # bounds the verifier hit, in the order it hit them
     release = _read_release(opts, lock, notes)
     with verifier_cache(fresh=opts.no_cache) as cache:
-        got = _gather(opts, release, lock, lock_sha, deadline, notes, limits, cache)
-        ctx = _context(opts, lock, lock_sha, release, got, limits)
+        v = _Verification(opts, lock, lock_sha, deadline, limits, engine, cache)
+        got = _gather(v, release, notes)
+        ctx = _context(v, release, got)
         report = run_checks(ctx, deadline, opts.deadline)
     findings = Findings()
     findings.extend(notes)
     findings.extend(report.findings)
-    result = _result(lock, lock_sha, got, findings, report, started)
+    result = _result(v, got, findings, report, started)
     _check_outputs(opts)  # again: the directory may have changed while the image was read
     # The SBOM first: the summary names its sha256, so the signed summary vouches for that document.
     sbom = _write_sbom(opts, result.passed, ctx, got.attrs.get("Created"))
     result.sbom_path = sbom[0] if sbom else None
     result.summary_path = _write_summary(
-        opts, result, release.provenance, got.facts, sbom[1] if sbom else None
+        opts, result, release.provenance, got.facts, sbom[1] if sbom else None, clock=clock
     )
     return result

@@ -11,6 +11,8 @@ ID and the host that ran it.
 with ``--trusted-key`` (or when signed evidence is required: ``--require-signed``, the manifest's
 ``publish.signed``) an unsigned or edited one, or one signed by another key, is refused before
 anything is pulled or any container starts.
+
+The engine is the command's (``engine=``): it pulls or inspects the image, and the command closes it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from releasekit.docker_engine import EngineError, NoSuchImage, connect
+from releasekit.docker_engine import Engine, EngineError, NoSuchImage
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.records.staging import STAGING_FILE, StagingRecord
 from releasekit.registry import Reference, resolve_credentials
@@ -49,6 +51,7 @@ def resolve_candidate(
     trusted_key_files: list[Path] | None = None,
     require_signed: bool = False,
     what: str = STAGING_FILE,
+    engine: Engine,
 ) -> Candidate:
     """The image to run. With ``staged``, it must be the verified image (pulled by digest when named so)."""
     if staged is None:
@@ -60,14 +63,16 @@ def resolve_candidate(
     signed = read_signed_staging(staged, list(trusted_key_files or []), required=require_signed, what=what)
     record = signed.record
     candidate = (
-        _pull_staged(image, record) if is_digest_reference(image) else _local_with_record(image, record)
+        _pull_staged(engine, image, record)
+        if is_digest_reference(image)
+        else _local_with_record(engine, image, record)
     )
     return Candidate(
         image=candidate.image, digest=candidate.digest, host=candidate.host, warning=signed.warning
     )
 
 
-def _pull_staged(image: str, record: StagingRecord) -> Candidate:
+def _pull_staged(engine: Engine, image: str, record: StagingRecord) -> Candidate:
     ref = Reference.parse(image)
     if ref.digest != record.digest:
         raise InputError(
@@ -75,15 +80,12 @@ def _pull_staged(image: str, record: StagingRecord) -> Candidate:
         )
     credentials = resolve_credentials(ref.host)
     auth = (credentials.username, credentials.password) if credentials else None
-    engine = connect()
     try:
         pulled = engine.pull(f"{ref.name}@{ref.digest}", auth=auth)
     except NoSuchImage:
         raise EnvironmentProblem(f"the registry does not serve {image}") from None
     except EngineError as exc:
         raise EnvironmentProblem(f"pull of {image} failed: {exc.explanation}") from None
-    finally:
-        engine.close()
     if pulled != record.image_id:
         raise InputError(
             f"pulled {image} is image {pulled}, not the verified image {record.image_id}: refusing to run it"
@@ -91,13 +93,9 @@ def _pull_staged(image: str, record: StagingRecord) -> Candidate:
     return Candidate(image=pulled, digest=record.digest, host=this_host())
 
 
-def _local_with_record(image: str, record: StagingRecord) -> Candidate:
+def _local_with_record(engine: Engine, image: str, record: StagingRecord) -> Candidate:
     """A local image named while --staged is given: it must be the verified image."""
-    engine = connect()
-    try:
-        facts = engine.inspect(image)
-    finally:
-        engine.close()
+    facts = engine.inspect(image)
     if facts.id != record.image_id:
         raise InputError(f"image {image} is {facts.id}, not the staged, verified image {record.image_id}")
     return Candidate(image=facts.id, digest=record.digest, host=this_host())

@@ -56,18 +56,25 @@ def test_command(
     from releasekit.git.mirrors import add_mirrors
 
     add_mirrors(mirror)
+    from releasekit.clock import SystemClock
+    from releasekit.docker_engine import LazyEngine
     from releasekit.git import local_repos_allowed
     from releasekit.staging.candidate import resolve_candidate
     from releasekit.suites.sweep import TestOptions, run_tests
 
     policy_signed, manifest_keys = _signing_policy(manifest) if staged is not None else (False, [])
-    candidate = resolve_candidate(
-        image,
-        staged,
-        trusted_key_files=trusted_key or manifest_keys,
-        require_signed=require_signed or policy_signed,
-        what="test",
-    )
+    puller = LazyEngine(timeout=600)  # the staged candidate's pull or inspect
+    try:
+        candidate = resolve_candidate(
+            image,
+            staged,
+            trusted_key_files=trusted_key or manifest_keys,
+            require_signed=require_signed or policy_signed,
+            what="test",
+            engine=puller,
+        )
+    finally:
+        puller.close()
     if candidate.warning:
         typer.echo(f"releasekit: {candidate.warning}", err=True)
     result = run_tests(
@@ -81,7 +88,9 @@ def test_command(
             suites=list(suite),
             components=list(component),
             allow_local_repos=local_repos_allowed(allow_local_repos),
-        )
+        ),
+        engine=LazyEngine(timeout=120),  # every container of the suites
+        clock=SystemClock(),
     )
     if signing_key is not None:  # the key is read only now, after every container has gone
         from releasekit.signing import load_signer

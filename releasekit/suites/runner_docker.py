@@ -3,6 +3,7 @@
 ``run_in_image`` creates a container from an image with networking disabled, copies the
 test files in (no bind mount: works with a remote engine too), starts it, kills it at
 the timeout, copies the report files out, keeps the log tail, and removes the container.
+The engine is the command's (``suites/commands.py`` makes it, with its 120 s timeout).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ class ContainerRun:
     files: dict[str, bytes] = field(default_factory=dict)  # container path -> content (those that existed)
 
 
-def image_id(ref: str) -> str | None:
+def image_id(engine: Engine, ref: str) -> str | None:
     """The local engine's ID of ``ref``, or None when the image is not there."""
-    return Engine(timeout=120).image_id(ref)
+    return engine.image_id(ref)
 
 
 def run_in_image(
+    engine: Engine,
     image: str,
     command: list[str],
     *,
@@ -45,7 +47,6 @@ def run_in_image(
     collect: list[str] | None = None,
 ) -> ContainerRun:
     """Run ``command`` in ``image`` with no network; kill it after ``timeout`` seconds."""
-    engine = Engine(timeout=120)
     try:
         container = engine.create(
             ContainerSpec(

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from releasekit.clock import Clock
+from releasekit.docker_engine import Engine
 from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.manifest import LoadedManifest, load_manifest
@@ -130,10 +132,13 @@ class _Run:
     logs: str
 
 
-def _run(image: str, suite: TestSuite, staged: Path | None, selection: list[str] | None) -> _Run:
+def _run(
+    engine: Engine, image: str, suite: TestSuite, staged: Path | None, selection: list[str] | None
+) -> _Run:
     junit = suite.command.junit if suite.command else JUNIT
     env = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1", **suite.env}
     outcome = runner_docker.run_in_image(
+        engine,
         image,
         _argv(suite, selection),
         source=staged,
@@ -195,9 +200,11 @@ def judge_suite(
     staged: Path | None,
     baseline: tuple[str, str] | None,
     base: TestReceipt,
+    *,
+    engine: Engine,
 ) -> TestReceipt:
     """Run ``suite`` in the candidate, rerun its failures, judge them on the baseline; the receipt."""
-    first = _run(image_id, suite, staged, None)
+    first = _run(engine, image_id, suite, staged, None)
     receipt = base.model_copy(
         update={
             "command": _argv(suite, None),
@@ -221,8 +228,8 @@ def judge_suite(
     rerun: _Run | None = None
     base_run: _Run | None = None
     if failing and len(failing) <= _RERUN_LIMIT:
-        rerun = _run(image_id, suite, staged, selection)
-        base_run = _run(baseline[1], suite, staged, selection) if baseline else None
+        rerun = _run(engine, image_id, suite, staged, selection)
+        base_run = _run(engine, baseline[1], suite, staged, selection) if baseline else None
     # Reruns on the baseline only matter for tests that failed twice; one baseline run covers them all.
     receipt.failures.extend(_judged(case, rerun, base_run, allowed) for case in failing)
     return receipt
@@ -289,14 +296,14 @@ def _selected(loaded: LoadedManifest, opts: TestOptions) -> list[tuple[str, GitC
 
 
 def _baseline(
-    suite: TestSuite, opts: TestOptions, baseline_ids: dict[str, str | None]
+    suite: TestSuite, opts: TestOptions, baseline_ids: dict[str, str | None], engine: Engine
 ) -> tuple[tuple[str, str] | None, str | None]:
     """((baseline image, its ID) or None, why there is none); IDs are looked up once per image."""
     ref, why_not = _baseline_for(suite, opts.baseline_image)
     if ref is None:
         return None, why_not
     if ref not in baseline_ids:
-        baseline_ids[ref] = runner_docker.image_id(ref)
+        baseline_ids[ref] = runner_docker.image_id(engine, ref)
     if baseline_ids[ref] is None:
         raise InputError(f"baseline image {ref} is not in the local Docker Engine")
     return (ref, str(baseline_ids[ref])), why_not
@@ -344,7 +351,8 @@ def _judge_and_write(
     return rel
 
 
-def run_tests(opts: TestOptions) -> TestResult:
+def _inputs(opts: TestOptions) -> tuple[LoadedManifest, Lock | None, str | None]:
+    """The manifest, the lock (made from that manifest) and the lock file's sha256."""
     loaded: LoadedManifest = load_manifest(opts.manifest)
     lock: Lock | None = read_lock(opts.lock) if opts.lock else None
     lock_sha = lock_file_sha256(opts.lock) if opts.lock else None
@@ -353,11 +361,17 @@ def run_tests(opts: TestOptions) -> TestResult:
             f"{opts.lock} was made from another manifest (sha256 {lock.manifest.sha256[:12]}), "
             f"not {opts.manifest} ({loaded.sha256[:12]})"
         )
-    image_id = runner_docker.image_id(opts.image)
+    return loaded, lock, lock_sha
+
+
+def run_tests(opts: TestOptions, *, engine: Engine, clock: Clock) -> TestResult:
+    """Every selected suite run and judged; ``engine``, ``clock``: the command's."""
+    loaded, lock, lock_sha = _inputs(opts)
+    image_id = runner_docker.image_id(engine, opts.image)
     if image_id is None:
         raise InputError(f"image {opts.image} is not in the local Docker Engine")
     selected = _selected(loaded, opts)
-    today = opts.today or dt.date.today()
+    today = opts.today or clock.today()
     findings = Findings()
     receipts: dict[str, TestReceipt] = {}
     baseline_ids: dict[str, str | None] = {}
@@ -375,9 +389,9 @@ def run_tests(opts: TestOptions) -> TestResult:
                 image_digest=opts.image_digest,
                 host=platform.node(),
                 lock_sha256=lock_sha,
-                started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                started_at=clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
-            baseline, why_not = _baseline(suite, opts, baseline_ids)
+            baseline, why_not = _baseline(suite, opts, baseline_ids, engine)
             if baseline is not None:
                 base.baseline_image, base.baseline_image_id = baseline
             reason = unmet_needs(suite)
@@ -389,7 +403,9 @@ def run_tests(opts: TestOptions) -> TestResult:
                     staged, base.source_commit = _stage(
                         name, comp, suite, lock, loaded, opts, Path(tmp), checkouts
                     )
-                receipt = judge_suite(name, suite, opts.image, image_id, staged, baseline, base)
+                receipt = judge_suite(
+                    name, suite, opts.image, image_id, staged, baseline, base, engine=engine
+                )
                 if why_not and any(f.verdict == "unjudged" for f in receipt.failures):
                     receipt.findings.add(
                         "BASELINE_UNAVAILABLE",

@@ -23,6 +23,7 @@ from releasekit.cli_options import (
 )
 
 if TYPE_CHECKING:
+    from releasekit.staging.candidate import Candidate
     from releasekit.validate.service import ValidationResult
 
 
@@ -139,16 +140,15 @@ def run(
     json_out: bool = json_flag(None),
 ) -> None:
     """Run cells in containers of IMAGE; one receipt per cell in -o DIR."""
+    from releasekit.clock import SystemClock
+    from releasekit.docker_engine import LazyEngine
     from releasekit.manifest import load_manifest
-    from releasekit.staging.candidate import resolve_candidate
     from releasekit.validate.service import run_validation
 
     loaded = load_manifest(file)
     signed = require_signed or bool(loaded.manifest.publish and loaded.manifest.publish.signed)
     keys = trusted_key or loaded.trusted_key_files()
-    candidate = resolve_candidate(
-        image, staged, trusted_key_files=keys, require_signed=signed, what="validate"
-    )
+    candidate = _candidate(image, staged, keys, signed)
     if candidate.warning:
         typer.echo(f"releasekit: {candidate.warning}", err=True)
     image = image if candidate.digest is None else candidate.image
@@ -166,6 +166,8 @@ def run(
         output,
         cells=cell or None,
         gpus=_gpu_count() if gpus is None else gpus,
+        client=LazyEngine(timeout=60),  # the cells' containers
+        clock=SystemClock(),
         seed=seed,
         image_digest=candidate.digest,
     )
@@ -173,6 +175,20 @@ def run(
         _sign_receipts(signing_key, result)
     _render(loaded.manifest.name, result, json_out)
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _candidate(image: str, staged: Path | None, keys: list[Path], signed: bool) -> Candidate:
+    """The image to run (``--staged``: pulled by digest, or the local one, proven the verified image)."""
+    from releasekit.docker_engine import LazyEngine
+    from releasekit.staging.candidate import resolve_candidate
+
+    puller = LazyEngine(timeout=600)  # reached only with --staged
+    try:
+        return resolve_candidate(
+            image, staged, trusted_key_files=keys, require_signed=signed, what="validate", engine=puller
+        )
+    finally:
+        puller.close()
 
 
 def _sign_receipts(signing_key: Path, result: ValidationResult) -> None:
@@ -209,10 +225,11 @@ def _render(name: str, result: ValidationResult, json_out: bool) -> None:
 
 
 def _dry_run(loaded, image: str, cells: list[str] | None, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+    from releasekit.docker_engine import LazyEngine
     from releasekit.report import findings_table, print_json, stdout_console
     from releasekit.validate.preflight import run_preflight
 
-    result = run_preflight(loaded, image, cells)
+    result = run_preflight(loaded, image, cells, client=LazyEngine(timeout=60))
     if json_out:
         print_json(result)
     else:

@@ -2,7 +2,8 @@
 
 Everything goes through ``releasekit.docker_engine``. The server gets a deadline to become
 healthy, its log is kept, and the container is removed whatever happens (the
-``with`` block), so a failed, crashed or hung server never outlives the cell.
+``with`` block), so a failed, crashed or hung server never outlives the cell. The engine is
+the command's (``validate/commands.py`` makes it, with a 60 s timeout).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from contextlib import contextmanager, suppress
 
 from pydantic import BaseModel, Field
 
-from releasekit.docker_engine import Container, ContainerSpec, Engine, NoSuchImage, connect
+from releasekit.docker_engine import Container, ContainerSpec, Engine, NoSuchImage
 from releasekit.errors import InputError
 from releasekit.validate.health import ServerHealth
 
@@ -41,10 +42,6 @@ class ServerSpec(BaseModel):
     shm_size: str = "2g"
     cell_id: str
     cpuset: str | None = None
-
-
-def docker_client() -> Engine:
-    return connect(timeout=60)
 
 
 def image_facts(engine: Engine, image: str) -> tuple[str, dict[str, str]]:

@@ -22,7 +22,7 @@ from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings, Location, Severity
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.validation import Cell
-from releasekit.validate.container import docker_client, image_facts
+from releasekit.validate.container import image_facts
 from releasekit.validate.engines import Engine, adapter_for
 from releasekit.validate.engines.interface import PREFLIGHT_MARKER, ServeCommand
 from releasekit.validate.models import resolve_model, static_model_findings
@@ -208,7 +208,7 @@ def run_preflight(
     image: str,
     cells: list[str] | None = None,
     *,
-    client: DockerEngine | None = None,
+    client: DockerEngine,
     timeout_s: float = PREFLIGHT_TIMEOUT_S,
 ) -> PreflightResult:
     spec = loaded.manifest.validation
@@ -221,7 +221,6 @@ def run_preflight(
     chosen = [c for c in spec.cells if not cells or c.id in cells]
     if not chosen:
         raise InputError(f"{loaded.path} has no validation cells")
-    client = client or docker_client()
     image_id, image_env = image_facts(client, image)
     results: list[PreflightCell] = []
     batches: dict[str, tuple[Engine, list[tuple[PreflightCell, Cell, ServeCommand]]]] = {}

@@ -13,12 +13,13 @@ import os
 import platform
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from releasekit.clock import Clock
+from releasekit.docker_engine import Engine as DockerEngine
 from releasekit.docker_engine import EngineError
 from releasekit.errors import InputError
 from releasekit.findings import Finding, Findings, Location, Severity
@@ -38,7 +39,7 @@ from releasekit.records.receipt import (
 )
 from releasekit.validate.checks import CheckContext, check_for, run_check
 from releasekit.validate.client import EngineClient
-from releasekit.validate.container import ServerFailed, ServerSpec, docker_client, image_facts, serve
+from releasekit.validate.container import ServerFailed, ServerSpec, image_facts, serve
 from releasekit.validate.engines import engine_for
 from releasekit.validate.engines.interface import Engine, ServeCommand
 from releasekit.validate.gates import evaluate_gate, resolve_baseline
@@ -173,7 +174,7 @@ def _one_run(config: Any, ctx: CheckContext, cell: Cell) -> CheckResult:
 
 
 def _server_lost(
-    server: Any, engine: Engine, last: CheckResult, kind: str, cell: Cell, findings: Findings
+    server: Any, engine: Engine, last: CheckResult, *, kind: str, cell: Cell, findings: Findings
 ) -> bool:
     """After a check run: did the server exit, or stop answering its health path after a failure?"""
     alive, code = server.alive()
@@ -194,31 +195,41 @@ def _server_lost(
     return False
 
 
+@dataclass(frozen=True)
+class CandidateImage:
+    """The image every cell of a run serves from, as its receipts name it."""
+
+    image: str  # as given (a tag, an ID, or the pulled digest's local ID)
+    image_id: str
+    image_env: dict[str, str]  # the image's own ENV: part of what each server runs with
+    lock_sha256: str | None
+    image_digest: str | None = None  # the registry digest it was pulled by (--staged)
+
+
 class CellRunner:
     def __init__(
         self,
         loaded: LoadedManifest,
-        image: str,
-        image_id: str,
-        image_env: dict[str, str],
-        lock_sha256: str | None,
-        client,
+        candidate: CandidateImage,
+        *,
+        client: DockerEngine,
+        clock: Clock,
         seed: int = 0,
-        image_digest: str | None = None,
     ) -> None:
         self.loaded = loaded
-        self.image_digest = image_digest
+        self.image_digest = candidate.image_digest
         self.spec: ValidationSpec = loaded.manifest.validation
-        self.image = image
-        self.image_id = image_id
-        self.image_env = image_env
-        self.lock_sha256 = lock_sha256
+        self.image = candidate.image
+        self.image_id = candidate.image_id
+        self.image_env = candidate.image_env
+        self.lock_sha256 = candidate.lock_sha256
         self.client = client
+        self.clock = clock
         self.seed = seed
 
     def run(self, cell: Cell, gpus: list[int]) -> Receipt:
         """Render, refuse what must be refused before any GPU hour, serve and check, judge the gates."""
-        started = datetime.now(UTC)
+        started = self.clock.now()
         t0 = time.monotonic()
         findings = Findings()
         r = self._render(cell, gpus)
@@ -242,7 +253,7 @@ class CellRunner:
             passed=passed,
             status=status,
             started_at=started.isoformat(timespec="seconds"),
-            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            finished_at=self.clock.now().isoformat(timespec="seconds"),
             duration_s=round(time.monotonic() - t0, 3),
             startup_s=None if served.startup_s is None else round(served.startup_s, 3),
             invocation=r.invocation,
@@ -360,9 +371,7 @@ class CellRunner:
                     out.startup_s = server.wait_ready(
                         [r.engine.health_path, r.engine.models_path], cell.startup_timeout_s
                     )
-                    out.checks = self._checks(
-                        cell, server, r.engine, findings, r.command.port, r.resolved.engine_arg
-                    )
+                    out.checks = self._checks(cell, server, r, findings)
                 except ServerFailed as exc:
                     out.server_failed = True
                     findings.add(exc.code, exc.message, **r.where)
@@ -404,9 +413,8 @@ class CellRunner:
                         f.severity = Severity.warning
         return gate_results, metrics, required_failed
 
-    def _checks(
-        self, cell: Cell, server, engine, findings: Findings, port: int, model_path: str
-    ) -> list[CheckResult]:
+    def _checks(self, cell: Cell, server, r: _Rendered, findings: Findings) -> list[CheckResult]:
+        engine, port, model_path = r.engine, r.command.port, r.resolved.engine_arg
         client = EngineClient(server.base_url, cell.model.name, timeout_s=cell.request_timeout_s)
         ctx = CheckContext(
             cell=cell,
@@ -431,7 +439,7 @@ class CellRunner:
             runs = []
             for _ in range(runs_for(cell, config.kind)):
                 runs.append(_one_run(config, ctx, cell))
-                if _server_lost(server, engine, runs[-1], config.kind, cell, findings):
+                if _server_lost(server, engine, runs[-1], kind=config.kind, cell=cell, findings=findings):
                     results.append(merge_runs(runs))
                     return results
             results.append(merge_runs(runs))
@@ -468,6 +476,18 @@ def _summary(r: Receipt, receipts_dir: Path) -> CellSummary:
     )
 
 
+def _lock_mismatch(labels: dict[str, str], lock_sha: str | None, image_id: str) -> Findings:
+    """IMAGE_LOCK_MISMATCH when the image's label names another lock than the one given."""
+    findings = Findings()
+    if lock_sha is not None and labels.get(LOCK_LABEL) and labels[LOCK_LABEL] != lock_sha:
+        findings.add(
+            "IMAGE_LOCK_MISMATCH",
+            f"image {image_id[:19]} was built from lock {labels[LOCK_LABEL][:12]}, not {lock_sha[:12]}",
+            image=image_id,
+        )
+    return findings
+
+
 def run_validation(
     loaded: LoadedManifest,
     image: str,
@@ -476,25 +496,20 @@ def run_validation(
     cells: list[str] | None = None,
     *,
     gpus: int = 0,
-    client=None,
+    client: DockerEngine,
+    clock: Clock,
     seed: int = 0,
     image_digest: str | None = None,
 ) -> ValidationResult:
+    """Every chosen cell served and judged, a receipt each; ``client``, ``clock``: the command's."""
     if lock_path is not None:
         # Models and datasets the lock pinned (plan lock --models/--datasets) count as pinned.
         loaded = with_locked_inputs(loaded, read_lock(lock_path))
     chosen = _chosen_cells(loaded, cells)
     lock_sha = lock_file_sha256(lock_path) if lock_path is not None else None
-    client = client or docker_client()
     image_id, image_env = image_facts(client, image)
-    findings = Findings()
-    labels = client.inspect(image_id).labels
-    if lock_sha is not None and labels.get(LOCK_LABEL) and labels[LOCK_LABEL] != lock_sha:
-        findings.add(
-            "IMAGE_LOCK_MISMATCH",
-            f"image {image_id[:19]} was built from lock {labels[LOCK_LABEL][:12]}, not {lock_sha[:12]}",
-            image=image_id,
-        )
+    findings = _lock_mismatch(client.inspect(image_id).labels, lock_sha, image_id)
+    if not findings.passed:
         # Receipts would bind measurements of this image to a lock it was not built from.
         return ValidationResult(
             image=image,
@@ -506,7 +521,8 @@ def run_validation(
             findings=list(findings),
             passed=False,
         )
-    runner = CellRunner(loaded, image, image_id, image_env, lock_sha, client, seed, image_digest=image_digest)
+    candidate = CandidateImage(image, image_id, image_env, lock_sha, image_digest)
+    runner = CellRunner(loaded, candidate, client=client, clock=clock, seed=seed)
     jobs = [Job(cell_id=c.id, gpus=c.gpu_count, duration_s=c.expected_duration_s or 0) for c in chosen]
     by_id = {c.id: c for c in chosen}
 
