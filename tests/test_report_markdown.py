@@ -76,6 +76,66 @@ def test_a_long_cell_is_cut_without_splitting_an_escape() -> None:
     assert escape_cell("ab\\cd", max_len=5) == "ab\\\\…"
 
 
+# --- the outputs that use it ------------------------------------------------------------------
+
+HOSTILE = "fix a | b\nsecond line \\ end"
+
+
+def test_a_pr_title_with_a_pipe_and_a_line_break_stays_one_cell_of_release_md() -> None:
+    from releasekit.builder.release_notes import PRLine, ReleaseNotesPlan, render_release_notes
+    from releasekit.records.build import BaseImageRecord, BuildRecord, CacheReport, ImageRecord
+
+    record = BuildRecord(
+        name="r",
+        lock_sha256="a" * 64,
+        manifest_sha256="b" * 64,
+        image_id="sha256:" + "c" * 64,
+        toolchain={"cuda": "12.8", "nccl": None, "pytorch": None, "cuda_arch_list": ["12.0a"]},
+        base_image=BaseImageRecord(name="scratch", image_id="sha256:" + "d" * 64),
+        image=ImageRecord(
+            created="2026-01-01T00:00:00Z",
+            source_date_epoch=1,
+            wheels_layer_digest="sha256:" + "e" * 64,
+            wheels_layer_size=1,
+            base_layers_size=0,
+        ),
+        components=[],
+        labels={},
+        cache=CacheReport(),
+        smoke={},
+        outputs={},
+    )
+    plan = ReleaseNotesPlan(merged=[PRLine("app", 7, HOSTILE, "f" * 40, "planned", "squash")])
+    notes = render_release_notes(record, plan).splitlines()
+    row = next(line for line in notes if line.startswith("| app | #7 |"))
+    assert cells(row) == [
+        "app", "#7", "fix a \\| b second line \\\\ end", "`ffffffffffff`", "planned", "squash", "not read", "-"
+    ]  # fmt: skip
+    # The hand-written shape is kept: a blank header cell, and the row of a release without PRs.
+    assert "| | version |" in notes and "| CUDA | 12.8 |" in notes
+    assert "| | | no merge plan | | | | | |" in render_release_notes(record).splitlines()
+
+
+def test_a_cell_id_with_a_pipe_stays_one_cell_of_the_validation_report() -> None:
+    from releasekit.records.summary import Aggregate, CellRow
+    from releasekit.validate.report import markdown
+
+    row = CellRow(
+        cell_id=HOSTILE,
+        status="passed",
+        passed=True,
+        required=True,
+        speculative="off",
+        gpus=1,
+        duration_s=1.0,
+    )
+    agg = Aggregate(image_id="i", lock_sha256="l", manifest_sha256="m", cells=[row], passed=True)
+    lines = markdown(agg, [], []).splitlines()
+    header = lines.index("| cell | spec | GPUs | status | headline metrics | findings |")
+    assert lines[header + 1] == "|---|---|---|---|---|---|"
+    assert len(cells(lines[header + 2])) == 6
+
+
 # --- the formats --------------------------------------------------------------------------------
 
 
