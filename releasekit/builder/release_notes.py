@@ -18,6 +18,7 @@ from releasekit.manifest.models import Exclusion
 from releasekit.records.build import BuildRecord
 from releasekit.records.lock import Lock
 from releasekit.records.plan_check import PlanCheckResult, ReleaseOnlyReport
+from releasekit.report.markdown import BLANK, table
 
 
 @dataclass
@@ -151,20 +152,11 @@ Image `{{ r.image_id }}`{% if r.image_tag %} tagged `{{ r.image_tag }}`{% endif 
 
 ## Toolchain
 
-| | version |
-|---|---|
-| CUDA | {{ r.toolchain.cuda or "not pinned" }} |
-| NCCL | {{ r.toolchain.nccl or "not pinned" }} |
-| PyTorch | {{ r.toolchain.pytorch or "not pinned" }} |
-| CUDA arch list | {{ (r.toolchain.cuda_arch_list or []) | join(", ") or "none" }} |
+{{ t.toolchain }}
 
 ## Components
 
-| component | repository | commit | version | wheel sha256 |
-|---|---|---|---|---|
-{% for c in r.components %}
-| {{ c.name }} | {{ c.repo or "" }} | {{ c.commit or "" }} | {{ c.version or "" }} | {{ c.wheel_sha256 or "not built" }} |
-{% endfor %}
+{{ t.components }}
 
 {% for c in r.components if c.built %}
 {% if loop.first %}## Built from fresh checkouts
@@ -185,22 +177,12 @@ Image `{{ r.image_id }}`{% if r.image_tag %} tagged `{{ r.image_tag }}`{% endif 
 
 Plan check: {{ p.plan_check }}.
 
-| component | PR | title | head | role | how it landed | on the forge | findings |
-|---|---|---|---|---|---|---|---|
-{% for l in p.merged %}
-| {{ l.component }} | #{{ l.number }} | {{ l.title }} | `{{ l.head[:12] }}` | {{ l.role }} | {{ l.landed }} | {{ l.forge }} | {{ l.codes or "-" }} |
-{% else %}
-| | | no merge plan | | | | | |
-{% endfor %}
+{{ t.merged }}
 
 {% if p.not_merged %}
 ### Superseded and closed (must not be merged)
 
-| component | PR | head | role | on canonical | on the forge |
-|---|---|---|---|---|---|
-{% for l in p.not_merged %}
-| {{ l.component }} | #{{ l.number }} | `{{ l.head[:12] }}` | {{ l.role }} | {{ l.landed }} | {{ l.forge }} |
-{% endfor %}
+{{ t.not_merged }}
 
 {% endif %}
 {% if p.exclusions %}
@@ -226,8 +208,50 @@ No release branch was audited{% if p.plan_check == "not run" %} (no plan-check.j
 """
 
 
+def _tables(record: BuildRecord, plan: ReleaseNotesPlan) -> dict[str, str]:
+    """The template's tables, each written by ``report.markdown.table`` (no trailing newline)."""
+    tool = record.toolchain
+    arches = tool.get("cuda_arch_list") or []
+    toolchain = [
+        ("CUDA", tool.get("cuda") or "not pinned"),
+        ("NCCL", tool.get("nccl") or "not pinned"),
+        ("PyTorch", tool.get("pytorch") or "not pinned"),
+        ("CUDA arch list", ", ".join(map(str, arches if isinstance(arches, list) else [])) or "none"),
+    ]
+    components = [
+        (c.name, c.repo or "", c.commit or "", c.version or "", c.wheel_sha256 or "not built")
+        for c in record.components
+    ]
+    merged: list[tuple[object, ...]] = [
+        (
+            pr.component,
+            f"#{pr.number}",
+            pr.title,
+            f"`{pr.head[:12]}`",
+            pr.role,
+            pr.landed,
+            pr.forge,
+            pr.codes or "-",
+        )
+        for pr in plan.merged
+    ] or [(BLANK, BLANK, "no merge plan", BLANK, BLANK, BLANK, BLANK, BLANK)]
+    not_merged = [
+        (pr.component, f"#{pr.number}", f"`{pr.head[:12]}`", pr.role, pr.landed, pr.forge)
+        for pr in plan.not_merged
+    ]
+    pr_columns = ("component", "PR", "title", "head", "role", "how it landed", "on the forge", "findings")
+    tables = {
+        "toolchain": table((BLANK, "version"), toolchain),
+        "components": table(("component", "repository", "commit", "version", "wheel sha256"), components),
+        "merged": table(pr_columns, merged),
+        "not_merged": table(("component", "PR", "head", "role", "on canonical", "on the forge"), not_merged),
+    }
+    return {name: "\n".join(lines) for name, lines in tables.items()}
+
+
 def render_release_notes(record: BuildRecord, plan: ReleaseNotesPlan | None = None) -> str:
     env = jinja2.Environment(
         trim_blocks=True, lstrip_blocks=True, autoescape=False, undefined=jinja2.StrictUndefined
     )  # noqa: S701
-    return env.from_string(TEMPLATE).render(r=record, p=plan or ReleaseNotesPlan())
+    plan = plan or ReleaseNotesPlan()
+    return env.from_string(TEMPLATE).render(r=record, p=plan, t=_tables(record, plan))

@@ -14,9 +14,11 @@ from releasekit.publish.checks.component_tests import read_test_receipts
 from releasekit.publish.checks.context import GateSubject
 from releasekit.publish.evidence import Evidence
 from releasekit.publish.gate import GatePolicy, GateReport
+from releasekit.records.gate import SuitePolicy
 from releasekit.records.legacy import Headline
 from releasekit.records.sbom import SBOM_FILE
-from releasekit.records.test_receipt import HygieneReceipt
+from releasekit.records.test_receipt import HygieneReceipt, TestReceipt
+from releasekit.report.markdown import table
 
 _MAX_HEADLINES = 4
 
@@ -39,6 +41,15 @@ def _headline(metric: Headline) -> str | None:
     return text
 
 
+def _suite_row(suite: SuitePolicy, receipt: TestReceipt | None) -> tuple[str, str, str, str, str]:
+    optional = "" if suite.required else " (optional)"
+    if receipt is None:
+        stated = "; ".join(suite.expect) or "-"
+        return (suite.key, f"{'not run' if optional else 'MISSING'}{optional}", "-", stated, "-")
+    result = receipt.status + (f": {receipt.skip_reason}" if receipt.skip_reason else "") + optional
+    return (suite.key, result, receipt.counts_text(), receipt.stated_text(), receipt.accepted_text())
+
+
 def _tests_section(subject: GateSubject) -> list[str]:
     """Rows for the manifest's suites and hygiene; empty when the manifest has neither."""
     policy = subject.policy
@@ -52,35 +63,22 @@ def _tests_section(subject: GateSubject) -> list[str]:
     }
     lines = ["", "## Tests", ""]
     if policy.suites:
-        lines += [
-            "| suite | result | counts | plan states | accepted failures |",
-            "| --- | --- | --- | --- | --- |",
-        ]
-    for suite in policy.suites:
-        receipt = bound.get(suite.key)
-        optional = "" if suite.required else " (optional)"
-        if receipt is None:
-            stated = "; ".join(suite.expect) or "-"
-            lines.append(
-                f"| {suite.key} | {'not run' if optional else 'MISSING'}{optional} | - | {stated} | - |"
-            )
-            continue
-        result = receipt.status + (f": {receipt.skip_reason}" if receipt.skip_reason else "") + optional
-        lines.append(
-            f"| {suite.key} | {result} | {receipt.counts_text()} | {receipt.stated_text()} | "
-            f"{receipt.accepted_text()} |"
+        rows = [_suite_row(suite, bound.get(suite.key)) for suite in policy.suites]
+        lines += table(
+            ("suite", "result", "counts", "plan states", "accepted failures"), rows, padded_rule=True
         )
     loaded = subject.evidence.hygiene
     if policy.hygiene:
         hygiene: HygieneReceipt | None = loaded.record if loaded is not None else None
         if hygiene is not None and hygiene.lock_sha256 != subject.lock_sha256:
             hygiene = None
-        lines += ["", "| hygiene | steps |", "| --- | --- |"]
         entries = {c.component: c for c in hygiene.components} if hygiene else {}
+        hygiene_rows = []
         for item in policy.hygiene:
             comp = entries.get(item.component)
             steps = ", ".join(f"{s.step} {s.status}" for s in comp.steps) if comp else "MISSING"
-            lines.append(f"| {item.component}{'' if item.required else ' (optional)'} | {steps} |")
+            hygiene_rows.append((f"{item.component}{'' if item.required else ' (optional)'}", steps))
+        lines += ["", *table(("hygiene", "steps"), hygiene_rows, padded_rule=True)]
     return lines
 
 
@@ -144,11 +142,10 @@ def release_notes(
         "",
         "## Validation",
         "",
-        "| cell | result | headline numbers |",
-        "| --- | --- | --- |",
     ]
     by_cell = {r.cell: r for r in report.receipts}
     known = [c.id for c in policy.cells] + sorted(c for c in by_cell if policy.cell(c or "") is None and c)
+    rows = []
     for cell_id in known:
         receipt = by_cell.get(cell_id)
         cell = policy.cell(cell_id)
@@ -159,7 +156,8 @@ def release_notes(
         else:
             result = "pass" if receipt.passed else "FAIL"
             heads = "; ".join(h for h in (_headline(m) for m in receipt.metrics[:_MAX_HEADLINES]) if h)
-        lines.append(f"| {cell_id} | {result} | {heads} |")
+        rows.append((cell_id, result, heads))
+    lines += table(("cell", "result", "headline numbers"), rows, padded_rule=True)
     if evidence is not None:
         subject = GateSubject(
             image=ImageFacts(id=report.image_id),

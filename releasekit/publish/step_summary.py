@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from releasekit.findings import Finding, Severity
+from releasekit.findings import Severity
 from releasekit.records.base import load_record
 from releasekit.records.forge import ForgeComponent, ForgeData, ForgePR
 from releasekit.records.lock import Lock
@@ -25,42 +25,37 @@ from releasekit.records.test_receipt import (
     read_test_receipt_dir,
 )
 from releasekit.records.verification import VerificationStatement
+from releasekit.report.formats import MarkdownFormat, Result
+from releasekit.report.markdown import escape_cell
+from releasekit.report.markdown import table as markdown_table
 
 # A table cell is one line of the table: the row must not be split or given extra columns.
 _CELL_MAX = 300
 
 
+def _one_line(text: object) -> str:
+    return "" if text is None else " ".join(str(text).split())
+
+
 def cell(text: object) -> str:
-    value = "" if text is None else str(text)
-    value = " ".join(value.split()).replace("\\", "\\\\").replace("|", "\\|")
-    return value if len(value) <= _CELL_MAX else value[: _CELL_MAX - 1] + "…"
+    return escape_cell(_one_line(text), _CELL_MAX)
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
-    lines = ["| " + " | ".join(cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return lines
+    """A table of single-spaced cells of at most ``_CELL_MAX`` characters (``report.markdown.table``)."""
+    return markdown_table(
+        [_one_line(c) for c in columns], ([_one_line(v) for v in row] for row in rows), max_cell=_CELL_MAX
+    )
 
 
 def _verdict(passed: bool) -> str:
     return "✅ passed" if passed else "❌ failed"
 
 
-def _findings(findings: Iterable[Finding], limit: int = 30) -> list[str]:
-    # Errors first: a long list of infos must not push the reason for a refusal out of the limit.
-    ordered = sorted(findings, key=lambda f: (f.severity != Severity.error, f.severity != Severity.warning))
-    if not ordered:
-        return []
-    lines = ["", "| severity | code | where | message |", "|---|---|---|---|"]
-    for f in ordered[:limit]:
-        lines.append(
-            "| "
-            + " | ".join(cell(v) for v in (f.severity.value, f.code, f.location.render(), f.message))
-            + " |"
-        )
-    if len(ordered) > limit:
-        lines.append(f"\n… and {len(ordered) - limit} more (the job's log has every one)")
-    return lines
+def _findings(result: Result) -> list[str]:
+    """The result's findings as a table, errors first, after a blank line (nothing when none)."""
+    lines = MarkdownFormat(limit=30, max_cell=_CELL_MAX).lines(result)
+    return ["", *lines] if lines else []
 
 
 def _forge_state(component: ForgeComponent | None, pr: int | None) -> str:
@@ -110,7 +105,7 @@ def plan_summary(plan_check: Path, lock: Path | None = None) -> str:
             )
     lines = [f"## Plan check: {_verdict(result.passed)}", ""]
     lines += table(("component", "PR", "title", "role", "state", "how it landed", "forge", "codes"), rows)
-    lines += _findings(result.findings)
+    lines += _findings(result)
     return "\n".join(lines) + "\n"
 
 
@@ -133,7 +128,7 @@ def verification_summary(path: Path) -> str:
         "",
     ]
     lines += table(("check", "status", "examined", "items", "codes / reason"), rows)
-    lines += _findings(block.findings)
+    lines += _findings(block)
     return "\n".join(lines) + "\n"
 
 
@@ -183,7 +178,7 @@ def publish_summary(path: Path) -> str:
         "",
         *table(("gate check", "verdict"), [(c.name, _verdict(c.passed)) for c in record.gate.checks]),
     ]
-    lines += _findings(record.gate.findings)
+    lines += _findings(record.gate)
     return "\n".join(lines) + "\n"
 
 
@@ -212,5 +207,5 @@ def tests_summary(release_dir: Path) -> str:
         ]
         lines += ["", f"## Hygiene: {hygiene.status}", ""]
         lines += table(("component", "step", "status", "files", "detail"), steps)
-        lines += _findings(hygiene.findings)
+        lines += _findings(hygiene)
     return "\n".join(lines) + "\n"

@@ -1,22 +1,23 @@
-"""Output formats shared by every command: terminal (rich) and JSON.
+"""Output formats shared by every command: terminal (rich), JSON and markdown.
 
-Services return pydantic models; these functions render them. Nothing else prints.
+Services return pydantic models; these functions render them. Nothing else prints. The formats
+share one interface (``report.formats.OutputFormat``); every markdown table is written by
+``report.markdown.table``.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
-from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from releasekit.findings import Findings, Severity
+from releasekit.findings import Findings
+from releasekit.report.formats import JsonFormat, TerminalFormat, to_jsonable
 
-_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
+__all__ = ["findings_table", "print_json", "render_findings", "stdout_console", "to_jsonable"]
 
 
 def stdout_console() -> Console:
@@ -24,39 +25,22 @@ def stdout_console() -> Console:
     return Console(file=sys.stdout, width=max(120, Console().width), soft_wrap=True, highlight=False)
 
 
-def to_jsonable(obj: Any) -> Any:
-    if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json", exclude_none=False)
-    if isinstance(obj, dict):
-        return {k: to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_jsonable(v) for v in obj]
-    return obj
-
-
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(JsonFormat().format(obj))
 
 
 def render_findings(
     findings: Findings, console: Console | None = None, *, ok_message: str = "no findings"
 ) -> None:
     console = console or stdout_console()
+    lines = TerminalFormat(ok_message).lines(findings)
     if not len(findings):
-        console.print(f"[green]ok[/green]: {ok_message}")
+        console.print(lines[0])
         return
-    for f in findings:
-        where = f.location.render()
-        style = _STYLE[f.severity]
-        prefix = escape(where) + ": " if where else ""
-        console.print(
-            f"{prefix}[{style}]{f.severity.value}[/{style}] [bold]{f.code}[/bold]: {escape(f.message)}",
-            markup=True,
-            soft_wrap=True,  # one finding, one line: never folded or cropped in logs
-        )
-    errors = len(findings.errors)
-    others = len(findings) - errors
-    console.print(f"{errors} error(s), {others} warning/info finding(s)")
+    for line in lines[:-1]:
+        # one finding, one line: never folded or cropped in logs
+        console.print(line, markup=True, soft_wrap=True)
+    console.print(lines[-1])
 
 
 def findings_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:

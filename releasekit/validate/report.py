@@ -7,9 +7,10 @@ from pathlib import Path
 from releasekit.atomic import write_atomic
 from releasekit.findings import Findings
 from releasekit.records.base import write_record
-from releasekit.records.receipt import Receipt, read_receipts
+from releasekit.records.receipt import GateResult, Receipt, read_receipts
 from releasekit.records.summary import AGGREGATE_SCHEMA, SUMMARY_FILE, Aggregate, CellRow, SuiteRow
 from releasekit.records.test_receipt import TestReceipt, read_test_receipt_dir
+from releasekit.report.markdown import table
 
 __all__ = ["AGGREGATE_SCHEMA", "Aggregate", "CellRow", "SuiteRow", "aggregate", "aggregate_directory"]
 
@@ -175,6 +176,17 @@ def plot_gates(receipts: list[Receipt], path: Path) -> bool:
     return True
 
 
+def _gate_row(cell_id: str, g: GateResult) -> tuple[str, ...]:
+    cand = (
+        f"{g.candidate:.4g} ({g.candidate_low:.4g})"
+        if g.candidate is not None and g.candidate_low is not None
+        else "-"
+    )
+    base = f"{g.baseline} = {g.baseline_value:.4g}" if g.baseline_value is not None else (g.baseline or "-")
+    ratio = f"{g.ratio:.4f} ({g.ratio_low:.4f})" if g.ratio is not None and g.ratio_low is not None else "-"
+    return (cell_id, g.metric, cand, base, ratio, g.bound, "pass" if g.passed else "FAIL")
+
+
 def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
     lines = [
         "# Validation report",
@@ -184,57 +196,38 @@ def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
         f"- manifest sha256: `{agg.manifest_sha256}`",
         f"- result: **{'PASSED' if agg.passed else 'FAILED'}** ({sum(c.passed for c in agg.cells)}/{len(agg.cells)} cells passed)",
         "",
-        "| cell | spec | GPUs | status | headline metrics | findings |",
-        "|---|---|---|---|---|---|",
     ]
-    for c in agg.cells:
-        head = ", ".join(f"{k}={v:.4g}" for k, v in c.headline.items() if v is not None)
-        lines.append(
-            f"| {c.cell_id} | {c.speculative} | {c.gpus} | {c.status} | {head} | {', '.join(c.codes)} |"
+    cells = [
+        (
+            c.cell_id,
+            c.speculative,
+            c.gpus,
+            c.status,
+            ", ".join(f"{k}={v:.4g}" for k, v in c.headline.items() if v is not None),
+            ", ".join(c.codes),
         )
-    gates = [(r.cell_id, g) for r in receipts for g in r.gates]
+        for c in agg.cells
+    ]
+    lines += table(("cell", "spec", "GPUs", "status", "headline metrics", "findings"), cells)
+    gates = [_gate_row(r.cell_id, g) for r in receipts for g in r.gates]
     if gates:
-        lines += [
-            "",
-            "## Gates",
-            "",
-            "| cell | metric | candidate (low) | baseline | ratio (low) | rule | result |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for cid, g in gates:
-            cand = (
-                f"{g.candidate:.4g} ({g.candidate_low:.4g})"
-                if g.candidate is not None and g.candidate_low is not None
-                else "-"
-            )
-            base = (
-                f"{g.baseline} = {g.baseline_value:.4g}"
-                if g.baseline_value is not None
-                else (g.baseline or "-")
-            )
-            ratio = (
-                f"{g.ratio:.4f} ({g.ratio_low:.4f})"
-                if g.ratio is not None and g.ratio_low is not None
-                else "-"
-            )
-            lines.append(
-                f"| {cid} | {g.metric} | {cand} | {base} | {ratio} | {g.bound} | {'pass' if g.passed else 'FAIL'} |"
-            )
+        gate_columns = ("cell", "metric", "candidate (low)", "baseline", "ratio (low)", "rule", "result")
+        lines += ["", "## Gates", "", *table(gate_columns, gates)]
     if agg.suites:
-        lines += [
-            "",
-            "## Component tests",
-            "",
-            "| suite | status | counts | plan states | accepted failures |",
-            "|---|---|---|---|---|",
-        ]
-        for t in agg.suites:
-            status = (
+        suites = [
+            (
+                f"{t.component}/{t.suite}",
                 t.status
                 + (f" ({t.skip_reason})" if t.skip_reason else "")
-                + ("" if t.required else ", optional")
+                + ("" if t.required else ", optional"),
+                t.counts,
+                t.stated,
+                t.accepted,
             )
-            lines.append(f"| {t.component}/{t.suite} | {status} | {t.counts} | {t.stated} | {t.accepted} |")
+            for t in agg.suites
+        ]
+        suite_columns = ("suite", "status", "counts", "plan states", "accepted failures")
+        lines += ["", "## Component tests", "", *table(suite_columns, suites)]
     if agg.findings:
         lines += ["", "## Findings", ""] + [f"- {f.render()}" for f in agg.findings]
     for img in images:
