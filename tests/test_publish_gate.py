@@ -10,8 +10,7 @@ from publish_support import IMAGE_CMD, IMAGE_ENV, Release
 from releasekit.docker_engine import ImageFacts
 from releasekit.manifest import load_manifest
 from releasekit.publish.evidence import load_evidence
-from releasekit.publish.gate import policy_from_manifest
-from releasekit.publish.service import evaluate_gate
+from releasekit.publish.gate import evaluate_gate, policy_from_manifest
 
 IMAGE_ID = "sha256:" + "4" * 64
 
