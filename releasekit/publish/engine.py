@@ -23,7 +23,7 @@ def staging_tag(image_id: str) -> str:
 
 
 class DockerEngine:
-    """Publishing's view of the engine the command connected to (``connect(timeout=600)``) and passed in."""
+    """Publishing's view of the engine the command connected to (600 s per call) and passed in."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
