@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -518,6 +518,13 @@ class RegistryClient:
             return ImageIndex.parse(response.content).manifests
         except ValueError:
             return None
+
+
+class RegistryOpener(Protocol):
+    """Opens a client for one registry host with its credentials: ``RegistryClient`` itself, passed in
+    by a command (the edge) so that no library module opens a connection of its own making."""
+
+    def __call__(self, host: str, credentials: RegistryCredentials | None, /) -> RegistryClient: ...
 
 
 def copy_image(

@@ -333,14 +333,21 @@ def big_image(docker_client):
     docker_client.images.remove(image_id, force=True, noprune=False)
 
 
+def _publish(**options):
+    """The library's publish, given the engine and target its command makes."""
+    from releasekit.publish.commands import docker_engine, publish_target
+    from releasekit.publish.service import publish
+
+    engine = docker_engine()
+    return publish(**options, engine=engine, publish_target=publish_target(engine))
+
+
 def _publish_in_thread(
     release: Release, image: str, target: str, outcome: dict[str, object]
 ) -> threading.Thread:
-    from releasekit.publish.service import publish
-
     def run() -> None:
         try:
-            outcome["result"] = publish(
+            outcome["result"] = _publish(
                 image=image, lock_path=release.lock, receipts_dir=release.receipts, to=target, tags=["beta"]
             )
         except EnvironmentProblem as exc:
@@ -361,8 +368,6 @@ def _wait_for_upload(reg, repo: str) -> None:
 
 @pytest.mark.slow
 def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_path, big_image):
-    from releasekit.publish.service import publish
-
     big = big_image
     release = Release(tmp_path / "rel", big)
     with start_local_registry(tmp_path / "reg") as reg:
@@ -389,7 +394,7 @@ def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_p
             probe.get(f"{reg.url}/v2/{repo}/manifests/beta").raise_for_status()
 
         link.release()
-        result = publish(
+        result = _publish(
             image=big,
             lock_path=release.lock,
             receipts_dir=release.receipts,
@@ -514,8 +519,6 @@ class EngineLink:
 def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(
     tmp_path, big_image, docker_client, monkeypatch
 ):
-    from releasekit.publish.service import publish
-
     release = Release(tmp_path / "rel", big_image)
     link = EngineLink(tmp_path / "engine.sock")
     with start_local_registry(tmp_path / "reg") as reg:
@@ -536,7 +539,7 @@ def test_losing_the_engine_mid_push_leaves_no_tag_and_a_rerun_completes(
 
         registry.release()  # the engine's own upload, if it goes on, now fails or completes
         monkeypatch.delenv("DOCKER_HOST")
-        result = publish(
+        result = _publish(
             image=big_image,
             lock_path=release.lock,
             receipts_dir=release.receipts,

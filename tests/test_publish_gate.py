@@ -10,8 +10,7 @@ from publish_support import IMAGE_CMD, IMAGE_ENV, Release
 from releasekit.docker_engine import ImageFacts
 from releasekit.manifest import load_manifest
 from releasekit.publish.evidence import load_evidence
-from releasekit.publish.gate import policy_from_manifest
-from releasekit.publish.service import evaluate_gate
+from releasekit.publish.gate import evaluate_gate, policy_from_manifest
 
 IMAGE_ID = "sha256:" + "4" * 64
 
@@ -209,3 +208,37 @@ def test_a_receipt_that_recorded_a_token_is_refused(release):
     report = gate(release)
     assert "CREDENTIAL_IN_RECEIPT" in codes(report)
     assert "hf_abc" not in report.model_dump_json()
+
+
+def _emitted_codes() -> set[str]:
+    """Every finding code the gate's check modules pass to ``Findings.add``, read from their source."""
+    import ast
+    from pathlib import Path
+
+    import releasekit.publish.checks as checks
+
+    found: set[str] = set()
+    for path in sorted(Path(checks.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add"
+                and node.args
+            ):
+                first = node.args[0]
+                assert isinstance(first, ast.Constant) and isinstance(first.value, str), (
+                    f"{path.name}:{node.lineno}: a finding code that is not a literal"
+                )
+                found.add(first.value)
+    return found
+
+
+def test_the_gate_codes_are_one_list_that_the_checks_declare_and_emit() -> None:
+    from releasekit.publish.checks import all_checks
+    from releasekit.publish.gate import FINDING_CODES
+
+    declared = {code for check in all_checks() for code in check.codes}
+    assert set(FINDING_CODES) == declared
+    assert _emitted_codes() == declared
+    assert all(FINDING_CODES.values())

@@ -407,8 +407,8 @@ def test_publish_record_made_from_a_real_gate_report_round_trips(release: Releas
     from releasekit.docker_engine import ImageFacts
     from releasekit.manifest import load_manifest
     from releasekit.publish.evidence import load_evidence
-    from releasekit.publish.gate import policy_from_manifest
-    from releasekit.publish.service import PublishResult, evaluate_gate, publish_record
+    from releasekit.publish.gate import evaluate_gate, policy_from_manifest
+    from releasekit.publish.service import PublishResult, publish_record
 
     loaded = load_manifest(release.manifest)
     report = evaluate_gate(
@@ -443,8 +443,7 @@ def _gate_record(release: Release):
     from releasekit.docker_engine import ImageFacts
     from releasekit.manifest import load_manifest
     from releasekit.publish.evidence import load_evidence
-    from releasekit.publish.gate import policy_from_manifest
-    from releasekit.publish.service import evaluate_gate
+    from releasekit.publish.gate import evaluate_gate, policy_from_manifest
     from releasekit.records.gate import GateRecord
 
     loaded = load_manifest(release.manifest)

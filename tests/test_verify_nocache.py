@@ -387,6 +387,7 @@ def test_reproduce_refuses_an_archive_with_an_unlisted_wheel(nocache_world, tmp_
 def test_reproduce_refuses_a_bundle_with_extra_refs(nocache_world, tmp_path):
     """The runtime bundle re-made with a refs/replace/* ref beside the locked one, and archive.json and the
     provenance rewritten to its sha256 (unsigned evidence from a directory: an attacker can write all three)."""
+    from releasekit.registry import RegistryClient
     from releasekit.reproduce.service import reproduce
 
     release = _release_copy(nocache_world, tmp_path)
@@ -429,7 +430,7 @@ def test_reproduce_refuses_a_bundle_with_extra_refs(nocache_world, tmp_path):
         if item["name"] in shas:
             item["digest"]["sha256"] = shas[item["name"]]
     (release / "provenance.intoto.json").write_text(json.dumps(statement, indent=2))
-    result = reproduce(engine=Engine(), rebuild=run_build, from_dir=release)
+    result = reproduce(engine=Engine(), rebuild=run_build, open_registry=RegistryClient, from_dir=release)
     found = {(f.code, f.location.path) for f in result.findings.errors}
     assert not result.same and result.rebuilt_image_id == "", result
     assert ("BUNDLE_EXTRA_REFS", entry["path"]) in found, found

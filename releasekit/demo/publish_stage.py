@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from releasekit.demo.localregistry import LocalRegistry, start_local_registry
+from releasekit.publish.commands import docker_engine, publish_target
 from releasekit.publish.promote import PromoteResult, promote
 from releasekit.publish.service import PublishResult, publish
 
@@ -77,7 +78,10 @@ def publish_locally(
     from_staging = staged is not None and registry is not None
     with _registry(root, registry) as reg:
         target = f"{reg.host}/{repository}"
+        engine = docker_engine()
         published = publish(
+            engine=engine,
+            publish_target=publish_target(engine),
             image=None if from_staging else image,
             staged=staged if from_staging else None,
             lock_path=lock_path,
@@ -93,6 +97,7 @@ def publish_locally(
         outcome = LocalRelease(registry=reg.host, repository=target, publish=published)
         if published.published:
             outcome.promote = promote(
+                publish_target=publish_target(),
                 source=f"{target}:beta",
                 target=f"{target}:stable",
                 manifest_path=manifest_path,

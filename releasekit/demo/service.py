@@ -270,6 +270,7 @@ def _signed(ctx: DemoContext, result: StageResult) -> StageResult:
 
 def _stage(ctx: DemoContext) -> StageResult:
     from releasekit.records.staging import STAGING_FILE
+    from releasekit.registry import RegistryClient
     from releasekit.staging.service import StageRequest, stage
 
     assert ctx.image_id is not None and ctx.lock is not None and ctx.release is not None
@@ -287,6 +288,7 @@ def _stage(ctx: DemoContext) -> StageResult:
             require_signed=bool(trusted),
         ),
         ctx.engine,
+        RegistryClient,
     )
     ctx.staged = ctx.release / STAGING_FILE
     record = staged.record

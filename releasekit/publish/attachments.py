@@ -137,19 +137,15 @@ def evidence_layers(evidence: Evidence) -> list[Layer]:
     ]
 
 
-def attach(
-    client: RegistryClient,
-    repository: str,
-    image: ManifestBlob,
-    *,
-    image_id: str,
-    lock_sha256: str,
+def attachment_files(
     evidence: Evidence,
+    *,
     gate_json: bytes,
     release_notes: str,
     archive_dir: Path | None = None,
     archive_files: list[str] | None = None,
-) -> Attached:
+) -> list[Layer]:
+    """What publish attaches, in order: the evidence, gate.json, the notes, then the source archive."""
     files = evidence_layers(evidence)
     files.append((GATE_FILE, _MEDIA[GATE_FILE], gate_json))
     files.append((NOTES_FILE, _MEDIA[NOTES_FILE], release_notes.encode()))
@@ -160,6 +156,19 @@ def attach(
         for rel in archive_files or []:
             blob = read_bounded(archive_dir / rel, WHEEL_MAX_BYTES, within=archive_dir)
             files.append((rel, ARCHIVE_BLOB_MEDIA, blob))
+    return files
+
+
+def attach(
+    client: RegistryClient,
+    repository: str,
+    image: ManifestBlob,
+    files: list[Layer],
+    *,
+    image_id: str,
+    lock_sha256: str,
+) -> Attached:
+    """The files as one OCI 1.1 artifact whose ``subject`` is the image, under ``attachment_tag``."""
     body = push_artifact(
         client,
         repository,

@@ -1,4 +1,5 @@
-"""CLI commands of the publish stage: publish, promote."""
+"""CLI commands of the publish stage: publish, promote; and the stage's edge (``docker_engine``,
+``publish_target``): the effects the library is given are made here."""
 
 from __future__ import annotations
 
@@ -11,12 +12,32 @@ from releasekit.cli_options import JSON, REQUIRE_SIGNED, TRUSTED_KEY
 
 if TYPE_CHECKING:
     from releasekit.findings import Findings
+    from releasekit.publish.engine import DockerEngine
     from releasekit.publish.gate import GateReport
     from releasekit.publish.promote import PromoteResult
     from releasekit.publish.service import PublishResult
+    from releasekit.publish.targets import PublishTarget
 
 TrustedKeyOpt = TRUSTED_KEY
 RequireSignedOpt = REQUIRE_SIGNED
+
+
+def docker_engine() -> DockerEngine:
+    """The Docker Engine publish inspects the image with and pushes through (600 s per call)."""
+    from releasekit.docker_engine import connect
+    from releasekit.publish.engine import DockerEngine
+
+    return DockerEngine(connect(timeout=600))
+
+
+def publish_target(engine: DockerEngine | None = None, kind: str | None = None) -> PublishTarget:
+    """Where publish and promote put the image: the target of ``kind`` (the OCI registry by default),
+    with the registry opener made here (``RegistryClient`` per host and its credentials) and the
+    engine a push goes through (promote needs none)."""
+    from releasekit.publish.targets import DEFAULT_KIND, TargetEdge, make_target
+    from releasekit.registry import RegistryClient
+
+    return make_target(TargetEdge(open_registry=RegistryClient, engine=engine), kind or DEFAULT_KIND)
 
 
 def _warn_unsigned(findings: Findings) -> None:
@@ -119,6 +140,8 @@ def publish_cmd(
     from releasekit.report import print_json
 
     result = publish(
+        engine=(engine := docker_engine()),
+        publish_target=publish_target(engine),
         image=image,
         staged=staged,
         lock_path=lock,
@@ -159,6 +182,7 @@ def promote_cmd(
     from releasekit.report import print_json
 
     result = promote(
+        publish_target=publish_target(),
         source=source,
         target=target,
         manifest_path=manifest,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from releasekit.docker_engine import Engine, EngineError, ImageFacts, NoSuchImage, connect
+from releasekit.docker_engine import Engine, EngineError, ImageFacts, NoSuchImage
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.registry import Reference, RegistryCredentials
 
@@ -23,8 +23,10 @@ def staging_tag(image_id: str) -> str:
 
 
 class DockerEngine:
-    def __init__(self, engine: Engine | None = None) -> None:
-        self.engine = engine if engine is not None else connect(timeout=600)
+    """Publishing's view of the engine the command connected to (600 s per call) and passed in."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
 
     def inspect(self, image: str) -> ImageFacts:
         try:

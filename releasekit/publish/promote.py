@@ -1,13 +1,15 @@
 """Promote: re-tag a published digest after judging its attached evidence again; never a rebuild.
 
 Promote reads a tag's digest and its attached evidence back from the registry, runs the same
-gate as publish (``service.evaluate_gate``, with the attached envelopes checked by the same
+gate as publish (``gate.evaluate_gate``, with the attached envelopes checked by the same
 ``signatures`` rules), and puts the same manifest bytes under the new tag in the same
-repository, then reads the tag back to check it names that digest.
+repository, then reads the tag back to check it names that digest. Everything it asks of the
+registry goes through the publish target the command passed in (``targets.PublishTarget``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -16,14 +18,14 @@ from releasekit.atomic import failpoint
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
-from releasekit.publish.attachments import FetchedAttachments, fetch_attachments, fetch_signed
-from releasekit.publish.gate import GateReport, policy_from_manifest
-from releasekit.publish.service import add_signed_check, evaluate_gate, registry_image
+from releasekit.publish.attachments import FetchedAttachments
+from releasekit.publish.gate import GateReport, add_signed_check, evaluate_gate, policy_from_manifest
 from releasekit.publish.signatures import check_signed, record_texts, unsigned_verdict
+from releasekit.publish.targets import PublishTarget, TargetSession
 from releasekit.records.gate import GATE_FILE, GatePolicy, GateRecord, read_gate
 from releasekit.records.provenance import PROVENANCE_FILE
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
-from releasekit.registry import ManifestBlob, Reference, RegistryClient, resolve_credentials
+from releasekit.registry import ManifestBlob, Reference
 from releasekit.signing.verify import trusted_keys
 
 __all__ = ["PromoteResult", "promote"]
@@ -54,13 +56,21 @@ def _policy(record: GateRecord, manifest_path: Path | None) -> tuple[GatePolicy,
     return policy_from_manifest(loaded.manifest), None, loaded.trusted_key_files()
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """What promote judges: the source reference, the manifest and image it names, what is attached
+    to that digest and the gate record among it."""
+
+    src: Reference
+    blob: ManifestBlob
+    image: ImageFacts
+    fetched: FetchedAttachments
+    record: GateRecord
+
+
 def _promote_gate(
-    client: RegistryClient,
-    src: Reference,
-    blob: ManifestBlob,
-    image: ImageFacts,
-    fetched: FetchedAttachments,
-    record: GateRecord,
+    session: TargetSession,
+    candidate: Candidate,
     *,
     manifest_path: Path | None,
     trusted_key_files: list[Path] | None,
@@ -68,6 +78,13 @@ def _promote_gate(
     result: PromoteResult,
 ) -> None:
     """The same gate again over the attached evidence (and the attached envelopes): into ``result``."""
+    src, blob, image, fetched, record = (
+        candidate.src,
+        candidate.blob,
+        candidate.image,
+        candidate.fetched,
+        candidate.record,
+    )
     policy, manifest_sha, manifest_keys = _policy(record, manifest_path)
     evidence = fetched.evidence()
     gate = evaluate_gate(
@@ -81,7 +98,7 @@ def _promote_gate(
     # Signed evidence: verified whenever it is there, required when the policy (as published,
     # or as --manifest says), --require-signed or a --trusted-key asks for it. Signed and no
     # key to check with: exit 2. Unsigned and no key: a warning, or an error when required.
-    signed = fetch_signed(client, src.repository, blob.digest)
+    signed = session.fetch_signed(blob.digest)
     required = require_signed or policy.signed or record.policy.signed
     trusted = trusted_keys(
         list(trusted_key_files or []) or manifest_keys,
@@ -118,7 +135,9 @@ def promote(
     manifest_path: Path | None = None,
     trusted_key_files: list[Path] | None = None,
     require_signed: bool = False,
+    publish_target: PublishTarget,
 ) -> PromoteResult:
+    """``publish_target``: where ``source`` and ``target`` are, made by the command and passed in."""
     src = Reference.parse(source, want_tag=True)
     dst = Reference.parse(target, want_tag=True)
     if dst.digest or not dst.tag:
@@ -128,12 +147,10 @@ def promote(
             "promotion re-tags a digest within one repository: --from and --to must name the same REPO"
         )
     result = PromoteResult(promoted=False, source=str(src), target=str(dst))
-    credentials = resolve_credentials(src.host)
-    with RegistryClient(src.host, credentials) as client:
-        client.ping()
-        blob, image = registry_image(client, src)
+    with publish_target.open(src) as session:
+        blob, image = session.image(src)
         result.digest, result.image_id = blob.digest, image.id
-        fetched = fetch_attachments(client, src.repository, blob.digest)
+        fetched = session.fetch_attachments(blob.digest)
         if fetched is None:
             result.findings.add(
                 "ATTACHMENTS_MISSING",
@@ -149,12 +166,8 @@ def promote(
             )
             return result
         _promote_gate(
-            client,
-            src,
-            blob,
-            image,
-            fetched,
-            record,
+            session,
+            Candidate(src=src, blob=blob, image=image, fetched=fetched, record=record),
             manifest_path=manifest_path,
             trusted_key_files=trusted_key_files,
             require_signed=require_signed,
@@ -163,10 +176,9 @@ def promote(
         if result.gate is None or not result.gate.passed:
             return result
         failpoint("promote-judged")
-        client.put_manifest(dst.repository, dst.tag, blob.data, blob.media_type)
+        session.put_tag(dst.tag, blob)
         failpoint("promote-tagged")
-        check = client.get_manifest(dst.repository, dst.tag)
-        if check is None or check.digest != blob.digest:
+        if session.tag_digest(dst.tag) != blob.digest:
             raise EnvironmentProblem(f"{dst} does not point at {blob.digest} after promotion")
     result.promoted = True
     return result

@@ -12,10 +12,12 @@ Publish, in order (each step only after the previous one succeeded):
      to the digest (``sha256-<hex>.releasekit``, see attachments.py);
   5. put the same manifest bytes under each release tag.
 A failure in 2-4 leaves no release tag; a rerun resumes (blobs already there are skipped).
-Steps 2, 3 and 5 are ``transaction.py``, step 4 ``attachments.py``. The inputs (the image
-among them) are resolved once, into ``PublishInputs``, before the gate.
+Steps 2-4 go through the publish target (``targets``: a ``PublishTarget``, the OCI registry
+today, made by the command and passed in), step 5 is ``transaction.py``; what is attached is
+``attachments.attachment_files``. The inputs (the image among them) are resolved once, into
+``PublishInputs``, before the gate.
 
-Promote (``promote.py``) runs the same gate (``evaluate_gate``, ``add_signed_check``) again.
+Promote (``promote.py``) runs the same gate (``gate.evaluate_gate``, ``gate.add_signed_check``) again.
 """
 
 from __future__ import annotations
@@ -29,36 +31,31 @@ from releasekit.bounded_read import UnsafeFileError
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import InputError
 from releasekit.manifest import manifest_for_lock
-from releasekit.publish.attachments import (
-    attach,
-    attach_signed,
-)
+from releasekit.publish.attachments import attachment_files
 from releasekit.publish.engine import DockerEngine, staging_tag
 from releasekit.publish.evidence import Evidence, load_evidence
 from releasekit.publish.gate import (
-    CheckResult,
     GatePolicy,
     GateReport,
-    GateSubject,
+    add_signed_check,
+    evaluate_gate,
     policy_from_manifest,
-    publish_gate,
 )
 from releasekit.publish.notes import release_notes
 from releasekit.publish.signatures import (
-    CHECK_NAME,
     SignedVerdict,
     check_signed,
     local_envelopes,
     record_texts,
     unsigned_verdict,
 )
-from releasekit.publish.transaction import Pushed, check_pushed, pull_back_check, push_checked, put_tags
+from releasekit.publish.targets import EvidenceFiles, PublishTarget, Pushed, TargetSession
+from releasekit.publish.transaction import put_tags
 from releasekit.records.archive import ARCHIVE_FILE, file_sha256, read_archive, safe_entry_path
 from releasekit.records.base import write_record
 from releasekit.records.build import RELEASE_NOTES_FILE
 from releasekit.records.gate import GateRecord, gate_text
 from releasekit.records.lock import lock_file_sha256, read_lock
-from releasekit.records.oci import ImageConfig, ImageManifest
 from releasekit.records.publish import (
     PUBLISH_FILE,
     GateCheckOutcome,
@@ -67,14 +64,7 @@ from releasekit.records.publish import (
     PublishRecord,
 )
 from releasekit.records.staging import StagingRecord
-from releasekit.registry import (
-    ManifestBlob,
-    Reference,
-    RegistryClient,
-    RegistryCredentials,
-    copy_image,
-    resolve_credentials,
-)
+from releasekit.registry import Reference
 from releasekit.signing import TrustedKeys
 from releasekit.signing.verify import read_signed_staging, trusted_keys
 
@@ -82,13 +72,8 @@ __all__ = [
     "GateRecord",
     "PublishInputs",
     "PublishResult",
-    "add_signed_check",
-    "check_pushed",
-    "evaluate_gate",
     "publish",
     "publish_record",
-    "registry_image",
-    "pull_back_check",
 ]
 
 RESULT_FILE = PUBLISH_FILE
@@ -158,6 +143,7 @@ def _target_and_tags(to: str | None, tags: list[str] | None, manifest: object) -
 
 def resolve_inputs(
     engine: DockerEngine,
+    publish_target: PublishTarget,
     *,
     image: str | None,
     lock_path: Path,
@@ -188,7 +174,7 @@ def resolve_inputs(
         if staged_path is not None
         else None
     )
-    facts = _candidate_facts(engine, image, staged)
+    facts = _candidate_facts(engine, publish_target, image, staged)
     final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
     evidence = load_evidence(evidence_dir, receipts_dir)
     envelopes = local_envelopes(evidence_dir, receipts_dir)
@@ -221,15 +207,16 @@ def _staged_reference(staged: StagingRecord) -> Reference:
     return Reference(host=staged.registry, repository=staged.repository, digest=staged.digest)
 
 
-def _candidate_facts(engine: DockerEngine, image: str | None, staged: StagingRecord | None) -> ImageFacts:
+def _candidate_facts(
+    engine: DockerEngine, publish_target: PublishTarget, image: str | None, staged: StagingRecord | None
+) -> ImageFacts:
     """The local image's facts, or the staged digest's, read from the staging registry (no engine round trip)."""
     if staged is None:
         if image is None:
             raise InputError("pass --image IMAGE, or --staged staging.json to publish the staged candidate")
         return engine.inspect(image)
     source = _staged_reference(staged)
-    with RegistryClient(source.host, resolve_credentials(source.host)) as client:
-        _, facts = registry_image(client, source)
+    facts = publish_target.staged_image(staged)
     if facts.id != staged.image_id:
         raise InputError(f"{source} is image {facts.id}, not the staged, verified image {staged.image_id}")
     if (
@@ -239,37 +226,6 @@ def _candidate_facts(engine: DockerEngine, image: str | None, staged: StagingRec
     ):
         raise InputError(f"--image {image} is not the staged candidate {staged.image_id}")
     return facts
-
-
-def evaluate_gate(
-    image: ImageFacts,
-    lock_sha256: str,
-    evidence: Evidence,
-    policy: GatePolicy,
-    *,
-    manifest_sha256: str | None = None,
-    lock_manifest_sha256: str | None = None,
-    image_digest: str | None = None,
-) -> GateReport:
-    subject = GateSubject(
-        image=image,
-        image_digest=image_digest,
-        lock_sha256=lock_sha256,
-        manifest_sha256=manifest_sha256,
-        lock_manifest_sha256=lock_manifest_sha256,
-        evidence=evidence,
-        policy=policy,
-    )
-    return publish_gate().evaluate(subject)
-
-
-def add_signed_check(report: GateReport, verdict: SignedVerdict) -> None:
-    """The signature check joins the gate's checks, so a refusal reads like any other gate's."""
-    report.checks.append(
-        CheckResult(name=CHECK_NAME, passed=verdict.findings.passed, findings=verdict.findings)
-    )
-    report.findings.extend(verdict.findings)
-    report.passed = report.passed and verdict.findings.passed
 
 
 def judge(inputs: PublishInputs) -> tuple[GateReport, SignedVerdict]:
@@ -321,20 +277,10 @@ def archive_files(evidence_dir: Path) -> list[str] | None:
     return [e.path for e in index.entries]
 
 
-def _mentions(evidence: Evidence, secret: str) -> bool:
-    return bool(secret) and any(secret in text for text in evidence.texts())
-
-
-def _attach_all(
-    client: RegistryClient,
-    inputs: PublishInputs,
-    report: GateReport,
-    pushed: Pushed,
-    notes: str,
-    archived: list[str] | None,
-) -> Published:
-    """Step 4: the evidence, the gate record and the notes (and the source archive), then the envelopes."""
-    blob = pushed.blob
+def _attached_files(
+    inputs: PublishInputs, report: GateReport, notes: str, archived: list[str] | None
+) -> EvidenceFiles:
+    """What step 4 attaches: the evidence, the gate record and the notes (and the source archive)."""
     record = GateRecord(
         image_id=inputs.image.id,
         lock_sha256=inputs.lock_sha256,
@@ -342,21 +288,23 @@ def _attach_all(
         policy=inputs.policy,
         report=report,
     )
-    attached = attach(
-        client,
-        inputs.target.repository,
-        blob,
-        image_id=inputs.image.id,
-        lock_sha256=inputs.lock_sha256,
-        evidence=inputs.evidence,
+    files = attachment_files(
+        inputs.evidence,
         gate_json=gate_text(record).encode(),
         release_notes=notes,
         archive_dir=inputs.evidence_dir if archived is not None else None,
         archive_files=archived,
     )
-    signed = (
-        attach_signed(client, inputs.target.repository, blob, inputs.envelopes) if inputs.envelopes else None
-    )
+    return EvidenceFiles(files=files, image_id=inputs.image.id, lock_sha256=inputs.lock_sha256)
+
+
+def _attach_all(
+    session: TargetSession, inputs: PublishInputs, pushed: Pushed, files: EvidenceFiles
+) -> Published:
+    """Step 4: the evidence files, then the envelopes, attached to the pushed digest."""
+    blob = pushed.blob
+    attached = session.attach(blob, files)
+    signed = session.attach_signed(blob, inputs.envelopes) if inputs.envelopes else None
     return Published(
         published=True,
         image_id=inputs.image.id,
@@ -371,20 +319,17 @@ def _attach_all(
 
 
 def _release(
-    engine: DockerEngine, inputs: PublishInputs, report: GateReport, signers: dict[str, str]
+    publish_target: PublishTarget, inputs: PublishInputs, report: GateReport, signers: dict[str, str]
 ) -> tuple[Published, str]:
-    """Steps 2-5 against the registry; returns what was published and the release notes."""
+    """Steps 2-5 against the publish target; returns what was published and the release notes."""
     archived = archive_files(inputs.evidence_dir)  # a bad archive is refused before anything is pushed
     target = inputs.target
-    credentials = resolve_credentials(target.host)
-    if credentials is not None and _mentions(inputs.evidence, credentials.password):
-        raise InputError("the evidence contains the registry password; refusing to push and attach it")
-    with RegistryClient(target.host, credentials) as client:
-        client.ping()  # unreachable or refused: say so before anything is pushed
+    # The target refuses evidence that holds its own secret (the registry password) before it connects.
+    with publish_target.open(target, evidence_texts=inputs.evidence.texts()) as session:
         if inputs.staged is not None:
-            pushed = _promote_staged(engine, client, inputs.image, inputs.staged, target, credentials)
+            pushed = session.copy_staged(inputs.image, inputs.staged)
         else:
-            pushed = push_checked(engine, client, inputs.image, target, credentials)
+            pushed = session.push(inputs.image)
         failpoint("publish-pushed")
         notes = release_notes(
             build_notes=inputs.evidence.build_notes,
@@ -396,31 +341,10 @@ def _release(
             evidence=inputs.evidence,
             signers=signers,
         )
-        done = _attach_all(client, inputs, report, pushed, notes, archived)
+        done = _attach_all(session, inputs, pushed, _attached_files(inputs, report, notes, archived))
         failpoint("publish-attached")
-        done.moved_tags = put_tags(client, target, pushed, inputs.tags).moved
+        done.moved_tags = put_tags(session, pushed, inputs.tags).moved
     return done, notes
-
-
-def _promote_staged(
-    engine: DockerEngine,
-    client: RegistryClient,
-    image: ImageFacts,
-    staged: StagingRecord,
-    target: Reference,
-    credentials: RegistryCredentials | None,
-) -> Pushed:
-    """The staged manifest and its blobs into the release repository by digest, checked, then pulled back."""
-    source = _staged_reference(staged)
-    if (source.host, source.repository) == (target.host, target.repository):
-        blob = client.check_image(target.repository, staged.digest, staged.image_id)
-    else:
-        with RegistryClient(source.host, resolve_credentials(source.host)) as staging:
-            copy_image(staging, source.repository, staged.digest, client, target.repository)
-        blob = check_pushed(client, target, staged.digest, staged.image_id)
-    pulled = engine.pull_back(target, staged.digest, credentials)
-    pull_back_check(image, pulled, f"{target.name}@{staged.digest}", staged.digest)
-    return Pushed(digest=staged.digest, blob=blob)
 
 
 def publish(
@@ -436,10 +360,14 @@ def publish(
     trusted_key_files: list[Path] | None = None,
     staged: Path | None = None,
     require_signed: bool = False,
+    engine: DockerEngine,
+    publish_target: PublishTarget,
 ) -> PublishResult:
-    engine = DockerEngine()
+    """``engine`` (the local image's facts) and ``publish_target`` (where it goes) are made by the
+    command and passed in."""
     inputs = resolve_inputs(
         engine,
+        publish_target,
         staged_path=staged,
         image=image,
         lock_path=lock_path,
@@ -466,7 +394,7 @@ def publish(
     # Every local output is checked before the first byte goes to the registry: a link planted at
     # RELEASE.md or publish.json must not be found only after the tags and attachments are pushed.
     _check_outputs(inputs.out_dir)
-    done, notes = _release(engine, inputs, report, verdict.signers)
+    done, notes = _release(publish_target, inputs, report, verdict.signers)
     inputs.out_dir.mkdir(parents=True, exist_ok=True)
     notes_path = inputs.out_dir / NOTES_FILE
     write_atomic(notes_path, notes)
@@ -501,22 +429,3 @@ def publish_record(result: PublishResult) -> PublishRecord:
             cells=sorted({r.cell for r in report.receipts if r.cell}),
         ),
     )
-
-
-def registry_image(client: RegistryClient, src: Reference) -> tuple[ManifestBlob, ImageFacts]:
-    """The manifest ``src`` names and the image facts its config blob records."""
-    blob = client.get_manifest(src.repository, src.digest or src.tag or "")
-    if blob is None:
-        raise InputError(f"{src} does not exist in the registry")
-    try:
-        manifest = ImageManifest.parse(blob.data)
-    except ValueError as exc:
-        raise InputError(f"{src}: {exc}") from None
-    if manifest.config is None:
-        raise InputError(f"{src} is a manifest list or index; promote a single image")
-    image_id = manifest.config.digest
-    try:
-        config = ImageConfig.parse(client.get_blob(src.repository, image_id))
-    except ValueError as exc:
-        raise InputError(f"{src}: config blob {image_id}: {exc}") from None
-    return blob, ImageFacts.from_config(image_id, config.config or {})

@@ -38,6 +38,7 @@ the same finding an error: the release is refused (exit 1).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -138,6 +139,17 @@ def _basename(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class SignedCheck:
+    """What every envelope of one check is judged by: the trusted keys, whether signing is required,
+    the image it must be about, and where the files were read (a label prefix: ``attached:``)."""
+
+    trusted: TrustedKeys
+    required: bool
+    image_id: str
+    where: str
+
+
 class SignedVerdict(BaseModel):
     checked: bool = False
     signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
@@ -185,26 +197,19 @@ def check_signed(
             verdict.findings.add(exc.code, exc.one_line(), image=image_id)
             continue
         verdict.signers[name] = verified.keyid
+    judge = SignedCheck(trusted=trusted, required=required, image_id=image_id, where=where)
     if sbom is not None:
-        _check_signed_sbom(
-            verdict, envelopes.get(SBOM_ENVELOPE), trusted, sbom, sbom_named, required, image_id, where
-        )
+        _check_signed_sbom(verdict, judge, envelopes.get(SBOM_ENVELOPE), sbom, sbom_named)
     for title, text in sorted((records or {}).items()):
-        _check_signed_record(verdict, envelopes, trusted, title, text, required, image_id, where)
+        _check_signed_record(verdict, judge, envelopes, title, text)
     return verdict
 
 
 def _check_signed_record(
-    verdict: SignedVerdict,
-    envelopes: dict[str, bytes],
-    trusted: TrustedKeys,
-    title: str,
-    text: str | None,
-    required: bool,
-    image_id: str,
-    where: str,
+    verdict: SignedVerdict, judge: SignedCheck, envelopes: dict[str, bytes], title: str, text: str | None
 ) -> None:
     """One receipt or test receipt: signed by a trusted key (the host that ran it), byte for byte."""
+    trusted, required, image_id, where = judge.trusted, judge.required, judge.image_id, judge.where
     prefix = next((p for p in LINKS if title.startswith(p)), None)
     if prefix is None or text is None:  # not a link, or unreadable: the gate's own finding
         return
@@ -237,16 +242,10 @@ def _check_signed_record(
 
 
 def _check_signed_sbom(
-    verdict: SignedVerdict,
-    data: bytes | None,
-    trusted: TrustedKeys,
-    sbom: str,
-    named: str | None,
-    required: bool,
-    image_id: str,
-    where: str,
+    verdict: SignedVerdict, judge: SignedCheck, data: bytes | None, sbom: str, named: str | None
 ) -> None:
     """The SBOM's own envelope, and whether the signed summary vouches for it (its sha256 there)."""
+    trusted, required, image_id, where = judge.trusted, judge.required, judge.image_id, judge.where
     label = f"{where}{SBOM_ENVELOPE}"
     severity = Severity.error if required else Severity.warning
     refused = " and signed evidence is required: refused" if required else ""

@@ -67,10 +67,12 @@ def reproduce_cmd(
     err = Console(file=sys.stderr, highlight=False)
     from releasekit.builder.service import run_build
     from releasekit.docker_engine import Engine
+    from releasekit.registry import RegistryClient
 
     result = reproduce(
         engine=Engine(),
         rebuild=run_build,
+        open_registry=RegistryClient,
         reference=reference,
         from_dir=from_dir,
         workdir=workdir,

@@ -38,7 +38,7 @@ from releasekit.records.build import BUILD_FILE, read_build_record
 from releasekit.records.lock import LockedGitComponent, read_lock
 from releasekit.records.oci import Descriptor, ImageConfig, ImageManifest
 from releasekit.records.provenance import PROVENANCE_FILE, Statement, parse_statement_text, read_statement
-from releasekit.registry import Reference, RegistryClient, RegistryCredentials, resolve_credentials
+from releasekit.registry import Reference, RegistryCredentials, RegistryOpener, resolve_credentials
 
 LayerTar = Callable[
     [int, Path], Path | None
@@ -149,14 +149,18 @@ def from_directory(directory: Path, engine: Engine) -> Published:
 
 
 def _registry_layer_tar(
-    ref: Reference, credentials: RegistryCredentials | None, layers: list[Descriptor], diff_ids: list[str]
+    open_registry: RegistryOpener,
+    ref: Reference,
+    credentials: RegistryCredentials | None,
+    layers: list[Descriptor],
+    diff_ids: list[str],
 ) -> LayerTar:
     """The published image's layer ``i`` as an uncompressed tar in a scratch directory."""
 
     def layer_tar(i: int, where: Path) -> Path | None:
         if i >= len(layers) or i >= len(diff_ids):
             return None
-        with RegistryClient(ref.host, credentials) as again:
+        with open_registry(ref.host, credentials) as again:
             # Streamed to a file, stopped at the descriptor's size, its digest checked.
             blob_path = Path(
                 again.download_blob(ref.repository, layers[i].digest, str(where), layers[i].size)
@@ -171,13 +175,13 @@ def _registry_layer_tar(
     return layer_tar
 
 
-def from_registry(text: str, scratch: Path) -> Published:
+def from_registry(text: str, scratch: Path, open_registry: RegistryOpener) -> Published:
     """REGISTRY/REPO@DIGEST or REGISTRY/REPO:TAG (resolved to its digest first): the image and its attachments."""
     ref = Reference.parse(text)
     if not ref.digest and not ref.tag:
         raise InputError(f"{text!r}: expected REGISTRY/REPO@DIGEST or REGISTRY/REPO:TAG")
     credentials = resolve_credentials(ref.host)
-    with RegistryClient(ref.host, credentials) as client:
+    with open_registry(ref.host, credentials) as client:
         client.ping()
         blob = client.get_manifest(ref.repository, ref.digest or ref.tag or "")
         if blob is None:
@@ -219,7 +223,7 @@ def from_registry(text: str, scratch: Path) -> Published:
         image_id=image_id,
         digest=blob.digest,
         diff_ids=diff_ids,
-        layer_tar=_registry_layer_tar(ref, credentials, layers, diff_ids),
+        layer_tar=_registry_layer_tar(open_registry, ref, credentials, layers, diff_ids),
     )
 
 

@@ -26,6 +26,7 @@ from releasekit.git.bundle import mirror_from_bundle
 from releasekit.records.archive import ARCHIVE_DIR
 from releasekit.records.build import BuildRecord
 from releasekit.records.lock import LOCK_FILE
+from releasekit.registry import RegistryOpener
 from releasekit.reproduce.compare import (
     ComponentComparison,
     Difference,
@@ -209,6 +210,7 @@ def reproduce(
     *,
     engine: Engine,
     rebuild: Rebuild,
+    open_registry: RegistryOpener,
     reference: str | None = None,
     from_dir: Path | None = None,
     workdir: Path | None = None,
@@ -218,7 +220,9 @@ def reproduce(
     work = scratch_dir(workdir)
     try:
         pub = (
-            from_directory(from_dir, engine) if from_dir is not None else from_registry(reference or "", work)
+            from_directory(from_dir, engine)
+            if from_dir is not None
+            else from_registry(reference or "", work, open_registry)
         )
         progress(
             f"evidence: {pub.source} (image {pub.image_id[:19]}, archive {len(pub.index.entries)} file(s), "

@@ -31,6 +31,7 @@ def stage_cmd(
 ) -> None:
     """Push the verified candidate to a staging repository and record its digest, for GPU hosts to pull."""
     from releasekit.docker_engine import connect
+    from releasekit.registry import RegistryClient
     from releasekit.report import print_json, stdout_console
     from releasekit.staging.service import StageRequest, stage
 
@@ -48,6 +49,7 @@ def stage_cmd(
                 require_signed=require_signed,
             ),
             engine,
+            RegistryClient,
         )
     finally:
         engine.close()

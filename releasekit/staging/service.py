@@ -35,7 +35,7 @@ from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
 from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.staging import STAGING_FILE, StagingRecord, staging_tag
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationStatement
-from releasekit.registry import Reference, RegistryClient, resolve_credentials
+from releasekit.registry import Reference, RegistryOpener, resolve_credentials
 from releasekit.signing import SignatureError
 from releasekit.signing.verify import trusted_keys, verify_statement_envelope
 
@@ -136,7 +136,7 @@ def _signed_summary(
     return verified.keyid
 
 
-def stage(request: StageRequest, engine: Engine) -> Staged:
+def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) -> Staged:
     """Check, push, read back, record. Bad input and an unverified image are exit 2 (``InputError``);
     a summary that is not signed when it must be, or whose signature fails, exit 1 (``SignatureError``)."""
     loaded = _manifest(request)
@@ -175,7 +175,7 @@ def stage(request: StageRequest, engine: Engine) -> Staged:
     auth = (credentials.username, credentials.password) if credentials else None
     tag = staging_tag(lock_sha)
     digest = engine.push(image.id, target.name, tag, where=target.host, auth=auth)
-    with RegistryClient(target.host, credentials) as client:
+    with open_registry(target.host, credentials) as client:
         blob = client.check_image(target.repository, digest, image.id)
     record = StagingRecord(
         image_id=image.id,
