@@ -124,14 +124,6 @@ EFFECT_FACTORIES = frozenset(
 EFFECT_NAMES = frozenset({"docker_client", "DockerEngine"})  # names with no other meaning: caught by name
 EFFECT_ADAPTERS = ("docker_engine", "forge", "registry", "clock")  # where the factories are defined
 # Made inside a library still, each removed by another branch of issue 42 (module -> why allowed now).
-EFFECT_ALLOWANCE_TARGETS_BRANCH = {
-    # removed by the targets branch
-    "releasekit.publish.service": "RegistryClient(...) and DockerEngine(): the publish targets",
-    "releasekit.publish.promote": "RegistryClient(...): the publish targets",
-    "releasekit.publish.engine": "connect(timeout=600) as a fallback: the publish targets",
-    "releasekit.staging.service": "RegistryClient(...): the publish targets",
-    "releasekit.reproduce.evidence": "RegistryClient(...): the publish targets",
-}
 # Not done on the effects branch yet (issue 42): still make their own effect. Remove each when it is.
 EFFECT_ALLOWANCE_NOT_YET = {
     "releasekit.builder.service": "datetime.now() for the provenance's startedOn/finishedOn: take a Clock",
@@ -542,9 +534,7 @@ def effect_calls(name: str, path: Path) -> list[tuple[int, str]]:
 
 def effect_violations(root: Path, package: str, allowance: dict[str, str] | None = None) -> list[Violation]:
     """An effect (Docker engine, registry or forge client, the wall clock) made outside the edge."""
-    allowed = (
-        {**EFFECT_ALLOWANCE_TARGETS_BRANCH, **EFFECT_ALLOWANCE_NOT_YET} if allowance is None else allowance
-    )
+    allowed = EFFECT_ALLOWANCE_NOT_YET if allowance is None else allowance
     out: list[Violation] = []
     for module, path in module_names(root, package).items():
         if in_effect_edge(module, package) or module in allowed:
@@ -750,7 +740,7 @@ def test_effects_are_resolved_through_imports(tmp_path):
 
 def test_an_allowance_names_real_modules():
     modules = module_names(REPO / "releasekit", "releasekit")
-    allowed = {**EFFECT_ALLOWANCE_TARGETS_BRANCH, **EFFECT_ALLOWANCE_NOT_YET}
+    allowed = EFFECT_ALLOWANCE_NOT_YET
     assert sorted(set(allowed) - set(modules)) == []
 
 
