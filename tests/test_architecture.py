@@ -27,8 +27,9 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
   clock (``datetime.now``/``utcnow``, ``date.today``, ``time.time``): each is made at the edge and
   passed in. A call is resolved through the module's imports, so ``sqlite3.connect`` or the serving
   engines' own ``Engine`` classes are no such call;
-- no function in ``builder/`` takes more than 5 positional parameters (keyword-only ones after ``*``
-  are free): a step takes the frozen ``BuildRun`` instead of a row of loose arguments;
+- no function takes more than 5 positional parameters (keyword-only ones after ``*`` are free; a
+  typer command in a ``commands.py`` is excepted, its parameters are the command's options): what
+  travels together is one frozen object, as a builder step takes the frozen ``BuildRun``;
 - only ``releasekit/docker_engine/`` imports ``docker``; only ``releasekit/forge/`` imports ``githubkit``;
 - typed evidence: ``json.load``/``json.loads`` only in ``records/`` (each file's model) and the
   modules of ``JSON_ALLOWLIST`` (JSON that is no release file: tool output, wire messages,
@@ -744,13 +745,37 @@ def test_an_allowance_names_real_modules():
     assert sorted(set(allowed) - set(modules)) == []
 
 
+def _command_decorator(node: ast.expr) -> bool:
+    """``<app>.command`` or ``<app>.command(...)``: typer's command decorator."""
+    target = node.func if isinstance(node, ast.Call) else node
+    return isinstance(target, ast.Attribute) and target.attr == "command"
+
+
+def typer_commands(path: Path, tree: ast.Module) -> set[str]:
+    """The CLI command functions of a ``commands.py``: decorated ``@<app>.command(...)``, or handed
+    to the decorator by hand (``app.command("name")(function)`` in its ``register``). Their
+    parameters are the command's options, which typer reads from the signature."""
+    if path.name != "commands.py":
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(_command_decorator(d) for d in node.decorator_list):
+                found.add(node.name)
+        elif isinstance(node, ast.Call) and _command_decorator(node.func) and isinstance(node.func, ast.Call):
+            found.update(a.id for a in node.args if isinstance(a, ast.Name))
+    return found
+
+
 def positional_heavy(root: Path) -> list[str]:
     """``path:function (n)`` for each function under ``root`` with more than MAX_POSITIONAL positional
-    parameters; a method's ``self`` or ``cls`` is not counted."""
+    parameters; a method's ``self`` or ``cls`` is not counted, and a typer command is excepted."""
     found: list[str] = []
     for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        commands = typer_commands(path, tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in commands:
                 names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
                 count = len(names) - (1 if names[:1] in (["self"], ["cls"]) else 0)
                 if count > MAX_POSITIONAL:
@@ -758,9 +783,12 @@ def positional_heavy(root: Path) -> list[str]:
     return found
 
 
-def test_no_builder_function_takes_more_than_five_positional_parameters():
-    found = positional_heavy(REPO / "releasekit" / "builder")
-    assert not found, "pass the BuildRun, or make the rest keyword-only (after *):\n" + "\n".join(found)
+def test_no_library_function_takes_more_than_five_positional_parameters():
+    found = positional_heavy(REPO / "releasekit")
+    assert not found, (
+        "pass one frozen object for what travels together (as BuildRun), or make independent options"
+        " keyword-only (after *):\n" + "\n".join(found)
+    )
 
 
 def test_positional_parameters_are_counted(tmp_path):
@@ -771,6 +799,18 @@ def test_positional_parameters_are_counted(tmp_path):
         encoding="utf-8",
     )
     assert positional_heavy(tmp_path) == ["steps.py:six (6)", "steps.py:wide (6)"]
+
+
+def test_a_typer_command_may_take_many_options_a_library_function_may_not(tmp_path):
+    (tmp_path / "stage").mkdir()
+    six = "(a, b, c, d, e, f): ...\n"
+    (tmp_path / "stage" / "commands.py").write_text(
+        f'@app.command("run")\ndef run{six}@app.command\ndef bare{six}def by_hand{six}def helper{six}'
+        'def register(app):\n    app.command("by-hand")(by_hand)\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "stage" / "service.py").write_text(f'@app.command("run")\ndef run{six}', encoding="utf-8")
+    assert positional_heavy(tmp_path) == ["stage/commands.py:helper (6)", "stage/service.py:run (6)"]
 
 
 def test_cli_may_import_stage_commands_only(tmp_path):

@@ -18,6 +18,7 @@ from releasekit.manifest.validation import Cell, ThroughputCheck, ValidationSpec
 from releasekit.validate.checks.interface import CheckContext
 from releasekit.validate.checks.throughput import (
     Level,
+    Workload,
     cross_check_level,
     cross_check_metrics,
     cross_check_verdict,
@@ -121,7 +122,7 @@ def test_a_disturbed_round_is_measured_again_and_passes():
     first = _level(16, 64 / 12.1)  # 12.1 tok/s: the loaded sweep
     agains = iter([_level(16, 64 / 25.2)])
     findings = Findings()
-    theirs = cross_check_level(ctx, cfg, first, lambda: next(agains), 4, 7, findings)
+    theirs = cross_check_level(ctx, cfg, first, Workload(4, 4, 7), findings, again=lambda: next(agains))
     assert list(findings) == [] and theirs is not None
     assert len(calls) == 2 and "--max-concurrency" in " ".join(calls[0])
     assert [tuple(r) for r in theirs["rounds"]] == [
@@ -139,7 +140,12 @@ def test_agreement_in_the_first_round_runs_nothing_more():
     ctx, cfg = _ctx([26.9], calls)
     findings = Findings()
     theirs = cross_check_level(
-        ctx, cfg, _level(16, 64 / 25.0), lambda: pytest.fail("no second round"), 4, 7, findings
+        ctx,
+        cfg,
+        _level(16, 64 / 25.0),
+        Workload(4, 4, 7),
+        findings,
+        again=lambda: pytest.fail("no second round"),
     )
     assert theirs is not None and len(calls) == 1 and list(findings) == []
 
@@ -151,7 +157,12 @@ def test_a_client_that_double_counts_tokens_is_caught_in_the_first_round():
     ctx, cfg = _ctx([48.0], calls)
     findings = Findings()
     theirs = cross_check_level(
-        ctx, cfg, _level(32, 128 / 50.0), lambda: pytest.fail("no second round"), 4, 7, findings
+        ctx,
+        cfg,
+        _level(32, 128 / 50.0),
+        Workload(4, 4, 7),
+        findings,
+        again=lambda: pytest.fail("no second round"),
     )
     assert theirs is not None and len(calls) == 1
     assert [f.code for f in findings] == ["THROUGHPUT_CROSS_CHECK_MISMATCH"]
@@ -164,7 +175,9 @@ def test_a_clock_that_runs_at_half_speed_fails_after_every_round():
     ctx, cfg = _ctx([26.9, 24.0, 26.0], calls)
     agains = iter([_level(16, 2 * 64 / 25.0), _level(16, 2 * 64 / 20.0)])
     findings = Findings()
-    theirs = cross_check_level(ctx, cfg, _level(16, 2 * 64 / 23.0), lambda: next(agains), 4, 7, findings)
+    theirs = cross_check_level(
+        ctx, cfg, _level(16, 2 * 64 / 23.0), Workload(4, 4, 7), findings, again=lambda: next(agains)
+    )
     assert theirs is not None and len(calls) == 3  # attempts: 3
     assert [f.code for f in findings] == ["THROUGHPUT_CROSS_CHECK_MISMATCH"]
     message = findings.findings[0].message

@@ -24,7 +24,7 @@ from releasekit.validate.checks.gsm8k import score_outputs
 from releasekit.validate.checks.interface import CheckContext
 from releasekit.validate.checks.log_scan import scan
 from releasekit.validate.checks.long_context import build_prompt, passkey_found
-from releasekit.validate.checks.throughput import disagreement, engine_benchmark, summarise
+from releasekit.validate.checks.throughput import Workload, disagreement, engine_benchmark, summarise
 from releasekit.validate.client import Completion, absorb_event
 from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import (
@@ -256,7 +256,7 @@ def test_a_cross_check_that_cannot_run_fails_instead_of_passing() -> None:
             model_path="/models/m",
         )
         findings = Findings()
-        assert engine_benchmark(ctx, cfg, 2, 4, 0, findings) is None
+        assert engine_benchmark(ctx, cfg, Workload(2, 4, 0), findings) is None
         assert [f.code for f in findings] == ["THROUGHPUT_CROSS_CHECK_FAILED"]
 
 

@@ -248,7 +248,6 @@ class GitHubForge:
         """What the forge says about each wanted pull request of ``owner/name``."""
         wanted = set(numbers)
         found: dict[int, PullFacts] = {}
-        missing: set[int] = set()
         if not wanted:
             return PullsRead()
         self._requests = 0
@@ -256,7 +255,8 @@ class GitHubForge:
         gh = self._client()
         with gh:
             self._list_pages(gh, owner, name, wanted, found)
-            self._read_one_by_one(gh, owner, name, wanted, found, missing)
+            by_number, missing = self._read_one_by_one(gh, owner, name, sorted(wanted - found.keys()))
+            found.update(by_number)
         revalidated = self._transport.revalidated if self._transport else 0
         return PullsRead(
             found=found, missing=frozenset(missing), requests=self._requests, revalidated=revalidated
@@ -301,18 +301,14 @@ class GitHubForge:
             raise self._failure(exc, what) from None
 
     def _read_one_by_one(
-        self,
-        gh: GitHub,
-        owner: str,
-        name: str,
-        wanted: set[int],
-        found: dict[int, PullFacts],
-        missing: set[int],
-    ) -> None:
+        self, gh: GitHub, owner: str, name: str, numbers: list[int]
+    ) -> tuple[dict[int, PullFacts], set[int]]:
         """Each wanted pull request the list did not show, asked for by number; 404/410 is missing, not an error."""
         from githubkit.exception import GitHubException, RequestFailed
 
-        for number in sorted(wanted - found.keys()):
+        found: dict[int, PullFacts] = {}
+        missing: set[int] = set()
+        for number in numbers:
             what = f"pull request {owner}/{name}#{number}"
             try:
                 try:
@@ -328,3 +324,4 @@ class GitHubForge:
             if facts is None:
                 raise ForgeFailed(f"forge {self.api_url}: {what}: not a pull request")
             found[number] = facts
+        return found, missing

@@ -276,16 +276,22 @@ def _integration_lock(
     return lock.base.commit
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One ``source_composition`` entry of the validation receipt: the receipt, the entry's field,
+    the name of the component it becomes and its value."""
+
+    receipt_path: Path
+    at: str
+    name: str
+    value: Any
+
+
 def _composition_component(
-    name: str,
-    value: Any,
-    at: str,
-    receipt_path: Path,
-    repository: str,
-    repos: dict[str, str],
-    ledger: _Ledger,
+    entry: _Entry, repository: str, repos: dict[str, str], ledger: _Ledger
 ) -> dict[str, Any] | None:
     """One ``source_composition`` entry other than the manifest's component, as a component."""
+    name, value, at, receipt_path = entry.name, entry.value, entry.at, entry.receipt_path
     where = f"components.{name}"
     if isinstance(value, str) and not _SHA1.match(value):
         ledger.carry(receipt_path, at, f"{where}.requirement")
@@ -320,14 +326,13 @@ def _composition_component(
         ledger.carry(receipt_path, f"{at}.package_version", f"{where}.version")
     if "commit" not in comp:
         comp["commit"] = TO_BE_LOCKED
-    _patch_note(name, value, at, receipt_path, comp, ledger)
+    _patch_note(entry, comp, ledger)
     return comp
 
 
-def _patch_note(
-    name: str, value: dict[str, Any], at: str, receipt_path: Path, comp: dict[str, Any], ledger: _Ledger
-) -> None:
+def _patch_note(entry: _Entry, comp: dict[str, Any], ledger: _Ledger) -> None:
     """Released as base + a patch: noted and warned, since no file says which pull requests the patch is."""
+    name, value, at, receipt_path = entry.name, entry.value, entry.at, entry.receipt_path
     where = f"components.{name}"
     tree, patch = value.get("tree"), value.get("patch_sha256")
     if isinstance(tree, str) or isinstance(patch, str):
@@ -369,10 +374,10 @@ def _receipt(
     for name, value in receipt.source_composition.items():
         at = f"source_composition.{name}"
         if name == component:
-            _own_base(value, at, path, component, comp, ledger, notes)
+            _own_base(_Entry(path, at, component, value), comp, ledger, notes)
             continue
         key = _slug(name) if not _NAME.match(name) else name
-        made = _composition_component(key, value, at, path, repository, repos, ledger)
+        made = _composition_component(_Entry(path, at, key, value), repository, repos, ledger)
         if made is not None:
             components[key] = made
     _runtime_packages(receipt, path, data, ledger)
@@ -395,16 +400,9 @@ def _receipt(
         data["validation"] = validation
 
 
-def _own_base(
-    value: Any,
-    at: str,
-    path: Path,
-    component: str,
-    comp: dict[str, Any],
-    ledger: _Ledger,
-    notes: list[str],
-) -> None:
+def _own_base(entry: _Entry, comp: dict[str, Any], ledger: _Ledger, notes: list[str]) -> None:
     """The receipt's base for the fork itself: it must be the integration lock's, or it becomes the commit."""
+    value, at, path, component = entry.value, entry.at, entry.receipt_path, entry.name
     own = value if isinstance(value, dict) else {"base": value}
     key = f"{at}.base" if isinstance(value, dict) else at
     base = own.get("base")

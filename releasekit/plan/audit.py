@@ -105,7 +105,16 @@ def release_only_audit(
     # resolve is looked up again alone (for its error message).
     shas = resolve_commits(git, *names) or [_resolve(git, name, public, mirror) for name in names]
     release_sha, canonical_sha = shas[0], shas[1]
-    up, unread = _upstream(git, comp, upstream, shas, mirror_path, manifest, allow_local, fetch)
+    up, unread = _upstream(
+        git,
+        comp,
+        upstream,
+        shas,
+        mirror_path=mirror_path,
+        base_dir=manifest.parent if manifest is not None else None,
+        allow_local=allow_local,
+        fetch=fetch,
+    )
     carried = _carried(git, comp, canonical_sha) if comp is not None else {}
     try:
         return find_release_only(
@@ -132,8 +141,9 @@ def _upstream(
     comp: GitComponent | None,
     upstream: str | None,
     shas: list[str],
+    *,
     mirror_path: Path | None,
-    manifest: Path | None,
+    base_dir: Path | None,
     allow_local: bool,
     fetch: bool,
 ) -> tuple[Upstream | None, str | None]:
@@ -151,7 +161,7 @@ def _upstream(
             base,
             mirror_path=mirror_path,
             allow_local=allow_local,
-            base_dir=manifest.parent if manifest is not None else None,
+            base_dir=base_dir,
             fetch=fetch,
         )
     return up, unread

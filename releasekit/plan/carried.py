@@ -113,13 +113,24 @@ def _verdict(cs: ComponentFacts, planned: PlannedPR, prefix: str) -> CarriedVerd
             commit,
             f"PR commit {twin[:12]} is patch-equivalent",
         )
-    return _combined_verdict(cs, planned, prefix, commit, head, pid)
+    return _combined_verdict(cs, _Claim(planned, prefix, commit, head, pid))
 
 
-def _combined_verdict(
-    cs: ComponentFacts, planned: PlannedPR, prefix: str, commit: str, head: str, pid: str
-) -> CarriedVerdict:
+@dataclass(frozen=True)
+class _Claim:
+    """One ``carries:`` entry, resolved: the PR that claims it, the prefix as written, the carried
+    commit, the PR's head and the carried commit's patch-id."""
+
+    planned: PlannedPR
+    prefix: str
+    commit: str
+    head: str
+    pid: str
+
+
+def _combined_verdict(cs: ComponentFacts, claim: _Claim) -> CarriedVerdict:
     """No single PR commit matches: the PR's whole change to the same files may (a squash or a split)."""
+    planned, prefix, commit, head, pid = claim.planned, claim.prefix, claim.commit, claim.head, claim.pid
     git = cs.mirror.git
     files = [
         f

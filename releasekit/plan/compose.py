@@ -10,6 +10,7 @@ the locked commit, which is what canonical holds once the plan has landed).
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from releasekit.findings import Findings
@@ -28,16 +29,21 @@ from releasekit.records.lock import Lock, LockedGitComponent
 _FIXED = {"GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z"}
 
 
+@dataclass(frozen=True)
+class Composable:
+    """One git component to compose: its name, its manifest entry, its mirror and its lock entry
+    (None when there is no lock: the planned PRs' heads are then the mirror's)."""
+
+    name: str
+    comp: GitComponent
+    mirror: Mirror
+    locked: LockedGitComponent | None
+
+
 def compose_component(
-    name: str,
-    comp: GitComponent,
-    mirror: Mirror,
-    locked: LockedGitComponent | None,
-    findings: Findings,
-    base: str | None = None,
-    *,
-    compare: bool = True,
+    component: Composable, findings: Findings, *, base: str | None = None, compare: bool = True
 ) -> ComponentCompose:
+    name, comp, mirror, locked = component.name, component.comp, component.mirror, component.locked
     if base is None:
         base = (
             locked.canonical_head
@@ -45,7 +51,7 @@ def compose_component(
             else mirror.branch_head(comp.canonical_branch or mirror.default_branch())
         )
     with tempfile.TemporaryDirectory(prefix="releasekit-compose-") as tmp:
-        result = compose_into(name, comp, mirror, locked, findings, Path(tmp) / "tree", base=base)
+        result = compose_into(component, findings, Path(tmp) / "tree", base=base)
     if locked is not None and compare:
         result.expected_tree = locked.composed_tree or locked.tree
         result.matches_lock = result.tree == result.expected_tree
@@ -58,37 +64,24 @@ def compose_component(
     return result
 
 
-def compose_into(
-    name: str,
-    comp: GitComponent,
-    mirror: Mirror,
-    locked: LockedGitComponent | None,
-    findings: Findings,
-    dest: Path,
-    *,
-    base: str,
-) -> ComponentCompose:
+def compose_into(component: Composable, findings: Findings, dest: Path, *, base: str) -> ComponentCompose:
     """Compose in ``dest`` (a new directory) and leave the work tree there."""
+    name, mirror, locked = component.name, component.mirror, component.locked
     heads = {p.number: p.head for p in (locked.pull_requests if locked else []) if p.role == "planned"}
     result = ComponentCompose(component=name, repo=mirror.url, base=base)
     work = fresh_checkout(mirror, base, dest)
     git = Git(work.path)
     # The checkout borrows objects from the cache (and a --mirror): merging must not re-touch them.
     with object_times_kept(git):
-        _merge_in_order(comp, mirror, git, heads, result, findings, name)
+        _merge_in_order(component, git, heads, result, findings)
     result.tree = _tree(git)
     return result
 
 
 def _merge_in_order(
-    comp: GitComponent,
-    mirror: Mirror,
-    git: Git,
-    heads: dict[int, str],
-    result: ComponentCompose,
-    findings: Findings,
-    name: str,
+    component: Composable, git: Git, heads: dict[int, str], result: ComponentCompose, findings: Findings
 ) -> None:
+    comp, mirror, name = component.comp, component.mirror, component.name
     for planned in comp.merge_plan:
         head = heads.get(planned.pr) or mirror.pr_head(planned.pr)
         if head is None:
@@ -145,5 +138,5 @@ def compose_plan(
             continue
         mirror = open_mirror(comp, loaded, cache_dir=cache_dir, allow_local=allow_local, fetch=fetch)
         locked = lock.git_components().get(name) if lock else None
-        out.append(compose_component(name, comp, mirror, locked, findings))
+        out.append(compose_component(Composable(name, comp, mirror, locked), findings))
     return ComposeResult(passed=findings.passed, lock_sha256=lock_sha256, components=out, findings=findings)

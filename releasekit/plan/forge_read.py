@@ -10,6 +10,7 @@ reason. Nothing is invented: a field the forge did not give stays empty.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from releasekit.forge import ForgeLocation, ForgeUnreachable, GitHubForge, PullFacts, locate, token_from_env
@@ -70,11 +71,8 @@ def read_forge(
     """
     from releasekit.forge.etag_cache import default_cache_dir
 
-    cache = cache_dir or default_cache_dir()
-    token = token_from_env() if use_forge else None
+    forges = _Forges(token_from_env() if use_forge else None, cache_dir or default_cache_dir())
     components: dict[str, ForgeComponent] = {}
-    clients: dict[str, GitHubForge] = {}
-    down: dict[str, str] = {}  # api_url -> why it did not answer: asked once per run
     for name, comp in loaded.manifest.git_components().items():
         prs = named_prs(name, comp, loaded)
         if not prs:
@@ -94,34 +92,41 @@ def read_forge(
                 base_branch=base_branch,
             )
             continue
-        if where.api_url in down:
+        if where.api_url in forges.down:
             components[name] = ForgeComponent(
                 status="absent",
-                reason=down[where.api_url],
+                reason=forges.down[where.api_url],
                 api_url=where.api_url,
                 repo=where.repo,
                 base_branch=base_branch,
             )
             continue
-        components[name] = _read_pulls(where, prs, base_branch, clients, down, token, cache)
+        components[name] = _read_pulls(where, prs, base_branch, forges)
     return ForgeData(components=components)
 
 
+@dataclass(frozen=True)
+class _Forges:
+    """The forges one run asks: the token and cache every client uses, one client per API URL, and
+    why each forge that did not answer did not (it is asked once per run)."""
+
+    token: str | None
+    cache: Path
+    clients: dict[str, GitHubForge] = field(default_factory=dict)
+    down: dict[str, str] = field(default_factory=dict)  # api_url -> why it did not answer
+
+
 def _read_pulls(
-    where: ForgeLocation,
-    prs: dict[int, list[PRRole]],
-    base_branch: str | None,
-    clients: dict[str, GitHubForge],
-    down: dict[str, str],
-    token: str | None,
-    cache: Path,
+    where: ForgeLocation, prs: dict[int, list[PRRole]], base_branch: str | None, forges: _Forges
 ) -> ForgeComponent:
     """One component's pull requests from its forge; a forge that does not answer is absent (and not asked again)."""
-    client = clients.setdefault(where.api_url, GitHubForge(where.api_url, token=token, cache_dir=cache))
+    client = forges.clients.setdefault(
+        where.api_url, GitHubForge(where.api_url, token=forges.token, cache_dir=forges.cache)
+    )
     try:
         read = client.pulls(where.owner, where.name, prs)
     except ForgeUnreachable as exc:
-        down[where.api_url] = str(exc)
+        forges.down[where.api_url] = str(exc)
         return ForgeComponent(
             status="absent",
             reason=str(exc),

@@ -7,6 +7,7 @@ Anything that cannot be resolved makes the lock impossible: InputError, exit 2.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,9 @@ def _lock_pr(
     name: str,
     number: int,
     given_head: str | None,
+    *,
     role: str,
     title: str | None,
-    *,
     required: bool,
 ) -> LockedPR | None:
     ref = f"refs/pull/{number}/head"
@@ -77,24 +78,26 @@ def lock_git_component(name: str, comp: GitComponent, mirror: Mirror) -> LockedG
         commit = canonical_head
     prs: list[LockedPR] = []
     for planned in comp.merge_plan:
-        locked = _lock_pr(mirror, name, planned.pr, planned.head, "planned", planned.title, required=True)
+        locked = _lock_pr(
+            mirror, name, planned.pr, planned.head, role="planned", title=planned.title, required=True
+        )
         assert locked is not None
         prs.append(locked)
     superseded = {s for entry in comp.superseding() for s in entry.supersedes}
     for change in comp.already_canonical:
         if change.pr is not None:
             locked = _lock_pr(
-                mirror, name, change.pr, None, "already_canonical", change.title, required=False
+                mirror, name, change.pr, None, role="already_canonical", title=change.title, required=False
             )
             if locked:
                 prs.append(locked)
     for closed in comp.closed:
-        locked = _lock_pr(mirror, name, closed.pr, None, "closed", closed.title, required=False)
+        locked = _lock_pr(mirror, name, closed.pr, None, role="closed", title=closed.title, required=False)
         if locked:
             prs.append(locked)
     for number in sorted(superseded - {c.pr for c in comp.closed}):
         # Superseded PRs are often deleted forges-side; record them when they still exist.
-        locked = _lock_pr(mirror, name, number, None, "superseded", None, required=False)
+        locked = _lock_pr(mirror, name, number, None, role="superseded", title=None, required=False)
         if locked:
             prs.append(locked)
     canonical_commits = []
@@ -250,10 +253,10 @@ def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | 
 
 def _composed_tree(name: str, comp: GitComponent, mirror: Mirror, locked: LockedGitComponent) -> str:
     from releasekit.findings import Findings
-    from releasekit.plan.compose import compose_component
+    from releasekit.plan.compose import Composable, compose_component
 
     findings = Findings()
-    result = compose_component(name, comp, mirror, locked, findings, compare=False)
+    result = compose_component(Composable(name, comp, mirror, locked), findings, compare=False)
     if not findings.passed or result.tree is None:
         raise InputError(
             f"{name}: cannot lock a composed tree: {findings.errors[0].message if findings.errors else 'no tree'}"
@@ -279,7 +282,7 @@ def build_lock(
     manifest = loaded.manifest
     houses = [h if h.is_absolute() else Path.cwd() / h for h in (wheelhouses or [])]
     options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
-    components = _lock_components(loaded, houses, options, compose, findings, download_dir)
+    components = _lock_components(_LockRun(loaded, houses, options, compose, findings, download_dir))
     tc = manifest.toolchain
     toolchain = _locked_toolchain(tc)
     from releasekit.plan.forge_read import read_forge
@@ -301,20 +304,26 @@ def build_lock(
     return lock
 
 
-def _lock_components(
-    loaded: LoadedManifest,
-    houses: list[Path],
-    options: dict[str, Any],
-    compose: bool,
-    findings: Findings | None,
-    download_dir: Path | None,
-) -> dict[str, LockedGitComponent | LockedWheelComponent]:
+@dataclass(frozen=True)
+class _LockRun:
+    """What locking each component reads: the manifest, the wheelhouses (absolute), the mirrors'
+    options (cache_dir, allow_local, fetch), ``--compose``, the findings and the download directory."""
+
+    loaded: LoadedManifest
+    houses: list[Path]
+    options: dict[str, Any]
+    compose: bool
+    findings: Findings | None
+    download_dir: Path | None
+
+
+def _lock_components(run: _LockRun) -> dict[str, LockedGitComponent | LockedWheelComponent]:
     """Every component is tried: one that cannot be locked does not hide the next one's problem."""
     components: dict[str, LockedGitComponent | LockedWheelComponent] = {}
     problems: list[str] = []
-    for name, comp in loaded.manifest.components.items():
+    for name, comp in run.loaded.manifest.components.items():
         try:
-            locked = _lock_one(name, comp, loaded, houses, options, compose, findings, download_dir)
+            locked = _lock_one(name, comp, run)
         except (InputError, GitFailed) as exc:
             line = exc.one_line()
             problems.append(line if line.startswith((f"{name}:", f"{name}#")) else f"{name}: {line}")
@@ -328,33 +337,26 @@ def _lock_components(
 
 
 def _lock_one(
-    name: str,
-    comp: GitComponent | WheelComponent,
-    loaded: LoadedManifest,
-    houses: list[Path],
-    options: dict[str, Any],
-    compose: bool,
-    findings: Findings | None,
-    download_dir: Path | None,
+    name: str, comp: GitComponent | WheelComponent, run: _LockRun
 ) -> LockedGitComponent | LockedWheelComponent | None:
     """One component's lock entry; a wheel that is not found is a finding (``None``), not an error."""
     if isinstance(comp, GitComponent):
-        mirror = open_mirror(comp, loaded, **options)
+        mirror = open_mirror(comp, run.loaded, **run.options)
         locked = lock_git_component(name, comp, mirror)
-        builder = lock_builder(comp, loaded)
+        builder = lock_builder(comp, run.loaded)
         if builder is not None:
             locked = locked.model_copy(update={"builder": builder})
-        if compose and comp.merge_plan:
+        if run.compose and comp.merge_plan:
             locked = locked.model_copy(update={"composed_tree": _composed_tree(name, comp, mirror, locked)})
         return locked
     return lock_wheel_component(
         name,
         comp,
-        houses,
-        options,
-        image=image_interpreter(loaded.manifest.toolchain),
-        findings=findings,
-        download_dir=download_dir,
+        run.houses,
+        run.options,
+        image=image_interpreter(run.loaded.manifest.toolchain),
+        findings=run.findings,
+        download_dir=run.download_dir,
     )
 
 

@@ -63,6 +63,31 @@ class Upstream:
     commit: str
 
 
+@dataclass(frozen=True)
+class _ReleaseSide:
+    """The release side as walked (release, not canonical), newest first: each commit's parents and
+    subject (``walk``; ``trees`` has its tree too), the fork's own commits among them and those that
+    came from the upstream, and the two commits compared."""
+
+    walk: dict[str, tuple[list[str], str]]
+    trees: dict[str, tuple[list[str], str, str]]
+    fork: set[str]
+    from_upstream: set[str]
+    release: str
+    canonical: str
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What judging the release side found: the fork's own commits without a patch-equivalent on
+    canonical (git cherry), the merges that add a change of their own, and the commits a squash
+    on canonical covers."""
+
+    alone: set[str]
+    own_merges: set[str]
+    covered: set[str]
+
+
 def _brought_by(
     walk: dict[str, tuple[list[str], str]], fork: set[str], from_upstream: set[str]
 ) -> list[UpstreamEntry]:
@@ -101,14 +126,7 @@ def _brought_by(
 MERGES_AT_ONCE = 4  # fork-side merges whose git reads run side by side
 
 
-def _judge_merges(
-    git: Git,
-    walk: dict[str, tuple[list[str], str, str]],
-    fork: set[str],
-    from_upstream: set[str],
-    canonical: str,
-    release: str,
-) -> tuple[set[str], set[str]]:
+def _judge_merges(git: Git, side: _ReleaseSide) -> tuple[set[str], set[str]]:
     """(commits covered by a squash on canonical, merges that add a change of their own).
 
     A merge bringing in a non-upstream side branch: was that branch taken onto canonical as
@@ -117,26 +135,21 @@ def _judge_merges(
     merge of its parents (a conflict resolution)? Octopus merges cannot conflict-resolve
     (git refuses); they add nothing of their own.
     """
+    walk, fork = side.trees, side.fork
     merges = [c for c in walk if c in fork and len(walk[c][0]) == 2]  # walk order: deterministic
     if not merges:
         return set(), set()
     # merge-tree writes trees and blobs: into an object directory of releasekit's own, never
     # into the repository read (git/scratch.py).
     with scratch_objects(git) as scratch_env:
-        return _judge_merge_list(git, walk, fork, from_upstream, canonical, release, merges, scratch_env)
+        return _judge_merge_list(git, side, merges, scratch_env)
 
 
 def _judge_merge_list(
-    git: Git,
-    walk: dict[str, tuple[list[str], str, str]],
-    fork: set[str],
-    from_upstream: set[str],
-    canonical: str,
-    release: str,
-    merges: list[str],
-    scratch_env: dict[str, str],
+    git: Git, side: _ReleaseSide, merges: list[str], scratch_env: dict[str, str]
 ) -> tuple[set[str], set[str]]:
-    sides = {c for c in merges if walk[c][0][1] not in from_upstream}
+    walk, fork, canonical, release = side.trees, side.fork, side.canonical, side.release
+    sides = {c for c in merges if walk[c][0][1] not in side.from_upstream}
     canonical_read = Pending(git, *COMMITS_CHANGED_PATHS, canonical, f"^{release}", "--") if sides else None
     canonical_paths: dict[str, frozenset[str]] | None = None
     covered: set[str] = set()
@@ -210,43 +223,35 @@ def find_release_only(
             canonical_base = base_read.result().strip() or None
         except GitFailed:  # no common ancestor
             canonical_base = None
-    covered, own_merges = _judge_merges(git, walk_trees, fork, from_upstream, canonical, release)
-    alone = {c for c in plus if c not in covered}
-    origin = _origin(upstream, canonical_base, walk, fork, from_upstream)
+    side = _ReleaseSide(walk, walk_trees, fork, from_upstream, release, canonical)
+    covered, own_merges = _judge_merges(git, side)
+    judged = _Judged({c for c in plus if c not in covered}, own_merges, covered)
     return _report(
-        walk,
-        fork,
-        alone,
-        own_merges,
-        covered,
-        origin,
-        upstream_unread,
-        release,
-        canonical,
-        repo,
-        release_name,
-        canonical_name,
-        carried,
+        side,
+        judged,
+        _origin(upstream, canonical_base, side),
+        repo=repo,
+        release_name=release_name,
+        canonical_name=canonical_name,
+        carried=carried,
+        upstream_unread=upstream_unread,
     )
 
 
 def _origin(
-    upstream: Upstream | None,
-    canonical_base: str | None,
-    walk: dict[str, tuple[list[str], str]],
-    fork: set[str],
-    from_upstream: set[str],
+    upstream: Upstream | None, canonical_base: str | None, side: _ReleaseSide
 ) -> UpstreamOrigin | None:
     """What the upstream brought and which merges brought it; None without an upstream to compare with."""
     if upstream is None:
         return None
+    from_upstream = side.from_upstream
     return UpstreamOrigin(
         repo=upstream.repo,
         ref=upstream.ref,
         commit=upstream.commit,
         canonical_base=canonical_base if from_upstream else None,
         commits=len(from_upstream),
-        brought_by=_brought_by(walk, fork, from_upstream),
+        brought_by=_brought_by(side.walk, side.fork, from_upstream),
     )
 
 
@@ -264,30 +269,26 @@ def _upstream_message(origin: UpstreamOrigin, release: str) -> str:
 
 
 def _report(
-    walk: dict[str, tuple[list[str], str]],
-    fork: set[str],
-    alone: set[str],
-    own_merges: set[str],
-    covered: set[str],
+    side: _ReleaseSide,
+    judged: _Judged,
     origin: UpstreamOrigin | None,
-    upstream_unread: str | None,
-    release: str,
-    canonical: str,
+    *,
     repo: str,
     release_name: str | None,
     canonical_name: str | None,
     carried: dict[str, int] | None,
+    upstream_unread: str | None,
 ) -> ReleaseOnlyReport:
     """The report from the release-side walk and the commits found to be release-only.
 
     Findings are grouped by origin: the upstream base difference once (first), then the
     fork's own commits and merge resolutions one by one, oldest first.
     """
-    order = list(reversed(walk))  # oldest first, like git cherry
-    carried = carried or {}
+    release, canonical = side.release, side.canonical
+    order = list(reversed(side.walk))  # oldest first, like git cherry
     findings = Findings()
     _upstream_findings(findings, origin, upstream_unread, release_name or release)
-    result, equivalent = _classify(order, walk, fork, alone, own_merges, covered, carried)
+    result, equivalent = _classify(order, side, judged, carried or {})
     _commit_findings(findings, result)
     return ReleaseOnlyReport(
         repo=repo,
@@ -327,15 +328,11 @@ def _upstream_findings(
 
 
 def _classify(
-    order: list[str],
-    walk: dict[str, tuple[list[str], str]],
-    fork: set[str],
-    alone: set[str],
-    own_merges: set[str],
-    covered: set[str],
-    carried: dict[str, int],
+    order: list[str], side: _ReleaseSide, judged: _Judged, carried: dict[str, int]
 ) -> tuple[list[ReleaseOnlyCommit], int]:
     """(release-only commits, the count found equivalent): only the fork's own changes are release-only."""
+    walk, fork = side.walk, side.fork
+    alone, own_merges, covered = judged.alone, judged.own_merges, judged.covered
     result: list[ReleaseOnlyCommit] = []
     equivalent = 0
     for commit in order:

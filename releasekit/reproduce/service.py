@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -97,14 +98,18 @@ def _rebuilt_layer(engine: Engine, image_id: str, index: int, scratch: Path) -> 
     return into / f"{layers.diff_ids[index].split(':')[1]}.tar"
 
 
-def _first_difference(
-    pub: Published,
-    record: BuildRecord,
-    layers: list[LayerComparison],
-    components: list[ComponentComparison],
-    engine: Engine,
-    work: Path,
-) -> Difference:
+@dataclass(frozen=True)
+class _Compared:
+    """The published release and its rebuild, compared: layer by layer and wheel by wheel."""
+
+    pub: Published
+    record: BuildRecord
+    layers: list[LayerComparison]
+    components: list[ComponentComparison]
+
+
+def _first_difference(compared: _Compared, engine: Engine, work: Path) -> Difference:
+    pub, record, layers, components = compared.pub, compared.record, compared.layers, compared.components
     differing = next((layer for layer in layers if not layer.same), None)
     if differing is None and not layers:
         return _no_layer_list(pub, record, components)
@@ -125,7 +130,7 @@ def _first_difference(
             rebuilt=differing.rebuilt,
             message=f"base image layer {differing.index} differs",
         )
-    return _wheels_layer_difference(pub, record, differing, components, engine, work)
+    return _wheels_layer_difference(compared, differing, engine, work)
 
 
 def _no_layer_list(pub: Published, record: BuildRecord, components: list[ComponentComparison]) -> Difference:
@@ -149,14 +154,10 @@ def _no_layer_list(pub: Published, record: BuildRecord, components: list[Compone
 
 
 def _wheels_layer_difference(
-    pub: Published,
-    record: BuildRecord,
-    differing: LayerComparison,
-    components: list[ComponentComparison],
-    engine: Engine,
-    work: Path,
+    compared: _Compared, differing: LayerComparison, engine: Engine, work: Path
 ) -> Difference:
     """The wheels layer differs: name the first differing file and the component whose wheel owns it."""
+    pub, record, components = compared.pub, compared.record, compared.components
     wheels = {
         c.name: work / "release" / "wheels" / c.wheel_filename
         for c in record.components
@@ -256,7 +257,9 @@ def reproduce(
             notes=list(pub.notes),
         )
         if not same:
-            result.first_difference = _first_difference(pub, record, layers, components, engine, work)
+            result.first_difference = _first_difference(
+                _Compared(pub, record, layers, components), engine, work
+            )
         return result
     finally:
         if not keep and workdir is None:

@@ -94,6 +94,7 @@ def _signed_summary(
     evidence: Path,
     raw: bytes,
     image_id: str,
+    *,
     required: bool,
     manifest_keys: list[Path],
 ) -> str | None:
@@ -160,7 +161,9 @@ def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) 
         )
     required = request.require_signed or bool(getattr(section, "signed", False))
     try:
-        signer = _signed_summary(request, evidence, raw, image.id, required, loaded.trusted_key_files())
+        signer = _signed_summary(
+            request, evidence, raw, image.id, required=required, manifest_keys=loaded.trusted_key_files()
+        )
     except SignatureError as exc:  # the finding's code leads the one line, as in publish's findings
         raise SignatureError(f"{exc.code}: {exc.one_line()}", code=exc.code) from None
     warnings = (

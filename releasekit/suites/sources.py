@@ -77,12 +77,12 @@ def composed_tree(
     Returns (base, composed commit, composed tree). A conflict is an InputError: ``plan
     compose`` reports it as a finding; hygiene needs a tree.
     """
-    from releasekit.plan.compose import compose_into
+    from releasekit.plan.compose import Composable, compose_into
 
     mirror = Mirror(comp.repo, cache_dir, allow_local=allow_local, base_dir=loaded.directory)
     findings = Findings()
     base = locked.canonical_head if comp.merge_plan else locked.commit
-    result = compose_into(name, comp, mirror, locked, findings, dest, base=base)
+    result = compose_into(Composable(name, comp, mirror, locked), findings, dest, base=base)
     if not findings.passed:
         raise InputError(f"{name}: cannot compose the tree for hygiene: {findings.errors[0].message}")
     head = Git(dest).run("rev-parse", "HEAD").strip()

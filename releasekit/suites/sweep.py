@@ -193,9 +193,7 @@ def _counts(cases: list[Case]) -> tuple[Counts, dict[str, int]]:
 
 
 def judge_suite(
-    component: str,
     suite: TestSuite,
-    image: str,
     image_id: str,
     staged: Path | None,
     baseline: tuple[str, str] | None,
@@ -203,7 +201,8 @@ def judge_suite(
     *,
     engine: Engine,
 ) -> TestReceipt:
-    """Run ``suite`` in the candidate, rerun its failures, judge them on the baseline; the receipt."""
+    """Run ``suite`` in the candidate (``image_id``), rerun its failures, judge them on the baseline
+    (image, ID); ``base`` is the receipt so far (component, images, lock); the receipt."""
     first = _run(engine, image_id, suite, staged, None)
     receipt = base.model_copy(
         update={
@@ -309,28 +308,32 @@ def _baseline(
     return (ref, str(baseline_ids[ref])), why_not
 
 
-def _stage(
-    name: str,
-    comp: GitComponent,
-    suite: TestSuite,
-    lock: Lock,
-    loaded: LoadedManifest,
-    opts: TestOptions,
-    tmp: Path,
-    checkouts: dict[str, Path],
-) -> tuple[Path, str]:
+@dataclass(frozen=True)
+class _Sources:
+    """Where the suites' test files come from: the lock, the manifest, the options (local repositories,
+    the cache), the run's scratch directory and the locked checkouts made so far (one per component)."""
+
+    lock: Lock
+    loaded: LoadedManifest
+    opts: TestOptions
+    tmp: Path
+    checkouts: dict[str, Path] = field(default_factory=dict)
+
+
+def _stage(sources: _Sources, name: str, comp: GitComponent, suite: TestSuite) -> tuple[Path, str]:
     """The suite's files staged from the locked checkout (made once per component); (staged, commit)."""
-    locked = lock.git_components().get(name)
+    checkouts, tmp = sources.checkouts, sources.tmp
+    locked = sources.lock.git_components().get(name)
     if locked is None:
         raise InputError(f"the lock has no git component {name!r}")
     if name not in checkouts:
         checkouts[name] = locked_checkout(
             comp,
             locked,
-            loaded,
+            sources.loaded,
             tmp / "checkout" / name,
-            allow_local=opts.allow_local_repos,
-            cache_dir=opts.cache_dir,
+            allow_local=sources.opts.allow_local_repos,
+            cache_dir=sources.opts.cache_dir,
         )
     staged = tmp / "staged" / name / suite.name
     stage_suite(checkouts[name], suite, staged)
@@ -338,7 +341,7 @@ def _stage(
 
 
 def _judge_and_write(
-    receipt: TestReceipt, name: str, suite: TestSuite, today: dt.date, started: float, outdir: Path
+    receipt: TestReceipt, name: str, suite: TestSuite, started: float, *, today: dt.date, outdir: Path
 ) -> str:
     """The suite checks over the receipt, its final status and duration; written; its relative path."""
     context = SuiteContext(component=name, suite=suite, receipt=receipt, today=today)
@@ -376,7 +379,7 @@ def run_tests(opts: TestOptions, *, engine: Engine, clock: Clock) -> TestResult:
     receipts: dict[str, TestReceipt] = {}
     baseline_ids: dict[str, str | None] = {}
     with tempfile.TemporaryDirectory(prefix="releasekit-test-") as tmp:
-        checkouts: dict[str, Path] = {}
+        sources = _Sources(lock, loaded, opts, Path(tmp)) if lock is not None else None
         for name, comp, suite in selected:
             started = time.monotonic()
             base = TestReceipt(
@@ -399,13 +402,9 @@ def run_tests(opts: TestOptions, *, engine: Engine, clock: Clock) -> TestResult:
                 receipt = base.model_copy(update={"status": "skipped", "skip_reason": reason})
             else:
                 staged: Path | None = None
-                if lock is not None:
-                    staged, base.source_commit = _stage(
-                        name, comp, suite, lock, loaded, opts, Path(tmp), checkouts
-                    )
-                receipt = judge_suite(
-                    name, suite, opts.image, image_id, staged, baseline, base, engine=engine
-                )
+                if sources is not None:
+                    staged, base.source_commit = _stage(sources, name, comp, suite)
+                receipt = judge_suite(suite, image_id, staged, baseline, base, engine=engine)
                 if why_not and any(f.verdict == "unjudged" for f in receipt.failures):
                     receipt.findings.add(
                         "BASELINE_UNAVAILABLE",
@@ -413,7 +412,7 @@ def run_tests(opts: TestOptions, *, engine: Engine, clock: Clock) -> TestResult:
                         component=name,
                         field=f"tests.{suite.name}.baseline",
                     )
-            rel = _judge_and_write(receipt, name, suite, today, started, opts.outdir)
+            rel = _judge_and_write(receipt, name, suite, started, today=today, outdir=opts.outdir)
             receipts[rel] = receipt
             findings.extend(receipt.findings)
     return TestResult(

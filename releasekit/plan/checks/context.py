@@ -86,15 +86,9 @@ class PlanContext:
     content: Mapping[str, ComponentContent] = field(default_factory=dict)
 
 
-def _status_from(
-    name: str,
-    times: Mapping[str, int],
-    pr: int,
-    role: str,
-    title: str | None,
-    head: str | None,
-    st: MergeState | None,
-) -> PRStatus:
+def _status_from(name: str, times: Mapping[str, int], named: _Pending) -> PRStatus:
+    """A named PR's status (without its arrival) from its (PR, role, title, head, merge state)."""
+    pr, role, title, head, st = named
     if head is None or st is None:
         return PRStatus(component=name, pr=pr, role=role, title=title, head=head, state="unknown")  # type: ignore[arg-type]
     if role in ("superseded", "closed", "excluded"):
@@ -115,14 +109,23 @@ def _status_from(
     )
 
 
+@dataclass(frozen=True)
+class _Canonical:
+    """One component's canonical side as read: its mirror, the checked commit and its history."""
+
+    mirror: Mirror
+    checked: str
+    history: CanonicalHistory
+
+
 def _superseder_patches(
-    mirror: Mirror, checked: str, heads: Mapping[int, str], states: Mapping[int, MergeState], superseder: int
+    canon: _Canonical, heads: Mapping[int, str], states: Mapping[int, MergeState], superseder: int
 ) -> tuple[frozenset[str], str | None]:
     """Patch-ids a superseding PR brought (so a superseded PR's identical commits are not blamed), and its head."""
     head = heads.get(superseder)
     if head is None:
         return frozenset(), None
-    git = mirror.git
+    git, checked = canon.mirror.git, canon.checked
     st = states.get(superseder)
     stop = f"{st.landed_at}^" if st and st.how == "ancestry" and st.landed_at else checked
     own = patch_ids(git, head, f"^{stop}")
@@ -150,14 +153,14 @@ def build_state(
     named = _named_prs(comp, superseded_by)
     heads = _pr_heads(mirror, named, locked)
     history.prepare(list(heads.values()))
-    states: dict[int, MergeState] = {}
-    pending = _merge_states(mirror, checked, history, named, heads, states, superseded_by)
+    canon = _Canonical(mirror, checked, history)
+    pending, states = _merge_states(canon, named, heads, superseded_by)
     landed = [found.landed_at for *_, found in pending if found is not None and found.landed_at]
     times = {c: t for c, (t, _) in commit_info(mirror.git, landed).items()}
     own_prs = [
         (pr, role) for pr, role, *_ in pending if role in ("planned", "already_canonical") and pr in heads
     ]
-    pr_patches, pr_stops = _own_commits(mirror, checked, history, heads, states, [pr for pr, _ in own_prs])
+    pr_patches, pr_stops = _own_commits(canon, heads, states, [pr for pr, _ in own_prs])
     arrivals = _arrivals(mirror, heads, states, pr_patches, pending)
     statuses = _pr_statuses(name, comp, times, pending, arrivals) + _commit_statuses(
         name, comp, mirror, history
@@ -221,16 +224,16 @@ def _pr_heads(
 
 
 def _merge_states(
-    mirror: Mirror,
-    checked: str,
-    history: CanonicalHistory,
+    canon: _Canonical,
     named: list[tuple[int, str, str | None]],
     heads: dict[int, str],
-    states: dict[int, MergeState],
     superseded_by: dict[int, int | None],
-) -> list[_Pending]:
-    """Each named PR's merge state (into ``states``); a superseded PR carried inside its superseder is not merged."""
+) -> tuple[list[_Pending], dict[int, MergeState]]:
+    """Each named PR's merge state (also by PR in the second result; negative keys: superseded/closed);
+    a superseded PR carried inside its superseder is not merged."""
+    mirror, history = canon.mirror, canon.history
     pending: list[_Pending] = []
+    states: dict[int, MergeState] = {}
     for pr, role, title in named:
         head = heads.get(pr)
         if head is None:
@@ -244,14 +247,14 @@ def _merge_states(
             sup_head: str | None = None
             sup = superseded_by.get(pr)
             if sup is not None:
-                ignore, sup_head = _superseder_patches(mirror, checked, heads, states, sup)
+                ignore, sup_head = _superseder_patches(canon, heads, states, sup)
             if sup_head and is_ancestor(mirror.git, head, sup_head):
                 st = MergeState(False)  # carried inside the superseding PR: not a separate merge
             else:
                 st = history.state_of(head, ignore_patches=ignore)
             states[-pr] = st  # negative keys: superseded/closed, never planned
         pending.append((pr, role, title, head, st))
-    return pending
+    return pending, states
 
 
 def _pr_statuses(
@@ -264,8 +267,9 @@ def _pr_statuses(
     """One status per named PR, with how it arrived; an arrival inside another PR is acknowledged by arrived_in."""
     statuses: list[PRStatus] = []
     planned_by_pr = {p.pr: p for p in comp.merge_plan}
-    for pr, role, title, head, found in pending:
-        status = _status_from(name, times, pr, role, title, head, found)
+    for entry in pending:
+        pr, role, *_ = entry
+        status = _status_from(name, times, entry)
         if role in ("planned", "already_canonical") and pr in arrivals:
             arrival, inside = arrivals[pr]
             acknowledged = planned_by_pr[pr].arrived_in if pr in planned_by_pr else None
@@ -308,18 +312,14 @@ def _commit_statuses(
 
 
 def _own_commits(
-    mirror: Mirror,
-    checked: str,
-    history: CanonicalHistory,
-    heads: Mapping[int, str],
-    states: Mapping[int, MergeState],
-    prs: list[int],
+    canon: _Canonical, heads: Mapping[int, str], states: Mapping[int, MergeState], prs: list[int]
 ) -> tuple[dict[int, dict[str, str]], dict[int, str]]:
     """Each PR's own commits with their patch-ids: from its head back to where it forked.
 
     A PR merged by ancestry stops at the first parent of the merge that brought it (its
     commits are canonical now); any other stops at the checked commit (what ``state_of`` read).
     """
+    mirror, checked, history = canon.mirror, canon.checked, canon.history
     patches: dict[int, dict[str, str]] = {}
     stops: dict[int, str] = {}
     for pr in prs:

@@ -14,6 +14,7 @@ admits others is ``PIN_MISMATCH``, no version at all ``PIN_UNPINNED``. ``git+…
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -98,6 +99,19 @@ def _skip_reason(rel: str, skips: list[tuple[PathPattern, str]]) -> tuple[str, s
     return None
 
 
+@dataclass(frozen=True)
+class _Audit:
+    """One audit: the commit's tree, the pins wanted, the skip list and where its findings point
+    (the component), with the findings and pin occurrences it collects."""
+
+    tree: CommitTree
+    wanted: list[Wanted]
+    skips: list[tuple[PathPattern, str]]
+    where: dict[str, str]
+    findings: Findings = field(default_factory=Findings)
+    occurrences: list[PinOccurrence] = field(default_factory=list)
+
+
 def audit_pins(
     manifest: Manifest,
     tree: CommitTree,
@@ -108,16 +122,14 @@ def audit_pins(
     skip: list[PinInputSkip] | None = None,
 ) -> PinAuditResult:
     """Audit the pins in the release inputs of one commit's tree (``CommitTree``), minus ``skip``."""
-    findings = Findings()
-    occurrences: list[PinOccurrence] = []
-    wanted = _wanted(manifest)
     skips = [(PathPattern(p), s.reason) for s in skip or [] for p in s.paths]
-    where = {"component": component} if component else {}
+    audit = _Audit(tree, _wanted(manifest), skips, {"component": component} if component else {})
+    findings, occurrences = audit.findings, audit.occurrences
     skipped, pending = _partition(tree, skips)
     tree.prefetch(rel for rel, _ in pending)  # one cat-file for every input found by name
-    done, requirements = _read_inputs(tree, pending, skips, skipped, wanted, findings, occurrences, where)
-    _check_requirements(manifest, requirements, wanted, findings, occurrences)
-    _report_coverage(tree, commit, wanted, done, skipped, findings, occurrences, where)
+    done, requirements = _read_inputs(audit, pending, skipped)
+    _check_requirements(manifest, requirements, audit)
+    _report_coverage(audit, commit, done, skipped)
     if component:
         for finding in findings:
             finding.location.component = component
@@ -151,16 +163,10 @@ def _partition(
 
 
 def _read_inputs(
-    tree: CommitTree,
-    pending: list[tuple[str, PinSource]],
-    skips: list[tuple[PathPattern, str]],
-    skipped: dict[str, SkippedPinInput],
-    wanted: list[Wanted],
-    findings: Findings,
-    occurrences: list[PinOccurrence],
-    where: dict[str, str],
+    audit: _Audit, pending: list[tuple[str, PinSource]], skipped: dict[str, SkippedPinInput]
 ) -> tuple[set[str], list[Found]]:
     """(files read, requirements found): inputs found by name first, then the files they name (-r, open())."""
+    tree, skips, findings, where = audit.tree, audit.skips, audit.findings, audit.where
     queue: list[str] = []
     done: set[str] = set()
     requirements: list[Found] = []
@@ -192,27 +198,20 @@ def _read_inputs(
                 **where,
             )
             continue
-        read = InputFile(tree.fileset, rel, text, wanted)
+        read = InputFile(tree.fileset, rel, text, audit.wanted)
         requirements.extend(source.read(read))  # read to the end: named/unreadable/stated are then complete
         queue.extend(read.named)
         for why in read.unreadable:
             findings.add("PIN_INPUT_UNREADABLE", why, file=rel, **where)
         for stated in read.stated:
-            _record(
-                findings, occurrences, stated.found, stated.want, stated.shown, stated.agrees, "other version"
-            )
+            _record(audit, stated.found, stated.want, stated.shown, (stated.agrees, "other version"))
     return done, requirements
 
 
-def _check_requirements(
-    manifest: Manifest,
-    requirements: list[Found],
-    wanted: list[Wanted],
-    findings: Findings,
-    occurrences: list[PinOccurrence],
-) -> None:
+def _check_requirements(manifest: Manifest, requirements: list[Found], audit: _Audit) -> None:
     """Compare each requirement with its pin; a URL/VCS one is a finding only when the policy forbids them."""
-    by_name = {canonicalize_name(w.package): w for w in wanted}
+    findings = audit.findings
+    by_name = {canonicalize_name(w.package): w for w in audit.wanted}
     for found in requirements:
         parsed = _name_spec(found)
         if parsed is None:
@@ -230,21 +229,12 @@ def _check_requirements(
         want = by_name.get(canonicalize_name(name)) if name else None
         if want is None or found.scope not in want.scopes:
             continue
-        ok, why = _agrees(spec, want.version)
-        _record(findings, occurrences, found, want, spec, ok, why)
+        _record(audit, found, want, spec, _agrees(spec, want.version))
 
 
-def _report_coverage(
-    tree: CommitTree,
-    commit: str,
-    wanted: list[Wanted],
-    done: set[str],
-    skipped: dict[str, SkippedPinInput],
-    findings: Findings,
-    occurrences: list[PinOccurrence],
-    where: dict[str, str],
-) -> None:
+def _report_coverage(audit: _Audit, commit: str, done: set[str], skipped: dict[str, SkippedPinInput]) -> None:
     """An audit that read nothing fails, and a pin no input names is said (info): silence is not agreement."""
+    tree, findings, where = audit.tree, audit.findings, audit.where
     if not done:
         findings.add(
             "PINS_NOTHING_SCANNED",
@@ -253,8 +243,8 @@ def _report_coverage(
             commit=commit,
             **where,
         )
-    seen = {canonicalize_name(o.package) for o in occurrences}
-    for want in wanted:
+    seen = {canonicalize_name(o.package) for o in audit.occurrences}
+    for want in audit.wanted:
         if canonicalize_name(want.package) not in seen:
             origin = "" if want.origin == "pin" else f" ({want.origin})"
             findings.add(
@@ -267,20 +257,14 @@ def _report_coverage(
             )
 
 
-def _record(
-    findings: Findings,
-    occurrences: list[PinOccurrence],
-    found: Found,
-    want: Wanted,
-    spec: str,
-    agrees: bool,
-    why: str,
-) -> None:
+def _record(audit: _Audit, found: Found, want: Wanted, spec: str, verdict: tuple[bool, str]) -> None:
+    """One occurrence of a wanted pin, and its finding when it does not agree (``verdict``: agrees, why not)."""
+    agrees, why = verdict
     expected = f"=={want.version}"
     shown = spec
     if spec == "==${var}":
         shown = found.text[len(re.split(r"[=<>!~\[]", found.text, maxsplit=1)[0]) :].strip()
-    occurrences.append(
+    audit.occurrences.append(
         PinOccurrence(
             file=found.file,
             line=found.line,
@@ -295,14 +279,14 @@ def _record(
         return
     source = "" if want.origin == "pin" else f" ({want.origin})"
     if not spec:
-        findings.add(
+        audit.findings.add(
             "PIN_UNPINNED",
             f"{want.package} is named without a version; the release pins {want.package}{expected}{source}",
             file=found.file,
             line=found.line,
         )
     else:
-        findings.add(
+        audit.findings.add(
             "PIN_MISMATCH",
             f"{want.package} {shown} {why}: the release pins {want.package}{expected}{source}",
             file=found.file,

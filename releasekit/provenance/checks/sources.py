@@ -11,12 +11,15 @@ manifest's policy for that component is ``stamp``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from releasekit.checks import Examined
 from releasekit.errors import ReleasekitError
 from releasekit.findings import Findings, Severity
 from releasekit.provenance.context import NeedsImageFiles, VerifyContext
+from releasekit.provenance.expected import ExpectedComponent
+from releasekit.provenance.installed import InstalledDist
 
 _LIMIT = 20
 
@@ -46,6 +49,15 @@ def locked_blobs(repo: str, commit: str, *, allow_local: bool, cache_dir: str | 
         if len(parts) == 3 and parts[1] == "blob":
             blobs[path] = parts[2]
     return blobs
+
+
+@dataclass(frozen=True)
+class _Installed:
+    """One installed git component: its name, what the build says of it, its installed distribution."""
+
+    name: str
+    comp: ExpectedComponent
+    dist: InstalledDist
 
 
 class SourceBlobCheck(NeedsImageFiles):
@@ -87,7 +99,7 @@ class SourceBlobCheck(NeedsImageFiles):
                 )
                 continue
             stamped = self._declared_modifications(name, comp, blobs, found)
-            self._compare(ctx, name, comp, dist, blobs, found, stamped)
+            self._compare(ctx, _Installed(name, comp, dist), blobs, found, stamped)
         return found
 
     @staticmethod
@@ -121,14 +133,14 @@ class SourceBlobCheck(NeedsImageFiles):
 
     def _compare(
         self,
-        ctx,
-        name,
-        comp,
-        dist,
+        ctx: VerifyContext,
+        installed: _Installed,
         blobs: dict[str, str],
         found: Findings,
         stamped: dict[str, str] | None = None,
     ) -> None:
+        name, comp, dist = installed.name, installed.comp, installed.dist
+        short = (comp.commit or "")[:12]  # run() compares only components with a commit
         sub = (comp.subdirectory or "").strip("/")
         prefixes = [p for p in (f"{sub}/" if sub else "", f"{sub}/src/" if sub else "src/")]
         generated = {g.strip("/") for g in comp.generated_files}
@@ -154,7 +166,7 @@ class SourceBlobCheck(NeedsImageFiles):
         for rel in mismatched[:_LIMIT]:
             found.add(
                 "SOURCE_BLOB_MISMATCH",
-                f"installed {rel} is not the blob at the locked commit {comp.commit[:12]}",
+                f"installed {rel} is not the blob at the locked commit {short}",
                 component=name,
                 commit=comp.commit,
                 path=f"{dist.site}/{rel}",
@@ -162,7 +174,7 @@ class SourceBlobCheck(NeedsImageFiles):
         for rel in missing[:_LIMIT]:
             found.add(
                 "SOURCE_NOT_IN_COMMIT",
-                f"installed {rel} is not in the locked commit {comp.commit[:12]} (declare generated files in the manifest)",
+                f"installed {rel} is not in the locked commit {short} (declare generated files in the manifest)",
                 component=name,
                 commit=comp.commit,
                 path=f"{dist.site}/{rel}",

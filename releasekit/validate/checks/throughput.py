@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 from pydantic import BaseModel
@@ -131,16 +132,26 @@ def _measure_level(
     return summarise(concurrency, results, wall)
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What both sides measure at one level: ``count`` random prompts from ``seed``, ``concurrency`` at a time."""
+
+    concurrency: int
+    count: int
+    seed: int
+
+
 def cross_check_level(
     ctx: CheckContext,
     cfg: ThroughputCheck,
     level: Level,
-    again: Callable[[], Level],
-    count: int,
-    seed: int,
+    workload: Workload,
     findings: Findings,
+    *,
+    again: Callable[[], Level],
 ) -> dict | None:
-    """The engine's benchmark of one level, repeated with ours (``again``) while the best rates disagree.
+    """The engine's benchmark of one level (``level``: ours, measured on ``workload``), repeated with
+    ours (``again``) while the best rates disagree.
 
     Returns the last benchmark result with ``rounds`` and the verdict added; None when the
     benchmark could not run (a THROUGHPUT_CROSS_CHECK_FAILED is in ``findings`` then).
@@ -149,7 +160,7 @@ def cross_check_level(
     rounds: list[tuple[float, float]] = []
     ours = level
     while True:
-        theirs = engine_benchmark(ctx, cfg, level.concurrency, count, seed, findings)
+        theirs = engine_benchmark(ctx, cfg, workload, findings)
         if theirs is None:
             return None
         rounds.append((ours.output_tok_s, float(theirs["output_tok_s"])))
@@ -214,10 +225,11 @@ def cross_check_metrics(kind: str, concurrency: int, theirs: dict) -> list[Metri
 
 
 def engine_benchmark(
-    ctx: CheckContext, cfg: ThroughputCheck, concurrency: int, count: int, seed: int, findings: Findings
+    ctx: CheckContext, cfg: ThroughputCheck, workload: Workload, findings: Findings
 ) -> dict | None:
     """The engine's own benchmark of one level: its result, or None with a THROUGHPUT_CROSS_CHECK_FAILED."""
     assert cfg.cross_check is not None
+    concurrency, count, seed = workload.concurrency, workload.count, workload.seed
     tool = ctx.engine.bench_name or f"{ctx.engine.name}'s benchmark"
     argv = None
     if ctx.run_in_server is not None and ctx.server_port is not None and ctx.model_path is not None:
@@ -286,7 +298,9 @@ class Throughput(CellCheck):
                 )
             if cfg.cross_check is not None and c in (cfg.cross_check.concurrency or cfg.concurrency):
                 run = partial(_measure_level, client, prompts, cfg.output_len, c)
-                theirs = cross_check_level(ctx, cfg, level, run, count, ctx.seed + i, findings)
+                theirs = cross_check_level(
+                    ctx, cfg, level, Workload(c, count, ctx.seed + i), findings, again=run
+                )
                 if theirs is not None:
                     cross[c] = theirs
                     metrics += cross_check_metrics(self.kind, c, theirs)
