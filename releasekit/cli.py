@@ -223,7 +223,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _fast(args: list[str]) -> int | None:
-    """A typer-free entry, for a command whose start-up is timed against git (docs/plan.md).
+    """A typer-free entry, for a command whose start-up is timed against git (docs/benchmarks.md).
 
     None: not one of them, or arguments it leaves to the typer command (which stays the
     reference; tests hold both to the same options and output).

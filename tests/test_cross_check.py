@@ -1,6 +1,6 @@
 """The throughput cross-check on a loaded machine: noise is repeated away, a real discrepancy still fails.
 
-The figures are recorded ones (docs/validate.md, "The throughput cross-check"): the untampered
+The figures are recorded ones (docs/benchmarks.md, "validate: the demo's CPU cells"): the untampered
 demo's failure on a loaded 2-core machine (12.1 vs 26.9 tok/s) and the rounds measured there.
 The loop runs with the real ``summarise`` over completions and the real vLLM adapter's benchmark
 command; the benchmark's result lines are the recorded ones, given back in order.

@@ -209,7 +209,7 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     # workload: the two output token rates agree within the manifest's tolerance.
     theirs = off.metrics["throughput.c4.bench_serve_output_tok_s"].value
     assert theirs is not None and theirs > 0
-    # The best of each side's rounds (a round disturbed by load is measured again, docs/validate.md).
+    # The best of each side's rounds (a round disturbed by load is measured again, docs/benchmarks.md).
     ours = off.metrics["throughput.c4.cross_check_output_tok_s"].value
     assert abs(ours - theirs) / theirs <= CROSS_CHECK_TOLERANCE
     assert 1 <= off.metrics["throughput.c4.cross_check_rounds"].value <= CROSS_CHECK_ATTEMPTS

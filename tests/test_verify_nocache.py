@@ -8,7 +8,7 @@ verifies the image that build made, with its own release directory and the same 
 verifier's reproduction must not take any of it. The replace-ref attack writes a
 ``refs/replace/*`` ref with ``git replace`` into the git mirror the build filled, which the
 verifier reads. The reproduce attacks add a ref to a bundle and a wheel to the archive.
-Each test fails on the code before issue 27 (docs/verify.md says how that was shown).
+Each test fails on the code before issue 27 (docs/design/verify.md says how that was shown).
 """
 
 from __future__ import annotations

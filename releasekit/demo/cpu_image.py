@@ -51,7 +51,7 @@ PY = f"python{sys.version_info.major}.{sys.version_info.minor}"  # the prefix's 
 LAYOUT = "prefix/7"  # part of the image key: bump when the image's layout changes
 # The site directory in four layers of 400-700 MB (by entry name; the last takes the rest), not
 # one of 2.2 GB: the engine compresses a push's layers in parallel, so a push of the image to a
-# fresh registry took 43.8 s instead of 74.0 s on 2 cores (docs/validate.md).
+# fresh registry took 43.8 s instead of 74.0 s on 2 cores (docs/benchmarks.md).
 SITE_LAYERS: tuple[tuple[str, ...], ...] = (("torch*",), ("vllm*",), ("[a-mA-M]*",))
 FINAL_CHANGES = [
     # No hub at run time: every model is a local directory mounted into the container.

@@ -37,7 +37,7 @@ BROKEN_CELL = "cpu-broken-candidate"
 MIN_ACCURACY = 0.3
 CROSS_CHECK_TOLERANCE = 0.5  # |releasekit - vllm bench serve| / vllm bench serve, output tok/s
 # Rounds before a disagreement fails (the best rate of each side is compared): measured rounds on a
-# loaded 2-core machine fail one round alone 47% of the time, three rounds 10%, five 2% (docs/validate.md).
+# loaded 2-core machine fail one round alone 47% of the time, three rounds 10%, five 2% (docs/benchmarks.md).
 CROSS_CHECK_ATTEMPTS = 5
 
 

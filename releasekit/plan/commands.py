@@ -382,7 +382,7 @@ def release_only_cmd(
         upstream=upstream,
     )
     if as_json:
-        # Plain json, no rich: this command's start is timed against git cherry (docs/plan.md).
+        # Plain json, no rich: this command's start is timed against git cherry (docs/benchmarks.md).
         import json
         import sys
 

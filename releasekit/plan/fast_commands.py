@@ -1,7 +1,7 @@
 """Typer-free entries for plan-stage commands whose start-up is timed against git.
 
-``audit release-only ... --json`` is compared end to end with ``git cherry`` (docs/plan.md,
-"Benchmark"): importing typer and building its command tree costs more than git's whole
+``audit release-only ... --json`` is compared end to end with ``git cherry`` (docs/benchmarks.md,
+"merge plan"): importing typer and building its command tree costs more than git's whole
 answer. ``releasekit.cli.main`` hands such argument lists here first. Only what this
 parser fully understands is run here: ``--json`` output with the command's own options,
 each given once as ``--name VALUE``, ``--name=VALUE`` or a flag. Anything else (``--help``,

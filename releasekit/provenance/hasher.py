@@ -10,7 +10,7 @@ the plan's two knobs, ``hash_thread_bytes`` and ``hash_thread_ring_bytes``.
 
 (Helper processes fed through a shared ring were a third strategy, the default from 4 cores;
 measured in the same sessions they were never faster than the thread, so they went:
-docs/verify.md has the figures.)
+docs/benchmarks.md has the figures.)
 """
 
 from __future__ import annotations

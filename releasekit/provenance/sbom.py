@@ -65,7 +65,7 @@ def file_property(path: str, entry: FileEntry) -> Property:
     """One file as the verifier read it: ``<sha256>  <path>`` (``sha256sum``'s line), or a link and its target.
 
     A property, not a ``file`` component: the library builds and sorts components at about 1 ms each,
-    which for the 10,000 files of a base image cost more than the whole verification (docs/verify.md).
+    which for the 10,000 files of a base image cost more than the whole verification (docs/benchmarks.md).
     """
     if entry.kind == "file":
         digest = entry.sha256.hex() if entry.sha256 is not None else "-" * 64

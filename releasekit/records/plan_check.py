@@ -10,7 +10,7 @@ from releasekit.findings import Findings, Severity
 from releasekit.records.base import Record, Strict
 
 # The release-only audit's report, embedded here; its own module so that ``audit
-# release-only`` does not build every plan-check model (start-up, docs/plan.md).
+# release-only`` does not build every plan-check model (start-up, docs/benchmarks.md).
 from releasekit.records.release_only import (  # noqa: F401 - re-exported
     ReleaseOnlyCommit,
     ReleaseOnlyReport,
