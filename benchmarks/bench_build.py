@@ -32,8 +32,10 @@ def main() -> int:
 
     from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
     from releasekit.builder.service import BuildOptions, run_build
+    from releasekit.clock import SystemClock
     from releasekit.demo.example import make_example
-    from releasekit.docker_engine import Engine
+    from releasekit.docker_engine import Engine, LazyEngine
+    from releasekit.forge import GitHubForges
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
     from releasekit.records.lock import write_lock
@@ -43,12 +45,17 @@ def main() -> int:
     example = make_example(root / "example", base_image=base.name)
     manifest = Path(example.manifest)
     lock = root / "lock.json"
-    write_lock(build_lock(load_manifest(manifest), allow_local=True), lock)
+    locked = build_lock(
+        load_manifest(manifest), allow_local=True, forges=GitHubForges(), engine=LazyEngine(timeout=60)
+    )
+    write_lock(locked, lock)
 
     def build(out: str):
         start = time.perf_counter()
         record = run_build(
-            BuildOptions(manifest=manifest, lock=lock, outdir=root / out, allow_local_repos=True), Engine()
+            BuildOptions(manifest=manifest, lock=lock, outdir=root / out, allow_local_repos=True),
+            Engine(),
+            clock=SystemClock(),
         )
         return record, time.perf_counter() - start
 

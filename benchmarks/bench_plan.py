@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from releasekit.forge import GitHubForges  # noqa: E402
 from releasekit.git.runner import Git  # noqa: E402
 from releasekit.manifest import load_manifest  # noqa: E402
 from releasekit.plan.check import PlanCheckOptions, check_plan  # noqa: E402
@@ -342,8 +343,11 @@ def main() -> None:
         os.environ["RELEASEKIT_ALLOW_LOCAL_REPOS"] = "1"
         os.environ["RELEASEKIT_CACHE"] = str(root / "cache")
         loaded = load_manifest(manifest)
-        check_plan(loaded)  # creates the mirror (a one-time clone, not part of the check)
-        check_s, result = timed(lambda: check_plan(loaded, PlanCheckOptions(fetch=False)), args.repeat)
+        forges = GitHubForges()
+        check_plan(loaded, forges=forges)  # creates the mirror (a one-time clone, not part of the check)
+        check_s, result = timed(
+            lambda: check_plan(loaded, PlanCheckOptions(fetch=False), forges=forges), args.repeat
+        )
         merged = {s.pr for c in result.components for s in c.statuses if s.state == "merged"}  # type: ignore[union-attr]
         heads = {n: rev(f"refs/pull/{n}/head") for n in built["pr_methods"]}
         pr_cherry_s, cherry_answer = timed(

@@ -2,6 +2,9 @@
 
 ``World.build(tmp_path)`` makes both remotes with every PR opened (nothing merged);
 tests then land PRs in whatever order and way they want and run the plan stage.
+
+``plan_lock`` and ``plan_check`` run the plan stage's services with the effects its commands
+make (the forge clients' opener, a lazy engine), so a test names only what it is about.
 """
 
 from __future__ import annotations
@@ -10,11 +13,31 @@ import copy
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from forge import Clock, Forge
 
+from releasekit.docker_engine import LazyEngine
+from releasekit.forge import GitHubForges
+from releasekit.manifest import LoadedManifest
+from releasekit.plan.check import PlanCheckOptions, check_plan
+from releasekit.plan.locking import build_lock
+from releasekit.records.lock import Lock
+from releasekit.records.plan_check import PlanCheckResult
+
 FF = "dev/fathomless-firmament"
 VLLM_PLAN = [108, 97, 103, 98, 99, 100, 101, 102, 104, 109]
+
+
+def plan_lock(loaded: LoadedManifest, **options: Any) -> Lock:
+    """``build_lock`` with what ``plan lock`` makes: the forge clients (token and cache read from the
+    environment now) and an engine reached only for a ``to-be-locked`` image (60 s)."""
+    return build_lock(loaded, forges=GitHubForges(), engine=LazyEngine(timeout=60), **options)
+
+
+def plan_check(loaded: LoadedManifest, options: PlanCheckOptions | None = None) -> PlanCheckResult:
+    """``check_plan`` with the forge clients ``plan check`` makes (token and cache read from the environment now)."""
+    return check_plan(loaded, options, forges=GitHubForges())
 
 
 def _pr_files(n: int, parts: int = 1) -> list[dict[str, str | None]]:

@@ -23,7 +23,7 @@ Every ``import`` and ``from ... import`` counts, at module level and inside func
 - effects passed in: outside the edge (a stage's ``commands`` module, ``cli``, ``demo/``) and the
   adapter that defines the factory, nothing calls a factory of an external system (``connect``,
   ``Engine``, ``LazyEngine``, ``sdk_client`` of the Docker adapter, ``RegistryClient``,
-  ``GitHubForge``, ``SystemClock``; ``docker_client``/``DockerEngine`` by any name) or reads the wall
+  ``GitHubForge``/``GitHubForges``, ``SystemClock``; ``docker_client``/``DockerEngine`` by any name) or reads the wall
   clock (``datetime.now``/``utcnow``, ``date.today``, ``time.time``): each is made at the edge and
   passed in. A call is resolved through the module's imports, so ``sqlite3.connect`` or the serving
   engines' own ``Engine`` classes are no such call;
@@ -114,6 +114,8 @@ EFFECT_FACTORIES = frozenset(
         "releasekit.registry.RegistryClient",
         "releasekit.forge.GitHubForge",
         "releasekit.forge.github.GitHubForge",
+        "releasekit.forge.GitHubForges",
+        "releasekit.forge.github.GitHubForges",
         "releasekit.clock.SystemClock",
         "datetime.datetime.now",
         "datetime.datetime.utcnow",
@@ -124,13 +126,6 @@ EFFECT_FACTORIES = frozenset(
 )
 EFFECT_NAMES = frozenset({"docker_client", "DockerEngine"})  # names with no other meaning: caught by name
 EFFECT_ADAPTERS = ("docker_engine", "forge", "registry", "clock")  # where the factories are defined
-# Made inside a library still, each removed by another branch of issue 42 (module -> why allowed now).
-# Not done on the effects branch yet (issue 42): still make their own effect. Remove each when it is.
-EFFECT_ALLOWANCE_NOT_YET = {
-    "releasekit.builder.service": "datetime.now() for the provenance's startedOn/finishedOn: take a Clock",
-    "releasekit.plan.forge_read": "GitHubForge(...) per API URL: take the forge clients from plan/commands.py",
-    "releasekit.plan.locking": "connect(timeout=60) for a to-be-locked image: take the engine from plan/commands.py",
-}
 
 # Release files (and their DSSE envelopes): named by a constant of their record module only.
 RELEASE_FILES = frozenset(
@@ -533,12 +528,11 @@ def effect_calls(name: str, path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def effect_violations(root: Path, package: str, allowance: dict[str, str] | None = None) -> list[Violation]:
+def effect_violations(root: Path, package: str) -> list[Violation]:
     """An effect (Docker engine, registry or forge client, the wall clock) made outside the edge."""
-    allowed = EFFECT_ALLOWANCE_NOT_YET if allowance is None else allowance
     out: list[Violation] = []
     for module, path in module_names(root, package).items():
-        if in_effect_edge(module, package) or module in allowed:
+        if in_effect_edge(module, package):
             continue
         for line, what in effect_calls(module, path):
             out.append(
@@ -694,7 +688,7 @@ def test_effects_are_resolved_through_imports(tmp_path):
         "from releasekit import docker_engine\n"
         "from releasekit.docker_engine import Engine as DockerEngine, LazyEngine\n"
         "from releasekit.registry import RegistryClient\n"
-        "from releasekit.forge import GitHubForge\n"
+        "from releasekit.forge import GitHubForge, GitHubForges\n"
         "from ..validate.container import docker_client\n"
         "def f():\n"
         "    docker_engine.connect(timeout=60)\n"  # 10
@@ -702,6 +696,7 @@ def test_effects_are_resolved_through_imports(tmp_path):
         "    LazyEngine(timeout=120)\n"
         "    RegistryClient('h', None)\n"
         "    GitHubForge('u')\n"
+        "    GitHubForges()\n"
         "    docker_client()\n"
         "    dt.datetime.now(dt.UTC)\n"
         "    datetime.now()\n"
@@ -733,16 +728,10 @@ def test_effects_are_resolved_through_imports(tmp_path):
             "docker_engine/client.py": "class Engine: ...\ndef connect():\n    return Engine()\n",
         },
     )
-    found = effect_violations(pkg, "releasekit", allowance={})
+    found = effect_violations(pkg, "releasekit")
     assert [(v.module, v.message.split(":")[0]) for v in found] == [
-        ("releasekit.plan.lib", f"line {n}") for n in range(10, 20)
+        ("releasekit.plan.lib", f"line {n}") for n in range(10, 21)
     ], found
-
-
-def test_an_allowance_names_real_modules():
-    modules = module_names(REPO / "releasekit", "releasekit")
-    allowed = EFFECT_ALLOWANCE_NOT_YET
-    assert sorted(set(allowed) - set(modules)) == []
 
 
 def _command_decorator(node: ast.expr) -> bool:

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from forge import Forge
 from github_server import PR, GitHubServer
+from plan_world import plan_lock
 
 from releasekit.manifest import load_manifest
-from releasekit.plan.locking import build_lock
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -184,7 +184,7 @@ def test_a_poisoned_forge_cache_entry_cannot_change_the_lock(
     try:
         server.add(PR(1, app.pr_head(1), "one", draft=True))
         loaded = load_manifest(_manifest(tmp_path / "m.json", app.url, server.api_url))
-        first = build_lock(loaded, allow_local=True)
+        first = plan_lock(loaded, allow_local=True)
         assert first.forge is not None and first.forge.components["app"].pull_requests[0].draft is True
         # The attacker keeps the server's current ETag (anyone can GET it) and edits the body.
         entry = _entry(tmp_path / "cache")
@@ -194,12 +194,12 @@ def test_a_poisoned_forge_cache_entry_cannot_change_the_lock(
         data["body"] = json.dumps(body)
         entry.write_text(json.dumps(data))
         server.log.clear()
-        again = build_lock(loaded, allow_local=True)
+        again = plan_lock(loaded, allow_local=True)
         assert again.forge is not None and again.forge.components["app"].pull_requests[0].draft is True
         assert server.statuses() == [200]  # asked afresh, not revalidated from the poisoned entry
         # An honest entry (written by this user's releasekit) is still revalidated: no rate limit spent.
         server.log.clear()
-        assert build_lock(loaded, allow_local=True).forge == first.forge
+        assert plan_lock(loaded, allow_local=True).forge == first.forge
         assert server.statuses() == [304]
     finally:
         server.stop()

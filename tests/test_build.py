@@ -16,15 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from plan_world import plan_lock
 from stable import archive_bytes, assert_same_record
 
 from releasekit.builder.native import fatbin_arches
 from releasekit.builder.service import BuildOptions, run_build
+from releasekit.clock import SystemClock
 from releasekit.demo.example import DemoRepository, make_example
 from releasekit.docker_engine import Engine
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.manifest import load_manifest
-from releasekit.plan.locking import build_lock
 from releasekit.records.build import BuildRecord
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock, write_lock
 
@@ -63,7 +64,7 @@ EXTRA: dict[str, str] = {}
 
 
 def _lock(root: Path, manifest: Path, name: str = "lock.json") -> Path:
-    lock = build_lock(load_manifest(manifest), cache_dir=root / "git", allow_local=True, wheelhouses=HOUSES)
+    lock = plan_lock(load_manifest(manifest), cache_dir=root / "git", allow_local=True, wheelhouses=HOUSES)
     path = root / name
     write_lock(lock, path)
     return path
@@ -87,7 +88,7 @@ def build_world(tmp_path_factory, base_image, docker_client) -> World:
     manifest.write_text(text.replace("toolchain:\n", PINNED_COMPONENT.format(**EXTRA) + "toolchain:\n", 1))
     lock_path = _lock(root, manifest)
     w = World(root, manifest, lock_path, read_lock(lock_path), None, root / "out1")  # type: ignore[arg-type]
-    w.record = run_build(w.options("out1", tag=TAG), Engine())
+    w.record = run_build(w.options("out1", tag=TAG), Engine(), clock=SystemClock())
     yield w
     for image in docker_client.images.list(name="releasekit-test/build"):
         for tag in image.tags:
@@ -266,7 +267,7 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(build
     stale = build_world.root / "src" / "runtime" / "rkdemo_runtime"
     stale.mkdir(parents=True, exist_ok=True)
     (stale / "leftover.py").write_text("LEFT = 'over'\n")
-    forced = run_build(build_world.options("out2", no_cache=True, tag=TAG), Engine())
+    forced = run_build(build_world.options("out2", no_cache=True, tag=TAG), Engine(), clock=SystemClock())
     runtime_wheel = next(c.wheel_filename for c in forced.components if c.name == "runtime")
     with zipfile.ZipFile(build_world.root / "out2/wheels" / runtime_wheel) as zf:
         assert "rkdemo_runtime/leftover.py" not in zf.namelist()
@@ -295,7 +296,7 @@ def test_two_builds_are_identical_and_the_cache_skips_unchanged_components(build
     for mirror in sorted((build_world.root / "git").glob("*.git")):
         repack = ["repack", "-q", "-a", "-d", "-f", "--window=250", "--depth=1"]
         subprocess.run(["git", "--git-dir", str(mirror), *repack], check=True, capture_output=True)
-    cached = run_build(build_world.options("out3"), Engine())
+    cached = run_build(build_world.options("out3"), Engine(), clock=SystemClock())
     assert cached.cache.misses == [] and sorted(cached.cache.hits) == sorted(forced.cache.misses)
     assert cached.cache.layer == "hit"
     assert cached.image_id == build_world.record.image_id
@@ -321,7 +322,7 @@ def test_moved_checkout_is_refused(build_world: World):
     moved = build_world.root / "moved-lock.json"
     moved.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     with pytest.raises(InputError, match="tree is"):
-        run_build(build_world.options("out-moved", lock=moved, no_cache=True), Engine())
+        run_build(build_world.options("out-moved", lock=moved, no_cache=True), Engine(), clock=SystemClock())
     assert not (build_world.root / "out-moved/build.json").exists()
 
 
@@ -357,7 +358,7 @@ def test_build_that_edits_tracked_sources_is_refused(build_world: World):
         update={"manifest": manifest}
     )
     with pytest.raises(BuildFailed, match="changed the checked-out sources"):
-        run_build(opts, Engine())
+        run_build(opts, Engine(), clock=SystemClock())
 
 
 def _without_merge_plans(text: str) -> str:
@@ -401,7 +402,7 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(build_world: W
         update={"manifest": manifest}
     )
     with pytest.raises(BuildFailed, match="runtime"):
-        run_build(opts, Engine())
+        run_build(opts, Engine(), clock=SystemClock())
     assert not (build_world.root / "out-broken/build.json").exists()
     assert not docker_client.images.list(name=tag)
 
@@ -414,7 +415,11 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(build_world: W
         "fix the build",
     )
     repo.publish()
-    fixed = run_build(opts.model_copy(update={"lock": _lock(root, manifest, "fixed-lock.json")}), Engine())
+    fixed = run_build(
+        opts.model_copy(update={"lock": _lock(root, manifest, "fixed-lock.json")}),
+        Engine(),
+        clock=SystemClock(),
+    )
     assert fixed.cache.misses == ["runtime"]
     assert fixed.cache.hits == (["kernels"] if HAS_NVCC else [])
     assert docker_client.images.get(tag).id == fixed.image_id
@@ -521,7 +526,7 @@ def test_builder_image_environment(build_world: World, base_image):
     opts = build_world.options("out-builder", lock=_lock(root, manifest), no_cache=True).model_copy(
         update={"manifest": manifest}
     )
-    record = run_build(opts, Engine())
+    record = run_build(opts, Engine(), clock=SystemClock())
     runtime = next(c for c in record.components if c.name == "runtime")
     assert runtime.builder_image == base_image.image_id
     assert runtime.version == f"0.1.0+g{build_world.lock.components['runtime'].commit[:12]}"
@@ -541,4 +546,4 @@ def test_builder_image_environment(build_world: World, base_image):
     with pytest.raises(
         EnvironmentProblem, match="builder image releasekit-test/no-builder:1 is not in the Docker Engine"
     ):
-        run_build(opts, Engine())
+        run_build(opts, Engine(), clock=SystemClock())

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from forge import Forge
+from plan_world import plan_lock
 
 from releasekit.builder.native import fatbin_arches
 from releasekit.builder.plan import make_plan
@@ -30,7 +31,6 @@ from releasekit.builder.service import BuildOptions, run_build
 from releasekit.clock import SystemClock
 from releasekit.docker_engine import Engine, LazyEngine
 from releasekit.manifest import load_manifest
-from releasekit.plan.locking import build_lock
 from releasekit.provenance.verify import VerifyOptions, verify_provenance
 from releasekit.records.lock import write_lock
 
@@ -210,7 +210,7 @@ def test_vllm_like_cuda_component_builds_in_the_builder_image(tmp_path, toolkit,
     commit = forge.init(FILES, "vLLM-like fork")
     manifest = _manifest(tmp_path, forge.url, base_image.name, toolkit, house)
     lock = tmp_path / "lock.json"
-    write_lock(build_lock(load_manifest(manifest), cache_dir=tmp_path / "git", allow_local=True), lock)
+    write_lock(plan_lock(load_manifest(manifest), cache_dir=tmp_path / "git", allow_local=True), lock)
     # Before anything is built, the plan names the builder by its Dockerfile and leaves nothing to be locked.
     plan = make_plan(manifest, lock)
     assert plan.unresolved() == [] and plan.components[0].builder.dockerfile_sha256
@@ -227,6 +227,7 @@ def test_vllm_like_cuda_component_builds_in_the_builder_image(tmp_path, toolkit,
                 build_root=tmp_path / "src",
             ),
             Engine(),
+            clock=SystemClock(),
         )
         comp = record.components[0]
         assert comp.builder_image == docker_client.images.get(BUILDER).id

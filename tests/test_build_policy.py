@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 from forge import Forge
+from plan_world import plan_lock
 
 from releasekit.builder.service import BuildOptions, run_build
 from releasekit.clock import SystemClock
 from releasekit.docker_engine import Engine, LazyEngine
 from releasekit.errors import BuildFailed
 from releasekit.manifest import load_manifest
-from releasekit.plan.locking import build_lock
 from releasekit.provenance.verify import VerifyOptions, verify_provenance
 from releasekit.records.build import BuildRecord
 from releasekit.records.lock import write_lock
@@ -154,7 +154,7 @@ class World:
     def build(self, name: str, policy: str, **kw) -> tuple[Path, Path, BuildRecord]:
         manifest = self.manifest(name, policy)
         lock = self.root / f"{name}.lock.json"
-        write_lock(build_lock(load_manifest(manifest), cache_dir=self.root / "git", allow_local=True), lock)
+        write_lock(plan_lock(load_manifest(manifest), cache_dir=self.root / "git", allow_local=True), lock)
         opts = BuildOptions(
             manifest=manifest,
             lock=lock,
@@ -165,7 +165,7 @@ class World:
             build_root=self.root / "src",
             **kw,
         )
-        return manifest, lock, run_build(opts, Engine())
+        return manifest, lock, run_build(opts, Engine(), clock=SystemClock())
 
     def verify(self, name: str, manifest: Path, lock: Path, record: BuildRecord):
         return verify_provenance(

@@ -267,12 +267,12 @@ def _plan_snapshot(ctx: Any) -> Any:
 def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(
     plan_world: Any, tmp_path: Path
 ) -> None:
-    from plan_world import FF, VLLM_PLAN
+    from plan_world import FF, VLLM_PLAN, plan_lock
 
+    from releasekit.forge import GitHubForges
     from releasekit.manifest import load_manifest
     from releasekit.plan.check import PlanCheckOptions, plan_context, statuses_with_codes
     from releasekit.plan.checks import all_checks, plan_checks
-    from releasekit.plan.locking import build_lock
 
     world = plan_world
     world.land_b12x([28, 32])  # #34/#35 missing: PR_NOT_MERGED, and vLLM #104's after: is violated
@@ -284,11 +284,12 @@ def test_plan_checks_emit_declared_codes_and_leave_their_context_alone(
     world.vllm.push(FF)
     data = world.manifest(pins=[{"package": "apache-tvm-ffi", "version": "0.1.12"}])
     loaded = load_manifest(world.write_manifest(data))
-    lock = build_lock(loaded)
+    lock = plan_lock(loaded)
     world.vllm.force_push_pr(101, [{"vllm/pr101_0.py": "REWRITTEN = 1\n"}])  # a moved head
     world.vllm.commit({"vllm/later.py": "LATER = 1\n"}, "after the lock", branch=FF)
     world.vllm.push(FF)  # canonical moved on since the lock
-    ctx = plan_context(loaded, PlanCheckOptions(lock=lock, releases={"vllm": "release/v17"}, pins=("vllm",)))
+    options = PlanCheckOptions(lock=lock, releases={"vllm": "release/v17"}, pins=("vllm",))
+    ctx = plan_context(loaded, options, forges=GitHubForges())
     before = _plan_snapshot(ctx)
     emitted: set[str] = set()
     for check in all_checks():

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from plan_world import FF, VLLM_PLAN, World
+from plan_world import FF, VLLM_PLAN, World, plan_check
 
 from releasekit.findings import Severity
 from releasekit.git.runner import Git
 from releasekit.manifest import load_manifest, validate_manifest
 from releasekit.manifest.content_rules import CONTENT_RULES
-from releasekit.plan.check import PlanCheckOptions, check_plan
+from releasekit.plan.check import PlanCheckOptions
 from releasekit.plan.content import scan_commit
 from releasekit.plan.content.claims import accepted_by, claiming
 from releasekit.plan.content.registry import RECOGNISERS
@@ -245,7 +245,7 @@ def test_plan_check_reports_claimed_accepted_and_unanswered_hits_at_file_and_lin
         }
     ]
     # Nothing planted: vLLM's tree is scanned (an exclusion with rules names it) and holds nothing.
-    clean = check_plan(load_manifest(world.write_manifest(data)), PlanCheckOptions(allow_local=True))
+    clean = plan_check(load_manifest(world.write_manifest(data)), PlanCheckOptions(allow_local=True))
     assert not [f for f in clean.findings if f.location.file], [f.render() for f in clean.findings]
     world.vllm.switch("release/v1", FF)
     world.vllm.commit({"tools/warm.sh": BUNDLE["tools/warm.sh"]}, "warm caches", branch="release/v1")
@@ -259,7 +259,7 @@ def test_plan_check_reports_claimed_accepted_and_unanswered_hits_at_file_and_lin
     data["components"]["vllm"]["accepted_files"] = [
         {"paths": ["/docker/"], "rules": ["pip-vcs-url"], "reason": "a pinned tool of the image, reviewed"}
     ]
-    result = check_plan(load_manifest(world.write_manifest(data)), PlanCheckOptions(allow_local=True))
+    result = plan_check(load_manifest(world.write_manifest(data)), PlanCheckOptions(allow_local=True))
     got = {(f.code, f.location.file, f.location.line, f.severity) for f in result.findings if f.location.file}
     dockerfile = BUNDLE["docker/Dockerfile.serve-bundle"]
     df = "docker/Dockerfile.serve-bundle"

@@ -21,6 +21,7 @@ from releasekit.docker_engine import (
     ContainerTimeout,
     Engine,
     EngineUnreachable,
+    LazyEngine,
     NoSuchImage,
     connect,
 )
@@ -162,7 +163,9 @@ def test_a_wrong_socket_is_a_one_line_environment_problem(monkeypatch, tmp_path:
     from releasekit.manifest import TO_BE_LOCKED
     from releasekit.plan.locking import resolve_base_image
 
-    locked = resolve_base_image("releasekit/base-python:bookworm", TO_BE_LOCKED)
+    locked = resolve_base_image(
+        "releasekit/base-python:bookworm", TO_BE_LOCKED, engine=LazyEngine(timeout=60)
+    )
     assert locked.digest is None and locked.note and "Docker Engine not reachable" in locked.note
 
 

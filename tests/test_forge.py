@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from forge import Forge
 from github_server import PR, GitHubServer
+from plan_world import plan_check, plan_lock
 
 from releasekit.errors import EnvironmentProblem
 from releasekit.forge import ForgeLocation, locate, token_from_env
 from releasekit.manifest import load_manifest
 from releasekit.manifest.models import ForgeSpec
-from releasekit.plan.check import PlanCheckOptions, check_plan
+from releasekit.plan.check import PlanCheckOptions
 from releasekit.plan.forge_read import named_prs
-from releasekit.plan.locking import build_lock
 from releasekit.records.lock import Lock, read_lock, write_lock
 
 REPO = Path(__file__).resolve().parent.parent
@@ -133,7 +133,7 @@ def test_lock_records_forge_facts_and_a_relock_is_identical_and_costs_no_rate_li
     honest: World, tmp_path: Path
 ) -> None:
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
-    lock = build_lock(loaded, allow_local=True)
+    lock = plan_lock(loaded, allow_local=True)
     assert lock.forge is not None
     app = lock.forge.components["app"]
     assert (app.status, app.repo, app.api_url, app.base_branch) == (
@@ -164,16 +164,16 @@ def test_lock_records_forge_facts_and_a_relock_is_identical_and_costs_no_rate_li
     assert [s for s in honest.server.statuses()] == [200]  # one page held all five
     honest.server.log.clear()
     # The same forge state, read again: byte-identical forge record, every answer a 304.
-    again = build_lock(loaded, allow_local=True)
+    again = plan_lock(loaded, allow_local=True)
     assert again.forge == lock.forge
     assert honest.server.statuses() == [304]
-    assert _forge_findings(check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))) == []
+    assert _forge_findings(plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True))) == []
 
 
 def test_plan_check_catches_each_forge_fact(honest: World, tmp_path: Path) -> None:
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
-    lock = build_lock(loaded, allow_local=True)
-    honest_result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))
+    lock = plan_lock(loaded, allow_local=True)
+    honest_result = plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True))
     assert _forge_findings(honest_result) == []
     assert not [f for f in honest_result.findings if f.code == "FORGE_CHECK_NOT_RUN" and f.location.component]
     s = honest.server
@@ -187,7 +187,7 @@ def test_plan_check_catches_each_forge_fact(honest: World, tmp_path: Path) -> No
         "e" * 40,
     )
     s.pulls[5].state = "open"
-    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))
+    result = plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True))
     assert _forge_findings(result) == [
         ("CANONICAL_PR_NOT_MERGED_ON_FORGE", "error", 3),
         ("CLOSED_PR_MERGED_ON_FORGE", "error", 4),
@@ -202,30 +202,30 @@ def test_plan_check_catches_each_forge_fact(honest: World, tmp_path: Path) -> No
     honest.honest()
     s.pulls[3].merge_commit_sha = "d" * 40
     s.pulls[4].state = "open"
-    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))
+    result = plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True))
     assert _forge_findings(result) == [
         ("CLOSED_PR_OPEN", "error", 4),
         ("FORGE_MERGE_COMMIT_MISMATCH", "error", 3),
     ]
     # --no-forge at check time: the lock's record (the honest forge at lock time) is what is judged.
     assert (
-        _forge_findings(check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True, forge=False))) == []
+        _forge_findings(plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True, forge=False))) == []
     )
 
 
 def test_no_forge_records_absence_and_every_check_says_not_run(honest: World, tmp_path: Path) -> None:
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
-    lock = build_lock(loaded, allow_local=True, forge=False)
+    lock = plan_lock(loaded, allow_local=True, forge=False)
     assert honest.server.log == []
     app = lock.forge.components["app"] if lock.forge else None
     assert app is not None and (app.status, app.reason, app.pull_requests) == ("absent", "--no-forge", [])
-    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True, forge=False))
+    result = plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True, forge=False))
     not_run = [f for f in result.findings if f.code == "FORGE_CHECK_NOT_RUN"]
     assert len(not_run) == 7 and {f.severity.value for f in not_run} == {"info"}
     assert all("--no-forge" in f.message for f in not_run)
     # The planned PRs are open, not merged into git: the only errors are git's own.
     assert {f.code for f in result.findings.errors} == {"PR_NOT_MERGED"}
-    strict = check_plan(
+    strict = plan_check(
         loaded, PlanCheckOptions(lock=lock, allow_local=True, forge=False, require_forge=True)
     )
     assert {f.code for f in strict.findings.errors} == {"PR_NOT_MERGED", "FORGE_CHECK_NOT_RUN"}
@@ -233,7 +233,7 @@ def test_no_forge_records_absence_and_every_check_says_not_run(honest: World, tm
     data = json.loads(honest.manifest(tmp_path / "m2.yaml").read_text())
     data["components"]["app"]["forge"]["api_url"] = "http://127.0.0.1:9/api/v3"
     (tmp_path / "m2.yaml").write_text(json.dumps(data))
-    lock2 = build_lock(load_manifest(tmp_path / "m2.yaml"), allow_local=True)
+    lock2 = plan_lock(load_manifest(tmp_path / "m2.yaml"), allow_local=True)
     gone = lock2.forge.components["app"] if lock2.forge else None
     assert gone is not None and gone.status == "absent" and "unreachable" in (gone.reason or "")
 
@@ -246,20 +246,20 @@ def test_deleted_pr_is_a_finding_and_pages_are_followed(
         honest.server.add(PR(n, f"{n:040x}"))
     honest.server.max_per_page = 2
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
-    lock = build_lock(loaded, allow_local=True)
+    lock = plan_lock(loaded, allow_local=True)
     pages = [e.path for e in honest.server.log if e.path.split("?")[0].endswith("/pulls")]
     assert len(pages) == 5 and "page=5" in pages[-1]  # 11..1 (no 5) by twos, following rel="next"
     assert honest.server.log[-1].status == 404 and honest.server.log[-1].path.endswith("/pulls/5")
     by = {p.number: p for p in lock.forge.components["app"].pull_requests} if lock.forge else {}
     assert by[5].found is False and by[5].state is None
-    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True))
+    result = plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True))
     assert ("FORGE_PR_NOT_FOUND", "warning", 5) in _forge_findings(result)
     # A busy repository: past MAX_PAGES the rest are asked for one by one, with the same result.
     import releasekit.forge.github as github
 
     monkeypatch.setattr(github, "MAX_PAGES", 2)
     honest.server.log.clear()
-    again = build_lock(loaded, allow_local=True)
+    again = plan_lock(loaded, allow_local=True)
     assert [e.path.rsplit("/", 1)[-1] for e in honest.server.log[2:]] == ["1", "2", "3", "4", "5"]
     assert again.forge == lock.forge
 
@@ -272,13 +272,13 @@ def test_5xx_is_retried_and_a_short_rate_limit_is_waited_out(
     honest.server.rate_limit_for(0)
     honest.server.fail_next(429, {"retry-after": "1"})  # a secondary rate limit
     monkeypatch.setenv("RELEASEKIT_FORGE_MAX_WAIT", "5")
-    lock = build_lock(loaded, allow_local=True)
+    lock = plan_lock(loaded, allow_local=True)
     assert honest.server.statuses() == [502, 403, 429, 200]
     assert lock.forge is not None and lock.forge.components["app"].status == "read"
     honest.server.rate_limit_for(3600)
     monkeypatch.setenv("RELEASEKIT_FORGE_MAX_WAIT", "1")
     with pytest.raises(EnvironmentProblem, match=r"rate limit exhausted, resets in \d+ s, more than the 1 s"):
-        build_lock(loaded, allow_local=True)
+        plan_lock(loaded, allow_local=True)
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -356,7 +356,7 @@ def test_the_seed_manifests_name_the_forge_facts() -> None:
 
 def test_a_lock_without_forge_data_still_reads(tmp_path: Path, honest: World) -> None:
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
-    lock = build_lock(loaded, allow_local=True, forge=False)
+    lock = plan_lock(loaded, allow_local=True, forge=False)
     data = lock.model_dump(mode="json", by_alias=True)
     del data["forge"]
     (tmp_path / "old.json").write_text(json.dumps(data))
@@ -369,7 +369,7 @@ def test_release_notes_show_the_forge_state(honest: World, tmp_path: Path) -> No
 
     honest.server.pulls[1].draft = True
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
-    lock = build_lock(loaded, allow_local=True)
+    lock = plan_lock(loaded, allow_local=True)
     record = BuildRecord(
         name="forge-test",
         lock_sha256="a" * 64,
@@ -398,7 +398,7 @@ def test_release_notes_show_the_forge_state(honest: World, tmp_path: Path) -> No
     )
     assert "| closed | not checked (no plan-check.json) | closed, into main |" in notes
     offline = render_release_notes(
-        record, notes_plan(build_lock(loaded, allow_local=True, forge=False), [], None, "a" * 64)
+        record, notes_plan(plan_lock(loaded, allow_local=True, forge=False), [], None, "a" * 64)
     )
     assert "| planned | not checked (no plan-check.json) | not read (--no-forge) | - |" in offline
 
@@ -492,9 +492,9 @@ def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
         )
 
     honest()
-    lock = build_lock(loaded)
+    lock = plan_lock(loaded)
     assert {c.status for c in (lock.forge.components.values() if lock.forge else [])} == {"read"}
-    assert _forge_findings(check_plan(loaded, PlanCheckOptions(lock=lock))) == []
+    assert _forge_findings(plan_check(loaded, PlanCheckOptions(lock=lock))) == []
     vllm.pulls[104].draft = True  # "All PRs below are non-draft ..."
     vllm.pulls[103].base_ref = "release/v17"  # "... and target dev/fathomless-firmament directly"
     b12x.pulls[33].state = "open"  # "Draft B12X PR #33 is superseded by #35 and must not be merged"
@@ -509,7 +509,7 @@ def test_each_seed_003_forge_fact_is_caught(tmp_path: Path) -> None:
     vllm.pulls[95].merged_at = None  # "vLLM #95 ... is already merged"
     b12x.pulls[31].merge_commit_sha = "3" * 40  # "#31 is already merged" (but not the commit git shows)
     vllm.pulls[108].head_sha = "8" * 40  # seed 000: the heads qualified must still be the heads under review
-    found = check_plan(loaded, PlanCheckOptions(lock=lock))
+    found = plan_check(loaded, PlanCheckOptions(lock=lock))
     by_component = sorted(
         (f.location.component or "", code, pr)
         for code, _, pr in _forge_findings(found)

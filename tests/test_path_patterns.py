@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 from forge import Forge
+from plan_world import plan_check
 
 from releasekit.manifest import load_manifest
 from releasekit.manifest.path_patterns import PathPattern, matching
-from releasekit.plan.check import PlanCheckOptions, check_plan
+from releasekit.plan.check import PlanCheckOptions
 
 REPO = Path(__file__).resolve().parent.parent
 FF_NEXT = REPO / "manifests" / "ff-next.yaml"
@@ -109,17 +110,17 @@ def test_plan_check_flags_only_the_launchers_in_a_fork_shaped_repository(
     }
     path = tmp_path / "m.json"
     path.write_text(json.dumps(manifest))
-    result = check_plan(load_manifest(path), PlanCheckOptions(allow_local=True))
+    result = plan_check(load_manifest(path), PlanCheckOptions(allow_local=True))
     assert result.passed, [f.render() for f in result.findings]
     forge.commit({"scripts/run-glm51-vllm": "vllm serve --gpu-memory-utilization 0.865\n"}, "build: launcher")
     forge.push("main")
-    result = check_plan(load_manifest(path), PlanCheckOptions(allow_local=True))
+    result = plan_check(load_manifest(path), PlanCheckOptions(allow_local=True))
     hits = [f.message for f in result.findings if f.code == "EXCLUDED_CHANGE_PRESENT"]
     assert len(hits) == 1 and "path scripts/run-glm51-vllm matches '/scripts/run-*-vllm'" in hits[0], hits
     # A name git would quote ("deploy/z\303\274rich.sh") is matched as it is.
     forge.commit({"deploy/zürich.sh": "vllm serve\n"}, "deploy: launcher")
     forge.push("main")
-    result = check_plan(load_manifest(path), PlanCheckOptions(allow_local=True))
+    result = plan_check(load_manifest(path), PlanCheckOptions(allow_local=True))
     hits = [f.message for f in result.findings if f.code == "EXCLUDED_CHANGE_PRESENT"]
     assert any("path deploy/zürich.sh matches '/deploy/'" in h for h in hits), hits
 

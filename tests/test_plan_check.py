@@ -7,11 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from plan_world import FF, VLLM_PLAN, World
+from plan_world import FF, VLLM_PLAN, World, plan_check, plan_lock
 
 from releasekit.manifest import load_manifest
-from releasekit.plan.check import PlanCheckOptions, check_plan
-from releasekit.plan.locking import build_lock
+from releasekit.plan.check import PlanCheckOptions
 from releasekit.records.lock import read_lock
 
 pytestmark = pytest.mark.usefixtures("local_repos")
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("local_repos")
 
 def _check(world: World, lock=None, data: dict | None = None):
     loaded = load_manifest(world.write_manifest(data))
-    return check_plan(loaded, PlanCheckOptions(lock=lock))
+    return plan_check(loaded, PlanCheckOptions(lock=lock))
 
 
 def _codes(result) -> list[tuple[str, str | None, int | None]]:
@@ -144,7 +143,7 @@ def test_lock_records_heads_trees_and_detects_moved_head(world: World, tmp_path:
     world.land_vllm(VLLM_PLAN)
     path = world.write_manifest()
     loaded = load_manifest(path)
-    lock = build_lock(loaded)
+    lock = plan_lock(loaded)
     vllm = lock.git_components()["vllm"]
     assert vllm.commit == world.vllm.remote_rev(f"refs/heads/{FF}")
     assert vllm.tree == world.vllm.tree(vllm.commit)
@@ -154,9 +153,9 @@ def test_lock_records_heads_trees_and_detects_moved_head(world: World, tmp_path:
     assert heads[106][1] == "superseded" and heads[88][1] == "closed"
     assert [c.commit for c in vllm.canonical_commits] == [world.tp6]
     assert lock.toolchain.base_image.digest is None and lock.toolchain.base_image.note
-    assert check_plan(loaded, PlanCheckOptions(lock=lock)).passed
+    assert plan_check(loaded, PlanCheckOptions(lock=lock)).passed
     world.vllm.force_push_pr(101, [{"vllm/pr101_0.py": "REWRITTEN = 1\n"}])
-    result = check_plan(loaded, PlanCheckOptions(lock=lock))
+    result = plan_check(loaded, PlanCheckOptions(lock=lock))
     assert _codes(result) == [("PR_HEAD_MOVED", "vllm", 101)]
 
 
@@ -170,16 +169,16 @@ def test_unpublished_commit(world: World) -> None:
     # Pushed to a branch, then the branch is deleted: the mirror has the object but no ref reaches it.
     world.vllm.git("push", "--quiet", "origin", f"{local_only}:refs/heads/tmp")
     path = world.write_manifest(data)
-    lock = build_lock(load_manifest(path))
+    lock = plan_lock(load_manifest(path))
     world.vllm.delete_remote_ref("refs/heads/tmp")
-    result = check_plan(load_manifest(path), PlanCheckOptions(lock=lock))
+    result = plan_check(load_manifest(path), PlanCheckOptions(lock=lock))
     assert ("UNPUBLISHED_COMMIT", "vllm", None) in _codes(result)
 
 
 def test_lock_manifest_mismatch(world: World) -> None:
     world.land_b12x()
     world.land_vllm(VLLM_PLAN)
-    lock = build_lock(load_manifest(world.write_manifest()))
+    lock = plan_lock(load_manifest(world.write_manifest()))
     data = world.manifest(name="other-name")
     codes = _codes(_check(world, lock=lock, data=data))
     assert ("LOCK_MANIFEST_MISMATCH", None, None) in codes
@@ -304,7 +303,7 @@ def test_after_an_already_canonical_pr_and_canonical_advanced(world: World) -> N
     world.land_vllm(VLLM_PLAN)
     world.vllm.merge_pr(90, "merge")
     assert _codes(_check(world, data=data)) == [("AFTER_VIOLATED", "vllm", 108)]
-    lock = build_lock(load_manifest(world.write_manifest()))
+    lock = plan_lock(load_manifest(world.write_manifest()))
     world.vllm.commit({"vllm/later.py": "L = 1\n"}, "later work", branch=FF)
     world.vllm.push(FF)
     result = _check(world, lock=lock)
@@ -315,10 +314,10 @@ def test_remaining_findings_each_when_due(world: World) -> None:
     world.land_b12x()
     world.land_vllm(VLLM_PLAN)
     path = world.write_manifest()
-    lock = build_lock(load_manifest(path))
+    lock = plan_lock(load_manifest(path))
     # A locked planned PR whose ref disappears: a warning, the locked head is still checked.
     world.vllm.delete_remote_ref("refs/pull/99/head")
-    result = check_plan(load_manifest(path), PlanCheckOptions(lock=lock))
+    result = plan_check(load_manifest(path), PlanCheckOptions(lock=lock))
     assert result.passed and ("PR_HEAD_GONE", "vllm", 99) in [
         (f.code, f.location.component, f.location.pr) for f in result.findings
     ]

@@ -9,20 +9,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from plan_world import FF, VLLM_PLAN, World
+from plan_world import FF, VLLM_PLAN, World, plan_lock
 from wheels import write_wheel
 
 from releasekit.errors import InputError
 from releasekit.manifest import load_manifest
 from releasekit.plan.compose import compose_plan
-from releasekit.plan.locking import build_lock
 
 pytestmark = pytest.mark.usefixtures("local_repos")
 
 
 def test_compose_predicts_the_canonical_tree(world: World) -> None:
     loaded = load_manifest(world.write_manifest())
-    before = build_lock(loaded, compose=True)
+    before = plan_lock(loaded, compose=True)
     vllm = before.git_components()["vllm"]
     assert vllm.composed_tree and vllm.composed_tree != vllm.tree
     result = compose_plan(loaded, lock=before)
@@ -34,7 +33,7 @@ def test_compose_predicts_the_canonical_tree(world: World) -> None:
     world.land_b12x()
     world.land_vllm(VLLM_PLAN)
     assert world.vllm.tree(FF) == vllm.composed_tree
-    after = build_lock(loaded)
+    after = plan_lock(loaded)
     again = compose_plan(loaded, lock=after, components=["vllm"])
     assert again.passed and {s.result for s in again.components[0].steps} == {"already-contained"}
 
@@ -92,20 +91,20 @@ def test_wheel_pins_are_hashed_and_checked(world: World, tmp_path: Path) -> None
     house = tmp_path / "wheels"
     digest = _wheel(house)
     _wheel(house, "other", "1.0")
-    lock = build_lock(load_manifest(_wheel_manifest(world, "to-be-locked")), wheelhouses=[house])
+    lock = plan_lock(load_manifest(_wheel_manifest(world, "to-be-locked")), wheelhouses=[house])
     wheel = lock.wheel_components()["tvm-ffi"]
     assert (wheel.sha256, wheel.filename) == (digest, "apache_tvm_ffi-0.1.12-py3-none-any.whl")
     assert (
-        build_lock(load_manifest(_wheel_manifest(world, digest)), wheelhouses=[house])
+        plan_lock(load_manifest(_wheel_manifest(world, digest)), wheelhouses=[house])
         .wheel_components()["tvm-ffi"]
         .sha256
         == digest
     )
     with pytest.raises(InputError, match="the manifest pins"):
-        build_lock(load_manifest(_wheel_manifest(world, "0" * 64)), wheelhouses=[house])
+        plan_lock(load_manifest(_wheel_manifest(world, "0" * 64)), wheelhouses=[house])
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no wheel"):
-        build_lock(load_manifest(_wheel_manifest(world, "to-be-locked")), wheelhouses=[tmp_path / "empty"])
+        plan_lock(load_manifest(_wheel_manifest(world, "to-be-locked")), wheelhouses=[tmp_path / "empty"])
 
 
 def test_missing_planned_pr_cannot_be_locked(world: World, tmp_path: Path) -> None:
@@ -169,7 +168,7 @@ def test_wheel_source_is_checked_when_reachable(world: World, tmp_path: Path) ->
             "source": source,
         }
         return (
-            build_lock(load_manifest(world.write_manifest(data, "src.yaml")), wheelhouses=[house])
+            plan_lock(load_manifest(world.write_manifest(data, "src.yaml")), wheelhouses=[house])
             .wheel_components()["tvm-ffi"]
             .source
         )

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 from forge import Forge
-from plan_world import FF, VLLM_PLAN, World
+from plan_world import FF, VLLM_PLAN, World, plan_check, plan_lock
 
 from releasekit.findings import Severity
 from releasekit.manifest import load_manifest, validate_manifest
-from releasekit.plan.check import PlanCheckOptions, check_plan
+from releasekit.plan.check import PlanCheckOptions
 from releasekit.records.plan_check import PlanCheckResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("local_repos")
 
 def _check(world: World, data: dict, **kwargs: object) -> PlanCheckResult:
     options = PlanCheckOptions(allow_local=True, **kwargs)  # type: ignore[arg-type]
-    return check_plan(load_manifest(world.write_manifest(data)), options)
+    return plan_check(load_manifest(world.write_manifest(data)), options)
 
 
 def _found(result: PlanCheckResult, code: str) -> list:
@@ -147,7 +147,6 @@ def test_a_pr_that_arrived_inside_a_later_one_is_reported_with_both_named(world:
 
 def test_an_acknowledged_arrival_passes_and_release_notes_say_so(world: World) -> None:
     from releasekit.builder.release_notes import notes_plan
-    from releasekit.plan.locking import build_lock
 
     world.vllm.force_push_pr(103, [{"vllm/pr103_0.py": "A = 1\n"}], start=world.vllm.pr_head(97))
     world.land_b12x()
@@ -161,8 +160,8 @@ def test_an_acknowledged_arrival_passes_and_release_notes_say_so(world: World) -
     assert (ack.location.pr, ack.severity) == (97, Severity.info) and "arrived_in: 103" in ack.message
     assert _vllm_status(result, 97).arrival_acknowledged
     loaded = load_manifest(world.write_manifest(data))
-    lock = build_lock(loaded)
-    result = check_plan(loaded, PlanCheckOptions(lock=lock, lock_sha256="a" * 64, allow_local=True))
+    lock = plan_lock(loaded)
+    result = plan_check(loaded, PlanCheckOptions(lock=lock, lock_sha256="a" * 64, allow_local=True))
     [line] = [p for p in notes_plan(lock, [], result, "a" * 64).merged if p.number == 97]
     assert "inside #103 (no merge of its own; acknowledged in the manifest: `arrived_in: 103`)" in line.landed
     # An acknowledgement git contradicts is an error: another carrier, or an own merge.
@@ -293,7 +292,6 @@ def test_an_unreachable_upstream_is_a_warning_and_listed_patch_ids_still_count(
 
 def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world: World) -> None:
     from releasekit.builder.release_notes import notes_plan, render_release_notes
-    from releasekit.plan.locking import build_lock
     from releasekit.records.build import BaseImageRecord, BuildRecord, CacheReport, ImageRecord
 
     world.land_b12x()
@@ -301,8 +299,8 @@ def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world
     data = world.manifest()
     data["components"]["vllm"]["release_refs"] = ["release/v17"]
     loaded = load_manifest(world.write_manifest(data))
-    lock = build_lock(loaded)
-    result = check_plan(loaded, PlanCheckOptions(lock=lock, lock_sha256="a" * 64))
+    lock = plan_lock(loaded)
+    result = plan_check(loaded, PlanCheckOptions(lock=lock, lock_sha256="a" * 64))
     record = BuildRecord(
         name="ff-next-test",
         lock_sha256="a" * 64,

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plan_world import plan_lock
 from wheels import write_wheel
 
 from releasekit.findings import Findings
 from releasekit.manifest import load_manifest
-from releasekit.plan.locking import build_lock
 from releasekit.plan.wheels import ImageInterpreter, fit_rank
 
 CP311 = "cp311-cp311-manylinux_2_28_x86_64"
@@ -180,13 +180,13 @@ def test_a_wheelhouse_wheel_for_another_python_is_a_finding(tmp_path: Path) -> N
     make_wheel(house, CP311)
     make_wheel(house, "cp310-cp310-manylinux_2_28_x86_64")
     findings = Findings()
-    lock = build_lock(load_manifest(write_manifest(tmp_path)), wheelhouses=[house], findings=findings)
+    lock = plan_lock(load_manifest(write_manifest(tmp_path)), wheelhouses=[house], findings=findings)
     assert [(f.code, f.severity.value) for f in findings] == [("WHEEL_TAGS_MISMATCH", "error")]
     assert "CPython 3.12, manylinux_2_39_x86_64" in findings.findings[0].message
     # With the image's wheel beside it, the wheelhouse's fitting one is taken, as pip would.
     fitting = make_wheel(house, CP312)
     findings = Findings()
-    lock = build_lock(load_manifest(write_manifest(tmp_path)), wheelhouses=[house], findings=findings)
+    lock = plan_lock(load_manifest(write_manifest(tmp_path)), wheelhouses=[house], findings=findings)
     assert len(findings) == 0
     assert lock.wheel_components()["deepgemm"].filename == fitting.name
 
@@ -196,16 +196,16 @@ def test_a_platform_wheel_without_the_image_python_is_unchecked(tmp_path: Path) 
     make_wheel(house, CP311)
     manifest = write_manifest(tmp_path, python=None, platform=None)
     findings = Findings()
-    build_lock(load_manifest(manifest), wheelhouses=[house], findings=findings)
+    plan_lock(load_manifest(manifest), wheelhouses=[house], findings=findings)
     assert [(f.code, f.severity.value) for f in findings] == [("WHEEL_TAGS_UNCHECKED", "warning")]
     findings = Findings()
-    build_lock(load_manifest(manifest), wheelhouses=[house], findings=findings, strict=True)
+    plan_lock(load_manifest(manifest), wheelhouses=[house], findings=findings, strict=True)
     assert [(f.code, f.severity.value) for f in findings] == [("WHEEL_TAGS_UNCHECKED", "error")]
     # A pure wheel fits every image: nothing to say.
     pure = tmp_path / "pure"
     make_wheel(pure, "py3-none-any")
     findings = Findings()
-    build_lock(load_manifest(manifest), wheelhouses=[pure], findings=findings)
+    plan_lock(load_manifest(manifest), wheelhouses=[pure], findings=findings)
     assert len(findings) == 0
 
 

@@ -191,7 +191,7 @@ def test_provenance_statement_made_by_the_build_round_trips(release: Release) ->
     lock = read_lock(release.lock)
     opts = BuildOptions(manifest=release.manifest, lock=release.lock, tag="releasekit-test/records:1")
     statement = provenance_statement(
-        build_record(release), lock, opts, release.lock_sha256, datetime.now(UTC)
+        build_record(release), lock, opts, release.lock_sha256, datetime.now(UTC), finished=datetime.now(UTC)
     )
     path = release.evidence / "provenance.intoto.json"
     write_statement(statement, path)

@@ -16,10 +16,10 @@ import pytest
 from cli_run import run_cli
 from forge import Forge
 from github_server import PR, GitHubServer
+from plan_world import plan_check, plan_lock
 
 from releasekit.manifest import load_manifest
-from releasekit.plan.check import PlanCheckOptions, check_plan
-from releasekit.plan.locking import build_lock
+from releasekit.plan.check import PlanCheckOptions
 from releasekit.publish.step_summary import cell, table
 from releasekit.records.base import write_record
 from releasekit.records.lock import write_lock
@@ -70,9 +70,9 @@ def test_the_plan_table_shows_the_forge_state_and_the_failing_code(
     manifest = tmp_path / "m.yaml"
     manifest.write_text(json.dumps(data))
     loaded = load_manifest(manifest)
-    lock = build_lock(loaded, allow_local=True)
+    lock = plan_lock(loaded, allow_local=True)
     write_lock(lock, tmp_path / "lock.json")
-    result = check_plan(loaded, PlanCheckOptions(lock=lock, allow_local=True, require_forge=True))
+    result = plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True, require_forge=True))
     write_record(result, tmp_path / "plan-check.json")
 
     proc = run_cli(

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 from forge import Forge
+from plan_world import plan_lock
 from ruamel.yaml import YAML
 from stable import assert_same_record, without_times
 
 from releasekit.manifest import load_manifest
-from releasekit.plan.locking import build_lock
 from releasekit.records.lock import write_lock
 
 pytestmark = pytest.mark.docker
@@ -193,7 +193,7 @@ def _manifest(
     path = root / "manifest.yaml"
     with path.open("w") as handle:
         YAML().dump(data, handle)
-    lock = build_lock(load_manifest(path), cache_dir=root / "git-cache", allow_local=True)
+    lock = plan_lock(load_manifest(path), cache_dir=root / "git-cache", allow_local=True)
     write_lock(lock, root / "lock.json")
     return path, root / "lock.json"
 

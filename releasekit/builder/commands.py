@@ -163,6 +163,7 @@ def register(app: typer.Typer) -> None:
 
         from releasekit.builder.plan import make_plan
         from releasekit.builder.service import BuildOptions, run_build
+        from releasekit.clock import SystemClock
         from releasekit.docker_engine import Engine
         from releasekit.errors import InputError
         from releasekit.report import print_json
@@ -192,6 +193,7 @@ def register(app: typer.Typer) -> None:
             opts,
             Engine,  # made once the inputs are read; no engine: exit 2 then, before any wheel is built
             progress=(lambda _msg: None) if as_json else (lambda msg: err.print(escape(msg))),
+            clock=SystemClock(),
         )
         if as_json:
             print_json(record)

@@ -15,7 +15,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from releasekit import __version__
@@ -40,6 +40,7 @@ from releasekit.builder.release_image import (
 )
 from releasekit.builder.release_notes import notes_plan, render_release_notes
 from releasekit.builder.statement import git_dependency
+from releasekit.clock import Clock
 from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.git import local_repos_allowed
@@ -103,14 +104,15 @@ def check_host_environment(components: Mapping[str, GitComponent], host: Mapping
 
 
 def run_build(
-    opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress = quiet
+    opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress = quiet, *, clock: Clock
 ) -> BuildRecord:
-    """The whole build; ``engine`` comes from the caller (the commands layer), so this creates none.
+    """The whole build; ``engine`` and ``clock`` come from the caller (the commands layer), so this creates none.
 
     ``engine`` may be a factory (the commands layer passes ``Engine``): it is called only once the
     manifest, lock and key have been read, so a bad input is named before a missing Docker Engine.
+    ``clock`` stamps the provenance's ``startedOn`` (now) and ``finishedOn`` (as it is written).
     """
-    started = datetime.now(UTC)
+    started = clock.now()
     run = _gather(opts, engine, progress)
     components, wheels = build_components(run)
     if not wheels:
@@ -135,7 +137,7 @@ def run_build(
     built = _release_image(run, wheels, components, settings)
 
     record = _build_record(run, built, settings, components, archive)
-    _write_release_files(run, record, archive, started)
+    _write_release_files(run, record, archive, started, clock=clock)
     if opts.tag:
         run.engine.tag(built.image.image_id, opts.tag)
         progress(f"image: tagged {opts.tag}")
@@ -256,12 +258,14 @@ def _build_record(
 
 
 def _write_release_files(
-    run: BuildRun, record: BuildRecord, archive: ArchiveIndex, started: datetime
+    run: BuildRun, record: BuildRecord, archive: ArchiveIndex, started: datetime, *, clock: Clock
 ) -> None:
     """Provenance (unsigned: `releasekit sign` signs it later), release notes, then the build record last:
     its presence means done."""
     outdir = run.outdir
-    statement = provenance_statement(record, run.lock, run.options, run.lock_sha256, started)
+    statement = provenance_statement(
+        record, run.lock, run.options, run.lock_sha256, started, finished=clock.now()
+    )
     statement.predicate.runDetails.byproducts.extend(archive_byproducts(archive, outdir))
     write_statement(statement, outdir / PROVENANCE_FILE)
     # An envelope an earlier build left here signs other bytes: removed (a planted link too, never followed).
@@ -278,8 +282,15 @@ def _write_release_files(
 
 
 def provenance_statement(
-    record: BuildRecord, lock: Lock, opts: BuildOptions, lock_sha: str, started: datetime
+    record: BuildRecord,
+    lock: Lock,
+    opts: BuildOptions,
+    lock_sha: str,
+    started: datetime,
+    *,
+    finished: datetime,
 ) -> Statement:
+    """The build's SLSA provenance; ``started`` and ``finished`` (UTC) are its ``startedOn`` and ``finishedOn``."""
     subjects = [ResourceDescriptor(name=opts.tag or record.name, digest=sha256_digest(record.image_id))]
     subjects += [
         ResourceDescriptor(name=c.wheel_filename, digest=sha256_digest(c.wheel_sha256))
@@ -319,7 +330,7 @@ def provenance_statement(
                 metadata=BuildMetadata(
                     invocationId=f"{record.name}-{lock_sha[:12]}-{int(started.timestamp())}",
                     startedOn=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    finishedOn=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    finishedOn=finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 ),
             ),
         ),

@@ -19,11 +19,13 @@ from pydantic import BaseModel, Field
 
 from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
 from releasekit.builder.service import BuildOptions, run_build
+from releasekit.clock import SystemClock
 from releasekit.demo.example import DemoExample, make_example
 from releasekit.demo.localregistry import LocalRegistry, start_local_registry
 from releasekit.demo.result import StageResult
-from releasekit.docker_engine import Engine
+from releasekit.docker_engine import Engine, LazyEngine
 from releasekit.findings import Findings
+from releasekit.forge import GitHubForges
 from releasekit.manifest import load_manifest
 from releasekit.plan.check import PlanCheckOptions, check_plan
 from releasekit.plan.locking import build_lock
@@ -108,7 +110,9 @@ def _example(ctx: DemoContext) -> StageResult:
 
 def _lock(ctx: DemoContext) -> StageResult:
     assert ctx.manifest is not None
-    lock = build_lock(load_manifest(ctx.manifest), allow_local=True)
+    lock = build_lock(
+        load_manifest(ctx.manifest), allow_local=True, forges=GitHubForges(), engine=LazyEngine(timeout=60)
+    )
     ctx.lock = ctx.root / LOCK_FILE
     digest = write_lock(lock, ctx.lock)
     commits = ", ".join(f"{n}@{c.commit[:12]}" for n, c in lock.git_components().items())
@@ -125,6 +129,7 @@ def _check(ctx: DemoContext) -> StageResult:
     result = check_plan(
         load_manifest(ctx.manifest),
         PlanCheckOptions(lock=read_lock(ctx.lock), lock_sha256=lock_file_sha256(ctx.lock), allow_local=True),
+        forges=GitHubForges(),
     )
     ctx.release = ctx.root / "release"
     ctx.release.mkdir(parents=True, exist_ok=True)
@@ -177,6 +182,7 @@ def _build(ctx: DemoContext) -> StageResult:
             allow_local_repos=True,
         ),
         ctx.engine,
+        clock=SystemClock(),
     )
     ctx.image_id, ctx.image_tag = record.image_id, record.image_tag
     wheels = ", ".join(f"{c.wheel_filename} [{c.cache}]" for c in record.components if c.wheel_filename)

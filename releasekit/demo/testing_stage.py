@@ -141,6 +141,9 @@ def baseline_manifest(manifest: Path, base_commits: dict[str, str], dest: Path) 
 
 def baseline_stage(ctx: DemoContext) -> StageResult:
     from releasekit.builder.service import BuildOptions, run_build
+    from releasekit.clock import SystemClock
+    from releasekit.docker_engine import LazyEngine
+    from releasekit.forge import GitHubForges
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
     from releasekit.records.lock import write_lock
@@ -150,13 +153,17 @@ def baseline_stage(ctx: DemoContext) -> StageResult:
     root.mkdir(parents=True, exist_ok=True)
     manifest = baseline_manifest(ctx.manifest, ctx.example.base_commits, root / "manifest.yaml")
     lock_path = root / LOCK_FILE
-    digest = write_lock(build_lock(load_manifest(manifest), allow_local=True), lock_path)
+    lock = build_lock(
+        load_manifest(manifest), allow_local=True, forges=GitHubForges(), engine=LazyEngine(timeout=60)
+    )
+    digest = write_lock(lock, lock_path)
     tag = f"{BASELINE_REPOSITORY}:{digest[:12]}"
     record = run_build(
         BuildOptions(
             manifest=manifest, lock=lock_path, outdir=root / "release", tag=tag, allow_local_repos=True
         ),
         ctx.engine,
+        clock=SystemClock(),
     )
     ctx.baseline_image = record.image_id
     commits = ", ".join(f"{n}@{c[:12]}" for n, c in ctx.example.base_commits.items())

@@ -12,7 +12,7 @@ as missing, never raised.
 from __future__ import annotations
 
 from releasekit.forge.errors import ForgeFailed, ForgeUnreachable
-from releasekit.forge.github import GitHubForge, PullFacts, PullsRead, token_from_env
+from releasekit.forge.github import GitHubForge, GitHubForges, PullFacts, PullsRead, token_from_env
 from releasekit.forge.location import ForgeLocation, locate
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "ForgeLocation",
     "ForgeUnreachable",
     "GitHubForge",
+    "GitHubForges",
     "PullFacts",
     "PullsRead",
     "locate",

@@ -325,3 +325,25 @@ class GitHubForge:
                 raise ForgeFailed(f"forge {self.api_url}: {what}: not a pull request")
             found[number] = facts
         return found, missing
+
+
+def _forge_cache_dir() -> Path:
+    from releasekit.forge.etag_cache import default_cache_dir
+
+    return default_cache_dir()
+
+
+@dataclass(frozen=True)
+class GitHubForges:
+    """Opens the client of one API URL (``forges(api_url)``), every one with the same token and ETag cache:
+    what a command makes at its edge and hands to the plan stage (docs/architecture.md, "Effects passed in").
+
+    Made with no arguments, it takes the token from ``GITHUB_TOKEN``/``GH_TOKEN`` and the cache from
+    ``$RELEASEKIT_CACHE/forge``, read when it is made. A client is made (not yet connected) per call.
+    """
+
+    token: str | None = field(default_factory=token_from_env, repr=False)  # never printed
+    cache_dir: Path | None = field(default_factory=_forge_cache_dir)
+
+    def __call__(self, api_url: str) -> GitHubForge:
+        return GitHubForge(api_url, token=self.token, cache_dir=self.cache_dir)

@@ -23,7 +23,7 @@ from releasekit.manifest import LoadedManifest
 from releasekit.plan.carried import CarriedVerdict, verify_carried
 from releasekit.plan.checks import ComponentState, PlanContext, build_state, plan_checks
 from releasekit.plan.content.gather import content_scans
-from releasekit.plan.forge_read import read_forge
+from releasekit.plan.forge_read import ForgeOpener, read_forge
 from releasekit.plan.locking import open_mirror
 from releasekit.plan.pins import audit_pins, commit_tree
 from releasekit.plan.release_only import Upstream, find_release_only
@@ -135,17 +135,22 @@ def _release_only(
 
 
 def forge_facts(
-    loaded: LoadedManifest, lock: Lock | None, components: dict[str, ComponentState], *, live: bool
+    loaded: LoadedManifest,
+    lock: Lock | None,
+    components: dict[str, ComponentState],
+    *,
+    live: bool,
+    forges: ForgeOpener,
 ) -> tuple[ForgeData | None, dict[str, str]]:
-    """The forge's facts as of now (``live``), each component the forge did not answer for
-    taken from the lock instead; component -> where its facts came from ("forge" or "lock")."""
+    """The forge's facts as of now (``live``: asked through ``forges``), each component the forge did
+    not answer for taken from the lock instead; component -> where its facts came from ("forge" or "lock")."""
     locked = lock.forge if lock else None
     if not live:
         if locked is None:
             return None, {}
         return locked, {n: "lock" for n, c in locked.components.items() if c.status == "read"}
     branches = {name: cs.branch for name, cs in components.items()}
-    now = read_forge(loaded, branches=branches)
+    now = read_forge(loaded, forges=forges, branches=branches)
     merged = dict(now.components)
     sources = {n: "forge" for n, c in merged.items() if c.status == "read"}
     for name, comp in (locked.components if locked else {}).items():
@@ -177,8 +182,9 @@ class PlanCheckOptions:
     require_forge: bool = False
 
 
-def plan_context(loaded: LoadedManifest, options: PlanCheckOptions) -> PlanContext:
-    """Read everything the checks judge: each mirror once, the release branches, the pins."""
+def plan_context(loaded: LoadedManifest, options: PlanCheckOptions, *, forges: ForgeOpener) -> PlanContext:
+    """Read everything the checks judge: each mirror once, the release branches, the pins, the forge
+    (through ``forges``, made by the command; asked only with ``options.forge``)."""
     for name in options.releases:
         if name not in loaded.manifest.git_components():
             raise InputError(f"--release names {name!r}, which is not a git component of the manifest")
@@ -194,7 +200,9 @@ def plan_context(loaded: LoadedManifest, options: PlanCheckOptions) -> PlanConte
     )
     upstream = _exclusion_upstreams(loaded, components, options.allow_local, options.fetch)
     pin_audits = _pin_audits(loaded, components, list(options.pins), options.pins_repo)
-    forge_data, forge_sources = forge_facts(loaded, options.lock, components, live=options.forge)
+    forge_data, forge_sources = forge_facts(
+        loaded, options.lock, components, live=options.forge, forges=forges
+    )
     return PlanContext(
         loaded=loaded,
         lock=options.lock,
@@ -360,10 +368,13 @@ def _pin_audits(
     return tuple(audits)
 
 
-def check_plan(loaded: LoadedManifest, options: PlanCheckOptions | None = None) -> PlanCheckResult:
-    """Check every git component; the options' ``releases``, ``pins`` and ``pins_repo`` add the audits."""
+def check_plan(
+    loaded: LoadedManifest, options: PlanCheckOptions | None = None, *, forges: ForgeOpener
+) -> PlanCheckResult:
+    """Check every git component; the options' ``releases``, ``pins`` and ``pins_repo`` add the audits.
+    ``forges``: the forge clients' opener the command made (``forge.GitHubForges()``)."""
     opts = options or PlanCheckOptions()
-    ctx = plan_context(loaded, opts)
+    ctx = plan_context(loaded, opts, forges=forges)
     findings = plan_checks().run(ctx)
     return PlanCheckResult(
         release_only=[report for _, report in ctx.release_only],

@@ -83,7 +83,9 @@ def lock_cmd(
 ) -> None:
     """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
     _mirrors(mirror)
+    from releasekit.docker_engine import LazyEngine
     from releasekit.findings import Findings
+    from releasekit.forge import GitHubForges
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
     from releasekit.plan.models_lock import ModelSources
@@ -104,6 +106,8 @@ def lock_cmd(
         model_sources=ModelSources.parse(models) if models else None,
         datasets=datasets,
         forge=not no_forge,
+        forges=GitHubForges(),
+        engine=LazyEngine(timeout=60),  # reached only for a to-be-locked image
     )
     # Sorted by component, code, path: the output is a function of the inputs.
     findings.findings.sort(key=lambda f: (f.location.component or "", f.code, f.location.path or ""))
@@ -234,6 +238,7 @@ def check_cmd(
 ) -> None:
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
     _mirrors(mirror)
+    from releasekit.forge import GitHubForges
     from releasekit.manifest import load_manifest
     from releasekit.plan.check import PlanCheckOptions, check_plan
     from releasekit.records.lock import lock_file_sha256, read_lock
@@ -252,7 +257,7 @@ def check_cmd(
         forge=not no_forge,
         require_forge=require_forge,
     )
-    result = check_plan(loaded, options)
+    result = check_plan(loaded, options, forges=GitHubForges())
     _emit_check(result, output, as_json)
     _exit(result.findings)
 

@@ -10,13 +10,16 @@ reason. Nothing is invented: a field the forge did not give stays empty.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from releasekit.forge import ForgeLocation, ForgeUnreachable, GitHubForge, PullFacts, locate, token_from_env
+from releasekit.forge import ForgeLocation, ForgeUnreachable, GitHubForge, PullFacts, locate
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import GitComponent
 from releasekit.records.forge import ForgeComponent, ForgeData, ForgePR, PRRole
+
+# What the command's edge hands in (``forge.GitHubForges()``): API URL -> that forge's client.
+ForgeOpener = Callable[[str], GitHubForge]
 
 
 def named_prs(name: str, comp: GitComponent, loaded: LoadedManifest) -> dict[int, list[PRRole]]:
@@ -58,20 +61,20 @@ def _record(number: int, roles: list[PRRole], facts: PullFacts | None) -> ForgeP
 def read_forge(
     loaded: LoadedManifest,
     *,
+    forges: ForgeOpener,
     use_forge: bool = True,
-    cache_dir: Path | None = None,
     branches: dict[str, str] | None = None,
 ) -> ForgeData:
     """The forge's facts for every git component that names pull requests.
 
-    ``ForgeFailed`` (a rate limit past the bound, a refused token, 5xx after retries) is
+    ``forges`` (made by the command) opens the client of an API URL, with its token and ETag cache;
+    each API URL's client is opened once per read, none with ``use_forge`` off. ``ForgeFailed``
+    (a rate limit past the bound, a refused token, 5xx after retries) is
     raised: a lock must not silently lose what it could have read. An unreachable forge
     is recorded as absent, as ``--no-forge`` is. ``branches``: each component's canonical
     branch as locked (what planned PRs must target unless ``forge.base_branch`` says otherwise).
     """
-    from releasekit.forge.etag_cache import default_cache_dir
-
-    forges = _Forges(token_from_env() if use_forge else None, cache_dir or default_cache_dir())
+    opened = _Forges(forges)
     components: dict[str, ForgeComponent] = {}
     for name, comp in loaded.manifest.git_components().items():
         prs = named_prs(name, comp, loaded)
@@ -92,26 +95,25 @@ def read_forge(
                 base_branch=base_branch,
             )
             continue
-        if where.api_url in forges.down:
+        if where.api_url in opened.down:
             components[name] = ForgeComponent(
                 status="absent",
-                reason=forges.down[where.api_url],
+                reason=opened.down[where.api_url],
                 api_url=where.api_url,
                 repo=where.repo,
                 base_branch=base_branch,
             )
             continue
-        components[name] = _read_pulls(where, prs, base_branch, forges)
+        components[name] = _read_pulls(where, prs, base_branch, opened)
     return ForgeData(components=components)
 
 
 @dataclass(frozen=True)
 class _Forges:
-    """The forges one run asks: the token and cache every client uses, one client per API URL, and
-    why each forge that did not answer did not (it is asked once per run)."""
+    """The forges one run asks: how a client is opened, one client per API URL, and why each forge
+    that did not answer did not (it is asked once per run)."""
 
-    token: str | None
-    cache: Path
+    opener: ForgeOpener
     clients: dict[str, GitHubForge] = field(default_factory=dict)
     down: dict[str, str] = field(default_factory=dict)  # api_url -> why it did not answer
 
@@ -120,9 +122,9 @@ def _read_pulls(
     where: ForgeLocation, prs: dict[int, list[PRRole]], base_branch: str | None, forges: _Forges
 ) -> ForgeComponent:
     """One component's pull requests from its forge; a forge that does not answer is absent (and not asked again)."""
-    client = forges.clients.setdefault(
-        where.api_url, GitHubForge(where.api_url, token=forges.token, cache_dir=forges.cache)
-    )
+    client = forges.clients.get(where.api_url)
+    if client is None:
+        client = forges.clients[where.api_url] = forges.opener(where.api_url)
     try:
         read = client.pulls(where.owner, where.name, prs)
     except ForgeUnreachable as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
@@ -21,6 +21,7 @@ from releasekit.manifest import TO_BE_LOCKED, LoadedManifest
 from releasekit.manifest.models import GitComponent, Toolchain, WheelComponent, WheelSource
 from releasekit.plan.checks import lock_checks
 from releasekit.plan.checks.lock_context import LockContext
+from releasekit.plan.forge_read import ForgeOpener, read_forge
 from releasekit.plan.mirrors import open_mirror
 from releasekit.plan.models_lock import ModelSources, lock_datasets, lock_models
 from releasekit.plan.wheels import ImageInterpreter, image_interpreter, pinned_wheel
@@ -36,6 +37,9 @@ from releasekit.records.lock import (
     LockedWheelComponent,
     LockedWheelSource,
 )
+
+if TYPE_CHECKING:
+    from releasekit.docker_engine import Engine
 
 
 def _lock_pr(
@@ -190,14 +194,16 @@ def lock_wheel_component(
     )
 
 
-def resolve_base_image(name: str, digest: str) -> LockedBaseImage:
-    """Keep a pinned digest; for ``to-be-locked`` ask the local Docker Engine (no registry here)."""
+def resolve_base_image(name: str, digest: str, *, engine: Engine) -> LockedBaseImage:
+    """Keep a pinned digest; for ``to-be-locked`` ask the local Docker Engine (no registry here).
+
+    ``engine``: the command's (a ``LazyEngine``: reached only here, when an image is to be locked)."""
     if digest != TO_BE_LOCKED:
         return LockedBaseImage(name=name, digest=digest)
-    from releasekit.docker_engine import EngineError, EngineUnreachable, NoSuchImage, connect
+    from releasekit.docker_engine import EngineError, EngineUnreachable, NoSuchImage
 
     try:
-        facts = connect(timeout=60).inspect(name)
+        facts = engine.inspect(name)
     except EngineUnreachable as exc:
         return LockedBaseImage(
             name=name, digest=None, note=f"to-be-locked: Docker Engine not reachable ({exc.cause})"
@@ -220,7 +226,7 @@ def resolve_base_image(name: str, digest: str) -> LockedBaseImage:
     )
 
 
-def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | None:
+def lock_builder(comp: GitComponent, loaded: LoadedManifest, *, engine: Engine) -> LockedBuilder | None:
     """The builder image of an ``environment.kind: image`` recipe: its Dockerfile's sha256 and its digest."""
     env = comp.build.environment if comp.build else None
     if env is None or env.kind != "image" or not env.image:
@@ -234,11 +240,11 @@ def lock_builder(comp: GitComponent, loaded: LoadedManifest) -> LockedBuilder | 
             raise InputError(
                 f"builder {env.image}: cannot read {env.dockerfile}: {exc.strerror or exc}"
             ) from None
-    found = resolve_base_image(env.image, env.digest or TO_BE_LOCKED)
+    found = resolve_base_image(env.image, env.digest or TO_BE_LOCKED, engine=engine)
     note = found.note
     if found.digest is None and found.image_id is None and dockerfile_sha:
         note = "built from its Dockerfile at build time (recipe locked by sha256)"
-    base = resolve_base_image(env.base.name, env.base.digest) if env.base else None
+    base = resolve_base_image(env.base.name, env.base.digest, engine=engine) if env.base else None
     return LockedBuilder(
         image=env.image,
         dockerfile=env.dockerfile,
@@ -278,15 +284,20 @@ def build_lock(
     model_sources: ModelSources | None = None,
     datasets: bool = False,
     forge: bool = True,
+    forges: ForgeOpener,
+    engine: Engine,
 ) -> Lock:
+    """The lock of ``loaded``. The effects come from the command: ``forges`` opens the forge clients
+    (not asked with ``forge`` off), ``engine`` resolves a ``to-be-locked`` image (a ``LazyEngine``,
+    so a lock with none never reaches Docker)."""
     manifest = loaded.manifest
     houses = [h if h.is_absolute() else Path.cwd() / h for h in (wheelhouses or [])]
     options = {"cache_dir": cache_dir, "allow_local": allow_local, "fetch": fetch}
-    components = _lock_components(_LockRun(loaded, houses, options, compose, findings, download_dir))
+    components = _lock_components(
+        _LockRun(loaded, houses, options, compose, findings, download_dir, engine=engine)
+    )
     tc = manifest.toolchain
-    toolchain = _locked_toolchain(tc)
-    from releasekit.plan.forge_read import read_forge
-
+    toolchain = _locked_toolchain(tc, engine)
     branches = {n: c.canonical_branch for n, c in components.items() if isinstance(c, LockedGitComponent)}
     spec, found = manifest.validation, findings if findings is not None else Findings()
     lock = Lock(
@@ -298,7 +309,7 @@ def build_lock(
         manifest=LockedManifest(path=loaded.path.name, sha256=loaded.sha256, name=manifest.name),
         components=components,
         toolchain=toolchain,
-        forge=read_forge(loaded, use_forge=forge, branches=branches),
+        forge=read_forge(loaded, forges=forges, use_forge=forge, branches=branches),
     )
     found.extend(lock_checks().run(LockContext(lock=lock, image=image_interpreter(tc), strict=strict)))
     return lock
@@ -307,7 +318,8 @@ def build_lock(
 @dataclass(frozen=True)
 class _LockRun:
     """What locking each component reads: the manifest, the wheelhouses (absolute), the mirrors'
-    options (cache_dir, allow_local, fetch), ``--compose``, the findings and the download directory."""
+    options (cache_dir, allow_local, fetch), ``--compose``, the findings, the download directory and
+    the engine a ``to-be-locked`` builder image is resolved with."""
 
     loaded: LoadedManifest
     houses: list[Path]
@@ -315,6 +327,7 @@ class _LockRun:
     compose: bool
     findings: Findings | None
     download_dir: Path | None
+    engine: Engine
 
 
 def _lock_components(run: _LockRun) -> dict[str, LockedGitComponent | LockedWheelComponent]:
@@ -343,7 +356,7 @@ def _lock_one(
     if isinstance(comp, GitComponent):
         mirror = open_mirror(comp, run.loaded, **run.options)
         locked = lock_git_component(name, comp, mirror)
-        builder = lock_builder(comp, run.loaded)
+        builder = lock_builder(comp, run.loaded, engine=run.engine)
         if builder is not None:
             locked = locked.model_copy(update={"builder": builder})
         if run.compose and comp.merge_plan:
@@ -360,10 +373,10 @@ def _lock_one(
     )
 
 
-def _locked_toolchain(tc: Toolchain) -> LockedToolchain:
+def _locked_toolchain(tc: Toolchain, engine: Engine) -> LockedToolchain:
     """The toolchain as locked; a base image that cannot be resolved here is locked by name only."""
     try:
-        base = resolve_base_image(tc.base_image.name, tc.base_image.digest)
+        base = resolve_base_image(tc.base_image.name, tc.base_image.digest, engine=engine)
     except EnvironmentProblem:
         base = LockedBaseImage(name=tc.base_image.name)
     return LockedToolchain(

@@ -65,13 +65,16 @@ def reproduce_cmd(
     if (reference is None) == (from_dir is None):
         raise InputError("name either REGISTRY/REPO@DIGEST or --from DIR")
     err = Console(file=sys.stderr, highlight=False)
+    from functools import partial
+
     from releasekit.builder.service import run_build
+    from releasekit.clock import SystemClock
     from releasekit.docker_engine import Engine
     from releasekit.registry import RegistryClient
 
     result = reproduce(
         engine=Engine(),
-        rebuild=run_build,
+        rebuild=partial(run_build, clock=SystemClock()),
         open_registry=RegistryClient,
         reference=reference,
         from_dir=from_dir,
