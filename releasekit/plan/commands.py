@@ -89,7 +89,6 @@ def lock_cmd(
     from releasekit.manifest import load_manifest
     from releasekit.plan.locking import build_lock
     from releasekit.plan.models_lock import ModelSources
-    from releasekit.records.lock import write_lock
 
     loaded = load_manifest(manifest)
     findings = Findings()
@@ -109,15 +108,17 @@ def lock_cmd(
         forges=GitHubForges(),
         engine=LazyEngine(timeout=60),  # reached only for a to-be-locked image
     )
+    _write_lock(lock, output, findings, as_json)
+
+
+def _write_lock(lock: Lock, output: Path, findings: Findings, as_json: bool) -> None:
+    """Write the lock unless a finding is an error (a wheel that does not fit the image), then say
+    so: JSON, or the findings and "not written", or one row per component then what else was locked."""
+    from releasekit.records.lock import write_lock
+
     # Sorted by component, code, path: the output is a function of the inputs.
     findings.findings.sort(key=lambda f: (f.location.component or "", f.code, f.location.path or ""))
-    # A lock with an error finding (a wheel that does not fit the image) is never written.
     digest = write_lock(lock, output) if findings.passed else None
-    _render_lock(lock, output, digest, findings, as_json)
-
-
-def _render_lock(lock: Lock, output: Path, digest: str | None, findings: Findings, as_json: bool) -> None:
-    """JSON, or the findings and "not written", or one row per component then what else was locked."""
     from releasekit.report import findings_table, print_json, render_findings, stdout_console
 
     if as_json:
