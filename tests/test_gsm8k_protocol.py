@@ -431,7 +431,8 @@ def test_every_mtp_cell_of_ff_next_has_acceptance_and_speed_gates_on_a_named_bas
             result, findings = evaluate_gate(gate, {}, {gate.baseline: base})
             assert not result.passed
     step = next(g for g in spec.cell("glm52-tp8-dcp1-mtp3").gates if g.metric == "decode.target_step_rate")
-    assert (step.baseline, step.min_ratio, step.runs) == ("v17-fixed-width-mtp3", 0.98, 3)
+    # Set for power (issue 45): both error rates under 5 % at 1 % run-to-run variation.
+    assert (step.baseline, step.min_ratio, step.runs, step.guards) == ("v17-fixed-width-mtp3", 0.97, 5, 0.045)
 
 
 def test_seed_000_figures_are_the_qualification_baseline() -> None:

@@ -291,7 +291,8 @@ def test_ratio_gate_uses_the_lower_bound_of_k_runs() -> None:
     assert (
         result.passed
         and not len(findings)
-        and result.ratio_low == pytest.approx((99.5 - 4.303 * 0.1 / 3**0.5) / 100)
+        # one-sided 95 % (t 0.95 with 2 df = 2.920): the question "not worse than" is one-sided (issue 45)
+        and result.ratio_low == pytest.approx((99.5 - 2.920 * 0.1 / 3**0.5) / 100, rel=1e-5)
     )
     # Same mean, noisy runs: the bound falls below 0.98 and the gate refuses to call it good.
     noisy = {
@@ -414,7 +415,7 @@ def test_repeated_runs_merge_into_samples_and_an_interval() -> None:
     m = merged.metrics[0]
     assert m.samples == [10.0, 12.0, 11.0] and m.value == pytest.approx(11.0) and m.low < 11.0 < m.high
     cell = _ff_next()["glm52-tp8-dcp1-mtp3"]
-    assert runs_for(cell, "decode") == 3 and runs_for(cell, "acceptance") == 1
+    assert runs_for(cell, "decode") == 5 and runs_for(cell, "acceptance") == 1  # ff-next: 5 runs (issue 45)
 
 
 def test_model_directories_are_mounted_read_only_under_models(tmp_path: Path) -> None:

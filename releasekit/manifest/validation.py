@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    model_validator,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
@@ -347,6 +355,20 @@ Check = Annotated[
 ]
 
 
+def _fraction(value: object) -> object:
+    """``4.5%`` -> 0.045; a number stays as it is (validated as a float in (0, 1))."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            return float(value.strip()[:-1]) / 100
+        except ValueError:
+            raise PydanticCustomError("fraction", "expected a percentage such as 4.5%") from None
+    return value
+
+
+# A fraction in (0, 1), written as a number (0.045) or a percentage ("4.5%").
+Fraction = Annotated[float, BeforeValidator(_fraction), Field(gt=0, lt=1)]
+
+
 class Gate(_Strict):
     """A metric held to a bound or to a baseline value.
 
@@ -363,6 +385,11 @@ class Gate(_Strict):
     min: float | None = None
     max: float | None = None
     runs: int = Field(default=1, ge=1, le=100)
+    guards: Fraction | None = Field(
+        default=None,
+        description="the regression the gate exists to catch, as a fraction or a percentage (4.5% or 0.045); "
+        "default: 1 - min_ratio (max_ratio - 1)",
+    )
     note: str | None = None
 
     @model_validator(mode="after")
@@ -371,7 +398,20 @@ class Gate(_Strict):
             raise ValueError("a gate needs a baseline or a min/max bound")
         if self.baseline is not None and self.min_ratio is None and self.max_ratio is None:
             raise ValueError("a baseline gate needs min_ratio or max_ratio")
+        if self.guards is not None and self.baseline is None:
+            raise ValueError("'guards' is for a gate with a baseline (a ratio gate)")
         return self
+
+    @property
+    def guarded(self) -> float | None:
+        """The regression the gate must catch: ``guards``, else what its ratio threshold allows."""
+        if self.guards is not None:
+            return self.guards
+        if self.min_ratio is not None and self.min_ratio < 1:
+            return 1 - self.min_ratio
+        if self.max_ratio is not None and self.max_ratio > 1:
+            return self.max_ratio - 1
+        return None
 
 
 class Cell(_Strict):

@@ -51,6 +51,45 @@ class CheckResult(Strict):
     duration_s: float = 0.0
 
 
+class SampleSummary(Strict):
+    """One side of a gate: n runs, their mean, standard deviation and two-sided 95 % t-interval.
+
+    A baseline that is one number (from a receipt or the manifest) has n 1 and no sd or interval:
+    its spread is unknown, and not in the gate's bound."""
+
+    n: int
+    mean: float
+    sd: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+class GatePower(Strict):
+    """What the gate can tell apart, from the measured variation (docs/validate.md, *Gate statistics*)."""
+
+    confidence: float = Field(default=0.95, description="of the one-sided bound the gate applies")
+    power: float = Field(default=0.8, description="at which the detectable regression is stated")
+    df: float = Field(
+        description="degrees of freedom of the bound (Welch-Satterthwaite with baseline samples)"
+    )
+    t: float = Field(description="the one-sided Student t quantile applied")
+    se: float = Field(description="the ratio's relative standard error from the measured sd")
+    guards: float | None = Field(
+        description="the regression the gate must catch (guards, else from min_ratio)"
+    )
+    detectable_regression: float = Field(
+        description="the smallest relative drop a one-sided 95 % test finds with probability `power`"
+    )
+    false_failure_rate: float = Field(description="P(an unchanged candidate fails this gate)")
+    detection_rate: float | None = Field(
+        default=None, description="P(a candidate worse by `guards` fails this gate)"
+    )
+    runs_needed: int | None = Field(
+        default=None, description="runs that would detect `guards` (None: enough, or more than 100)"
+    )
+    underpowered: bool = False
+
+
 class GateResult(Strict):
     metric: str
     passed: bool
@@ -64,6 +103,17 @@ class GateResult(Strict):
     ratio: float | None = None
     bound: str = Field(description="the rule applied, for a person")
     note: str | None = None
+    # Added for issue 45 (defaults keep earlier receipts readable): how the gate judged, and its power.
+    test: Literal["point", "metric-bound", "t-one-sided-95", "fieller-one-sided-95"] | None = Field(
+        default=None,
+        description="point: one run, no bound; metric-bound: the metric's own (Wilson) bound; "
+        "t-/fieller-one-sided-95: a one-sided 95 % bound of the ratio of means",
+    )
+    baseline_kind: Literal["samples", "receipt", "manifest"] | None = None
+    candidate_stats: SampleSummary | None = None
+    baseline_stats: SampleSummary | None = None
+    ratio_high: float | None = Field(default=None, description="one-sided 95 % upper bound of the ratio")
+    gate_power: GatePower | None = None
 
 
 class Invocation(Strict):
@@ -201,3 +251,15 @@ def receipt_values(path: Path) -> dict[str, float]:
         return read_validation_receipt(path).metrics()
     receipt = read_receipt(path)
     return {name: m.value for name, m in receipt.metrics.items() if m.value is not None}
+
+
+def receipt_samples(path: Path) -> dict[str, list[float]]:
+    """The runs behind each repeated metric of one of our receipts (two or more samples); {} for today's tool's."""
+    try:
+        raw = json.loads(read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON receipt: {exc}") from None
+    if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
+        return {}
+    receipt = read_receipt(path)
+    return {name: list(m.samples) for name, m in receipt.metrics.items() if len(m.samples) >= 2}

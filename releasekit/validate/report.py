@@ -177,14 +177,36 @@ def plot_gates(receipts: list[Receipt], path: Path) -> bool:
 
 
 def _gate_row(cell_id: str, g: GateResult) -> tuple[str, ...]:
-    cand = (
-        f"{g.candidate:.4g} ({g.candidate_low:.4g})"
-        if g.candidate is not None and g.candidate_low is not None
-        else "-"
-    )
+    point = g.test == "point"
+    if g.candidate is None:
+        cand = "-"
+    elif point:
+        cand = f"{g.candidate:.4g} (1 run: no bound)"
+    else:
+        cand = f"{g.candidate:.4g} ({g.candidate_low:.4g})" if g.candidate_low is not None else "-"
     base = f"{g.baseline} = {g.baseline_value:.4g}" if g.baseline_value is not None else (g.baseline or "-")
-    ratio = f"{g.ratio:.4f} ({g.ratio_low:.4f})" if g.ratio is not None and g.ratio_low is not None else "-"
-    return (cell_id, g.metric, cand, base, ratio, g.bound, "pass" if g.passed else "FAIL")
+    if g.baseline_stats is not None and g.baseline_stats.n > 1:
+        base += f" ({g.baseline_stats.n} runs)"
+    if g.ratio is not None and point:
+        ratio = f"{g.ratio:.4f} (point)"
+    else:
+        ratio = (
+            f"{g.ratio:.4f} ({g.ratio_low:.4f})" if g.ratio is not None and g.ratio_low is not None else "-"
+        )
+    return (cell_id, g.metric, cand, base, ratio, _power_cell(g), g.bound, "pass" if g.passed else "FAIL")
+
+
+def _power_cell(g: GateResult) -> str:
+    """Runs, the smallest regression the gate detects (95 %, power 0.8) and its false-failure rate."""
+    p = g.gate_power
+    if p is None:
+        return "1 run: no bound" if g.test == "point" else "-"
+    text = (
+        f"{g.runs} runs; detects {p.detectable_regression:.1%}"
+        + (f" (guards {p.guards:.1%})" if p.guards is not None else "")
+        + f"; false fail {p.false_failure_rate:.1%}"
+    )
+    return text + ("; UNDERPOWERED" if p.underpowered else "")
 
 
 def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
@@ -211,7 +233,16 @@ def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
     lines += table(("cell", "spec", "GPUs", "status", "headline metrics", "findings"), cells)
     gates = [_gate_row(r.cell_id, g) for r in receipts for g in r.gates]
     if gates:
-        gate_columns = ("cell", "metric", "candidate (low)", "baseline", "ratio (low)", "rule", "result")
+        gate_columns = (
+            "cell",
+            "metric",
+            "candidate (low)",
+            "baseline",
+            "ratio (low)",
+            "power",
+            "rule",
+            "result",
+        )
         lines += ["", "## Gates", "", *table(gate_columns, gates)]
     if agg.suites:
         suites = [

@@ -98,3 +98,22 @@ def percentile(values: list[float], q: float) -> float:
     lo = math.floor(pos)
     hi = math.ceil(pos)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def fieller(
+    *, mean_c: float, var_c: float, mean_b: float, var_b: float, t: float
+) -> tuple[float, float] | None:
+    """Fieller's bounds for the ratio of two means: the roots R of (mean_c - R mean_b)^2 = t^2 (var_c + R^2 var_b).
+
+    ``var_c`` and ``var_b`` are the variances of the means (sd^2 / n; 0 for a baseline that is one
+    number, which leaves ``(mean_c -+ t sqrt(var_c)) / mean_b``). With ``t`` a one-sided 95 % quantile each
+    end is a one-sided 95 % bound. None when the baseline's own spread leaves the ratio unbounded
+    (its mean is not distinguishable from 0 at ``t``).
+    """
+    a = mean_b * mean_b - t * t * var_b
+    if a <= 0:
+        return None
+    centre = mean_c * mean_b
+    disc = t * t * (mean_c * mean_c * var_b + var_c * a)
+    root = math.sqrt(max(0.0, disc))
+    return (centre - root) / a, (centre + root) / a

@@ -15,6 +15,7 @@ from releasekit.manifest.checks.arrived_in import ArrivedInNamesAPlannedPR
 from releasekit.manifest.checks.context import ManifestContext, PRKey, find_cycle, parse_pr_reference
 from releasekit.manifest.checks.cycles import NoDependencyCycle
 from releasekit.manifest.checks.exclusions import ExclusionsWellFormed
+from releasekit.manifest.checks.gate_thresholds import GateThresholds
 from releasekit.manifest.checks.order import OrderRespectsAfter
 from releasekit.manifest.checks.pins import PinsConsistent
 from releasekit.manifest.checks.placeholders import NoPlaceholders
@@ -38,6 +39,7 @@ def all_checks() -> list[Check[ManifestContext]]:
         PinsConsistent(),
         ExclusionsWellFormed(),
         ValidationMatrix(),
+        GateThresholds(),
         ProvenanceItems(),
     ]
 
