@@ -10,8 +10,6 @@ import json
 import tarfile
 from pathlib import Path
 
-from cli_run import run_cli as run_cli
-
 from releasekit.records.lock import (
     Lock,
     LockedBaseImage,

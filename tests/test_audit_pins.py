@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 
 MANIFEST = {
     "schema": "releasekit/v1",
@@ -21,10 +21,6 @@ MANIFEST = {
         {"package": "flashinfer-python", "version": "0.6.2", "scopes": ["runtime"]},
     ],
 }
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True)
 
 
 def _git(root: Path, *args: str) -> str:
@@ -74,7 +70,7 @@ def manifest(tmp_path: Path) -> Path:
 def test_agreeing_inputs_pass(tmp_path: Path, manifest: Path) -> None:
     repo = tmp_path / "repo"
     _write(repo, GOOD)
-    r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
+    r = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 0, r.stdout
     data = json.loads(r.stdout)
     where = {(o["file"], o["line"]) for o in data["occurrences"]}
@@ -99,7 +95,7 @@ def test_each_disagreeing_file_line_is_listed(tmp_path: Path, manifest: Path) ->
         "git+https://github.com/org/tvm-ffi@main#egg=apache-tvm-ffi\nfoo @ https://example.com/foo.whl\n"
     )
     _write(repo, bad)
-    r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
+    r = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 1
     got = sorted(
         (f["code"], f["location"]["file"], f["location"]["line"])
@@ -112,12 +108,12 @@ def test_each_disagreeing_file_line_is_listed(tmp_path: Path, manifest: Path) ->
         ("VCS_DEPENDENCY", "requirements-extra.txt", 1),
         ("VCS_DEPENDENCY", "requirements-extra.txt", 2),
     ]
-    text = _cli("audit", "pins", str(manifest), "--repo", str(repo))
+    text = invoke("audit", "pins", str(manifest), "--repo", str(repo))
     assert "requirements.txt:1" in text.stdout and text.returncode == 1
 
 
 def test_missing_repo_is_exit_2(tmp_path: Path, manifest: Path) -> None:
-    r = _cli("audit", "pins", str(manifest), "--repo", str(tmp_path / "nope"))
+    r = invoke("audit", "pins", str(manifest), "--repo", str(tmp_path / "nope"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -203,7 +199,7 @@ def test_seed_000_shapes_each_at_their_file_line(tmp_path: Path) -> None:
     manifest.write_text(json.dumps(SEED_MANIFEST))
     repo = tmp_path / "repo"
     _write(repo, SEED_REPO)
-    r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
+    r = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     data = json.loads(r.stdout)
     got = sorted(
@@ -238,7 +234,7 @@ def test_seed_000_shapes_each_at_their_file_line(tmp_path: Path) -> None:
         o["file"] == ".github/workflows/release.yml" and o["line"] == 6 for o in data["occurrences"]
     )
     assert not any(o["file"] == "pixi.toml" and o["line"] == 6 for o in data["occurrences"])
-    text = _cli("audit", "pins", str(manifest), "--repo", str(repo))
+    text = invoke("audit", "pins", str(manifest), "--repo", str(repo))
     assert ".github/workflows/release.yml:9" in text.stdout and "wheel component deepgemm" in text.stdout
 
 
@@ -256,7 +252,7 @@ def test_fixed_seed_000_repo_passes(tmp_path: Path) -> None:
             "pixi.toml": '[pypi-dependencies]\napache-tvm-ffi = "==0.1.12"\n[feature.gpu.dependencies]\ntokenspeed-deepgemm = "2.5.0.post20260629"\n',
         },
     )
-    r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json")
+    r = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 0, r.stdout
     assert {o["file"] for o in json.loads(r.stdout)["occurrences"]} == {
         ".github/workflows/release.yml",
@@ -269,7 +265,7 @@ def test_fixed_seed_000_repo_passes(tmp_path: Path) -> None:
 
 
 def _audit(manifest: Path, repo: Path, *extra: str) -> tuple[int, dict[str, object]]:
-    r = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json", *extra)
+    r = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json", *extra)
     assert r.returncode in (0, 1), r.stderr
     return r.returncode, json.loads(r.stdout)
 
@@ -303,7 +299,7 @@ def test_nothing_scanned_is_an_error_and_every_pin_is_accounted_for(tmp_path: Pa
     manifest.write_text(json.dumps(SEED_MANIFEST))
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = _cli("audit", "pins", str(manifest), "--repo", str(empty))
+    r = invoke("audit", "pins", str(manifest), "--repo", str(empty))
     assert (
         r.returncode == 2 and "not a git repository" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from forge import Forge
 from plan_world import FF, VLLM_PLAN, World
 from typer.testing import CliRunner
@@ -135,13 +135,9 @@ def test_seed003_release_commit_reported_and_carried(tmp_path: Path, monkeypatch
     assert r.exit_code == 0, r.output
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "releasekit", *args], capture_output=True, text=True)
-
-
 @pytest.mark.parametrize("release", ["--output=x", "nope", "main..HEAD"])
 def test_unusable_refs_exit_2_with_one_line(forge: Forge, release: str) -> None:
-    r = _cli(
+    r = invoke(
         "audit", "release-only", "--repo", str(forge.work), f"--release={release}", "--canonical", "main"
     )
     assert r.returncode == 2, r.stderr
@@ -150,7 +146,7 @@ def test_unusable_refs_exit_2_with_one_line(forge: Forge, release: str) -> None:
 
 def test_ext_transport_refused_before_git_runs(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    r = _cli(
+    r = invoke(
         "audit",
         "release-only",
         "--repo",

@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from cli_run import invoke, run_cli
 from forge import Forge
 from github_server import PR, GitHubServer
 from plan_world import plan_lock
@@ -26,17 +27,6 @@ from plan_world import plan_lock
 from releasekit.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        timeout=timeout,
-    )
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -160,8 +150,15 @@ def test_a_hostile_forge_ends_plan_lock_with_one_line(
         manifest = _manifest(tmp_path / "m.json", app.url, server.api_url)
         out = tmp_path / "lock.json"
         started = time.monotonic()
-        proc = _cli(
-            "plan", "lock", str(manifest), "-o", str(out), env={**env, "RELEASEKIT_FORGE_DEADLINE": "3"}
+        # A child process: the abandoned forge read dies with it (bounded_http), and a hang meets the timeout.
+        proc = run_cli(
+            "plan",
+            "lock",
+            str(manifest),
+            "-o",
+            str(out),
+            env={**env, "RELEASEKIT_FORGE_DEADLINE": "3"},
+            timeout=60,
         )
         took = time.monotonic() - started
     finally:
@@ -213,7 +210,7 @@ def test_a_forge_cache_entry_that_is_a_fifo_or_dev_zero_is_ignored(
     try:
         server.add(PR(1, app.pr_head(1), "one"))
         manifest = _manifest(tmp_path / "m.json", app.url, server.api_url)
-        first = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "l1.json"), env=env)
+        first = invoke("plan", "lock", str(manifest), "-o", str(tmp_path / "l1.json"), env=env)
         assert first.returncode == 0, first.stderr
         entry = _entry(tmp_path / "cache")
         entry.unlink()
@@ -222,7 +219,8 @@ def test_a_forge_cache_entry_that_is_a_fifo_or_dev_zero_is_ignored(
         else:
             entry.symlink_to("/dev/zero")
         started = time.monotonic()
-        again = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "l2.json"), env=env, timeout=30)
+        # A child process: a cache entry that a regression would block on is ended by the timeout.
+        again = run_cli("plan", "lock", str(manifest), "-o", str(tmp_path / "l2.json"), env=env, timeout=30)
         assert again.returncode == 0, again.stderr
         assert time.monotonic() - started < 30
         forge = [json.loads((tmp_path / n).read_text())["forge"] for n in ("l1.json", "l2.json")]
@@ -253,7 +251,7 @@ def _lock_models(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.
     manifest = tmp_path / "manifest.yaml"
     wheels = str(_tvm_wheel(tmp_path))
     out = str(tmp_path / "lock.json")
-    return _cli(
+    return invoke(
         "plan", "lock", str(manifest), "-o", out, "--no-fetch", "--wheelhouse", wheels, *args, env=env
     )
 
@@ -298,7 +296,7 @@ def test_a_hub_snapshot_link_out_of_blobs_and_a_bad_refs_main_are_one_line(
     manifest = write_manifest(tmp_path, HUB_MODEL)
     args = ["--no-fetch", "--wheelhouse", str(_tvm_wheel(tmp_path)), "--models", str(cache)]
     hub_env = {**env, "HF_HUB_CACHE": str(tmp_path / "no")}
-    proc = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env)
+    proc = invoke("plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env)
     assert proc.returncode == 2 and "outside" in _one_line(proc), proc.stderr
     # A refs/main naming a snapshot that is not a commit.
     config.unlink()
@@ -306,12 +304,13 @@ def test_a_hub_snapshot_link_out_of_blobs_and_a_bad_refs_main_are_one_line(
     snapshots = cache / "models--org--tiny" / "snapshots"
     (snapshots / REV).rename(snapshots / "not-a-commit")
     (cache / "models--org--tiny" / "refs" / "main").write_text("not-a-commit")
-    proc = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env)
+    proc = invoke("plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env)
     assert proc.returncode == 2 and "not-a-commit" in _one_line(proc), proc.stderr
     # A refs/main that is a FIFO: refused before huggingface_hub opens it.
     (cache / "models--org--tiny" / "refs" / "main").unlink()
     os.mkfifo(cache / "models--org--tiny" / "refs" / "main")
-    proc = _cli(
+    # A child process: a FIFO that a regression would block on is ended by the timeout.
+    proc = run_cli(
         "plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env, timeout=30
     )
     assert proc.returncode == 2 and "FIFO" in _one_line(proc), proc.stderr
@@ -447,7 +446,8 @@ def test_a_mirrors_file_that_is_a_fifo_or_dev_zero_is_one_line(
         mirrors.symlink_to("/dev/zero")
     manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
     out = tmp_path / "lock.json"
-    proc = _cli(
+    # A child process: a FIFO or /dev/zero that a regression would block on is ended by the timeout.
+    proc = run_cli(
         "plan", "lock", str(manifest), "-o", str(out), "--no-forge",
         env={**env, "RELEASEKIT_MIRRORS": str(mirrors)}, timeout=30,
     )  # fmt: skip
@@ -471,7 +471,8 @@ def test_a_mirror_whose_control_file_is_a_fifo_does_not_hang_plan_lock(
     os.mkfifo(fifo)
     manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
     out = tmp_path / "lock.json"
-    proc = _cli(
+    # A child process: a FIFO that a regression would block on is ended by the timeout.
+    proc = run_cli(
         "plan", "lock", str(manifest), "-o", str(out), "--no-forge", "--mirror", f"{app.url}={snapshot}",
         env=env, timeout=30,
     )  # fmt: skip
@@ -495,7 +496,7 @@ def test_an_oversize_pin_input_is_a_finding_and_never_read(env: dict[str, str], 
     _git(repo, "commit", "-q", "-m", "big")
     manifest = tmp_path / "m.yaml"
     manifest.write_text(json.dumps(MANIFEST))
-    proc = _cli("audit", "pins", str(manifest), "--repo", str(repo), "--json", env=env)
+    proc = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json", env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     found = json.loads(proc.stdout)["findings"]["findings"]
     unreadable = [f for f in found if f["code"] == "PIN_INPUT_UNREADABLE"]
@@ -527,13 +528,14 @@ def test_a_fifo_planted_in_the_cached_mirror_does_not_hang_plan_lock(
     app: Forge, env: dict[str, str], tmp_path: Path
 ) -> None:
     manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
-    first = _cli("plan", "lock", str(manifest), "-o", str(tmp_path / "l1.json"), "--no-forge", env=env)
+    first = invoke("plan", "lock", str(manifest), "-o", str(tmp_path / "l1.json"), "--no-forge", env=env)
     assert first.returncode == 0, first.stderr
     heads = sorted((tmp_path / "cache").rglob("objects/info"))
     assert heads, "the lock left no cached mirror"
     os.mkfifo(heads[0] / "alternates")
     out = tmp_path / "l2.json"
-    proc = _cli("plan", "lock", str(manifest), "-o", str(out), "--no-forge", env=env, timeout=30)
+    # A child process: a FIFO that a regression would block on is ended by the timeout.
+    proc = run_cli("plan", "lock", str(manifest), "-o", str(out), "--no-forge", env=env, timeout=30)
     assert proc.returncode == 2 and "FIFO" in _one_line(proc), proc.stderr
     assert not out.exists()
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from plan_world import plan_lock
 from stable import archive_bytes, assert_same_record
 
@@ -425,18 +425,9 @@ def test_failed_build_tags_nothing_and_the_rerun_reuses_the_cache(build_world: W
     assert docker_client.images.get(tag).id == fixed.image_id
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    full = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=full
-    )
-
-
 def test_cli_json_and_environment_faults(build_world: World, tmp_path):
     env = {"RELEASEKIT_CACHE": str(build_world.root / "cli-cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    ok = _cli(
+    ok = invoke(
         "build",
         str(build_world.manifest),
         "--lock",
@@ -463,7 +454,7 @@ def test_cli_json_and_environment_faults(build_world: World, tmp_path):
     assert len(manifest["Layers"]) == len(json.loads(config)["rootfs"]["diff_ids"]) >= 2
     assert set(manifest["Layers"]) <= names
 
-    no_engine = _cli(
+    no_engine = invoke(
         "build",
         str(build_world.manifest),
         "--lock",
@@ -479,7 +470,7 @@ def test_cli_json_and_environment_faults(build_world: World, tmp_path):
     data["toolchain"]["base_image"] = {"name": "releasekit-test/no-such-base:1"}
     missing = tmp_path / "lock-missing-base.json"
     missing.write_text(json.dumps(data))
-    gone = _cli(
+    gone = invoke(
         "build", str(build_world.manifest), "--lock", str(missing), "-o", str(tmp_path / "o3"), env=env
     )
     assert (
@@ -491,7 +482,7 @@ def test_cli_json_and_environment_faults(build_world: World, tmp_path):
     bad.write_text(
         "FROM {{ base.name }}@{{ base.digest }}\nCOPY wheels/ /w/\nCOPY vllm/ /opt/vllm/\nENV PYTHONPATH=/opt/vllm\n"
     )
-    refused = _cli(
+    refused = invoke(
         "build",
         str(build_world.manifest),
         "--lock",
@@ -508,7 +499,7 @@ def test_cli_json_and_environment_faults(build_world: World, tmp_path):
 
     other = tmp_path / "other.yaml"
     other.write_text(build_world.manifest.read_text() + "\n# changed\n")
-    stale = _cli("build", str(other), "--lock", str(build_world.lock_path), env=env)
+    stale = invoke("build", str(other), "--lock", str(build_world.lock_path), env=env)
     assert stale.returncode == 2 and "another manifest" in stale.stderr
 
 

@@ -12,10 +12,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 
 from releasekit.builder.builders import build_args
 from releasekit.builder.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
@@ -105,20 +105,10 @@ def constructed_lock(manifest: Path, dest: Path) -> Path:
     return dest
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env or {k: v for k, v in os.environ.items()},
-    )
-
-
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.stem)
 def test_plan_names_every_component_and_nothing_is_left_to_be_locked(manifest: Path, tmp_path: Path):
     lock = constructed_lock(manifest, tmp_path / "lock.json")
-    proc = _cli("build", str(manifest), "--lock", str(lock), "--plan", "--json")
+    proc = invoke("build", str(manifest), "--lock", str(lock), "--plan", "--json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     assert "to-be-locked" not in proc.stdout
@@ -146,7 +136,7 @@ def test_plan_names_every_component_and_nothing_is_left_to_be_locked(manifest: P
                 comp["expected_wheel"].endswith(".whl")
                 and _hex("wheel" + comp["name"], 64) in comp["command"][0]
             )
-    table = _cli("build", str(manifest), "--lock", str(lock), "--plan")
+    table = invoke("build", str(manifest), "--lock", str(lock), "--plan")
     assert table.returncode == 0, table.stderr
     for name in declared.components:
         assert name in table.stdout
@@ -168,13 +158,13 @@ def test_ff_next_policies_and_builders():
 
 
 def test_plan_without_lock_says_to_be_locked():
-    proc = _cli("build", str(MANIFESTS[1]), "--plan")
+    proc = invoke("build", str(MANIFESTS[1]), "--plan")
     assert proc.returncode == 0, proc.stderr
     assert "to-be-locked: tokenspeed" in proc.stdout
 
 
 def test_build_without_lock_is_an_input_error():
-    proc = _cli("build", str(MANIFESTS[1]))
+    proc = invoke("build", str(MANIFESTS[1]))
     assert proc.returncode == 2 and "--lock" in proc.stderr
 
 
@@ -183,7 +173,7 @@ def test_build_without_lock_is_an_input_error():
 )
 def test_undeclared_output_changing_host_variable_is_refused(variable: str):
     env = {**os.environ, variable: "-O0"}
-    proc = _cli("build", str(MANIFESTS[0]), "--plan", env=env)
+    proc = invoke("build", str(MANIFESTS[0]), "--plan", env=env)
     assert proc.returncode == 2, proc.stdout
     assert variable in proc.stderr and len(proc.stderr.strip().splitlines()) <= 2
 

@@ -8,28 +8,15 @@ differ between runs (wall-clock times) are listed in docs/architecture.md.
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
+from cli_run import invoke
 from plan_world import World
 
 from releasekit.findings import Finding, Findings
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _cli(*args: str | Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RELEASEKIT_CACHE": str(cache), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-    )
 
 
 def test_findings_are_written_in_the_documented_order_whatever_order_they_were_found_in() -> None:
@@ -66,10 +53,11 @@ def test_plan_lock_and_plan_check_write_the_same_bytes_twice(tmp_path: Path) -> 
     for run in (1, 2):
         cache = tmp_path / f"cache{run}"  # a fresh cache each time: mirror state is no input
         lock = tmp_path / f"lock{run}.json"
-        made = _cli("plan", "lock", manifest, "-o", lock, cache=cache)
+        env = {"RELEASEKIT_CACHE": str(cache), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
+        made = invoke("plan", "lock", manifest, "-o", lock, env=env)
         assert made.returncode == 0, made.stdout + made.stderr
         check = tmp_path / f"plan-check{run}.json"
-        checked = _cli("plan", "check", manifest, "--lock", lock, "--output", check, cache=cache)
+        checked = invoke("plan", "check", manifest, "--lock", lock, "--output", check, env=env)
         assert checked.returncode == 1, checked.stdout + checked.stderr
         outputs["lock"].append(lock.read_bytes())
         outputs["plan-check"].append(check.read_bytes())

@@ -9,11 +9,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 
@@ -256,25 +255,17 @@ def test_a_model_whose_files_differ_is_refused_before_the_server_starts(
             ],
         },
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "validate",
-            str(manifest),
-            "--image",
-            base_image.name,
-            "-o",
-            str(tmp_path / "receipts"),
-            "--gpus",
-            "0",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    proc = invoke(
+        "validate",
+        str(manifest),
+        "--image",
+        base_image.name,
+        "-o",
+        str(tmp_path / "receipts"),
+        "--gpus",
+        "0",
+        "--json",
         cwd=REPO,
-        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     assert json.loads(proc.stdout)["cells"][0]["codes"] == ["MODEL_FILE_MISSING", "MODEL_HASH_MISMATCH"]

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_run import run_cli
+from cli_run import invoke
 from corpus import Corpus
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def _git(repo: Path, *args: str, **kw: object) -> str:
 
 
 def _releasekit(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, env={"RELEASEKIT_CACHE": str(cache)}, timeout=300)
+    return invoke(*args, env={"RELEASEKIT_CACHE": str(cache)})
 
 
 def _repo_missing_a_blob(root: Path) -> tuple[Path, dict[str, str]]:

@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from cli_run import start_cli
 from publish_support import Release, build_image, publish_args
 
 from releasekit.builder.cache import CacheEntry
@@ -68,15 +68,9 @@ def _env(root: Path, cache: Path, extra: dict[str, str] | None = None) -> dict[s
 
 
 def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "releasekit", *args],
-        env=env,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: the kill takes its git/pip children too
-    )
+    # A child process: the test kills it mid-run, with its git/pip children (its own process group).
+    gone: dict[str, str | None] = {k: None for k in os.environ if k not in env}
+    return start_cli(*args, env={**env, **gone}, cwd=cwd, start_new_session=True)
 
 
 def finish(proc: subprocess.Popen[str], *, after: float | None = None) -> Run:

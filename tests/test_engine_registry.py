@@ -9,14 +9,12 @@ as it refuses ``sglang``, for which releasekit has no adapter.
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 
-from releasekit import cli
 from releasekit.engine_adapters import ENGINE_ADAPTERS, engine_names
 from releasekit.manifest import load_manifest
 from releasekit.manifest.models import Manifest
@@ -139,23 +137,17 @@ def _accepts(engine: str) -> bool:
 @pytest.mark.parametrize("engine", ["sglang", "fake"])
 def test_manifest_validate_refuses_an_engine_with_no_adapter(tmp_path, engine):
     path = manifest(tmp_path, engine)
-    r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "manifest", "validate", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    r = invoke("manifest", "validate", str(path))
     assert r.returncode == 2, r.stderr
     assert "validation.cells[0].engine: Input should be 'vllm' or 'tokenspeed'" in r.stderr
     assert "validation.quantization_schemes.q.engine: Input should be 'vllm' or 'tokenspeed'" in r.stderr
     assert "Traceback" not in r.stderr
 
 
-def test_a_registered_engine_is_accepted_by_the_manifest_and_found_by_validate(tmp_path, fake_engine, capsys):
+def test_a_registered_engine_is_accepted_by_the_manifest_and_found_by_validate(tmp_path, fake_engine):
     path = manifest(tmp_path, "fake")
-    with pytest.raises(SystemExit) as exit_:
-        cli.main(["manifest", "validate", str(path)])
-    assert exit_.value.code == 0, capsys.readouterr()
+    r = invoke("manifest", "validate", str(path))
+    assert r.returncode == 0, r.stdout + r.stderr
     assert "fake" in engine_names() and isinstance(engine_for("fake"), FakeEngine)
     spec = load_manifest(path).manifest.validation
     (row,) = matrix_rows(spec)

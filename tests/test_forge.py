@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from forge import Forge
 from github_server import PR, GitHubServer
 from plan_world import plan_check, plan_lock
@@ -281,35 +280,24 @@ def test_5xx_is_retried_and_a_short_rate_limit_is_waited_out(
         plan_lock(loaded, allow_local=True)
 
 
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-    )
-
-
 def test_the_token_reaches_the_forge_and_nothing_else(honest: World, tmp_path: Path) -> None:
     manifest = honest.manifest(tmp_path / "m.yaml")
     cache = tmp_path / "cli-cache"
     env = {**os.environ, "GITHUB_TOKEN": TOKEN, "RELEASEKIT_CACHE": str(cache), "PYTHONPATH": str(REPO)}
     lock_path, check_path = tmp_path / "lock.json", tmp_path / "check.json"
-    locked = _cli(
+    locked = invoke(
         "plan", "lock", str(manifest), "-o", str(lock_path), "--allow-local-repos", "--json", env=env
     )
     assert locked.returncode == 0, locked.stderr
     assert json.loads(locked.stdout)["forge"] == {"app": "read"}
     honest.server.pulls[1].draft = True
-    checked = _cli(
+    checked = invoke(
         "plan", "check", str(manifest), "--lock", str(lock_path), "--output", str(check_path),
         "--allow-local-repos", "--json", env=env,
     )  # fmt: skip
     assert checked.returncode == 1 and "PLANNED_PR_IS_DRAFT" in checked.stdout
     honest.server.rate_limit_for(3600)
-    failed = _cli(
+    failed = invoke(
         "plan", "lock", str(manifest), "-o", str(tmp_path / "l2.json"), "--allow-local-repos",
         env={**env, "RELEASEKIT_FORGE_MAX_WAIT": "0"},
     )  # fmt: skip

@@ -28,8 +28,8 @@ from releasekit.manifest.gate_power import (
 from releasekit.manifest.validation import Gate
 from releasekit.records.receipt import GateResult, Metric
 from releasekit.validate.gates import BaselineValues, evaluate_gate
-from releasekit.validate.report import _gate_row
-from releasekit.validate.stats import _T975, fieller
+from releasekit.validate.report import gate_row
+from releasekit.validate.stats import T975, fieller
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,7 +76,7 @@ def test_t_quantile_matches_the_printed_table(p: float, df: int, table: float) -
 def test_t_quantile_takes_fractional_degrees_of_freedom_and_agrees_with_the_old_table() -> None:
     # Welch-Satterthwaite gives non-whole df: the quantile lies between its neighbours.
     assert t_quantile(0.95, 3) < t_quantile(0.95, 2.5) < t_quantile(0.95, 2)
-    for df, value in _T975.items():
+    for df, value in T975.items():
         assert t_quantile(0.975, df) == pytest.approx(value, abs=0.0006)
     assert t_quantile(0.975, 1e6) == pytest.approx(1.95996, abs=1e-4)
 
@@ -114,7 +114,7 @@ def _todays_rule(min_ratio: float):
     """Before issue 45: the lower end of the two-sided 95 % t-interval over the baseline value."""
 
     def fails(cand: list[float], base: list[float]) -> bool:
-        half = _T975[len(cand) - 1] * stdev(cand) / math.sqrt(len(cand))
+        half = T975[len(cand) - 1] * stdev(cand) / math.sqrt(len(cand))
         return (sum(cand) / len(cand) - half) / base[0] < min_ratio
 
     return fails
@@ -268,7 +268,7 @@ def test_one_run_is_a_point_comparison_never_a_bound() -> None:
     assert result.passed and not len(findings)
     assert result.test == "point" and result.candidate_low is None and result.ratio_low is None
     assert result.gate_power is None and "95" not in result.bound and "point comparison" in result.bound
-    row = _gate_row("cpu-ngram3", result)
+    row = gate_row("cpu-ngram3", result)
     assert "52.82 (1 run: no bound)" in row and not any("low" in cell or "95" in cell for cell in row)
     slow = {"decode.output_tok_s": Metric(name="decode.output_tok_s", value=1.0, unit="tok/s")}
     result, findings = evaluate_gate(gate, slow, base)

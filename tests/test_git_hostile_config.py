@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke, run_cli
 
 from tests.forge import Forge
 from tests.test_verify_nocache import nocache_world  # noqa: F401 - the fixture, a build of the demo
@@ -54,16 +55,6 @@ def _git(*args: str, cwd: Path | None = None) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, env=PLAIN_ENV, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
-
-
-def _rk(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **env},
-    )
 
 
 def _program(bin_dir: Path, marks: Path, name: str) -> str:
@@ -202,20 +193,20 @@ def world(tmp_path: Path) -> dict[str, Path]:
 def _answers(manifest: Path, lock: Path, cwd: Path, env: dict[str, str], repo: Path) -> dict[str, object]:
     """What plan lock, plan check, audit pins and audit release-only say (the lock's bytes included)."""
     answers: dict[str, object] = {}
-    r = _rk("plan", "lock", str(manifest), "-o", str(lock), cwd=cwd, env=env)
+    r = invoke("plan", "lock", str(manifest), "-o", str(lock), cwd=cwd, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     answers["lock"] = lock.read_bytes()
-    r = _rk("plan", "check", str(manifest), "--lock", str(lock), "--json", cwd=cwd, env=env)
+    r = invoke("plan", "check", str(manifest), "--lock", str(lock), "--json", cwd=cwd, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     answers["check"] = json.loads(r.stdout)["passed"]
-    r = _rk(
+    r = invoke(
         "audit", "pins", str(manifest), "--repo", str(repo), "--commit", "main", "--json", cwd=cwd, env=env
     )
     assert r.returncode == 0, r.stdout + r.stderr
     answers["pins"] = {k: v for k, v in json.loads(r.stdout).items() if k != "repo"}
     audit = ["audit", "release-only", "--release", "release", "--canonical", "main", "--json"]
     for name, where in (("by-url", URL), ("by-path", str(repo))):
-        r = _rk(*audit, "--repo", where, cwd=cwd, env=env)
+        r = invoke(*audit, "--repo", where, cwd=cwd, env=env)
         assert r.returncode == 1, r.stdout + r.stderr
         answers[f"release-only {name}"] = sorted(c["subject"] for c in json.loads(r.stdout)["release_only"])
     return answers
@@ -239,7 +230,7 @@ def test_a_hostile_mirror_and_cache_run_nothing(world: dict[str, Path]) -> None:
     # A cache that build left: filled through the mirror, then made hostile, its packs gone.
     cache = root / "cache"
     env = {**mirror, "RELEASEKIT_CACHE": str(cache)}
-    r = _rk("plan", "lock", str(manifest), "-o", str(root / "first.json"), cwd=root, env=env)
+    r = invoke("plan", "lock", str(manifest), "-o", str(root / "first.json"), cwd=root, env=env)
     assert r.returncode == 0, r.stderr
     (entry,) = [p for p in (cache / "git").iterdir() if p.name.endswith(".git")]
     _plant(entry, root, "cache", alternate=world["attacker"] / "objects")
@@ -260,7 +251,7 @@ def test_a_hostile_mirror_and_cache_run_nothing(world: dict[str, Path]) -> None:
     assert _markers(root) == []
     assert clean_tree == clean
     check = ["plan", "check", str(manifest), "--lock", str(root / "tree.json"), "--json"]
-    r = _rk(*check, "--pins", "lib", "--pins-repo", str(tree), cwd=root, env=env)
+    r = invoke(*check, "--pins", "lib", "--pins-repo", str(tree), cwd=root, env=env)
     assert _markers(root) == [], r.stdout + r.stderr
     assert r.returncode == 0 and json.loads(r.stdout)["pins"][0]["files"] == ["requirements.txt"], r.stdout
 
@@ -310,11 +301,11 @@ def _plant_origin_cache(
     _drop_objects(entry)
     manifest = _manifest(root / "origin.yaml", str(world["origin"]))
     local = {**env, "RELEASEKIT_CACHE": str(cache.parent), "RELEASEKIT_MIRRORS": ""}
-    r = _rk("plan", "lock", str(manifest), "-o", str(root / "origin.json"), cwd=root, env=local)
+    r = invoke("plan", "lock", str(manifest), "-o", str(root / "origin.json"), cwd=root, env=local)
     assert _markers(root) == [], r.stderr
     assert r.returncode == 0, r.stderr
     assert json.loads((root / "origin.json").read_text())["components"]["lib"]["commit"] == lock["commit"]
-    r = _rk(
+    r = invoke(
         "plan", "check", str(manifest), "--lock", str(root / "origin.json"), "--json", cwd=root, env=local
     )
     assert _markers(root) == [], r.stderr
@@ -340,23 +331,17 @@ def test_a_fifo_in_alternates_is_refused_in_a_second(world: dict[str, Path]) -> 
     alternates = snapshot / "objects" / "info" / "alternates"
     os.mkfifo(alternates)
     assert stat.S_ISFIFO(os.lstat(alternates).st_mode)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "plan",
-            "lock",
-            str(manifest),
-            "-o",
-            "x.json",
-            "--mirror",
-            f"{URL}={snapshot}",
-        ],
-        capture_output=True,
-        text=True,
+    # A child process: a FIFO that a regression would block on is ended by the timeout.
+    r = run_cli(
+        "plan",
+        "lock",
+        str(manifest),
+        "-o",
+        "x.json",
+        "--mirror",
+        f"{URL}={snapshot}",
         cwd=root,
-        env={**os.environ, **env},
+        env=env,
         timeout=60,
     )
     assert r.returncode == 2, r.stdout + r.stderr
@@ -367,14 +352,18 @@ def test_a_fifo_in_alternates_is_refused_in_a_second(world: dict[str, Path]) -> 
     os.mkfifo(fifo)
     (root / "fifo-link").symlink_to(fifo)
     alternates.write_text(f"{root / 'fifo-link'}\n")
-    r = _rk("plan", "lock", str(manifest), "-o", "x.json", "--mirror", f"{URL}={snapshot}", cwd=root, env=env)
+    r = invoke(
+        "plan", "lock", str(manifest), "-o", "x.json", "--mirror", f"{URL}={snapshot}", cwd=root, env=env
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "is not a directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     # A link to a real object directory (a snapshot whose objects live in a shared store) is read.
     alternates.unlink()
     shutil.move(str(snapshot / "objects"), str(root / "store"))
     (snapshot / "objects").symlink_to(root / "store")
-    r = _rk("plan", "lock", str(manifest), "-o", "x.json", "--mirror", f"{URL}={snapshot}", cwd=root, env=env)
+    r = invoke(
+        "plan", "lock", str(manifest), "-o", "x.json", "--mirror", f"{URL}={snapshot}", cwd=root, env=env
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 

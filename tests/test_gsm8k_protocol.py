@@ -8,8 +8,6 @@ import hashlib
 import json
 import re
 import string
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import invoke
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 
@@ -199,25 +198,17 @@ def test_a_wrong_dataset_is_refused_before_the_server_starts(
     }
     manifest = tmp_path / "m.yaml"
     YAML(typ="safe", pure=True).dump(data, manifest)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "validate",
-            str(manifest),
-            "--image",
-            base_image.name,
-            "-o",
-            str(tmp_path / "receipts"),
-            "--gpus",
-            "0",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    proc = invoke(
+        "validate",
+        str(manifest),
+        "--image",
+        base_image.name,
+        "-o",
+        str(tmp_path / "receipts"),
+        "--gpus",
+        "0",
+        "--json",
         cwd=REPO,
-        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     from releasekit.records.receipt import read_receipt

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_run import invoke
 from forge import Forge
 
 from releasekit.errors import InputError
@@ -33,20 +31,10 @@ needs_reference = pytest.mark.skipif(
 )
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-    )
-
-
 @needs_reference
 def test_the_three_reference_files_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "gg.yaml"
-    r = cli(
+    r = invoke(
         "manifest",
         "import",
         str(REF_MANIFEST),
@@ -88,7 +76,7 @@ def test_the_three_reference_files_round_trip(tmp_path: Path) -> None:
 def test_lock_out_refuses_a_repository_without_the_locked_commits(tmp_path: Path) -> None:
     forge = Forge(tmp_path / "other", default_branch="dev/gilded-gnosis")
     forge.init()
-    r = cli(
+    r = invoke(
         "manifest",
         "import",
         str(REF_MANIFEST),
@@ -119,7 +107,7 @@ def test_exit_2_leaves_an_existing_output_as_it_was(tmp_path: Path) -> None:
     other.write_text(json.dumps(data))
     out = tmp_path / "gg.yaml"
     out.write_text("previous\n")
-    r = cli(
+    r = invoke(
         "manifest", "import", str(REF_MANIFEST), "--lock", str(other), "-o", str(out), "--base-image", "b"
     )
     assert r.returncode == 2 and "sha256 000000000000" in r.stderr, r.stderr
@@ -143,7 +131,7 @@ def _leaves(data: object, prefix: str = "") -> list[tuple[str, object]]:
 @needs_reference
 def test_every_field_of_the_three_reference_files_is_carried_or_reported(tmp_path: Path) -> None:
     out = tmp_path / "gg.yaml"
-    r = cli(
+    r = invoke(
         "manifest",
         "import",
         str(REF_MANIFEST),
@@ -233,7 +221,7 @@ def test_component_repo_names_a_repository_instead_of_a_guess(tmp_path: Path) ->
     out = tmp_path / "gg.yaml"
     url = "https://github.com/flashinfer-ai/flashinfer.git"
     args = ["manifest", "import", str(REF_MANIFEST), "--receipt", str(REF_RECEIPT), "-o", str(out)]
-    r = cli(*args, "--base-image", "b", "--component-repo", f"flashinfer={url}", "--json")
+    r = invoke(*args, "--base-image", "b", "--component-repo", f"flashinfer={url}", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert load_manifest(out).manifest.components["flashinfer"].repo == url
     guessed = {
@@ -242,7 +230,7 @@ def test_component_repo_names_a_repository_instead_of_a_guess(tmp_path: Path) ->
         if f["code"] == "IMPORT_REPO_GUESSED"
     }
     assert "flashinfer" not in guessed and "b12x" in guessed
-    bad = cli(*args, "--base-image", "b", "--component-repo", "flashinfer")
+    bad = invoke(*args, "--base-image", "b", "--component-repo", "flashinfer")
     assert bad.returncode == 2 and "NAME=URL" in bad.stderr
 
 
@@ -277,7 +265,9 @@ def test_legacy_readers_refuse_other_files(tmp_path: Path) -> None:
                 }
             )
         )
-        r = cli("manifest", "import", str(good), *args, "-o", str(tmp_path / "o.yaml"), "--base-image", "b")
+        r = invoke(
+            "manifest", "import", str(good), *args, "-o", str(tmp_path / "o.yaml"), "--base-image", "b"
+        )
         assert r.returncode == 2 and "of today's tool" in r.stderr, r.stderr
 
 
@@ -357,9 +347,9 @@ def test_supersession_shape_gives_no_false_positive_in_plan_check(tmp_path: Path
     forge, manifest, _ = _reference_shape(tmp_path)
     env = {"RELEASEKIT_CACHE": str(tmp_path / "cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     out = tmp_path / "gg.yaml"
-    r = cli("manifest", "import", str(manifest), "-o", str(out), "--base-image", "b", env=env)
+    r = invoke("manifest", "import", str(manifest), "-o", str(out), "--base-image", "b", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    check = cli("plan", "check", str(out), "--json", env=env)
+    check = invoke("plan", "check", str(out), "--json", env=env)
     codes = {f["code"] for f in json.loads(check.stdout)["findings"]["findings"]}
     assert check.returncode == 0, check.stdout + check.stderr
     assert not codes & {"EXCLUDED_CHANGE_PRESENT", "SUPERSEDED_PR_MERGED"}
@@ -370,7 +360,7 @@ def test_supersession_shape_gives_no_false_positive_in_plan_check(tmp_path: Path
     )
     old = tmp_path / "old.yaml"
     old.write_text(text)
-    check = cli("plan", "check", str(old), "--json", env=env)
+    check = invoke("plan", "check", str(old), "--json", env=env)
     assert check.returncode == 1 and "EXCLUDED_CHANGE_PRESENT" in check.stdout
 
 
@@ -378,7 +368,7 @@ def test_integration_lock_becomes_a_releasekit_lock(tmp_path: Path) -> None:
     forge, manifest, legacy_lock = _reference_shape(tmp_path)
     env = {"RELEASEKIT_CACHE": str(tmp_path / "cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     out, lock_out = tmp_path / "gg.yaml", tmp_path / "lock.json"
-    r = cli(
+    r = invoke(
         "manifest",
         "import",
         str(manifest),
@@ -403,7 +393,7 @@ def test_integration_lock_becomes_a_releasekit_lock(tmp_path: Path) -> None:
     assert comp.composed_tree == legacy.result.tree and comp.tree == forge.tree(legacy.base.commit)
     assert lock.manifest.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
     # Base + plan composes to today's tree: the lock is something to check against.
-    compose = cli("plan", "compose", str(out), "--lock", str(lock_out), "--json", env=env)
+    compose = invoke("plan", "compose", str(out), "--lock", str(lock_out), "--json", env=env)
     assert compose.returncode == 0, compose.stdout + compose.stderr
 
 
@@ -439,7 +429,7 @@ def test_source_composition_shapes_become_git_and_wheel_components(tmp_path: Pat
         )
     )
     out = tmp_path / "o.yaml"
-    r = cli(
+    r = invoke(
         "manifest",
         "import",
         str(manifest),
@@ -507,7 +497,7 @@ def test_hostile_json_is_refused_in_one_line_and_nothing_is_written(case: str, t
     source = _hostile_manifests(tmp_path)[case]
     out = tmp_path / "out.yaml"
     started = time.monotonic()
-    r = cli("manifest", "import", str(source), "-o", str(out), "--base-image", "local/base")
+    r = invoke("manifest", "import", str(source), "-o", str(out), "--base-image", "local/base")
     assert r.returncode == 2, r.stdout + r.stderr
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("releasekit: error: ") and str(source) in line, line

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from ruamel.yaml import YAML
 
 from releasekit.errors import InputError
@@ -74,18 +73,12 @@ def codes_for(tmp_path: Path, data: dict) -> list[str]:
     return validate_manifest(write(tmp_path, data)).findings.codes()
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO
-    )
-
-
 # --- the real manifests ---------------------------------------------------------------
 
 
 def test_real_manifests_validate_exit_0():
     for path in (FF_NEXT, DS4):
-        r = cli("manifest", "validate", str(path))
+        r = invoke("manifest", "validate", str(path))
         assert r.returncode == 0, r.stdout + r.stderr
         assert "SCALAR_CUT_BY_COMMENT" not in r.stdout, r.stdout
 
@@ -110,7 +103,7 @@ def test_plain_scalar_cut_by_a_pr_number_comment_is_reported(tmp_path):
         (line, "exclusions[0].description", "warning")
     ]
     assert loaded.manifest.exclusions[0].description == "Upstream PR"  # what YAML really read
-    r = cli("manifest", "validate", str(path))
+    r = invoke("manifest", "validate", str(path))
     assert r.returncode == 0 and f"cut.yaml:{line}:" in r.stdout
 
 
@@ -175,7 +168,7 @@ def test_ds4_encodes_seed_000():
 
 
 def test_show_lists_plan_in_order_with_supersession_and_cross_component_after():
-    r = cli("manifest", "show", str(FF_NEXT))
+    r = invoke("manifest", "show", str(FF_NEXT))
     assert r.returncode == 0, r.stderr
     order = [
         line.split("│")[2].strip()
@@ -187,7 +180,7 @@ def test_show_lists_plan_in_order_with_supersession_and_cross_component_after():
     assert "#105, #106, #107" in row109 and "#108" in row109
     row104 = next(line for line in r.stdout.splitlines() if "│ #104" in line)
     assert "b12x#34" in row104
-    r = cli("manifest", "show", str(FF_NEXT), "--json")
+    r = invoke("manifest", "show", str(FF_NEXT), "--json")
     data = json.loads(r.stdout)
     plan = data["components"]["vllm"]["merge_plan"]
     assert [p["pr"] for p in plan] == [108, 97, 103, 98, 99, 100, 101, 102, 104, 109]
@@ -195,7 +188,7 @@ def test_show_lists_plan_in_order_with_supersession_and_cross_component_after():
 
 
 def test_schema_is_generated_json_schema():
-    r = cli("manifest", "schema")
+    r = invoke("manifest", "schema")
     assert r.returncode == 0
     schema = json.loads(r.stdout)
     assert schema["additionalProperties"] is False
@@ -351,7 +344,7 @@ def test_wrong_type_and_missing_field_lines(tmp_path):
         )
     )
     path = write(tmp_path, data)
-    r = cli("manifest", "validate", str(path))
+    r = invoke("manifest", "validate", str(path))
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) >= 2 and all(line.startswith("releasekit: error: ") for line in lines)
@@ -369,7 +362,7 @@ def test_version_number_as_float_gets_a_hint(tmp_path):
 
 def test_rule_findings_exit_1_with_location(tmp_path):
     path = write(tmp_path, broken(lambda d: d["components"]["app"]["merge_plan"][1].update(after=[99])))
-    r = cli("manifest", "validate", str(path), "--json")
+    r = invoke("manifest", "validate", str(path), "--json")
     assert r.returncode == 1
     report = json.loads(r.stdout)
     (finding,) = [f for f in report["findings"]["findings"] if f["code"] == "UNKNOWN_AFTER_TARGET"]
@@ -435,9 +428,9 @@ def test_huge_numbers_are_field_errors(tmp_path):
 
 
 def test_missing_file_and_directory_exit_2(tmp_path):
-    r = cli("manifest", "validate", str(tmp_path / "nope.yaml"))
+    r = invoke("manifest", "validate", str(tmp_path / "nope.yaml"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
-    r = cli("manifest", "validate", str(tmp_path))
+    r = invoke("manifest", "validate", str(tmp_path))
     assert r.returncode == 2 and "is a directory" in r.stderr
 
 
@@ -455,7 +448,7 @@ REFERENCE = (
 @pytest.mark.skipif(not REFERENCE.exists(), reason="shared/reference is not beside this checkout")
 def test_import_reference_manifest(tmp_path):
     out = tmp_path / "gg.yaml"
-    r = cli("manifest", "import", str(REFERENCE), "-o", str(out), "--base-image", "local/base")
+    r = invoke("manifest", "import", str(REFERENCE), "-o", str(out), "--base-image", "local/base")
     assert r.returncode == 0, r.stdout + r.stderr
     m = load_manifest(out).manifest
     ref = json.loads(REFERENCE.read_text())
@@ -478,6 +471,6 @@ def test_import_reference_manifest(tmp_path):
 def test_import_refuses_what_is_not_a_reference_manifest(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"schema_version": 1, "name": "x"}')
-    r = cli("manifest", "import", str(bad), "-o", str(tmp_path / "o.yaml"), "--base-image", "b")
+    r = invoke("manifest", "import", str(bad), "-o", str(tmp_path / "o.yaml"), "--base-image", "b")
     assert r.returncode == 2 and "not a reference merge manifest" in r.stderr
     assert not (tmp_path / "o.yaml").exists()

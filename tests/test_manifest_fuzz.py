@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 from pathlib import Path
 
+from cli_run import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from releasekit.cli import main
 from releasekit.errors import InputError
 from releasekit.manifest import validate_manifest_bytes
 
@@ -102,13 +101,7 @@ def test_cli_never_prints_a_traceback(tmp_path, doc):
     path = tmp_path / "fuzz.yaml"
     with path.open("w") as fh:
         yaml.dump(doc, fh)
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            main(["manifest", "validate", str(path), "--json"])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-    assert code in (0, 1, 2)
-    assert "Traceback" not in err.getvalue()
-    assert "internal error" not in err.getvalue()
+    r = invoke("manifest", "validate", str(path), "--json")
+    assert r.returncode in (0, 1, 2)
+    assert "Traceback" not in r.stderr
+    assert "internal error" not in r.stderr

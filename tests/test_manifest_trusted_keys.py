@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from publish_support import MANIFEST, Release, publish_args, run_cli
+from cli_run import invoke
+from publish_support import MANIFEST, Release, publish_args
 
 from releasekit.registry import RegistryClient
 from releasekit.signing.keys import keyid_of, load_public_key, write_key_pair
@@ -41,8 +42,8 @@ def test_publish_and_promote_trust_the_key_the_manifest_names(tmp_path, registry
     # Signed by another key: refused under --require-signed, nothing tagged.
     other = _release(tmp_path / "other", image, target, public)
     sign = ("--receipts", str(other.receipts))
-    assert run_cli("sign", str(other.evidence), *sign, "--key", str(stranger)).returncode == 0
-    refused = run_cli(*publish_args(other, image, target, "beta"), "--require-signed")
+    assert invoke("sign", str(other.evidence), *sign, "--key", str(stranger)).returncode == 0
+    refused = invoke(*publish_args(other, image, target, "beta"), "--require-signed")
     assert refused.returncode == 1, refused.stdout + refused.stderr
     codes = {f["code"] for f in json.loads(refused.stdout)["gate"]["findings"]["findings"]}
     assert "SIGNER_UNTRUSTED" in codes
@@ -50,19 +51,19 @@ def test_publish_and_promote_trust_the_key_the_manifest_names(tmp_path, registry
 
     # Unsigned: refused the same way (publish.signed and --require-signed).
     unsigned = _release(tmp_path / "unsigned", image, target, public)
-    r = run_cli(*publish_args(unsigned, image, target, "beta"), "--require-signed")
+    r = invoke(*publish_args(unsigned, image, target, "beta"), "--require-signed")
     assert r.returncode == 1 and _tags(registry, repo) == []
 
     # Signed by the key the manifest names: published, no --trusted-key anywhere.
     good = _release(tmp_path / "good", image, target, public)
     sign = ("--receipts", str(good.receipts))
-    assert run_cli("sign", str(good.evidence), *sign, "--key", str(private)).returncode == 0
-    r = run_cli(*publish_args(good, image, target, "beta"), "--require-signed")
+    assert invoke("sign", str(good.evidence), *sign, "--key", str(private)).returncode == 0
+    r = invoke(*publish_args(good, image, target, "beta"), "--require-signed")
     assert r.returncode == 0, r.stdout + r.stderr
     keyid = keyid_of(load_public_key(public))
     assert set(json.loads(r.stdout)["signers"].values()) == {keyid}
 
-    promoted = run_cli(
+    promoted = invoke(
         "promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json",
         "--manifest", str(good.manifest), "--require-signed",
     )  # fmt: skip

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from cli_run import invoke
 
 from releasekit.manifest.validation import Cell
 from releasekit.records.receipt import CheckResult, GateResult, Metric, Receipt, cell_sha256, write_receipt
@@ -13,14 +13,8 @@ from releasekit.records.receipt import CheckResult, GateResult, Metric, Receipt,
 REPO = Path(__file__).resolve().parent.parent
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO
-    )
-
-
 def rows(manifest: str) -> dict[str, dict]:
-    proc = cli("matrix", f"manifests/{manifest}", "--json")
+    proc = invoke("matrix", f"manifests/{manifest}", "--json")
     assert proc.returncode == 0, proc.stderr
     return {r["id"]: r for r in json.loads(proc.stdout)["cells"]}
 
@@ -76,7 +70,7 @@ def test_ds4_sm120_yields_seed_000_qualification() -> None:
 
 
 def test_github_matrix_maps_cells_to_runner_sizes() -> None:
-    proc = cli("matrix", "manifests/ff-next.yaml", "--format", "github")
+    proc = invoke("matrix", "manifests/ff-next.yaml", "--format", "github")
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1
     include = {e["cell"]: e for e in json.loads(proc.stdout)["include"]}
     assert include["glm52-tp8-dcp1-mtp3"]["runs-on"] == ["self-hosted", "linux", "gpu-8"]
@@ -86,7 +80,7 @@ def test_github_matrix_maps_cells_to_runner_sizes() -> None:
 
 
 def test_matrix_of_a_missing_file_is_exit_2() -> None:
-    proc = cli("matrix", "manifests/nope.yaml")
+    proc = invoke("matrix", "manifests/nope.yaml")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
@@ -129,7 +123,7 @@ def test_aggregate_writes_report_and_plots(tmp_path: Path) -> None:
     receipts = tmp_path / "receipts"
     write_receipt(_receipt("a", "sha256:" + "1" * 64, True, [10.0, 18.0, 30.0]), receipts)
     write_receipt(_receipt("b", "sha256:" + "1" * 64, True, [12.0, 20.0, 35.0]), receipts)
-    proc = cli("validate", "aggregate", str(receipts), "-o", str(tmp_path / "report"), "--json")
+    proc = invoke("validate", "aggregate", str(receipts), "-o", str(tmp_path / "report"), "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["passed"] and [c["cell_id"] for c in summary["cells"]] == ["a", "b"]
@@ -144,7 +138,7 @@ def test_aggregate_writes_report_and_plots(tmp_path: Path) -> None:
     assert written.model_dump(mode="json", by_alias=True) == summary
     assert summary["schema"] == "releasekit.validation-summary/v1" and SUMMARY_FILE in summary["files"]
     # Byte-stable (issue 22): the same receipts give the same report, plots included.
-    again = cli("validate", "aggregate", str(receipts), "-o", str(tmp_path / "again"), "--json")
+    again = invoke("validate", "aggregate", str(receipts), "-o", str(tmp_path / "again"), "--json")
     assert again.returncode == 0 and again.stdout == proc.stdout
     names = sorted(p.name for p in (tmp_path / "report").iterdir())
     assert names == ["REPORT.md", "gates.png", "summary.json", "throughput.png"]
@@ -156,7 +150,7 @@ def test_aggregate_refuses_mixed_images_and_failed_cells(tmp_path: Path) -> None
     receipts = tmp_path / "receipts"
     write_receipt(_receipt("a", "sha256:" + "1" * 64, True, [1.0, 2.0, 3.0]), receipts)
     write_receipt(_receipt("b", "sha256:" + "2" * 64, False, [1.0, 2.0, 3.0]), receipts)
-    proc = cli("validate", "aggregate", str(receipts), "--json")
+    proc = invoke("validate", "aggregate", str(receipts), "--json")
     assert proc.returncode == 1
     codes = [f["code"] for f in json.loads(proc.stdout)["findings"]]
     assert codes == ["RECEIPTS_DISAGREE", "CELL_FAILED"]
@@ -164,5 +158,5 @@ def test_aggregate_refuses_mixed_images_and_failed_cells(tmp_path: Path) -> None
 
 def test_aggregate_of_a_broken_receipt_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text('{"schema": "releasekit.receipt/v1"}')
-    proc = cli("validate", "aggregate", str(tmp_path))
+    proc = invoke("validate", "aggregate", str(tmp_path))
     assert proc.returncode == 2 and "not a valid releasekit.receipt/v1 file" in proc.stderr

@@ -12,10 +12,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 
 from tests.forge import Forge
 
@@ -32,13 +32,6 @@ PLAIN_ENV.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid"
 
 def _git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, env=PLAIN_ENV, capture_output=True, text=True, check=check)
-
-
-def _rk(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=cwd, env=full
-    )
 
 
 def _manifest(path: Path, repos: dict[str, str], branch: str = "main", prs: tuple[int, ...] = (1,)) -> Path:
@@ -139,7 +132,9 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(mirror_world: 
     snapshot = mirror_world / "snapshot.git"
     manifest = _manifest(mirror_world / "release.yaml", {"lib": str(origin)})
     local = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    r = _rk("plan", "lock", str(manifest), "-o", str(tmp_path / "origin.json"), cwd=mirror_world, env=local)
+    r = invoke(
+        "plan", "lock", str(manifest), "-o", str(tmp_path / "origin.json"), cwd=mirror_world, env=local
+    )
     assert r.returncode == 0, r.stderr
     # What the documented route did: fetching every ref of the snapshot fails on the lost blob.
     probe = tmp_path / "probe.git"
@@ -151,7 +146,7 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(mirror_world: 
     before = _listing(snapshot)
     env = {**local, "RELEASEKIT_CACHE": str(tmp_path / "cache2")}
     out = tmp_path / "mirror.json"
-    r = _rk(
+    r = invoke(
         "plan",
         "lock",
         str(manifest),
@@ -168,7 +163,7 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(mirror_world: 
     assert _listing(snapshot) == before
     # The root option applies to any command.
     root = tmp_path / "root.json"
-    r = _rk(
+    r = invoke(
         "--mirror",
         f"{origin}={snapshot}",
         "plan",
@@ -184,7 +179,7 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(mirror_world: 
     # plan check through the same mirror, given as a RELEASEKIT_MIRRORS file (relative path).
     (mirror_world / "mirrors.txt").write_text(f"# team mirrors\n{origin} = snapshot.git\n")
     env["RELEASEKIT_MIRRORS"] = str(mirror_world / "mirrors.txt")
-    r = _rk("plan", "check", str(manifest), "--lock", str(out), "--json", cwd=tmp_path, env=env)
+    r = invoke("plan", "check", str(manifest), "--lock", str(out), "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["passed"] is True
     assert _listing(snapshot) == before
@@ -193,19 +188,19 @@ def test_lock_through_a_broken_mirror_equals_the_lock_from_origin(mirror_world: 
     snapshot.rename(mirror_world / "snapshot-moved.git")
     del env["RELEASEKIT_MIRRORS"]
     again = tmp_path / "again.json"
-    r = _rk("plan", "lock", str(manifest), "-o", str(again), cwd=mirror_world, env=env)
+    r = invoke("plan", "lock", str(manifest), "-o", str(again), cwd=mirror_world, env=env)
     assert r.returncode == 0, r.stderr
     assert again.read_bytes() == out.read_bytes()
 
 
 def test_mirror_option_is_one_line_on_bad_input(mirror_world: Path) -> None:
     manifest = _manifest(mirror_world / "release.yaml", {"lib": "https://git.example.invalid/org/lib.git"})
-    r = _rk("plan", "lock", str(manifest), "-o", "x.json", "--mirror", "no-equals-sign", cwd=mirror_world)
+    r = invoke("plan", "lock", str(manifest), "-o", "x.json", "--mirror", "no-equals-sign", cwd=mirror_world)
     assert (
         r.returncode == 2
         and r.stderr.strip() == "releasekit: error: --mirror expects URL=PATH, got 'no-equals-sign'"
     )
-    r = _rk(
+    r = invoke(
         "plan",
         "lock",
         str(manifest),
@@ -219,7 +214,7 @@ def test_mirror_option_is_one_line_on_bad_input(mirror_world: Path) -> None:
     assert "is not a git repository" in r.stderr and not (mirror_world / "x.json").exists()
     (mirror_world / "mirrors.txt").write_text("# ok\nhttps://git.example.invalid/org/lib\n")
     env = {"RELEASEKIT_MIRRORS": str(mirror_world / "mirrors.txt")}
-    r = _rk("plan", "check", str(manifest), cwd=mirror_world, env=env)
+    r = invoke("plan", "check", str(manifest), cwd=mirror_world, env=env)
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.strip() == (
         f"releasekit: error: {mirror_world / 'mirrors.txt'}:2: expects URL=PATH, got 'https://git.example.invalid/org/lib'"
@@ -245,7 +240,7 @@ def test_read_only_repository_comes_out_unchanged(mirror_world: Path, tmp_path: 
     subprocess.run(["chmod", "-R", "a-w", str(work)], check=True)
     try:
         before = _listing(work)
-        r = _rk(
+        r = invoke(
             "audit",
             "release-only",
             "--repo",
@@ -260,9 +255,11 @@ def test_read_only_repository_comes_out_unchanged(mirror_world: Path, tmp_path: 
         assert r.returncode == 1, r.stdout + r.stderr
         subjects = sorted(c["subject"] for c in json.loads(r.stdout)["release_only"])
         assert subjects == ["release-only fix", "side work"]  # the merge (git merge-tree) adds nothing
-        r = _rk("audit", "pins", str(manifest), "--repo", str(work), "--commit", "pin-inputs", cwd=tmp_path)
+        r = invoke(
+            "audit", "pins", str(manifest), "--repo", str(work), "--commit", "pin-inputs", cwd=tmp_path
+        )
         assert r.returncode == 0, r.stdout + r.stderr
-        r = _rk(
+        r = invoke(
             "plan",
             "check",
             str(manifest),
@@ -272,7 +269,7 @@ def test_read_only_repository_comes_out_unchanged(mirror_world: Path, tmp_path: 
         )
         assert r.returncode == 0, r.stdout + r.stderr
         # The same audit by URL through the mirror: merge-tree runs in the cache, which borrows from it.
-        r = _rk(
+        r = invoke(
             "audit",
             "release-only",
             "--repo",
@@ -292,7 +289,7 @@ def test_read_only_repository_comes_out_unchanged(mirror_world: Path, tmp_path: 
         composing = _manifest(
             tmp_path / "compose.yaml", {"lib": "https://git.example.invalid/org/lib.git"}, prs=(1, 9)
         )
-        r = _rk(
+        r = invoke(
             "plan",
             "compose",
             str(composing),
@@ -316,7 +313,7 @@ def test_git_errors_name_repository_object_and_gits_line(mirror_world: Path, tmp
     # The release side is the commit whose blob is gone. The release-only audit answers without
     # it: git cherry's changed-path prefilter never reads a blob that no canonical commit's
     # paths could match (the audit reads only what its answer needs).
-    r = _rk(
+    r = invoke(
         "audit",
         "release-only",
         "--repo",
@@ -334,7 +331,7 @@ def test_git_errors_name_repository_object_and_gits_line(mirror_world: Path, tmp
     # The same object needed by a planned PR: plan check says so for that component, exit 1.
     url = "https://git.example.invalid/org/lib.git"
     manifest = _manifest(tmp_path / "p.yaml", {"lib": url}, prs=(9,))
-    r = _rk("plan", "check", str(manifest), "--json", "--mirror", f"{url}={snapshot}", cwd=tmp_path)
+    r = invoke("plan", "check", str(manifest), "--json", "--mirror", f"{url}={snapshot}", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     [finding] = [f for f in json.loads(r.stdout)["findings"]["findings"] if f["severity"] != "info"]
     assert finding["code"] == "COMPONENT_UNREADABLE" and f"fatal: unable to read {blob}" in finding["message"]
@@ -347,7 +344,7 @@ def test_git_errors_name_repository_object_and_gits_line(mirror_world: Path, tmp
     manifest = _manifest(
         tmp_path / "m.yaml", {"lib": "https://git.example.invalid/org/lib.git"}, branch="nope"
     )
-    r = _rk(
+    r = invoke(
         "plan",
         "lock",
         str(manifest),
@@ -362,7 +359,7 @@ def test_git_errors_name_repository_object_and_gits_line(mirror_world: Path, tmp
     ]
     # An unreachable URL: git's own fatal: line, credentials stripped.
     manifest = _manifest(tmp_path / "u.yaml", {"lib": "https://u:secret@127.0.0.1:9/x.git"})
-    r = _rk("plan", "lock", str(manifest), "-o", "l.json", cwd=tmp_path)
+    r = invoke("plan", "lock", str(manifest), "-o", "l.json", cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     line = r.stderr.strip()
     assert len(line.splitlines()) == 1 and "secret" not in line
@@ -378,7 +375,7 @@ def test_every_component_is_reported(mirror_world: Path, tmp_path: Path) -> None
     }
     manifest = _manifest(tmp_path / "m.yaml", repos)
     local = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    r = _rk("plan", "check", str(manifest), "--json", cwd=tmp_path, env=local)
+    r = invoke("plan", "check", str(manifest), "--json", cwd=tmp_path, env=local)
     assert r.returncode == 1, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert [c["component"] for c in result["components"]] == ["lib"]
@@ -390,7 +387,7 @@ def test_every_component_is_reported(mirror_world: Path, tmp_path: Path) -> None
         ("COMPONENT_UNREADABLE", "broken"),
         ("COMPONENT_UNREADABLE", "zeta"),
     ]
-    r = _rk("plan", "lock", str(manifest), "-o", str(tmp_path / "l.json"), cwd=tmp_path, env=local)
+    r = invoke("plan", "lock", str(manifest), "-o", str(tmp_path / "l.json"), cwd=tmp_path, env=local)
     assert r.returncode == 2 and not (tmp_path / "l.json").exists()
     lines = r.stderr.strip().splitlines()
     assert [line.split(":")[2].strip() for line in lines] == ["broken", "zeta"], lines
@@ -425,7 +422,7 @@ def test_a_ref_whose_commit_the_mirror_lacks_is_named(mirror_world: Path, tmp_pa
     (snapshot / "objects" / lost[:2] / lost[2:]).unlink()
     url = "https://git.example.invalid/org/lib.git"
     manifest = _manifest(tmp_path / "m.yaml", {"lib": url})
-    r = _rk("plan", "lock", str(manifest), "-o", "l.json", "--mirror", f"{url}={snapshot}", cwd=tmp_path)
+    r = invoke("plan", "lock", str(manifest), "-o", "l.json", "--mirror", f"{url}={snapshot}", cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.strip().splitlines() == [
         f"releasekit: error: lib#1: {url} has no refs/pull/1/head (in the mirror {snapshot} refs/pull/1/head"

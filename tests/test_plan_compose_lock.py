@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from plan_world import FF, VLLM_PLAN, World, plan_lock
 from wheels import write_wheel
 
@@ -50,27 +49,10 @@ def test_conflict_names_pr_and_files(world: World) -> None:
 
 def test_tree_mismatch_with_lock(world: World, tmp_path: Path) -> None:
     path = world.write_manifest()
-    subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "lock.json")],
-        check=True,
-        capture_output=True,
-    )
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "plan",
-            "compose",
-            str(path),
-            "--lock",
-            str(tmp_path / "lock.json"),
-            "--component",
-            "vllm",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    locked = invoke("plan", "lock", str(path), "-o", str(tmp_path / "lock.json"))
+    assert locked.returncode == 0, locked.stderr
+    r = invoke(
+        "plan", "compose", str(path), "--lock", str(tmp_path / "lock.json"), "--component", "vllm", "--json"
     )
     assert r.returncode == 1, r.stderr
     assert [f["code"] for f in json.loads(r.stdout)["findings"]["findings"]] == ["COMPOSED_TREE_MISMATCH"]
@@ -111,11 +93,7 @@ def test_missing_planned_pr_cannot_be_locked(world: World, tmp_path: Path) -> No
     data = world.manifest()
     data["components"]["vllm"]["merge_plan"].append({"pr": 4242, "title": "does not exist"})
     path = world.write_manifest(data)
-    r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "l.json")],
-        capture_output=True,
-        text=True,
-    )
+    r = invoke("plan", "lock", str(path), "-o", str(tmp_path / "l.json"))
     assert r.returncode == 2 and "refs/pull/4242/head" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "l.json").exists()
 
@@ -125,10 +103,10 @@ def test_local_repos_refused_without_the_option(
 ) -> None:
     monkeypatch.delenv("RELEASEKIT_ALLOW_LOCAL_REPOS")
     path = world.write_manifest()
-    cmd = [sys.executable, "-m", "releasekit", "plan", "lock", str(path), "-o", str(tmp_path / "l.json")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    args = ["plan", "lock", str(path), "-o", str(tmp_path / "l.json")]
+    r = invoke(*args)
     assert r.returncode == 2 and "allow-local-repos" in r.stderr
-    r = subprocess.run([*cmd, "--allow-local-repos"], capture_output=True, text=True)
+    r = invoke(*args, "--allow-local-repos")
     assert r.returncode == 0, r.stderr
 
 
@@ -140,12 +118,7 @@ def test_unsafe_repos_are_one_line_exit_2(world: World, tmp_path: Path, repo: st
     data = world.manifest()
     data["components"]["vllm"]["repo"] = repo
     path = world.write_manifest(data)
-    r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "check", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    r = invoke("plan", "check", str(path), cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert "secret" not in r.stderr + r.stdout

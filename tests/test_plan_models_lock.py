@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from wheels import write_wheel
 
 from releasekit.manifest import load_manifest
@@ -71,20 +71,8 @@ def write_manifest(tmp_path: Path, model: dict) -> Path:
 
 
 def lock(manifest: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "plan",
-            "lock",
-            str(manifest),
-            "-o",
-            str(manifest.parent / "lock.json"),
-        ]
-        + ["--no-fetch", *args],
-        capture_output=True,
-        text=True,
+    return invoke(
+        "plan", "lock", str(manifest), "-o", str(manifest.parent / "lock.json"), "--no-fetch", *args
     )
 
 

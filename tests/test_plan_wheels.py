@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from plan_world import plan_lock
 from wheels import write_wheel
 
@@ -96,11 +97,7 @@ def write_manifest(
 
 
 def lock_cli(manifest: Path, out: Path, *args: str) -> tuple[int, dict]:
-    r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "lock", str(manifest), "-o", str(out), "--json", *args],
-        capture_output=True,
-        text=True,
-    )
+    r = invoke("plan", "lock", str(manifest), "-o", str(out), "--json", *args)
     assert "Traceback" not in r.stderr, r.stderr
     return r.returncode, json.loads(r.stdout) if r.stdout.strip() else {"stderr": r.stderr}
 
@@ -166,11 +163,7 @@ def test_an_index_with_wheels_only_for_other_pythons_is_a_finding(
     # A version the index does not have at all is unusable input: one line, exit 2.
     manifest = write_manifest(tmp_path, index_url=url)
     manifest.write_text(manifest.read_text().replace(VERSION, "9.9"))
-    r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "lock", str(manifest), "-o", str(lock_path)],
-        capture_output=True,
-        text=True,
-    )
+    r = invoke("plan", "lock", str(manifest), "-o", str(lock_path))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "pip download" in r.stderr and "Traceback" not in r.stderr
 
@@ -219,12 +212,7 @@ def test_an_unverified_source_warns_and_strict_refuses(tmp_path: Path) -> None:
     }
     manifest = write_manifest(tmp_path, source=source)
     lock_path = tmp_path / "lock.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "plan", "lock", str(manifest), "-o", str(lock_path)]
-        + ["--wheelhouse", str(house)],
-        capture_output=True,
-        text=True,
-    )
+    r = invoke("plan", "lock", str(manifest), "-o", str(lock_path), "--wheelhouse", str(house))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning WHEEL_SOURCE_UNVERIFIED" in " ".join(r.stdout.split())
     assert json.loads(lock_path.read_text())["components"]["deepgemm"]["source"]["verified"] is False

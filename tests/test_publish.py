@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args, run_cli
+from cli_run import invoke
+from publish_support import EXTRA_CELL, MANIFEST, Release, build_image, publish_args
 
 from releasekit.demo.localregistry import Credentials, start_local_registry
 from releasekit.errors import EnvironmentProblem
@@ -37,7 +38,7 @@ def manifest_digest(
 def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registry, image, other_image):
     release = Release(tmp_path, image)
     repo = "team/vllm-green"
-    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "ff-next", "beta"))
+    r = invoke(*publish_args(release, image, f"{registry.host}/{repo}", "ff-next", "beta"))
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert result["published"] is True
@@ -75,7 +76,7 @@ def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registr
     # 22): it writes the same publish.json and RELEASE.md.
     written = Path(result["release_notes"]).parent
     first = {name: (written / name).read_bytes() for name in ("publish.json", "RELEASE.md")}
-    again = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "ff-next", "beta"))
+    again = invoke(*publish_args(release, image, f"{registry.host}/{repo}", "ff-next", "beta"))
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["digest"] == digest
     assert json.loads(again.stdout)["moved_tags"] == {}
@@ -84,7 +85,7 @@ def test_publish_with_all_gates_green_pushes_tags_and_attaches(tmp_path, registr
 
     # The next release moves `beta` and says from where.
     nxt = Release(tmp_path / "next", other_image)
-    moved = run_cli(*publish_args(nxt, other_image, f"{registry.host}/{repo}", "beta"))
+    moved = invoke(*publish_args(nxt, other_image, f"{registry.host}/{repo}", "beta"))
     assert moved.returncode == 0, moved.stdout + moved.stderr
     assert json.loads(moved.stdout)["moved_tags"] == {"beta": digest}
     assert manifest_digest(registry, repo, "ff-next") == digest
@@ -153,7 +154,7 @@ def test_each_failed_gate_is_refused_and_nothing_reaches_the_registry(tmp_path, 
     release = Release(tmp_path, image)
     break_it(release)
     repo = "team/refused-" + "".join(ch for ch in case if ch.isalnum())
-    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
+    r = invoke(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
     assert r.returncode == 1, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert result["published"] is False
@@ -176,7 +177,7 @@ def test_a_link_planted_at_an_output_is_refused_before_anything_is_pushed(tmp_pa
         out.mkdir()
         (out / target).symlink_to(victim)
     repo = "team/planted-" + "".join(ch for ch in target if ch.isalnum()).lower()
-    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"), "-o", str(out))
+    r = invoke(*publish_args(release, image, f"{registry.host}/{repo}", "beta"), "-o", str(out))
     assert r.returncode == 2, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "refusing to write" in r.stderr, r.stderr
     assert tags_of(registry, repo) == []
@@ -190,7 +191,7 @@ def test_a_receipt_for_another_image_is_refused(tmp_path, registry, image, other
     for cell in ("tiny-tp1", "tiny-tp1-ngram"):
         release.write_receipt(cell, image_id=other_image)
     repo = "team/other-image"
-    r = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
+    r = invoke(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
     assert r.returncode == 1
     codes = [f["code"] for f in json.loads(r.stdout)["gate"]["findings"]["findings"]]
     assert codes.count("RECEIPT_WRONG_IMAGE") == 2
@@ -204,7 +205,7 @@ def test_terminal_output_names_the_refusal(tmp_path, registry, image):
     args = [
         a for a in publish_args(release, image, f"{registry.host}/team/terminal", "beta") if a != "--json"
     ]
-    r = run_cli(*args)
+    r = invoke(*args)
     assert r.returncode == 1
     assert "RECEIPT_FAILED" in r.stdout
     assert "nothing was pushed" in r.stdout
@@ -212,7 +213,7 @@ def test_terminal_output_names_the_refusal(tmp_path, registry, image):
 
 def test_unreachable_registry_is_one_clear_line(tmp_path, image):
     release = Release(tmp_path, image)
-    r = run_cli(*publish_args(release, image, "127.0.0.1:9/team/nowhere", "beta"))
+    r = invoke(*publish_args(release, image, "127.0.0.1:9/team/nowhere", "beta"))
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [r.stderr.strip()]
     assert "unreachable" in r.stderr
@@ -221,7 +222,7 @@ def test_unreachable_registry_is_one_clear_line(tmp_path, image):
 
 def test_unknown_image_is_exit_2(tmp_path, registry, image):
     release = Release(tmp_path, image)
-    r = run_cli(*publish_args(release, "sha256:" + "9" * 64, f"{registry.host}/team/x", "beta"))
+    r = invoke(*publish_args(release, "sha256:" + "9" * 64, f"{registry.host}/team/x", "beta"))
     assert r.returncode == 2
     assert "not found" in r.stderr
 
@@ -239,13 +240,13 @@ def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
             "RELEASEKIT_REGISTRY_PASSWORD": "wrong",
             "RELEASEKIT_REGISTRY_HOST": reg.host,
         }
-        refused = run_cli(*publish_args(release, image, target, "beta"), env=wrong)
+        refused = invoke(*publish_args(release, image, target, "beta"), env=wrong)
         assert refused.returncode == 2
         assert "refused the credentials" in refused.stderr
         assert tags_of(reg, repo, good) == []
 
         # No credentials at all: the registry asks, and we have nothing to answer with.
-        anonymous = run_cli(
+        anonymous = invoke(
             *publish_args(release, image, target, "beta"), env={"DOCKER_CONFIG": str(tmp_path / "empty")}
         )
         assert anonymous.returncode == 2
@@ -256,7 +257,7 @@ def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
             "RELEASEKIT_REGISTRY_PASSWORD": secret,
             "RELEASEKIT_REGISTRY_HOST": reg.host,
         }
-        ok = run_cli(*publish_args(release, image, target, "beta"), env=right)
+        ok = invoke(*publish_args(release, image, target, "beta"), env=right)
         assert ok.returncode == 0, ok.stdout + ok.stderr
         digest = json.loads(ok.stdout)["digest"]
         assert manifest_digest(reg, repo, "beta", good) == digest
@@ -272,7 +273,7 @@ def test_auth_refused_then_accepted_and_no_secret_leaks(tmp_path, image):
                 assert secret.encode() not in client.get_blob(repo, layer["digest"])
         assert secret not in (reg.root / "registry.log").read_text(errors="replace")
 
-        promoted = run_cli(
+        promoted = invoke(
             "promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", env=right
         )
         assert promoted.returncode == 0, promoted.stdout + promoted.stderr
@@ -283,14 +284,14 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
     release = Release(tmp_path, image)
     repo = "team/promote"
     target = f"{registry.host}/{repo}"
-    r = run_cli(*publish_args(release, image, target, "beta"))
+    r = invoke(*publish_args(release, image, target, "beta"))
     assert r.returncode == 0, r.stderr
     digest = json.loads(r.stdout)["digest"]
 
     # Held to a stricter matrix (a cell with no receipt), promotion is refused.
     stricter = tmp_path / "stricter.yaml"
     stricter.write_text(MANIFEST + EXTRA_CELL, encoding="utf-8")
-    refused = run_cli(
+    refused = invoke(
         "promote",
         "--from",
         f"{target}:beta",
@@ -305,7 +306,7 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
     assert "RECEIPT_MISSING" in codes
     assert "stable" not in tags_of(registry, repo)
 
-    ok = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json")
+    ok = invoke("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads(ok.stdout)["digest"] == digest
     assert manifest_digest(registry, repo, "stable") == digest == manifest_digest(registry, repo, "beta")
@@ -317,7 +318,7 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
             pass
     finally:
         docker_client.api.remove_image(f"{target}:sideload", noprune=True)
-    bare = run_cli("promote", "--from", f"{target}:sideload", "--to", f"{target}:stable2", "--json")
+    bare = invoke("promote", "--from", f"{target}:sideload", "--to", f"{target}:stable2", "--json")
     assert bare.returncode == 1
     assert [f["code"] for f in json.loads(bare.stdout)["findings"]["findings"]] == ["ATTACHMENTS_MISSING"]
     assert "stable2" not in tags_of(registry, repo)

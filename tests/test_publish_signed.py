@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from publish_support import MANIFEST, Release, publish_args, run_cli
+from cli_run import invoke
+from publish_support import MANIFEST, Release, publish_args
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import SSlibKey
 
@@ -49,7 +50,7 @@ def tags_of(reg, repository: str) -> list[str]:
 
 
 def promote(target: str, *extra: str) -> tuple[int, dict | None, str]:
-    r = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", *extra)
+    r = invoke("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", *extra)
     try:
         return r.returncode, json.loads(r.stdout), r.stderr
     except ValueError:
@@ -69,11 +70,11 @@ def test_signed_release_is_attached_by_tag_and_promoted_only_with_the_trusted_ke
     target = f"{registry.host}/{repo}"
 
     # Signed evidence and no key to check it with: missing input, nothing pushed.
-    nokey = run_cli(*publish_args(release, image, target, "beta"))
+    nokey = invoke(*publish_args(release, image, target, "beta"))
     assert nokey.returncode == 2 and "--trusted-key" in nokey.stderr
     assert tags_of(registry, repo) == []
 
-    r = run_cli(*publish_args(release, image, target, "beta"), "--trusted-key", str(keys["public"]))
+    r = invoke(*publish_args(release, image, target, "beta"), "--trusted-key", str(keys["public"]))
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout)
     digest = result["digest"]
@@ -116,7 +117,7 @@ def test_signed_release_is_attached_by_tag_and_promoted_only_with_the_trusted_ke
 def test_promote_with_a_trusted_key_refuses_unsigned_evidence(tmp_path, registry, image, keys):
     release = Release(tmp_path, image)
     target = f"{registry.host}/team/unsigned"
-    r = run_cli(*publish_args(release, image, target, "beta"))
+    r = invoke(*publish_args(release, image, target, "beta"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["signed"] is None
     code, out, _ = promote(target, "--trusted-key", str(keys["public"]))
@@ -135,10 +136,10 @@ def test_policy_signed_refuses_an_unsigned_release(tmp_path, registry, image, ke
         tmp_path, image, manifest_text=MANIFEST + "publish:\n  repository: x.invalid/y\n  signed: true\n"
     )
     repo = "team/policy-signed"
-    nokey = run_cli(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
+    nokey = invoke(*publish_args(release, image, f"{registry.host}/{repo}", "beta"))
     assert nokey.returncode == 1, nokey.stdout + nokey.stderr
     assert finding_codes(json.loads(nokey.stdout), "error") == ["EVIDENCE_UNSIGNED"]
-    r = run_cli(
+    r = invoke(
         *publish_args(release, image, f"{registry.host}/{repo}", "beta"), "--trusted-key", str(keys["public"])
     )
     assert r.returncode == 1, r.stdout + r.stderr
@@ -156,12 +157,12 @@ def test_unsigned_evidence_is_accepted_only_out_loud_and_refused_with_require_si
     repo = "team/unsigned-loud"
     target = f"{registry.host}/{repo}"
 
-    refused = run_cli(*publish_args(release, image, target, "beta"), "--require-signed")
+    refused = invoke(*publish_args(release, image, target, "beta"), "--require-signed")
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert finding_codes(json.loads(refused.stdout), "error") == ["EVIDENCE_UNSIGNED"]
     assert tags_of(registry, repo) == []
 
-    r = run_cli(*publish_args(release, image, target, "beta"))
+    r = invoke(*publish_args(release, image, target, "beta"))
     assert r.returncode == 0, r.stdout + r.stderr
     warning = [line for line in r.stderr.splitlines() if line.startswith("releasekit: warning:")]
     assert len(warning) == 1 and "NOT signed" in warning[0], r.stderr
@@ -190,9 +191,9 @@ def test_forged_unsigned_evidence_is_refused_with_require_signed(tmp_path, regis
     assert statement["predicate"]["verificationResult"] == "PASSED"
     repo = "team/forged-unsigned"
     target = f"{registry.host}/{repo}"
-    r = run_cli(*publish_args(forged, image, target, "beta"), "--require-signed")
+    r = invoke(*publish_args(forged, image, target, "beta"), "--require-signed")
     assert r.returncode == 1 and finding_codes(json.loads(r.stdout), "error") == ["EVIDENCE_UNSIGNED"]
-    r = run_cli(
+    r = invoke(
         *publish_args(forged, image, target, "beta"), "--require-signed", "--trusted-key", str(keys["public"])
     )
     # The forged receipts are refused too: no validating host signed them.
@@ -250,7 +251,7 @@ def test_a_non_canonical_base64_envelope_is_refused(tmp_path, registry, image, k
     assert len(respelled) >= 4
     # Through publish: the line-wrapped payload is a finding, and nothing is pushed.
     path.write_text(json.dumps(respelled[0]))
-    r = run_cli(*publish_args(release, image, target, "beta"), "--trusted-key", str(keys["public"]))
+    r = invoke(*publish_args(release, image, target, "beta"), "--trusted-key", str(keys["public"]))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "SIGNATURE_ENCODING" in finding_codes(json.loads(r.stdout), "error")
     assert tags_of(registry, repo) == []
@@ -268,7 +269,7 @@ def test_publish_refuses_a_flipped_byte_and_evidence_of_another_image(
     envelope["payload"] = base64.b64encode(bytes(payload)).decode()
     path.write_text(json.dumps(envelope))
     repo = "team/flipped"
-    r = run_cli(
+    r = invoke(
         *publish_args(flipped, image, f"{registry.host}/{repo}", "beta"), "--trusted-key", str(keys["public"])
     )
     assert r.returncode == 1, r.stdout + r.stderr
@@ -281,7 +282,7 @@ def test_publish_refuses_a_flipped_byte_and_evidence_of_another_image(
     elsewhere.write_provenance()
     elsewhere.write_verification()
     repo = "team/elsewhere"
-    r = run_cli(
+    r = invoke(
         *publish_args(elsewhere, image, f"{registry.host}/{repo}", "beta"),
         "--trusted-key",
         str(keys["public"]),
@@ -297,7 +298,7 @@ def test_promote_refuses_signed_evidence_for_another_digest(tmp_path, registry, 
     sign(release, keys["private"])
     repo = "team/swapped"
     target = f"{registry.host}/{repo}"
-    r = run_cli(*publish_args(release, image, target, "beta"), "--trusted-key", str(keys["public"]))
+    r = invoke(*publish_args(release, image, target, "beta"), "--trusted-key", str(keys["public"]))
     assert r.returncode == 0, r.stdout + r.stderr
     digest = json.loads(r.stdout)["digest"]
 
@@ -340,7 +341,7 @@ def test_publish_finds_the_manifest_on_the_demo_layout(tmp_path, registry, image
     for cell in REQUIRED_CELLS:
         release.write_receipt(cell)
     repo = "team/demo-layout"
-    r = run_cli(
+    r = invoke(
         *publish_args(release, image, f"{registry.host}/{repo}", "beta"), "--evidence", str(release.evidence)
     )
     assert r.returncode == 0, r.stdout + r.stderr
@@ -363,7 +364,7 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
     repo = "team/signed-sbom"
     target = f"{registry.host}/{repo}"
     strict = ("--trusted-key", str(keys["public"]), "--require-signed")
-    r = run_cli(*publish_args(release, image, target, "beta"), *strict)
+    r = invoke(*publish_args(release, image, target, "beta"), *strict)
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert result["signed"]["files"] == [
@@ -404,7 +405,7 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
 
     # The same swap in the release directory: refused before anything is pushed.
     (release.evidence / "sbom.cdx.json").write_text(_swapped(text), encoding="utf-8")
-    r = run_cli(*publish_args(release, image, f"{registry.host}/team/swapped-sbom", "beta"), *strict)
+    r = invoke(*publish_args(release, image, f"{registry.host}/team/swapped-sbom", "beta"), *strict)
     assert r.returncode == 1, r.stdout + r.stderr
     assert sorted(finding_codes(json.loads(r.stdout), "error")) == [
         "SBOM_MISMATCH",
@@ -415,10 +416,10 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
     # An unsigned SBOM (the rest signed): refused under --require-signed, said out loud without it.
     (release.evidence / "sbom.cdx.json").write_text(text, encoding="utf-8")
     (release.evidence / "sbom.cdx.dsse.json").unlink()
-    r = run_cli(*publish_args(release, image, f"{registry.host}/team/unsigned-sbom", "beta"), *strict)
+    r = invoke(*publish_args(release, image, f"{registry.host}/team/unsigned-sbom", "beta"), *strict)
     assert r.returncode == 1, r.stdout + r.stderr
     assert finding_codes(json.loads(r.stdout), "error") == ["SBOM_UNSIGNED"]
     assert tags_of(registry, "team/unsigned-sbom") == []
-    r = run_cli(*publish_args(release, image, f"{registry.host}/team/unsigned-sbom", "beta"), *strict[:2])
+    r = invoke(*publish_args(release, image, f"{registry.host}/team/unsigned-sbom", "beta"), *strict[:2])
     assert r.returncode == 0, r.stdout + r.stderr
     assert finding_codes(json.loads(r.stdout), "warning") == ["SBOM_UNSIGNED"]

@@ -20,12 +20,13 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from cli_run import invoke
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
-from publish_support import Release, build_image, publish_args, run_cli
+from publish_support import Release, build_image, publish_args
 
 from releasekit.demo.localregistry import TokenAuth, free_port, start_local_registry
 from releasekit.registry import RegistryClient, RegistryCredentials
@@ -149,7 +150,7 @@ def test_publish_and_promote_through_a_bearer_token_service(tmp_path, docker_cli
                 "RELEASEKIT_REGISTRY_PASSWORD": "nope",
                 "RELEASEKIT_REGISTRY_HOST": reg.host,
             }
-            refused = run_cli(*publish_args(release, image, target, "beta"), env=wrong)
+            refused = invoke(*publish_args(release, image, target, "beta"), env=wrong)
             assert refused.returncode == 2
             assert "refused the credentials" in refused.stderr
             assert tokens.requests and not tokens.requests[-1]["ok"]
@@ -159,7 +160,7 @@ def test_publish_and_promote_through_a_bearer_token_service(tmp_path, docker_cli
                 "RELEASEKIT_REGISTRY_PASSWORD": secret,
                 "RELEASEKIT_REGISTRY_HOST": reg.host,
             }
-            ok = run_cli(*publish_args(release, image, target, "beta"), env=right)
+            ok = invoke(*publish_args(release, image, target, "beta"), env=right)
             assert ok.returncode == 0, ok.stdout + ok.stderr
             digest = json.loads(ok.stdout)["digest"]
             # Both the engine's push and releasekit's own calls asked the token service for push rights.
@@ -170,7 +171,7 @@ def test_publish_and_promote_through_a_bearer_token_service(tmp_path, docker_cli
                 for s in r["scope"]
             )
 
-            promoted = run_cli(
+            promoted = invoke(
                 "promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json", env=right
             )
             assert promoted.returncode == 0, promoted.stdout + promoted.stderr

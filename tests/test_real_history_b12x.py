@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_run import run_cli
+from cli_run import invoke
 from corpus import Corpus, tree_digest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,8 +39,8 @@ def run(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Run:
     env = {"RELEASEKIT_CACHE": str(work / "cache")}
     before = tree_digest(corpus.path(NAME))
     mirror = corpus.mirror_args(NAME)
-    check = run_cli("plan", "check", str(MANIFEST), "--no-forge", "--json", *mirror, env=env)
-    lock = run_cli(
+    check = invoke("plan", "check", str(MANIFEST), "--no-forge", "--json", *mirror, env=env)
+    lock = invoke(
         "plan", "lock", str(MANIFEST), "-o", str(work / "lock.json"), "--no-forge", *mirror, env=env
     )
     return Run(before, check, json.loads(check.stdout) if check.stdout else {}, lock)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_run import run_cli
+from cli_run import invoke
 from corpus import Corpus, tree_digest
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -35,7 +35,7 @@ PINNED_WHEELS = (
 
 
 def releasekit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, env=env)
+    return invoke(*args, env=env)
 
 
 @dataclass(frozen=True)

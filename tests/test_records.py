@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from publish_support import Release
 
 from releasekit.errors import InputError
@@ -94,18 +93,6 @@ def rename_field(path: Path, old: str, new: str) -> None:
     path.write_text(json.dumps(data, indent=2))
 
 
-def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *map(str, args)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def assert_one_line_refusal(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
@@ -131,7 +118,7 @@ def test_lock_round_trips(release: Release) -> None:
 
 def test_a_lock_with_a_renamed_field_is_refused_by_publish(release: Release) -> None:
     rename_field(release.lock, "toolchain", "toolChain")
-    proc = cli(
+    proc = invoke(
         "publish",
         "--image",
         IMAGE_ID,
@@ -170,7 +157,7 @@ def test_a_build_record_with_a_renamed_field_is_refused_by_verify_provenance(rel
     data = json.loads(path.read_text())
     data["components"][0]["wheel"] = data["components"][0].pop("wheel_sha256")
     path.write_text(json.dumps(data))
-    proc = cli(
+    proc = invoke(
         "verify-provenance",
         IMAGE_ID,
         "--lock",

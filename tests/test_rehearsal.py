@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import invoke
 from corpus import Corpus, run_rehearsal, tree_digest
 from stable import archive_bytes, assert_same_record
 
@@ -70,15 +68,12 @@ def test_the_dress_rehearsal_runs_with_every_expected_exit_code(
 
     # Issue 35: an empty image ID reached the engine as Docker's NullResource, an internal error.
     manifest_copy = str(work / "manifests" / "ds4-sm120-rehearsal.yaml")
-    env = {key: value for key, value in os.environ.items() if key != "RELEASEKIT_MIRRORS"}
-    env |= {"PYTHONPATH": str(REPO)}
+    env: dict[str, str | None] = {"RELEASEKIT_MIRRORS": None}
     for args in (
         ["verify-provenance", "", "--lock", str(work / "lock.json"), "--artifacts", str(work / "rel")],
         ["validate", manifest_copy, "--image", "", "--dry-run"],
     ):
-        empty = subprocess.run(
-            [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, env=env, cwd=work
-        )
+        empty = invoke(*args, env=env, cwd=work)
         assert empty.returncode == 2, (args, empty.stdout, empty.stderr)
         assert len(empty.stderr.strip().splitlines()) == 1 and "internal error" not in empty.stderr, (
             empty.stderr

@@ -9,15 +9,14 @@ directory there. Each run must end in one line on stderr and exit 2, leave no pa
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from test_release_dir_hostile import _verify
 from test_verify_redteam import Release
 
@@ -45,12 +44,12 @@ def tmpfs(where: Path, size: int) -> Iterator[Path]:
 
 
 def _build(rel: Release, outdir: Path, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
+    env = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     if cache is not None:
         env["RELEASEKIT_CACHE"] = str(cache)
-    argv = [sys.executable, "-m", "releasekit", "build", str(rel.manifest), "--lock", str(rel.lock)]
+    argv = ["build", str(rel.manifest), "--lock", str(rel.lock)]
     argv += ["-o", str(outdir), "--tag", f"releasekit-test/diskfull:{uuid.uuid4().hex[:12]}"]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    return invoke(*argv, env=env)
 
 
 def _one_line_no_space(code: int, stderr: str) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_run import releasekit_argv
 from test_verify_redteam import Release
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -62,7 +63,8 @@ def _verify(
 ) -> Run:
     """``releasekit verify-provenance`` in a child: its exit, output, time and own peak RSS (``wait4``).
     Its stdout and stderr go to files in ``logs`` (default: beside the release directory)."""
-    argv = [sys.executable, "-m", "releasekit", "verify-provenance", rel.image_id, "--lock", str(rel.lock)]
+    # A child process: its own peak RSS and wall time are measured, and it is killed if it overruns.
+    argv = releasekit_argv("verify-provenance", rel.image_id, "--lock", str(rel.lock))
     argv += ["--artifacts", str(artifacts), "--allow-local-repos", "--deadline", str(int(timeout)), *extra]
     logs = logs or artifacts.parent
     out, err, rss = logs / "stdout.txt", logs / "stderr.txt", logs / "rss.txt"

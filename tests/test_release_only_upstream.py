@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_run import invoke
 from forge import Forge
 
 from releasekit.git.runner import Git
@@ -121,15 +121,8 @@ def test_a_branch_started_on_a_newer_upstream_is_brought_in_by_its_base(fork_wor
 
 
 def _cli(*args: str, env_cache: Path) -> subprocess.CompletedProcess[str]:
-    import os
-
-    env = {**os.environ, "RELEASEKIT_CACHE": str(env_cache), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", "audit", "release-only", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    env = {"RELEASEKIT_CACHE": str(env_cache), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
+    return invoke("audit", "release-only", *args, env=env)
 
 
 def _manifest(tmp_path: Path, fork_world: Fork, upstream_repo: str) -> Path:
@@ -204,22 +197,7 @@ def test_plan_check_reads_the_component_upstream_too(fork_world: Fork, tmp_path:
 
     manifest = _manifest(tmp_path, fork_world, fork_world.upstream.url)
     env = {**os.environ, "RELEASEKIT_CACHE": str(tmp_path / "cache"), "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "plan",
-            "check",
-            str(manifest),
-            "--release",
-            "vllm=release",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    r = invoke("plan", "check", str(manifest), "--release", "vllm=release", "--json", env=env)
     assert r.returncode == 1, r.stderr
     (report,) = json.loads(r.stdout)["release_only"]
     assert report["upstream"]["commits"] == UPSTREAM_COMMITS
@@ -249,22 +227,7 @@ def test_the_fork_audit_runs_few_git_processes_and_no_full_patch_ids(
     (bindir / "git").chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "RELEASEKIT_CACHE": str(tmp_path / "c")}
     args = ["--repo", str(fork_world.fork.work), "--release", "release", "--canonical", "main"]
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "audit",
-            "release-only",
-            *args,
-            "--upstream",
-            "upstream/main",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    r = invoke("audit", "release-only", *args, "--upstream", "upstream/main", "--json", env=env)
     assert r.returncode == 1 and json.loads(r.stdout)["upstream"]["commits"] == UPSTREAM_COMMITS
 
     def subcommand(line: str) -> str:
@@ -280,12 +243,7 @@ def test_the_fork_audit_runs_few_git_processes_and_no_full_patch_ids(
     # Without an upstream, the upstream merge's side branch is checked for a squash on canonical:
     # by changed paths first, so no full diff is read when no canonical commit changes those paths.
     log.unlink()
-    r = subprocess.run(
-        [sys.executable, "-m", "releasekit", "audit", "release-only", *args, "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    r = invoke("audit", "release-only", *args, "--json", env=env)
     assert r.returncode == 1 and len(json.loads(r.stdout)["release_only"]) == 4 + UPSTREAM_COMMITS
     calls = [subcommand(line) for line in log.read_text().splitlines()]
     assert "patch-id" not in calls and "diff" in calls

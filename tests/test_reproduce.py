@@ -18,12 +18,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 
 from releasekit.publish.attachments import TITLE, attachment_tag
 from releasekit.registry import RegistryClient
@@ -32,18 +32,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 PULLBACK_REPO = "demo/pullback"
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=full,
-        timeout=1200,
-    )
 
 
 class World:
@@ -108,7 +96,7 @@ def reproduce_world(tmp_path_factory, docker_client):
             # trusts its copy): a publish through a registry proxy that answers the pull-back with
             # other manifest bytes. The test below reads the outcome.
             with _swapping_proxy(reg.host) as (proxy, handler):
-                w.swap_result = run_cli(
+                w.swap_result = invoke(
                     "publish",
                     "--image",
                     w.image_id,
@@ -131,7 +119,7 @@ def reproduce_world(tmp_path_factory, docker_client):
                     env={"RELEASEKIT_CACHE": str(w.cache)},
                 )
                 w.swapped = list(handler.swapped)
-            r = run_cli(
+            r = invoke(
                 "publish",
                 "--image",
                 w.image_id,
@@ -222,7 +210,7 @@ def test_reproduce_from_the_registry_with_every_source_gone(reproduce_world):
     # The sources and every mirror of them leave the disk: only the registry's attachments remain.
     shutil.rmtree(reproduce_world.demo)
     shutil.rmtree(reproduce_world.cache / "git", ignore_errors=True)
-    r = run_cli(
+    r = invoke(
         "reproduce",
         f"{reproduce_world.host}/{reproduce_world.repo}@{reproduce_world.digest}",
         "--json",
@@ -238,7 +226,7 @@ def test_reproduce_from_the_registry_with_every_source_gone(reproduce_world):
         (reproduce_world.cache / "git").glob("*.git")
     )
     # A tag is resolved to its digest first.
-    by_tag = run_cli(
+    by_tag = invoke(
         "reproduce",
         f"{reproduce_world.host}/{reproduce_world.repo}:r1",
         "--json",
@@ -260,9 +248,7 @@ def test_tampered_archive_blob_is_refused_before_building(reproduce_world):
         layer["digest"] = client.push_blob(reproduce_world.repo, bytes(data))
         client.put_manifest(reproduce_world.repo, tag, json.dumps(manifest).encode(), original.media_type)
         try:
-            r = run_cli(
-                "reproduce", f"{reproduce_world.host}/{reproduce_world.repo}@{reproduce_world.digest}"
-            )
+            r = invoke("reproduce", f"{reproduce_world.host}/{reproduce_world.repo}@{reproduce_world.digest}")
         finally:
             client.put_manifest(reproduce_world.repo, tag, original.data, original.media_type)
     assert r.returncode == 2, r.stdout + r.stderr
@@ -275,7 +261,7 @@ def test_tampered_archive_blob_is_refused_before_building(reproduce_world):
     shutil.copytree(reproduce_world.saved_release, tampered)
     lock = tampered / "archive" / "lock.json"
     lock.write_text(lock.read_text().replace('"name"', '"name" ', 1))
-    r = run_cli("reproduce", "--from", str(tampered))
+    r = invoke("reproduce", "--from", str(tampered))
     assert r.returncode == 2, r.stdout + r.stderr
     assert "archive/lock.json" in r.stderr, r.stderr
 

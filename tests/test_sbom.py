@@ -332,7 +332,8 @@ def test_the_gate_refuses_an_sbom_of_another_image_or_not_cyclonedx(tmp_path):
 
 @pytest.mark.docker
 def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, image):
-    from publish_support import Release, publish_args, run_cli
+    from cli_run import invoke
+    from publish_support import Release, publish_args
 
     from releasekit.demo.localregistry import start_local_registry
     from releasekit.registry import RegistryClient
@@ -342,7 +343,7 @@ def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, 
     (release.evidence / SBOM_FILE).write_text(text, encoding="utf-8")
     with start_local_registry(tmp_path / "registry") as registry:
         target = f"{registry.host}/team/sbom"
-        published = run_cli(*publish_args(release, image, target, "beta"))
+        published = invoke(*publish_args(release, image, target, "beta"))
         assert published.returncode == 0, published.stdout + published.stderr
         result = json.loads(published.stdout)
         with RegistryClient(registry.host) as client:
@@ -361,7 +362,7 @@ def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, 
         counts = SbomView.from_json(json.loads(text)).counts()
         assert f"- components and files: {', '.join(f'{n} {k}' for k, n in counts.items())}" in notes
         assert counts["files"] > 0 and counts["library"] == 5  # three distributions, two Debian packages
-        promoted = run_cli("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json")
+        promoted = invoke("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json")
         assert promoted.returncode == 0, promoted.stdout + promoted.stderr
         assert any(
             c["name"] == "the SBOM describes this image" and c["passed"]
@@ -369,7 +370,7 @@ def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, 
         )
         # An SBOM of another image is refused before anything reaches the registry.
         (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(_ctx(IMAGE), CREATED)), encoding="utf-8")
-        refused = run_cli(*publish_args(release, image, f"{registry.host}/team/sbom-wrong", "beta"))
+        refused = invoke(*publish_args(release, image, f"{registry.host}/team/sbom-wrong", "beta"))
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert "SBOM_WRONG_IMAGE" in refused.stdout
 

@@ -90,6 +90,7 @@ def test_sign_signs_every_statement_from_each_key_source(tmp_path, keys, source)
         os.write(write_end, pem.encode())
         os.close(write_end)
         try:
+            # A child process: the descriptor is handed to it (pass_fds), as a user's shell does.
             run = cli(
                 "sign", str(release.evidence), "--key-fd", str(read_end), "--json", pass_fds=(read_end,)
             )

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from publish_support import REQUIRED_CELLS, Release, publish_args, run_cli
+from cli_run import invoke
+from publish_support import REQUIRED_CELLS, Release, publish_args
 
 from releasekit.errors import InputError
 from releasekit.records.base import write_record
@@ -135,7 +136,7 @@ def _staged_release(root: Path, image: str, registry, keys: dict[str, Path], rep
     signer = load_signer(keys["private"])
     sign_statement_file(signer, release.evidence / "provenance.intoto.json")
     sign_summary_file(signer, release.evidence / "verification_summary.json", image)
-    r = run_cli(
+    r = invoke(
         *("stage", "--image", image, "--lock", str(release.lock), "--staging", f"{registry.host}/{repo}"),
         *("--trusted-key", str(keys["public"]), "--require-signed", "--signing-key", str(keys["private"])),
     )
@@ -156,7 +157,7 @@ def _tags(registry, repo: str) -> list[str]:
 
 
 def _publish(release: Release, image: str, target: str, *extra: str) -> tuple[int, dict | None, str]:
-    r = run_cli(
+    r = invoke(
         *publish_args(release, image, target, "beta"),
         *("--staged", str(release.evidence / "staging.json")),
         *extra,
@@ -216,7 +217,7 @@ def test_publish_staged_refuses_forged_receipts_and_takes_a_signed_chain(tmp_pat
     receipt_envelopes = [f"receipts/{cell}.dsse.json" for cell in REQUIRED_CELLS]
     assert set(receipt_envelopes) <= set(out["signed"]["files"])
     assert set(receipt_envelopes) <= set(out["signers"])
-    r = run_cli(*("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json"), *strict)
+    r = invoke(*("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json"), *strict)
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(receipt_envelopes) <= set(json.loads(r.stdout)["signers"])
 
@@ -256,21 +257,21 @@ def test_a_gpu_host_refuses_an_edited_or_unsigned_staging_json_before_anything_r
         str(staging),
         "--dry-run",
     )
-    r = run_cli(*validate, *strict)
+    r = invoke(*validate, *strict)
     assert r.returncode == 1 and "SIGNED_EVIDENCE_MISMATCH" in r.stderr, r.stdout + r.stderr
     out = tmp_path / "tests-out"
     test = ("test", str(release.manifest), "--image", reference, "--staged", str(staging), "-o", str(out))
-    r = run_cli(*test, *strict)
+    r = invoke(*test, *strict)
     assert r.returncode == 1 and "SIGNED_EVIDENCE_MISMATCH" in r.stderr, r.stdout + r.stderr
     code, _, stderr = _publish(release, image, f"{registry.host}/team/links-edited", *strict)
     assert code == 1 and "SIGNED_EVIDENCE_MISMATCH" in stderr, stderr
 
     # Unsigned (the envelope removed) under --require-signed; signed by a stranger.
     (release.evidence / STAGING_ENVELOPE_FILE).unlink()
-    r = run_cli(*validate, "--require-signed")
+    r = invoke(*validate, "--require-signed")
     assert r.returncode == 1 and "STAGING_UNSIGNED" in r.stderr, r.stdout + r.stderr
     sign_staging_file(load_signer(keys["stranger"]), staging)
-    r = run_cli(*test, *strict)
+    r = invoke(*test, *strict)
     assert r.returncode == 1 and "SIGNER_UNTRUSTED" in r.stderr, r.stdout + r.stderr
     assert _containers_of(docker_client, image) == before  # no container of the candidate was ever created
     assert not out.exists() or not any(out.iterdir())

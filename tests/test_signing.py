@@ -8,10 +8,10 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke, run_cli
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from securesystemslib.dsse import Envelope as SslibEnvelope
@@ -48,26 +48,14 @@ STATEMENT = json.dumps(
 ).encode()
 
 
-def cli(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, **kwargs: object
-) -> subprocess.CompletedProcess[str]:
-    """``python -m releasekit ARGS`` from this checkout, without a signing key in its environment
-    unless ``env`` gives one; ``kwargs`` go to ``subprocess.run`` (``pass_fds``)."""
-    full = dict(os.environ)
-    full.pop(ENV_KEY, None)
-    full.pop(ENV_KEY_FILE, None)
-    full.update(env or {})
-    repo = Path(__file__).resolve().parents[1]
-    full["PYTHONPATH"] = str(repo) + os.pathsep + full.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        cwd=cwd or repo,
-        timeout=120,
-        **kwargs,  # type: ignore[call-overload]
-    )
+def cli(*args: str, env: dict[str, str] | None = None, **child: object) -> subprocess.CompletedProcess[str]:
+    """``releasekit ARGS`` without a signing key in its environment unless ``env`` gives one; in this
+    process, or in a child when ``child`` holds arguments for it (``pass_fds``: a descriptor is handed
+    over)."""
+    unset: dict[str, str | None] = {ENV_KEY: None, ENV_KEY_FILE: None}
+    if child:
+        return run_cli(*args, env={**unset, **(env or {})}, timeout=120, **child)
+    return invoke(*args, env={**unset, **(env or {})})
 
 
 @pytest.fixture(params=KEY_TYPES)

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from publish_support import MANIFEST, Release, run_cli
+from cli_run import invoke
+from publish_support import MANIFEST, Release
 
 from releasekit.registry import RegistryClient
 from releasekit.signing import keyid_of, load_signer
@@ -31,7 +32,7 @@ def keys(tmp_path_factory) -> dict[str, Path]:
 
 
 def _stage(release: Release, image: str, staging: str, *extra: str):
-    return run_cli(
+    return invoke(
         *("stage", "--image", image, "--lock", str(release.lock), "--staging", staging, "--json"), *extra
     )
 
@@ -90,7 +91,7 @@ def test_stage_takes_a_signed_summary_and_warns_on_an_unsigned_one(tmp_path, reg
     assert "releasekit: warning:" in r.stderr and "NOT signed" in r.stderr
 
     sign_summary_file(load_signer(keys["private"]), summary, image)
-    r = run_cli(
+    r = invoke(
         *("stage", "--image", image, "--lock", str(release.lock), "--staging", f"{registry.host}/team/e"),
         *("--trusted-key", str(keys["public"]), "--require-signed"),
     )

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_run import run_cli
+from cli_run import invoke
 from forge import Forge
 from github_server import PR, GitHubServer
 from plan_world import plan_check, plan_lock
@@ -75,9 +75,7 @@ def test_the_plan_table_shows_the_forge_state_and_the_failing_code(
     result = plan_check(loaded, PlanCheckOptions(lock=lock, allow_local=True, require_forge=True))
     write_record(result, tmp_path / "plan-check.json")
 
-    proc = run_cli(
-        "summary", "plan", str(tmp_path / "plan-check.json"), "--lock", str(tmp_path / "lock.json")
-    )
+    proc = invoke("summary", "plan", str(tmp_path / "plan-check.json"), "--lock", str(tmp_path / "lock.json"))
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert text.startswith("## Plan check: ❌ failed\n"), text

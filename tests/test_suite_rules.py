@@ -9,7 +9,10 @@
   no Docker test behind;
 - no test writes ``os.environ`` itself (``monkeypatch.setenv``/``delenv``, or a
   ``pytest.MonkeyPatch.context()`` in a module fixture, restore what they change);
-- a ``test_*.py`` module holds tests: helpers live in modules named otherwise.
+- a ``test_*.py`` module holds tests: helpers live in modules named otherwise;
+- one CLI runner (issue 42): only ``cli_run.py`` spawns ``python -m releasekit`` or calls
+  ``releasekit.cli.main``; a test takes ``invoke`` (in-process) or, where the process itself is
+  the subject, ``run_cli``/``start_cli``/``releasekit_argv``.
 
 Each rule is shown able to fail on a small suite written in tmp_path.
 """
@@ -23,6 +26,10 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 POLICY_MODULE = "conftest.py"
+RUNNER_MODULE = "cli_run.py"
+# (module, fixture) that still spawn the CLI themselves: fixtures being reworked apart (issue 42:
+# the demo release built once per run, one definition of each fixture); move them to cli_run then.
+RUNNER_EXEMPT = frozenset({(POLICY_MODULE, "demo_run"), ("test_test_stage.py", "release")})
 ENGINE_FIXTURE = "docker_client"
 ENV_MUTATORS = frozenset({"pop", "update", "setdefault", "clear", "popitem", "__setitem__", "__delitem__"})
 
@@ -145,9 +152,11 @@ def _is_environ(node: ast.expr) -> bool:
 
 
 def environment_writes(root: Path) -> list[str]:
-    """Writes to the process environment that nothing restores."""
+    """Writes to the process environment that nothing restores (the runner restores all of it)."""
     problems: list[tuple[str, int]] = []
     for name, tree in _modules(root).items():
+        if name == RUNNER_MODULE:
+            continue
         for node in ast.walk(tree):
             targets: list[ast.expr] = []
             if isinstance(node, ast.Assign):
@@ -178,12 +187,48 @@ def helpers_named_as_tests(root: Path) -> list[str]:
     ]
 
 
+def _spawns_releasekit(node: ast.AST) -> bool:
+    """A command line holding ``-m releasekit`` (``[sys.executable, "-m", "releasekit", ...]``)."""
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return False
+    words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+    return any(a == "-m" and b == "releasekit" for a, b in zip(words, words[1:], strict=False))
+
+
+def _calls_main(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom) and node.module == "releasekit.cli":
+        return any(a.name == "main" for a in node.names)
+    return isinstance(node, ast.Call) and _dotted(node.func) in ("cli.main", "releasekit.cli.main")
+
+
+def own_cli_runners(root: Path) -> list[str]:
+    """Runs of the CLI outside ``cli_run.py``: a child ``python -m releasekit``, or ``main`` called."""
+    problems: list[tuple[str, int, str]] = []
+    for name, tree in _modules(root).items():
+        if name == RUNNER_MODULE:
+            continue
+        exempt = [
+            range(n.lineno, (n.end_lineno or n.lineno) + 1)
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and (name, n.name) in RUNNER_EXEMPT
+        ]
+        for node in ast.walk(tree):
+            if any(getattr(node, "lineno", 0) in span for span in exempt):
+                continue
+            if _spawns_releasekit(node):
+                problems.append((name, node.lineno, "spawns python -m releasekit; use cli_run"))
+            elif _calls_main(node):
+                problems.append((name, node.lineno, "runs releasekit.cli.main itself; use cli_run.invoke"))
+    return [f"{name}:{line}: {what}" for name, line, what in sorted(problems)]
+
+
 def test_the_suite_keeps_its_rules() -> None:
     found = [
         *engine_probes(TESTS),
         *unmarked_docker_tests(TESTS),
         *environment_writes(TESTS),
         *helpers_named_as_tests(TESTS),
+        *own_cli_runners(TESTS),
     ]
     assert found == []
 
@@ -318,4 +363,52 @@ def test_a_helper_named_like_tests_is_found(tmp_path: Path) -> None:
     )
     assert helpers_named_as_tests(root) == [
         "test_support.py: a test_*.py module without tests; name the helper module otherwise"
+    ]
+
+
+def test_a_runner_of_its_own_is_found_and_the_one_runner_is_not(tmp_path: Path) -> None:
+    root = _suite(
+        tmp_path,
+        {
+            "cli_run.py": """
+                import subprocess
+                import sys
+
+                from releasekit.cli import main
+
+
+                def run_cli(*args):
+                    return subprocess.run([sys.executable, "-m", "releasekit", *args])
+            """,
+            "test_own.py": """
+                import subprocess
+                import sys
+
+                from releasekit import cli
+                from releasekit.cli import main
+
+
+                def _cli(*args):
+                    return subprocess.run(
+                        [
+                            sys.executable,
+                            "-m",
+                            "releasekit",
+                            *args,
+                        ]
+                    )
+
+
+                def test_inline():
+                    subprocess.Popen((sys.executable, "-m", "releasekit", "--version"))
+                    cli.main(["--version"])
+                    subprocess.run([sys.executable, "-m", "pytest"])
+            """,
+        },
+    )
+    assert own_cli_runners(root) == [
+        "test_own.py:6: runs releasekit.cli.main itself; use cli_run.invoke",
+        "test_own.py:11: spawns python -m releasekit; use cli_run",
+        "test_own.py:21: spawns python -m releasekit; use cli_run",
+        "test_own.py:22: runs releasekit.cli.main itself; use cli_run.invoke",
     ]

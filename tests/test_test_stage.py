@@ -17,6 +17,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from forge import Forge
 from plan_world import plan_lock
 from ruamel.yaml import YAML
@@ -342,20 +343,20 @@ def test_a_suite_run_again_writes_the_same_receipt_apart_from_its_times(release,
     proc, receipts, candidate, baseline = release
     args = list(proc.args)
     manifest, lock = args[4], args[args.index("--lock") + 1]
-    again = subprocess.run(
-        [sys.executable, "-m", "releasekit", "test", manifest, "--image", candidate, "--lock", lock]
-        + [
-            "--baseline-image",
-            baseline,
-            "--suite",
-            "preexisting",
-            "-o",
-            str(tmp_path),
-            "--allow-local-repos",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    again = invoke(
+        "test",
+        manifest,
+        "--image",
+        candidate,
+        "--lock",
+        lock,
+        "--baseline-image",
+        baseline,
+        "--suite",
+        "preexisting",
+        "-o",
+        str(tmp_path),
+        "--allow-local-repos",
     )
     assert again.returncode == 0, again.stdout + again.stderr
     first = json.dumps(receipts["preexisting"]).encode()
@@ -413,22 +414,8 @@ def _hygiene(
     root: Path, repo: Forge, pr: int, *, required: bool = True
 ) -> tuple[subprocess.CompletedProcess, dict]:
     manifest, lock = _manifest(root, repo, pr, [], hygiene_required=required)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "hygiene",
-            str(manifest),
-            "--lock",
-            str(lock),
-            "-o",
-            str(root / "out"),
-            "--allow-local-repos",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    proc = invoke(
+        "hygiene", str(manifest), "--lock", str(lock), "-o", str(root / "out"), "--allow-local-repos"
     )
     return proc, json.loads((root / "out" / "hygiene.json").read_text())
 

@@ -20,9 +20,10 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from forge import Forge
 from plan_world import plan_lock
-from publish_support import context_tar, run_cli
+from publish_support import context_tar
 from ruamel.yaml import YAML
 from second_engine import SecondEngine, second_engine
 from stable import assert_same_record
@@ -178,12 +179,12 @@ def hosts(tmp_path_factory, base_image, docker_client):
 
 
 def _on_b(engine_b: SecondEngine, *args: str):
-    return run_cli(*args, env={**engine_b.env, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"})
+    return invoke(*args, env={**engine_b.env, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"})
 
 
 def _stage(candidate: str, rel: Staged, staging: str, *extra: str):
     """``releasekit stage`` of ``candidate`` for ``rel``'s lock; it must succeed."""
-    staged = run_cli("stage", "--image", candidate, "--lock", str(rel.lock), "--staging", staging, *extra)
+    staged = invoke("stage", "--image", candidate, "--lock", str(rel.lock), "--staging", staging, *extra)
     assert staged.returncode == 0, staged.stdout + staged.stderr
     return staged
 
@@ -236,7 +237,7 @@ def test_stage_on_a_validate_and_test_on_b_publish_the_same_digest(hosts, docker
 
     # Publish on A from the staging repository: the same digest, no docker push of the image.
     release_repo = f"{registry.host}/team/release"
-    published = run_cli(
+    published = invoke(
         *("publish", "--staged", str(staging_json), "--lock", str(rel.lock), "--receipts", str(rel.receipts)),
         *(
             "--evidence",
@@ -266,7 +267,7 @@ def test_stage_on_a_validate_and_test_on_b_publish_the_same_digest(hosts, docker
     other_dir = root / "rel-local-receipts"
     other_dir.mkdir()
     (other_dir / "stub.json").write_text(json.dumps(local))
-    refused = run_cli(
+    refused = invoke(
         *("publish", "--staged", str(staging_json), "--lock", str(rel.lock), "--receipts", str(other_dir)),
         *(
             "--evidence",
@@ -360,7 +361,7 @@ def test_every_link_signed_by_its_host_and_published_under_require_signed(hosts,
     assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr
     assert (rel.evidence / "tests" / "app.smoke.dsse.json").is_file()
 
-    published = run_cli(
+    published = invoke(
         *("publish", "--staged", str(staging_json), "--lock", str(rel.lock), "--receipts", str(rel.receipts)),
         *("--evidence", str(rel.evidence), "--manifest", str(rel.manifest)),
         *("--to", f"{registry.host}/team/signed-release", "--tag", "beta", "--json"),

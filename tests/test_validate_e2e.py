@@ -12,12 +12,11 @@ is needed.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 
 from releasekit.clock import SystemClock
 from releasekit.demo.cpu_matrix import (
@@ -98,12 +97,6 @@ def receipts_digest(receipts: Path) -> str:
     return "\n".join(lines)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO
-    )
-
-
 def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
     tmp_path: Path, candidate: Candidate, docker_client
 ) -> None:
@@ -117,7 +110,7 @@ def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
     )
     try:
         receipts = tmp_path / "receipts"
-        proc = cli(
+        proc = invoke(
             "validate",
             str(manifest),
             "--image",
@@ -140,7 +133,7 @@ def test_a_switch_hidden_in_the_image_fails_the_cell_before_any_server_starts(
 def test_a_lock_the_image_was_not_built_from_is_refused(tmp_path: Path, candidate: Candidate) -> None:
     other = tmp_path / "other-lock.json"
     other.write_bytes(candidate.lock.read_bytes() + b"\n")
-    proc = cli(
+    proc = invoke(
         "validate",
         str(candidate.manifest),
         "--image",
@@ -170,7 +163,7 @@ def test_a_broken_candidate_of_the_same_model_fails_the_accuracy_gate(
     receipts.mkdir(exist_ok=True)
     shutil.copyfile(good_receipt, receipts / f"{GOOD_CELL}.json")
     out = receipts.parent / "receipts-broken"
-    proc = cli(
+    proc = invoke(
         "validate",
         str(candidate.manifest),
         "--image",

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from ruamel.yaml import YAML
 
 from releasekit.records.receipt import read_receipt
@@ -78,25 +78,17 @@ def manifest(tmp_path: Path, script: str) -> Path:
 
 def validate(tmp_path: Path, script: str, image: str) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "validate",
-            str(manifest(tmp_path, script)),
-            "--image",
-            image,
-            "-o",
-            str(tmp_path / "receipts"),
-            "--gpus",
-            "0",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    proc = invoke(
+        "validate",
+        str(manifest(tmp_path, script)),
+        "--image",
+        image,
+        "-o",
+        str(tmp_path / "receipts"),
+        "--gpus",
+        "0",
+        "--json",
         cwd=REPO,
-        timeout=120,
     )
     return proc, time.monotonic() - start
 
@@ -142,25 +134,17 @@ def test_a_gpu_cell_on_a_host_without_the_nvidia_runtime_fails_cleanly(
     data = YAML(typ="safe", pure=True).load(path)
     data["validation"]["cells"][0]["gpus"] = 1
     YAML(typ="safe", pure=True).dump(data, path)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "validate",
-            str(path),
-            "--image",
-            base_image.name,
-            "-o",
-            str(tmp_path / "receipts"),
-            "--gpus",
-            "1",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    proc = invoke(
+        "validate",
+        str(path),
+        "--image",
+        base_image.name,
+        "-o",
+        str(tmp_path / "receipts"),
+        "--gpus",
+        "1",
+        "--json",
         cwd=REPO,
-        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     receipt = read_receipt(tmp_path / "receipts" / "stub.json")

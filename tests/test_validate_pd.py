@@ -9,8 +9,6 @@ killed mid-run, and the receipt says which process died (about 3-4 minutes toget
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -19,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cli_run import invoke
 from ruamel.yaml import YAML
 
 from releasekit.manifest import load_manifest
@@ -31,12 +30,6 @@ from releasekit.validate.topology import PortPlan, RouterSpec
 REPO = Path(__file__).resolve().parent.parent
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", *args], capture_output=True, text=True, cwd=REPO
-    )
-
-
 def flag(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
 
@@ -45,7 +38,7 @@ def flag(argv: list[str], name: str) -> str:
 
 
 def test_the_ds4_1p1d_cell_renders_tokenspeed_workers_and_gateway() -> None:
-    proc = cli("matrix", "manifests/ds4-sm120.yaml", "--json")
+    proc = invoke("matrix", "manifests/ds4-sm120.yaml", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "has no adapter" not in proc.stdout
     (row,) = json.loads(proc.stdout)["cells"]
@@ -258,7 +251,7 @@ def test_a_1p1d_vllm_cell_serves_through_the_router(workdir: Path, cpu_engine_im
     ]
     manifest = pd_manifest(workdir / "m", "cpu-1p1d", checks)
     receipts = workdir / "receipts"
-    proc = cli(
+    proc = invoke(
         "validate",
         str(manifest),
         "--image",
@@ -327,7 +320,7 @@ def test_a_decode_process_killed_mid_run_is_reported_by_role(
 
     killer = threading.Thread(target=kill_decode_after_first_answer, daemon=True)
     killer.start()
-    proc = cli(
+    proc = invoke(
         "validate",
         str(manifest),
         "--image",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from ruamel.yaml import YAML
 
 from releasekit.demo.cpu_matrix import cpu_validation_section
@@ -56,24 +56,7 @@ def _manifest(tmp_path: Path) -> tuple[Path, list[str]]:
 
 def _dry_run(manifest: Path, image: str, *cells: str) -> subprocess.CompletedProcess[str]:
     selection = [a for c in cells for a in ("--cell", c)]
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "validate",
-            str(manifest),
-            "--image",
-            image,
-            "--dry-run",
-            "--json",
-            *selection,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-    )
+    return invoke("validate", str(manifest), "--image", image, "--dry-run", "--json", *selection, cwd=REPO)
 
 
 @pytest.mark.docker

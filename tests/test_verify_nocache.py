@@ -21,13 +21,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import zipfile
 from functools import partial
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 
 from releasekit.builder.service import run_build
 from releasekit.clock import SystemClock
@@ -361,15 +361,7 @@ def _release_copy(nocache_world: World, tmp_path: Path) -> Path:
 
 
 def _reproduce_cli(directory: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "releasekit", "reproduce", "--from", str(directory), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=600,
-    )
+    return invoke("reproduce", "--from", str(directory), "--json")
 
 
 def test_reproduce_refuses_an_archive_with_an_unlisted_wheel(nocache_world, tmp_path):

@@ -20,13 +20,13 @@ import os
 import py_compile
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
+from cli_run import invoke, run_cli
 
 from releasekit.clock import SystemClock
 from releasekit.docker_engine import LazyEngine
@@ -186,21 +186,14 @@ def test_clean_image_verifies_with_zero_warnings_and_no_manifest_option(release)
 
 def test_cli_rebuilt_image_is_the_candidate(release):
     env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "verify-provenance",
-            release.image_id,
-            "--lock",
-            str(release.lock),
-            "--summary",
-            str(release.root / "cli.json"),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    out = invoke(
+        "verify-provenance",
+        release.image_id,
+        "--lock",
+        str(release.lock),
+        "--summary",
+        str(release.root / "cli.json"),
+        "--json",
         env=env,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr
@@ -483,20 +476,19 @@ def test_the_deadline_bounds_the_whole_command_even_a_silent_engine(release, tmp
     summary = tmp_path / "summary.json"
     env = dict(os.environ, DOCKER_HOST=f"unix://{path}")
     started = time.monotonic()
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "verify-provenance",
-            release.image_id,
-            "--lock",
-            str(release.lock),
-        ]
-        + ["--artifacts", str(release.artifacts), "--summary", str(summary), "--allow-local-repos"]
-        + ["--deadline", "3"],
-        capture_output=True,
-        text=True,
+    # A child process: the --deadline's alarm ends the whole command, blocked on a silent engine.
+    run = run_cli(
+        "verify-provenance",
+        release.image_id,
+        "--lock",
+        str(release.lock),
+        "--artifacts",
+        str(release.artifacts),
+        "--summary",
+        str(summary),
+        "--allow-local-repos",
+        "--deadline",
+        "3",
         env=env,
         timeout=120,
     )

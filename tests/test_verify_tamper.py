@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from stable import assert_same_record
 
 from releasekit.clock import SystemClock
@@ -417,8 +418,8 @@ def test_symlinks_out_and_dotdot_record_paths(release, tmp_path):
 
 
 def test_cli_exit_codes_and_json(release):
-    env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1", "RELEASEKIT_CACHE": str(release.root / "cache")}
-    base = [sys.executable, "-m", "releasekit", "verify-provenance"]
+    env = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1", "RELEASEKIT_CACHE": str(release.root / "cache")}
+    base = ["verify-provenance"]
     args = [
         "--lock",
         str(release.lock),
@@ -427,13 +428,13 @@ def test_cli_exit_codes_and_json(release):
         "--manifest",
         str(release.manifest),
     ]
-    ok = subprocess.run([*base, release.image_id, *args, "--json"], capture_output=True, text=True, env=env)
+    ok = invoke(*base, release.image_id, *args, "--json", env=env)
     assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr
     data = json.loads(ok.stdout)
     assert data["passed"] is True and data["image_id"] == release.image_id
     assert (release.artifacts / "verification_summary.json").is_file()
     label = release.derive("true", changes=["LABEL io.releasekit.lock.sha256=0"])
-    bad = subprocess.run([*base, label, *args], capture_output=True, text=True, env=env)
+    bad = invoke(*base, label, *args, env=env)
     assert bad.returncode == 1 and "LABEL_MISMATCH" in bad.stdout
-    missing = subprocess.run([*base, "no-such-image:1", *args], capture_output=True, text=True, env=env)
+    missing = invoke(*base, "no-such-image:1", *args, env=env)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no image" in missing.stderr

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,20 +107,7 @@ def test_the_matrix_command_gives_what_the_validate_job_reads():
     # The workflow reads matrix.cell and matrix.runs-on from `releasekit matrix --format github`.
     text = WORKFLOW.read_text(encoding="utf-8")
     assert "matrix.cell" in text and "matrix.runs-on" in text
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "matrix",
-            str(ROOT / "manifests" / "ff-next.yaml"),
-            "--format",
-            "github",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = invoke("matrix", str(ROOT / "manifests" / "ff-next.yaml"), "--format", "github")
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.strip().splitlines()) == 1  # one line, as $GITHUB_OUTPUT needs
     entries = json.loads(r.stdout)["include"]

@@ -176,7 +176,7 @@ def plot_gates(receipts: list[Receipt], path: Path) -> bool:
     return True
 
 
-def _gate_row(cell_id: str, g: GateResult) -> tuple[str, ...]:
+def gate_row(cell_id: str, g: GateResult) -> tuple[str, ...]:
     point = g.test == "point"
     if g.candidate is None:
         cand = "-"
@@ -231,7 +231,7 @@ def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
         for c in agg.cells
     ]
     lines += table(("cell", "spec", "GPUs", "status", "headline metrics", "findings"), cells)
-    gates = [_gate_row(r.cell_id, g) for r in receipts for g in r.gates]
+    gates = [gate_row(r.cell_id, g) for r in receipts for g in r.gates]
     if gates:
         gate_columns = (
             "cell",

@@ -12,7 +12,7 @@ from statistics import NormalDist, fmean, stdev
 from pydantic import BaseModel
 
 # Two-sided 95 % Student t quantiles (0.975) for small degrees of freedom; beyond 30, the normal.
-_T975 = {
+T975 = {
     1: 12.706,
     2: 4.303,
     3: 3.182,
@@ -84,7 +84,7 @@ def t_interval(samples: list[float]) -> Interval:
         return Interval(n=1, mean=mean, stdev=0.0, low=mean, high=mean)
     sd = stdev(samples)
     df = len(samples) - 1
-    t = _T975.get(df, 1.96)
+    t = T975.get(df, 1.96)
     half = t * sd / math.sqrt(len(samples))
     return Interval(n=len(samples), mean=mean, stdev=sd, low=mean - half, high=mean + half)
 
