@@ -9,7 +9,14 @@ takes it (or a fixture made from it) and carries the ``docker`` marker
 
 ``base_image``: Debian bookworm + python3 + pip, bootstrapped with mmdebstrap and
 ``docker import``-ed once per machine, found by tag afterwards (about a minute the
-first time).
+first time). It and the cpu engine image are made under a machine-wide lock
+(tests/run_shared.py), so two pytest-xdist workers never make one at the same time.
+
+``demo_build``: the demo release built once per run (tests/demo_release.py), read-only; the
+fixtures made from it (``demo_release``, ``nocache_world``) hand each module a copy to change.
+
+Every fixture is defined once, here; helpers shared by several test modules live in support
+modules (not ``test_*.py``), and no test module imports from another (tests/test_suite_rules.py).
 """
 
 from __future__ import annotations
@@ -17,6 +24,15 @@ from __future__ import annotations
 import os
 
 import pytest
+import run_shared
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    run_shared.start_run(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run_shared.end_run(config)
 
 
 def _engine_or_skip():
@@ -46,7 +62,8 @@ def base_image(docker_client):
     from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
     from releasekit.docker_engine import Engine
 
-    return ensure_base_image(Engine(docker_client), DEFAULT_BASE)
+    with run_shared.machine_lock("base-image"):  # found by tag: one maker at a time
+        return ensure_base_image(Engine(docker_client), DEFAULT_BASE)
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +72,8 @@ def cpu_engine_image(docker_client, base_image):
     from releasekit.demo.cpu_image import ensure_cpu_engine_image
     from releasekit.docker_engine import Engine
 
-    return ensure_cpu_engine_image(Engine(docker_client), base_image.name)
+    with run_shared.machine_lock("cpu-engine-image"):  # found by its key: one maker at a time
+        return ensure_cpu_engine_image(Engine(docker_client), base_image.name)
 
 
 class DemoRun:
@@ -97,19 +115,56 @@ def demo_run(base_image, docker_client):
 
 
 @pytest.fixture(scope="session")
-def demo_build(tmp_path_factory, docker_client):
-    """One real release, ``releasekit demo``'s stages up to ``build`` (on the session's build cache),
-    shared read-only by the hostile-directory and disk-full tests (each copies what it changes)."""
-    from test_verify_redteam import built_demo
+def demo_build(request, docker_client, base_image):
+    """One real release, ``releasekit demo``'s stages up to ``build`` on the bare example, built once
+    per run (by the first worker to ask) and shared read-only: a test copies what it changes. Its
+    tree is checked unchanged when the session ends."""
+    from demo_release import build_demo_once
 
-    return built_demo(docker_client, tmp_path_factory.mktemp("demo-build"))
+    build = build_demo_once(request.config)
+    yield build
+    assert build.current_digest() == build.digest, f"a test wrote into the shared demo build {build.root}"
 
 
 @pytest.fixture(scope="session")
 def verify_cache(tmp_path_factory):
-    """The build cache of the red-team and tamper modules' demo builds: the first module to build
+    """The build cache of the red-team and tamper modules' verifications: the first module to verify
     warms it for the other, and neither leaves it in ``os.environ`` for the modules after them."""
     return tmp_path_factory.mktemp("verify-cache")
+
+
+@pytest.fixture(scope="module")
+def demo_release(tmp_path_factory, docker_client, demo_build, verify_cache):
+    """The module's own copy of the demo build (red-team, tamper), and the images it derives, removed after."""
+    from demo_release import DemoRelease
+
+    with pytest.MonkeyPatch.context() as env:
+        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays
+            env.setenv("RELEASEKIT_CACHE", str(verify_cache))
+        rel = DemoRelease(docker_client, demo_build, tmp_path_factory.mktemp("demo-release"))
+        yield rel
+    _remove_images(docker_client, rel.images)
+
+
+@pytest.fixture(scope="module")
+def nocache_world(tmp_path_factory, docker_client, base_image, demo_build):
+    """The module's own copy of the demo build's cache (its tests poison it) and release directory."""
+    from demo_release import CacheWorld
+
+    root = tmp_path_factory.mktemp("nocache")
+    with pytest.MonkeyPatch.context() as env:
+        world = CacheWorld(docker_client, demo_build, root, base_image.image_id)
+        env.setenv("RELEASEKIT_CACHE", str(root / "cache"))  # its own: these tests poison it
+        yield world
+    _remove_images(docker_client, world.images)
+
+
+def _remove_images(client, images: list[str]) -> None:
+    import contextlib
+
+    for image in images:
+        with contextlib.suppress(Exception):  # best effort
+            client.images.remove(image, force=True)
 
 
 @pytest.fixture(scope="session")
@@ -147,6 +202,25 @@ def registry(tmp_path_factory):
 
     with start_local_registry(tmp_path_factory.mktemp("registry")) as reg:
         yield reg
+
+
+@pytest.fixture()
+def release(tmp_path):
+    """A release directory with complete, unsigned evidence for the publish gate (tests/publish_support.py)."""
+    from publish_support import IMAGE_ID, Release
+
+    return Release(tmp_path / "rel", IMAGE_ID)
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory) -> dict:
+    """Key files: the release's signing key pair (ECDSA P-256) and a stranger's (Ed25519)."""
+    from releasekit.signing.keys import write_key_pair
+
+    root = tmp_path_factory.mktemp("keys")
+    private, public, _ = write_key_pair(root / "release", "ecdsa-p256")
+    stranger, stranger_pub, _ = write_key_pair(root / "stranger", "ed25519")
+    return {"private": private, "public": public, "stranger": stranger, "stranger_pub": stranger_pub}
 
 
 @pytest.fixture(scope="module")

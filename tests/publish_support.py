@@ -270,3 +270,39 @@ def publish_args(release: Release, image: str, to: str, *tags: str) -> list[str]
     for tag in tags:
         args += ["--tag", tag]
     return args
+
+
+# -- the publish gate on its own (test_publish_gate.py, test_publish_test_gate.py, test_check_evidence.py,
+#    test_sbom.py) --------------------------------------------------------------------------------------
+
+IMAGE_ID = "sha256:" + "4" * 64  # the image the gate tests' evidence is about
+
+
+def facts(env: dict[str, str] | None = None, cmd: list[str] | None = None):
+    """The gate's view of the image: ``IMAGE_ID`` with the image's env and command."""
+    from releasekit.docker_engine import ImageFacts
+
+    return ImageFacts(id=IMAGE_ID, env=dict(IMAGE_ENV if env is None else env), cmd=list(cmd or IMAGE_CMD))
+
+
+def gate(release: Release, image=None):
+    """The publish gate over ``release``'s files, as publish runs it."""
+    from releasekit.manifest import load_manifest
+    from releasekit.publish.evidence import load_evidence
+    from releasekit.publish.gate import policy_from_manifest
+    from releasekit.publish.service import evaluate_gate
+
+    loaded = load_manifest(release.manifest)
+    return evaluate_gate(
+        image or facts(),
+        release.lock_sha256,
+        load_evidence(release.evidence, release.receipts),
+        policy_from_manifest(loaded.manifest),
+        manifest_sha256=loaded.sha256,
+        lock_manifest_sha256=json.loads(release.lock.read_text())["manifest"]["sha256"],
+    )
+
+
+def codes(report) -> list[str]:
+    """The error codes of a gate report, in order."""
+    return [f.code for f in report.findings if f.severity.value == "error"]

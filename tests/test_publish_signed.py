@@ -18,18 +18,10 @@ from securesystemslib.signer import SSlibKey
 from releasekit.publish.attachments import attach_signed, signed_tag
 from releasekit.registry import RegistryClient
 from releasekit.signing import SignatureError, keyid_of, load_signer, load_trusted_keys, verify_envelope
-from releasekit.signing.keys import load_public_key, write_key_pair
+from releasekit.signing.keys import load_public_key
 from releasekit.signing.statements import sign_statement_file, sign_summary_file
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("keys")
-    signer_key, signer_pub, _ = write_key_pair(root / "release", "ecdsa-p256")
-    _, stranger_pub, _ = write_key_pair(root / "stranger", "ed25519")
-    return {"private": signer_key, "public": signer_pub, "stranger": stranger_pub}
 
 
 def sign(release: Release, private: Path, image_id: str | None = None) -> None:
@@ -101,7 +93,7 @@ def test_signed_release_is_attached_by_tag_and_promoted_only_with_the_trusted_ke
 
     code, _, stderr = promote(target)
     assert code == 2 and "--trusted-key" in stderr
-    code, out, _ = promote(target, "--trusted-key", str(keys["stranger"]))
+    code, out, _ = promote(target, "--trusted-key", str(keys["stranger_pub"]))
     assert code == 1 and out is not None
     assert error_codes(out) == ["SIGNER_UNTRUSTED", "SIGNER_UNTRUSTED"]
     assert "stable" not in tags_of(registry, repo)

@@ -308,8 +308,7 @@ def test_image_created_reads_docker_times():
 
 
 def _gate(release, image_id: str):
-    from publish_support import IMAGE_CMD, IMAGE_ENV
-    from test_publish_gate import gate
+    from publish_support import IMAGE_CMD, IMAGE_ENV, gate
 
     return gate(release, ImageFacts(id=image_id, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)))
 

@@ -19,7 +19,7 @@ from releasekit.records.base import write_record
 from releasekit.records.staging import STAGING_ENVELOPE_FILE, StagingRecord
 from releasekit.registry import RegistryClient
 from releasekit.signing import SignatureError, keyid_of, load_signer
-from releasekit.signing.keys import load_public_key, write_key_pair
+from releasekit.signing.keys import load_public_key
 from releasekit.signing.statements import (
     sign_receipt_file,
     sign_staging_file,
@@ -28,14 +28,6 @@ from releasekit.signing.statements import (
     sign_test_receipt_file,
 )
 from releasekit.signing.verify import read_signed_staging
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("keys")
-    private, public, _ = write_key_pair(root / "host")
-    stranger, stranger_pub, _ = write_key_pair(root / "stranger")
-    return {"private": private, "public": public, "stranger": stranger, "stranger_pub": stranger_pub}
 
 
 def _staging_file(directory: Path, image_id: str = "sha256:" + "1" * 64) -> Path:
