@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 from tests.forge import Forge
-from tests.test_verify_nocache import nocache_world  # noqa: F401 - the fixture, a build of the demo
 
 URL = "https://git.example.invalid/org/lib.git"
 PLAIN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -379,7 +378,7 @@ def test_a_fifo_in_alternates_is_refused_in_a_second(world: dict[str, Path]) -> 
 
 
 @pytest.mark.docker
-def test_verify_provenance_on_a_hostile_build_cache(nocache_world) -> None:  # noqa: ANN001, F811 - imported fixture
+def test_verify_provenance_on_a_hostile_build_cache(nocache_world) -> None:  # noqa: ANN001
     """The issue's chain: every mirror ``build`` left in the cache made hostile, its objects gone (so the
     verifier fetches, with the planted alternates entry); verify-provenance must still pass, and run nothing."""
     root = nocache_world.root

@@ -346,12 +346,12 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
     """Issue 34 item 3: the SBOM was not signed, so promote --trusted-key --require-signed accepted
     an attached SBOM swapped for another that still names the image. Now the signed summary names
     the SBOM's sha256 and the SBOM has its own envelope."""
-    from test_sbom import _signed_release, _swapped
+    from sbom_support import signed_release, swapped_sbom
 
     from releasekit.publish.attachments import attachment_tag, push_artifact
     from releasekit.records.oci import OCI_MANIFEST
 
-    release, text = _signed_release(tmp_path / "rel", image, keys["private"])
+    release, text = signed_release(tmp_path / "rel", image, keys["private"])
     repo = "team/signed-sbom"
     target = f"{registry.host}/{repo}"
     strict = ("--trusted-key", str(keys["public"]), "--require-signed")
@@ -375,7 +375,7 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
             title = layer["annotations"]["org.opencontainers.image.title"]
             data = client.get_blob(repo, layer["digest"])
             layers.append(
-                (title, layer["mediaType"], _swapped(text).encode() if title == "sbom.cdx.json" else data)
+                (title, layer["mediaType"], swapped_sbom(text).encode() if title == "sbom.cdx.json" else data)
             )
         config = client.get_blob(repo, manifest["config"]["digest"])
         body = push_artifact(
@@ -395,7 +395,7 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
     assert "stable" not in tags_of(registry, repo)
 
     # The same swap in the release directory: refused before anything is pushed.
-    (release.evidence / "sbom.cdx.json").write_text(_swapped(text), encoding="utf-8")
+    (release.evidence / "sbom.cdx.json").write_text(swapped_sbom(text), encoding="utf-8")
     r = run_cli(*publish_args(release, image, f"{registry.host}/team/swapped-sbom", "beta"), *strict)
     assert r.returncode == 1, r.stdout + r.stderr
     assert sorted(finding_codes(json.loads(r.stdout), "error")) == [

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from publish_support import IMAGE_ID, Release
+from publish_support import Release
 
 from releasekit.errors import InputError
 from releasekit.findings import Findings, Severity
@@ -37,6 +37,7 @@ from releasekit.records.receipt import Receipt, read_receipt
 from releasekit.records.summary import Aggregate
 from releasekit.records.verification import VerificationStatement
 
+IMAGE_ID = "sha256:" + "4" * 64
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_release_dir_hostile import _verify
-from test_verify_redteam import Release
+from demo_release import DemoBuild
+from release_dir_child import verify_in_child
 
 from releasekit.builder.cache import CacheEntry, default_cache_dir
 from releasekit.digests import file_sha256
@@ -44,7 +44,7 @@ def tmpfs(where: Path, size: int) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-def _build(rel: Release, outdir: Path, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _build(rel: DemoBuild, outdir: Path, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     if cache is not None:
         env["RELEASEKIT_CACHE"] = str(cache)
@@ -124,7 +124,7 @@ def test_verify_on_a_full_release_directory_leaves_no_summary(demo_build, tmp_pa
         with (mnt / "filler").open("wb", buffering=0) as filler, contextlib.suppress(OSError):
             while True:  # fill the file system to its last page
                 filler.write(b"\0" * PAGE)
-        run = _verify(demo_build, copy, logs=tmp_path)
+        run = verify_in_child(demo_build, copy, logs=tmp_path)
         _one_line_no_space(run.code, run.stderr)
         assert not list(copy.glob("verification_summary*"))
         assert _temporaries(mnt) == []

@@ -197,12 +197,12 @@ def test_a_huge_key_is_not_read_whole(tmp_path):
 
 def _links(release: Release) -> dict[str, Path]:
     """The links later steps write: a receipt per cell (--receipts), staging.json, a test receipt."""
-    from test_signed_links import _staging_file
+    from publish_support import staging_file
 
     from releasekit.records.base import write_record
     from releasekit.records.test_receipt import TestReceipt
 
-    staging = _staging_file(release.evidence, IMAGE)
+    staging = staging_file(release.evidence, IMAGE)
     receipt = release.write_receipt("tiny-tp1")
     tests = release.evidence / "tests"
     tests.mkdir()
