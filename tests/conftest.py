@@ -35,6 +35,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     run_shared.end_run(config)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``): a module's tests on one worker (its module fixtures
+    made once), the modules that share one expensive session fixture on one worker too, and the
+    longest groups handed out first (tests/run_shared.py says which)."""
+    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no":
+        run_shared.group_for_workers(items)
+
+
 def _engine_or_skip():
     import docker
 

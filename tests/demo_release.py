@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from corpus import tree_digest
 from run_shared import run_directory, run_lock
 
 from releasekit.docker_engine import Engine
@@ -30,28 +31,13 @@ from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_pro
 SP = "/usr/local/lib/python3.11/dist-packages"  # where `releasekit build` installs the wheels
 
 
-def tree_digest(root: Path) -> str:
-    """One sha256 over every path, link target and file's bytes under ``root``."""
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            digest.update(f"L {rel} {path.readlink()}\n".encode())
-        elif path.is_file():
-            digest.update(f"F {rel} {path.stat().st_mode & 0o777:o}\n".encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-        elif path.is_dir():
-            digest.update(f"D {rel}\n".encode())
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class DemoBuild:
     """One real release, read-only: ``demo/`` (example, lock, release directory) and ``cache/``."""
 
     root: Path
     image_id: str
-    digest: str  # tree_digest(root / "demo") and of root / "cache", as built
+    digest: str  # corpus.tree_digest of root / "demo" and of root / "cache", as built
 
     @property
     def demo(self) -> Path:

@@ -85,3 +85,31 @@ def machine_lock(name: str) -> Iterator[None]:
     """Held by one process of this machine at a time (any run, any worker)."""
     with _flock(Path(tempfile.gettempdir()) / f"releasekit-tests-{name}.lock"):
         yield
+
+
+# Modules that share a session fixture whose result one module changes for the next: they run on one
+# worker, in this order, as they would in one process. ``demo_run`` (the whole demo, once): test_demo
+# checks it, test_validate_e2e takes its spec-off receipt, test_workflow_act restarts its registry and
+# builds on its cache.
+SHARED_GROUPS = {
+    "test_demo.py": "demo-run",
+    "test_validate_e2e.py": "demo-run",
+    "test_workflow_act.py": "demo-run",
+}
+# The groups that take longest, longest first (from the suite's own durations: benchmarks/suite_durations.py
+# prints them); a worker that starts one of these early does not leave the other idle at the end.
+LONGEST_FIRST = ()
+
+
+def group_for_workers(items: list[pytest.Item]) -> None:
+    """Mark every test with its ``xdist_group`` (its module's, or its shared group) and put the longest
+    groups first, keeping the order of the tests inside each group."""
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        module = item.path.name
+        name = SHARED_GROUPS.get(module, module)
+        item.add_marker(pytest.mark.xdist_group(name))
+        groups.setdefault(name, []).append(item)
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    ordered = sorted(groups, key=lambda name: rank.get(name, len(rank)))
+    items[:] = [item for name in ordered for item in groups[name]]
