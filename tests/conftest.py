@@ -97,11 +97,12 @@ class DemoRun:
 
 
 @pytest.fixture(scope="session")
-def demo_run(base_image, docker_client):
+def demo_run(base_image, cpu_engine_image, docker_client):
     """``releasekit demo`` once per session, on a cache of its own (its builds start cold).
 
     tests/test_demo.py checks every stage; tests/test_validate_e2e.py holds a broken candidate to
-    the demo's spec-off receipt, so the good cell is served once, not twice. Not pytest's tmp_path:
+    the demo's spec-off receipt, so the good cell is served once, not twice. It takes the cpu engine
+    image first, so the demo finds it rather than make it beside another worker. Not pytest's tmp_path:
     on a shared machine other pytest runs rotate those away mid-session.
     """
     import subprocess
@@ -206,10 +207,17 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    """A real registry (``registry:2``'s code, run locally) on 127.0.0.1, one per test module."""
+    """A real registry (``registry:2``'s code, run locally) on 127.0.0.1, one per test module.
+
+    Its port is a free one the kernel picked, taken when the registry answers: started under a
+    machine lock, so two workers' registries never pick the same port in that gap."""
+    import contextlib
+
     from releasekit.demo.localregistry import start_local_registry
 
-    with start_local_registry(tmp_path_factory.mktemp("registry")) as reg:
+    with contextlib.ExitStack() as stack:
+        with run_shared.machine_lock("registry-port"):
+            reg = stack.enter_context(start_local_registry(tmp_path_factory.mktemp("registry")))
         yield reg
 
 

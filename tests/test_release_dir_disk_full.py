@@ -78,8 +78,10 @@ def test_build_outputs_on_a_full_disk_leave_no_record(demo_build, tmp_path):
         for p in demo_build.artifacts.rglob("*")
         if p.is_file() and p.name != "plan-check.json" and not p.name.endswith(".dsse.json")
     ]
+    # On a copy of the build's own cache: every entry found, as on a machine that built this lock before.
+    cache = demo_build.copy_cache(tmp_path / "cache")
     with tmpfs(tmp_path / "small", _pages(written) - 2 * PAGE) as mnt:
-        out = _build(demo_build, mnt / "out")
+        out = _build(demo_build, mnt / "out", cache=cache)
         _one_line_no_space(out.returncode, out.stderr)
         assert not (mnt / "out" / "build.json").exists()  # the record that says "done" is absent
         assert _temporaries(mnt) == []
