@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist (``--dist loadgroup``): a module's tests on one worker (its module fixtures
     made once), the modules that share one expensive session fixture on one worker too, and the
     longest groups handed out first (tests/run_shared.py says which)."""
-    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no":
+    if getattr(config.option, "loadgroup", False):  # set in each worker under --dist loadgroup
         run_shared.group_for_workers(items)
 
 
