@@ -100,9 +100,10 @@ def summary(run: Run, top: int) -> str:
 def row(run: Run, workers: int, date: str) -> str:
     """docs/benchmarks.md's suite row."""
     module, seconds, _ = run.by_module()[0]
+    where = "in one process" if workers == 1 else f"on {workers} workers"
     figure = (
         f"{len(run.cases)} tests ({run.count('skipped')} skipped, {run.count('failed') + run.count('error')} "
-        f"failed), pytest **{_minutes(run.wall_seconds)}** on {workers} workers; the slowest module "
+        f"failed), pytest **{_minutes(run.wall_seconds)}** {where}; the slowest module "
         f"{module} {_minutes(seconds)}"
     )
     return (

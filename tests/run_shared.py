@@ -87,14 +87,21 @@ def machine_lock(name: str) -> Iterator[None]:
         yield
 
 
-# Modules that share a session fixture whose result one module changes for the next: they run on one
-# worker, in this order, as they would in one process. ``demo_run`` (the whole demo, once): test_demo
+# Modules that run on one worker, in this order, as they would in one process: those sharing a session
+# fixture whose result one module changes for the next, and those sharing what one process keeps. ``demo_run`` (the whole demo, once): test_demo
 # checks it, test_validate_e2e takes its spec-off receipt, test_workflow_act restarts its registry and
 # builds on its cache.
+#
+# ``verifier``: verify-provenance in the test process keeps what it rebuilt and the base image's file
+# table in that process's memory (releasekit/provenance/vcache.py); its first run in a process is the
+# slow one, so the modules that verify in-process share one worker and pay it once.
 SHARED_GROUPS = {
     "test_demo.py": "demo-run",
     "test_validate_e2e.py": "demo-run",
     "test_workflow_act.py": "demo-run",
+    "test_verify_redteam.py": "verifier",
+    "test_verify_tamper.py": "verifier",
+    "test_verify_nocache.py": "verifier",
 }
 # The groups that take longest, longest first (from the suite's own durations: benchmarks/suite_durations.py
 # prints them); a worker that starts one of these early does not leave the other idle at the end.

@@ -159,3 +159,42 @@ def test_an_import_of_another_test_module_is_found_wherever_it_is(tmp_path: Path
         "test_b.py:3: imports test_a",
         "test_b.py:7: imports test_a",
     ]
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="4" time="95.5">
+<testcase classname="tests.test_a" name="test_one" time="60.0" />
+<testcase classname="tests.test_a.TestGroup" name="test_two[x]" time="20.0"><failure message="no" /></testcase>
+<testcase classname="tests.test_b" name="test_three@test_b.py" time="30.0" />
+<testcase classname="tests.test_b" name="test_four" time="0.0"><skipped message="gpu" /></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_the_durations_summary_reads_the_junit_xml(tmp_path: Path) -> None:
+    """benchmarks/suite_durations.py, which ends CI's log and makes docs/benchmarks.md's suite row."""
+    import subprocess
+    import sys
+
+    junit = tmp_path / "junit.xml"
+    junit.write_text(JUNIT, encoding="utf-8")
+    script = TESTS.parent / "benchmarks" / "suite_durations.py"
+    shown = subprocess.run(
+        [sys.executable, str(script), str(junit)], capture_output=True, text=True, check=True
+    )
+    lines = shown.stdout.splitlines()
+    assert lines[0] == (
+        "suite: 4 tests, 1 failed, 0 errors, 1 skipped; wall 1 min 36 s, tests' own time summed 1 min 50 s"
+    )
+    assert lines[2:4] == [
+        "      80.0 s     2 tests  tests/test_a.py",
+        "      30.0 s     2 tests  tests/test_b.py",
+    ]
+    assert "      30.0 s  tests/test_b.py::test_three" in lines  # xdist's @group suffix taken off
+    row = subprocess.run(
+        [sys.executable, str(script), str(junit), "--row"], capture_output=True, text=True, check=True
+    ).stdout
+    assert row.startswith(
+        "| the test command, `CI=true bash .ci/run` in a fresh clone | 4 tests (1 skipped, 1 failed)"
+    )
+    assert "pytest **1 min 36 s** on 2 workers; the slowest module tests/test_a.py 1 min 20 s" in row
