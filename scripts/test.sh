@@ -15,9 +15,13 @@ python3 benchmarks/bench_cli_start.py --repeat 5 --max-ratio 1.0
 junit="${JUNIT_XML:-build/test-junit.xml}"
 mkdir -p "$(dirname "$junit")"
 rm -f "$junit"  # a summary of this run only
+workers=(-n "${PYTEST_WORKERS:-2}" --dist loadgroup)
+if ! python3 -c "import xdist" 2>/dev/null; then
+  echo "pytest-xdist is not installed (pip install -e '.[test]'): the tests run in one process" >&2
+  workers=()
+fi
 set +e
-python3 -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadgroup \
-  --durations=0 --junit-xml="$junit" "$@"
+python3 -m pytest -q -p no:cacheprovider "${workers[@]}" --durations=0 --junit-xml="$junit" "$@"
 rc=$?
 set -e
 if [ -s "$junit" ]; then
