@@ -103,9 +103,17 @@ SHARED_GROUPS = {
     "test_verify_tamper.py": "verifier",
     "test_verify_nocache.py": "verifier",
 }
-# The groups that take longest, longest first (from the suite's own durations: benchmarks/suite_durations.py
-# prints them); a worker that starts one of these early does not leave the other idle at the end.
-LONGEST_FIRST = ()
+# The groups that take longest, longest first, so that neither worker starts a long one at the end while
+# the other sits idle: the whole demo (6 min from empty caches) with the act workflow (189 s), the
+# in-process verifications (5 to 6 min on two workers), the dress rehearsals, the crash series. Refresh
+# from the modules' summed times that benchmarks/suite_durations.py prints at the end of CI's log.
+LONGEST_FIRST = (
+    "demo-run",
+    "verifier",
+    "test_rehearsal.py",
+    "test_rehearsal_b12x.py",
+    "test_crash_concurrency.py",
+)
 
 
 def group_for_workers(items: list[pytest.Item]) -> None:
