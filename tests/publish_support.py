@@ -270,3 +270,63 @@ def publish_args(release: Release, image: str, to: str, *tags: str) -> list[str]
     for tag in tags:
         args += ["--tag", tag]
     return args
+
+
+# -- the publish gate on its own (test_publish_gate.py, test_publish_test_gate.py, test_check_evidence.py,
+#    test_sbom.py) --------------------------------------------------------------------------------------
+
+IMAGE_ID = "sha256:" + "4" * 64  # the image the gate tests' evidence is about
+
+
+def facts(env: dict[str, str] | None = None, cmd: list[str] | None = None):
+    """The gate's view of the image: ``IMAGE_ID`` with the image's env and command."""
+    from releasekit.docker_engine import ImageFacts
+
+    return ImageFacts(id=IMAGE_ID, env=dict(IMAGE_ENV if env is None else env), cmd=list(cmd or IMAGE_CMD))
+
+
+def gate(release: Release, image=None):
+    """The publish gate over ``release``'s files, as publish runs it."""
+    from releasekit.manifest import load_manifest
+    from releasekit.publish.evidence import load_evidence
+    from releasekit.publish.gate import policy_from_manifest
+    from releasekit.publish.service import evaluate_gate
+
+    loaded = load_manifest(release.manifest)
+    return evaluate_gate(
+        image or facts(),
+        release.lock_sha256,
+        load_evidence(release.evidence, release.receipts),
+        policy_from_manifest(loaded.manifest),
+        manifest_sha256=loaded.sha256,
+        lock_manifest_sha256=json.loads(release.lock.read_text())["manifest"]["sha256"],
+    )
+
+
+def codes(report) -> list[str]:
+    """The error codes of a gate report, in order."""
+    return [f.code for f in report.findings if f.severity.value == "error"]
+
+
+# -- links a later step signs (test_signed_links.py, test_sign_command.py) ----------------------------
+
+
+def staging_file(directory: Path, image_id: str = "sha256:" + "1" * 64) -> Path:
+    """An unsigned ``staging.json`` in ``directory`` (what ``releasekit stage`` writes), about ``image_id``."""
+    from releasekit.records.base import write_record
+    from releasekit.records.staging import StagingRecord
+
+    directory.mkdir(parents=True, exist_ok=True)
+    record = StagingRecord(
+        image_id=image_id,
+        lock_sha256="2" * 64,
+        registry="127.0.0.1:5000",
+        repository="team/staging",
+        digest="sha256:" + "3" * 64,
+        tag="lock-" + "2" * 64,
+        media_type="application/vnd.oci.image.manifest.v1+json",
+        verification_summary_sha256="4" * 64,
+    )
+    path = directory / "staging.json"
+    write_record(record, path)
+    return path

@@ -8,45 +8,7 @@ from pathlib import Path
 
 import pytest
 from cli_run import invoke
-
-MANIFEST = {
-    "schema": "releasekit/v1",
-    "name": "pins-test",
-    "components": {
-        "tvm": {"kind": "wheel", "requirement": "apache-tvm-ffi==0.1.12", "sha256": "to-be-locked"}
-    },
-    "toolchain": {"base_image": {"name": "x", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
-    "pins": [
-        {"package": "apache-tvm-ffi", "version": "0.1.12"},
-        {"package": "flashinfer-python", "version": "0.6.2", "scopes": ["runtime"]},
-    ],
-}
-
-
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
-def _write(root: Path, files: dict[str, str], *, commit: bool = True) -> str:
-    """Write the files into a git repository at ``root`` and commit them; the commit's SHA."""
-    if not (root / ".git").exists():
-        root.mkdir(parents=True, exist_ok=True)
-        _git(root, "init", "-q", "-b", "main")
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    if not commit:
-        return ""
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "--allow-empty", "-m", "inputs")
-    return _git(root, "rev-parse", "HEAD")
-
+from pins_support import MANIFEST, commit_files
 
 GOOD = {
     "pyproject.toml": '[build-system]\nrequires = ["setuptools>=68", "apache-tvm-ffi==0.1.12"]\n\n[project]\nname = "x"\n'
@@ -69,7 +31,7 @@ def manifest(tmp_path: Path) -> Path:
 
 def test_agreeing_inputs_pass(tmp_path: Path, manifest: Path) -> None:
     repo = tmp_path / "repo"
-    _write(repo, GOOD)
+    commit_files(repo, GOOD)
     r = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 0, r.stdout
     data = json.loads(r.stdout)
@@ -94,7 +56,7 @@ def test_each_disagreeing_file_line_is_listed(tmp_path: Path, manifest: Path) ->
     bad["requirements-extra.txt"] = (
         "git+https://github.com/org/tvm-ffi@main#egg=apache-tvm-ffi\nfoo @ https://example.com/foo.whl\n"
     )
-    _write(repo, bad)
+    commit_files(repo, bad)
     r = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 1
     got = sorted(
@@ -198,7 +160,7 @@ def test_seed_000_shapes_each_at_their_file_line(tmp_path: Path) -> None:
     manifest = tmp_path / "m.json"
     manifest.write_text(json.dumps(SEED_MANIFEST))
     repo = tmp_path / "repo"
-    _write(repo, SEED_REPO)
+    commit_files(repo, SEED_REPO)
     r = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     data = json.loads(r.stdout)
@@ -242,7 +204,7 @@ def test_fixed_seed_000_repo_passes(tmp_path: Path) -> None:
     manifest = tmp_path / "m.json"
     manifest.write_text(json.dumps(SEED_MANIFEST))
     repo = tmp_path / "repo"
-    _write(
+    commit_files(
         repo,
         {
             ".github/workflows/release.yml": SEED_REPO[".github/workflows/release.yml"].replace(
@@ -277,10 +239,10 @@ def _codes(data: dict[str, object]) -> list[tuple[str, object, object]]:
 
 def test_pins_are_read_from_the_commit_not_the_work_tree(tmp_path: Path, manifest: Path) -> None:
     repo = tmp_path / "repo"
-    old = _write(repo, {"requirements.txt": "apache-tvm-ffi==0.1.11\nflashinfer-python==0.6.2\n"})
-    new = _write(repo, {"requirements.txt": "apache-tvm-ffi==0.1.12\nflashinfer-python==0.6.2\n"})
+    old = commit_files(repo, {"requirements.txt": "apache-tvm-ffi==0.1.11\nflashinfer-python==0.6.2\n"})
+    new = commit_files(repo, {"requirements.txt": "apache-tvm-ffi==0.1.12\nflashinfer-python==0.6.2\n"})
     # An uncommitted edit of the work tree is not what is released: it is not read.
-    _write(repo, {"requirements.txt": "apache-tvm-ffi==0.0.1\n"}, commit=False)
+    commit_files(repo, {"requirements.txt": "apache-tvm-ffi==0.0.1\n"}, commit=False)
     code, data = _audit(manifest, repo)
     assert code == 0, data
     assert data["commit"] == new and data["files"] == ["requirements.txt"] and data["files_scanned"] == 1
@@ -304,12 +266,12 @@ def test_nothing_scanned_is_an_error_and_every_pin_is_accounted_for(tmp_path: Pa
         r.returncode == 2 and "not a git repository" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     )
     repo = tmp_path / "repo"
-    _write(repo, {"README.md": "apache-tvm-ffi==0.1.12 in prose\n"})
+    commit_files(repo, {"README.md": "apache-tvm-ffi==0.1.12 in prose\n"})
     code, data = _audit(manifest, repo)
     assert code == 1 and data["files_scanned"] == 0 and data["passed"] is False
     assert "PINS_NOTHING_SCANNED" in [c for c, _, _ in _codes(data)]
     # One input naming none of them: every pin, the wheel components' too, is PIN_NOT_FOUND.
-    _write(repo, {"requirements.txt": "numpy==2.0\n"})
+    commit_files(repo, {"requirements.txt": "numpy==2.0\n"})
     code, data = _audit(manifest, repo)
     assert code == 0 and data["files_scanned"] == 1
     messages = sorted(f["message"].split(" ")[0] for f in data["findings"]["findings"])  # type: ignore[index]
@@ -324,7 +286,7 @@ def test_dockerfile_from_tags_are_pin_inputs(tmp_path: Path) -> None:
     manifest = tmp_path / "m.json"
     manifest.write_text(json.dumps(SEED_MANIFEST))
     repo = tmp_path / "repo"
-    _write(
+    commit_files(
         repo,
         {
             "docker/Dockerfile.nvidia": "ARG BASE=x\nFROM --platform=linux/amd64 lmsysorg/base:cu130-torch-2.13.0-flashinfer-0.6.16 AS base\n",
@@ -357,7 +319,7 @@ def test_pin_inputs_scope_skips_files_with_the_reason(tmp_path: Path) -> None:
     manifest = tmp_path / "m.json"
     manifest.write_text(json.dumps(data))
     repo = tmp_path / "repo"
-    _write(
+    commit_files(
         repo,
         {
             "requirements/cuda.txt": "-r xpu.txt\napache-tvm-ffi==0.1.12\n",

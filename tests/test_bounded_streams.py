@@ -240,16 +240,16 @@ def _model_dir(tmp_path: Path) -> Path:
 
 
 def _plain_manifest(tmp_path: Path) -> Path:
-    from test_plan_models_lock import write_manifest
+    from models_support import write_manifest
 
     return write_manifest(tmp_path, {"name": "tiny", "path": "models/tiny"})
 
 
 def _lock_models(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    from test_plan_models_lock import _tvm_wheel
+    from models_support import tvm_wheel
 
     manifest = tmp_path / "manifest.yaml"
-    wheels = str(_tvm_wheel(tmp_path))
+    wheels = str(tvm_wheel(tmp_path))
     out = str(tmp_path / "lock.json")
     return invoke(
         "plan", "lock", str(manifest), "-o", out, "--no-fetch", "--wheelhouse", wheels, *args, env=env
@@ -285,7 +285,7 @@ def test_plan_lock_models_hashes_only_regular_files_inside_the_directory(
 def test_a_hub_snapshot_link_out_of_blobs_and_a_bad_refs_main_are_one_line(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    from test_plan_models_lock import HUB_MODEL, REV, _tvm_wheel, hub_cache, write_manifest
+    from models_support import HUB_MODEL, REV, hub_cache, tvm_wheel, write_manifest
 
     cache = hub_cache(tmp_path / "hub")
     secret = tmp_path / "outside-secret"
@@ -294,7 +294,7 @@ def test_a_hub_snapshot_link_out_of_blobs_and_a_bad_refs_main_are_one_line(
     config.unlink()
     config.symlink_to(secret)
     manifest = write_manifest(tmp_path, HUB_MODEL)
-    args = ["--no-fetch", "--wheelhouse", str(_tvm_wheel(tmp_path)), "--models", str(cache)]
+    args = ["--no-fetch", "--wheelhouse", str(tvm_wheel(tmp_path)), "--models", str(cache)]
     hub_env = {**env, "HF_HUB_CACHE": str(tmp_path / "no")}
     proc = invoke("plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"), *args, env=hub_env)
     assert proc.returncode == 2 and "outside" in _one_line(proc), proc.stderr
@@ -484,16 +484,16 @@ def test_a_mirror_whose_control_file_is_a_fifo_does_not_hang_plan_lock(
 
 
 def test_an_oversize_pin_input_is_a_finding_and_never_read(env: dict[str, str], tmp_path: Path) -> None:
-    from test_audit_pins import MANIFEST, _git, _write
+    from pins_support import MANIFEST, commit_files, git
 
     repo = tmp_path / "repo"
-    _write(repo, {"requirements.txt": "apache-tvm-ffi==0.1.12\n"})
+    commit_files(repo, {"requirements.txt": "apache-tvm-ffi==0.1.12\n"})
     # 17 MiB of comments, then a disagreeing pin: read whole, the pin would be found and judged.
     with open(repo / "requirements.txt", "a") as handle:
         handle.write(("#" * 1023 + "\n") * (17 << 10))
         handle.write("apache-tvm-ffi==0.0.1\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "big")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "big")
     manifest = tmp_path / "m.yaml"
     manifest.write_text(json.dumps(MANIFEST))
     proc = invoke("audit", "pins", str(manifest), "--repo", str(repo), "--json", env=env)

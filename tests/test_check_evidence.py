@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from publish_support import Release
-from test_publish_gate import IMAGE_ID, codes, gate
-from test_verify_units import _toolchain_ctx
+from publish_support import IMAGE_ID, Release, codes, gate
+from verify_support import toolchain_context
 
 from releasekit.checks import NOTHING_EXAMINED, AllOf, Deadline, Examined
 from releasekit.findings import Findings
@@ -121,7 +120,7 @@ def test_verify_checks_on_an_image_with_nothing_to_examine() -> None:
     and (for the checks that must examine something) no distribution and no file at all."""
     from releasekit.provenance.checks import all_checks
 
-    ctx = _toolchain_ctx({"torch_present": False}, None, None)
+    ctx = toolchain_context({"torch_present": False}, None, None)
     report = AllOf(*all_checks()).report(ctx)
     outcome = {o.check.name: o for o in report.outcomes}
     for name in ("native-arches", "toolchain", "forbidden-distributions"):
@@ -145,9 +144,9 @@ def test_toolchain_values_are_examined_when_torch_reports_them() -> None:
     from releasekit.provenance.checks.toolchain import ToolchainCheck
 
     torch = {"torch_present": True, "torch": "2.13.0+cpu", "cuda": None}
-    got = examines(ToolchainCheck(), _toolchain_ctx(torch, "2.13.0", None))
+    got = examines(ToolchainCheck(), toolchain_context(torch, "2.13.0", None))
     assert got == Examined("values", ("torch=2.13.0",))
-    unreadable = examines(ToolchainCheck(), _toolchain_ctx({"torch_present": False}, "2.13.0", None))
+    unreadable = examines(ToolchainCheck(), toolchain_context({"torch_present": False}, "2.13.0", None))
     assert unreadable is not None and unreadable.count == 0
     assert unreadable.absent == "torch is not importable in the image, so torch cannot be read"
 

@@ -27,7 +27,6 @@ import pytest
 from cli_run import invoke, run_cli
 
 from tests.forge import Forge
-from tests.test_verify_nocache import nocache_world  # noqa: F401 - the fixture, a build of the demo
 
 URL = "https://git.example.invalid/org/lib.git"
 PLAIN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -174,7 +173,7 @@ def _manifest(path: Path, repo: str) -> Path:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> dict[str, Path]:
+def hostile_world(tmp_path: Path) -> dict[str, Path]:
     forge = Forge(tmp_path / "origin", "lib")
     forge.init({"README": "lib\n", "src/a.py": "A = 1\n", "requirements.txt": "packaging==24.0\n"})
     forge.open_pr(1, [{"src/b.py": "B = 2\n"}])
@@ -212,9 +211,9 @@ def _answers(manifest: Path, lock: Path, cwd: Path, env: dict[str, str], repo: P
     return answers
 
 
-def test_a_hostile_mirror_and_cache_run_nothing(world: dict[str, Path]) -> None:
-    root = world["root"]
-    snapshot = world["snapshot"]
+def test_a_hostile_mirror_and_cache_run_nothing(hostile_world: dict[str, Path]) -> None:
+    root = hostile_world["root"]
+    snapshot = hostile_world["snapshot"]
     manifest = _manifest(root / "release.yaml", URL)
     mirror = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     mirrors_file = root / "mirrors.txt"
@@ -233,7 +232,7 @@ def test_a_hostile_mirror_and_cache_run_nothing(world: dict[str, Path]) -> None:
     r = invoke("plan", "lock", str(manifest), "-o", str(root / "first.json"), cwd=root, env=env)
     assert r.returncode == 0, r.stderr
     (entry,) = [p for p in (cache / "git").iterdir() if p.name.endswith(".git")]
-    _plant(entry, root, "cache", alternate=world["attacker"] / "objects")
+    _plant(entry, root, "cache", alternate=hostile_world["attacker"] / "objects")
     _plant(snapshot, root, "mirror")
     assert _markers(root) == []
 
@@ -244,7 +243,7 @@ def test_a_hostile_mirror_and_cache_run_nothing(world: dict[str, Path]) -> None:
     # A work tree given as --repo and --pins-repo, hostile too, a tracked file's times changed
     # (so git status hashes it again, through the clean filter its attributes name).
     tree = root / "tree"
-    _git("clone", "--quiet", "--no-local", str(world["origin"]), str(tree))
+    _git("clone", "--quiet", "--no-local", str(hostile_world["origin"]), str(tree))
     os.utime(tree / "requirements.txt", (1_900_000_000, 1_900_000_000))
     _plant(tree / ".git", root, "tree", bare=False)
     clean_tree = _answers(manifest, root / "tree.json", root, env, tree)
@@ -259,12 +258,12 @@ def test_a_hostile_mirror_and_cache_run_nothing(world: dict[str, Path]) -> None:
     # locked commit from a mirror that must fetch (its objects are borrowed through the planted alternates
     # only), every object hashed, a bundle made from it and checked out again.
     lock = json.loads((root / "hostile.json").read_text())["components"]["lib"]
-    _plant_origin_cache(root, world, lock, env)
+    _plant_origin_cache(root, hostile_world, lock, env)
     assert _markers(root) == []
 
 
 def _plant_origin_cache(
-    root: Path, world: dict[str, Path], lock: dict[str, str], env: dict[str, str]
+    root: Path, hostile_world: dict[str, Path], lock: dict[str, str], env: dict[str, str]
 ) -> None:
     """build's fetch, verify-provenance's object check and reproduce's bundle on a hostile cache of a
     local origin (fetched, not borrowed), in a child process with the test's environment."""
@@ -284,13 +283,13 @@ def _plant_origin_cache(
     cache = root / "origin-cache" / "git"
     work = root / "work"
     work.mkdir()
-    args = [str(world["origin"]), str(cache), lock["commit"], lock["tree"], str(work)]
+    args = [str(hostile_world["origin"]), str(cache), lock["commit"], lock["tree"], str(work)]
     run_env = {**os.environ, **env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     first = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=run_env)
     assert first.returncode == 0, first.stderr
     (entry,) = [p for p in cache.iterdir() if p.name.endswith(".git")]
     _drop_objects(entry)
-    _plant(entry, root, "origin-cache", alternate=world["attacker"] / "objects")
+    _plant(entry, root, "origin-cache", alternate=hostile_world["attacker"] / "objects")
     shutil.rmtree(work)
     work.mkdir()
     again = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=run_env)
@@ -299,7 +298,7 @@ def _plant_origin_cache(
     assert again.stdout.split() == [lock["tree"], lock["tree"]]
     # plan lock and plan check of the local origin itself, through the same hostile cache.
     _drop_objects(entry)
-    manifest = _manifest(root / "origin.yaml", str(world["origin"]))
+    manifest = _manifest(root / "origin.yaml", str(hostile_world["origin"]))
     local = {**env, "RELEASEKIT_CACHE": str(cache.parent), "RELEASEKIT_MIRRORS": ""}
     r = invoke("plan", "lock", str(manifest), "-o", str(root / "origin.json"), cwd=root, env=local)
     assert _markers(root) == [], r.stderr
@@ -321,11 +320,11 @@ def _drop_objects(entry: Path) -> None:
             shutil.rmtree(sub)
 
 
-def test_a_fifo_in_alternates_is_refused_in_a_second(world: dict[str, Path]) -> None:
+def test_a_fifo_in_alternates_is_refused_in_a_second(hostile_world: dict[str, Path]) -> None:
     """A --mirror whose objects/info/alternates is a FIFO hung plan lock; now one line, exit 2.
     An entry that links to a FIFO is refused the same way; a link to a directory is followed."""
-    root = world["root"]
-    snapshot = world["snapshot"]
+    root = hostile_world["root"]
+    snapshot = hostile_world["snapshot"]
     manifest = _manifest(root / "release.yaml", URL)
     env = {"RELEASEKIT_CACHE": str(root / "cache"), "RELEASEKIT_MIRRORS": ""}
     alternates = snapshot / "objects" / "info" / "alternates"
@@ -368,7 +367,7 @@ def test_a_fifo_in_alternates_is_refused_in_a_second(world: dict[str, Path]) -> 
 
 
 @pytest.mark.docker
-def test_verify_provenance_on_a_hostile_build_cache(nocache_world) -> None:  # noqa: ANN001, F811 - imported fixture
+def test_verify_provenance_on_a_hostile_build_cache(nocache_world) -> None:  # noqa: ANN001
     """The issue's chain: every mirror ``build`` left in the cache made hostile, its objects gone (so the
     verifier fetches, with the planted alternates entry); verify-provenance must still pass, and run nothing."""
     root = nocache_world.root

@@ -12,39 +12,39 @@ from releasekit.git import Mirror, check_ref, check_remote, fresh_checkout, stri
 
 
 @pytest.fixture()
-def forge(tmp_path: Path) -> Forge:
+def remote_forge(tmp_path: Path) -> Forge:
     f = Forge(tmp_path / "remote", "vllm")
     f.init({"pkg/__init__.py": "VERSION = 1\n"})
     return f
 
 
-def test_mirror_fetches_branches_and_pr_heads(forge: Forge, tmp_path: Path) -> None:
-    head = forge.open_pr(7, [{"pkg/a.py": "a\n"}, {"pkg/b.py": "b\n"}])
-    mirror = Mirror(forge.url, tmp_path / "cache", allow_local=True).update()
+def test_mirror_fetches_branches_and_pr_heads(remote_forge: Forge, tmp_path: Path) -> None:
+    head = remote_forge.open_pr(7, [{"pkg/a.py": "a\n"}, {"pkg/b.py": "b\n"}])
+    mirror = Mirror(remote_forge.url, tmp_path / "cache", allow_local=True).update()
     assert mirror.pr_head(7) == head
     assert mirror.pr_head(8) is None
     assert mirror.default_branch() == "main"
-    assert mirror.branch_head("main") == forge.remote_rev("refs/heads/main")
+    assert mirror.branch_head("main") == remote_forge.remote_rev("refs/heads/main")
     # A force-pushed PR head is seen after the next update; the old one stays readable.
-    new_head = forge.force_push_pr(7, [{"pkg/c.py": "c\n"}])
+    new_head = remote_forge.force_push_pr(7, [{"pkg/c.py": "c\n"}])
     assert mirror.pr_head(7) == head
     mirror.update()
     assert mirror.pr_head(7) == new_head
     assert mirror.refs_containing(head) == []
 
 
-def test_fresh_checkout_is_exactly_the_commit(forge: Forge, tmp_path: Path) -> None:
-    head = forge.open_pr(3, [{"pkg/new.py": "new\n", "pkg/__init__.py": None}])
-    mirror = Mirror(forge.url, tmp_path / "cache", allow_local=True)
-    co = fresh_checkout(mirror, head, tmp_path / "co", expect_tree=forge.tree(head))
+def test_fresh_checkout_is_exactly_the_commit(remote_forge: Forge, tmp_path: Path) -> None:
+    head = remote_forge.open_pr(3, [{"pkg/new.py": "new\n", "pkg/__init__.py": None}])
+    mirror = Mirror(remote_forge.url, tmp_path / "cache", allow_local=True)
+    co = fresh_checkout(mirror, head, tmp_path / "co", expect_tree=remote_forge.tree(head))
     assert co.commit == head
     assert sorted(p.name for p in (tmp_path / "co" / "pkg").iterdir()) == ["new.py"]
     assert "origin" not in (tmp_path / "co" / ".git" / "config").read_text()
 
 
-def test_fresh_checkout_refuses_wrong_tree_and_non_empty_dest(forge: Forge, tmp_path: Path) -> None:
-    main = forge.remote_rev("refs/heads/main")
-    mirror = Mirror(forge.url, tmp_path / "cache", allow_local=True)
+def test_fresh_checkout_refuses_wrong_tree_and_non_empty_dest(remote_forge: Forge, tmp_path: Path) -> None:
+    main = remote_forge.remote_rev("refs/heads/main")
+    mirror = Mirror(remote_forge.url, tmp_path / "cache", allow_local=True)
     with pytest.raises(InputError, match="tree is"):
         fresh_checkout(mirror, main, tmp_path / "co", expect_tree="0" * 40)
     assert not (tmp_path / "co").exists()
@@ -92,7 +92,7 @@ def test_https_and_ssh_accepted_credentials_stripped() -> None:
     assert strip_credentials("ssh://git:pw@h/r") == "ssh://git@h/r"
 
 
-def test_credentials_never_reach_the_mirror_on_disk(forge: Forge, tmp_path: Path) -> None:
+def test_credentials_never_reach_the_mirror_on_disk(remote_forge: Forge, tmp_path: Path) -> None:
     # The fetch fails (nothing listens there), but nothing written may hold the password.
     mirror = Mirror("https://alice:hunter2@127.0.0.1:9/org/repo.git", tmp_path / "cache")
     with pytest.raises(InputError) as err:
@@ -114,7 +114,7 @@ def test_plain_refs_pass() -> None:
         assert check_ref(ref) == ref
 
 
-def test_landing_map_is_the_first_first_parent_commit_containing_each_commit(forge: Forge) -> None:
+def test_landing_map_is_the_first_first_parent_commit_containing_each_commit(remote_forge: Forge) -> None:
     import random
 
     from releasekit.git.history import landing_map
@@ -122,16 +122,16 @@ def test_landing_map_is_the_first_first_parent_commit_containing_each_commit(for
 
     rng = random.Random(7)
     for i in range(6):
-        forge.open_pr(
+        remote_forge.open_pr(
             i + 1,
             [{f"f{i}_{j}.txt": f"{j}\n"} for j in range(rng.randint(1, 3))],
             start=f"main~{rng.randint(0, i)}" if i else None,
         )
-        forge.commit({f"main{i}.txt": "m\n"}, f"main {i}", branch="main")
-        forge.push("main")
+        remote_forge.commit({f"main{i}.txt": "m\n"}, f"main {i}", branch="main")
+        remote_forge.push("main")
     for i in rng.sample(range(1, 7), 6):
-        forge.merge_pr(i, "merge")
-    git = Git(forge.work)
+        remote_forge.merge_pr(i, "merge")
+    git = Git(remote_forge.work)
     landing = landing_map(git, "main")
     chain = git.run("rev-list", "--first-parent", "--reverse", "main").split()
     assert landing.chain == chain
@@ -143,7 +143,7 @@ def test_landing_map_is_the_first_first_parent_commit_containing_each_commit(for
 
 
 def test_no_secret_of_releasekits_environment_reaches_a_git_process(
-    forge: Forge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    remote_forge: Forge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 34: a program a hostile repository makes git run sees the environment git got. A shell
     alias stands in for it here and prints that environment: no key, token, password or GIT_*."""
@@ -159,7 +159,7 @@ def test_no_secret_of_releasekits_environment_reaches_a_git_process(
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    seen = Git(forge.remote, bare=True).run("-c", "alias.show-env=!env", "show-env")
+    seen = Git(remote_forge.remote, bare=True).run("-c", "alias.show-env=!env", "show-env")
     names = {line.split("=", 1)[0] for line in seen.splitlines() if "=" in line}
     # git itself passes its -c options on as GIT_CONFIG_PARAMETERS: releasekit's, never the caller's.
     assert not names & (set(secrets) - {"GIT_CONFIG_PARAMETERS"}), names & set(secrets)

@@ -13,20 +13,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SCANNED = ("releasekit", "tests", "benchmarks")
 
-# TEMPORARY: moved to shared test modules on the fixtures branch.
-TEST_TO_TEST_ALLOWANCE = frozenset(
-    {
-        "tests/test_bounded_streams.py: test_plan_models_lock._tvm_wheel",
-        "tests/test_bounded_streams.py: test_audit_pins._git",
-        "tests/test_bounded_streams.py: test_audit_pins._write",
-        "tests/test_check_evidence.py: test_verify_units._toolchain_ctx",
-        "tests/test_publish_signed.py: test_sbom._signed_release",
-        "tests/test_publish_signed.py: test_sbom._swapped",
-        "tests/test_release_dir_disk_full.py: test_release_dir_hostile._verify",
-        "tests/test_sign_command.py: test_signed_links._staging_file",
-    }
-)
-
 
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
@@ -50,7 +36,7 @@ def private_imports(root: Path, folders: tuple[str, ...] = SCANNED) -> dict[str,
 
 def test_no_module_imports_a_private_name_from_another():
     found = private_imports(REPO)
-    left = sorted(f"{k} (line {line})" for k, line in found.items() if k not in TEST_TO_TEST_ALLOWANCE)
+    left = sorted(f"{k} (line {line})" for k, line in found.items())
     assert not left, "give these a public name where they are defined, or test through one:\n" + "\n".join(
         left
     )

@@ -4,40 +4,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from publish_support import IMAGE_CMD, IMAGE_ENV, Release
-
-from releasekit.docker_engine import ImageFacts
-from releasekit.manifest import load_manifest
-from releasekit.publish.evidence import load_evidence
-from releasekit.publish.gate import evaluate_gate, policy_from_manifest
-
-IMAGE_ID = "sha256:" + "4" * 64
-
-
-def facts(env: dict[str, str] | None = None, cmd: list[str] | None = None) -> ImageFacts:
-    return ImageFacts(id=IMAGE_ID, env=dict(IMAGE_ENV if env is None else env), cmd=list(cmd or IMAGE_CMD))
-
-
-def gate(release: Release, image: ImageFacts | None = None):
-    loaded = load_manifest(release.manifest)
-    return evaluate_gate(
-        image or facts(),
-        release.lock_sha256,
-        load_evidence(release.evidence, release.receipts),
-        policy_from_manifest(loaded.manifest),
-        manifest_sha256=loaded.sha256,
-        lock_manifest_sha256=json.loads(release.lock.read_text())["manifest"]["sha256"],
-    )
-
-
-def codes(report) -> list[str]:
-    return [f.code for f in report.findings if f.severity.value == "error"]
-
-
-@pytest.fixture
-def release(tmp_path) -> Release:
-    return Release(tmp_path, IMAGE_ID)
+from publish_support import IMAGE_ENV, IMAGE_ID, codes, facts, gate
 
 
 def test_complete_evidence_passes_every_check(release):

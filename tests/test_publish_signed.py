@@ -19,18 +19,10 @@ from securesystemslib.signer import SSlibKey
 from releasekit.publish.attachments import attach_signed, signed_tag
 from releasekit.registry import RegistryClient
 from releasekit.signing import SignatureError, keyid_of, load_signer, load_trusted_keys, verify_envelope
-from releasekit.signing.keys import load_public_key, write_key_pair
+from releasekit.signing.keys import load_public_key
 from releasekit.signing.statements import sign_statement_file, sign_summary_file
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("keys")
-    signer_key, signer_pub, _ = write_key_pair(root / "release", "ecdsa-p256")
-    _, stranger_pub, _ = write_key_pair(root / "stranger", "ed25519")
-    return {"private": signer_key, "public": signer_pub, "stranger": stranger_pub}
 
 
 def sign(release: Release, private: Path, image_id: str | None = None) -> None:
@@ -102,7 +94,7 @@ def test_signed_release_is_attached_by_tag_and_promoted_only_with_the_trusted_ke
 
     code, _, stderr = promote(target)
     assert code == 2 and "--trusted-key" in stderr
-    code, out, _ = promote(target, "--trusted-key", str(keys["stranger"]))
+    code, out, _ = promote(target, "--trusted-key", str(keys["stranger_pub"]))
     assert code == 1 and out is not None
     assert error_codes(out) == ["SIGNER_UNTRUSTED", "SIGNER_UNTRUSTED"]
     assert "stable" not in tags_of(registry, repo)
@@ -355,12 +347,12 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
     """Issue 34 item 3: the SBOM was not signed, so promote --trusted-key --require-signed accepted
     an attached SBOM swapped for another that still names the image. Now the signed summary names
     the SBOM's sha256 and the SBOM has its own envelope."""
-    from test_sbom import _signed_release, _swapped
+    from sbom_support import signed_release, swapped_sbom
 
     from releasekit.publish.attachments import attachment_tag, push_artifact
     from releasekit.records.oci import OCI_MANIFEST
 
-    release, text = _signed_release(tmp_path / "rel", image, keys["private"])
+    release, text = signed_release(tmp_path / "rel", image, keys["private"])
     repo = "team/signed-sbom"
     target = f"{registry.host}/{repo}"
     strict = ("--trusted-key", str(keys["public"]), "--require-signed")
@@ -384,7 +376,7 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
             title = layer["annotations"]["org.opencontainers.image.title"]
             data = client.get_blob(repo, layer["digest"])
             layers.append(
-                (title, layer["mediaType"], _swapped(text).encode() if title == "sbom.cdx.json" else data)
+                (title, layer["mediaType"], swapped_sbom(text).encode() if title == "sbom.cdx.json" else data)
             )
         config = client.get_blob(repo, manifest["config"]["digest"])
         body = push_artifact(
@@ -404,7 +396,7 @@ def test_a_swapped_sbom_is_refused_at_promote_and_an_unsigned_one_under_require_
     assert "stable" not in tags_of(registry, repo)
 
     # The same swap in the release directory: refused before anything is pushed.
-    (release.evidence / "sbom.cdx.json").write_text(_swapped(text), encoding="utf-8")
+    (release.evidence / "sbom.cdx.json").write_text(swapped_sbom(text), encoding="utf-8")
     r = invoke(*publish_args(release, image, f"{registry.host}/team/swapped-sbom", "beta"), *strict)
     assert r.returncode == 1, r.stdout + r.stderr
     assert sorted(finding_codes(json.loads(r.stdout), "error")) == [

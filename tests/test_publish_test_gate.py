@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from publish_support import MANIFEST, Release
-from test_publish_gate import IMAGE_ID, codes, gate
+from publish_support import IMAGE_ID, MANIFEST, Release, codes, gate
 
 from releasekit.findings import Findings, Severity
 from releasekit.publish.attachments import FetchedAttachments

@@ -40,11 +40,6 @@ IMAGE_ID = "sha256:" + "4" * 64
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def release(tmp_path: Path) -> Release:
-    return Release(tmp_path / "rel", IMAGE_ID)
-
-
 def build_record(release: Release) -> BuildRecord:
     lock = read_lock(release.lock)
     tiny = lock.git_components()["tiny"]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from cli_run import invoke
-from test_release_dir_hostile import _verify
-from test_verify_redteam import Release
+from demo_release import DemoBuild
+from release_dir_child import verify_in_child
 
 from releasekit.builder.cache import CacheEntry, default_cache_dir
 from releasekit.digests import file_sha256
@@ -43,7 +43,7 @@ def tmpfs(where: Path, size: int) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-def _build(rel: Release, outdir: Path, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _build(rel: DemoBuild, outdir: Path, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     if cache is not None:
         env["RELEASEKIT_CACHE"] = str(cache)
@@ -77,8 +77,10 @@ def test_build_outputs_on_a_full_disk_leave_no_record(demo_build, tmp_path):
         for p in demo_build.artifacts.rglob("*")
         if p.is_file() and p.name != "plan-check.json" and not p.name.endswith(".dsse.json")
     ]
+    # On a copy of the build's own cache: every entry found, as on a machine that built this lock before.
+    cache = demo_build.copy_cache(tmp_path / "cache")
     with tmpfs(tmp_path / "small", _pages(written) - 2 * PAGE) as mnt:
-        out = _build(demo_build, mnt / "out")
+        out = _build(demo_build, mnt / "out", cache=cache)
         _one_line_no_space(out.returncode, out.stderr)
         assert not (mnt / "out" / "build.json").exists()  # the record that says "done" is absent
         assert _temporaries(mnt) == []
@@ -123,7 +125,7 @@ def test_verify_on_a_full_release_directory_leaves_no_summary(demo_build, tmp_pa
         with (mnt / "filler").open("wb", buffering=0) as filler, contextlib.suppress(OSError):
             while True:  # fill the file system to its last page
                 filler.write(b"\0" * PAGE)
-        run = _verify(demo_build, copy, logs=tmp_path)
+        run = verify_in_child(demo_build, copy, logs=tmp_path)
         _one_line_no_space(run.code, run.stderr)
         assert not list(copy.glob("verification_summary*"))
         assert _temporaries(mnt) == []

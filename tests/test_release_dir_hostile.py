@@ -11,16 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_run import releasekit_argv
-from test_verify_redteam import Release
+from demo_release import DemoBuild
+from release_dir_child import Run, verify_in_child
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -28,68 +23,7 @@ GIB = 1 << 30
 VICTIM_TEXT = "a file outside the release directory\n"
 
 
-@dataclass
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-    seconds: float
-    max_rss_kib: int
-
-    @property
-    def lines(self) -> list[str]:
-        return self.stderr.splitlines()
-
-
-# The child's peak RSS must not include its parent's: Linux carries the high-water mark of the
-# memory a process had at exec (a fork of a big pytest process) into ru_maxrss. So a small
-# launcher (``python3 -S``, a few MiB) forks and execs releasekit and reports wait4's figure.
-LAUNCHER = """
-import os, sys
-rss_file, argv = sys.argv[1], sys.argv[2:]
-pid = os.fork()
-if pid == 0:
-    os.execv(argv[0], argv)
-_, status, usage = os.wait4(pid, 0)
-with open(rss_file, "w") as out:
-    out.write(str(usage.ru_maxrss))
-code = os.waitstatus_to_exitcode(status)
-sys.exit(code if code >= 0 else 128 - code)
-"""
-
-
-def _verify(
-    rel: Release, artifacts: Path, *extra: str, timeout: float = 60.0, logs: Path | None = None
-) -> Run:
-    """``releasekit verify-provenance`` in a child: its exit, output, time and own peak RSS (``wait4``).
-    Its stdout and stderr go to files in ``logs`` (default: beside the release directory)."""
-    # A child process: its own peak RSS and wall time are measured, and it is killed if it overruns.
-    argv = releasekit_argv("verify-provenance", rel.image_id, "--lock", str(rel.lock))
-    argv += ["--artifacts", str(artifacts), "--allow-local-repos", "--deadline", str(int(timeout)), *extra]
-    logs = logs or artifacts.parent
-    out, err, rss = logs / "stdout.txt", logs / "stderr.txt", logs / "rss.txt"
-    started = time.monotonic()
-    with out.open("wb") as o, err.open("wb") as e:
-        launched = [sys.executable, "-S", "-c", LAUNCHER, str(rss), *argv]
-        proc = subprocess.Popen(launched, stdout=o, stderr=e, start_new_session=True)
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() - started > timeout + 10:
-            os.killpg(proc.pid, signal.SIGKILL)
-            os.wait4(proc.pid, 0)
-            pytest.fail(
-                f"verify-provenance still running after {timeout + 10:.0f} s (--deadline {timeout:.0f})"
-            )
-        time.sleep(0.05)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.monotonic() - started
-    del usage  # the launcher's own figure would include pytest's memory at fork; the child's is in rss.txt
-    return Run(proc.returncode, out.read_text(), err.read_text(), seconds, int(rss.read_text()))
-
-
-def _copy(rel: Release, tmp_path: Path) -> Path:
+def _copy(rel: DemoBuild, tmp_path: Path) -> Path:
     copy = tmp_path / "release"
     shutil.copytree(rel.artifacts, copy)
     for stale in copy.glob("verification_summary*"):
@@ -116,7 +50,7 @@ def test_a_fifo_is_refused_not_opened(demo_build, tmp_path, target):
     path = _wheel(copy, "rkdemo_kernels") if target == "wheel" else copy / target
     path.unlink()
     os.mkfifo(path)
-    run = _verify(demo_build, copy, timeout=20)
+    run = verify_in_child(demo_build, copy, timeout=20)
     _refused(run, str(path), "FIFO")
     assert run.seconds < 20
 
@@ -126,7 +60,7 @@ def test_a_wheel_linked_to_a_device_outside_is_refused(demo_build, tmp_path):
     wheel = _wheel(copy, "rkdemo_runtime")
     wheel.unlink()
     wheel.symlink_to("/dev/zero")
-    run = _verify(demo_build, copy, timeout=20)
+    run = verify_in_child(demo_build, copy, timeout=20)
     _refused(run, str(wheel), "outside")
 
 
@@ -142,7 +76,7 @@ def test_a_planted_temp_file_link_writes_nothing_outside(demo_build, tmp_path):
     copy = _copy(demo_build, tmp_path)
     victim = _victim(tmp_path)
     (copy / "verification_summary.json.tmp").symlink_to(victim)
-    run = _verify(demo_build, copy)
+    run = verify_in_child(demo_build, copy)
     assert run.code == 0, run.stdout[-3000:] + run.stderr
     assert victim.read_text() == VICTIM_TEXT
     summary = copy / "verification_summary.json"
@@ -158,7 +92,7 @@ def test_a_planted_output_link_is_refused(demo_build, tmp_path, planted):
     copy = _copy(demo_build, tmp_path)
     victim = _victim(tmp_path)
     (copy / planted).symlink_to(victim)
-    run = _verify(demo_build, copy)
+    run = verify_in_child(demo_build, copy)
     _refused(run, str(copy / planted), "symbolic link")
     assert victim.read_text() == VICTIM_TEXT
     assert run.seconds < 10  # refused before the image is read
@@ -169,7 +103,7 @@ def test_a_one_gib_build_record_is_refused_in_bounded_memory(demo_build, tmp_pat
     record = copy / "build.json"
     with record.open("r+b") as handle:  # the real record, then a sparse tail: 1 GiB apparent, ~no disk
         handle.truncate(GIB)
-    run = _verify(demo_build, copy, timeout=30)
+    run = verify_in_child(demo_build, copy, timeout=30)
     _refused(run, str(record), str(GIB), str(16 << 20))
     # Measured: about 85 MiB refused on stat; 2.1 GiB before the fix (the file read, then decoded);
     # a whole clean verify-provenance run peaks near 330 MiB.
@@ -189,7 +123,7 @@ def test_a_sparse_multi_gib_wheel_is_refused_on_stat(demo_build, tmp_path, gib):
         handle.write(data)
     size = wheel.stat().st_size
     assert wheel.stat().st_blocks * 512 < 64 << 20  # sparse: the attacker paid almost no disk
-    run = _verify(demo_build, copy, timeout=60)
+    run = verify_in_child(demo_build, copy, timeout=60)
     _refused(run, str(wheel), str(size), str(4 * GIB))
     assert run.seconds < 10
 

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture()
-def forge(tmp_path: Path) -> Forge:
+def merged_forge(tmp_path: Path) -> Forge:
     f = Forge(tmp_path / "r", "vllm")
     f.init({"a.py": "A = 0\n"})
     f.switch("upstream", "main")
@@ -58,14 +58,14 @@ def test_what_the_fast_parser_does_not_fully_understand_goes_to_typer(args: list
     assert parse_release_only(args) is None
 
 
-def _fast(forge: Forge, *extra: str) -> subprocess.CompletedProcess[str]:
+def _fast(merged_forge: Forge, *extra: str) -> subprocess.CompletedProcess[str]:
     code = (
         "import sys\nfrom releasekit import cli\n"
         "try:\n    cli.main(sys.argv[1:])\nfinally:\n"
         "    sys.stderr.write('typer loaded' if 'typer' in sys.modules else 'no typer')\n"
     )
     return subprocess.run(
-        [sys.executable, "-c", code, "audit", "release-only", "--repo", str(forge.work), *extra],
+        [sys.executable, "-c", code, "audit", "release-only", "--repo", str(merged_forge.work), *extra],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -73,19 +73,19 @@ def _fast(forge: Forge, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("upstream", [[], ["--upstream", "upstream"], ["--upstream=upstream"]])
-def test_fast_entry_output_is_the_typer_command_output(forge: Forge, upstream: list[str]) -> None:
+def test_fast_entry_output_is_the_typer_command_output(merged_forge: Forge, upstream: list[str]) -> None:
     args = ["--release=release", "--canonical", "main", *upstream, "--json"]
-    fast = _fast(forge, *args)
+    fast = _fast(merged_forge, *args)
     assert fast.stderr == "no typer", fast.stderr
-    typed = CliRunner().invoke(app, ["audit", "release-only", "--repo", str(forge.work), *args])
+    typed = CliRunner().invoke(app, ["audit", "release-only", "--repo", str(merged_forge.work), *args])
     assert fast.returncode == typed.exit_code == 1
     assert fast.stdout == typed.stdout and '"release_only"' in fast.stdout
 
 
-def test_fast_entry_bad_input_is_one_line_exit_2(forge: Forge) -> None:
-    r = _fast(forge, "--release", "nope", "--canonical", "main", "--json")
+def test_fast_entry_bad_input_is_one_line_exit_2(merged_forge: Forge) -> None:
+    r = _fast(merged_forge, "--release", "nope", "--canonical", "main", "--json")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("releasekit: error:") and r.stderr.count("\n") == 1, r.stderr
     # Left to typer: its own usage error, still one line and exit 2.
-    r = _fast(forge, "--release", "release", "--json")
+    r = _fast(merged_forge, "--release", "release", "--json")
     assert r.returncode == 2 and "--canonical" in r.stderr and "typer loaded" in r.stderr

@@ -10,163 +10,35 @@ schema with ``cyclonedx-python-lib``'s own validator. The real image's SBOM (wri
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import io
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
+from sbom_support import (
+    COMMIT,
+    CREATED,
+    IMAGE,
+    PINNED,
+    SP,
+    TREE,
+    WHEEL,
+    image_files,
+    sbom_context,
+    signed_release,
+    swapped_sbom,
+)
 
 from releasekit.bounded_read import UnsafeFileError
 from releasekit.docker_engine import ImageFacts
-from releasekit.provenance.context import VerifyContext
-from releasekit.provenance.expected import expected_components
-from releasekit.provenance.image import ProbeRun
-from releasekit.provenance.installed import installed_distributions
-from releasekit.provenance.inventory import ReadPlan, inventory_from_tar
-from releasekit.provenance.reproduce import Reproduction
 from releasekit.provenance.sbom import image_created, make_bom, sbom_text, write_sbom
 from releasekit.records.base import RecordError
-from releasekit.records.build import BaseImageRecord, ComponentRecord
-from releasekit.records.lock import (
-    Lock,
-    LockedBaseImage,
-    LockedGitComponent,
-    LockedManifest,
-    LockedPR,
-    LockedToolchain,
-    LockedWheelComponent,
-    LockedWheelSource,
-)
 from releasekit.records.sbom import SBOM_FILE, SbomView, sbom_serial
-
-SP = "/usr/lib/python3/dist-packages"
-IMAGE = "sha256:" + "ab" * 32
-WHEEL = "c" * 64
-PINNED = "d" * 64
-COMMIT = "1" * 40
-TREE = "2" * 40
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def _files() -> dict[str, bytes | tuple[str, str]]:
-    runtime = b"def answer():\n    return 42\n"
-    pinned = b"x = 1\n"
-    return {
-        f"{SP}/rk_runtime/__init__.py": runtime,
-        f"{SP}/rk_runtime/__pycache__/__init__.cpython-311.pyc": b"\x00pyc",
-        f"{SP}/rk_runtime-0.1.0.dist-info/METADATA": b"Name: rk-runtime\nVersion: 0.1.0\n",
-        f"{SP}/rk_runtime-0.1.0.dist-info/RECORD": (
-            f"rk_runtime/__init__.py,sha256={_b64(runtime)},{len(runtime)}\n"
-            "rk_runtime-0.1.0.dist-info/METADATA,,\nrk_runtime-0.1.0.dist-info/RECORD,,\n"
-        ).encode(),
-        f"{SP}/six.py": pinned,
-        f"{SP}/six-1.16.0.dist-info/METADATA": b"Name: six\nVersion: 1.16.0\n",
-        f"{SP}/six-1.16.0.dist-info/RECORD": f"six.py,sha256={_b64(pinned)},{len(pinned)}\n".encode(),
-        f"{SP}/Plain_Dist-2.0.dist-info/METADATA": b"Name: Plain_Dist\nVersion: 2.0\n",
-        "/var/lib/dpkg/status": (
-            b"Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nMulti-Arch: same\n"
-            b"Version: 2.36-9\n\nPackage: bash\nStatus: install ok installed\nArchitecture: amd64\n"
-            b"Version: 5.2.15-2\n\nPackage: gone\nStatus: deinstall ok config-files\nVersion: 1\n"
-        ),
-        "/var/lib/dpkg/info/libc6:amd64.list": b"/.\n/lib\n/lib/libc.so.6\n",
-        "/var/lib/dpkg/info/bash.list": b"/bin\n/bin/bash\n",
-        "/lib/libc.so.6": b"\x7fELF libc",
-        "/bin/bash": b"\x7fELF bash",
-        "/etc/hostname.local": b"not in any package\n",
-        "/usr/bin/sh": ("symlink", "../../bin/bash"),
-    }
-
-
-def _tar() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        dirs = sorted(
-            {p.rsplit("/", i)[0] for p in _files() for i in range(1, p.count("/")) if p.rsplit("/", i)[0]}
-        )
-        for d in dirs:
-            info = tarfile.TarInfo(d.lstrip("/"))
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        for path, data in _files().items():
-            info = tarfile.TarInfo(path.lstrip("/"))
-            if isinstance(data, tuple):
-                info.type, info.linkname = tarfile.SYMTYPE, data[1]
-                tar.addfile(info)
-            else:
-                info.size, info.mode = len(data), 0o644
-                tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _lock() -> Lock:
-    return Lock(
-        name="t",
-        manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"),
-        components={
-            "runtime": LockedGitComponent(
-                name="runtime",
-                repo="https://example.org/rk/runtime.git",
-                canonical_branch="main",
-                commit=COMMIT,
-                tree=TREE,
-                commit_time=1_700_000_000,
-                canonical_head=COMMIT,
-                pull_requests=[LockedPR(number=7, ref="refs/pull/7/head", head="3" * 40, tree="4" * 40)],
-            ),
-            "six": LockedWheelComponent(
-                name="six",
-                distribution="six",
-                version="1.16.0",
-                filename="six-1.16.0-py2.py3-none-any.whl",
-                sha256=PINNED,
-                source=LockedWheelSource(repo="https://example.org/six.git", commit="5" * 40),
-            ),
-        },
-        toolchain=LockedToolchain(base_image=LockedBaseImage(name="debian:12")),
-    )
-
-
-def _ctx(image: str = IMAGE) -> VerifyContext:
-    inv = inventory_from_tar(iter([_tar()]), ReadPlan(python_roots=[SP], hash_all=True))
-    lock = _lock()
-    comps = expected_components(lock, None, None)
-    comps["runtime"].distribution, comps["runtime"].installed = "rk-runtime", True  # as build.json says
-    rebuilt = ComponentRecord(name="runtime", kind="git", distribution="rk-runtime", wheel_sha256=WHEEL)
-    return VerifyContext(
-        image=ImageFacts(id=image, tags=["registry.example/team/app:1.0"]),
-        lock=lock,
-        lock_sha256="9" * 64,
-        manifest=None,
-        record=None,
-        components=comps,
-        wheels={},
-        wheel_errors={},
-        probe=ProbeRun(ok=True, report={}),
-        inventory=inv,
-        sites=[SP],
-        sys_path=[SP],
-        stdlib=[],
-        dists=installed_distributions(inv, [SP]),
-        reproduction=Reproduction(
-            image_id=image,
-            base=BaseImageRecord(name="debian:12", image_id="sha256:" + "ee" * 32),
-            components=[rebuilt],
-        ),
-    )
-
-
-CREATED = "2023-11-14T22:13:20.123456789Z"
 
 
 @pytest.fixture(scope="module")
 def doc() -> dict:
-    return json.loads(sbom_text(make_bom(_ctx(), CREATED)))
+    return json.loads(sbom_text(make_bom(sbom_context(), CREATED)))
 
 
 def _walk(components: list[dict]):
@@ -183,7 +55,7 @@ def test_the_sbom_is_valid_cyclonedx_1_6_by_the_librarys_own_validator():
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
 
-    text = sbom_text(make_bom(_ctx(), CREATED))
+    text = sbom_text(make_bom(sbom_context(), CREATED))
     validator = JsonStrictValidator(SchemaVersion.V1_6)
     assert validator.validate_str(text) is None
     # The validator can fail: the same document with a hash that is not hex is refused.
@@ -201,7 +73,7 @@ def test_every_distribution_has_name_version_purl_and_its_hashes(doc):
     )
     assert runtime["hashes"] == [{"alg": "SHA-256", "content": WHEEL}]  # the verifier's own rebuild
     props = {p["name"]: p["value"] for p in runtime["properties"]}
-    record = _files()[f"{SP}/rk_runtime-0.1.0.dist-info/RECORD"]
+    record = image_files()[f"{SP}/rk_runtime-0.1.0.dist-info/RECORD"]
     assert props["releasekit:record:sha256"] == hashlib.sha256(record).hexdigest()
     assert props["releasekit:vcs:commit"] == COMMIT and props["releasekit:vcs:tree"] == TREE
     assert props["releasekit:component"] == "runtime"
@@ -216,7 +88,7 @@ def test_every_distribution_has_name_version_purl_and_its_hashes(doc):
 
 
 def _sha(path: str) -> list[dict]:
-    data = _files()[path]
+    data = image_files()[path]
     assert isinstance(data, bytes)
     return [{"alg": "SHA-256", "content": hashlib.sha256(data).hexdigest()}]
 
@@ -235,7 +107,7 @@ def _listed(holder: dict) -> dict[str, str]:
 
 
 def _sha(path: str) -> str:
-    data = _files()[path]
+    data = image_files()[path]
     assert isinstance(data, bytes)
     return hashlib.sha256(data).hexdigest()
 
@@ -247,9 +119,9 @@ def test_every_file_outside_a_record_hash_is_listed_with_its_sha256(doc):
     listed = {path: digest for h in holders for path, digest in _listed(h).items()}
     # RECORD vouches for __init__.py and six.py by hash; every other file and link is listed, once.
     assert sum(len(_listed(h)) for h in holders) == len(listed)
-    expected = {p for p in _files() if p not in (f"{SP}/rk_runtime/__init__.py", f"{SP}/six.py")}
+    expected = {p for p in image_files() if p not in (f"{SP}/rk_runtime/__init__.py", f"{SP}/six.py")}
     assert set(listed) == expected
-    for path, data in _files().items():
+    for path, data in image_files().items():
         if path in listed and isinstance(data, bytes):
             assert listed[path] == _sha(path), path
     runtime = _listed(refs[f"pypi:{SP}/rk_runtime-0.1.0.dist-info"])
@@ -269,13 +141,13 @@ def test_the_sbom_names_its_image_and_is_byte_stable(tmp_path, doc):
     assert doc["serialNumber"] == sbom_serial(IMAGE).urn
     assert doc["metadata"]["component"]["version"] == IMAGE
     assert doc["metadata"]["timestamp"] == "2023-11-14T22:13:20.123456+00:00"
-    first = write_sbom(_ctx(), CREATED, tmp_path / SBOM_FILE)
-    again = write_sbom(_ctx(), CREATED, tmp_path / "again.json")
+    first = write_sbom(sbom_context(), CREATED, tmp_path / SBOM_FILE)
+    again = write_sbom(sbom_context(), CREATED, tmp_path / "again.json")
     assert first == again == (tmp_path / SBOM_FILE).read_text(encoding="utf-8")
     view = SbomView.from_json(json.loads(first))
     assert view.names_image(IMAGE) and not view.names_image("sha256:" + "cd" * 32)
     # files: all but the two a RECORD row vouches for and the symlink
-    assert view.counts() == {"container": 1, "library": 5, "files": len(_files()) - 3}
+    assert view.counts() == {"container": 1, "library": 5, "files": len(image_files()) - 3}
     with pytest.raises(RecordError, match="not a CycloneDX document"):
         SbomView.from_json({"bomFormat": "SPDX"})
 
@@ -289,12 +161,12 @@ def test_a_symlink_planted_at_the_sbom_path_is_refused_not_followed(tmp_path):
     (release / f"{SBOM_FILE}.tmp").symlink_to(outside)  # the name a naive atomic write would open
     # Like every release-directory write (atomic.write_atomic), a link at the target is refused.
     with pytest.raises(UnsafeFileError, match="symbolic link"):
-        write_sbom(_ctx(), CREATED, release / SBOM_FILE)
+        write_sbom(sbom_context(), CREATED, release / SBOM_FILE)
     assert outside.read_text() == "keep me\n"
     # No temporary file left (the planted links are the attacker's, left as they were).
     assert sorted(p.name for p in release.iterdir()) == [SBOM_FILE, f"{SBOM_FILE}.tmp"]
     (release / SBOM_FILE).unlink()
-    text = write_sbom(_ctx(), CREATED, release / SBOM_FILE)
+    text = write_sbom(sbom_context(), CREATED, release / SBOM_FILE)
     assert (release / SBOM_FILE).read_text() == text and outside.read_text() == "keep me\n"
     assert oct((release / SBOM_FILE).stat().st_mode & 0o777) == "0o644"
 
@@ -308,8 +180,7 @@ def test_image_created_reads_docker_times():
 
 
 def _gate(release, image_id: str):
-    from publish_support import IMAGE_CMD, IMAGE_ENV
-    from test_publish_gate import gate
+    from publish_support import IMAGE_CMD, IMAGE_ENV, gate
 
     return gate(release, ImageFacts(id=image_id, env=dict(IMAGE_ENV), cmd=list(IMAGE_CMD)))
 
@@ -320,10 +191,10 @@ def test_the_gate_refuses_an_sbom_of_another_image_or_not_cyclonedx(tmp_path):
     image_id = "sha256:" + "4" * 64
     release = Release(tmp_path, image_id)
     assert _gate(release, image_id).passed  # no SBOM: nothing to say (older release directories)
-    (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(_ctx(image_id), CREATED)))
+    (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(sbom_context(image_id), CREATED)))
     report = _gate(release, image_id)
     assert report.passed, [f.render() for f in report.findings]
-    (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(_ctx(IMAGE), CREATED)))
+    (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(sbom_context(IMAGE), CREATED)))
     report = _gate(release, image_id)
     assert [f.code for f in report.findings.errors] == ["SBOM_WRONG_IMAGE"]
     (release.evidence / SBOM_FILE).write_text(json.dumps({"bomFormat": "SPDX"}))
@@ -339,7 +210,7 @@ def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, 
     from releasekit.registry import RegistryClient
 
     release = Release(tmp_path / "rel", image)
-    text = sbom_text(make_bom(_ctx(image), CREATED))
+    text = sbom_text(make_bom(sbom_context(image), CREATED))
     (release.evidence / SBOM_FILE).write_text(text, encoding="utf-8")
     with start_local_registry(tmp_path / "registry") as registry:
         target = f"{registry.host}/team/sbom"
@@ -369,7 +240,9 @@ def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, 
             for c in json.loads(promoted.stdout)["gate"]["checks"]
         )
         # An SBOM of another image is refused before anything reaches the registry.
-        (release.evidence / SBOM_FILE).write_text(sbom_text(make_bom(_ctx(IMAGE), CREATED)), encoding="utf-8")
+        (release.evidence / SBOM_FILE).write_text(
+            sbom_text(make_bom(sbom_context(IMAGE), CREATED)), encoding="utf-8"
+        )
         refused = invoke(*publish_args(release, image, f"{registry.host}/team/sbom-wrong", "beta"))
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert "SBOM_WRONG_IMAGE" in refused.stdout
@@ -378,45 +251,11 @@ def test_publish_attaches_the_sbom_lists_it_and_promote_reads_it_back(tmp_path, 
 # --- issue 34 item 3, issue 36: the SBOM signed and named by sha256 in the signed summary ----------
 
 
-def _swapped(text: str) -> str:
-    """The attacker's SBOM: still names the image (serial, subject), one component fewer."""
-    doc = json.loads(text)
-    doc["components"] = doc["components"][1:]
-    return json.dumps(doc, indent=2) + "\n"
-
-
-def _signed_release(tmp_path: Path, image_id: str, key: Path | None):
-    """A release directory as verify-provenance leaves it: the SBOM, the summary naming its sha256,
-    and (with ``key``) the three envelopes and the receipts' envelopes."""
-    from publish_support import Release
-
-    from releasekit.signing import load_signer
-    from releasekit.signing.statements import (
-        sign_receipt_file,
-        sign_sbom_file,
-        sign_statement_file,
-        sign_summary_file,
-    )
-
-    release = Release(tmp_path, image_id)
-    text = sbom_text(make_bom(_ctx(image_id), CREATED))
-    (release.evidence / SBOM_FILE).write_text(text, encoding="utf-8")
-    release.write_verification(sbom_sha256=hashlib.sha256(text.encode()).hexdigest())
-    if key is not None:
-        signer = load_signer(key)
-        sign_statement_file(signer, release.evidence / "provenance.intoto.json")
-        sign_summary_file(signer, release.evidence / "verification_summary.json", image_id)
-        sign_sbom_file(signer, release.evidence / SBOM_FILE)
-        for receipt in sorted(release.receipts.glob("*.json")):  # as validate --signing-key leaves them
-            sign_receipt_file(signer, receipt)
-    return release, text
-
-
 def test_the_gate_refuses_an_sbom_other_than_the_one_the_summary_names(tmp_path):
     image_id = "sha256:" + "4" * 64
-    release, text = _signed_release(tmp_path, image_id, None)
+    release, text = signed_release(tmp_path, image_id, None)
     assert _gate(release, image_id).passed
-    swapped = _swapped(text)
+    swapped = swapped_sbom(text)
     assert SbomView.from_json(json.loads(swapped)).names_image(image_id)  # the old check was satisfied
     (release.evidence / SBOM_FILE).write_text(swapped, encoding="utf-8")
     report = _gate(release, image_id)
@@ -453,7 +292,7 @@ def test_a_signed_sbom_verifies_and_a_swapped_or_unsigned_one_is_a_finding(tmp_p
 
     private, public, _ = write_key_pair(tmp_path / "key")
     image_id = "sha256:" + "4" * 64
-    release, text = _signed_release(tmp_path / "rel", image_id, private)
+    release, text = signed_release(tmp_path / "rel", image_id, private)
     envelope = release.evidence / SBOM_ENVELOPE_FILE
     assert SBOM_ENVELOPE_FILE == "sbom.cdx.dsse.json"
     verified = verify_envelope(
@@ -465,7 +304,7 @@ def test_a_signed_sbom_verifies_and_a_swapped_or_unsigned_one_is_a_finding(tmp_p
     assert verdict.signers[SBOM_ENVELOPE_FILE] == keyid_of(load_public_key(public))
 
     # Swapped after signing: the envelope no longer covers it.
-    (release.evidence / SBOM_FILE).write_text(_swapped(text), encoding="utf-8")
+    (release.evidence / SBOM_FILE).write_text(swapped_sbom(text), encoding="utf-8")
     verdict = _signed_verdict(release, image_id, public, required=True)
     assert [f.code for f in verdict.findings.errors] == ["SIGNED_EVIDENCE_MISMATCH"]
 
@@ -486,7 +325,7 @@ def test_an_sbom_the_signed_summary_does_not_name_is_unsigned(tmp_path):
 
     private, public, _ = write_key_pair(tmp_path / "key")
     image_id = "sha256:" + "4" * 64
-    release, _text = _signed_release(tmp_path / "rel", image_id, private)
+    release, _text = signed_release(tmp_path / "rel", image_id, private)
     release.write_verification()  # a summary (re-signed) that names no SBOM
     sign_summary_file(load_signer(private), release.evidence / "verification_summary.json", image_id)
     verdict = _signed_verdict(release, image_id, public, required=True)

@@ -15,24 +15,18 @@ from pathlib import Path
 
 import pytest
 from publish_support import Release
-from test_signing import cli
+from signing_support import cli
 
 from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
 from releasekit.records.provenance import SLSA_PROVENANCE_V1
 from releasekit.records.sbom import SBOM_MEDIA
 from releasekit.signing.dsse import verify_envelope
-from releasekit.signing.keys import ENV_KEY, ENV_KEY_FILE, load_trusted_keys, write_key_pair
+from releasekit.signing.keys import ENV_KEY, ENV_KEY_FILE, load_trusted_keys
 from releasekit.signing.verify import verify_statement_envelope
 
 IMAGE = "sha256:" + "5" * 64
 ENVELOPES = ("provenance.intoto.dsse.json", "sbom.cdx.dsse.json", "verification_summary.dsse.json")
 SBOM_TEXT = '{"bomFormat": "CycloneDX", "specVersion": "1.6", "serialNumber": "urn:uuid:x"}\n'
-
-
-@pytest.fixture
-def keys(tmp_path: Path) -> tuple[Path, Path]:
-    private, public, _keyid = write_key_pair(tmp_path / "keys", "ecdsa-p256")
-    return private, public
 
 
 def _release(tmp_path: Path) -> Release:
@@ -80,7 +74,7 @@ def _one_line_refusal(run: subprocess.CompletedProcess[str], *words: str) -> Non
 
 @pytest.mark.parametrize("source", ["--key", "--key-fd", ENV_KEY, ENV_KEY_FILE])
 def test_sign_signs_every_statement_from_each_key_source(tmp_path, keys, source):
-    private, public = keys
+    private, public = keys["private"], keys["public"]
     release = _release(tmp_path)
     pem = private.read_text()
     if source == "--key":
@@ -110,7 +104,7 @@ def test_sign_signs_every_statement_from_each_key_source(tmp_path, keys, source)
 
 def test_a_second_run_writes_the_same_bytes(tmp_path, keys):
     """ECDSA signatures differ per run: an envelope this key already signed over the same bytes is kept."""
-    private, _public = keys
+    private = keys["private"]
     release = _release(tmp_path)
     assert cli("sign", str(release.evidence), "--key", str(private)).returncode == 0
     first = _envelopes(release)
@@ -124,7 +118,7 @@ def test_a_second_run_writes_the_same_bytes(tmp_path, keys):
 
 
 def test_no_key_and_two_keys_are_refused_in_one_line(tmp_path, keys):
-    private, _public = keys
+    private = keys["private"]
     release = _release(tmp_path)
     _one_line_refusal(cli("sign", str(release.evidence)), "no signing key", "--key")
     _one_line_refusal(
@@ -149,7 +143,7 @@ def test_inputs_are_checked_before_the_key_is_read(tmp_path):
 
 
 def test_an_sbom_or_provenance_other_than_the_summary_names_is_not_signed(tmp_path, keys):
-    private, _public = keys
+    private = keys["private"]
     release = _release(tmp_path)
     (release.evidence / "sbom.cdx.json").write_text(SBOM_TEXT.replace("x", "swapped"), encoding="utf-8")
     _one_line_refusal(cli("sign", str(release.evidence), "--key", str(private)), "sbom.cdx.json", "names")
@@ -171,7 +165,7 @@ def test_an_sbom_or_provenance_other_than_the_summary_names_is_not_signed(tmp_pa
 
 @pytest.mark.parametrize("planted", ["fifo", "link-out", "envelope-link"])
 def test_hostile_files_are_refused_quickly(tmp_path, keys, planted):
-    private, _public = keys
+    private = keys["private"]
     release = _release(tmp_path)
     victim = tmp_path / "victim.txt"
     victim.write_text("untouched\n")
@@ -204,12 +198,12 @@ def test_a_huge_key_is_not_read_whole(tmp_path):
 
 def _links(release: Release) -> dict[str, Path]:
     """The links later steps write: a receipt per cell (--receipts), staging.json, a test receipt."""
-    from test_signed_links import _staging_file
+    from publish_support import staging_file
 
     from releasekit.records.base import write_record
     from releasekit.records.test_receipt import TestReceipt
 
-    staging = _staging_file(release.evidence, IMAGE)
+    staging = staging_file(release.evidence, IMAGE)
     receipt = release.write_receipt("tiny-tp1")
     tests = release.evidence / "tests"
     tests.mkdir()
@@ -235,7 +229,7 @@ def test_sign_signs_the_later_links_each_as_its_record(tmp_path, keys):
     from releasekit.records.test_receipt import TEST_RECEIPT_PAYLOAD_TYPE
     from releasekit.signing.statements import envelope_path
 
-    private, public = keys
+    private, public = keys["private"], keys["public"]
     release = _release(tmp_path)
     links = _links(release)
     run = cli(

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 from cli_run import invoke
-from publish_support import REQUIRED_CELLS, Release, publish_args
+from publish_support import REQUIRED_CELLS, Release, publish_args, staging_file
 
 from releasekit.errors import InputError
-from releasekit.records.base import write_record
-from releasekit.records.staging import STAGING_ENVELOPE_FILE, StagingRecord
+from releasekit.records.staging import STAGING_ENVELOPE_FILE
 from releasekit.registry import RegistryClient
 from releasekit.signing import SignatureError, keyid_of, load_signer
-from releasekit.signing.keys import load_public_key, write_key_pair
+from releasekit.signing.keys import load_public_key
 from releasekit.signing.statements import (
     sign_receipt_file,
     sign_staging_file,
@@ -31,31 +30,6 @@ from releasekit.signing.statements import (
 from releasekit.signing.verify import read_signed_staging
 
 
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("keys")
-    private, public, _ = write_key_pair(root / "host")
-    stranger, stranger_pub, _ = write_key_pair(root / "stranger")
-    return {"private": private, "public": public, "stranger": stranger, "stranger_pub": stranger_pub}
-
-
-def _staging_file(directory: Path, image_id: str = "sha256:" + "1" * 64) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    record = StagingRecord(
-        image_id=image_id,
-        lock_sha256="2" * 64,
-        registry="127.0.0.1:5000",
-        repository="team/staging",
-        digest="sha256:" + "3" * 64,
-        tag="lock-" + "2" * 64,
-        media_type="application/vnd.oci.image.manifest.v1+json",
-        verification_summary_sha256="4" * 64,
-    )
-    path = directory / "staging.json"
-    write_record(record, path)
-    return path
-
-
 def _code(exc: pytest.ExceptionInfo[SignatureError]) -> str:
     return exc.value.code
 
@@ -63,7 +37,7 @@ def _code(exc: pytest.ExceptionInfo[SignatureError]) -> str:
 def test_staging_json_is_verified_before_any_field_is_used(tmp_path, keys):
     public = [keys["public"]]
     # Signed by the staging host: verified, the signer named.
-    good = _staging_file(tmp_path / "good")
+    good = staging_file(tmp_path / "good")
     sign_staging_file(load_signer(keys["private"]), good)
     read = read_signed_staging(good, public, required=True, what="validate")
     assert read.signer == keyid_of(load_public_key(keys["public"])) and read.warning is None
@@ -75,7 +49,7 @@ def test_staging_json_is_verified_before_any_field_is_used(tmp_path, keys):
     assert _code(edited) == "SIGNED_EVIDENCE_MISMATCH" and "staging.json" in str(edited.value)
 
     # Unsigned: refused when required or when a key is given; a loud warning otherwise.
-    bare = _staging_file(tmp_path / "bare")
+    bare = staging_file(tmp_path / "bare")
     for trusted, required in ((public, False), ([], True)):
         with pytest.raises(SignatureError) as unsigned:
             read_signed_staging(bare, trusted, required=required, what="test")
@@ -84,7 +58,7 @@ def test_staging_json_is_verified_before_any_field_is_used(tmp_path, keys):
     assert allowed.signer is None and allowed.warning is not None and "STAGING_UNSIGNED" in allowed.warning
 
     # Signed by a key nobody trusts; signed and no key to check it with is missing input (exit 2).
-    foreign = _staging_file(tmp_path / "foreign")
+    foreign = staging_file(tmp_path / "foreign")
     sign_staging_file(load_signer(keys["stranger"]), foreign)
     with pytest.raises(SignatureError) as untrusted:
         read_signed_staging(foreign, public, required=True, what="publish")
@@ -93,7 +67,7 @@ def test_staging_json_is_verified_before_any_field_is_used(tmp_path, keys):
         read_signed_staging(foreign, [], required=False, what="publish")
 
     # A receipt's envelope cannot stand in for staging.json's: another payload type.
-    swapped = _staging_file(tmp_path / "swapped")
+    swapped = staging_file(tmp_path / "swapped")
     receipt_env = Release(tmp_path / "rel", "sha256:" + "1" * 64).receipts / f"{REQUIRED_CELLS[0]}.json"
     envelope = sign_receipt_file(load_signer(keys["private"]), receipt_env)
     assert envelope is not None

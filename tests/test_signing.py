@@ -7,16 +7,15 @@ import base64
 import json
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
-from cli_run import invoke, run_cli
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import CryptoSigner, SSlibKey
+from signing_support import cli
 
 from releasekit.errors import InputError
 from releasekit.signing import (
@@ -46,16 +45,6 @@ STATEMENT = json.dumps(
     },
     indent=2,
 ).encode()
-
-
-def cli(*args: str, env: dict[str, str] | None = None, **child: object) -> subprocess.CompletedProcess[str]:
-    """``releasekit ARGS`` without a signing key in its environment unless ``env`` gives one; in this
-    process, or in a child when ``child`` holds arguments for it (``pass_fds``: a descriptor is handed
-    over)."""
-    unset: dict[str, str | None] = {ENV_KEY: None, ENV_KEY_FILE: None}
-    if child:
-        return run_cli(*args, env={**unset, **(env or {})}, timeout=120, **child)
-    return invoke(*args, env={**unset, **(env or {})})
 
 
 @pytest.fixture(params=KEY_TYPES)

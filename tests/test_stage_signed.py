@@ -9,7 +9,6 @@ the summary's envelope is verified before anything is pushed.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from cli_run import invoke
@@ -17,18 +16,10 @@ from publish_support import MANIFEST, Release
 
 from releasekit.registry import RegistryClient
 from releasekit.signing import keyid_of, load_signer
-from releasekit.signing.keys import load_public_key, write_key_pair
+from releasekit.signing.keys import load_public_key
 from releasekit.signing.statements import sign_summary_file
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("keys")
-    private, public, _ = write_key_pair(root / "release")
-    stranger, stranger_pub, _ = write_key_pair(root / "stranger")
-    return {"private": private, "public": public, "stranger": stranger, "stranger_pub": stranger_pub}
 
 
 def _stage(release: Release, image: str, staging: str, *extra: str):

@@ -235,33 +235,25 @@ SUITES = [
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory, images, repo):
+def suite_run(tmp_path_factory, images, repo):
     """One `releasekit test` run over all suites (through the CLI), its receipts read back."""
     root = tmp_path_factory.mktemp("release")
     manifest, lock = _manifest(root / "bad", repo, 2, SUITES)
     out = root / "out"
     candidate, baseline = images
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "releasekit",
-            "test",
-            str(manifest),
-            "--image",
-            candidate,
-            "--lock",
-            str(lock),
-            "--baseline-image",
-            baseline,
-            "-o",
-            str(out),
-            "--allow-local-repos",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = invoke(
+        "test",
+        str(manifest),
+        "--image",
+        candidate,
+        "--lock",
+        str(lock),
+        "--baseline-image",
+        baseline,
+        "-o",
+        str(out),
+        "--allow-local-repos",
+        "--json",
     )
     receipts = {p.stem.split(".", 1)[1]: json.loads(p.read_text()) for p in (out / "tests").glob("*.json")}
     return proc, receipts, candidate, baseline
@@ -271,8 +263,8 @@ def _verdicts(receipt: dict) -> dict[str, str]:
     return {f["test"].split("::")[-1]: f["verdict"] for f in receipt["failures"]}
 
 
-def test_regression_fails_the_gate_and_names_the_test(release):
-    proc, receipts, candidate, baseline = release
+def test_regression_fails_the_gate_and_names_the_test(suite_run):
+    proc, receipts, candidate, baseline = suite_run
     assert proc.returncode == 1, proc.stderr
     mixed = receipts["mixed"]
     assert mixed["status"] == "failed"
@@ -293,8 +285,8 @@ def test_regression_fails_the_gate_and_names_the_test(release):
     assert "assert 2 == 1" in regression["output"] and regression["baseline"]["outcome"] == "passed"
 
 
-def test_pre_existing_failure_passes_with_both_results(release):
-    _, receipts, candidate, baseline = release
+def test_pre_existing_failure_passes_with_both_results(suite_run):
+    _, receipts, candidate, baseline = suite_run
     pre = receipts["preexisting"]
     assert pre["status"] == "passed", pre["findings"]
     failures = {f["test"].split("::")[-1]: f for f in pre["failures"]}
@@ -311,8 +303,8 @@ def test_pre_existing_failure_passes_with_both_results(release):
     assert ("ALLOWLIST_STALE", "warning") in codes and ("PRE_EXISTING_FAILURE", "warning") in codes
 
 
-def test_count_rule_fails_when_fewer_pass(release):
-    _, receipts, _, _ = release
+def test_count_rule_fails_when_fewer_pass(suite_run):
+    _, receipts, _, _ = suite_run
     counts = receipts["counts"]
     assert counts["status"] == "failed" and counts["counts"]["passed"] == 1
     assert [(r["rule"], r["actual"], r["ok"]) for r in counts["expected"]] == [
@@ -322,25 +314,25 @@ def test_count_rule_fails_when_fewer_pass(release):
     assert [f["code"] for f in counts["findings"]["findings"]] == ["COUNT_RULE_FAILED"]
 
 
-def test_gpu_suite_is_skipped_with_its_reason(release):
-    _, receipts, _, _ = release
+def test_gpu_suite_is_skipped_with_its_reason(suite_run):
+    _, receipts, _, _ = suite_run
     gpu = receipts["gpu"]
     assert gpu["status"] == "skipped" and "needs 64 GPU(s)" in gpu["skip_reason"]
     assert gpu["counts"]["passed"] == 0 and gpu["run"]["exit_code"] is None
     assert [f["code"] for f in gpu["findings"]["findings"]] == ["SUITE_SKIPPED"]
 
 
-def test_hanging_suite_is_killed_at_its_timeout(release):
-    _, receipts, _, _ = release
+def test_hanging_suite_is_killed_at_its_timeout(suite_run):
+    _, receipts, _, _ = suite_run
     hang = receipts["hang"]
     assert hang["status"] == "timed-out" and hang["run"]["timed_out"] is True
     assert hang["run"]["seconds"] < 60
     assert [f["code"] for f in hang["findings"]["findings"]] == ["SUITE_TIMED_OUT"]
 
 
-def test_a_suite_run_again_writes_the_same_receipt_apart_from_its_times(release, tmp_path):
+def test_a_suite_run_again_writes_the_same_receipt_apart_from_its_times(suite_run, tmp_path):
     """Byte-stable (issue 22): the module's run of the suite with reruns on both images, once more."""
-    proc, receipts, candidate, baseline = release
+    proc, receipts, candidate, baseline = suite_run
     args = list(proc.args)
     manifest, lock = args[4], args[args.index("--lock") + 1]
     again = invoke(
@@ -365,11 +357,11 @@ def test_a_suite_run_again_writes_the_same_receipt_apart_from_its_times(release,
     assert without_times(first, "test receipt") == without_times(second, "test receipt")
 
 
-def test_receipts_are_typed_records(release, tmp_path):
+def test_receipts_are_typed_records(suite_run, tmp_path):
     from releasekit.errors import InputError
     from releasekit.records.test_receipt import TestReceipt, read_test_receipt
 
-    proc, receipts, _, _ = release
+    proc, receipts, _, _ = suite_run
     out = json.loads(proc.stdout)
     assert not out["passed"] and len(out["receipts"]) == len(SUITES)
     path = tmp_path / "r.json"

@@ -1,7 +1,8 @@
 """verify-provenance and reproduce against an attacker who wrote the build's cache, the git mirror or the archive.
 
-One clean release for the module (``releasekit demo``'s pipeline up to ``releasekit build``, on
-a ``RELEASEKIT_CACHE`` of its own). Each cache attack poisons the real directory that build
+One clean release (``releasekit demo``'s pipeline up to ``releasekit build``, built once per run on a
+``RELEASEKIT_CACHE`` of its own); the module poisons its own copy of that cache and release directory
+(``nocache_world`` in tests/conftest.py). Each cache attack poisons the real directory that build
 wrote (``$RELEASEKIT_CACHE/build``: a release layer, the base's config, a wheel with its
 ``entry.json``), runs ``releasekit build`` again on it, as the attacker's build would, and
 verifies the image that build made, with its own release directory and the same cache: the
@@ -28,78 +29,18 @@ from pathlib import Path
 
 import pytest
 from cli_run import invoke
+from demo_release import CacheWorld
 
 from releasekit.builder.service import run_build
 from releasekit.clock import SystemClock
-from releasekit.docker_engine import Engine, LazyEngine
-from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
+from releasekit.docker_engine import Engine
+from releasekit.provenance.verify import VerifyResult
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 SP = "/usr/local/lib/python3.11/dist-packages"
 MD5SUMS = "/var/lib/dpkg/info/libpython3.11-minimal:amd64.md5sums"
-
-
-class World:
-    root: Path
-    cache: Path  # $RELEASEKIT_CACHE/build, what the build wrote
-    lock: Path
-    manifest: Path
-    release: Path
-    image_id: str
-    base_id: str
-
-    def __init__(self, client) -> None:
-        self.client = client
-        self.images: list[str] = []
-
-    def build(self, name: str, **kwargs) -> Path:
-        """``releasekit build`` again, on the (poisoned) cache: the attacker's release directory."""
-        from releasekit.builder.service import BuildOptions, run_build
-
-        outdir = self.root / name
-        record = run_build(
-            BuildOptions(
-                manifest=self.manifest, lock=self.lock, outdir=outdir, allow_local_repos=True, **kwargs
-            ),
-            Engine(),
-            clock=SystemClock(),
-        )
-        self.images.append(record.image_id)
-        return outdir
-
-    def verify(self, artifacts: Path, image: str | None = None, **kwargs) -> VerifyResult:
-        from releasekit.records.build import read_build_record
-
-        image = image or read_build_record(artifacts / "build.json").image_id
-        opts = VerifyOptions(
-            image=image,
-            lock=self.lock,
-            artifacts=artifacts,
-            allow_local_repos=True,
-            summary=self.root / f"summary-{image[7:19]}.json",
-            **kwargs,
-        )
-        return verify_provenance(opts, engine=LazyEngine(timeout=120), clock=SystemClock())
-
-    def base_file(self, path: str) -> bytes:
-        container = self.client.containers.create(self.base_id, command=["true"], network_mode="none")
-        try:
-            stream, _ = container.get_archive(path)
-            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-                member = tar.next()
-                assert member is not None
-                fh = tar.extractfile(member)
-                assert fh is not None
-                return fh.read()
-        finally:
-            container.remove(force=True)
-
-    def entry(self, kind: str, name: str) -> Path:
-        found = sorted(self.cache.glob(f"{kind}/*/*/{name}"))
-        assert len(found) == 1, found
-        return found[0]
 
 
 @contextlib.contextmanager
@@ -111,27 +52,6 @@ def _restored(*paths: Path):
     finally:
         for p, data in saved.items():
             p.write_bytes(data)
-
-
-@pytest.fixture(scope="module")
-def nocache_world(tmp_path_factory, docker_client, base_image):
-    from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
-
-    root = tmp_path_factory.mktemp("nocache")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("RELEASEKIT_CACHE", str(root / "cache"))  # its own: these tests poison it
-        plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
-        names = [s.name for s in plain]
-        demo = run_demo(root / "demo", stages=plain[: names.index("build") + 1])
-        assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
-        w = World(docker_client)
-        w.root, w.cache = root, root / "cache" / "build"
-        w.lock, w.manifest = root / "demo" / "lock.json", root / "demo" / "example" / "manifest.yaml"
-        w.release, w.image_id, w.base_id = root / "demo" / "release", demo.image_id, base_image.image_id
-        yield w
-        for image in w.images:
-            with contextlib.suppress(Exception):
-                docker_client.images.remove(image, force=True)
 
 
 def _errors(result: VerifyResult) -> dict[str, list[str]]:
@@ -354,7 +274,7 @@ def test_replace_ref_in_the_mirror_does_not_hide_an_edited_source(nocache_world)
     _caught(result, ("SOURCE_BLOB_MISMATCH", "rkdemo_runtime/scale.py"))
 
 
-def _release_copy(nocache_world: World, tmp_path: Path) -> Path:
+def _release_copy(nocache_world: CacheWorld, tmp_path: Path) -> Path:
     copy = tmp_path / "release"
     shutil.copytree(nocache_world.release, copy)
     return copy

@@ -1,7 +1,7 @@
 """verify-provenance against an attacker who controls the build, and so writes build.json too.
 
-One clean release per module (``releasekit demo``'s pipeline up to ``releasekit build``, as in
-test_verify_tamper.py). Every attack derives an image from it (a container with a few shell
+One clean release per run (``releasekit demo``'s pipeline up to ``releasekit build``, shared with
+test_verify_tamper.py; the module works on its own copy, ``demo_release`` in tests/conftest.py). Every attack derives an image from it (a container with a few shell
 steps, committed) and then rewrites the release directory's ``build.json`` to describe the
 derived image, as a build the attacker runs would. Each must still be an error: the
 verifier rebuilds the image from the lock and the manifest, compares layers and config by
@@ -16,14 +16,11 @@ import contextlib
 import hashlib
 import io
 import json
-import os
 import py_compile
 import shutil
 import subprocess
-import tarfile
 import time
 import zipfile
-from pathlib import Path
 
 import pytest
 from cli_run import invoke, run_cli
@@ -40,113 +37,8 @@ KERNELS = f"{SP}/rkdemo_kernels"
 KERNEL = "__global__ void scale(float *a, float b) { a[threadIdx.x] *= b; }\n"
 
 
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name.lstrip("/"))
-            info.size = len(data)
-            info.mode = 0o755
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-class Release:
-    def __init__(self, client, root: Path) -> None:
-        self.client = client
-        self.root = root
-        self.images: list[str] = []
-        self.image_id = ""
-        self.lock = root / "demo" / "lock.json"
-        self.manifest = root / "demo" / "example" / "manifest.yaml"
-        self.artifacts = root / "demo" / "release"
-
-    def derive(
-        self, script: str, *, files: dict[str, bytes] | None = None, changes: list[str] | None = None
-    ) -> str:
-        # The release has no entrypoint: the script runs as the command, and the commit restores CMD.
-        container = self.client.containers.create(
-            self.image_id, command=["sh", "-c", script], network_mode="none"
-        )
-        try:
-            if files:
-                container.put_archive("/", _tar(files))
-            container.start()
-            status = container.wait(timeout=300)
-            if status.get("StatusCode") != 0:
-                raise AssertionError(container.logs().decode(errors="replace"))
-            image = container.commit(changes=['CMD ["python3"]', *(changes or [])])
-        finally:
-            container.remove(force=True)
-        self.images.append(image.id)
-        return image.id
-
-    def forge(self, image: str, into: Path, *, wheel: tuple[str, Path] | None = None) -> Path:
-        """The attacker's release directory: build.json (and labels it records) rewritten for ``image``."""
-        forged = into / "forged-release"
-        shutil.copytree(self.artifacts, forged)
-        record = json.loads((forged / "build.json").read_text())
-        record["image_id"] = image
-        if wheel is not None:
-            name, path = wheel
-            shutil.copyfile(path, forged / "wheels" / path.name)
-            sha = hashlib.sha256(path.read_bytes()).hexdigest()
-            for comp in record["components"]:
-                if comp["name"] == name:
-                    (forged / "wheels" / comp["wheel_filename"]).unlink()
-                    comp["wheel_filename"], comp["wheel_sha256"] = path.name, sha
-                    record["labels"][f"io.releasekit.component.{name}.wheel.sha256"] = sha
-        (forged / "build.json").write_text(json.dumps(record, indent=2))
-        return forged
-
-    def verify(self, image: str, artifacts: Path | None = None, **kwargs) -> VerifyResult:
-        opts = VerifyOptions(
-            image=image,
-            lock=self.lock,
-            artifacts=artifacts or self.artifacts,
-            allow_local_repos=True,
-            cache_dir=str(self.root / "git-cache"),
-            summary=self.root / f"summary-{image[7:19]}.json",
-            **kwargs,
-        )
-        return verify_provenance(opts, engine=LazyEngine(timeout=120), clock=SystemClock())
-
-    def attack(self, tmp_path: Path, script: str, **kwargs) -> VerifyResult:
-        wheel = kwargs.pop("wheel", None)
-        image = self.derive(script, **kwargs)
-        return self.verify(image, self.forge(image, tmp_path, wheel=wheel))
-
-
-def built_demo(client, root: Path) -> Release:
-    """One real release: ``releasekit demo``'s stages up to ``build`` under ``root``, without the
-    validation set-up (the bare example)."""
-    from releasekit.demo.service import STAGES, VALIDATION_SETUP_STAGES, run_demo
-
-    plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
-    names = [s.name for s in plain]
-    demo = run_demo(root / "demo", stages=plain[: names.index("build") + 1])
-    assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
-    rel = Release(client, root)
-    rel.image_id = demo.image_id
-    return rel
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory, docker_client, verify_cache):
-    client = docker_client
-    root = tmp_path_factory.mktemp("redteam")
-    with pytest.MonkeyPatch.context() as env:
-        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays
-            env.setenv("RELEASEKIT_CACHE", str(verify_cache))
-        rel = built_demo(client, root)
-        yield rel
-    for image in rel.images:
-        with contextlib.suppress(Exception):
-            client.images.remove(image, force=True)
 
 
 def _errors(result: VerifyResult) -> dict[str, list[str]]:
@@ -167,14 +59,14 @@ def _caught(result: VerifyResult, **expected: str) -> None:
         assert any(fragment in where for where in errors.get(code, [])), f"{code} {fragment}:\n{shown}"
 
 
-def test_clean_image_verifies_with_zero_warnings_and_no_manifest_option(release):
+def test_clean_image_verifies_with_zero_warnings_and_no_manifest_option(demo_release):
     opts = VerifyOptions(
-        image=release.image_id,
-        lock=release.lock,
-        artifacts=release.artifacts,
+        image=demo_release.image_id,
+        lock=demo_release.lock,
+        artifacts=demo_release.artifacts,
         allow_local_repos=True,
-        cache_dir=str(release.root / "git-cache"),
-        summary=release.root / "clean-summary.json",
+        cache_dir=str(demo_release.root / "git-cache"),
+        summary=demo_release.root / "clean-summary.json",
     )
     result = verify_provenance(
         opts, engine=LazyEngine(timeout=120), clock=SystemClock()
@@ -184,15 +76,15 @@ def test_clean_image_verifies_with_zero_warnings_and_no_manifest_option(release)
     assert {"reproduction", "image-config", "file-accounting"} <= {c.name for c in result.checks}
 
 
-def test_cli_rebuilt_image_is_the_candidate(release):
-    env = {**os.environ, "RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
+def test_cli_rebuilt_image_is_the_candidate(demo_release):
+    env = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1"}
     out = invoke(
         "verify-provenance",
-        release.image_id,
+        demo_release.image_id,
         "--lock",
-        str(release.lock),
+        str(demo_release.lock),
         "--summary",
-        str(release.root / "cli.json"),
+        str(demo_release.root / "cli.json"),
         "--json",
         env=env,
     )
@@ -203,12 +95,12 @@ def test_cli_rebuilt_image_is_the_candidate(release):
 # --- one test per class of the issue, each with a forged build.json ---------------------------
 
 
-def test_bytecode_poisoning(release, tmp_path):
+def test_bytecode_poisoning(demo_release, tmp_path):
     src = tmp_path / "scale.py"
     src.write_text("def scale(x, k=2):\n    return x * 3\n")
     pyc = tmp_path / "scale.pyc"
     py_compile.compile(str(src), cfile=str(pyc))
-    result = release.attack(
+    result = demo_release.attack(
         tmp_path,
         f"mkdir -p {RUNTIME}/__pycache__ && cp /p.pyc {RUNTIME}/__pycache__/scale.cpython-311.pyc && "
         "cp /p.pyc /usr/lib/python3.11/__pycache__/os.cpython-311.pyc && "
@@ -225,7 +117,7 @@ def test_bytecode_poisoning(release, tmp_path):
     )
 
 
-def test_trust_anchors_from_the_candidate(release, tmp_path):
+def test_trust_anchors_from_the_candidate(demo_release, tmp_path):
     # A fake dist-info RECORD owning a .pth, a dpkg list owning another, and a stdlib edit with its md5 fixed.
     pth = b"import os; os.system('id')\n"
     script = (
@@ -240,7 +132,7 @@ def test_trust_anchors_from_the_candidate(release, tmp_path):
         'sed -i "s#^[0-9a-f]*  usr/lib/python3.11/json/__init__.py#$m  usr/lib/python3.11/json/__init__.py#" $f '
         "&& rm /x.pth"
     )
-    result = release.attack(tmp_path, script, files={"/x.pth": pth})
+    result = demo_release.attack(tmp_path, script, files={"/x.pth": pth})
     _caught(
         result,
         FILE_UNACCOUNTED=f"{SP}/fake.pth",
@@ -252,7 +144,7 @@ def test_trust_anchors_from_the_candidate(release, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["ld-so-preload", "extension-lib", "usr-bin-env", "python3-wrapper"])
-def test_code_outside_the_python_roots(release, tmp_path, kind):
+def test_code_outside_the_python_roots(demo_release, tmp_path, kind):
     wrapper = b'#!/bin/sh\nexec /usr/bin/python3.11 "$@"\n'
     attacks = {
         "ld-so-preload": (
@@ -271,10 +163,10 @@ def test_code_outside_the_python_roots(release, tmp_path, kind):
         ),
     }
     script, expected = attacks[kind]
-    _caught(release.attack(tmp_path, script, files={"/w": wrapper}), **expected)
+    _caught(demo_release.attack(tmp_path, script, files={"/w": wrapper}), **expected)
 
 
-def test_record_exemptions(release, tmp_path):
+def test_record_exemptions(demo_release, tmp_path):
     evil = b"#!/usr/bin/python3\nimport os\n"
     script = (
         f"d=$(ls -d {SP}/rkdemo_runtime-*.dist-info) && cp /e /usr/local/bin/rkdemo-evil && "
@@ -282,7 +174,7 @@ def test_record_exemptions(release, tmp_path):
         f"echo 'import os' > {SP}/zz-hashless.pth && echo 'zz-hashless.pth,,' >> $d/RECORD && rm /e"
     )
     _caught(
-        release.attack(tmp_path, script, files={"/e": evil}),
+        demo_release.attack(tmp_path, script, files={"/e": evil}),
         FILE_UNACCOUNTED="/usr/local/bin/rkdemo-evil",
         FILE_UNACCOUNTED_1=f"{SP}/zz-hashless.pth",
         FILE_MODIFIED="/RECORD",
@@ -290,7 +182,7 @@ def test_record_exemptions(release, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["ld-audit", "ld-library-path", "entrypoint-wrapper", "sh-c-export"])
-def test_image_config_by_allowlist(release, tmp_path, kind):
+def test_image_config_by_allowlist(demo_release, tmp_path, kind):
     attacks = {
         "ld-audit": ("cp /bin/true /usr/lib/audit.so", ["ENV LD_AUDIT=/usr/lib/audit.so"], "Env.LD_AUDIT"),
         "ld-library-path": (
@@ -310,25 +202,25 @@ def test_image_config_by_allowlist(release, tmp_path, kind):
         ),
     }
     script, changes, field = attacks[kind]
-    _caught(release.attack(tmp_path, script, changes=changes), CONFIG_MISMATCH=field)
+    _caught(demo_release.attack(tmp_path, script, changes=changes), CONFIG_MISMATCH=field)
 
 
-def test_sys_path_zip_and_root_cwd(release, tmp_path):
+def test_sys_path_zip_and_root_cwd(demo_release, tmp_path):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
         archive.writestr("sitecustomize.py", "import os\n")
     script = "cp /z /usr/lib/python311.zip && echo 'import os' > /rkdemo_runtime.py && rm /z"
     _caught(
-        release.attack(tmp_path, script, files={"/z": buf.getvalue()}, changes=["WORKDIR /"]),
+        demo_release.attack(tmp_path, script, files={"/z": buf.getvalue()}, changes=["WORKDIR /"]),
         FILE_UNACCOUNTED="/usr/lib/python311.zip",
         FILE_UNACCOUNTED_1="/rkdemo_runtime.py",
     )
 
 
-def test_native_code_tied_to_its_commit(release, tmp_path):
+def test_native_code_tied_to_its_commit(demo_release, tmp_path):
     if shutil.which("nvcc") is None or shutil.which("cc") is None:
         pytest.skip("nvcc and a C compiler are needed to make a real extension with an extra DT_NEEDED")
-    lock = json.loads(release.lock.read_text())
+    lock = json.loads(demo_release.lock.read_text())
     if "kernels" not in lock["components"]:
         pytest.skip("the demo has no CUDA component")
     (tmp_path / "t.c").write_text("int trojan(void) { return 1; }\n")
@@ -361,7 +253,7 @@ def test_native_code_tied_to_its_commit(release, tmp_path):
     needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True).stdout
     assert "libtrojan.so" in needed
     # The attacker's wheel: the same files with the new .so and a matching RECORD; build.json names it.
-    original = next((release.artifacts / "wheels").glob("rkdemo_kernels-*.whl"))
+    original = next((demo_release.artifacts / "wheels").glob("rkdemo_kernels-*.whl"))
     forged_wheel = tmp_path / "wheel" / original.name
     forged_wheel.parent.mkdir()
     with zipfile.ZipFile(original) as src, zipfile.ZipFile(forged_wheel, "w") as out:
@@ -376,7 +268,7 @@ def test_native_code_tied_to_its_commit(release, tmp_path):
                 data = ("\n".join(rows) + "\n").encode()
             out.writestr(item, data)
     script = "cp /so " + KERNELS + "/librkdemo_kernels.so && cp /t /usr/lib/libtrojan.so && rm /so /t"
-    result = release.attack(
+    result = demo_release.attack(
         tmp_path,
         script,
         files={"/so": so.read_bytes(), "/t": (tmp_path / "libtrojan.so").read_bytes()},
@@ -391,7 +283,7 @@ def test_native_code_tied_to_its_commit(release, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink"])
-def test_links_from_owned_paths(release, tmp_path, kind):
+def test_links_from_owned_paths(demo_release, tmp_path, kind):
     if kind == "symlink":
         script = f"echo 'import os' > /opt/evil.py && rm {RUNTIME}/scale.py && ln -s /opt/evil.py {RUNTIME}/scale.py"
     else:
@@ -399,52 +291,58 @@ def test_links_from_owned_paths(release, tmp_path, kind):
             f"echo 'import os' > /opt/evil.py && rm {RUNTIME}/scale.py && ln /opt/evil.py {RUNTIME}/scale.py"
         )
     _caught(
-        release.attack(tmp_path, script), FILE_MODIFIED=f"{RUNTIME}/scale.py", FILE_UNACCOUNTED="/opt/evil.py"
+        demo_release.attack(tmp_path, script),
+        FILE_MODIFIED=f"{RUNTIME}/scale.py",
+        FILE_UNACCOUNTED="/opt/evil.py",
     )
 
 
 # --- the verifier's host --------------------------------------------------------------------
 
 
-def test_many_site_packages_directories_are_bounded(release, tmp_path):
+def test_many_site_packages_directories_are_bounded(demo_release, tmp_path):
     script = "python3 -c \"import os\nfor i in range(20000): os.makedirs(f'/srv/t/{i}/site-packages')\""
-    image = release.derive(script)
+    image = demo_release.derive(script)
     started = time.monotonic()
-    result = release.verify(image, release.forge(image, tmp_path), max_roots=64)
+    result = demo_release.verify_forged(image, demo_release.forge(image, tmp_path), max_roots=64)
     seconds = time.monotonic() - started
     assert seconds < 150, seconds
     errors = _errors(result)
     assert "VERIFY_LIMIT_REACHED" in errors and "FILE_UNACCOUNTED" in errors, list(errors)
 
 
-def test_big_sitecustomize_files_are_bounded(release, tmp_path):
+def test_big_sitecustomize_files_are_bounded(demo_release, tmp_path):
     script = (
         f"for i in 1 2 3 4 5 6 7 8; do mkdir -p /srv/s$i && head -c 16000000 /dev/zero > /srv/s$i/sitecustomize.py; done"
         f" && head -c 16000000 /dev/zero > {SP}/sitecustomize.py"
     )
-    image = release.derive(script)
-    result = release.verify(image, release.forge(image, tmp_path), max_kept_bytes=8 * 1024 * 1024)
+    image = demo_release.derive(script)
+    result = demo_release.verify_forged(
+        image, demo_release.forge(image, tmp_path), max_kept_bytes=8 * 1024 * 1024
+    )
     assert result.stats.kept_bytes <= 8 * 1024 * 1024
     errors = _errors(result)
     assert "VERIFY_LIMIT_REACHED" in errors and "FILE_UNACCOUNTED" in errors, list(errors)
 
 
-def test_one_deadline_over_the_whole_run(release, tmp_path):
-    image = release.derive("true")
+def test_one_deadline_over_the_whole_run(demo_release, tmp_path):
+    image = demo_release.derive("true")
     started = time.monotonic()
-    result = release.verify(image, release.forge(image, tmp_path), deadline=0.5)
+    result = demo_release.verify_forged(image, demo_release.forge(image, tmp_path), deadline=0.5)
     assert time.monotonic() - started < 120
     assert not result.passed
     assert {"VERIFY_LIMIT_REACHED", "EXPORT_ABORTED"} & set(_errors(result))
 
 
-def test_a_huge_sparse_file_stops_the_read_at_its_header(release, tmp_path):
+def test_a_huge_sparse_file_stops_the_read_at_its_header(demo_release, tmp_path):
     # 1 GiB of holes: no disk for the attacker, but before the fix every byte went through the
     # export stream (time in proportion to the apparent size) to end as FILE_TOO_LARGE. Now the
     # read stops at the file's header and the image is not verified.
-    image = release.derive("truncate -s 1G /srv/huge.bin")
+    image = demo_release.derive("truncate -s 1G /srv/huge.bin")
     started = time.monotonic()
-    result = release.verify(image, release.forge(image, tmp_path), max_file_bytes=64 * 1024 * 1024)
+    result = demo_release.verify_forged(
+        image, demo_release.forge(image, tmp_path), max_file_bytes=64 * 1024 * 1024
+    )
     assert not result.passed
     [message] = _errors(result)["EXPORT_ABORTED"]
     assert "/srv/huge.bin is 1073741824 bytes, over the per-file limit of 67108864 bytes" in message
@@ -452,7 +350,7 @@ def test_a_huge_sparse_file_stops_the_read_at_its_header(release, tmp_path):
     assert time.monotonic() - started < 120
 
 
-def test_the_deadline_bounds_the_whole_command_even_a_silent_engine(release, tmp_path):
+def test_the_deadline_bounds_the_whole_command_even_a_silent_engine(demo_release, tmp_path):
     """``--deadline`` bounds the command, not only the readers that check it: a Docker Engine that
     accepts the connection and never answers (the SDK would wait its 600 s) stops the run at the
     deadline plus its grace, one line, exit 1, no summary written (issue 34, item 5)."""
@@ -474,16 +372,16 @@ def test_the_deadline_bounds_the_whole_command_even_a_silent_engine(release, tmp
 
     threading.Thread(target=accept, daemon=True).start()
     summary = tmp_path / "summary.json"
-    env = dict(os.environ, DOCKER_HOST=f"unix://{path}")
+    env = {"DOCKER_HOST": f"unix://{path}"}
     started = time.monotonic()
     # A child process: the --deadline's alarm ends the whole command, blocked on a silent engine.
     run = run_cli(
         "verify-provenance",
-        release.image_id,
+        demo_release.image_id,
         "--lock",
-        str(release.lock),
+        str(demo_release.lock),
         "--artifacts",
-        str(release.artifacts),
+        str(demo_release.artifacts),
         "--summary",
         str(summary),
         "--allow-local-repos",

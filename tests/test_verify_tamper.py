@@ -1,6 +1,7 @@
 """verify-provenance against real images: a clean release, then one derived image per tamper kind.
 
-The clean release is what `releasekit demo` makes for real, up to `releasekit build`: git
+The clean release (built once per run; ``demo_release`` in tests/conftest.py is the module's copy)
+is what `releasekit demo` makes for real, up to `releasekit build`: git
 repositories, `plan lock`, `plan check`, PEP 517 wheels (one with a CUDA kernel compiled by
 nvcc for sm_120a), the image, its labels, build.json and provenance. Each tamper derives a
 new image from it with the Docker SDK (run a shell in a container, commit), and must be
@@ -10,27 +11,21 @@ reported with its own finding code while the clean image verifies.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_run import invoke
 from stable import assert_same_record
 
-from releasekit.clock import SystemClock
-from releasekit.docker_engine import LazyEngine
 from releasekit.provenance.checks import all_checks
-from releasekit.provenance.verify import VerifyOptions, VerifyResult, verify_provenance
+from releasekit.provenance.verify import VerifyResult
 from releasekit.records.sbom import SBOM_FILE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -75,102 +70,6 @@ def _pip_wheel(src: Path, out: Path, epoch: int) -> Path:
     return next(out.glob("*.whl"))
 
 
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name.lstrip("/"))
-            info.size = len(data)
-            info.mode = 0o755
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-class Release:
-    """The clean release: image, lock, manifest, release directory; and a way to derive tampered images."""
-
-    def __init__(self, client, root: Path) -> None:
-        self.client = client
-        self.root = root
-        self.images: list[str] = []
-
-    def derive(
-        self,
-        script: str,
-        *,
-        files: dict[str, bytes] | None = None,
-        changes: list[str] | None = None,
-        start: str | None = None,
-    ) -> str:
-        # The release has no entrypoint: the script runs as the command, and the commit restores CMD.
-        container = self.client.containers.create(
-            start or self.image_id, command=["sh", "-c", script], network_mode="none"
-        )
-        try:
-            if files:
-                container.put_archive("/", _tar(files))
-            container.start()
-            status = container.wait(timeout=300)
-            if status.get("StatusCode") != 0:
-                raise AssertionError(container.logs().decode(errors="replace"))
-            image = container.commit(changes=['CMD ["python3"]', *(changes or [])])
-        finally:
-            container.remove(force=True)
-        self.images.append(image.id)
-        return image.id
-
-    def verify(self, image: str, **kwargs) -> VerifyResult:
-        kwargs.setdefault("summary", self.root / f"summary-{image[7:19]}.json")
-        opts = VerifyOptions(
-            image=image,
-            lock=self.lock,
-            artifacts=self.artifacts,
-            manifest=self.manifest,
-            allow_local_repos=True,
-            cache_dir=str(self.root / "git-cache"),
-            **kwargs,
-        )
-        return verify_provenance(opts, engine=LazyEngine(timeout=120), clock=SystemClock())
-
-    def dist_info(self) -> str:
-        return f"{SP}/rkdemo_runtime-0.1.0+g{self.commit[:12]}.dist-info"
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory, docker_client, verify_cache) -> Iterator[Release]:
-    """The clean image: `releasekit demo`'s pipeline up to and including `releasekit build`."""
-    client = docker_client
-    from releasekit.demo.service import STAGES, run_demo
-
-    root = tmp_path_factory.mktemp("verify")
-    with pytest.MonkeyPatch.context() as env:
-        if "RELEASEKIT_CACHE" not in os.environ:  # a cache the run chose stays
-            env.setenv("RELEASEKIT_CACHE", str(verify_cache))
-        from releasekit.demo.service import VALIDATION_SETUP_STAGES
-
-        # The demo's manifest forbids pip nvidia-* wheels (seed 003's policy), which one tamper needs.
-        plain = [s for s in STAGES if s.name not in VALIDATION_SETUP_STAGES]
-        names = [s.name for s in plain]
-        stages = plain[: names.index("build") + 1]
-        demo = run_demo(root / "demo", stages=stages)
-        assert demo.passed and demo.image_id, [s.summary for s in demo.stages]
-        rel = Release(client, root)
-        rel.image_id = demo.image_id
-        rel.lock = root / "demo" / "lock.json"
-        rel.manifest = root / "demo" / "example" / "manifest.yaml"
-        rel.artifacts = root / "demo" / "release"
-        lock = json.loads(rel.lock.read_text())
-        rel.commit = lock["components"]["runtime"]["commit"]
-        rel.native = "kernels" in lock["components"]
-        if rel.native:
-            (root / "k.cu").write_text(KERNEL)
-            rel.so_90a = _nvcc(root / "k.cu", root / "k90a.so", "90a").read_bytes()
-        yield rel
-    for image in rel.images:
-        with contextlib.suppress(Exception):  # best effort
-            client.images.remove(image, force=True)
-
-
 def _codes(result: VerifyResult) -> set[str]:
     return {f.code for f in result.findings.errors}
 
@@ -180,8 +79,8 @@ def _record_line(path: str, data: bytes) -> str:
     return f"{path},sha256={digest},{len(data)}"
 
 
-def test_clean_image_verifies(release):
-    result = release.verify(release.image_id)
+def test_clean_image_verifies(demo_release):
+    result = demo_release.verify(demo_release.image_id)
     assert result.passed, "\n".join(f.render() for f in result.findings)
     assert result.findings.errors == []
     assert result.probe.ok and all(s.get("origin", "").startswith(SP) for s in result.probe.specs)
@@ -194,7 +93,7 @@ def test_clean_image_verifies(release):
     }
     summary = json.loads(Path(result.summary_path).read_text())["predicate"]  # the Statement's VSA predicate
     assert summary["verificationResult"] == "PASSED"
-    assert summary["resourceUri"] == release.image_id
+    assert summary["resourceUri"] == demo_release.image_id
     assert summary["policy"]["digest"]["sha256"] == result.lock_sha256
     # Issue 35: every check with its status and what it examined; nothing passes on nothing.
     checks = {c["name"]: c for c in summary["releasekit"]["checks"]}
@@ -205,29 +104,31 @@ def test_clean_image_verifies(release):
         assert check["status"] == "passed" or check["reason"], check
     assert checks["records"]["examined"] == "distributions" and checks["unowned-files"]["count"] > 10
     # Byte-stable (issue 22): a second verification writes the same summary apart from timeVerified.
-    sbom = _sbom_of_verified(release, result)
+    sbom = _sbom_of_verified(demo_release, result)
     assert summary["releasekit"]["sbom_sha256"] == hashlib.sha256(sbom).hexdigest()  # the summary names it
-    again = release.verify(
-        release.image_id, summary=release.root / "summary-again.json", sbom=release.root / "sbom-again.json"
+    again = demo_release.verify(
+        demo_release.image_id,
+        summary=demo_release.root / "summary-again.json",
+        sbom=demo_release.root / "sbom-again.json",
     )
     assert again.summary_path != result.summary_path
     assert_same_record(Path(result.summary_path), Path(again.summary_path), "verification_summary.json")
     assert Path(str(again.sbom_path)).read_bytes() == sbom  # byte-identical, no time or random serial
 
 
-def _sbom_of_verified(release, result: VerifyResult) -> bytes:
+def _sbom_of_verified(demo_release, result: VerifyResult) -> bytes:
     """The SBOM verify-provenance wrote beside the release (issue 27): valid CycloneDX, exact, complete."""
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
 
     from releasekit.records.sbom import sbom_serial
 
-    assert result.sbom_path == str(release.artifacts / SBOM_FILE)
+    assert result.sbom_path == str(demo_release.artifacts / SBOM_FILE)
     raw = Path(result.sbom_path).read_bytes()
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(raw.decode()) is None
     doc = json.loads(raw)
-    assert doc["serialNumber"] == sbom_serial(release.image_id).urn
-    assert doc["metadata"]["component"]["version"] == release.image_id
+    assert doc["serialNumber"] == sbom_serial(demo_release.image_id).urn
+    assert doc["metadata"]["component"]["version"] == demo_release.image_id
 
     def walk(components):
         for c in components:
@@ -237,7 +138,7 @@ def _sbom_of_verified(release, result: VerifyResult) -> bytes:
     every = list(walk(doc["components"]))
     runtime = next(c for c in every if c.get("purl", "").startswith("pkg:pypi/rkdemo-runtime@"))
     props = {p["name"]: p["value"] for p in runtime["properties"]}
-    assert props["releasekit:vcs:commit"] == release.commit
+    assert props["releasekit:vcs:commit"] == demo_release.commit
     assert runtime["hashes"][0]["alg"] == "SHA-256" and runtime["externalReferences"][0]["type"] == "vcs"
     assert any(c.get("purl", "").startswith("pkg:deb/debian/python3.11") for c in every)
     files = {
@@ -246,7 +147,7 @@ def _sbom_of_verified(release, result: VerifyResult) -> bytes:
         for p in c.get("properties", [])
         if p["name"] == "releasekit:file"
     }
-    assert "/usr/bin/python3.11" in files and f"{release.dist_info()}/RECORD" in files
+    assert "/usr/bin/python3.11" in files and f"{demo_release.dist_info()}/RECORD" in files
     return raw
 
 
@@ -270,22 +171,22 @@ TAMPERS = {
 
 
 @pytest.mark.parametrize("kind", sorted(TAMPERS))
-def test_file_tampers_are_reported(release, kind):
+def test_file_tampers_are_reported(demo_release, kind):
     script, expected = TAMPERS[kind]
-    result = release.verify(release.derive(script))
+    result = demo_release.verify(demo_release.derive(script))
     assert not result.passed
     assert expected <= _codes(result), [f.render() for f in result.findings]
     # No SBOM for an image that did not verify, and none left from an earlier run.
-    assert result.sbom_path is None and not (release.artifacts / SBOM_FILE).exists()
+    assert result.sbom_path is None and not (demo_release.artifacts / SBOM_FILE).exists()
 
 
-def test_pythonpath_overlay(release):
-    image = release.derive(
+def test_pythonpath_overlay(demo_release):
+    image = demo_release.derive(
         f"mkdir -p /overlay/rkdemo_runtime && cp {RUNTIME}/*.py /overlay/rkdemo_runtime/ "
         "&& echo '# patched' >> /overlay/rkdemo_runtime/scale.py",
         changes=["ENV PYTHONPATH=/overlay"],
     )
-    result = release.verify(image)
+    result = demo_release.verify(image)
     assert {"ENV_OVERLAY", "MODULE_SHADOWED", "UNOWNED_FILE"} <= _codes(result), [
         f.render() for f in result.findings
     ]
@@ -293,16 +194,18 @@ def test_pythonpath_overlay(release):
     assert shadow.location.path.startswith("/overlay/rkdemo_runtime")
 
 
-def test_version_rewritten_to_another_commit(release):
-    other = "0" * 7 + release.commit[7:]
-    dist_info = release.dist_info()
+def test_version_rewritten_to_another_commit(demo_release):
+    other = "0" * 7 + demo_release.commit[7:]
+    dist_info = demo_release.dist_info()
     # Rewrite the version everywhere and make RECORD agree, so only the commit itself betrays it.
     script = (
-        f"sed -i 's/+g{release.commit[:12]}/+g{other[:12]}/' {dist_info}/METADATA {RUNTIME}/_version.py && "
-        f"sed -i 's/{release.commit}/{other}/' {RUNTIME}/_version.py && "
+        f"sed -i 's/+g{demo_release.commit[:12]}/+g{other[:12]}/' {dist_info}/METADATA {RUNTIME}/_version.py && "
+        f"sed -i 's/{demo_release.commit}/{other}/' {RUNTIME}/_version.py && "
         "python3 /fix_record.py"
     )
-    result = release.verify(release.derive(script, files={"/fix_record.py": _fix_record_script().encode()}))
+    result = demo_release.verify(
+        demo_release.derive(script, files={"/fix_record.py": _fix_record_script().encode()})
+    )
     codes = _codes(result)
     assert {"VERSION_COMMIT_MISMATCH", "GENERATED_VERSION_MISMATCH", "WHEEL_RECORD_MISMATCH"} <= codes, codes
     assert "RECORD_HASH_MISMATCH" not in codes
@@ -327,19 +230,23 @@ os.remove(__file__)
 '''
 
 
-def test_record_rewritten_to_match_an_edited_file(release):
+def test_record_rewritten_to_match_an_edited_file(demo_release):
     script = f"echo 'def answer():\n    return 41' >> {RUNTIME}/scale.py && python3 /fix_record.py"
-    result = release.verify(release.derive(script, files={"/fix_record.py": _fix_record_script().encode()}))
+    result = demo_release.verify(
+        demo_release.derive(script, files={"/fix_record.py": _fix_record_script().encode()})
+    )
     codes = _codes(result)
     assert {"WHEEL_RECORD_MISMATCH", "SOURCE_BLOB_MISMATCH"} <= codes, codes
     assert "RECORD_HASH_MISMATCH" not in codes
 
 
-def test_replaced_native_extension(release):
-    if not release.native:
+def test_replaced_native_extension(demo_release):
+    if not demo_release.native:
         pytest.skip("the demo has no CUDA component without nvcc")
-    image = release.derive("true", files={f"{SP}/rkdemo_kernels/librkdemo_kernels.so": release.so_90a})
-    result = release.verify(image)
+    (demo_release.root / "k.cu").write_text(KERNEL)
+    so_90a = _nvcc(demo_release.root / "k.cu", demo_release.root / "k90a.so", "90a").read_bytes()
+    image = demo_release.derive("true", files={f"{SP}/rkdemo_kernels/librkdemo_kernels.so": so_90a})
+    result = demo_release.verify(image)
     assert {"RECORD_HASH_MISMATCH", "NATIVE_ARCH_MISSING"} <= _codes(result), [
         f.render() for f in result.findings
     ]
@@ -347,17 +254,17 @@ def test_replaced_native_extension(release):
     assert "12.0a" in missing.message and "sm_90a" in missing.message
 
 
-def test_label_edited(release):
-    image = release.derive("true", changes=[f"LABEL io.releasekit.component.runtime.commit={'f' * 40}"])
-    result = release.verify(image)
+def test_label_edited(demo_release):
+    image = demo_release.derive("true", changes=[f"LABEL io.releasekit.component.runtime.commit={'f' * 40}"])
+    result = demo_release.verify(image)
     # The label is checked against the lock; the reproduction sees another config (another image ID).
     assert _codes(result) == {"LABEL_MISMATCH", "BUILD_RECORD_MISMATCH", "IMAGE_NOT_REPRODUCED"}, "\n".join(
         f.render() for f in result.findings
     )
 
 
-def test_undeclared_nvidia_wheel(release):
-    src = release.root / "nvidia-src"
+def test_undeclared_nvidia_wheel(demo_release):
+    src = demo_release.root / "nvidia-src"
     (src / "nvidia_fake_runtime").mkdir(parents=True, exist_ok=True)
     (src / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
@@ -365,12 +272,12 @@ def test_undeclared_nvidia_wheel(release):
         '[tool.setuptools]\npackages = ["nvidia_fake_runtime"]\n'
     )
     (src / "nvidia_fake_runtime" / "__init__.py").write_text("")
-    wheel = _pip_wheel(src, release.root / "nvidia-wheel", 1_700_000_000)
-    image = release.derive(
+    wheel = _pip_wheel(src, demo_release.root / "nvidia-wheel", 1_700_000_000)
+    image = demo_release.derive(
         f"python3 -m pip install -q --break-system-packages --no-index --no-deps /w/{wheel.name} && rm -rf /w",
         files={f"/w/{wheel.name}": wheel.read_bytes()},
     )
-    result = release.verify(image)
+    result = demo_release.verify(image)
     # Every derived image is also not the image build.json describes.
     assert {
         "FORBIDDEN_DISTRIBUTION",
@@ -383,32 +290,34 @@ def test_undeclared_nvidia_wheel(release):
 # --- a hostile image cannot touch the host or hang the verifier ------------------------------
 
 
-def test_hanging_probe_is_bounded(release):
-    image = release.derive(f"echo 'import time; time.sleep(3600)' > {SP}/zz-hang.pth")
+def test_hanging_probe_is_bounded(demo_release):
+    image = demo_release.derive(f"echo 'import time; time.sleep(3600)' > {SP}/zz-hang.pth")
     started = time.monotonic()
-    result = release.verify(image, probe_timeout=5)
+    result = demo_release.verify(image, probe_timeout=5)
     assert time.monotonic() - started < 120
     assert {"PROBE_FAILED", "PTH_INJECTION"} <= _codes(result)
 
 
-def test_flooding_probe_output_is_capped(release):
+def test_flooding_probe_output_is_capped(demo_release):
     # 80 MB on stdout before the probe's report: over the 64 MB cap (and the engine's log limit).
-    image = release.derive(f"echo 'import sys; sys.stdout.write(\"x\" * 80_000_000)' > {SP}/zz-flood.pth")
-    result = release.verify(image)
+    image = demo_release.derive(
+        f"echo 'import sys; sys.stdout.write(\"x\" * 80_000_000)' > {SP}/zz-flood.pth"
+    )
+    result = demo_release.verify(image)
     assert {"PROBE_FAILED", "PTH_INJECTION"} <= _codes(result)
     assert not result.probe.ok
 
 
-def test_symlinks_out_and_dotdot_record_paths(release, tmp_path):
+def test_symlinks_out_and_dotdot_record_paths(demo_release, tmp_path):
     secret = tmp_path / "host-secret"
     secret.write_text("host only\n")
-    dist_info = release.dist_info()
+    dist_info = demo_release.dist_info()
     script = (
         f"ln -s /etc {SP}/etc_link && ln -s {secret} {SP}/host_link && "
         f"echo '../../../../../../../../../../{str(secret).lstrip('/')},"
         f"{_record_line('x', b'host only' + bytes([10])).split(',', 1)[1]}' >> {dist_info}/RECORD"
     )
-    result = release.verify(release.derive(script))
+    result = demo_release.verify(demo_release.derive(script))
     codes = _codes(result)
     assert {"RECORD_UNSAFE_PATH", "UNOWNED_FILE"} <= codes, codes
     # The link to the host path resolves inside the image, where that file does not exist.
@@ -417,23 +326,23 @@ def test_symlinks_out_and_dotdot_record_paths(release, tmp_path):
     )
 
 
-def test_cli_exit_codes_and_json(release):
-    env = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1", "RELEASEKIT_CACHE": str(release.root / "cache")}
+def test_cli_exit_codes_and_json(demo_release):
+    env = {"RELEASEKIT_ALLOW_LOCAL_REPOS": "1", "RELEASEKIT_CACHE": str(demo_release.root / "cache")}
     base = ["verify-provenance"]
     args = [
         "--lock",
-        str(release.lock),
+        str(demo_release.lock),
         "--artifacts",
-        str(release.artifacts),
+        str(demo_release.artifacts),
         "--manifest",
-        str(release.manifest),
+        str(demo_release.manifest),
     ]
-    ok = invoke(*base, release.image_id, *args, "--json", env=env)
+    ok = invoke(*base, demo_release.image_id, *args, "--json", env=env)
     assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr
     data = json.loads(ok.stdout)
-    assert data["passed"] is True and data["image_id"] == release.image_id
-    assert (release.artifacts / "verification_summary.json").is_file()
-    label = release.derive("true", changes=["LABEL io.releasekit.lock.sha256=0"])
+    assert data["passed"] is True and data["image_id"] == demo_release.image_id
+    assert (demo_release.artifacts / "verification_summary.json").is_file()
+    label = demo_release.derive("true", changes=["LABEL io.releasekit.lock.sha256=0"])
     bad = invoke(*base, label, *args, env=env)
     assert bad.returncode == 1 and "LABEL_MISMATCH" in bad.stdout
     missing = invoke(*base, "no-such-image:1", *args, env=env)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from verify_support import toolchain_context
 
 from releasekit.fatbin import arch_to_sm, parse_fatbin_section, read_fatbin
 from releasekit.provenance.accounting import table
@@ -310,38 +311,6 @@ def test_probe_reports_imports_paths_and_distributions():
     assert report["toolchain"]["torch_present"] is False
 
 
-def _toolchain_ctx(toolchain: dict, pytorch: str | None, cuda: str | None):
-    from releasekit.docker_engine import ImageFacts
-    from releasekit.provenance.context import VerifyContext
-    from releasekit.provenance.image import ProbeRun
-    from releasekit.provenance.inventory import Inventory
-    from releasekit.records.lock import Lock, LockedBaseImage, LockedManifest, LockedToolchain
-
-    lock = Lock(
-        name="t",
-        manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"),
-        components={},
-        toolchain=LockedToolchain(base_image=LockedBaseImage(name="b"), pytorch=pytorch, cuda=cuda),
-    )
-    probe = ProbeRun(ok=True, report={"probe": "releasekit.probe/v1", "toolchain": toolchain})
-    return VerifyContext(
-        image=ImageFacts(id="sha256:" + "1" * 64),
-        lock=lock,
-        lock_sha256="2" * 64,
-        manifest=None,
-        record=None,
-        components={},
-        wheels={},
-        wheel_errors={},
-        probe=probe,
-        inventory=Inventory(),
-        sites=[],
-        sys_path=[],
-        stdlib=[],
-        dists=[],
-    )
-
-
 def test_toolchain_check_compares_what_torch_reports():
     from releasekit.provenance.checks.toolchain import ToolchainCheck
 
@@ -351,10 +320,10 @@ def test_toolchain_check_compares_what_torch_reports():
         assert toolchain["torch_present"] and toolchain["torch"].startswith("2.13.0")
     else:
         toolchain = {"torch_present": True, "torch": "2.13.0+cpu", "cuda": None, "nccl": None, "cudnn": None}
-    assert ToolchainCheck().run(_toolchain_ctx(toolchain, "2.13.0", None)).codes() == []
-    found = ToolchainCheck().run(_toolchain_ctx(toolchain, "2.13.0", "13.0"))
+    assert ToolchainCheck().run(toolchain_context(toolchain, "2.13.0", None)).codes() == []
+    found = ToolchainCheck().run(toolchain_context(toolchain, "2.13.0", "13.0"))
     assert found.codes() == ["TOOLCHAIN_MISMATCH"] and "cuda" in found.findings[0].message
-    found = ToolchainCheck().run(_toolchain_ctx(toolchain, "2.12.0+cu132", None))
+    found = ToolchainCheck().run(toolchain_context(toolchain, "2.12.0+cu132", None))
     assert found.codes() == ["TOOLCHAIN_MISMATCH"]
-    absent = ToolchainCheck().run(_toolchain_ctx({"torch_present": False}, "2.13.0", None))
+    absent = ToolchainCheck().run(toolchain_context({"torch_present": False}, "2.13.0", None))
     assert absent.codes() == ["TOOLCHAIN_UNCHECKED"] and absent.passed
