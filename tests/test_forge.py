@@ -16,6 +16,7 @@ from cli_run import invoke
 from forge import Forge
 from github_server import PR, GitHubServer
 from plan_world import plan_check, plan_lock
+from records_support import notes_build_record
 
 from releasekit.errors import EnvironmentProblem
 from releasekit.forge import ForgeLocation, locate, token_from_env
@@ -353,30 +354,14 @@ def test_a_lock_without_forge_data_still_reads(tmp_path: Path, honest: World) ->
 
 def test_release_notes_show_the_forge_state(honest: World, tmp_path: Path) -> None:
     from releasekit.builder.release_notes import notes_plan, render_release_notes
-    from releasekit.records.build import BaseImageRecord, BuildRecord, CacheReport, ImageRecord
 
     honest.server.pulls[1].draft = True
     loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
     lock = plan_lock(loaded, allow_local=True)
-    record = BuildRecord(
-        name="forge-test",
-        lock_sha256="a" * 64,
+    record = notes_build_record(
+        "forge-test",
         manifest_sha256=loaded.sha256,
-        image_id="sha256:" + "b" * 64,
         toolchain=lock.toolchain.model_dump(mode="json", exclude={"base_image"}),
-        base_image=BaseImageRecord(name="scratch", image_id="sha256:" + "c" * 64),
-        image=ImageRecord(
-            created="2026-01-01T00:00:00Z",
-            source_date_epoch=1,
-            wheels_layer_digest="sha256:" + "d" * 64,
-            wheels_layer_size=1,
-            base_layers_size=0,
-        ),
-        components=[],
-        labels={},
-        cache=CacheReport(),
-        smoke={},
-        outputs={},
     )
     notes = render_release_notes(record, notes_plan(lock, [], None, "a" * 64))
     assert "| planned | not checked (no plan-check.json) | open, draft, into main | - |" in notes

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from forge import Forge
 from plan_world import FF, VLLM_PLAN, World, plan_check, plan_lock
+from records_support import notes_build_record
 
 from releasekit.findings import Severity
 from releasekit.manifest import load_manifest, validate_manifest
@@ -292,7 +293,6 @@ def test_an_unreachable_upstream_is_a_warning_and_listed_patch_ids_still_count(
 
 def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world: World) -> None:
     from releasekit.builder.release_notes import notes_plan, render_release_notes
-    from releasekit.records.build import BaseImageRecord, BuildRecord, CacheReport, ImageRecord
 
     world.land_b12x()
     world.land_vllm(VLLM_PLAN, methods={109: "squash"})
@@ -301,25 +301,10 @@ def test_release_notes_list_prs_how_they_landed_and_the_release_only_audit(world
     loaded = load_manifest(world.write_manifest(data))
     lock = plan_lock(loaded)
     result = plan_check(loaded, PlanCheckOptions(lock=lock, lock_sha256="a" * 64))
-    record = BuildRecord(
-        name="ff-next-test",
-        lock_sha256="a" * 64,
+    record = notes_build_record(
+        "ff-next-test",
         manifest_sha256=loaded.sha256,
-        image_id="sha256:" + "b" * 64,
         toolchain=lock.toolchain.model_dump(mode="json", exclude={"base_image"}),
-        base_image=BaseImageRecord(name="scratch", image_id="sha256:" + "c" * 64),
-        image=ImageRecord(
-            created="2026-01-01T00:00:00Z",
-            source_date_epoch=1,
-            wheels_layer_digest="sha256:" + "d" * 64,
-            wheels_layer_size=1,
-            base_layers_size=0,
-        ),
-        components=[],
-        labels={},
-        cache=CacheReport(),
-        smoke={},
-        outputs={},
     )
     notes = render_release_notes(record, notes_plan(lock, loaded.manifest.exclusions, result, "a" * 64))
     head108 = world.vllm.pr_head(108)[:12]

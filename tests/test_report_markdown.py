@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from records_support import notes_build_record
 
 from releasekit.findings import Finding, Findings, Location, Severity
 from releasekit.report.formats import JsonFormat, MarkdownFormat, OutputFormat, TerminalFormat
@@ -83,28 +84,8 @@ HOSTILE = "fix a | b\nsecond line \\ end"
 
 def test_a_pr_title_with_a_pipe_and_a_line_break_stays_one_cell_of_release_md() -> None:
     from releasekit.builder.release_notes import PRLine, ReleaseNotesPlan, render_release_notes
-    from releasekit.records.build import BaseImageRecord, BuildRecord, CacheReport, ImageRecord
 
-    record = BuildRecord(
-        name="r",
-        lock_sha256="a" * 64,
-        manifest_sha256="b" * 64,
-        image_id="sha256:" + "c" * 64,
-        toolchain={"cuda": "12.8", "nccl": None, "pytorch": None, "cuda_arch_list": ["12.0a"]},
-        base_image=BaseImageRecord(name="scratch", image_id="sha256:" + "d" * 64),
-        image=ImageRecord(
-            created="2026-01-01T00:00:00Z",
-            source_date_epoch=1,
-            wheels_layer_digest="sha256:" + "e" * 64,
-            wheels_layer_size=1,
-            base_layers_size=0,
-        ),
-        components=[],
-        labels={},
-        cache=CacheReport(),
-        smoke={},
-        outputs={},
-    )
+    record = notes_build_record("r")
     plan = ReleaseNotesPlan(merged=[PRLine("app", 7, HOSTILE, "f" * 40, "planned", "squash")])
     notes = render_release_notes(record, plan).splitlines()
     row = next(line for line in notes if line.startswith("| app | #7 |"))
