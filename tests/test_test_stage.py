@@ -334,7 +334,7 @@ def test_a_suite_run_again_writes_the_same_receipt_apart_from_its_times(suite_ru
     """Byte-stable (issue 22): the module's run of the suite with reruns on both images, once more."""
     proc, receipts, candidate, baseline = suite_run
     args = list(proc.args)
-    manifest, lock = args[4], args[args.index("--lock") + 1]
+    manifest, lock = args[args.index("test") + 1], args[args.index("--lock") + 1]
     again = invoke(
         "test",
         manifest,
