@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from releasekit.errors import InputError
 from releasekit.git.history import resolve_commits
 from releasekit.git.mirror import Mirror
+from releasekit.git.mirrors import mirror_for
 from releasekit.git.missing import missing_object_note, unresolvable_rev
 from releasekit.git.private import read_in_place
 from releasekit.git.remote import check_ref
@@ -178,9 +179,19 @@ def _open_repository(
         # repository of this process (git/private.py): git never runs in the one named.
         git = Git(read_in_place(local.resolve(), str(repo)).path, bare=True, label=str(repo))
         public = str(repo)
+    elif _names_a_path(repo) and not local.expanduser().exists() and mirror_for(repo) is None:
+        raise InputError(f"no such repository: {repo}")
     else:
         mirror = Mirror(repo, cache_dir, allow_local=allow_local)
         mirror = mirror.update() if fetch else mirror.ensure()
         git = mirror.git
         public = mirror.url
     return git, public, mirror
+
+
+def _names_a_path(repo: str) -> bool:
+    """Whether ``--repo`` is a path on this machine rather than a URL (``https://``, ``file://``, ``host:path``)."""
+    if "://" in repo:
+        return False
+    head = repo.split("/", 1)[0]
+    return repo.startswith((".", "/", "~")) or ":" not in head
