@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from releasekit.errors import InputError
 from releasekit.git.history import resolve_commits
 from releasekit.git.mirror import Mirror
-from releasekit.git.mirrors import mirror_for
+from releasekit.git.mirrors import check_mirrors_named, mirror_for
 from releasekit.git.missing import missing_object_note, unresolvable_rev
 from releasekit.git.private import read_in_place
 from releasekit.git.remote import check_ref
@@ -41,11 +41,11 @@ def _resolve(git: Git, rev: str, repo: str, mirror: Mirror | None = None) -> str
     raise unresolvable_rev(git, rev, repo)
 
 
-def _component(manifest: Path, component: str | None) -> GitComponent:
+def _component(manifest: Path, component: str | None, repo: str) -> GitComponent:
     """The manifest's git component to audit: the one named, or its only one."""
     from releasekit.manifest import load_manifest
 
-    loaded = load_manifest(manifest)
+    loaded = load_manifest(manifest, also_reads=[repo] if repo != "." else [])
     gits = loaded.manifest.git_components()
     if component is None:
         if len(gits) != 1:
@@ -94,7 +94,9 @@ def release_only_audit(
     """``upstream``: a revision of the repository that is the fork's upstream head (``upstream/main``,
     a commit); without it, the manifest component's ``upstream:`` is read when ``--manifest`` is given.
     """
-    comp = _component(manifest, component) if manifest is not None else None
+    comp = _component(manifest, component, repo) if manifest is not None else None
+    if manifest is None:
+        check_mirrors_named([repo], source="--repo")
     if comp is not None and repo == ".":
         repo = comp.repo
     git, public, mirror = _open_repository(repo, cache_dir, allow_local, fetch)
