@@ -471,3 +471,50 @@ def test_an_unverified_wheel_source_stays_marked_in_labels_provenance_and_releas
 
     assert annotations(record)["sourceVerification"] == "unverified"
     assert "sourceVerification" not in annotations(plain)
+
+
+def test_verify_provenance_expects_the_unverified_source_label() -> None:
+    """verify-provenance's label check holds the image to the lock's WHEEL_SOURCE_UNVERIFIED: an image
+    without the label (an older build, or one it was stripped from) is LABEL_MISSING."""
+    from types import SimpleNamespace
+
+    from releasekit.provenance.checks.labels import LabelsCheck
+    from releasekit.records.lock import (
+        Lock,
+        LockedBaseImage,
+        LockedManifest,
+        LockedToolchain,
+        LockedWheelComponent,
+        LockedWheelSource,
+    )
+
+    def lock(verified: bool) -> Lock:
+        wheel = LockedWheelComponent(
+            name="deepgemm",
+            distribution="deep-gemm",
+            version="2.1.0",
+            filename="deep_gemm-2.1.0-py3-none-any.whl",
+            sha256="5" * 64,
+            source=LockedWheelSource(repo="https://github.com/deepseek-ai/DeepGEMM.git", verified=verified),
+        )
+        return Lock(
+            name="r",
+            manifest=LockedManifest(path="m.yaml", sha256="3" * 64, name="r"),
+            components={"deepgemm": wheel},
+            toolchain=LockedToolchain(base_image=LockedBaseImage(name="scratch")),
+        )
+
+    label = "io.releasekit.component.deepgemm.source-verification"
+
+    def codes(verified: bool, labels: dict[str, str]) -> list[tuple[str, str | None]]:
+        image = SimpleNamespace(labels=labels, id="sha256:" + "1" * 64)
+        ctx = SimpleNamespace(
+            image=image, lock=lock(verified), lock_sha256="2" * 64, components={}, record=None
+        )
+        return [(f.code, f.location.field) for f in LabelsCheck().run(ctx)]  # type: ignore[arg-type]
+
+    base = {"io.releasekit.lock.sha256": "2" * 64, "io.releasekit.manifest.sha256": "3" * 64}
+    base["org.opencontainers.image.base.name"] = "scratch"
+    assert codes(False, base) == [("LABEL_MISSING", label)]
+    assert codes(False, {**base, label: "unverified"}) == []
+    assert codes(True, base) == []
