@@ -63,6 +63,13 @@ step() {
     [ "$rc" -eq "$expected" ] || fail "$name exited $rc, expected $expected: see $WORK/$name.out"
 }
 
+# The interpreter first, before any Docker work: a PYTHON that cannot import releasekit (another
+# virtual environment, /usr/bin/false) is said as such, not as a missing engine image.
+if ! "$PY" -c 'import releasekit.cli' >/dev/null 2>python-import.err; then
+    why=$(tail -n 1 python-import.err)
+    fail "releasekit cannot be imported by PYTHON=$PY: ${why:-it failed with no message}" 2
+fi
+
 ENGINE=$(engine_image) || fail "no engine image: $(cat engine-image.err)" 2
 [ -n "$ENGINE" ] || fail "no engine image: the helper printed no tag" 2
 echo "engine image     $ENGINE"

@@ -200,3 +200,33 @@ def test_repository_config_cannot_run_programs(forge: Forge, tmp_path: Path) -> 
     report = _audit(forge, "release")
     assert len(report.release_only) == 1
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_an_absent_repo_path_is_no_such_repository_not_the_local_path_hint(
+    tmp_path: Path, json_flag: tuple[str, ...]
+) -> None:
+    """``--repo`` naming no path is "no such repository" (exit 2, one line); a path that is a repository
+    is read in place without --allow-local-repos, so the hint would be wrong."""
+    absent = tmp_path / "nonexistent"
+    r = invoke(
+        "audit", "release-only", "--repo", str(absent), "--release", "r", "--canonical", "main", *json_flag
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip().splitlines() == [f"releasekit: error: no such repository: {absent}"], r.stderr
+    forge = Forge(tmp_path / "r", "x")
+    forge.init({"a.txt": "0\n"})
+    forge.switch("release", "main")
+    forge.commit({"b.txt": "1\n"}, "release only")
+    r = invoke(
+        "audit",
+        "release-only",
+        "--repo",
+        str(forge.work),
+        "--release",
+        "release",
+        "--canonical",
+        "main",
+        *json_flag,
+    )
+    assert r.returncode == 1 and "RELEASE_ONLY_COMMIT" in r.stdout + r.stderr, r.stdout + r.stderr

@@ -345,3 +345,176 @@ def test_nvcc_flags_declared_by_the_recipe_are_kept():
     recipe = BuildRecipe(native=True, env={"NVCC_APPEND_FLAGS": "-objtemp"})
     assert build_environment(recipe, 1, COMMIT, ["12.0a"])["NVCC_APPEND_FLAGS"] == "-objtemp"
     assert "NVCC_APPEND_FLAGS" not in build_environment(BuildRecipe(), 1, COMMIT, [])
+
+
+def test_release_notes_read_the_plan_check_wherever_it_was_written(tmp_path: Path) -> None:
+    """RELEASE.md said "Plan check: not run" when plan-check.json sat anywhere but the release
+    directory, although the check ran and failed: ``build --plan-check PATH`` names it, and without
+    it the one beside the lock is read; "not run" only when none was given or found."""
+    from publish_support import Release
+    from records_support import notes_build_record
+
+    from releasekit.builder.release_notes import notes_plan, render_release_notes
+    from releasekit.builder.service import BuildOptions, plan_check_path
+    from releasekit.records.base import load_record
+    from releasekit.records.lock import read_lock
+    from releasekit.records.plan_check import PlanCheckResult
+
+    release = Release(tmp_path / "rel", "sha256:" + "1" * 64)
+    release.write_plan_check(errors=["RELEASE_ONLY_COMMIT"])
+    elsewhere = tmp_path / "checks" / "plan-check.json"
+    elsewhere.parent.mkdir()
+    (release.evidence / "plan-check.json").rename(elsewhere)
+    outdir = tmp_path / "release-dir"
+    outdir.mkdir()
+
+    def notes(options: BuildOptions) -> str:
+        found = plan_check_path(options, outdir)
+        result = load_record(PlanCheckResult, found) if found is not None else None
+        plan = notes_plan(read_lock(release.lock), [], result, release.lock_sha256)
+        return render_release_notes(notes_build_record("pubtest"), plan)
+
+    given = BuildOptions(manifest=release.manifest, lock=release.lock, plan_check=elsewhere)
+    assert "Plan check: failed." in notes(given)
+    plain = BuildOptions(manifest=release.manifest, lock=release.lock)
+    text = notes(plain)
+    assert "Plan check: not run." in text and "given with --plan-check" in text
+    shutil.copy(elsewhere, release.lock.parent / "plan-check.json")  # beside the lock
+    assert "Plan check: failed." in notes(plain)
+    with pytest.raises(InputError, match="--plan-check .*: no such file"):
+        plan_check_path(
+            BuildOptions(manifest=release.manifest, lock=release.lock, plan_check=tmp_path / "no"), outdir
+        )
+    from cli_run import invoke
+
+    out = tmp_path / "out"
+    r = invoke(
+        "build",
+        str(release.manifest),
+        "--lock",
+        str(release.lock),
+        "-o",
+        str(out),
+        "--plan-check",
+        str(tmp_path / "no"),
+    )
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"releasekit: error: --plan-check {tmp_path / 'no'}: no such file"
+    ], r.stderr
+    assert not out.exists()
+
+
+def test_an_unverified_wheel_source_stays_marked_in_labels_provenance_and_release_notes(
+    tmp_path: Path,
+) -> None:
+    """A lock's WHEEL_SOURCE_UNVERIFIED (a pinned wheel whose ``source:`` plan lock could not read)
+    reached the labels and RELEASE.md as a plain commit: now the label, the provenance's dependency
+    and RELEASE.md's components table say "unverified". A verified source carries no such label, so
+    images without unverified wheel sources (the demo's) keep their labels and ID."""
+    from datetime import UTC, datetime
+
+    from records_support import notes_build_record
+
+    from releasekit.builder.labels import image_labels
+    from releasekit.builder.release_notes import render_release_notes
+    from releasekit.builder.service import BuildOptions, provenance_statement
+    from releasekit.records.build import BaseImageRecord, ComponentRecord
+    from releasekit.records.lock import Lock, LockedBaseImage, LockedManifest, LockedToolchain
+
+    source = "a6b593d" + "0" * 33
+    wheel = ComponentRecord(
+        name="deepgemm",
+        kind="wheel",
+        role="runtime",
+        repo="https://github.com/deepseek-ai/DeepGEMM.git",
+        ref="main",
+        commit=source,
+        version="2.1.0",
+        distribution="deep-gemm",
+        wheel_filename="deep_gemm-2.1.0-py3-none-any.whl",
+        wheel_sha256="5" * 64,
+    )
+    base = BaseImageRecord(name="b", image_id="sha256:" + "1" * 64)
+    common = {
+        "base": base,
+        "created": "2026-01-01T00:00:00Z",
+        "lock_sha256": "2" * 64,
+        "manifest_sha256": "3" * 64,
+    }
+    verified = image_labels(components=[wheel], release_name="r", **common)
+    unverified = image_labels(
+        components=[wheel], release_name="r", unverified_sources=frozenset({"deepgemm"}), **common
+    )
+    label = "io.releasekit.component.deepgemm.source-verification"
+    assert label not in verified and unverified[label] == "unverified"
+    assert {k: v for k, v in unverified.items() if k != label} == verified
+
+    record = notes_build_record("r").model_copy(update={"components": [wheel], "labels": unverified})
+    notes = render_release_notes(record)
+    assert f"{source} (source unverified: WHEEL_SOURCE_UNVERIFIED)" in notes
+    plain = notes_build_record("r").model_copy(update={"components": [wheel], "labels": verified})
+    assert "unverified" not in render_release_notes(plain)
+
+    lock = Lock(
+        name="r",
+        manifest=LockedManifest(path="m.yaml", sha256="3" * 64, name="r"),
+        components={},
+        toolchain=LockedToolchain(base_image=LockedBaseImage(name="scratch")),
+    )
+    opts = BuildOptions(manifest=tmp_path / "m.yaml", lock=tmp_path / "lock.json")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def annotations(rec) -> dict:
+        statement = provenance_statement(rec, lock, opts, "2" * 64, now, finished=now)
+        [dep] = [d for d in statement.predicate.buildDefinition.resolvedDependencies if d.name == "deepgemm"]
+        return dict(dep.annotations or {})
+
+    assert annotations(record)["sourceVerification"] == "unverified"
+    assert "sourceVerification" not in annotations(plain)
+
+
+def test_verify_provenance_expects_the_unverified_source_label() -> None:
+    """verify-provenance's label check holds the image to the lock's WHEEL_SOURCE_UNVERIFIED: an image
+    without the label (an older build, or one it was stripped from) is LABEL_MISSING."""
+    from types import SimpleNamespace
+
+    from releasekit.provenance.checks.labels import LabelsCheck
+    from releasekit.records.lock import (
+        Lock,
+        LockedBaseImage,
+        LockedManifest,
+        LockedToolchain,
+        LockedWheelComponent,
+        LockedWheelSource,
+    )
+
+    def lock(verified: bool) -> Lock:
+        wheel = LockedWheelComponent(
+            name="deepgemm",
+            distribution="deep-gemm",
+            version="2.1.0",
+            filename="deep_gemm-2.1.0-py3-none-any.whl",
+            sha256="5" * 64,
+            source=LockedWheelSource(repo="https://github.com/deepseek-ai/DeepGEMM.git", verified=verified),
+        )
+        return Lock(
+            name="r",
+            manifest=LockedManifest(path="m.yaml", sha256="3" * 64, name="r"),
+            components={"deepgemm": wheel},
+            toolchain=LockedToolchain(base_image=LockedBaseImage(name="scratch")),
+        )
+
+    label = "io.releasekit.component.deepgemm.source-verification"
+
+    def codes(verified: bool, labels: dict[str, str]) -> list[tuple[str, str | None]]:
+        image = SimpleNamespace(labels=labels, id="sha256:" + "1" * 64)
+        ctx = SimpleNamespace(
+            image=image, lock=lock(verified), lock_sha256="2" * 64, components={}, record=None
+        )
+        return [(f.code, f.location.field) for f in LabelsCheck().run(ctx)]  # type: ignore[arg-type]
+
+    base = {"io.releasekit.lock.sha256": "2" * 64, "io.releasekit.manifest.sha256": "3" * 64}
+    base["org.opencontainers.image.base.name"] = "scratch"
+    assert codes(False, base) == [("LABEL_MISSING", label)]
+    assert codes(False, {**base, label: "unverified"}) == []
+    assert codes(True, base) == []

@@ -428,3 +428,81 @@ def test_a_ref_whose_commit_the_mirror_lacks_is_named(mirror_world: Path, tmp_pa
         f"releasekit: error: lib#1: {url} has no refs/pull/1/head (in the mirror {snapshot} refs/pull/1/head"
         f" points at {lost}, an object the mirror does not have); cannot lock the merge plan"
     ]
+
+
+def test_a_mirror_no_url_of_the_command_matches_is_exit_2_naming_the_nearest(
+    mirror_world: Path, tmp_path: Path
+) -> None:
+    """A mistyped ``--mirror`` (``…/libb``) was ignored and releasekit went to the network: now every
+    command that reads the manifest's repositories refuses it before reading any, naming it and the
+    manifest's nearest URL. RELEASEKIT_MIRRORS (a shared list of many repositories) is not held to it."""
+    url = "https://git.example.invalid/org/lib.git"
+    snapshot = mirror_world / "snapshot.git"
+    manifest = _manifest(mirror_world / "release.yaml", {"lib": url})
+    lock = tmp_path / "lock.json"
+    good = f"{url}={snapshot}"
+    r = invoke("plan", "lock", str(manifest), "-o", str(lock), "--mirror", good, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    bad = ("--mirror", f"https://git.example.invalid/org/libb={snapshot}")
+    commands = {
+        "plan lock": ("plan", "lock", str(manifest), "-o", str(tmp_path / "x.json"), *bad),
+        "plan check": ("plan", "check", str(manifest), "--lock", str(lock), *bad),
+        "plan compose": ("plan", "compose", str(manifest), "--lock", str(lock), *bad),
+        "root --mirror": (*bad, "plan", "check", str(manifest)),
+        "audit": (
+            "audit",
+            "release-only",
+            "--manifest",
+            str(manifest),
+            "--release",
+            "release",
+            "--canonical",
+            "main",
+            *bad,
+        ),
+        "audit --json": (
+            *("audit", "release-only", "--manifest", str(manifest), "--json"),
+            *("--release", "release", "--canonical", "main", *bad),
+        ),
+        "audit --repo": (
+            "audit",
+            "release-only",
+            "--repo",
+            url,
+            "--release",
+            "release",
+            "--canonical",
+            "main",
+            *bad,
+        ),
+        "build --plan": ("build", str(manifest), "--lock", str(lock), "--plan", *bad),
+        "verify-provenance": (
+            "verify-provenance",
+            "sha256:" + "1" * 64,
+            "--lock",
+            str(lock),
+            "--manifest",
+            str(manifest),
+            *bad,
+        ),
+        "build": ("build", str(manifest), "--lock", str(lock), "-o", str(tmp_path / "rel"), *bad),
+    }
+    for name, args in commands.items():
+        r = invoke(*args, cwd=tmp_path, env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+        assert r.returncode == 2, (name, r.stdout + r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, (name, r.stderr)
+        assert "--mirror https://git.example.invalid/org/libb=" in lines[0], (name, r.stderr)
+        assert f"the nearest is {url}" in lines[0], (name, r.stderr)
+    # The same mirror in a RELEASEKIT_MIRRORS file beside the right one: a shared list, not refused.
+    (tmp_path / "mirrors.txt").write_text(f"{good}\nhttps://git.example.invalid/org/other={snapshot}\n")
+    r = invoke(
+        "plan",
+        "check",
+        str(manifest),
+        "--lock",
+        str(lock),
+        cwd=tmp_path,
+        env={"RELEASEKIT_MIRRORS": str(tmp_path / "mirrors.txt")},
+    )
+    assert r.returncode == 0, r.stdout + r.stderr

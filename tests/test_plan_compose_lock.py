@@ -159,3 +159,24 @@ def test_wheel_source_is_checked_when_reachable(world: World, tmp_path: Path) ->
         }
     )
     assert (unreachable.commit, unreachable.verified) == ("a6b593d2826719dcf4892609af7b84ee23aaf32a", False)
+
+
+def test_compose_says_how_many_planned_prs_merged(world: World, tmp_path: Path) -> None:
+    """``composed tree … (matches the lock)`` was all it said, even when no planned PR merged: the line
+    names the merged and planned counts and what became of the others."""
+    path = world.write_manifest()
+    lock = tmp_path / "lock.json"
+    assert invoke("plan", "lock", str(path), "-o", str(lock), "--compose").returncode == 0
+    r = invoke("plan", "compose", str(path), "--lock", str(lock), "--component", "vllm")
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = len(VLLM_PLAN)
+    assert f"vllm: {n} of {n} planned PRs merged; composed tree " in r.stdout, r.stdout
+    world.land_b12x()
+    world.land_vllm(VLLM_PLAN)
+    assert invoke("plan", "lock", str(path), "-o", str(lock)).returncode == 0
+    r = invoke("plan", "compose", str(path), "--lock", str(lock), "--component", "vllm")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"vllm: 0 of {n} planned PRs merged ({n} already on the base); composed tree " in r.stdout, (
+        r.stdout
+    )
+    assert "(matches the lock)" in r.stdout

@@ -145,6 +145,12 @@ def register(app: typer.Typer) -> None:
         allow_local_repos: bool = allow_local_flag("accept file:// and path remotes (tests, demo)"),
         mirror: list[str] = MIRROR,
         save_image: bool = typer.Option(False, "--save-image", help="keep the image as OUTDIR/image.tar"),
+        plan_check: Path = typer.Option(
+            None,
+            "--plan-check",
+            help="plan-check.json that `plan check -o` wrote, for RELEASE.md"
+            " (default: the release directory's, else the one beside the lock)",
+        ),
         template: Path = typer.Option(
             None,
             "--template",
@@ -188,7 +194,10 @@ def register(app: typer.Typer) -> None:
             allow_local_repos=allow_local_repos,
             keep_image_archive=save_image,
             template=template,
+            plan_check=plan_check,
         )
+        if plan_check is not None and not plan_check.is_file():  # before anything is built
+            raise InputError(f"--plan-check {plan_check}: no such file")
         record = run_build(
             opts,
             Engine,  # made once the inputs are read; no engine: exit 2 then, before any wheel is built

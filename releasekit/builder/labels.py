@@ -8,9 +8,25 @@ from releasekit.records.build import BaseImageRecord, ComponentRecord
 NS = "io.releasekit"
 
 
-def component_labels(comp: ComponentRecord) -> dict[str, str]:
+UNVERIFIED = "unverified"
+
+
+def source_verification_label(name: str) -> str:
+    """The label that marks a pinned wheel whose ``source:`` plan lock could not read
+    (``WHEEL_SOURCE_UNVERIFIED``): its repo and commit are as the manifest gave them, not checked.
+    Only such a wheel carries it, so images of verified (or no) wheel sources keep their labels."""
+    return f"{NS}.component.{name}.source-verification"
+
+
+def source_unverified(labels: dict[str, str], name: str) -> bool:
+    """Whether the labels (a build record's) mark component ``name``'s wheel source unverified."""
+    return labels.get(source_verification_label(name)) == UNVERIFIED
+
+
+def component_labels(comp: ComponentRecord, *, unverified: bool = False) -> dict[str, str]:
     prefix = f"{NS}.component.{comp.name}"
     values = {
+        "source-verification": UNVERIFIED if unverified else None,
         "repo": strip_credentials(comp.repo) if comp.repo else None,
         "commit": comp.commit,
         "tree": comp.tree,
@@ -37,7 +53,9 @@ def image_labels(
     lock_sha256: str,
     manifest_sha256: str,
     release_name: str,
+    unverified_sources: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
+    """``unverified_sources``: the wheel components whose locked ``source`` is not verified."""
     primary = primary_component(components)
     labels = {
         "org.opencontainers.image.created": created,
@@ -53,5 +71,5 @@ def image_labels(
         labels["org.opencontainers.image.revision"] = primary.commit or ""
         labels["org.opencontainers.image.version"] = primary.version or ""
     for comp in components:
-        labels.update(component_labels(comp))
+        labels.update(component_labels(comp, unverified=comp.name in unverified_sources))
     return {k: v for k, v in sorted(labels.items()) if v}

@@ -57,6 +57,7 @@ class BuildOptions(BaseModel):
     allow_local_repos: bool = False
     keep_image_archive: bool = False
     template: Path | None = None
+    plan_check: Path | None = None  # plan-check.json wherever `plan check -o` wrote it
     # Where sources are checked out and built. Fixed, so that paths compiled into binaries are too.
     build_root: Path | None = None
 
@@ -378,6 +379,9 @@ def release_settings(run: BuildRun, components: list[ComponentRecord]) -> Releas
         lock_sha256=run.lock_sha256,
         manifest_sha256=run.loaded.sha256,
         release_name=lock.name,
+        unverified_sources=frozenset(
+            n for n, w in lock.wheel_components().items() if w.source is not None and not w.source.verified
+        ),
     )
     rendered = render_template(run.template, run.base, labels)
     return ReleaseSettings(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import jinja2
 
+from releasekit.builder.labels import source_unverified
 from releasekit.manifest.models import Exclusion
 from releasekit.records.build import BuildRecord
 from releasekit.records.lock import Lock
@@ -203,7 +204,7 @@ Plan check: {{ p.plan_check }}.
 
 {% endfor %}
 {% else %}
-No release branch was audited{% if p.plan_check == "not run" %} (no plan-check.json in the release directory){% endif %}.
+No release branch was audited{% if p.plan_check == "not run" %} (no plan-check.json given with --plan-check, in the release directory or beside the lock){% endif %}.
 {% endfor %}
 """
 
@@ -219,7 +220,13 @@ def _tables(record: BuildRecord, plan: ReleaseNotesPlan) -> dict[str, str]:
         ("CUDA arch list", ", ".join(map(str, arches if isinstance(arches, list) else [])) or "none"),
     ]
     components = [
-        (c.name, c.repo or "", c.commit or "", c.version or "", c.wheel_sha256 or "not built")
+        (
+            c.name,
+            c.repo or "",
+            _commit(record, c.name, c.commit),
+            c.version or "",
+            c.wheel_sha256 or "not built",
+        )
         for c in record.components
     ]
     merged: list[tuple[object, ...]] = [
@@ -247,6 +254,13 @@ def _tables(record: BuildRecord, plan: ReleaseNotesPlan) -> dict[str, str]:
         "not_merged": table(("component", "PR", "head", "role", "on canonical", "on the forge"), not_merged),
     }
     return {name: "\n".join(lines) for name, lines in tables.items()}
+
+
+def _commit(record: BuildRecord, name: str, commit: str | None) -> str:
+    """A component's commit; a wheel's whose source plan lock could not read is marked unverified."""
+    if source_unverified(record.labels, name):
+        return f"{commit or 'unknown'} (source unverified: WHEEL_SOURCE_UNVERIFIED)"
+    return commit or ""
 
 
 def render_release_notes(record: BuildRecord, plan: ReleaseNotesPlan | None = None) -> str:

@@ -24,6 +24,7 @@ from releasekit.builder.archive import archive_byproducts, make_archive
 from releasekit.builder.cache import BuildCache
 from releasekit.builder.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
 from releasekit.builder.image import AssembledImage, SmokeReport, WheelInput, assemble
+from releasekit.builder.labels import UNVERIFIED, source_unverified
 from releasekit.builder.release_image import BuildOptions as BuildOptions
 from releasekit.builder.release_image import (
     BuildRun,
@@ -270,15 +271,24 @@ def _write_release_files(
     write_statement(statement, outdir / PROVENANCE_FILE)
     # An envelope an earlier build left here signs other bytes: removed (a planted link too, never followed).
     sign_statement_file(None, outdir / PROVENANCE_FILE)
-    # plan check runs before build and may have left its record here (an earlier stage's file).
-    plan_check = (
-        load_record(PlanCheckResult, outdir / PLAN_CHECK_FILE)
-        if (outdir / PLAN_CHECK_FILE).is_file()
-        else None
-    )
+    found = plan_check_path(run.options, outdir)
+    plan_check = load_record(PlanCheckResult, found) if found is not None else None
     notes = notes_plan(run.lock, run.loaded.manifest.exclusions, plan_check, run.lock_sha256)
     write_atomic(outdir / RELEASE_NOTES_FILE, render_release_notes(record, notes))
     record.write(outdir / BUILD_FILE)
+
+
+def plan_check_path(options: BuildOptions, outdir: Path) -> Path | None:
+    """The plan check's record RELEASE.md reads: ``--plan-check``, else the one plan check left in the
+    release directory (an earlier stage's file), else the one beside the lock; None when there is none."""
+    if options.plan_check is not None:
+        if not options.plan_check.is_file():
+            raise InputError(f"--plan-check {options.plan_check}: no such file")
+        return options.plan_check
+    for candidate in (outdir / PLAN_CHECK_FILE, options.lock.parent / PLAN_CHECK_FILE):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def provenance_statement(
@@ -349,6 +359,8 @@ def _resolved_dependencies(
             annotations = {
                 "source": f"git+{c.repo}@{c.ref}" if c.repo and c.ref else c.repo,
                 "gitCommit": c.commit,
+                # WHEEL_SOURCE_UNVERIFIED: the source and commit are as given, not checked.
+                "sourceVerification": UNVERIFIED if source_unverified(record.labels, c.name) else None,
             }
             deps.append(
                 ResourceDescriptor(

@@ -17,7 +17,9 @@ URLs match after dropping a trailing ``/`` and ``.git``, and credentials.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from releasekit.bounded_read import read_bounded
@@ -86,3 +88,17 @@ def configured_mirrors() -> dict[str, Path]:
 def mirror_for(url: str) -> Path | None:
     """The local mirror to read ``url`` from, or None (fetch from the URL itself)."""
     return configured_mirrors().get(url_key(url))
+
+
+def check_mirrors_named(urls: Iterable[str], *, source: str) -> None:
+    """Every ``--mirror URL=PATH`` of this process names a repository the command reads (``urls``);
+    one that matches none (a mistyped URL, which would send releasekit to the network) is bad input:
+    exit 2, naming it and the nearest URL of ``source``. ``RELEASEKIT_MIRRORS`` is a shared list of
+    many repositories and is not held to one command's."""
+    keys = {url_key(url): url for url in urls}
+    for key in sorted(_GIVEN):
+        if key in keys:
+            continue
+        nearest = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.0)
+        near = f"; the nearest is {keys[nearest[0]]}" if nearest else f"; {source} names no repository"
+        raise InputError(f"--mirror {key}=…: no repository of {source} has that URL{near}")

@@ -8,14 +8,17 @@ as findings instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from releasekit.digests import file_sha256
 from releasekit.errors import InputError
 from releasekit.findings import Findings
+from releasekit.git.mirrors import check_mirrors_named
+from releasekit.git.remote import check_remote
 from releasekit.manifest.checks import check_rules, parse_pr_reference
 from releasekit.manifest.loader import (
     LoadedYaml,
@@ -26,7 +29,7 @@ from releasekit.manifest.loader import (
     scalar_comment_findings,
     validation_error_lines,
 )
-from releasekit.manifest.models import TO_BE_LOCKED, Manifest
+from releasekit.manifest.models import TO_BE_LOCKED, ForgeSpec, Manifest
 
 __all__ = [
     "TO_BE_LOCKED",
@@ -36,6 +39,7 @@ __all__ = [
     "load_manifest",
     "manifest_for_lock",
     "parse_pr_reference",
+    "repository_urls",
     "validate_manifest",
     "validate_manifest_bytes",
 ]
@@ -87,8 +91,10 @@ def validate_manifest_bytes(raw: bytes, name: str = "<manifest>") -> LoadedManif
     return LoadedManifest(manifest, Path(name), loaded.sha256, loaded.source, findings)
 
 
-def load_manifest(path: Path) -> LoadedManifest:
-    """A manifest every later stage can trust: any rule error makes it unusable (exit 2)."""
+def load_manifest(path: Path, *, also_reads: Sequence[str] = ()) -> LoadedManifest:
+    """A manifest every later stage can trust: any rule error makes it unusable (exit 2); so is a
+    ``--mirror`` that names none of its repositories (nor ``also_reads``, URLs the command reads
+    beside the manifest's)."""
     result = validate_manifest(path)
     if not result.findings.passed:
         lines = [f.render() for f in result.findings.errors]
@@ -96,7 +102,41 @@ def load_manifest(path: Path) -> LoadedManifest:
             f"{path}: manifest breaks {len(lines)} rule(s); run 'releasekit manifest validate {path}': {lines[0]}",
             lines,
         )
+    check_mirrors_named([*repository_urls(result), *also_reads], source=f"the manifest {path}")
     return result
+
+
+def repository_urls(loaded: LoadedManifest) -> list[str]:
+    """Every repository URL the manifest names (components, ``upstream:``, excluded upstream PRs,
+    wherever a ``repo`` is), as the mirrors see it: a local path as its ``file://`` URL."""
+    found: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, ForgeSpec):
+            return  # its repo is owner/name on the forge, not a git URL
+        if isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                item = getattr(value, name)
+                if name == "repo" and isinstance(item, str):
+                    found.append(_public_url(item, loaded.directory))
+                else:
+                    walk(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    walk(loaded.manifest)
+    return list(dict.fromkeys(found))
+
+
+def _public_url(url: str, base_dir: Path) -> str:
+    try:
+        return check_remote(url, allow_local=True, base_dir=base_dir).public
+    except InputError:
+        return url
 
 
 def _manifest_candidates(lock_path: Path, evidence_dir: Path, recorded: str) -> list[Path]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from releasekit.errors import InputError
 from releasekit.git.history import resolve_commits
 from releasekit.git.mirror import Mirror
+from releasekit.git.mirrors import check_mirrors_named, mirror_for
 from releasekit.git.missing import missing_object_note, unresolvable_rev
 from releasekit.git.private import read_in_place
 from releasekit.git.remote import check_ref
@@ -40,11 +41,11 @@ def _resolve(git: Git, rev: str, repo: str, mirror: Mirror | None = None) -> str
     raise unresolvable_rev(git, rev, repo)
 
 
-def _component(manifest: Path, component: str | None) -> GitComponent:
+def _component(manifest: Path, component: str | None, repo: str) -> GitComponent:
     """The manifest's git component to audit: the one named, or its only one."""
     from releasekit.manifest import load_manifest
 
-    loaded = load_manifest(manifest)
+    loaded = load_manifest(manifest, also_reads=[repo] if repo != "." else [])
     gits = loaded.manifest.git_components()
     if component is None:
         if len(gits) != 1:
@@ -93,7 +94,9 @@ def release_only_audit(
     """``upstream``: a revision of the repository that is the fork's upstream head (``upstream/main``,
     a commit); without it, the manifest component's ``upstream:`` is read when ``--manifest`` is given.
     """
-    comp = _component(manifest, component) if manifest is not None else None
+    comp = _component(manifest, component, repo) if manifest is not None else None
+    if manifest is None:
+        check_mirrors_named([repo], source="--repo")
     if comp is not None and repo == ".":
         repo = comp.repo
     git, public, mirror = _open_repository(repo, cache_dir, allow_local, fetch)
@@ -178,9 +181,19 @@ def _open_repository(
         # repository of this process (git/private.py): git never runs in the one named.
         git = Git(read_in_place(local.resolve(), str(repo)).path, bare=True, label=str(repo))
         public = str(repo)
+    elif _names_a_path(repo) and not local.expanduser().exists() and mirror_for(repo) is None:
+        raise InputError(f"no such repository: {repo}")
     else:
         mirror = Mirror(repo, cache_dir, allow_local=allow_local)
         mirror = mirror.update() if fetch else mirror.ensure()
         git = mirror.git
         public = mirror.url
     return git, public, mirror
+
+
+def _names_a_path(repo: str) -> bool:
+    """Whether ``--repo`` is a path on this machine rather than a URL (``https://``, ``file://``, ``host:path``)."""
+    if "://" in repo:
+        return False
+    head = repo.split("/", 1)[0]
+    return repo.startswith((".", "/", "~")) or ":" not in head

@@ -342,7 +342,7 @@ def compose_cmd(
                 if comp.matches_lock is None
                 else (" (matches the lock)" if comp.matches_lock else f" (lock expects {comp.expected_tree})")
             )
-            console.print(f"{comp.component}: composed tree {comp.tree}{verdict}")
+            console.print(f"{comp.component}: {comp.counts()}; composed tree {comp.tree}{verdict}")
         render_findings(result.findings, console, ok_message="every planned PR merges cleanly in plan order")
     _exit(result.findings)
 

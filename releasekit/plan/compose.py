@@ -68,7 +68,9 @@ def compose_into(component: Composable, findings: Findings, dest: Path, *, base:
     """Compose in ``dest`` (a new directory) and leave the work tree there."""
     name, mirror, locked = component.name, component.mirror, component.locked
     heads = {p.number: p.head for p in (locked.pull_requests if locked else []) if p.role == "planned"}
-    result = ComponentCompose(component=name, repo=mirror.url, base=base)
+    result = ComponentCompose(
+        component=name, repo=mirror.url, base=base, planned=len(component.comp.merge_plan)
+    )
     work = fresh_checkout(mirror, base, dest)
     git = Git(work.path)
     # The checkout borrows objects from the cache (and a --mirror): merging must not re-touch them.

@@ -29,10 +29,26 @@ class ComponentCompose(_Model):
     component: str
     repo: str
     base: str
+    planned: int = 0  # PRs of the merge plan; each is a step, or a PR_MISSING finding (no head)
     steps: list[ComposeStep] = Field(default_factory=list)
     tree: str | None = None  # the tree after every planned PR is merged
     expected_tree: str | None = None  # from the lock
     matches_lock: bool | None = None
+
+    def counts(self) -> str:
+        """How many planned PRs merged, and what became of the others, in words."""
+        done = {
+            r: sum(1 for s in self.steps if s.result == r)
+            for r in ("merged", "already-contained", "conflict")
+        }
+        missing = self.planned - len(self.steps)
+        parts = [
+            f"{done['already-contained']} already on the base" if done["already-contained"] else "",
+            f"{done['conflict']} conflicting" if done["conflict"] else "",
+            f"{missing} without a head" if missing > 0 else "",
+        ]
+        rest = ", ".join(p for p in parts if p)
+        return f"{done['merged']} of {self.planned} planned PRs merged" + (f" ({rest})" if rest else "")
 
 
 class ComposeResult(_Model):

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
-from releasekit.docker_engine import Engine
-from releasekit.errors import InputError
+from releasekit.docker_engine import Engine, EngineError, ImageFacts, NoSuchImage
+from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.records.base import RecordError, record_from_bytes, write_record
 from releasekit.records.dsse import SUMMARY_ENVELOPE_FILE
 from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
@@ -137,6 +137,20 @@ def _signed_summary(
     return verified.keyid
 
 
+def _inspect(engine: Engine, reference: str) -> ImageFacts:
+    """The image ``--image`` names; an image the engine lacks is bad input (exit 2, one line)."""
+    try:
+        return engine.inspect(reference)
+    except NoSuchImage:
+        raise InputError(
+            f"no image {reference!r} in the Docker Engine", hint="pass the image ID verify-provenance passed"
+        ) from None
+    except EngineError as exc:
+        raise EnvironmentProblem(
+            f"Docker Engine could not inspect {reference!r}: {exc.explanation}"
+        ) from None
+
+
 def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) -> Staged:
     """Check, push, read back, record. Bad input and an unverified image are exit 2 (``InputError``);
     a summary that is not signed when it must be, or whose signature fails, exit 1 (``SignatureError``)."""
@@ -151,7 +165,7 @@ def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) 
     except FileNotFoundError:
         raise RecordError(f"{summary_path}: no such file (expected a verification summary)") from None
     summary = record_from_bytes(VerificationStatement, raw, str(summary_path))
-    image = engine.inspect(request.image)
+    image = _inspect(engine, request.image)
     said = summary.summary
     if said.result != "PASSED" or not summary.names_image(image.id) or said.lock_sha256 != lock_sha:
         raise InputError(

@@ -24,6 +24,9 @@ def _expected(ctx: VerifyContext) -> dict[str, tuple[str, str | None]]:
         if comp.installed:
             expected[prefix + "version"] = (name, comp.version)
             expected[prefix + "wheel.sha256"] = (name, comp.wheel_sha256)
+    for name, wheel in ctx.lock.wheel_components().items():
+        if wheel.source is not None and not wheel.source.verified:  # WHEEL_SOURCE_UNVERIFIED stays said
+            expected[f"io.releasekit.component.{name}.source-verification"] = (name, "unverified")
     return expected
 
 
