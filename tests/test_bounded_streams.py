@@ -480,6 +480,32 @@ def test_a_mirror_whose_control_file_is_a_fifo_does_not_hang_plan_lock(
     assert not out.exists()
 
 
+def test_an_oversize_packed_refs_in_a_mirror_is_refused_on_stat(
+    app: Forge, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 43: a 255 MiB ``packed-refs`` took 2.58 GB and exited 0; here its refs, then 100 MiB of
+    sparse file (no disk), refused on ``stat`` before releasekit or git reads it."""
+    snapshot = tmp_path / "snapshot.git"
+    subprocess.run(
+        ["git", "clone", "--quiet", "--mirror", "--no-local", app.url, str(snapshot)],
+        check=True,
+        env={**env, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"},
+    )
+    subprocess.run(["git", "-C", str(snapshot), "pack-refs", "--all"], check=True, env=env)
+    with open(snapshot / "packed-refs", "ab") as handle:
+        handle.truncate(100 << 20)
+    manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
+    out = tmp_path / "lock.json"
+    started = time.monotonic()
+    proc = invoke(
+        "plan", "lock", str(manifest), "-o", str(out), "--no-forge", "--mirror", f"{app.url}={snapshot}", env=env
+    )  # fmt: skip
+    line = _one_line(proc)
+    assert proc.returncode == 2 and "packed-refs" in line and "over the limit" in line, proc.stderr
+    assert time.monotonic() - started < 30
+    assert not out.exists()
+
+
 # --- audit pins ----------------------------------------------------------------------------------
 
 

@@ -42,12 +42,14 @@ from releasekit.errors import InputError
 # git itself follows alternates five levels deep; a handful of directories is what a mirror needs.
 MAX_OBJECT_DIRS = 16
 ALTERNATES_MAX_BYTES = 64 * 1024
-# A forge mirror with every pull request's head holds some hundred thousand refs (~10 MiB).
-PACKED_REFS_MAX_BYTES = 256 * MIB
+# A forge mirror with every pull request's head holds some hundred thousand refs (~10 MiB); a
+# 255 MiB packed-refs took 2.6 GB to read (issue 43), so the caps are a few times the real size.
+PACKED_REFS_MAX_BYTES = 32 * MIB
+MAX_REFS = 500_000
 LOOSE_REF_MAX_BYTES = 4096
 # A work tree's index (a vLLM checkout's is a few MiB).
 INDEX_MAX_BYTES = 1024 * MIB
-MAX_LOOSE_REFS = 1_000_000
+MAX_LOOSE_REFS = MAX_REFS
 _OID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
@@ -233,6 +235,8 @@ def read_refs(gitdir: Path, where: str) -> dict[str, str]:
         raise InputError(f"{where}: {gitdir} keeps its refs in a reftable; releasekit reads files refs only")
     refs: dict[str, str] = {}
     packed = _read_small(gitdir / "packed-refs", PACKED_REFS_MAX_BYTES, where) or ""
+    if packed.count("\n") > MAX_REFS:
+        raise InputError(f"{where}: {gitdir / 'packed-refs'} holds more than {MAX_REFS} refs; refused")
     for line in packed.splitlines():
         if not line or line[0] in "#^":
             continue
