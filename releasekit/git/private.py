@@ -36,11 +36,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from releasekit import atomic
-from releasekit.bounded_read import MIB, UnsafeFileError, check_regular, read_bounded
+from releasekit.bounded_read import MIB, UnsafeFileError, check_regular, kind_of, read_bounded
 from releasekit.errors import InputError
 
 # git itself follows alternates five levels deep; a handful of directories is what a mirror needs.
 MAX_OBJECT_DIRS = 16
+# Loose objects and packs of one object directory (a mirror that was never repacked: some hundred thousand).
+MAX_OBJECT_FILES = 2_000_000
 ALTERNATES_MAX_BYTES = 64 * 1024
 # A forge mirror with every pull request's head holds some hundred thousand refs (~10 MiB); a
 # 255 MiB packed-refs took 2.6 GB to read (issue 43), so the caps are a few times the real size.
@@ -122,6 +124,7 @@ def checked_object_dirs(objects: Path, where: str) -> list[Path]:
                 f"{where}: more than {MAX_OBJECT_DIRS} object directories through info/alternates"
             )
         found.append(here)
+        _check_object_files(here, where)
         listing = here / "info" / "alternates"
         if not os.path.lexists(listing):
             continue
@@ -136,6 +139,31 @@ def checked_object_dirs(objects: Path, where: str) -> list[Path]:
             if line and not line.startswith("#"):
                 todo.append(Path(os.path.normpath(here / line)))
     return found
+
+
+def _check_object_files(objects: Path, where: str) -> None:
+    """Every file git may open in the object directory ``objects`` (loose objects, packs and their
+    indexes, ``multi-pack-index``, commit-graphs, ``info/*``) is a regular file, or a link to one:
+    looked at with ``stat``, never opened (a FIFO in place of a pack ``.idx`` or a loose object
+    hung git, issue 43). Three levels are all git reads (``pack/``, ``info/commit-graphs/``)."""
+    todo, seen = [(objects, 0)], 0
+    while todo:
+        directory, depth = todo.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                seen += 1
+                if seen > MAX_OBJECT_FILES:
+                    raise InputError(f"{where}: more than {MAX_OBJECT_FILES} files in {objects}")
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < 2:
+                        todo.append((Path(entry.path), depth + 1))
+                    continue
+                try:
+                    mode = os.stat(entry.path).st_mode
+                except OSError:
+                    continue  # a dangling link: git cannot open it either
+                if not stat.S_ISREG(mode) and not (depth == 0 and stat.S_ISDIR(mode)):
+                    raise InputError(f"{where}: {entry.path}: {kind_of(mode)}, not a regular file; refused")
 
 
 # The control files git opens whole with a blocking ``open()``: a FIFO there would hang it, a link to
