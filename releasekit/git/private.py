@@ -38,6 +38,7 @@ from pathlib import Path
 from releasekit import atomic
 from releasekit.bounded_read import MIB, UnsafeFileError, check_regular, kind_of, read_bounded
 from releasekit.errors import InputError
+from releasekit.git.runner import Git
 
 # git itself follows alternates five levels deep; a handful of directories is what a mirror needs.
 MAX_OBJECT_DIRS = 16
@@ -335,6 +336,42 @@ def write_refs(gitdir: Path, refs: Mapping[str, str], head: str | None) -> None:
         atomic.write_bytes(gitdir / "HEAD", _head_text(head))
 
 
+MAX_SHALLOW_ROOTS = 10_000
+
+
+def _present(git: Git, oids: list[str]) -> set[str]:
+    """The commits among ``oids`` that the repository holds (one ``cat-file --batch-check``)."""
+    out = git.run("cat-file", "--batch-check", input="".join(f"{o}\n" for o in oids).encode())
+    return {parts[0] for parts in (line.split() for line in out.splitlines()) if parts[1:2] == ["commit"]}
+
+
+def true_roots(gitdir: Path, roots: list[str]) -> list[str]:
+    """Of ``roots``, those a shallow list may name: commits present with a parent absent (what a
+    history-less bundle leaves, git/bundle.py). ``gitdir`` is a private repository of this process
+    with no ``shallow`` file; whatever ``shallow`` file a mirror or cache entry holds, only these
+    roots reach git."""
+    wanted = sorted(set(roots))
+    if not wanted:
+        return []
+    if len(wanted) > MAX_SHALLOW_ROOTS:
+        raise InputError(f"{gitdir}: more than {MAX_SHALLOW_ROOTS} shallow roots")
+    git = Git(gitdir, bare=True)
+    present = sorted(_present(git, wanted))
+    if not present:
+        return []
+    listed = git.run(
+        "rev-list",
+        "--no-walk=unsorted",
+        "--parents",
+        "--stdin",
+        input="".join(f"{c}\n" for c in present).encode(),
+    )
+    parents = {line.split()[0]: line.split()[1:] for line in listed.splitlines() if line.strip()}
+    every = sorted({p for ps in parents.values() for p in ps})
+    held = _present(git, every) if every else set()
+    return [c for c in present if any(p not in held for p in parents.get(c, []))]
+
+
 class PrivateRepo:
     """A bare repository in a new temporary directory: configuration, HEAD and refs written here,
     objects borrowed from checked object directories. Removed when garbage-collected or at exit."""
@@ -366,8 +403,10 @@ class PrivateRepo:
         (self.path / "packed-refs").write_bytes(_packed_refs_text(refs))
         (self.path / "HEAD").write_bytes(_head_text(head))
         # A history-less bundle's commit is a shallow root (git/bundle.py): without the list,
-        # git would walk into parents the objects do not hold.
-        write_shallow(self.path, shallow)
+        # git would walk into parents the objects do not hold. Only such roots are kept: a root
+        # whose parents are there would cut the history short (a planted ``shallow``, issue 43).
+        write_shallow(self.path, [])
+        write_shallow(self.path, true_roots(self.path, shallow))
 
     @staticmethod
     def _read(gitdir: Path, where: str) -> tuple[list[Path], dict[str, str], str | None, list[str]]:
