@@ -202,6 +202,40 @@ def test_repository_config_cannot_run_programs(forge: Forge, tmp_path: Path) -> 
     assert not marker.exists()
 
 
+def test_a_shallow_file_planted_in_the_cached_mirror_changes_nothing(
+    forge: Forge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43: a ``shallow`` file in the mirror cut the history at a release commit, so the commits
+    before it were no longer reported. releasekit keeps only shallow roots whose parents are absent."""
+    monkeypatch.setenv("RELEASEKIT_ALLOW_LOCAL_REPOS", "1")
+    monkeypatch.setenv("RELEASEKIT_CACHE", str(tmp_path / "cache"))
+    forge.switch("release", "main")
+    first = forge.commit({"b.py": "B = 1\n"}, "release-only tuning")
+    second = forge.commit({"c.py": "C = 1\n"}, "release-only launcher")
+    forge.switch("main")
+    forge.commit({"d.py": "D = 1\n"}, "canonical work")
+    forge.push("main", "release")
+    args = [
+        "audit",
+        "release-only",
+        "--repo",
+        f"file://{forge.url}",
+        "--release",
+        "release",
+        "--canonical",
+        "main",
+        "--json",
+    ]
+    before = invoke(*args)
+    assert before.returncode == 1, before.stderr
+    assert [c["commit"] for c in json.loads(before.stdout)["release_only"]] == [first, second]
+    (entry,) = (tmp_path / "cache").rglob("packed-refs")
+    (entry.parent / "shallow").write_text(f"{second}\n")
+    after = invoke(*args, "--no-fetch")
+    assert after.returncode == 1, after.stderr
+    assert [c["commit"] for c in json.loads(after.stdout)["release_only"]] == [first, second]
+
+
 @pytest.mark.parametrize("json_flag", [(), ("--json",)])
 def test_an_absent_repo_path_is_no_such_repository_not_the_local_path_hint(
     tmp_path: Path, json_flag: tuple[str, ...]

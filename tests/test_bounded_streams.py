@@ -480,6 +480,104 @@ def test_a_mirror_whose_control_file_is_a_fifo_does_not_hang_plan_lock(
     assert not out.exists()
 
 
+def test_an_oversize_packed_refs_in_a_mirror_is_refused_on_stat(
+    app: Forge, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 43: a 255 MiB ``packed-refs`` took 2.58 GB and exited 0; here its refs, then 100 MiB of
+    sparse file (no disk), refused on ``stat`` before releasekit or git reads it."""
+    snapshot = tmp_path / "snapshot.git"
+    subprocess.run(
+        ["git", "clone", "--quiet", "--mirror", "--no-local", app.url, str(snapshot)],
+        check=True,
+        env={**env, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"},
+    )
+    subprocess.run(["git", "-C", str(snapshot), "pack-refs", "--all"], check=True, env=env)
+    with open(snapshot / "packed-refs", "ab") as handle:
+        handle.truncate(100 << 20)
+    manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
+    out = tmp_path / "lock.json"
+    started = time.monotonic()
+    proc = invoke(
+        "plan", "lock", str(manifest), "-o", str(out), "--no-forge", "--mirror", f"{app.url}={snapshot}", env=env
+    )  # fmt: skip
+    line = _one_line(proc)
+    assert proc.returncode == 2 and "packed-refs" in line and "over the limit" in line, proc.stderr
+    assert time.monotonic() - started < 30
+    assert not out.exists()
+
+
+def _snapshot(app: Forge, env: dict[str, str], tmp_path: Path) -> Path:
+    snapshot = tmp_path / "snapshot.git"
+    subprocess.run(
+        ["git", "clone", "--quiet", "--mirror", "--no-local", app.url, str(snapshot)],
+        check=True,
+        env={**env, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"},
+    )
+    return snapshot
+
+
+def _loose(snapshot: Path, env: dict[str, str]) -> Path:
+    """Every object of the mirror unpacked loose; the file of the commit HEAD names, returned."""
+    pack_dir = snapshot / "objects" / "pack"
+    (pack,) = pack_dir.glob("*.pack")
+    moved = snapshot.parent / "moved.pack"
+    pack.rename(moved)
+    for other in pack_dir.iterdir():
+        other.unlink()
+    with open(moved, "rb") as handle:
+        subprocess.run(
+            ["git", "-C", str(snapshot), "unpack-objects", "-q"], stdin=handle, check=True, env=env
+        )
+    head = subprocess.run(
+        ["git", "-C", str(snapshot), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
+    return snapshot / "objects" / head[:2] / head[2:]
+
+
+@pytest.mark.parametrize("planted", ["pack-idx", "loose-object"])
+def test_a_fifo_in_a_mirrors_object_directory_does_not_hang_plan_lock(
+    app: Forge, env: dict[str, str], tmp_path: Path, planted: str
+) -> None:
+    """Issue 43: a FIFO in place of a pack ``.idx`` or a loose object hung git, so plan lock."""
+    snapshot = _snapshot(app, env, tmp_path)
+    if planted == "pack-idx":
+        (fifo,) = (snapshot / "objects" / "pack").glob("*.idx")
+    else:
+        fifo = _loose(snapshot, env)
+    fifo.unlink()
+    os.mkfifo(fifo)
+    manifest = _manifest(tmp_path / "m.json", app.url, "http://127.0.0.1:9/api/v3")
+    out = tmp_path / "lock.json"
+    started = time.monotonic()
+    # A child process: the hang is the subject, and a regression is ended by the timeout.
+    proc = run_cli(
+        "plan", "lock", str(manifest), "-o", str(out), "--no-forge", "--mirror", f"{app.url}={snapshot}",
+        env=env, timeout=30,
+    )  # fmt: skip
+    line = _one_line(proc)
+    assert proc.returncode == 2 and "FIFO" in line and fifo.name in line, proc.stderr
+    assert time.monotonic() - started < 20
+    assert not out.exists()
+
+
+def test_every_git_process_has_a_deadline(app: Forge, env: dict[str, str], tmp_path: Path) -> None:
+    """Past the pre-git checks (here: none), a git that blocks is killed at its deadline: one line."""
+    snapshot = _snapshot(app, env, tmp_path)
+    fifo = _loose(snapshot, env)
+    fifo.unlink()
+    os.mkfifo(fifo)
+    code = (
+        "from pathlib import Path\n"
+        "from releasekit.git.runner import Git, GitFailed\n"
+        f"try:\n    Git(Path({str(snapshot)!r}), bare=True).run('cat-file', '-t', 'HEAD')\n"
+        "except GitFailed as e:\n    print(e); raise SystemExit(2)\n"
+    )
+    started = time.monotonic()
+    proc = _python(code, {**env, "RELEASEKIT_GIT_TIMEOUT": "2"}, tmp_path)
+    assert proc.returncode == 2 and "no answer within 2 s" in proc.stdout, proc.stdout + proc.stderr
+    assert time.monotonic() - started < 30
+
+
 # --- audit pins ----------------------------------------------------------------------------------
 
 

@@ -482,6 +482,8 @@ def _hostile_manifests(tmp_path: Path) -> dict[str, Path]:
         + '"pull_requests": [], "reviewed_exclusions": ['
         + ",".join(["0"] * 2_000_000)
         + "]}",
+        # Empty arrays: before the fix counted only after json.loads had built all 3 million lists.
+        "empty-arrays": head + '"pull_requests": [], "reviewed_exclusions": [' + "[]," * 3_000_000 + "[]]}",
     }
     paths = {}
     for name, text in texts.items():
@@ -490,20 +492,30 @@ def _hostile_manifests(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
-@pytest.mark.parametrize("case", ["duplicate-key", "deep", "long-number", "many-values"])
+@pytest.mark.parametrize("case", ["duplicate-key", "deep", "long-number", "many-values", "empty-arrays"])
 def test_hostile_json_is_refused_in_one_line_and_nothing_is_written(case: str, tmp_path: Path) -> None:
+    import json
     import time
+    from unittest import mock
 
     source = _hostile_manifests(tmp_path)[case]
     out = tmp_path / "out.yaml"
     started = time.monotonic()
-    r = invoke("manifest", "import", str(source), "-o", str(out), "--base-image", "local/base")
+    # Values beyond the limit are refused before the parser builds any of them.
+    parser = (
+        mock.patch.object(json, "loads", side_effect=AssertionError("parsed"))
+        if case == "empty-arrays"
+        else mock.MagicMock()
+    )
+    with parser:
+        r = invoke("manifest", "import", str(source), "-o", str(out), "--base-image", "local/base")
     assert r.returncode == 2, r.stdout + r.stderr
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("releasekit: error: ") and str(source) in line, line
     assert "internal error" not in line
     expected = {"duplicate-key": "duplicate key 'pull_requests'", "deep": "nested deeper than 64",
-                "long-number": "a number of 5000 characters", "many-values": "more than 200000 JSON values"}  # fmt: skip
+                "long-number": "a number of 5000 characters", "many-values": "more than 200000 JSON values",
+                "empty-arrays": "more than 200000 JSON values"}  # fmt: skip
     assert expected[case] in line, line
     assert not out.exists()
     assert time.monotonic() - started < 60  # refused on reading, not after minutes of model building

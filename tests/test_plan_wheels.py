@@ -7,12 +7,16 @@ import functools
 import hashlib
 import http.server
 import json
+import struct
 import subprocess
 import sys
 import threading
+import time
+import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from cli_run import invoke
@@ -348,3 +352,62 @@ def test_a_wheel_whose_wheel_file_lists_other_tags_is_locked_with_a_warning(tmp_
             f"{wheel.name}: its WHEEL lists cp312-cp312-linux_x86_64, not the file name's {CP312}",
         )
     ]
+
+
+def _claiming(wheel: Path, entries: int) -> None:
+    """A zip64 end record and locator put before the end record, claiming ``entries``: ``zipfile``
+    takes the directory's (real) size and offset from it and never looks at the count."""
+    data = wheel.read_bytes()
+    at = data.rfind(b"PK\x05\x06")
+    size, offset = struct.unpack_from("<2L", data, at + 12)
+    end64 = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, size, offset)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, at, 1)
+    wheel.write_bytes(data[:at] + end64 + locator + data[at:])
+
+
+def _directory_of(wheel: Path, entries: int) -> None:
+    """Replace the wheel by a bare zip directory of ``entries`` headers (13 MB for 250,001), whose
+    end record says 1: what ``zipfile`` would build a ZipInfo for, one by one."""
+    header = struct.Struct("<4s4B4HL2L5H2L")
+    rows = [header.pack(b"PK\x01\x02", 20, 3, 20, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0) + b"%06d" % i
+            for i in range(entries)]  # fmt: skip
+    directory = b"".join(rows)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(directory), 0, 0)
+    wheel.write_bytes(directory + end)
+
+
+@pytest.mark.parametrize("attack", ["claims-3-million", "holds-250-thousand"])
+def test_a_zip_directory_over_its_limits_is_refused_before_zipfile_reads_it(
+    tmp_path: Path, attack: str
+) -> None:
+    """Issue 43: a wheel whose directory claims 3 million entries took 1.5 GB and 46 s to refuse."""
+    from releasekit.plan.wheels import NotAWheel, check_wheel_contents
+
+    wheel = write_wheel(tmp_path, DIST, VERSION, CP312)
+    if attack == "claims-3-million":
+        _claiming(wheel, 3_000_000)
+        said = "claims 3000000 entries"
+    else:
+        _directory_of(wheel, 250_001)
+        said = "over 200000 entries"
+    started = time.monotonic()
+    with (
+        mock.patch.object(zipfile.ZipFile, "_RealGetContents", side_effect=AssertionError("read")),
+        pytest.raises(NotAWheel, match=said),
+    ):
+        check_wheel_contents(wheel, DIST, VERSION)
+    assert time.monotonic() - started < 5
+
+
+def test_a_wheel_with_two_entries_of_one_name_is_not_a_wheel(tmp_path: Path) -> None:
+    """Issue 43: RECORD lists the module once, the zip holds it twice; pip installs the second."""
+    house = tmp_path / "house"
+    wheel = make_wheel(house, CP312)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile's "Duplicate name" warning: the attack
+        with zipfile.ZipFile(wheel, "a") as zf:
+            zf.writestr("deep_gemm/__init__.py", b"import os; os.system('id')\n")
+    line = _refusal(tmp_path, house)
+    assert (
+        f"is not a wheel of {DIST}=={VERSION}" in line and "two entries named 'deep_gemm/__init__.py'" in line
+    )

@@ -12,9 +12,10 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
-from publish_support import Release
+from publish_support import Release, publish_args
 from signing_support import cli
 
 from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
@@ -264,3 +265,28 @@ def test_sign_signs_the_later_links_each_as_its_record(tmp_path, keys):
         cli("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private))
     )
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("command", ["sign", "publish"])
+def test_a_deeply_nested_record_is_one_line_not_a_recursion_error(tmp_path, keys, command):
+    """200,000 nested arrays in a record: before the fix ``internal error: RecursionError``."""
+    release = _release(tmp_path)
+    # sign reads the summary first; publish the lock (before it asks the engine for the image).
+    record = release.evidence / ("verification_summary.json" if command == "sign" else "lock.json")
+    record.write_text('{"a": ' + "[" * 200_000 + "]" * 200_000 + "}\n", encoding="utf-8")
+    if command == "sign":
+        run = cli("sign", str(release.evidence), "--key", str(keys["private"]))
+    else:
+        run = cli(*publish_args(release, IMAGE, "127.0.0.1:9/team/nowhere", "beta"))
+    _one_line_refusal(run, record.name, "nested deeper than")
+    assert "RecursionError" not in run.stderr
+
+
+def test_a_record_of_many_empty_arrays_is_refused_before_it_is_parsed(tmp_path, keys):
+    """3 million empty arrays (9 MB) would build 3 million lists; refused on the count of ``[`` first."""
+    release = _release(tmp_path)
+    summary = release.evidence / "verification_summary.json"
+    summary.write_text('{"a": [' + "[]," * 3_000_000 + "[]]}\n", encoding="utf-8")
+    with mock.patch("json.loads", side_effect=AssertionError("parsed")):
+        run = cli("sign", str(release.evidence), "--key", str(keys["private"]))
+    _one_line_refusal(run, "verification_summary.json", "more than 2000000 JSON values")

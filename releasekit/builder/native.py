@@ -20,9 +20,9 @@ the recipe sets there; it is recorded with the rest of the build environment.
 from __future__ import annotations
 
 import io
-import zipfile
 from pathlib import Path
 
+from releasekit.bounded_read import WHEEL_MAX_BYTES, open_zip
 from releasekit.errors import BuildFailed
 from releasekit.fatbin import FatbinReport, read_fatbin
 
@@ -70,7 +70,7 @@ def fatbin_arches(elf_bytes: bytes) -> set[str]:
 def check_wheel_arches(component: str, wheel: Path, arches: list[str]) -> list[str]:
     """Every requested arch must have a cubin in the wheel's shared libraries; returns what was found."""
     found: set[str] = set()
-    with zipfile.ZipFile(wheel) as zf:
+    with open_zip(wheel, limit=WHEEL_MAX_BYTES) as zf:
         for name in zf.namelist():
             if name.endswith(".so") or ".so." in name:
                 report = fatbin_report(zf.read(name))

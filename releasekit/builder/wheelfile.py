@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from releasekit.bounded_read import WHEEL_MAX_BYTES, open_zip
 from releasekit.digests import file_sha256
 
 # Zip cannot express times before 1980; SOURCE_DATE_EPOCH values before that are clamped.
@@ -45,7 +46,7 @@ def _sort_key(name: str) -> tuple[int, str]:
 def normalise(path: Path, source_date_epoch: int) -> None:
     """Rewrite ``path`` in place as a deterministic zip."""
     stamp = time.gmtime(max(source_date_epoch, ZIP_EPOCH))[:6]
-    with zipfile.ZipFile(path) as src:
+    with open_zip(path, limit=WHEEL_MAX_BYTES) as src:
         entries = [(info, src.read(info)) for info in src.infolist() if not info.is_dir()]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as dst:
@@ -60,7 +61,7 @@ def normalise(path: Path, source_date_epoch: int) -> None:
 
 
 def inspect(path: Path) -> WheelInfo:
-    with zipfile.ZipFile(path) as zf:
+    with open_zip(path, limit=WHEEL_MAX_BYTES) as zf:
         names = zf.namelist()
         meta_name = next((n for n in names if re.match(r"^[^/]+\.dist-info/METADATA$", n)), None)
         if meta_name is None:
@@ -78,7 +79,7 @@ def inspect(path: Path) -> WheelInfo:
 def record_mismatches(path: Path) -> list[str]:
     """Files whose bytes disagree with the wheel's own RECORD (empty: consistent)."""
     problems: list[str] = []
-    with zipfile.ZipFile(path) as zf:
+    with open_zip(path, limit=WHEEL_MAX_BYTES) as zf:
         record_name = next((n for n in zf.namelist() if n.endswith(".dist-info/RECORD")), None)
         if record_name is None:
             return ["no RECORD"]
@@ -105,7 +106,7 @@ def record_mismatches(path: Path) -> list[str]:
 
 def read_member(path: Path, suffix: str) -> bytes | None:
     """The bytes of the first member whose name ends with ``suffix``."""
-    with zipfile.ZipFile(path) as zf:
+    with open_zip(path, limit=WHEEL_MAX_BYTES) as zf:
         for name in zf.namelist():
             if name.endswith(suffix):
                 return zf.read(name)

@@ -66,7 +66,8 @@ def fresh_checkout(
         (dest / ".git" / "objects" / "info" / "alternates").write_text(listing, encoding="utf-8")
         work = Git(dest)
         # A commit read from a history-less bundle is a shallow root of the mirror (git/bundle.py).
-        write_shallow(dest / ".git", read_shallow(mirror.path, mirror.url))
+        # The roots the mirror's private repository kept (git/private.py: true_roots), never its file.
+        write_shallow(dest / ".git", read_shallow(mirror.git.directory, mirror.url))
         # git reads loose objects without checking their hash; the mirror may be another process's.
         verify_commit_objects(work, commit)
         work.run("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit, "--")

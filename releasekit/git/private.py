@@ -36,18 +36,23 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from releasekit import atomic
-from releasekit.bounded_read import MIB, UnsafeFileError, check_regular, read_bounded
+from releasekit.bounded_read import MIB, UnsafeFileError, check_regular, kind_of, read_bounded
 from releasekit.errors import InputError
+from releasekit.git.runner import Git
 
 # git itself follows alternates five levels deep; a handful of directories is what a mirror needs.
 MAX_OBJECT_DIRS = 16
+# Loose objects and packs of one object directory (a mirror that was never repacked: some hundred thousand).
+MAX_OBJECT_FILES = 2_000_000
 ALTERNATES_MAX_BYTES = 64 * 1024
-# A forge mirror with every pull request's head holds some hundred thousand refs (~10 MiB).
-PACKED_REFS_MAX_BYTES = 256 * MIB
+# A forge mirror with every pull request's head holds some hundred thousand refs (~10 MiB); a
+# 255 MiB packed-refs took 2.6 GB to read (issue 43), so the caps are a few times the real size.
+PACKED_REFS_MAX_BYTES = 32 * MIB
+MAX_REFS = 500_000
 LOOSE_REF_MAX_BYTES = 4096
 # A work tree's index (a vLLM checkout's is a few MiB).
 INDEX_MAX_BYTES = 1024 * MIB
-MAX_LOOSE_REFS = 1_000_000
+MAX_LOOSE_REFS = MAX_REFS
 _OID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
@@ -120,6 +125,7 @@ def checked_object_dirs(objects: Path, where: str) -> list[Path]:
                 f"{where}: more than {MAX_OBJECT_DIRS} object directories through info/alternates"
             )
         found.append(here)
+        _check_object_files(here, where)
         listing = here / "info" / "alternates"
         if not os.path.lexists(listing):
             continue
@@ -134,6 +140,31 @@ def checked_object_dirs(objects: Path, where: str) -> list[Path]:
             if line and not line.startswith("#"):
                 todo.append(Path(os.path.normpath(here / line)))
     return found
+
+
+def _check_object_files(objects: Path, where: str) -> None:
+    """Every file git may open in the object directory ``objects`` (loose objects, packs and their
+    indexes, ``multi-pack-index``, commit-graphs, ``info/*``) is a regular file, or a link to one:
+    looked at with ``stat``, never opened (a FIFO in place of a pack ``.idx`` or a loose object
+    hung git, issue 43). Three levels are all git reads (``pack/``, ``info/commit-graphs/``)."""
+    todo, seen = [(objects, 0)], 0
+    while todo:
+        directory, depth = todo.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                seen += 1
+                if seen > MAX_OBJECT_FILES:
+                    raise InputError(f"{where}: more than {MAX_OBJECT_FILES} files in {objects}")
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < 2:
+                        todo.append((Path(entry.path), depth + 1))
+                    continue
+                try:
+                    mode = os.stat(entry.path).st_mode
+                except OSError:
+                    continue  # a dangling link: git cannot open it either
+                if not stat.S_ISREG(mode) and not (depth == 0 and stat.S_ISDIR(mode)):
+                    raise InputError(f"{where}: {entry.path}: {kind_of(mode)}, not a regular file; refused")
 
 
 # The control files git opens whole with a blocking ``open()``: a FIFO there would hang it, a link to
@@ -233,6 +264,8 @@ def read_refs(gitdir: Path, where: str) -> dict[str, str]:
         raise InputError(f"{where}: {gitdir} keeps its refs in a reftable; releasekit reads files refs only")
     refs: dict[str, str] = {}
     packed = _read_small(gitdir / "packed-refs", PACKED_REFS_MAX_BYTES, where) or ""
+    if packed.count("\n") > MAX_REFS:
+        raise InputError(f"{where}: {gitdir / 'packed-refs'} holds more than {MAX_REFS} refs; refused")
     for line in packed.splitlines():
         if not line or line[0] in "#^":
             continue
@@ -303,6 +336,42 @@ def write_refs(gitdir: Path, refs: Mapping[str, str], head: str | None) -> None:
         atomic.write_bytes(gitdir / "HEAD", _head_text(head))
 
 
+MAX_SHALLOW_ROOTS = 10_000
+
+
+def _present(git: Git, oids: list[str]) -> set[str]:
+    """The commits among ``oids`` that the repository holds (one ``cat-file --batch-check``)."""
+    out = git.run("cat-file", "--batch-check", input="".join(f"{o}\n" for o in oids).encode())
+    return {parts[0] for parts in (line.split() for line in out.splitlines()) if parts[1:2] == ["commit"]}
+
+
+def true_roots(gitdir: Path, roots: list[str]) -> list[str]:
+    """Of ``roots``, those a shallow list may name: commits present with a parent absent (what a
+    history-less bundle leaves, git/bundle.py). ``gitdir`` is a private repository of this process
+    with no ``shallow`` file; whatever ``shallow`` file a mirror or cache entry holds, only these
+    roots reach git."""
+    wanted = sorted(set(roots))
+    if not wanted:
+        return []
+    if len(wanted) > MAX_SHALLOW_ROOTS:
+        raise InputError(f"{gitdir}: more than {MAX_SHALLOW_ROOTS} shallow roots")
+    git = Git(gitdir, bare=True)
+    present = sorted(_present(git, wanted))
+    if not present:
+        return []
+    listed = git.run(
+        "rev-list",
+        "--no-walk=unsorted",
+        "--parents",
+        "--stdin",
+        input="".join(f"{c}\n" for c in present).encode(),
+    )
+    parents = {line.split()[0]: line.split()[1:] for line in listed.splitlines() if line.strip()}
+    every = sorted({p for ps in parents.values() for p in ps})
+    held = _present(git, every) if every else set()
+    return [c for c in present if any(p not in held for p in parents.get(c, []))]
+
+
 class PrivateRepo:
     """A bare repository in a new temporary directory: configuration, HEAD and refs written here,
     objects borrowed from checked object directories. Removed when garbage-collected or at exit."""
@@ -334,8 +403,10 @@ class PrivateRepo:
         (self.path / "packed-refs").write_bytes(_packed_refs_text(refs))
         (self.path / "HEAD").write_bytes(_head_text(head))
         # A history-less bundle's commit is a shallow root (git/bundle.py): without the list,
-        # git would walk into parents the objects do not hold.
-        write_shallow(self.path, shallow)
+        # git would walk into parents the objects do not hold. Only such roots are kept: a root
+        # whose parents are there would cut the history short (a planted ``shallow``, issue 43).
+        write_shallow(self.path, [])
+        write_shallow(self.path, true_roots(self.path, shallow))
 
     @staticmethod
     def _read(gitdir: Path, where: str) -> tuple[list[Path], dict[str, str], str | None, list[str]]:

@@ -15,11 +15,19 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from releasekit.errors import EnvironmentProblem, ReleasekitError
+from releasekit.errors import EnvironmentProblem, InputError, ReleasekitError
+
+# Every git process has a deadline (issue 43: a FIFO in a borrowed object directory hung plan lock
+# and build): killed past it, one line, exit 2. Commands that talk to a remote get longer.
+TIMEOUT_ENV = "RELEASEKIT_GIT_TIMEOUT"
+LOCAL_TIMEOUT_S = 600.0
+NETWORK_TIMEOUT_S = 3600.0
+_NETWORK = frozenset({"fetch", "clone", "ls-remote", "push"})
 
 
 def first_git_error(stderr: str, returncode: int = 1) -> str:
@@ -57,6 +65,57 @@ class GitFailed(ReleasekitError):
         self.reason = first_git_error(self.stderr, returncode)
         prefix = f"{where}: " if where else ""
         super().__init__(f"{prefix}git {_named_args(self.argv)}: {self.reason}")
+
+
+class GitTimedOut(GitFailed):
+    """A git process killed at its deadline (a blocking file, a stalled remote)."""
+
+    def __init__(self, argv: Sequence[str], seconds: float, *, where: str = "") -> None:
+        super().__init__(
+            argv,
+            -9,
+            f"fatal: no answer within {seconds:g} s (killed; {TIMEOUT_ENV} sets the limit)",
+            where=where,
+        )
+
+
+def _subcommand(args: Sequence[str]) -> str:
+    """The git subcommand in ``args`` (after any ``-c key=value`` and other global options)."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-c", "-C", "--git-dir"):
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return ""
+
+
+def git_timeout(args: Sequence[str]) -> float:
+    """The deadline of ``git ARGS`` in seconds: ``RELEASEKIT_GIT_TIMEOUT`` when set, else longer for
+    a command that talks to a remote than for one that reads the repository."""
+    told = os.environ.get(TIMEOUT_ENV, "").strip()
+    if told:
+        try:
+            seconds = float(told)
+        except ValueError:
+            seconds = 0.0
+        if not 0 < seconds < 1e9:
+            raise InputError(f"{TIMEOUT_ENV}={told[:40]!r}: not a positive number of seconds")
+        return seconds
+    return NETWORK_TIMEOUT_S if _subcommand(args) in _NETWORK else LOCAL_TIMEOUT_S
+
+
+def _run(
+    argv: list[str], args: Sequence[str], where: str, **kwargs: object
+) -> subprocess.CompletedProcess[bytes]:
+    """``subprocess.run(argv)`` under ``args``'s deadline; past it git is killed (GitTimedOut)."""
+    seconds = git_timeout(args)
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=seconds, **kwargs)  # type: ignore[call-overload, no-any-return]
+    except subprocess.TimeoutExpired:
+        raise GitTimedOut(args, seconds, where=where) from None
 
 
 def _git_binary() -> str:
@@ -162,10 +221,11 @@ class Git:
         env = git_env()
         if extra_env:
             env.update(extra_env)
-        proc = subprocess.run(
+        proc = _run(
             self.argv(args),
+            args,
+            self.label,
             input=input,
-            capture_output=True,
             env=env,
             stdin=None if input is not None else subprocess.DEVNULL,
         )
@@ -174,12 +234,14 @@ class Git:
         return proc.stdout.decode(errors="replace")
 
     def ok(self, *args: str) -> bool:
-        proc = subprocess.run(self.argv(args), capture_output=True, env=git_env(), stdin=subprocess.DEVNULL)
+        proc = _run(self.argv(args), args, self.label, env=git_env(), stdin=subprocess.DEVNULL)
         return proc.returncode == 0
 
     @contextmanager
     def stream(self, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-        """A running git whose stdout is read as it is produced (for large logs)."""
+        """A running git whose stdout is read as it is produced (for large logs), killed at its
+        deadline (the reader then sees the end of the output, and GitTimedOut is raised)."""
+        seconds = git_timeout(args)
         proc = subprocess.Popen(
             self.argv(args),
             stdout=subprocess.PIPE,
@@ -187,15 +249,28 @@ class Git:
             env=git_env(),
             stdin=subprocess.DEVNULL,
         )
+        fired = threading.Event()
+
+        def expire() -> None:
+            fired.set()
+            proc.kill()
+
+        watchdog = threading.Timer(seconds, expire)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             yield proc
         finally:
+            # Still under the watchdog: a git that hangs after its output is killed here too.
             if proc.stdout:
                 proc.stdout.close()
             stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
             if proc.stderr:
                 proc.stderr.close()
             code = proc.wait()
+            watchdog.cancel()
+            if fired.is_set():
+                raise GitTimedOut(args, seconds, where=self.label)
             if code != 0:
                 raise GitFailed(args, code, stderr, where=self.label)
 
@@ -221,9 +296,10 @@ def run_git(args: Sequence[str], *, cwd: Path | None = None, allow_file: bool = 
     env = git_env()
     if cwd is None:
         env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(_nowhere())
-    proc = subprocess.run(
+    proc = _run(
         [_git_binary(), *where, *protocol_options(allow_file=allow_file), *args],
-        capture_output=True,
+        args,
+        "",
         env=env,
         stdin=subprocess.DEVNULL,
         cwd=_nowhere() if cwd is None else None,

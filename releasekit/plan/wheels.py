@@ -14,9 +14,7 @@ import base64
 import csv
 import hashlib
 import io
-import os
 import re
-import stat
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from releasekit import atomic
+from releasekit.bounded_read import ZIP_MAX_ENTRIES, UnsafeFileError, ZipRefused, open_zip
 from releasekit.child_env import child_env
 from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
@@ -224,7 +223,7 @@ def _listed_wheels(comp: WheelComponent, index_url: str) -> list[str]:
 # is extracted and no member is read past its cap. The largest real wheels (torch, CUDA
 # libraries) are a few GB and hold tens of thousands of files.
 MAX_WHEEL_BYTES = 16 << 30
-MAX_WHEEL_ENTRIES = 500_000
+MAX_WHEEL_ENTRIES = ZIP_MAX_ENTRIES
 MAX_METADATA_BYTES = 16 << 20  # METADATA may carry a long description
 MAX_WHEEL_FILE_BYTES = 64 << 10
 MAX_RECORD_BYTES = 128 << 20
@@ -278,23 +277,18 @@ def _is(name_text: str, version_text: str, name: str, version: Version) -> bool:
 
 
 def _open_wheel(path: Path) -> zipfile.ZipFile:
-    """The zip's directory, read only after the file's type and size are known to be sane."""
+    """The zip's directory, read only after the file's type and size are known to be sane and the
+    directory was sized from its end record (``bounded_read.open_zip``: entries capped, one name once)."""
     try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError as exc:
+        return open_zip(path, limit=MAX_WHEEL_BYTES, max_entries=MAX_WHEEL_ENTRIES)
+    except ZipRefused as exc:
+        raise NotAWheel(exc.reason) from None
+    except UnsafeFileError as exc:
+        raise NotAWheel(str(exc)) from None
+    except FileNotFoundError as exc:
         raise NotAWheel(f"cannot be read: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise NotAWheel("it is not a regular file")
-    if st.st_size > MAX_WHEEL_BYTES:
-        raise NotAWheel(f"it is {st.st_size} B, over the {MAX_WHEEL_BYTES} B limit")
-    try:
-        zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise NotAWheel(f"it is not a zip archive ({exc})") from None
-    if len(zf.infolist()) > MAX_WHEEL_ENTRIES:
-        zf.close()
-        raise NotAWheel(f"it has over {MAX_WHEEL_ENTRIES} entries")
-    return zf
 
 
 def _dist_info(files: list[str], name: str, version: Version) -> str:

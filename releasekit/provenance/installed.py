@@ -10,12 +10,11 @@ import csv
 import io
 import json
 import re
-import zipfile
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from releasekit.bounded_read import WHEEL_MAX_BYTES, open_regular
+from releasekit.bounded_read import WHEEL_MAX_BYTES, open_zip
 from releasekit.digests import file_sha256
 from releasekit.provenance.inventory import Inventory
 
@@ -154,8 +153,7 @@ def read_wheel_record(
     """The wheel's RECORD and sha256. The wheel is opened through ``bounded_read`` (a regular file, inside
     ``within`` when given, at most ``WHEEL_MAX_BYTES`` on its stat): anything else raises
     ``UnsafeFileError`` (exit 2) before a byte is read."""
-    handle = open(open_regular(path, limit=WHEEL_MAX_BYTES, within=within), "rb")  # noqa: SIM115 - closed below
-    with handle, zipfile.ZipFile(handle) as archive:
+    with open_zip(path, limit=WHEEL_MAX_BYTES, within=within) as archive:
         records = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
         if len(records) != 1:
             raise ValueError(f"{path.name}: expected one .dist-info/RECORD, found {len(records)}")

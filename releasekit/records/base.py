@@ -8,6 +8,7 @@ one line naming the file and the field, never read as ``None``.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -110,7 +111,7 @@ def load_record(cls: type[R], path: Path, *, within: Path | None = None) -> R:
 def record_from_bytes(cls: type[R], raw: bytes, source: str) -> R:
     """The record in ``raw`` (bytes read once, e.g. to check a signature over the same bytes)."""
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = bounded_json(raw.decode("utf-8"), source)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RecordError(f"{source}: not JSON ({exc})") from None
     return parse_record(cls, data, source)
@@ -167,6 +168,7 @@ def strict_json(text: str, source: str, limits: type[JsonLimits] = JsonLimits) -
     def constant(name: str) -> Any:
         raise InputError(f"{source}: {name} is not a JSON number")
 
+    check_json_shape(text, source, limits)
     try:
         data = json.loads(
             text,
@@ -196,3 +198,49 @@ def _check_shape(data: Any, source: str, limits: type[JsonLimits]) -> None:
             raise InputError(f"{source}: JSON nested deeper than {limits.depth} levels")
         children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
         stack.extend((child, depth + 1) for child in children)
+
+
+class RecordLimits(JsonLimits):
+    """What a record file (or another JSON file releasekit wrote, read back) may hold: the nesting of
+    any document from outside, more values (an SBOM or provenance of a large image)."""
+
+    nodes = 2_000_000
+
+
+# A JSON string (escapes included): what the shape scan skips.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def check_json_shape(text: str, source: str, limits: type[JsonLimits] = JsonLimits) -> None:
+    """Refuse ``text`` before it is parsed when it holds more values or deeper nesting than ``limits``.
+
+    Every ``[``, ``{`` and ``,`` outside strings opens or separates a value, so their counts are lower
+    bounds of the values a parser would build (an array of empty arrays included): a document over
+    the limit is refused without building one object, in time linear in its size. The nesting depth
+    is counted over the brackets alone (at most twice the bounded count), so a deep document never
+    reaches the parser's recursion either. Anything malformed is left to the parser to name."""
+    bare = _STRING.sub("", text)
+    opens = bare.count("[") + bare.count("{")
+    if max(opens, bare.count(",")) > limits.nodes:
+        raise InputError(f"{source}: more than {limits.nodes} JSON values")
+    depth = 0
+    for match in _BRACKET.finditer(bare):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > limits.depth:
+            raise InputError(f"{source}: JSON nested deeper than {limits.depth} levels")
+        if depth < 0:
+            return
+
+
+def bounded_json(text: str, source: str, limits: type[JsonLimits] = RecordLimits) -> Any:
+    """``json.loads(text)`` after :func:`check_json_shape` (over a limit: :class:`RecordError`, one
+    line; not JSON: ``json.JSONDecodeError`` as ``json.loads`` raises it) -- every reader of a record
+    file, a signed payload or an attachment parses through here."""
+    try:
+        check_json_shape(text, source, limits)
+        return json.loads(text)
+    except InputError as exc:
+        raise RecordError(str(exc)) from None
+    except RecursionError:
+        raise RecordError(f"{source}: JSON nested deeper than {limits.depth} levels") from None

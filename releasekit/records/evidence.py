@@ -10,7 +10,6 @@ digests other stages recorded still match.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -18,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, Field
 
 from releasekit.bounded_read import RECORD_MAX_BYTES, read_bounded
+from releasekit.records.base import bounded_json
 
 T = TypeVar("T")
 
@@ -50,8 +50,8 @@ def missing(name: str, problem: str) -> EvidenceFile[Any]:
 def parse_evidence(name: str, raw: bytes, parse: Parser[T]) -> EvidenceFile[T]:
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = bounded_json(text, name)
+    except (UnicodeDecodeError, ValueError) as exc:
         return EvidenceFile(path=name, problem=f"not valid JSON: {exc}")
     sha256 = hashlib.sha256(raw).hexdigest()
     found: EvidenceFile[T] = EvidenceFile(path=name, sha256=sha256, text=text)

@@ -11,13 +11,12 @@ no ``schema``) are read as v1: ``read_gate`` says so in one place.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
 from releasekit.findings import Findings
-from releasekit.records.base import Record, RecordError, dump_record, parse_record
+from releasekit.records.base import Record, RecordError, bounded_json, dump_record, parse_record
 from releasekit.records.legacy import Headline, legacy_receipt_facts
 from releasekit.records.receipt import RECEIPT_SCHEMA, Receipt
 
@@ -174,7 +173,7 @@ def read_gate(text: str | None, source: str = GATE_FILE) -> GateRecord:
     if text is None:
         raise RecordError(f"{source}: not attached")
     try:
-        data = json.loads(text)
+        data = bounded_json(text, source)
     except ValueError as exc:
         raise RecordError(f"{source}: not JSON ({exc})") from None
     if isinstance(data, dict) and "schema" not in data:

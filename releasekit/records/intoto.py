@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from releasekit.records.base import Strict
+from releasekit.records.base import Strict, bounded_json
 
 STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"
 VERIFICATION_SUMMARY_TYPE: Final = "https://slsa.dev/verification_summary/v1"
@@ -56,7 +56,7 @@ class AnyStatement(BaseModel):
         return cls(
             subject=[Subject(name=name, digest={"sha256": image_id.removeprefix("sha256:")})],
             predicateType=predicate_type,
-            predicate=json.loads(predicate_json),
+            predicate=bounded_json(predicate_json.decode("utf-8"), name),
         )
 
     def to_bytes(self) -> bytes:
@@ -72,7 +72,7 @@ class AnyStatement(BaseModel):
     def predicate_equals(self, text: str) -> bool:
         """The predicate is the JSON of ``text`` (an unsigned copy beside the envelope)."""
         try:
-            return bool(json.loads(text) == self.predicate)
+            return bool(bounded_json(text, "predicate") == self.predicate)
         except ValueError:
             return False
 
@@ -88,7 +88,7 @@ class StatementError(ValueError):
 def parse_statement(payload: bytes) -> AnyStatement:
     """The statement in a signed payload; :class:`StatementError` says why it is not one."""
     try:
-        data = json.loads(payload)
+        data = bounded_json(payload.decode("utf-8"), "statement")
     except ValueError:
         raise StatementError("not-json") from None
     if not isinstance(data, dict) or data.get("_type") != STATEMENT_TYPE:

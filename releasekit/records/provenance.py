@@ -15,7 +15,15 @@ from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field
 
-from releasekit.records.base import Record, RecordError, Strict, load_record, parse_record, write_record
+from releasekit.records.base import (
+    Record,
+    RecordError,
+    Strict,
+    bounded_json,
+    load_record,
+    parse_record,
+    write_record,
+)
 from releasekit.records.intoto import STATEMENT_TYPE, ResourceDescriptor
 
 __all__ = ["PROVENANCE_FILE", "STATEMENT_TYPE", "ResourceDescriptor", "Statement"]
@@ -82,7 +90,7 @@ def read_statement(path: Path) -> Statement:
 def parse_statement_text(text: str, source: str) -> Statement:
     """A statement read from text (an attachment); not JSON or not the model: RecordError, one line."""
     try:
-        data = json.loads(text)
+        data = bounded_json(text, source)
     except json.JSONDecodeError as exc:
         raise RecordError(f"{source}: not JSON ({exc})") from None
     return parse_record(Statement, data, source)

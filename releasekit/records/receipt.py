@@ -16,7 +16,7 @@ from releasekit.bounded_read import read_bounded
 from releasekit.errors import InputError
 from releasekit.findings import FindingList
 from releasekit.manifest.validation import Cell
-from releasekit.records.base import Record, Strict, load_record, write_record
+from releasekit.records.base import Record, Strict, bounded_json, load_record, write_record
 from releasekit.records.dsse import ENVELOPE_SUFFIX
 
 RECEIPT_SCHEMA: Final = "releasekit.receipt/v1"
@@ -244,7 +244,9 @@ def receipt_values(path: Path) -> dict[str, float]:
     from releasekit.records.legacy import read_validation_receipt
 
     try:
-        raw = json.loads(read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"))
+        raw = bounded_json(
+            read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"), str(path)
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: not a JSON receipt: {exc}") from None
     if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
@@ -256,7 +258,9 @@ def receipt_values(path: Path) -> dict[str, float]:
 def receipt_samples(path: Path) -> dict[str, list[float]]:
     """The runs behind each repeated metric of one of our receipts (two or more samples); {} for today's tool's."""
     try:
-        raw = json.loads(read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"))
+        raw = bounded_json(
+            read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"), str(path)
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: not a JSON receipt: {exc}") from None
     if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import tarfile
-import zipfile
 from itertools import zip_longest
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from releasekit.bounded_read import WHEEL_MAX_BYTES, open_zip
 
 
 class LayerComparison(BaseModel):
@@ -83,7 +84,7 @@ def owner_of(path: str, wheels: dict[str, Path]) -> str | None:
         return None
     top = rel.split("/", 1)[0]
     for component, wheel in wheels.items():
-        with zipfile.ZipFile(wheel) as zf:
+        with open_zip(wheel, limit=WHEEL_MAX_BYTES) as zf:
             names = zf.namelist()
         if rel in names or any(n.split("/", 1)[0] == top for n in names):
             return component
