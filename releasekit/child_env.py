@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
+from releasekit.errors import InputError
+
 # Every variable that carries a credential releasekit itself reads. The names are spelled out here
-# (not imported) so that this module imports nothing; tests/test_child_env.py holds them to the
+# (not imported) so that this module imports nothing but ``errors``; tests/test_child_env.py holds them to the
 # constants of signing/keys.py, registry.py and forge/github.py.
 SECRET_VARIABLES = frozenset(
     {
@@ -64,3 +66,32 @@ def child_env(
     }
     env.update({k: v for k, v in (set_ or {}).items() if not is_secret(k)})
     return env
+
+
+def key_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The signing key's variables set (non-empty) in ``environ`` (default: ``os.environ``), sorted."""
+    env = os.environ if environ is None else environ
+    return sorted(k for k, v in env.items() if v and k.startswith("RELEASEKIT_SIGNING_KEY"))
+
+
+def refuse_key_in_environment(command: str, environ: Mapping[str, str] | None = None) -> None:
+    """No command holds a signing key in its environment (issue 43, "keys live where component code
+    never ran"). A variable stays in ``/proc/<pid>/environ`` for the whole run, unset or not, where
+    any program of the same user can read it; and every command but ``sign`` starts programs. So the
+    command line refuses to start (exit 2, one line naming the variable) before anything is read.
+    ``sign`` reads the key only from ``--key FILE`` (mode 0600) or ``--key-fd N``, so a key in its
+    environment is refused too, with that hint."""
+    names = key_variables(environ)
+    if not names:
+        return
+    name = names[0]
+    if command == "sign":
+        raise InputError(
+            f"sign: ${name} is set; sign reads the key only from --key FILE (mode 0600) or --key-fd N, "
+            "never from the environment (any program of this user can read it there): unset it"
+        )
+    raise InputError(
+        f"{command}: ${name} is set; no command but `releasekit sign` may hold a signing key (the programs "
+        f"{command} runs could read it from its environment): unset it here and sign afterwards with "
+        "`releasekit sign DIR --key FILE`"
+    )

@@ -20,6 +20,7 @@ from difflib import get_close_matches
 from typing import Any
 
 from releasekit import __version__
+from releasekit.child_env import refuse_key_in_environment
 from releasekit.deadline import DeadlinePassed
 from releasekit.errors import ReleasekitError
 
@@ -191,6 +192,7 @@ def _build_app() -> Any:
 
     @app.callback()
     def _root(
+        ctx: Any,  # typer.Context: set below (typer is imported in this function only)
         version: bool = typer.Option(
             False, "--version", callback=_version, is_eager=True, help="Print the version."
         ),
@@ -201,11 +203,15 @@ def _build_app() -> Any:
         ),
     ) -> None:
         """Manifest -> lock -> build -> verify-provenance -> validate -> publish."""
+        # Before the command reads or starts anything: no command holds a signing key in its
+        # environment (issue 43); ``sign`` takes it from --key FILE or --key-fd N only.
+        refuse_key_in_environment(ctx.invoked_subcommand or "releasekit")
         if mirror:
             from releasekit.git.mirrors import add_mirrors
 
             add_mirrors(mirror)
 
+    _root.__annotations__["ctx"] = typer.Context
     return app
 
 
@@ -229,6 +235,7 @@ def _fast(args: list[str]) -> int | None:
     reference; tests hold both to the same options and output).
     """
     if args[:2] == ["audit", "release-only"]:
+        refuse_key_in_environment("audit")
         from releasekit.plan.fast_commands import release_only_json
 
         return release_only_json(args[2:])

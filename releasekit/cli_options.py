@@ -79,6 +79,6 @@ REQUIRE_SIGNED = typer.Option(
 SIGNING_KEY_FILE = typer.Option(
     None,
     "--signing-key",
-    help="private key (PEM file) to sign what this command writes (DSSE, <file>.dsse.json beside it); "
+    help="private key (PEM file, mode 0600) to sign what this command writes (DSSE, <file>.dsse.json beside it); "
     "read only after the work is done",
 )

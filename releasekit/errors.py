@@ -37,3 +37,10 @@ class BuildFailed(ReleasekitError):
     """A build step ran and failed: findings-like, so exit 1."""
 
     exit_code = 1
+
+
+class LockManifestMismatch(ReleasekitError):
+    """The manifest given is not the one whose sha256 the lock records (``LOCK_MANIFEST_MISMATCH``):
+    a finding, so exit 1, raised where no gate report carries it (stage, validate, test)."""
+
+    exit_code = 1

@@ -35,7 +35,7 @@ def _tags(registry, repository: str) -> list[str]:
 
 def test_publish_and_promote_trust_the_key_the_manifest_names(tmp_path, registry, image):
     private, public, _ = write_key_pair(tmp_path / "release-key", "ecdsa-p256")
-    stranger, _stranger_pub, _ = write_key_pair(tmp_path / "stranger-key", "ed25519")
+    stranger, stranger_pub, _ = write_key_pair(tmp_path / "stranger-key", "ed25519")
     repo = "team/manifest-keys"
     target = f"{registry.host}/{repo}"
 
@@ -62,6 +62,23 @@ def test_publish_and_promote_trust_the_key_the_manifest_names(tmp_path, registry
     assert r.returncode == 0, r.stdout + r.stderr
     keyid = keyid_of(load_public_key(public))
     assert set(json.loads(r.stdout)["signers"].values()) == {keyid}
+
+    # Issue 43: another manifest naming the stranger's key as trusted is not a trust anchor: it is not
+    # the manifest the lock was made from (LOCK_MANIFEST_MISMATCH, exit 1), and nothing is tagged.
+    forged = tmp_path / "forged"
+    (forged / "keys").mkdir(parents=True)
+    shutil.copy2(stranger_pub, forged / "keys" / "release.pub")
+    (forged / "manifest.yaml").write_text(
+        good.manifest.read_text() + "# the same text, its keys/ the stranger's\n",
+        encoding="utf-8",
+    )
+    other_manifest = invoke(
+        "promote", "--from", f"{target}:beta", "--to", f"{target}:stable",
+        "--manifest", str(forged / "manifest.yaml"), "--require-signed",
+    )  # fmt: skip
+    assert other_manifest.returncode == 1, other_manifest.stdout + other_manifest.stderr
+    assert "LOCK_MANIFEST_MISMATCH" in other_manifest.stderr and other_manifest.stderr.count("\n") == 1
+    assert "stable" not in _tags(registry, repo)
 
     promoted = invoke(
         "promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json",

@@ -288,7 +288,9 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
     assert r.returncode == 0, r.stderr
     digest = json.loads(r.stdout)["digest"]
 
-    # Held to a stricter matrix (a cell with no receipt), promotion is refused.
+    # Another manifest (here: a stricter matrix, a cell with no receipt) is not the one the lock was
+    # made from: LOCK_MANIFEST_MISMATCH before anything is judged (issue 43: its trusted keys would be
+    # trust anchors anyone can write).
     stricter = tmp_path / "stricter.yaml"
     stricter.write_text(MANIFEST + EXTRA_CELL, encoding="utf-8")
     refused = invoke(
@@ -302,8 +304,7 @@ def test_promote_keeps_the_digest_and_checks_receipts(tmp_path, registry, image,
         "--json",
     )
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    codes = [f["code"] for f in json.loads(refused.stdout)["findings"]["findings"]]
-    assert "RECEIPT_MISSING" in codes
+    assert "LOCK_MANIFEST_MISMATCH" in refused.stderr
     assert "stable" not in tags_of(registry, repo)
 
     ok = invoke("promote", "--from", f"{target}:beta", "--to", f"{target}:stable", "--json")

@@ -1,7 +1,8 @@
 """``releasekit sign``: the evidence of a release directory signed after verification, in a process of its own.
 
 Issue 34 ("keys apart"): build and verify-provenance hold no key; this command, which starts no other
-program, reads it only once every input was checked, from ``--key``, ``--key-fd`` or the environment.
+program, reads it only once every input was checked, from ``--key`` or ``--key-fd`` (issue 43: never the
+environment; a key file others may read is refused; a descriptor is read bounded, within a deadline).
 """
 
 from __future__ import annotations
@@ -73,14 +74,14 @@ def _one_line_refusal(run: subprocess.CompletedProcess[str], *words: str) -> Non
         assert word in run.stderr, run.stderr
 
 
-@pytest.mark.parametrize("source", ["--key", "--key-fd", ENV_KEY, ENV_KEY_FILE])
+@pytest.mark.parametrize("source", ["--key", "--key-fd"])
 def test_sign_signs_every_statement_from_each_key_source(tmp_path, keys, source):
     private, public = keys["private"], keys["public"]
     release = _release(tmp_path)
     pem = private.read_text()
     if source == "--key":
         run = cli("sign", str(release.evidence), "--key", str(private), "--json")
-    elif source == "--key-fd":
+    else:
         read_end, write_end = os.pipe()
         os.write(write_end, pem.encode())
         os.close(write_end)
@@ -91,10 +92,6 @@ def test_sign_signs_every_statement_from_each_key_source(tmp_path, keys, source)
             )
         finally:
             os.close(read_end)
-    elif source == ENV_KEY:
-        run = cli("sign", str(release.evidence), "--json", env={ENV_KEY: pem})
-    else:
-        run = cli("sign", str(release.evidence), "--json", env={ENV_KEY_FILE: str(private)})
     assert run.returncode == 0, run.stdout + run.stderr
     told = json.loads(run.stdout)
     assert sorted(told["signed"]) == sorted(ENVELOPES) and told["image_id"] == IMAGE
@@ -122,10 +119,10 @@ def test_no_key_and_two_keys_are_refused_in_one_line(tmp_path, keys):
     private = keys["private"]
     release = _release(tmp_path)
     _one_line_refusal(cli("sign", str(release.evidence)), "no signing key", "--key")
-    _one_line_refusal(
-        cli("sign", str(release.evidence), env={ENV_KEY: private.read_text(), ENV_KEY_FILE: str(private)}),
-        "both",
-    )
+    for variable, value in ((ENV_KEY, private.read_text()), (ENV_KEY_FILE, str(private))):
+        # Issue 43: not even sign takes the key from its environment, and says where it does take it.
+        refused = cli("sign", str(release.evidence), "--key", str(private), env={variable: value})
+        _one_line_refusal(refused, f"${variable} is set", "--key FILE", "--key-fd")
     _one_line_refusal(cli("sign", str(release.evidence), "--key", str(private), "--key-fd", "0"), "both")
     assert _envelopes(release) == {}
 
@@ -290,3 +287,37 @@ def test_a_record_of_many_empty_arrays_is_refused_before_it_is_parsed(tmp_path, 
     with mock.patch("json.loads", side_effect=AssertionError("parsed")):
         run = cli("sign", str(release.evidence), "--key", str(keys["private"]))
     _one_line_refusal(run, "verification_summary.json", "more than 2000000 JSON values")
+
+
+def test_a_key_file_others_may_read_is_refused(tmp_path, keys):
+    """Issue 43: a world- or group-readable key file is refused (exit 2, one line), not used without a word."""
+    release = _release(tmp_path)
+    for mode in (0o644, 0o640, 0o604):
+        loose = tmp_path / f"loose-{mode:o}.key"
+        loose.write_bytes(keys["private"].read_bytes())
+        loose.chmod(mode)
+        _one_line_refusal(cli("sign", str(release.evidence), "--key", str(loose)), "readable by", "chmod 600")
+    assert _envelopes(release) == {}
+    tight = tmp_path / "tight.key"
+    tight.write_bytes(keys["private"].read_bytes())
+    tight.chmod(0o400)
+    assert cli("sign", str(release.evidence), "--key", str(tight)).returncode == 0
+
+
+def test_a_key_pipe_never_closed_ends_within_seconds(tmp_path, keys):
+    """Issue 43: ``--key-fd`` on a pipe whose writer keeps it open (a half of the key, then nothing)
+    hung sign; now it gives up after its deadline with one line. A child process: the descriptor is
+    handed over (pass_fds) and a hang is what a regression would cause."""
+    release = _release(tmp_path)
+    read_end, write_end = os.pipe()
+    os.write(write_end, keys["private"].read_bytes()[:40])
+    try:
+        started = time.monotonic()
+        run = cli("sign", str(release.evidence), "--key-fd", str(read_end), pass_fds=(read_end,))
+        took = time.monotonic() - started
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    _one_line_refusal(run, "descriptor", "within")
+    assert took < 60, took
+    assert _envelopes(release) == {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import stat
 from pathlib import Path
 
@@ -159,30 +158,29 @@ def test_unsigned_and_malformed_envelopes_fail(pair):
             verify_envelope(junk, trusted)
 
 
-def test_keys_from_the_environment_and_their_errors(tmp_path, pair, monkeypatch):
+def test_keys_from_a_file_and_their_errors(tmp_path, pair):
+    """Issue 43: a key is read from a file or a descriptor only, never the environment."""
     private, public, keyid = pair
     pem = private.read_text()
-    assert load_signer(environ={}) is None
-    assert load_signer(environ={ENV_KEY: pem}).keyid == keyid  # type: ignore[union-attr]
-    assert load_signer(environ={ENV_KEY_FILE: str(private)}).keyid == keyid  # type: ignore[union-attr]
-    with pytest.raises(InputError, match="both"):
-        load_signer(environ={ENV_KEY: pem, ENV_KEY_FILE: str(private)})
-    # Read from the process environment, the PEM variable is then removed so no child inherits it.
-    monkeypatch.setenv(ENV_KEY, pem)
-    signer = load_signer()
-    assert signer is not None and ENV_KEY not in os.environ
+    assert load_signer() is None
+    signer = load_signer(private)
+    assert signer is not None and signer.keyid == keyid
     body = "".join(line for line in pem.splitlines() if "-----" not in line)
     assert body not in repr(signer) and body not in str(signer)
 
     damaged = pem.replace(body[10:30], "A" * 20)
-    for bad, message in (
-        ({ENV_KEY: damaged}, "not a PEM private key"),
-        ({ENV_KEY: public.read_text()}, "not a PEM private key"),
-        ({ENV_KEY_FILE: str(tmp_path / "nope.key")}, "does not exist"),
+    for name, text, message in (
+        ("damaged.key", damaged, "not a PEM private key"),
+        ("public.key", public.read_text(), "not a PEM private key"),
     ):
+        bad = tmp_path / name
+        bad.write_text(text)
+        bad.chmod(0o600)
         with pytest.raises(InputError, match=message) as exc:
-            load_signer(environ=bad)
+            load_signer(bad)
         assert body[:20] not in exc.value.one_line() and body[-20:] not in exc.value.one_line()
+    with pytest.raises(InputError, match="does not exist"):
+        load_signer(tmp_path / "nope.key")
     with pytest.raises(InputError, match="is a private key"):
         load_trusted_keys([private])
     p384 = tmp_path / "p384.key"
@@ -191,6 +189,7 @@ def test_keys_from_the_environment_and_their_errors(tmp_path, pair, monkeypatch)
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
     )
+    p384.chmod(0o600)
     with pytest.raises(InputError, match="only P-256"):
         load_signer(p384)
 
@@ -279,7 +278,7 @@ def test_verify_provenance_writes_unsigned_evidence_and_sign_signs_it(tmp_path, 
         assert r.returncode == 1, r.stdout + r.stderr
         runs.append(r)
     assert not (out / "verification_summary.dsse.json").exists()
-    signed = cli("sign", str(out), env={ENV_KEY: pem})
+    signed = cli("sign", str(out), "--key", str(private))
     assert signed.returncode == 0, signed.stderr
     runs.append(signed)
     envelope = (out / "verification_summary.dsse.json").read_bytes()
@@ -299,9 +298,11 @@ def test_verify_provenance_writes_unsigned_evidence_and_sign_signs_it(tmp_path, 
             assert not any(piece.encode() in data for piece in pieces), path
 
     # A damaged key is one line, exit 2, and does not echo the key.
-    broken = pem.replace(body[20:60], "B" * 40)
-    bad = cli("sign", str(out), env={ENV_KEY: broken})
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and ENV_KEY in bad.stderr
+    broken = tmp_path / "broken.key"
+    broken.write_text(pem.replace(body[20:60], "B" * 40))
+    broken.chmod(0o600)
+    bad = cli("sign", str(out), "--key", str(broken))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and str(broken) in bad.stderr
     assert not any(piece in bad.stderr for piece in pieces[1:] if "B" * 8 not in piece)
 
 

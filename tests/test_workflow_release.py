@@ -114,3 +114,30 @@ def test_the_matrix_command_gives_what_the_validate_job_reads():
     assert entries
     for entry in entries:
         assert entry["cell"] and entry["runs-on"]
+
+
+def test_the_key_reaches_sign_on_a_descriptor_never_its_environment():
+    """Issue 43: every releasekit command refuses a signing key in its environment, sign included; the
+    workflow hands the secret to `releasekit sign --key-fd` from a shell variable it does not export,
+    and no step puts it in the environment of a command (RELEASEKIT_SIGNING_KEY* or any other name
+    that holds the secret, at workflow, job or step level), except as the sign step's shell input."""
+    doc = YAML(typ="safe").load(WORKFLOW.read_text(encoding="utf-8"))
+    assert not any(k.startswith("RELEASEKIT_SIGNING_KEY") for k in doc.get("env", {}))
+    signs = 0
+    for name, job in doc["jobs"].items():
+        assert not any(k.startswith("RELEASEKIT_SIGNING_KEY") for k in job.get("env", {})), name
+        for step in job["steps"]:
+            env, run = step.get("env", {}), step.get("run", "")
+            assert not any(k.startswith("RELEASEKIT_SIGNING_KEY") for k in env), (name, step.get("name"))
+            holding = [k for k, v in env.items() if "secrets.RELEASEKIT_SIGNING_KEY" in str(v)]
+            if "releasekit sign" not in run:
+                assert not holding, (name, step.get("name"))
+                continue
+            signs += 1
+            assert holding == ["SIGNING_KEY_PEM"], (name, step.get("name"))
+            # Read into an unexported variable and unset before anything starts; then on descriptor 3.
+            first = run.strip().splitlines()[0]
+            assert first == 'key="$SIGNING_KEY_PEM"; unset SIGNING_KEY_PEM', first
+            assert '--key-fd 3 3<<<"$key"' in run and "export" not in run
+            assert run.count("releasekit") == 1, run
+    assert signs == 4

@@ -72,7 +72,6 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
-from releasekit.signing.keys import refuse_key_in_environment
 from releasekit.signing.statements import sign_statement_file
 
 BUILDER_ID = "https://releasekit.dev/builder/local"
@@ -148,7 +147,6 @@ def run_build(
 def _gather(opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress) -> BuildRun:
     """Every input read and checked, in the order that fails cheapest first; nothing built or written yet
     except the emptied output directory."""
-    refuse_key_in_environment("build")  # first: nothing read, nothing started
     loaded = load_manifest(opts.manifest)
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)

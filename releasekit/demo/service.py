@@ -242,7 +242,7 @@ def _sign_release_dir(ctx: DemoContext) -> list[str] | None:
         return None
 
     def load_key() -> Signer:
-        signer = load_signer(key, environ={})
+        signer = load_signer(key)
         assert signer is not None
         return signer
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from releasekit.digests import file_sha256
-from releasekit.errors import InputError
+from releasekit.errors import InputError, LockManifestMismatch
 from releasekit.findings import Findings
 from releasekit.git.mirrors import check_mirrors_named
 from releasekit.git.remote import check_remote
@@ -37,7 +37,9 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "load_manifest",
+    "lock_manifest_mismatch",
     "manifest_for_lock",
+    "trusted_key_files_for_lock",
     "parse_pr_reference",
     "repository_urls",
     "validate_manifest",
@@ -59,7 +61,8 @@ class LoadedManifest:
 
     def trusted_key_files(self) -> list[Path]:
         """``publish.trusted_keys``, each relative to the manifest's directory (the repository holds the
-        public keys beside its manifests: a reviewed change names who may sign a release)."""
+        public keys beside its manifests). Trusted only as the lock's manifest: see
+        ``trusted_key_files_for_lock``."""
         section = self.manifest.publish
         return [self.directory / name for name in section.trusted_keys] if section else []
 
@@ -180,4 +183,35 @@ def manifest_for_lock(
         return load_manifest(candidates[0])
     raise InputError(
         f"cannot find the manifest {recorded!r} the lock was made from", hint="pass --manifest FILE"
+    )
+
+
+def lock_manifest_mismatch(manifest_sha256: str, lock_manifest_sha256: str | None) -> str | None:
+    """Why a manifest is not the one the lock was made from (``LOCK_MANIFEST_MISMATCH``), or None when
+    it is. The one check of publish's gate, promote, stage, ``validate --staged`` and ``test --staged``."""
+    if lock_manifest_sha256 == manifest_sha256:
+        return None
+    return (
+        f"the manifest's sha256 is {manifest_sha256[:12]}…, the lock was made from "
+        f"{(lock_manifest_sha256 or 'none')[:12]}…: lock again or pass the right manifest"
+    )
+
+
+def trusted_key_files_for_lock(
+    loaded: LoadedManifest, lock_manifest_sha256: str | None, given: list[Path], what: str
+) -> list[Path]:
+    """The public keys a signature is checked with: ``--trusted-key`` (``given``) when given, else the
+    manifest's ``publish.trusted_keys``, and those only from the manifest whose sha256 the lock records
+    (``lock_manifest_sha256``; None: no lock given). Any other manifest is ``LOCK_MANIFEST_MISMATCH``
+    (exit 1), whatever the keys: its keys would be trust anchors anyone can write (issue 43)."""
+    if lock_manifest_sha256 is not None:
+        why = lock_manifest_mismatch(loaded.sha256, lock_manifest_sha256)
+        if why is not None:
+            raise LockManifestMismatch(f"{what}: LOCK_MANIFEST_MISMATCH: {why}")
+        return list(given) or loaded.trusted_key_files()
+    if given or not loaded.trusted_key_files():
+        return list(given)
+    raise InputError(
+        f"{what}: the manifest's publish.trusted_keys are trusted only as the lock's manifest: "
+        "pass --lock (the lock it was made from) or --trusted-key"
     )

@@ -55,7 +55,6 @@ from releasekit.records.verification import (
     CheckOutcome,
     ReleasekitBlock,
 )
-from releasekit.signing.keys import refuse_key_in_environment
 from releasekit.signing.statements import envelope_path, sign_sbom_file, sign_summary_file
 
 SUMMARY_NAME = VERIFICATION_SUMMARY_FILE
@@ -672,7 +671,6 @@ def verify_provenance(opts: VerifyOptions, *, engine: Engine, clock: Clock) -> V
     ``engine``: the command's Docker engine (the image, the probe, the export, the rebuild);
     ``clock``: the summary's ``timeVerified``."""
     started = time.monotonic()
-    refuse_key_in_environment("verify-provenance")  # first: nothing read, nothing started
     _check_outputs(opts)
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)

@@ -48,12 +48,16 @@ def _policy(record: GateRecord, manifest_path: Path | None) -> tuple[GatePolicy,
     the published record's, or those of ``--manifest``."""
     if manifest_path is None:
         return record.policy, record.manifest_sha256, []
-    from releasekit.manifest import load_manifest
+    from releasekit.errors import LockManifestMismatch
+    from releasekit.manifest import load_manifest, lock_manifest_mismatch
 
     loaded = load_manifest(manifest_path)
-    # Promotion may hold a release to a stricter matrix than the one it was locked
-    # with, so the manifest-matches-lock check does not apply to this one.
-    return policy_from_manifest(loaded.manifest), None, loaded.trusted_key_files()
+    # Its trusted keys are trust anchors: only the manifest whose sha256 the lock records may name
+    # them (issue 43). Any other manifest is LOCK_MANIFEST_MISMATCH, refused before anything is judged.
+    why = lock_manifest_mismatch(loaded.sha256, record.manifest_sha256)
+    if why is not None:
+        raise LockManifestMismatch(f"promote: LOCK_MANIFEST_MISMATCH: {why}")
+    return policy_from_manifest(loaded.manifest), loaded.sha256, loaded.trusted_key_files()
 
 
 @dataclass(frozen=True)

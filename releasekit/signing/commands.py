@@ -75,7 +75,9 @@ def sign_cmd(
     directory: Path = typer.Argument(
         ..., help="the release directory (build's output, verify-provenance's artifacts)", show_default=False
     ),
-    key: Path | None = typer.Option(None, "--key", help="PEM private key file (ECDSA P-256 or Ed25519)"),
+    key: Path | None = typer.Option(
+        None, "--key", help="PEM private key file (ECDSA P-256 or Ed25519), mode 0600"
+    ),
     key_fd: int | None = typer.Option(
         None,
         "--key-fd",
@@ -91,18 +93,16 @@ def sign_cmd(
     provenance.intoto.json, verification_summary.json, sbom.cdx.json, staging.json, receipts/*.json
     and tests/*.json in DIRECTORY each get a *.dsse.json envelope beside them.
 
-    The key comes from --key, --key-fd, $RELEASEKIT_SIGNING_KEY_FILE or $RELEASEKIT_SIGNING_KEY (PEM
-    text), and is read only after every input was checked. This command starts no other program."""
+    The key comes from --key (a file only its owner may read) or --key-fd (a pipe, read within a few
+    seconds), never from the environment, and is read only after every input was checked. This
+    command starts no other program."""
     from releasekit.signing.keys import Signer, load_signer
     from releasekit.signing.release import sign_release
 
     def load_key() -> Signer:
         signer = load_signer(key, key_fd=key_fd)
         if signer is None:
-            raise InputError(
-                "no signing key: pass --key FILE or --key-fd N, or set $RELEASEKIT_SIGNING_KEY (PEM) "
-                "or $RELEASEKIT_SIGNING_KEY_FILE"
-            )
+            raise InputError("no signing key: pass --key FILE (mode 0600) or --key-fd N")
         return signer
 
     result = sign_release(directory, load_key, receipts=receipts)

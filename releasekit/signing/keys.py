@@ -1,4 +1,4 @@
-"""Signing keys: load a private key from a file, a descriptor or the environment, public keys to trust, make new ones.
+"""Signing keys: load a private key from a file or a descriptor, public keys to trust, make new ones.
 
 Supported: ECDSA on P-256 with SHA-256 (DER signatures) and Ed25519. A key's ``keyid``
 is the sha256 (hex) of its public key's DER SubjectPublicKeyInfo, so anyone holding the
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import stat
-from collections.abc import Mapping
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -25,8 +26,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from releasekit.bounded_read import read_bounded
 from releasekit.errors import InputError
 
-ENV_KEY = "RELEASEKIT_SIGNING_KEY"  # PEM text of the private key
-ENV_KEY_FILE = "RELEASEKIT_SIGNING_KEY_FILE"  # path of a PEM private key file
+# Never read: the command line refuses a key in the environment of every command (issue 43);
+# named here so that child_env's list and the refusal's tests are held to them.
+ENV_KEY = "RELEASEKIT_SIGNING_KEY"
+ENV_KEY_FILE = "RELEASEKIT_SIGNING_KEY_FILE"
 PRIVATE_KEY_NAME = "releasekit.key"
 PUBLIC_KEY_NAME = "releasekit.pub"
 
@@ -115,8 +118,40 @@ def read_key_file(path: Path, what: str) -> bytes:
         raise InputError(f"{what} {path} cannot be read: {exc.strerror}") from None
 
 
+def read_private_key_file(path: Path) -> bytes:
+    """A private key file's bytes, refused when its group or others may read it (mode 0600, or 0400)."""
+    data = read_key_file(path, "signing key")
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise InputError(f"signing key {path} cannot be read: {exc.strerror}") from None
+    if mode & 0o077:
+        raise InputError(
+            f"signing key {path} is readable by its group or others (mode {stat.S_IMODE(mode):04o}); "
+            f"make it private: chmod 600 {path}"
+        )
+    return data
+
+
+# A pipe whose writer never closes it must not hang ``sign``: the whole key within this many seconds.
+KEY_FD_DEADLINE_S = 5.0
+
+
+def _read_ready(fd: int, deadline: float, where: str) -> bytes:
+    """One read of ``fd`` once it is readable, or a refusal once ``deadline`` (monotonic) passed."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    left = deadline - time.monotonic()
+    if left <= 0 or not poller.poll(left * 1000):
+        raise InputError(
+            f"{where}: no end of the key within {KEY_FD_DEADLINE_S:g}s (a pipe whose writer never closed it?)"
+        )
+    return os.read(fd, 8192)
+
+
 def read_key_fd(fd: int) -> bytes:
-    """The PEM key on descriptor ``fd`` (a pipe from a secret store, say), read to its end and closed."""
+    """The PEM key on descriptor ``fd`` (a pipe from a secret store, say), read to its end and closed:
+    at most ``KEY_MAX_BYTES``, within ``KEY_FD_DEADLINE_S``."""
     where = f"signing key on descriptor {fd}"
     try:
         mode = os.fstat(fd).st_mode
@@ -127,8 +162,9 @@ def read_key_fd(fd: int) -> bytes:
         raise InputError(f"{where}: a directory, not a key")
     chunks: list[bytes] = []
     size = 0
+    deadline = time.monotonic() + KEY_FD_DEADLINE_S
     try:
-        while size <= KEY_MAX_BYTES and (chunk := os.read(fd, 8192)):
+        while size <= KEY_MAX_BYTES and (chunk := _read_ready(fd, deadline, where)):
             chunks.append(chunk)
             size += len(chunk)
     except OSError as exc:
@@ -140,60 +176,22 @@ def read_key_fd(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def refuse_key_in_environment(command: str, environ: Mapping[str, str] | None = None) -> None:
-    """``build`` and ``verify-provenance`` run git, Docker and builds: a key in their environment is in
-    ``/proc/<pid>/environ`` for the whole run (unsetting it does not remove it there), where a program
-    they start can read it. Refuse to start at all (issue 34)."""
-    env = os.environ if environ is None else environ
-    for name in (ENV_KEY, ENV_KEY_FILE):
-        if env.get(name):
-            raise InputError(
-                f"{command}: ${name} is set; {command} never holds a signing key (the programs it runs could "
-                f"read it): unset it here and sign afterwards with `releasekit sign DIR`"
-            )
-
-
-def load_signer(
-    key_file: Path | None = None,
-    *,
-    key_fd: int | None = None,
-    environ: dict[str, str] | None = None,
-    scrub: bool = True,
-) -> Signer | None:
-    """The signing key the user configured, or None when none is. Only ``releasekit sign`` calls it
-    with the process environment: that command starts no other program.
-
-    Order: ``key_file`` (``--key``) or ``key_fd`` (``--key-fd``), then ``$RELEASEKIT_SIGNING_KEY_FILE``,
-    then ``$RELEASEKIT_SIGNING_KEY`` (PEM text). Two sources at once is ambiguous: an error. With
-    ``scrub`` (the default, when reading ``os.environ``) the PEM variable is removed from this
-    process's environment once read.
-    """
-    env = os.environ if environ is None else environ
+def load_signer(key_file: Path | None = None, *, key_fd: int | None = None) -> Signer | None:
+    """The signing key given, or None when none is: ``key_file`` (``--key``, a file only its owner may
+    read) or ``key_fd`` (``--key-fd``, read bounded and within ``KEY_FD_DEADLINE_S``). Never the
+    environment: a variable is readable in ``/proc/<pid>/environ`` for the process's whole life
+    (issue 43); the command line refuses one before any command starts. Both at once: an error."""
     if key_file is not None and key_fd is not None:
         raise InputError("both --key and --key-fd are given; give one")
     if key_file is not None:
         return Signer(
-            private_from_pem(read_key_file(key_file, "signing key"), f"signing key {key_file}"),
+            private_from_pem(read_private_key_file(key_file), f"signing key {key_file}"),
             f"file {key_file}",
         )
     if key_fd is not None:
         return Signer(
             private_from_pem(read_key_fd(key_fd), f"signing key on descriptor {key_fd}"), f"fd {key_fd}"
         )
-    from_file, inline = env.get(ENV_KEY_FILE), env.get(ENV_KEY)
-    if from_file and inline:
-        raise InputError(f"both ${ENV_KEY} and ${ENV_KEY_FILE} are set; set one")
-    if from_file:
-        path = Path(from_file)
-        return Signer(
-            private_from_pem(read_key_file(path, f"${ENV_KEY_FILE}:"), f"${ENV_KEY_FILE} ({path})"),
-            f"file {path}",
-        )
-    if inline:
-        signer = Signer(private_from_pem(inline.encode("utf-8"), f"${ENV_KEY}"), f"${ENV_KEY}")
-        if scrub and environ is None:
-            os.environ.pop(ENV_KEY, None)
-        return signer
     return None
 
 

@@ -30,12 +30,12 @@ def stage_cmd(
     as_json: bool = json_flag(None),
 ) -> None:
     """Push the verified candidate to a staging repository and record its digest, for GPU hosts to pull."""
-    from releasekit.docker_engine import connect
+    from releasekit.docker_engine import LazyEngine
     from releasekit.registry import RegistryClient
     from releasekit.report import print_json, stdout_console
     from releasekit.staging.service import StageRequest, stage
 
-    engine = connect()
+    engine = LazyEngine()  # reached once the inputs passed (a wrong manifest stops before Docker)
     try:
         staged = stage(
             StageRequest(

@@ -63,8 +63,10 @@ class Staged:
     path: Path  # the staging.json written (``signing.statements.sign_staging_file`` signs it)
 
 
-def _manifest(request: StageRequest) -> LoadedManifest:
-    from releasekit.manifest import manifest_for_lock
+def _manifest(request: StageRequest) -> tuple[LoadedManifest, list[Path]]:
+    """The manifest and the keys to trust: ``--trusted-key``, else the manifest's, and only when it is
+    the one the lock was made from (any other: ``LOCK_MANIFEST_MISMATCH``, before Docker is reached)."""
+    from releasekit.manifest import manifest_for_lock, trusted_key_files_for_lock
 
     lock = read_lock(request.lock_path)
     loaded = manifest_for_lock(
@@ -74,7 +76,8 @@ def _manifest(request: StageRequest) -> LoadedManifest:
         sha256=lock.manifest.sha256,
         evidence_dir=request.evidence_dir,
     )
-    return loaded
+    keys = trusted_key_files_for_lock(loaded, lock.manifest.sha256, request.trusted_key_files, "stage")
+    return loaded, keys
 
 
 def staging_target(request: StageRequest, section: object | None) -> Reference:
@@ -96,7 +99,7 @@ def _signed_summary(
     image_id: str,
     *,
     required: bool,
-    manifest_keys: list[Path],
+    keys: list[Path],
 ) -> str | None:
     """The keyid that signed the summary's exact bytes about ``image_id``; None when it is unsigned and
     that is allowed. Refused (``SignatureError``, exit 1) before anything is pushed otherwise."""
@@ -107,7 +110,7 @@ def _signed_summary(
         else None
     )
     trusted = trusted_keys(
-        request.trusted_key_files or manifest_keys,
+        keys,
         signed=envelope is not None,
         required=required,
         what="stage",
@@ -154,7 +157,7 @@ def _inspect(engine: Engine, reference: str) -> ImageFacts:
 def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) -> Staged:
     """Check, push, read back, record. Bad input and an unverified image are exit 2 (``InputError``);
     a summary that is not signed when it must be, or whose signature fails, exit 1 (``SignatureError``)."""
-    loaded = _manifest(request)
+    loaded, keys = _manifest(request)
     section = loaded.manifest.publish
     target = staging_target(request, section)
     lock_sha = lock_file_sha256(request.lock_path)
@@ -175,9 +178,7 @@ def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) 
         )
     required = request.require_signed or bool(getattr(section, "signed", False))
     try:
-        signer = _signed_summary(
-            request, evidence, raw, image.id, required=required, manifest_keys=loaded.trusted_key_files()
-        )
+        signer = _signed_summary(request, evidence, raw, image.id, required=required, keys=keys)
     except SignatureError as exc:  # the finding's code leads the one line, as in publish's findings
         raise SignatureError(f"{exc.code}: {exc.one_line()}", code=exc.code) from None
     warnings = (

@@ -62,13 +62,17 @@ def test_command(
     from releasekit.staging.candidate import resolve_candidate
     from releasekit.suites.sweep import TestOptions, run_tests
 
-    policy_signed, manifest_keys = _signing_policy(manifest) if staged is not None else (False, [])
+    policy_signed, keys = (
+        _signing_policy(manifest, lock, list(trusted_key))
+        if staged is not None
+        else (False, list(trusted_key))
+    )
     puller = LazyEngine(timeout=600)  # the staged candidate's pull or inspect
     try:
         candidate = resolve_candidate(
             image,
             staged,
-            trusted_key_files=trusted_key or manifest_keys,
+            trusted_key_files=keys,
             require_signed=require_signed or policy_signed,
             what="test",
             engine=puller,
@@ -135,14 +139,17 @@ def test_command(
     raise typer.Exit(0 if result.passed else 1)
 
 
-def _signing_policy(manifest: Path) -> tuple[bool, list[Path]]:
+def _signing_policy(manifest: Path, lock: Path | None, given: list[Path]) -> tuple[bool, list[Path]]:
     """The manifest's ``publish.signed`` (a staged candidate's staging.json must then be signed) and
-    ``publish.trusted_keys`` (whose signature on it is trusted when no --trusted-key is given)."""
-    from releasekit.manifest import load_manifest
+    the keys its signature is checked with: --trusted-key, else the manifest's ``publish.trusted_keys``,
+    only as the manifest the lock was made from (issue 43: any other is LOCK_MANIFEST_MISMATCH)."""
+    from releasekit.manifest import load_manifest, trusted_key_files_for_lock
+    from releasekit.records.lock import read_lock
 
     loaded = load_manifest(manifest)
     publish = loaded.manifest.publish
-    return bool(publish and publish.signed), loaded.trusted_key_files()
+    lock_manifest = read_lock(lock).manifest.sha256 if lock is not None else None
+    return bool(publish and publish.signed), trusted_key_files_for_lock(loaded, lock_manifest, given, "test")
 
 
 def hygiene_command(

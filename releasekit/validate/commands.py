@@ -23,6 +23,7 @@ from releasekit.cli_options import (
 )
 
 if TYPE_CHECKING:
+    from releasekit.manifest import LoadedManifest
     from releasekit.staging.candidate import Candidate
     from releasekit.validate.service import ValidationResult
 
@@ -147,7 +148,7 @@ def run(
 
     loaded = load_manifest(file)
     signed = require_signed or bool(loaded.manifest.publish and loaded.manifest.publish.signed)
-    keys = trusted_key or loaded.trusted_key_files()
+    keys = _staged_keys(loaded, lock, list(trusted_key)) if staged is not None else list(trusted_key)
     candidate = _candidate(image, staged, keys, signed)
     if candidate.warning:
         typer.echo(f"releasekit: {candidate.warning}", err=True)
@@ -175,6 +176,16 @@ def run(
         _sign_receipts(signing_key, result)
     _render(loaded.manifest.name, result, json_out)
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _staged_keys(loaded: LoadedManifest, lock: Path | None, given: list[Path]) -> list[Path]:
+    """The keys staging.json's signature is checked with: --trusted-key, else the manifest's, only as
+    the manifest the lock was made from (issue 43)."""
+    from releasekit.manifest import trusted_key_files_for_lock
+    from releasekit.records.lock import read_lock
+
+    lock_manifest = read_lock(lock).manifest.sha256 if lock is not None else None
+    return trusted_key_files_for_lock(loaded, lock_manifest, given, "validate")
 
 
 def _candidate(image: str, staged: Path | None, keys: list[Path], signed: bool) -> Candidate:

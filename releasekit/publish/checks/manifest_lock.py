@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from releasekit.findings import Findings
+from releasekit.manifest import lock_manifest_mismatch
 from releasekit.publish.checks.context import GateSubject
 
 
@@ -12,10 +13,11 @@ class ManifestMatchesLock:
 
     def run(self, subject: GateSubject) -> Findings:
         out = Findings()
-        if subject.manifest_sha256 and subject.lock_manifest_sha256 != subject.manifest_sha256:
-            out.add(
-                "LOCK_MANIFEST_MISMATCH",
-                f"the manifest's sha256 is {subject.manifest_sha256[:12]}…, the lock was made from "
-                f"{(subject.lock_manifest_sha256 or 'none')[:12]}…: lock again or pass the right manifest",
-            )
+        why = (
+            lock_manifest_mismatch(subject.manifest_sha256, subject.lock_manifest_sha256)
+            if subject.manifest_sha256
+            else None
+        )
+        if why is not None:
+            out.add("LOCK_MANIFEST_MISMATCH", why)
         return out
