@@ -291,7 +291,7 @@ def test_a_draft_pr_on_the_forge_stops_the_run_at_plan_check(demo_run, tmp_path_
 
 def _resign(directory: Path, key: Path, expected: int) -> None:
     """Sign the release directory's evidence again with ``key`` (what a host holding it would do)."""
-    signer = load_signer(key, environ={})
+    signer = load_signer(key)
     assert signer is not None
     result = sign_release(directory, lambda: signer)
     assert len(result.signed) == expected, result
@@ -359,7 +359,7 @@ def test_a_cell_that_failed_its_gate_stops_publish_and_nothing_is_tagged(green: 
     receipt["gates"][0]["passed"] = False
     receipt_path.write_text(json.dumps(receipt, indent=2, sort_keys=True) + "\n")
     # The GPU host signs what it found, a failed gate included: the publish gate then judges the cell.
-    signer = load_signer(green.private_key, environ={})
+    signer = load_signer(green.private_key)
     sign_receipt_file(signer, receipt_path)
     run, tags = _publish_from(green, work, artifacts, "act/refused")
 
