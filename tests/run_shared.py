@@ -104,15 +104,18 @@ SHARED_GROUPS = {
     "test_verify_nocache.py": "verifier",
 }
 # The groups that take longest, longest first, so that neither worker starts a long one at the end while
-# the other sits idle: the whole demo (6 min from empty caches) with the act workflow (189 s), the
-# in-process verifications (5 to 6 min on two workers), the dress rehearsals, the crash series. Refresh
+# the other sits idle, by the modules' summed times of a quiet two-worker run: the whole demo with the act
+# workflow (525 s), the PD cells (160 s), the dress rehearsal (156 s), the in-process verifications
+# (115 s), the B12X rehearsal (83 s), the crash series (56 s), the CUDA builder (44 s). Refresh
 # from the modules' summed times that benchmarks/suite_durations.py prints at the end of CI's log.
 LONGEST_FIRST = (
     "demo-run",
-    "verifier",
+    "test_validate_pd.py",
     "test_rehearsal.py",
+    "verifier",
     "test_rehearsal_b12x.py",
     "test_crash_concurrency.py",
+    "test_build_cuda_builder.py",
 )
 
 
