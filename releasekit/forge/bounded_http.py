@@ -68,7 +68,14 @@ class BoundedTransport(httpx.BaseTransport):
 
         def run() -> None:
             try:
-                outcome.append(self._exchange(request))
+                try:
+                    outcome.append(self._exchange(request))
+                except (httpx.ReadError, httpx.RemoteProtocolError):
+                    # A connection reset before any answer: a GET is asked once more (within the
+                    # same deadline); a second reset is the forge's failure.
+                    if request.method != "GET":
+                        raise
+                    outcome.append(self._exchange(request))
             except BaseException as exc:  # handed to the waiting thread, which raises it
                 outcome.append(exc)
 
