@@ -39,6 +39,10 @@ ENV_PASSWORD = "RELEASEKIT_REGISTRY_PASSWORD"
 # The registry host (``registry.example.com``, ``127.0.0.1:5000``) the two above belong to: they are
 # sent to that host only, never to a host an input file names (staging.json, a manifest).
 ENV_HOST = "RELEASEKIT_REGISTRY_HOST"
+# Token services on another host than the registry's (Docker Hub's auth.docker.io), comma-separated
+# host names: the credentials go to the registry's own host name and to these, over HTTPS, and to no
+# realm a registry's challenge names otherwise.
+ENV_TOKEN_SERVICES = "RELEASEKIT_REGISTRY_TOKEN_SERVICES"
 
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _REPO = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
@@ -129,12 +133,36 @@ def _basic_header(credentials: RegistryCredentials) -> str:
     return "Basic " + base64.b64encode(raw).decode("ascii")
 
 
+def _hostname(netloc: str) -> str:
+    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+
+
+def token_service_refusal(realm: str, registry_host: str, named: str) -> str | None:
+    """Why the credentials may not go to the token service ``realm`` a registry's challenge names (None
+    when they may): it must be HTTPS (plain HTTP only on a loopback address, as for registries) and on
+    the registry's own host name or one of ``named`` (``RELEASEKIT_REGISTRY_TOKEN_SERVICES``)."""
+    try:
+        url = httpx.URL(realm)
+    except (httpx.InvalidURL, TypeError):
+        return f"its token service {realm!r} is not a URL"
+    host = url.host
+    if url.scheme != "https" and not (url.scheme == "http" and is_loopback(host)):
+        return f"its token service {realm} is not HTTPS"
+    allowed = {_hostname(registry_host).lower()} | {n.strip().lower() for n in named.split(",") if n.strip()}
+    if host.lower() not in allowed:
+        return f"its token service {realm} is on another host and {ENV_TOKEN_SERVICES} does not name it"
+    return None
+
+
 class _RegistryAuth(httpx.Auth):
     """Answers a 401 challenge once: Basic (distribution's htpasswd) or a Bearer token
-    service (Docker Hub, GHCR, Harbor). Sends nothing until challenged."""
+    service (Docker Hub, GHCR, Harbor). Sends nothing until challenged, and sends the credentials
+    to no token service but the registry's own host and those ``RELEASEKIT_REGISTRY_TOKEN_SERVICES``
+    names."""
 
-    def __init__(self, credentials: RegistryCredentials | None) -> None:
+    def __init__(self, credentials: RegistryCredentials | None, host: str) -> None:
         self.credentials = credentials
+        self.host = host
         self._header: str | None = None
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
@@ -149,6 +177,11 @@ class _RegistryAuth(httpx.Auth):
             self._header = _basic_header(self.credentials)
         elif scheme.lower() == "bearer":
             fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
+            why = token_service_refusal(
+                fields.get("realm", ""), self.host, os.environ.get(ENV_TOKEN_SERVICES, "")
+            )
+            if why is not None:
+                raise EnvironmentProblem(f"registry {self.host}: {why}; the credentials were not sent")
             token = _fetch_token(
                 fields.get("realm", ""),
                 {k: v for k, v in fields.items() if k in ("service", "scope")},
@@ -215,7 +248,7 @@ def _fetch_token(realm: str, params: dict[str, str], authorization: str) -> str 
     strictly (a client of its own: an auth flow's own responses are read whole by httpx)."""
     try:
         with (
-            httpx.Client(timeout=30.0, follow_redirects=True) as client,
+            httpx.Client(timeout=30.0, follow_redirects=False) as client,
             client.stream("GET", realm, params=params, headers={"Authorization": authorization}) as response,
         ):
             if response.status_code != 200:
@@ -254,7 +287,7 @@ class RegistryClient:
     ) -> None:
         self.host = host
         scheme = "http" if is_loopback(host) else "https"
-        self._auth = _RegistryAuth(credentials)
+        self._auth = _RegistryAuth(credentials, host)
         self._client = httpx.Client(
             base_url=f"{scheme}://{host}",
             auth=self._auth,

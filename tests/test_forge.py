@@ -526,3 +526,31 @@ def test_every_forge_check_extends_forge_check_and_keeps_only_its_own_judgement(
                 assert "run" not in vars(obj), f"{obj.__name__} writes its own run()"
                 assert obj.roles and NOT_RUN in obj.codes, obj
     assert len(found) == 7
+
+
+def test_a_redirect_to_another_origin_is_refused_and_one_on_the_forge_is_followed(
+    honest: World, tmp_path: Path
+) -> None:
+    """A forge that answers 301 to another origin would have its answer taken from there (httpx drops
+    the token, but reads the foreign answer as the forge's): refused, one line. A renamed repository's
+    301 on the forge itself is still followed."""
+    loaded = load_manifest(honest.manifest(tmp_path / "m.yaml"))
+    elsewhere = GitHubServer(owner="lab", repo="app").start()
+    try:
+        for pr in honest.server.pulls.values():  # the same PRs, every one "merged" there
+            elsewhere.add(PR(pr.number, pr.head_sha, pr.title, "closed", merged_at="2026-11-03T00:00:00Z"))
+        honest.server.fail_next(301, {"location": f"{elsewhere.api_url}/repos/lab/app/pulls?state=all"})
+        with pytest.raises(
+            EnvironmentProblem, match=r"sent to another origin \(http://127\.0\.0\.1:\d+\); refused"
+        ):
+            plan_lock(loaded, allow_local=True)
+        assert elsewhere.log == []
+        honest.server.log.clear()
+        honest.server.fail_next(
+            301, {"location": f"{honest.server.api_url}/repos/lab/app/pulls?state=all&per_page=100"}
+        )
+        lock = plan_lock(loaded, allow_local=True)
+        assert honest.server.statuses()[:2] == [301, 200]
+        assert lock.forge is not None and lock.forge.components["app"].status == "read"
+    finally:
+        elsewhere.stop()

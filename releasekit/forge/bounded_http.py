@@ -31,10 +31,15 @@ class BoundedTransport(httpx.BaseTransport):
         *,
         max_bytes: int = MAX_BODY_BYTES,
         deadline: float = DEFAULT_DEADLINE,
+        origin: str | None = None,
     ) -> None:
         self.inner = inner or httpx.HTTPTransport()
         self.max_bytes = max_bytes
         self.deadline = deadline
+        # ``scheme://host[:port]``: the one origin this transport talks to (the forge's API). A
+        # redirect elsewhere is refused before it is asked: httpx would drop the token there, but
+        # the answer of another origin would still be read as the forge's.
+        self.origin = origin
 
     def _exchange(self, request: httpx.Request) -> httpx.Response:
         response = self.inner.handle_request(request)
@@ -64,6 +69,9 @@ class BoundedTransport(httpx.BaseTransport):
         )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        asked = f"{request.url.scheme}://{request.url.netloc.decode()}"
+        if self.origin is not None and asked != self.origin:
+            raise ForgeFailed(f"forge {self.origin}: sent to another origin ({asked}); refused")
         outcome: list[httpx.Response | BaseException] = []
 
         def run() -> None:

@@ -181,6 +181,7 @@ class GitHubForge:
         self._requests += 1
 
     def _client(self) -> GitHub:
+        import httpx
         from githubkit import GitHub, TokenAuthStrategy, UnauthAuthStrategy
 
         from releasekit.forge.bounded_http import BoundedTransport
@@ -189,7 +190,10 @@ class GitHubForge:
         # githubkit logs retries with tracebacks; with no handler Python would print them to stderr.
         logging.getLogger("githubkit").addHandler(logging.NullHandler())
         logging.getLogger("githubkit").propagate = False
-        transport: httpx.BaseTransport = BoundedTransport(deadline=self.deadline)
+        api = httpx.URL(self.api_url)  # as httpx writes it: the scheme and host lowercased
+        transport: httpx.BaseTransport = BoundedTransport(
+            deadline=self.deadline, origin=f"{api.scheme}://{api.netloc.decode()}"
+        )
         if self._cache_dir is not None:
             transport = self._transport = EtagCachingTransport(self._cache_dir, transport)
         auth = TokenAuthStrategy(self._token) if self._token else UnauthAuthStrategy()
@@ -199,7 +203,8 @@ class GitHubForge:
             user_agent="releasekit",
             timeout=self.timeout,
             trust_env=False,
-            follow_redirects=True,  # a renamed repository answers 301; httpx drops the token off-host
+            # A renamed repository answers 301 on the same origin; the transport refuses any other.
+            follow_redirects=True,
             transport=transport,
             http_cache=False,  # the on-disk ETag cache above replaces githubkit's in-memory one
             auto_retry=self._retry,
