@@ -257,6 +257,9 @@ def _click_error(exc: BaseException) -> tuple[int, str] | None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit 0 passed, 1 findings, 2 unusable input or environment."""
     args = list(sys.argv[1:] if argv is None else argv)
+    from releasekit.git.runner import start_git_budget
+
+    start_git_budget()  # every git process of this command shares RELEASEKIT_GIT_TOTAL_TIMEOUT
     try:
         code = _fast(args)
         if code is None:

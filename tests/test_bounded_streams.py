@@ -576,6 +576,22 @@ def test_every_git_process_has_a_deadline(app: Forge, env: dict[str, str], tmp_p
     proc = _python(code, {**env, "RELEASEKIT_GIT_TIMEOUT": "2"}, tmp_path)
     assert proc.returncode == 2 and "no answer within 2 s" in proc.stdout, proc.stdout + proc.stderr
     assert time.monotonic() - started < 30
+    # And all of a command's git processes together: each under its own 600 s, the first is killed
+    # when the command's total is spent, and the next is not started.
+    code = (
+        "from pathlib import Path\n"
+        "from releasekit.git.runner import Git, GitFailed\n"
+        f"git = Git(Path({str(snapshot)!r}), bare=True)\n"
+        "for args in (('cat-file', '-t', 'HEAD'), ('rev-parse', '--git-dir')):\n"
+        "    try:\n        git.run(*args)\n"
+        "    except GitFailed as e:\n        print(e)\n"
+    )
+    started = time.monotonic()
+    proc = _python(code, {**env, "RELEASEKIT_GIT_TOTAL_TIMEOUT": "2"}, tmp_path)
+    killed, refused = proc.stdout.splitlines()
+    assert "no answer within 2 s (killed; RELEASEKIT_GIT_TOTAL_TIMEOUT sets the limit)" in killed, proc.stdout
+    assert "rev-parse" in refused and "spent; not started" in refused, proc.stdout
+    assert time.monotonic() - started < 30
 
 
 # --- audit pins ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,30 @@ TIMEOUT_ENV = "RELEASEKIT_GIT_TIMEOUT"
 LOCAL_TIMEOUT_S = 600.0
 NETWORK_TIMEOUT_S = 3600.0
 _NETWORK = frozenset({"fetch", "clone", "ls-remote", "push"})
+# And all of one command's git processes together: none runs past this many seconds from the
+# command's start (``start_git_budget``, called as the CLI starts; a library caller's budget runs
+# from its first git process), however many each stays under its own deadline.
+TOTAL_TIMEOUT_ENV = "RELEASEKIT_GIT_TOTAL_TIMEOUT"
+TOTAL_TIMEOUT_S = 4 * 3600.0
+_budget_start: list[float] = []
+
+
+def start_git_budget() -> None:
+    """The command starts now: its git processes share ``RELEASEKIT_GIT_TOTAL_TIMEOUT`` from here."""
+    _budget_start[:] = [time.monotonic()]
+
+
+def _seconds_env(name: str, default: float) -> float:
+    told = os.environ.get(name, "").strip()
+    if not told:
+        return default
+    try:
+        seconds = float(told)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < 1e9:
+        raise InputError(f"{name}={told[:40]!r}: not a positive number of seconds")
+    return seconds
 
 
 def first_git_error(stderr: str, returncode: int = 1) -> str:
@@ -70,13 +95,22 @@ class GitFailed(ReleasekitError):
 class GitTimedOut(GitFailed):
     """A git process killed at its deadline (a blocking file, a stalled remote)."""
 
-    def __init__(self, argv: Sequence[str], seconds: float, *, where: str = "") -> None:
-        super().__init__(
-            argv,
-            -9,
-            f"fatal: no answer within {seconds:g} s (killed; {TIMEOUT_ENV} sets the limit)",
-            where=where,
+    def __init__(
+        self,
+        argv: Sequence[str],
+        seconds: float,
+        *,
+        where: str = "",
+        setting: str = TIMEOUT_ENV,
+        spent: bool = False,
+    ) -> None:
+        message = (
+            f"fatal: the command's {seconds:g} s for all its git processes are spent; not started "
+            f"({setting} sets the limit)"
+            if spent
+            else f"fatal: no answer within {seconds:g} s (killed; {setting} sets the limit)"
         )
+        super().__init__(argv, -9, message, where=where)
 
 
 def _subcommand(args: Sequence[str]) -> str:
@@ -95,27 +129,32 @@ def _subcommand(args: Sequence[str]) -> str:
 def git_timeout(args: Sequence[str]) -> float:
     """The deadline of ``git ARGS`` in seconds: ``RELEASEKIT_GIT_TIMEOUT`` when set, else longer for
     a command that talks to a remote than for one that reads the repository."""
-    told = os.environ.get(TIMEOUT_ENV, "").strip()
-    if told:
-        try:
-            seconds = float(told)
-        except ValueError:
-            seconds = 0.0
-        if not 0 < seconds < 1e9:
-            raise InputError(f"{TIMEOUT_ENV}={told[:40]!r}: not a positive number of seconds")
-        return seconds
-    return NETWORK_TIMEOUT_S if _subcommand(args) in _NETWORK else LOCAL_TIMEOUT_S
+    default = NETWORK_TIMEOUT_S if _subcommand(args) in _NETWORK else LOCAL_TIMEOUT_S
+    return _seconds_env(TIMEOUT_ENV, default)
+
+
+def _deadline(args: Sequence[str], where: str) -> tuple[float, float, str]:
+    """How long ``git ARGS`` may run, the limit that decides it and its setting: its own deadline, or
+    what is left of the command's total. A total already spent starts nothing (GitTimedOut at once)."""
+    own = git_timeout(args)
+    total = _seconds_env(TOTAL_TIMEOUT_ENV, TOTAL_TIMEOUT_S)
+    if not _budget_start:
+        start_git_budget()
+    left = total - (time.monotonic() - _budget_start[0])
+    if left <= 0:
+        raise GitTimedOut(args, total, where=where, setting=TOTAL_TIMEOUT_ENV, spent=True)
+    return (own, own, TIMEOUT_ENV) if own <= left else (left, total, TOTAL_TIMEOUT_ENV)
 
 
 def _run(
     argv: list[str], args: Sequence[str], where: str, **kwargs: object
 ) -> subprocess.CompletedProcess[bytes]:
     """``subprocess.run(argv)`` under ``args``'s deadline; past it git is killed (GitTimedOut)."""
-    seconds = git_timeout(args)
+    seconds, limit, setting = _deadline(args, where)
     try:
         return subprocess.run(argv, capture_output=True, timeout=seconds, **kwargs)  # type: ignore[call-overload, no-any-return]
     except subprocess.TimeoutExpired:
-        raise GitTimedOut(args, seconds, where=where) from None
+        raise GitTimedOut(args, limit, where=where, setting=setting) from None
 
 
 def _git_binary() -> str:
@@ -241,7 +280,7 @@ class Git:
     def stream(self, *args: str) -> Iterator[subprocess.Popen[bytes]]:
         """A running git whose stdout is read as it is produced (for large logs), killed at its
         deadline (the reader then sees the end of the output, and GitTimedOut is raised)."""
-        seconds = git_timeout(args)
+        seconds, limit, setting = _deadline(args, self.label)
         proc = subprocess.Popen(
             self.argv(args),
             stdout=subprocess.PIPE,
@@ -270,7 +309,7 @@ class Git:
             code = proc.wait()
             watchdog.cancel()
             if fired.is_set():
-                raise GitTimedOut(args, seconds, where=self.label)
+                raise GitTimedOut(args, limit, where=self.label, setting=setting)
             if code != 0:
                 raise GitFailed(args, code, stderr, where=self.label)
 
