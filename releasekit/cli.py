@@ -21,7 +21,7 @@ from typing import Any
 
 from releasekit import __version__
 from releasekit.child_env import refuse_key_in_environment
-from releasekit.deadline import DeadlinePassed
+from releasekit.deadline import DeadlinePassed, start_command
 from releasekit.errors import ReleasekitError
 
 # (command, the module whose ``register(app)`` adds it, its one-line help), in pipeline order.
@@ -257,9 +257,7 @@ def _click_error(exc: BaseException) -> tuple[int, str] | None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit 0 passed, 1 findings, 2 unusable input or environment."""
     args = list(sys.argv[1:] if argv is None else argv)
-    from releasekit.git.runner import start_git_budget
-
-    start_git_budget()  # every git process of this command shares RELEASEKIT_GIT_TOTAL_TIMEOUT
+    start_command()  # what is bounded over the whole command (its git processes' total) counts from here
     try:
         code = _fast(args)
         if code is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -29,6 +30,22 @@ class DeadlinePassed(BaseException):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+_command_start: list[float] = []
+
+
+def start_command() -> None:
+    """The command starts now (the CLI calls this first): what is bounded over a whole command, such as
+    the total of its git processes (``RELEASEKIT_GIT_TOTAL_TIMEOUT``), counts from here."""
+    _command_start[:] = [time.monotonic()]
+
+
+def since_command_start() -> float:
+    """Seconds since ``start_command`` (a library caller's command starts at its first question)."""
+    if not _command_start:
+        start_command()
+    return time.monotonic() - _command_start[0]
 
 
 def grace_for(seconds: float) -> float:

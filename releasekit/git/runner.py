@@ -16,11 +16,11 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from releasekit.deadline import since_command_start
 from releasekit.errors import EnvironmentProblem, InputError, ReleasekitError
 
 # Every git process has a deadline (issue 43: a FIFO in a borrowed object directory hung plan lock
@@ -30,16 +30,10 @@ LOCAL_TIMEOUT_S = 600.0
 NETWORK_TIMEOUT_S = 3600.0
 _NETWORK = frozenset({"fetch", "clone", "ls-remote", "push"})
 # And all of one command's git processes together: none runs past this many seconds from the
-# command's start (``start_git_budget``, called as the CLI starts; a library caller's budget runs
-# from its first git process), however many each stays under its own deadline.
+# command's start (``deadline.start_command``, called as the CLI starts; a library caller's count
+# starts at its first git process), however long each may run by itself.
 TOTAL_TIMEOUT_ENV = "RELEASEKIT_GIT_TOTAL_TIMEOUT"
 TOTAL_TIMEOUT_S = 4 * 3600.0
-_budget_start: list[float] = []
-
-
-def start_git_budget() -> None:
-    """The command starts now: its git processes share ``RELEASEKIT_GIT_TOTAL_TIMEOUT`` from here."""
-    _budget_start[:] = [time.monotonic()]
 
 
 def _seconds_env(name: str, default: float) -> float:
@@ -138,9 +132,7 @@ def _deadline(args: Sequence[str], where: str) -> tuple[float, float, str]:
     what is left of the command's total. A total already spent starts nothing (GitTimedOut at once)."""
     own = git_timeout(args)
     total = _seconds_env(TOTAL_TIMEOUT_ENV, TOTAL_TIMEOUT_S)
-    if not _budget_start:
-        start_git_budget()
-    left = total - (time.monotonic() - _budget_start[0])
+    left = total - since_command_start()
     if left <= 0:
         raise GitTimedOut(args, total, where=where, setting=TOTAL_TIMEOUT_ENV, spent=True)
     return (own, own, TIMEOUT_ENV) if own <= left else (left, total, TOTAL_TIMEOUT_ENV)
