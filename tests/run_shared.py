@@ -103,8 +103,8 @@ SHARED_GROUPS = {
     "test_verify_tamper.py": "verifier",
     "test_verify_nocache.py": "verifier",
 }
-# The groups that take longest, longest first, so that neither worker starts a long one at the end while
-# the other sits idle, by the modules' summed times of a quiet two-worker run: the whole demo with the act
+# The groups that take longest, longest first, so that no worker starts a long one at the end while
+# the others sit idle, by the modules' summed times of a quiet two-worker run: the whole demo with the act
 # workflow (525 s), the PD cells (160 s), the dress rehearsal (156 s), the in-process verifications
 # (115 s), the B12X rehearsal (83 s), the crash series (56 s), the CUDA builder (44 s). Refresh
 # from the modules' summed times that benchmarks/suite_durations.py prints at the end of CI's log.
