@@ -22,8 +22,8 @@ FORK_URL = "https://127.0.0.1:1/lab/vllm.git"
 UPSTREAM_URL = "https://127.0.0.1:1/vllm-project/vllm.git"
 
 
-def _manifest(tmp_path: Path) -> Path:
-    data = {
+def _manifest(tmp_path: Path, *, exclusion: bool = False) -> Path:
+    data: dict = {
         "schema": "releasekit/v1",
         "name": "fork",
         "components": {
@@ -36,6 +36,11 @@ def _manifest(tmp_path: Path) -> Path:
         },
         "toolchain": {"base_image": {"name": "x", "digest": "to-be-locked"}, "cuda_arch_list": ["12.0a"]},
     }
+    if exclusion:  # an upstream PR the release must not carry, read from the upstream (refs/pull/7/head)
+        data["exclusions"] = [
+            {"id": "sp", "description": "upstream SP", "reason": "own PR", "component": "vllm"}
+            | {"upstream": {"repo": UPSTREAM_URL, "pr": 7}}
+        ]
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -113,10 +118,10 @@ def test_a_mirrored_upstream_is_read_through_its_mirror_offline(tmp_path: Path) 
 def test_offline_an_upstream_without_a_mirror_is_one_finding_naming_it(tmp_path: Path) -> None:
     """Offline, the fork mirrored but not its upstream: the upstream is not fetched; one
     RELEASE_UPSTREAM_UNREAD finding names its URL and says offline (not a resolver or connection
-    error); plan check the same. The component itself without a mirror: plan check names it in
+    error); plan check the same, and one EXCLUSION_UPSTREAM_UNREAD for the exclusion's upstream PR. The component itself without a mirror: plan check names it in
     COMPONENT_UNREADABLE, and a command without a findings record (plan lock) exits 2 in one line."""
     world = Fork(tmp_path / "w")
-    manifest = _manifest(tmp_path)
+    manifest = _manifest(tmp_path, exclusion=True)
     fork_only = ("--mirror", f"{FORK_URL}={world.fork.remote}")
     for r in (
         _audit(manifest, *fork_only, "--offline", env=_env(tmp_path)),
@@ -130,6 +135,9 @@ def test_offline_an_upstream_without_a_mirror_is_one_finding_naming_it(tmp_path:
         unread = [f for f in data["findings"]["findings"] if f["code"] == "RELEASE_UPSTREAM_UNREAD"]
         assert len(unread) == 1, data["findings"]
         assert f"offline: no mirror for {UPSTREAM_URL}" in unread[0]["message"], unread[0]
+    # plan check reads the exclusion's upstream PR through the same door: named once, offline.
+    (excluded,) = [f for f in data["findings"]["findings"] if f["code"] == "EXCLUSION_UPSTREAM_UNREAD"]
+    assert f"offline: no mirror for {UPSTREAM_URL}" in excluded["message"], excluded
     r = invoke("plan", "check", str(manifest), "--json", "--offline", env=_env(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     errors = [f for f in json.loads(r.stdout)["findings"]["findings"] if f["severity"] == "error"]
