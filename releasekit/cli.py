@@ -204,8 +204,8 @@ def _build_app() -> Any:
         offline: bool = typer.Option(
             False,
             "--offline",
-            help="Read nothing from the network, in every command: repositories only from mirrors "
-            "(also RELEASEKIT_OFFLINE=1).",
+            help="Repositories only from their mirrors, the forge and wheel indexes not asked, in every "
+            "command (also RELEASEKIT_OFFLINE=1).",
         ),
     ) -> None:
         """Manifest -> lock -> build -> verify-provenance -> validate -> publish."""

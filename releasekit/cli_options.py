@@ -32,8 +32,8 @@ def allow_local_flag(text: str) -> Any:
 
 
 OFFLINE_HELP = (
-    "Read nothing from the network: every repository from its --mirror (a URL without one is named), "
-    "the forge not asked (also RELEASEKIT_OFFLINE=1)."
+    "No repository, forge or wheel index over the network: every repository from its --mirror (a URL "
+    "without one is named), the forge not asked (also RELEASEKIT_OFFLINE=1)."
 )
 
 JSON = json_flag()

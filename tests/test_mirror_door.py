@@ -186,3 +186,19 @@ def test_a_mistyped_mirrors_file_entry_is_exit_2_naming_the_nearest(tmp_path: Pa
     r = _audit(manifest, env=env)
     assert r.returncode == 1 and r.stderr == "", r.stderr
     assert json.loads(r.stdout)["upstream"]["commits"] == UPSTREAM_COMMITS
+
+
+def test_a_repository_read_in_place_takes_the_upstream_from_its_mirror(tmp_path: Path) -> None:
+    """``audit release-only --repo DIR`` (read in place, never written; here the fork's bare
+    repository, which has no remote-tracking branch) with ``--mirror <upstream URL>=PATH``: the
+    upstream's commit is read from that mirror (the mirror was accepted, then ignored: the audit said
+    RELEASE_UPSTREAM_UNREAD and listed every upstream commit as release-only)."""
+    world = Fork(tmp_path / "w")
+    manifest = _manifest(tmp_path)
+    args = ("--repo", str(world.fork.remote), "--mirror", f"{UPSTREAM_URL}={world.upstream.remote}")
+    r = _audit(manifest, *args, "--offline", env=_env(tmp_path))
+    assert r.returncode == 1 and r.stderr == "", r.stderr
+    audit = json.loads(r.stdout)
+    assert "RELEASE_UPSTREAM_UNREAD" not in _codes(audit["findings"]), audit["findings"]
+    assert audit["upstream"]["commit"] == world.upstream_tip
+    assert {c["commit"] for c in audit["release_only"] if c["kind"] == "commit"} == _cherry_plus(world)

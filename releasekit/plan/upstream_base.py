@@ -4,7 +4,8 @@ In a mirror (releasekit's own cache) the upstream branch is read under
 ``refs/releasekit/upstream-base/<hash of the URL>/<ref>`` through the one door
 (``git/mirror.py: fetch_refs``): from the upstream's ``--mirror``/``RELEASEKIT_MIRRORS`` copy when
 it has one, else fetched from its URL (refused offline); a fork shares upstream's history, so
-little moves. ``ref`` may be a branch, a full ref or a full commit id. A repository read in place is never written: its own
+little moves. ``ref`` may be a branch, a full ref or a full commit id. A repository read in place is never written: the upstream
+URL's mirror copy names the commit (read as data) when it has one, else the repository's own
 remote-tracking branch for that URL (``refs/remotes/<remote>/<ref>``, e.g. ``upstream/main``)
 is used. When neither gives a commit, the reason is returned and the audit runs
 without an upstream (``RELEASE_UPSTREAM_UNREAD``).
@@ -19,7 +20,8 @@ from pathlib import Path
 from releasekit import atomic
 from releasekit.errors import InputError
 from releasekit.git.mirror import fetch_refs
-from releasekit.git.private import THEIR_CONFIG
+from releasekit.git.mirrors import mirror_for
+from releasekit.git.private import THEIR_CONFIG, check_git_dir, git_dir_of, read_refs
 from releasekit.git.remote import check_ref, check_remote
 from releasekit.git.runner import Git, GitFailed
 from releasekit.manifest.models import UpstreamBase
@@ -77,6 +79,16 @@ def read_upstream_base(
         if commit:
             return Upstream(base.repo, base.ref, commit), None
         return None, why or f"{base.ref} of {base.repo} was never fetched (--no-fetch)"
+    return _in_place(git, base, branch)
+
+
+def _in_place(git: Git, base: UpstreamBase, branch: str) -> tuple[Upstream | None, str | None]:
+    """The upstream of a repository read in place (never written): from the upstream URL's
+    ``--mirror``/``RELEASEKIT_MIRRORS`` copy when it has one (its ref read as data, the commit
+    looked up in the repository), else from the repository's own remote-tracking branch for that URL."""
+    local = mirror_for(base.repo)
+    if local is not None:
+        return _from_mirror_copy(git, base, branch, local)
     # The repository's own configuration, copied as data (git/private.py: read_in_place).
     theirs = git.directory / THEIR_CONFIG
     where = ("--file", str(theirs)) if theirs.is_file() else ()
@@ -92,3 +104,21 @@ def read_upstream_base(
         f"the repository has no remote-tracking branch {base.ref} of {base.repo} "
         "(add that remote and fetch it, or give --upstream REV)"
     )
+
+
+def _from_mirror_copy(
+    git: Git, base: UpstreamBase, branch: str, local: Path
+) -> tuple[Upstream | None, str | None]:
+    where = f"{local} (mirror of {base.repo})"
+    try:
+        gitdir = git_dir_of(local, where)
+        check_git_dir(gitdir, where)  # before anything there is opened: a FIFO would hang the reader
+        sha = branch if _FULL_SHA.match(branch) else read_refs(gitdir, where).get(branch)
+    except InputError as exc:
+        return None, str(exc)
+    if not sha:
+        return None, f"{where} has no {branch}"
+    commit = _verify(git, sha)
+    if commit:
+        return Upstream(base.repo, base.ref, commit), None
+    return None, f"{base.ref} of {base.repo} is {sha} in {where}, a commit the repository read in place lacks"
