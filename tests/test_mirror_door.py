@@ -146,18 +146,17 @@ def test_offline_an_upstream_without_a_mirror_is_one_finding_naming_it(tmp_path:
         finding["code"] == "COMPONENT_UNREADABLE"
         and f"offline: no mirror for {FORK_URL}" in finding["message"]
     )
-    r = invoke(
-        "plan",
-        "lock",
-        str(manifest),
-        "-o",
-        str(tmp_path / "lock.json"),
-        env=_env(tmp_path, RELEASEKIT_OFFLINE="1"),
-    )
-    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        f"releasekit: error: vllm: offline: no mirror for {FORK_URL} (give --mirror {FORK_URL}=PATH or list it in RELEASEKIT_MIRRORS)"
-    ], r.stderr
-    assert not (tmp_path / "lock.json").exists()
+    lock = ("plan", "lock", str(manifest), "-o", str(tmp_path / "lock.json"))
+    for args, env in (
+        (lock, _env(tmp_path, RELEASEKIT_OFFLINE="1")),
+        (("--offline", *lock), _env(tmp_path)),  # the root command's --offline
+        ((*lock, "--offline"), _env(tmp_path)),
+    ):
+        r = invoke(*args, env=env)
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+            f"releasekit: error: vllm: offline: no mirror for {FORK_URL} (give --mirror {FORK_URL}=PATH or list it in RELEASEKIT_MIRRORS)"
+        ], r.stderr
+        assert not (tmp_path / "lock.json").exists()
 
 
 def test_a_mistyped_mirrors_file_entry_is_exit_2_naming_the_nearest(tmp_path: Path) -> None:
