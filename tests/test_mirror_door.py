@@ -178,6 +178,10 @@ def test_a_mistyped_mirrors_file_entry_is_exit_2_naming_the_nearest(tmp_path: Pa
         (line,) = r.stderr.strip().splitlines()
         assert "RELEASEKIT_MIRRORS entry https://127.0.0.1:1/lab/vllmm=…" in line, line
         assert f"the nearest is {FORK_URL}, which has no mirror" in line, line
+    # Four edits away (…/vllm-old): another repository of a shared list, not a mistype of …/vllm.
+    listing.write_text(f"{FORK_URL.replace('vllm.git', 'vllm-old.git')}={world.fork.remote}\n")
+    r = _audit(manifest, "--offline", env=env)
+    assert r.returncode == 2 and f"offline: no mirror for {FORK_URL}" in r.stderr, r.stderr
     listing.write_text(
         f"{FORK_URL}={world.fork.remote}\n{UPSTREAM_URL}={world.upstream.remote}\n"
         f"https://127.0.0.1:1/other/project={world.fork.remote}\n"

@@ -33,9 +33,10 @@ from releasekit.git.remote import strip_credentials
 MIRRORS_ENV = "RELEASEKIT_MIRRORS"
 MIRRORS_MAX_BYTES = 1 << 20
 OFFLINE_ENV = "RELEASEKIT_OFFLINE"
-# How alike a RELEASEKIT_MIRRORS entry and an unmirrored URL of the command must be for the entry
-# to count as a mistyped name of it (``…/tokenspeeed`` for ``…/tokenspeed``).
-_MISTYPE_RATIO = 0.9
+# How close a RELEASEKIT_MIRRORS entry and an unmirrored URL of the command (same host) must be
+# for the entry to count as a mistyped name of it: ``…/tokenspeeed`` for ``…/tokenspeed`` is one
+# edit; ``…/vllm`` for ``…/vllm-old`` (another repository) is four.
+_MISTYPE_EDITS = 2
 
 # URL key -> mirror path, from --mirror options of this process.
 _GIVEN: dict[str, Path] = {}
@@ -132,7 +133,7 @@ def check_mirrors_named(urls: Iterable[str], *, source: str) -> None:
     one that matches none (a mistyped URL, which would send releasekit to the network) is bad input:
     exit 2, naming it and the nearest URL of ``source``. ``RELEASEKIT_MIRRORS`` is a shared list of
     many repositories, so an entry of it that matches none is refused only when it looks like a
-    mistyped name of a URL of the command that has no mirror (same host, nearly the same path)."""
+    mistyped name of a URL of the command that has no mirror (same host, at most two edits apart)."""
     keys = {url_key(url): url for url in urls}
     for key in sorted(_GIVEN):
         if key in keys:
@@ -145,12 +146,22 @@ def check_mirrors_named(urls: Iterable[str], *, source: str) -> None:
     for key in sorted(listed):
         if key in keys or key in _GIVEN:
             continue
-        close = difflib.get_close_matches(key, unmirrored, n=1, cutoff=_MISTYPE_RATIO)
-        if close and _host(close[0]) == _host(key):
+        close = [k for k in unmirrored if _host(k) == _host(key) and _edits(k, key) <= _MISTYPE_EDITS]
+        if close:
             raise InputError(
                 f"{MIRRORS_ENV} entry {key}=…: no repository of {source} has that URL; "
                 f"the nearest is {keys[close[0]]}, which has no mirror"
             )
+
+
+def _edits(a: str, b: str) -> int:
+    """The Levenshtein distance of two URL keys (insertions, deletions, substitutions)."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
 
 
 def _host(key: str) -> str:
