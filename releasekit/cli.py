@@ -201,15 +201,21 @@ def _build_app() -> Any:
             "--mirror",
             help="URL=PATH: read repository URL from the local copy PATH, in every command (repeatable).",
         ),
+        offline: bool = typer.Option(
+            False,
+            "--offline",
+            help="Repositories only from their mirrors, the forge and wheel indexes not asked, in every "
+            "command (also RELEASEKIT_OFFLINE=1).",
+        ),
     ) -> None:
         """Manifest -> lock -> build -> verify-provenance -> validate -> publish."""
         # Before the command reads or starts anything: no command holds a signing key in its
         # environment (issue 43); ``sign`` takes it from --key FILE or --key-fd N only.
         refuse_key_in_environment(ctx.invoked_subcommand or "releasekit")
-        if mirror:
-            from releasekit.git.mirrors import add_mirrors
+        if mirror or offline:
+            from releasekit.git.mirrors import use_options
 
-            add_mirrors(mirror)
+            use_options(mirror, offline)
 
     _root.__annotations__["ctx"] = typer.Context
     return app

@@ -31,8 +31,14 @@ def allow_local_flag(text: str) -> Any:
     return typer.Option(False, "--allow-local-repos", help=text)
 
 
+OFFLINE_HELP = (
+    "No repository, forge or wheel index over the network: every repository from its --mirror (a URL "
+    "without one is named), the forge not asked (also RELEASEKIT_OFFLINE=1)."
+)
+
 JSON = json_flag()
 MIRROR = mirror_option()
+OFFLINE = typer.Option(False, "--offline", help=OFFLINE_HELP)
 
 # The options by which a later stage (test, validate) on any host takes the staged candidate.
 CANDIDATE_IMAGE = typer.Option(

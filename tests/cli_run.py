@@ -129,6 +129,7 @@ def _exit_code(exc: SystemExit) -> int:
 # was before: what a call added (a --mirror, a private repository, the verifier cache) goes.
 PROCESS_CACHES: tuple[tuple[str, str], ...] = (
     ("releasekit.git.mirrors", "_GIVEN"),  # --mirror URL=PATH of the root command
+    ("releasekit.git.mirrors", "_OFFLINE"),  # --offline
     ("releasekit.git.mirror", "_VIEWS"),  # private repositories of cache entries
     ("releasekit.git.scratch", "_OBJECTS"),  # object directory of a repository
     ("releasekit.git.private", "_IN_PLACE"),  # private repositories of --repo directories

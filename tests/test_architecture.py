@@ -1003,3 +1003,78 @@ def test_a_second_writer_is_found(tmp_path):
         "mine.py:6 os.fsync",
         "mine.py:7 .rename",
     ]
+
+
+# --- one door to a remote ------------------------------------------------------------------------
+
+# The git subcommands that reach a repository URL, and the one module (and its functions) that run
+# them: git/mirror.py's fetch_into (refuses a network URL offline) and Mirror._record_default_branch;
+# every other module reads another repository through git/mirror.py's fetch_refs (its --mirror first).
+_NETWORK_GIT = frozenset({"fetch", "clone", "ls-remote", "remote-https", "archive"})
+DOOR = {"git/mirror.py": {"fetch_into", "_record_default_branch"}}
+
+
+def _subcommand(node: ast.Call) -> str | None:
+    """The first word of a call's positional string arguments (a list's or tuple's too) that is
+    neither ``git`` nor an option (nor the value of ``-c``/``-C``): the git subcommand, if any."""
+    words: list[str] = []
+    for arg in node.args:
+        items = arg.elts if isinstance(arg, ast.List | ast.Tuple) else [arg]
+        words += [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+    skip = False
+    for word in words:
+        if skip or word == "git":
+            skip = False
+            continue
+        if word.startswith("-"):
+            skip = word in ("-c", "-C")
+            continue
+        return word
+    return None
+
+
+def network_git_calls(root: Path) -> list[str]:
+    """``path:line function subcommand`` for every call that passes ``fetch``/``clone``/``ls-remote``
+    (or ``archive --remote``) as a git subcommand: ``git.run("fetch", …)``, ``run_git(["clone", …])``,
+    ``subprocess.run(["git", "ls-remote", …])``."""
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
+            for node in ast.walk(func):
+                if not isinstance(node, ast.Call):
+                    continue
+                word = _subcommand(node)
+                if word in _NETWORK_GIT:
+                    found.append(f"{rel}:{node.lineno} {func.name} {word}")
+    return sorted(set(found))
+
+
+def test_only_the_door_runs_git_on_a_url():
+    """Every repository through the same door (issue 44): no module but git/mirror.py's fetch_into
+    and _record_default_branch runs git fetch/clone/ls-remote, so --mirror, RELEASEKIT_MIRRORS and
+    --offline hold for every URL a command reads."""
+    found = network_git_calls(REPO / "releasekit")
+    others = [
+        f
+        for f in found
+        if not (f.split(":", 1)[0] in DOOR and f.split(" ")[1] in DOOR[f.split(":", 1)[0]])
+        and not f.startswith("demo/projects/")
+    ]
+    assert not others, "only git/mirror.py's door reads a URL with git:\n" + "\n".join(others)
+    assert any(" fetch_into fetch" in f for f in found) and any(" ls-remote" in f for f in found)
+
+
+def test_a_second_door_is_found(tmp_path):
+    (tmp_path / "mine.py").write_text(
+        "import subprocess\n\ndef get(git, url):\n    git.run('fetch', '--quiet', '--', url, 'x')\n"
+        "    subprocess.run(['git', '-c', 'a=b', 'clone', url])\n    run_git(['ls-remote', url])\n"
+        "    git.run('rev-parse', 'fetch')\n",
+        encoding="utf-8",
+    )
+    assert network_git_calls(tmp_path) == [
+        "mine.py:4 get fetch",
+        "mine.py:5 get clone",
+        "mine.py:6 get ls-remote",
+    ]

@@ -238,6 +238,27 @@ def test_no_forge_records_absence_and_every_check_says_not_run(honest: World, tm
     assert gone is not None and gone.status == "absent" and "unreachable" in (gone.reason or "")
 
 
+def test_offline_the_forge_is_not_asked(honest: World, tmp_path: Path) -> None:
+    """``--offline``/``RELEASEKIT_OFFLINE=1`` (issue 44): plan lock and plan check send the forge on
+    127.0.0.1 no request; the lock records it absent, saying offline."""
+    manifest, lock = honest.manifest(tmp_path / "m.yaml"), tmp_path / "lock.json"
+    r = invoke("plan", "lock", str(manifest), "-o", str(lock), "--offline", "--allow-local-repos")
+    assert r.returncode == 0, r.stdout + r.stderr
+    app = json.loads(lock.read_text())["forge"]["components"]["app"]
+    assert app["status"] == "absent" and "offline" in app["reason"], app
+    r = invoke(
+        "plan",
+        "check",
+        str(manifest),
+        "--lock",
+        str(lock),
+        "--allow-local-repos",
+        env={"RELEASEKIT_OFFLINE": "1"},
+    )
+    assert r.returncode == 1, r.stdout + r.stderr  # the planned PRs are open: git's own findings
+    assert honest.server.log == []
+
+
 def test_deleted_pr_is_a_finding_and_pages_are_followed(
     honest: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -152,6 +152,24 @@ def test_a_wheel_in_no_wheelhouse_is_fetched_by_pip_for_the_image(
     )
 
 
+def test_offline_a_wheel_in_no_wheelhouse_names_the_index_not_read(
+    tmp_path: Path, index: tuple[str, Path]
+) -> None:
+    """``--offline`` (issue 44): a pin no ``--wheelhouse`` holds is not fetched from its index (which
+    is up and has it): one line, exit 2, naming the index and the way out; no lock written."""
+    url, project = index
+    publish(project, CP312)
+    lock_path = tmp_path / "lock.json"
+    for args, env in ((("--offline",), {}), ((), {"RELEASEKIT_OFFLINE": "1"})):
+        r = invoke(
+            "plan", "lock", str(write_manifest(tmp_path, index_url=url)), "-o", str(lock_path), *args, env=env
+        )
+        assert r.returncode == 2, r.stdout + r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert f"offline: no wheel for {DIST}=={VERSION} in a wheelhouse, and {url} is not read" in line, line
+        assert "--wheelhouse DIR" in line and not lock_path.exists()
+
+
 def test_an_index_with_wheels_only_for_other_pythons_is_a_finding(
     tmp_path: Path, index: tuple[str, Path]
 ) -> None:

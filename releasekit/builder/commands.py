@@ -10,6 +10,7 @@ import typer
 
 from releasekit.cli_options import (
     MIRROR,
+    OFFLINE,
     REMOVED_SIGNING_KEY,
     allow_local_flag,
     json_flag,
@@ -144,6 +145,7 @@ def register(app: typer.Typer) -> None:
         ),
         allow_local_repos: bool = allow_local_flag("accept file:// and path remotes (tests, demo)"),
         mirror: list[str] = MIRROR,
+        offline: bool = OFFLINE,
         save_image: bool = typer.Option(False, "--save-image", help="keep the image as OUTDIR/image.tar"),
         plan_check: Path = typer.Option(
             None,
@@ -160,10 +162,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = json_flag("machine-readable output (the build record)"),
     ) -> None:
         """Build wheels from fresh checkouts of the locked commits and assemble a labelled, reproducible image."""
-        from releasekit.git.mirrors import add_mirrors
+        from releasekit.git.mirrors import use_options
 
         refuse_signing_key(signing_key, "build")
-        add_mirrors(mirror)
+        use_options(mirror, offline)
         from rich.console import Console
         from rich.markup import escape
 

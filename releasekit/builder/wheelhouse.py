@@ -13,6 +13,7 @@ from packaging.utils import canonicalize_name
 from releasekit.bounded_read import WHEEL_MAX_BYTES, open_regular
 from releasekit.digests import file_sha256
 from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
+from releasekit.git.mirrors import is_offline
 from releasekit.git.remote import strip_credentials
 from releasekit.records.lock import LockedWheelComponent
 from releasekit.simple_index import project_links
@@ -20,6 +21,10 @@ from releasekit.simple_index import project_links
 
 def _from_index(comp: LockedWheelComponent, index_url: str, dest: Path) -> None:
     shown = strip_credentials(f"{index_url.rstrip('/')}/{canonicalize_name(comp.distribution)}/")
+    if is_offline():
+        raise InputError(
+            f"{comp.name}: offline: {comp.filename} is in no --wheelhouse, and {shown} is not read offline"
+        )
     try:
         with httpx.Client(timeout=60, follow_redirects=True) as client:
             page, links = project_links(client, index_url, comp.distribution)

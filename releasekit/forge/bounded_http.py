@@ -16,7 +16,8 @@ import threading
 
 import httpx
 
-from releasekit.forge.errors import ForgeFailed
+from releasekit.forge.errors import ForgeFailed, ForgeUnreachable
+from releasekit.git.mirrors import OFFLINE_ENV, is_offline
 
 # A page of 100 pull requests is 1-3 MB of JSON on github.com.
 MAX_BODY_BYTES = 32 << 20
@@ -72,6 +73,12 @@ class BoundedTransport(httpx.BaseTransport):
         asked = f"{request.url.scheme}://{request.url.netloc.decode()}"
         if self.origin is not None and asked != self.origin:
             raise ForgeFailed(f"forge {self.origin}: sent to another origin ({asked}); refused")
+        if is_offline():
+            # --offline: no network at all; the forge is absent, as one that does not answer.
+            raise ForgeUnreachable(
+                f"forge {request.url.scheme}://{request.url.netloc.decode()}: not asked "
+                f"(offline: --offline or {OFFLINE_ENV}=1)"
+            )
         outcome: list[httpx.Response | BaseException] = []
 
         def run() -> None:

@@ -15,6 +15,10 @@ Public API (what other stages use):
   file, and a mirror filled from such a file without contacting the remote.
 - ``mirrors.add_mirrors(["URL=PATH"])`` / ``RELEASEKIT_MIRRORS``: read URL from a local copy
   (refs copied, objects borrowed); every ``Mirror`` opened afterwards uses it.
+  ``mirrors.set_offline(True)`` / ``RELEASEKIT_OFFLINE=1``: no URL is fetched (``OfflineNoMirror``).
+- ``mirror.fetch_refs(entry, label, remote, {ref: dest})``: the one door through which a stage reads
+  refs of another repository (an upstream): its mirror first, else fetched; ``mirror.fetch_into``
+  is the only ``git fetch`` (tests/test_architecture.py).
 - ``private``: git never runs in a repository releasekit did not make in this process (a cache
   entry, a ``--mirror``, a ``--repo DIR``): it runs in a private repository that borrows the
   other's checked object directories and copies its refs as data (``Mirror.git``,

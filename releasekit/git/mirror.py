@@ -10,6 +10,12 @@ The cache entry is written by whoever can write the cache, so git never runs in 
 the entry's objects and holds a copy of its refs, read as data. A fetch runs there too,
 with the entry's object directory as the one it writes (``GIT_OBJECT_DIRECTORY``); the refs
 it leaves are then stored into the entry as plain files (``private.write_refs``).
+
+The one door to a remote: every git process that reads a URL (``fetch``, ``ls-remote``) runs in
+this module, in ``fetch_into`` (which refuses a network URL offline) and ``Mirror._record_default_branch``;
+``fetch_refs`` is how a stage reads some refs of another repository (an upstream): from its
+``--mirror`` when there is one, else fetched (``tests/test_architecture.py`` holds every other
+module to it).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 from releasekit import atomic
 from releasekit.bounded_read import read_bounded
 from releasekit.errors import InputError
-from releasekit.git.mirrors import mirror_for
+from releasekit.git.mirrors import OfflineNoMirror, is_offline, mirror_for
 from releasekit.git.private import (
     ALTERNATES_MAX_BYTES,
     PRIVATE_CONFIG,
@@ -97,7 +103,10 @@ def fetch_into(
 
     The fetch runs in the entry's private repository, writing objects into the entry's object
     directory; the refs it leaves are then stored into the entry. Call with the entry's lock held.
+    Offline (``--offline``), a network ``source`` is refused before git runs (``OfflineNoMirror``).
     """
+    if is_offline() and is_network_url(source):
+        raise OfflineNoMirror(source)
     view = view_of(entry, label)
     objects = str(Path(os.path.abspath(entry)) / "objects")
     Git(view.path, allow_file=allow_file, bare=True, label=label).run(
@@ -112,6 +121,39 @@ def fetch_into(
         extra_env={"GIT_OBJECT_DIRECTORY": objects},
     )
     store_view(entry, label)
+
+
+def is_network_url(source: str) -> bool:
+    """Whether git would reach the network for ``source``: a URL but ``file://``, or ``host:path``."""
+    if source.startswith(("/", ".", "~")):
+        return False
+    if "://" in source:
+        return not source.lower().startswith("file://")
+    head = source.split("/", 1)[0]
+    return ":" in head
+
+
+def fetch_refs(entry: Path, label: str, remote: RemoteURL, wanted: dict[str, str]) -> Path | None:
+    """Read refs of another repository (``wanted``: its ref, ``HEAD`` or a full SHA -> the name in the
+    cache entry ``entry``) through the one door: from its ``--mirror``/``RELEASEKIT_MIRRORS`` copy
+    when it has one (refs read as data, objects borrowed), else fetched from the URL (refused
+    offline). Returns the mirror read, or None. Every wanted ref arrives, or InputError/GitFailed
+    says why. Call with the entry's lock held."""
+    local = mirror_for(remote.public)
+    if local is None:
+        fetch_into(
+            entry,
+            label,
+            remote.url,
+            [f"+{src}:{dest}" for src, dest in wanted.items()],
+            allow_file=remote.is_local,
+        )
+        return None
+    taken = borrow_refs(entry, label, local, wanted)
+    for src, dest in wanted.items():
+        if dest not in taken:
+            raise InputError(f"{local} has no {src}")
+    return local
 
 
 def store_view(entry: Path, label: str) -> None:
@@ -136,14 +178,21 @@ def borrow_refs(entry: Path, label: str, source: Path, wanted: dict[str, str]) -
     head = read_head(gitdir, where)
     if head is not None:
         theirs["HEAD"] = theirs.get(head, "") if head.startswith("refs/") else head
-    taken = {dest: theirs[src] for src, dest in wanted.items() if theirs.get(src)}
     _add_alternate(entry, gitdir / "objects", label)
     view = view_of(entry, label)
+    for src in wanted:
+        if _SHA1.match(src) and src not in theirs and _has_commit(view.path, label, src):
+            theirs[src] = src  # a commit named by its id (an upstream ref pinned to a commit)
+    taken = {dest: theirs[src] for src, dest in wanted.items() if theirs.get(src)}
     refs = read_refs(view.path, label)
     refs.update(taken)
     write_refs(entry, refs, read_head(view.path, label))
     refresh_view(entry, label)
     return taken
+
+
+def _has_commit(view: Path, label: str, sha: str) -> bool:
+    return Git(view, bare=True, label=label).ok("cat-file", "-e", f"{sha}^{{commit}}")
 
 
 def _add_alternate(entry: Path, objects: Path, label: str) -> None:
@@ -361,6 +410,8 @@ class Mirror:
 
     def _record_default_branch(self) -> None:
         """The remote's HEAD branch, into the entry's HEAD. Call with the lock held."""
+        if is_offline():
+            return
         try:
             out = self.git.run("ls-remote", "--symref", "--", self.remote.url, "HEAD")
         except GitFailed:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from releasekit.cli_options import JSON, MIRROR, allow_local_flag
+from releasekit.cli_options import JSON, MIRROR, OFFLINE, allow_local_flag
 from releasekit.errors import InputError
 from releasekit.manifest.commands import MANIFEST_HELP
 
@@ -49,12 +49,13 @@ def import_cmd(
     ),
     allow_local_repos: bool = allow_local_flag("accept a local path or file:// for --repo"),
     mirrors: list[str] = MIRROR,
+    offline: bool = OFFLINE,
     as_json: bool = JSON,
 ) -> None:
     """Convert today's tool's files into a releasekit manifest (and lock), then validate it."""
-    from releasekit.git.mirrors import add_mirrors
+    from releasekit.git.mirrors import use_options
 
-    add_mirrors(mirrors)
+    use_options(mirrors, offline)
     from releasekit.findings import exit_code_for
     from releasekit.git import local_repos_allowed
     from releasekit.legacy.importer import import_release

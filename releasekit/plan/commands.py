@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from releasekit.cli_options import allow_local_flag, json_flag, mirror_option
+from releasekit.cli_options import OFFLINE, allow_local_flag, json_flag, mirror_option
 from releasekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -40,10 +40,10 @@ _MIRROR = mirror_option(
 )
 
 
-def _mirrors(specs: list[str]) -> None:
-    from releasekit.git.mirrors import add_mirrors
+def _mirrors(specs: list[str], offline: bool) -> None:
+    from releasekit.git.mirrors import use_options
 
-    add_mirrors(specs)
+    use_options(specs, offline)
 
 
 def _exit(findings: Findings) -> None:
@@ -79,10 +79,11 @@ def lock_cmd(
     no_fetch: bool = _NO_FETCH,
     no_forge: bool = _NO_FORGE,
     mirror: list[str] = _MIRROR,
+    offline: bool = OFFLINE,
     as_json: bool = _JSON,
 ) -> None:
     """Resolve every branch, PR head, commit and wheel pin of FILE to an exact SHA/sha256."""
-    _mirrors(mirror)
+    _mirrors(mirror, offline)
     from releasekit.docker_engine import LazyEngine
     from releasekit.findings import Findings
     from releasekit.forge import GitHubForges
@@ -235,10 +236,11 @@ def check_cmd(
         False, "--require-forge", help="A forge check that cannot run (no forge data) is an error, not info."
     ),
     mirror: list[str] = _MIRROR,
+    offline: bool = OFFLINE,
     as_json: bool = _JSON,
 ) -> None:
     """Check the canonical branches against the merge plan: merged, in order, nothing superseded or excluded."""
-    _mirrors(mirror)
+    _mirrors(mirror, offline)
     from releasekit.forge import GitHubForges
     from releasekit.manifest import load_manifest
     from releasekit.plan.check import PlanCheckOptions, check_plan
@@ -298,10 +300,11 @@ def compose_cmd(
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
     mirror: list[str] = _MIRROR,
+    offline: bool = OFFLINE,
     as_json: bool = _JSON,
 ) -> None:
     """Merge the planned PRs in order onto a fresh checkout of the base; report conflicts and the tree."""
-    _mirrors(mirror)
+    _mirrors(mirror, offline)
     from releasekit.manifest import load_manifest
     from releasekit.plan.compose import compose_plan
     from releasekit.records.lock import lock_file_sha256, read_lock
@@ -370,10 +373,11 @@ def release_only_cmd(
     allow_local_repos: bool = _LOCAL,
     no_fetch: bool = _NO_FETCH,
     mirror: list[str] = _MIRROR,
+    offline: bool = OFFLINE,
     as_json: bool = _JSON,
 ) -> None:
     """List commits of the release side whose change is not on canonical (git cherry, across merges too)."""
-    _mirrors(mirror)
+    _mirrors(mirror, offline)
     from releasekit.plan.audit import release_only_audit
 
     report = release_only_audit(

@@ -31,6 +31,7 @@ RELEASE_ONLY_REPEATED = {"--mirror": "mirror"}  # repeatable: URL=PATH each (git
 RELEASE_ONLY_FLAGS = {
     "--allow-local-repos": "allow_local_repos",
     "--no-fetch": "no_fetch",
+    "--offline": "offline",
     "--json": "as_json",
 }
 
@@ -82,13 +83,11 @@ def release_only_json(args: list[str]) -> int | None:
     # when the first model is built (30-80 ms here, as much as git cherry's whole answer);
     # releasekit's records use none. A value the user set is kept.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from releasekit.git.mirrors import use_options
     from releasekit.plan.audit import release_only_audit
 
     mirrors = values.get("mirror")
-    if isinstance(mirrors, list):
-        from releasekit.git.mirrors import add_mirrors
-
-        add_mirrors(mirrors)
+    use_options(mirrors if isinstance(mirrors, list) else [], values.get("offline") is True)
 
     def text(key: str) -> str | None:
         value = values.get(key)

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.git.history import EMPTY_PATCH, merge_base, patch_ids
-from releasekit.git.mirror import Mirror, borrow_refs, fetch_into
-from releasekit.git.mirrors import mirror_for
+from releasekit.git.mirror import Mirror, fetch_refs
 from releasekit.git.remote import check_remote
 from releasekit.git.runner import GitFailed
 from releasekit.manifest.models import UpstreamChange
@@ -45,28 +44,13 @@ def _fetch_pr(
     assert change.pr is not None
     try:
         remote = check_remote(change.repo, allow_local=allow_local, base_dir=base_dir)
-        local = mirror_for(remote.public)  # --mirror / RELEASEKIT_MIRRORS: only these two refs are read
+        # Through the one door: its --mirror / RELEASEKIT_MIRRORS copy (only these two refs are
+        # read, as data), else the URL itself (refused offline).
         with mirror.locked():
-            if local is not None:
-                # Read as data, objects borrowed: no git process runs in the copy (git/private.py).
-                taken = borrow_refs(
-                    mirror.path, mirror.url, local, {f"refs/pull/{change.pr}/head": pr_ref, "HEAD": base_ref}
-                )
-                if pr_ref not in taken:
-                    return f"{local} has no refs/pull/{change.pr}/head"
-                return None
-            fetch_into(
-                mirror.path,
-                mirror.url,
-                remote.url,
-                [f"+refs/pull/{change.pr}/head:{pr_ref}"],
-                allow_file=remote.is_local,
-            )
+            fetch_refs(mirror.path, mirror.url, remote, {f"refs/pull/{change.pr}/head": pr_ref})
             # Without a default branch to bound the PR, its most recent commits are read.
-            with contextlib.suppress(GitFailed):
-                fetch_into(
-                    mirror.path, mirror.url, remote.url, [f"+HEAD:{base_ref}"], allow_file=remote.is_local
-                )
+            with contextlib.suppress(GitFailed, InputError):
+                fetch_refs(mirror.path, mirror.url, remote, {"HEAD": base_ref})
     except (InputError, GitFailed) as exc:
         return exc.reason if isinstance(exc, GitFailed) else str(exc)
     return None

@@ -34,6 +34,7 @@ from releasekit.child_env import child_env
 from releasekit.digests import file_sha256
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings, Severity
+from releasekit.git.mirrors import is_offline
 from releasekit.git.remote import strip_credentials
 from releasekit.manifest.models import Toolchain, WheelComponent
 from releasekit.simple_index import project_links
@@ -420,6 +421,11 @@ def pinned_wheel(
         raise InputError(
             f"{name}: no wheel for {comp.requirement} in a wheelhouse ({where}); fetching it from {shown} needs "
             "toolchain.python and toolchain.platform (the image's, e.g. 3.12 and manylinux_2_39_x86_64)"
+        )
+    if is_offline():
+        raise InputError(
+            f"{name}: offline: no wheel for {comp.requirement} in a wheelhouse, and {shown} is not read "
+            "offline (give --wheelhouse DIR)"
         )
     with tempfile.TemporaryDirectory(prefix="releasekit-wheel-") as tmp:
         try:

@@ -8,6 +8,7 @@ import typer
 
 from releasekit.cli_options import (
     MIRROR,
+    OFFLINE,
     REMOVED_SIGNING_KEY,
     allow_local_flag,
     json_flag,
@@ -35,6 +36,7 @@ def verify_provenance_command(
     signing_key: Path | None = REMOVED_SIGNING_KEY,
     allow_local_repos: bool = allow_local_flag("Allow file:// and local-path repositories (tests, demo)."),
     mirror: list[str] = MIRROR,
+    offline: bool = OFFLINE,
     probe_timeout: float = typer.Option(120.0, "--probe-timeout", help="Seconds the in-image probe may run."),
     no_cache: bool = typer.Option(
         False,
@@ -50,10 +52,10 @@ def verify_provenance_command(
     json_out: bool = json_flag("Machine-readable output."),
 ) -> None:
     """Prove that what IMAGE imports is exactly what the locked commits produce."""
-    from releasekit.git.mirrors import add_mirrors
+    from releasekit.git.mirrors import use_options
 
     refuse_signing_key(signing_key, "verify-provenance")
-    add_mirrors(mirror)
+    use_options(mirror, offline)
     from releasekit.clock import SystemClock
     from releasekit.deadline import hard_deadline
     from releasekit.docker_engine import LazyEngine

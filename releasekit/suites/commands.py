@@ -10,6 +10,7 @@ import typer
 from releasekit.cli_options import (
     CANDIDATE_IMAGE,
     MIRROR,
+    OFFLINE,
     REQUIRE_SIGNED,
     SIGNING_KEY_FILE,
     STAGED,
@@ -47,15 +48,16 @@ def test_command(
     ),
     allow_local_repos: bool = _LOCAL,
     mirror: list[str] = MIRROR,
+    offline: bool = OFFLINE,
     trusted_key: list[Path] = TRUSTED_KEY,
     require_signed: bool = REQUIRE_SIGNED,
     signing_key: Path | None = SIGNING_KEY_FILE,
     json_out: bool = _JSON,
 ) -> None:
     """Run the components' test suites inside IMAGE; judge failures against the baseline image."""
-    from releasekit.git.mirrors import add_mirrors
+    from releasekit.git.mirrors import use_options
 
-    add_mirrors(mirror)
+    use_options(mirror, offline)
     from releasekit.clock import SystemClock
     from releasekit.docker_engine import LazyEngine
     from releasekit.git import local_repos_allowed
@@ -163,12 +165,13 @@ def hygiene_command(
     component: list[str] = typer.Option([], "--component", help="Only this component (repeatable)."),
     allow_local_repos: bool = _LOCAL,
     mirror: list[str] = MIRROR,
+    offline: bool = OFFLINE,
     json_out: bool = _JSON,
 ) -> None:
     """Run ruff, ruff format --check, git diff --check and the repository's hooks on the composed tree."""
-    from releasekit.git.mirrors import add_mirrors
+    from releasekit.git.mirrors import use_options
 
-    add_mirrors(mirror)
+    use_options(mirror, offline)
     from releasekit.git import local_repos_allowed
     from releasekit.suites.hygiene import (
         HygieneOptions,
