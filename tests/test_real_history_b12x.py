@@ -172,8 +172,15 @@ def _edit(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
+@dataclass(frozen=True)
+class Mistyped:
+    check: subprocess.CompletedProcess[str]
+    digest_before: str
+    digest_after: str
+
+
 @pytest.fixture(scope="module")
-def mistyped(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+def mistyped(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Mistyped:
     """``plan check`` (no forge) of the B12X rehearsal's manifest with its PR numbers mistyped."""
     work = tmp_path_factory.mktemp("b12x-mistyped")
     text = REHEARSAL.read_text(encoding="utf-8")
@@ -190,18 +197,20 @@ def mistyped(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> subpro
     manifest = work / "ff-next-b12x-mistyped.yaml"
     manifest.write_text(text, encoding="utf-8")
     env = {"RELEASEKIT_CACHE": str(work / "cache")}
-    return invoke("plan", "check", str(manifest), "--no-forge", "--json", *corpus.mirror_args(NAME), env=env)
+    before = tree_digest(corpus.path(NAME))
+    check = invoke("plan", "check", str(manifest), "--no-forge", "--json", *corpus.mirror_args(NAME), env=env)
+    return Mistyped(check, before, tree_digest(corpus.path(NAME)))
 
 
 def test_a_mistyped_pr_number_is_a_finding_naming_it_never_unknown_with_exit_0(
-    mistyped: subprocess.CompletedProcess[str], corpus: Corpus
+    mistyped: Mistyped, corpus: Corpus
 ) -> None:
     """Issue 44: `supersedes: [333]` for #33 and a `closed:` #330 passed with exit 0, state "unknown";
     an already-canonical #310 was "not on master", a claim git never made."""
     pulls = set(corpus.git(NAME, "for-each-ref", "--format=%(refname)", "refs/pull/").split())
     assert not {f"refs/pull/{n}/head" for n in MISTYPED} & pulls
-    assert mistyped.returncode == 1, mistyped.stderr
-    result = json.loads(mistyped.stdout)
+    assert mistyped.check.returncode == 1, mistyped.check.stderr
+    result = json.loads(mistyped.check.stdout)
     unknown = {f["location"]["pr"]: f for f in _findings(result) if f["code"] == "PR_UNKNOWN"}
     assert set(unknown) == set(MISTYPED)
     for number, finding in unknown.items():
@@ -223,22 +232,15 @@ def test_a_mistyped_pr_number_is_a_finding_naming_it_never_unknown_with_exit_0(
 
 
 def test_a_planned_pr_that_conflicts_with_master_names_the_files_git_names(
-    mistyped: subprocess.CompletedProcess[str], corpus: Corpus
+    mistyped: Mistyped, corpus: Corpus
 ) -> None:
-    """The files are git's own: `git merge-tree --write-tree --name-only` of master and the PR head."""
-    proc = subprocess.run(
-        [
-            "git", "--git-dir", str(corpus.path(NAME)), "merge-tree", "--write-tree", "--name-only",
-            "--no-messages", "-z", "refs/heads/master", f"refs/pull/{UNMERGED}/head",
-        ],
-        capture_output=True,
-        env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(corpus.root)},
-    )  # fmt: skip
-    assert proc.returncode == 1, proc.stderr
-    files = [name.decode() for name in proc.stdout.split(b"\0")[1:] if name]
+    """The files are git's own: `git merge-tree --write-tree --name-only` of master and the PR head;
+    the merge releasekit asked for wrote nothing into the snapshot."""
+    assert mistyped.digest_after == mistyped.digest_before
+    files = corpus.conflicted_files(NAME, "refs/heads/master", f"refs/pull/{UNMERGED}/head")
     assert files
     (conflict,) = [
-        f for f in _findings(json.loads(mistyped.stdout)) if f["code"] == "PR_CONFLICTS_WITH_CANONICAL"
+        f for f in _findings(json.loads(mistyped.check.stdout)) if f["code"] == "PR_CONFLICTS_WITH_CANONICAL"
     ]
     assert conflict["location"]["pr"] == UNMERGED and conflict["location"]["path"] == files[0]
     master = corpus.git(NAME, "rev-parse", "refs/heads/master").strip()
