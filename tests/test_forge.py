@@ -284,7 +284,10 @@ def test_a_pr_git_has_no_head_for_is_cannot_tell_when_the_forge_knows_it_else_un
     }
     assert sorted(named) == [("PR_CANNOT_TELL", "error", 6), ("PR_UNKNOWN", "error", 50)]
     assert "cannot tell whether closed PR #6 is on main" in named[("PR_CANNOT_TELL", "error", 6)]
-    assert "the forge knows it: closed, head 666666666666" in named[("PR_CANNOT_TELL", "error", 6)]
+    assert (
+        "the forge knows it: closed, head 666666666666, not in the mirror"
+        in named[("PR_CANNOT_TELL", "error", 6)]
+    )
     assert "answers 404 for it" in named[("PR_UNKNOWN", "error", 50)]
     assert "(in the supersedes of #2)" in named[("PR_UNKNOWN", "error", 50)]
     assert not result.passed

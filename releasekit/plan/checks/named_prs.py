@@ -57,7 +57,15 @@ def _judge(ctx: PlanContext, cs: ComponentState, pr: int, role: str, findings: F
             pr=pr,
         )
         return
-    head = f", head {short(forge.head_sha)}" if forge.head_sha else ""
+    head = ""
+    if forge.head_sha:
+        # Judged by refs only: a head the mirror holds under no ref is not taken on the forge's word.
+        held = (
+            "the mirror holds it under no PR ref"
+            if cs.mirror.has_commit(forge.head_sha)
+            else "not in the mirror"
+        )
+        head = f", head {short(forge.head_sha)}, {held}"
     findings.add(
         "PR_CANNOT_TELL",
         f"cannot tell whether {what} is on {cs.branch}: {missing}, so git has nothing to compare "
