@@ -16,6 +16,7 @@ import os
 import stat
 import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,27 @@ class Corpus:
             text=True,
             env=env,
         ).stdout
+
+    def conflicted_files(self, name: str, first: str, second: str) -> list[str]:
+        """The files git's own merge of two commits conflicts in (``git merge-tree --write-tree``),
+        [] when it merges cleanly. The merge's objects go to a temporary object directory that
+        borrows the snapshot's: the snapshot (read-only, but not to root) is never written."""
+        with tempfile.TemporaryDirectory(prefix="corpus-merge-") as scratch:
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(self.root),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_GLOBAL": os.devnull,
+                "GIT_OBJECT_DIRECTORY": scratch,
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.path(name) / "objects"),
+            }
+            argv = ["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", first, second]
+            proc = subprocess.run(
+                ["git", "--git-dir", str(self.path(name)), *argv], capture_output=True, env=env
+            )
+        files = [entry.decode() for entry in proc.stdout.split(b"\0")[1:] if entry]
+        assert proc.returncode == (1 if files else 0), proc.stderr
+        return files
 
 
 def corpus_tars() -> dict[str, Path]:

@@ -285,6 +285,38 @@ def test_deleted_pr_is_a_finding_and_pages_are_followed(
     assert again.forge == lock.forge
 
 
+def test_a_pr_git_has_no_head_for_is_cannot_tell_when_the_forge_knows_it_else_unknown(
+    honest: World, tmp_path: Path
+) -> None:
+    """Issue 44: a closed PR the forge knows but git has no ref for (#6), and a superseded number
+    neither knows (#50, a typo): each is an error naming it, never a state "unknown" with exit 0."""
+    honest.server.add(PR(6, "6" * 40, "six", "closed"))
+    path = honest.manifest(tmp_path / "m.yaml")
+    data = json.loads(path.read_text())
+    app = data["components"]["app"]
+    app["merge_plan"][1]["supersedes"] = [5, 50]
+    app["closed"].append({"pr": 6, "title": "six", "reason": "its ref is gone from the remote"})
+    path.write_text(json.dumps(data))
+    result = plan_check(load_manifest(path), PlanCheckOptions(allow_local=True))
+    named = {
+        (f.code, f.severity.value, f.location.pr): f.message
+        for f in result.findings
+        if f.code in ("PR_UNKNOWN", "PR_CANNOT_TELL")
+    }
+    assert sorted(named) == [("PR_CANNOT_TELL", "error", 6), ("PR_UNKNOWN", "error", 50)]
+    assert "cannot tell whether closed PR #6 is on main" in named[("PR_CANNOT_TELL", "error", 6)]
+    assert (
+        "the forge knows it: closed, head 666666666666, not in the mirror"
+        in named[("PR_CANNOT_TELL", "error", 6)]
+    )
+    assert "answers 404 for it" in named[("PR_UNKNOWN", "error", 50)]
+    assert "(in the supersedes of #2)" in named[("PR_UNKNOWN", "error", 50)]
+    assert not result.passed
+    statuses = {(st.pr, st.role): (st.state, st.codes) for st in result.components[0].statuses}
+    assert statuses[(6, "closed")] == ("unknown", ["PR_CANNOT_TELL"])
+    assert statuses[(50, "superseded")] == ("unknown", ["PR_UNKNOWN"])
+
+
 def test_5xx_is_retried_and_a_short_rate_limit_is_waited_out(
     honest: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from cli_run import invoke
+from forge import Forge
 from plan_world import FF, VLLM_PLAN, World, plan_check, plan_lock
 
 from releasekit.manifest import load_manifest
@@ -376,3 +380,110 @@ def test_an_orphan_pr_head_is_absent(world: World) -> None:
     assert result.passed
     status = next(s for c in result.components for s in c.statuses if s.pr == 88)
     assert status.state == "absent"
+
+
+def _json_findings(result: dict) -> list[dict]:
+    found = result["findings"]
+    return found["findings"] if isinstance(found, dict) else found
+
+
+def _conflicting_repo(root: Path) -> tuple[Path, Forge]:
+    """A repository where planned PR #1 changes the line canonical changed since (a conflict in
+    app/config.py), #2 adds a file (clean), and #3 is merged; and its manifest."""
+    repo = Forge(root / "app", "app")
+    repo.init({"app/config.py": "LEVEL = 1\n", "app/other.py": "X = 1\n"})
+    repo.open_pr(1, [{"app/config.py": "LEVEL = 2\n", "app/other.py": "X = 2\n"}])
+    repo.open_pr(2, [{"app/new.py": "NEW = 1\n"}])
+    repo.open_pr(3, [{"app/three.py": "THREE = 1\n"}])
+    repo.merge_pr(3)
+    repo.commit({"app/config.py": "LEVEL = 3\n"}, "canonical moves on", branch="main")
+    repo.push("main")
+    manifest = root / "m.json"
+    plan = [{"pr": n, "title": f"PR {n}"} for n in (3, 1, 2)]
+    component = {"kind": "git", "repo": repo.url, "canonical_branch": "main", "merge_plan": plan}
+    toolchain = {"base_image": {"name": "releasekit-test/none", "digest": "sha256:" + "0" * 64}}
+    data = {"schema": "releasekit/v1", "name": "conflicts", "components": {"app": component}}
+    manifest.write_text(json.dumps({**data, "toolchain": {**toolchain, "cuda_arch_list": ["12.0a"]}}))
+    return manifest, repo
+
+
+def test_a_planned_pr_that_conflicts_with_canonical_is_named_with_the_files(tmp_path: Path) -> None:
+    """Issue 44: only `plan compose` said that planned PRs conflict; `plan check` now asks git's
+    own merge (`git merge-tree --write-tree`) of the checked commit and each unmerged planned PR."""
+    manifest, repo = _conflicting_repo(tmp_path)
+    proc = invoke("plan", "check", str(manifest), "--no-forge", "--json")
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)
+    errors = sorted(
+        (f["code"], f["location"]["pr"]) for f in _json_findings(result) if f["severity"] == "error"
+    )
+    assert errors == [("PR_CONFLICTS_WITH_CANONICAL", 1), ("PR_NOT_MERGED", 1), ("PR_NOT_MERGED", 2)]
+    (conflict,) = [f for f in _json_findings(result) if f["code"] == "PR_CONFLICTS_WITH_CANONICAL"]
+    main = repo.remote_rev("refs/heads/main")
+    assert conflict["location"]["path"] == "app/config.py"
+    assert f"conflicts with main@{main[:12]} in 1 file(s): app/config.py" in conflict["message"]
+    assert "app/other.py" not in conflict["message"]  # changed by #1 only: it merges
+    statuses = {s["pr"]: s["codes"] for s in result["components"][0]["statuses"]}
+    assert sorted(statuses[1]) == ["PR_CONFLICTS_WITH_CANONICAL", "PR_NOT_MERGED"]
+    assert statuses[2] == ["PR_NOT_MERGED"]
+
+
+def test_a_git_too_old_for_merge_tree_says_cannot_tell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git before 2.38 has no `merge-tree --write-tree`: each unmerged planned PR is "cannot tell", never clean."""
+    manifest, _repo = _conflicting_repo(tmp_path)
+    real = shutil.which("git")
+    bindir = tmp_path / "oldgit"
+    bindir.mkdir()
+    (bindir / "git").write_text(
+        # releasekit puts its own -c options first: "version" is the last argument.
+        f'#!/bin/sh\nfor a; do last="$a"; done\n'
+        f'if [ "$last" = version ]; then echo "git version 2.37.1"; exit 0; fi\nexec {real} "$@"\n'
+    )
+    (bindir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    proc = invoke("plan", "check", str(manifest), "--no-forge", "--json")
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)
+    unchecked = {
+        f["location"]["pr"]: f for f in _json_findings(result) if f["code"] == "PR_CONFLICT_UNCHECKED"
+    }
+    assert sorted(unchecked) == [1, 2]
+    assert "git 2.37.1 is too old: merge-tree --write-tree needs git 2.38 or later" in unchecked[1]["message"]
+    assert unchecked[1]["severity"] == "warning"
+    assert not [f for f in _json_findings(result) if f["code"] == "PR_CONFLICTS_WITH_CANONICAL"]
+
+
+def test_a_superseded_pr_whose_ref_is_gone_is_judged_by_its_reviewed_head(tmp_path: Path) -> None:
+    """`superseded: [{pr, head}]` names the head that was reviewed: where the forge's refs/pull/N/head
+    is gone but the commit is still in the repository, git judges it by that head (a copy on main is
+    found); without the head it is `PR_UNKNOWN`, never "absent"."""
+    repo = Forge(tmp_path / "app", "app")
+    repo.init({"app/config.py": "LEVEL = 1\n"})
+    head = repo.open_pr(7, [{"app/draft.py": "DRAFT = 1\n"}])
+    repo.push("pr-7")  # the draft's branch stays; its PR ref is deleted below
+    repo.delete_remote_ref("refs/pull/7/head")
+    repo.open_pr(2, [{"app/two.py": "TWO = 1\n"}])
+    repo.merge_pr(2)
+    repo.cherry_pick(head, "main")
+    repo.push("main")
+    entry = {"pr": 2, "title": "two", "supersedes": [7], "superseded": [{"pr": 7, "head": head}]}
+    component = {"kind": "git", "repo": repo.url, "canonical_branch": "main", "merge_plan": [entry]}
+    toolchain = {"base_image": {"name": "releasekit-test/none", "digest": "sha256:" + "0" * 64}}
+    data = {"schema": "releasekit/v1", "name": "reviewed", "components": {"app": component}}
+    data["toolchain"] = {**toolchain, "cuda_arch_list": ["12.0a"]}
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(data))
+    result = json.loads(invoke("plan", "check", str(manifest), "--no-forge", "--json").stdout)
+    errors = sorted(
+        (f["code"], f["location"]["pr"]) for f in _json_findings(result) if f["severity"] == "error"
+    )
+    assert errors == [("SUPERSEDED_PR_MERGED", 7)]
+    del entry["superseded"]
+    manifest.write_text(json.dumps(data))
+    result = json.loads(invoke("plan", "check", str(manifest), "--no-forge", "--json").stdout)
+    errors = sorted(
+        (f["code"], f["location"]["pr"]) for f in _json_findings(result) if f["severity"] == "error"
+    )
+    assert errors == [("PR_UNKNOWN", 7)]

@@ -261,6 +261,35 @@ def test_planted_excluded_changes_are_found_by_the_ff_next_recognisers(world: Wo
     assert not result.passed
 
 
+def test_a_mistyped_upstream_pr_is_an_error_naming_it(world: World, tmp_path: Path) -> None:
+    """Issue 44: an exclusion's upstream PR the upstream repository has no refs/pull/N/head for names
+    nothing; the plan depends on an own-pr-required exclusion, so it is an error (a deferred one: a warning)."""
+    up = Forge(tmp_path / "upstream", "vllm-upstream", default_branch="main")
+    up.init({"README": "upstream\n"})
+    up.open_pr(47979, [{"vllm/sp_pcie.py": "SP = True\n"}], title="Experimental SP")
+    data = world.manifest()
+    data["exclusions"] = [
+        {
+            "id": f"sp-{disposition}",
+            "description": "SP experiments",
+            "reason": "own PR",
+            "component": "vllm",
+            "disposition": disposition,
+            "upstream": {"repo": up.url, "pr": 47997},
+        }
+        for disposition in ("own-pr-required", "deferred")
+    ]
+    result = _check(world, data)
+    unread = {f.message.split("'")[1]: f for f in _found(result, "EXCLUSION_UPSTREAM_UNREAD")}
+    assert {k: f.severity for k, f in unread.items()} == {
+        "sp-own-pr-required": Severity.error,
+        "sp-deferred": Severity.warning,
+    }
+    message = unread["sp-own-pr-required"].message
+    assert "PR #47997" in message and "refs/pull/47997/head" in message and "names nothing there" in message
+    assert not result.passed
+
+
 def test_an_unreachable_upstream_is_a_warning_and_listed_patch_ids_still_count(
     world: World, tmp_path: Path
 ) -> None:

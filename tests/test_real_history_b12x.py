@@ -158,3 +158,91 @@ def test_every_other_component_is_one_finding_naming_its_repository(run: Run) ->
 
 def test_the_snapshot_is_left_byte_identical(run: Run, corpus: Corpus) -> None:
     assert tree_digest(corpus.path(NAME)) == run.digest_before
+
+
+REHEARSAL = REPO / "manifests" / "ff-next-b12x-rehearsal.yaml"
+# Numbers the B12X rehearsal's manifest gets wrong in ``mistyped``: no refs/pull/N/head in the
+# snapshot (asserted), as a finger slip on #33 (superseded, and to stay closed), #31 (already canonical).
+MISTYPED = {333: "superseded", 330: "closed", 310: "already_canonical", 999: "excluded"}
+UNMERGED = 123  # an open PR of the snapshot, planned here: not on master, and it conflicts with it
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+@dataclass(frozen=True)
+class Mistyped:
+    check: subprocess.CompletedProcess[str]
+    digest_before: str
+    digest_after: str
+
+
+@pytest.fixture(scope="module")
+def mistyped(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Mistyped:
+    """``plan check`` (no forge) of the B12X rehearsal's manifest with its PR numbers mistyped."""
+    work = tmp_path_factory.mktemp("b12x-mistyped")
+    text = REHEARSAL.read_text(encoding="utf-8")
+    text = _edit(text, "supersedes: [33]", "supersedes: [333]")
+    text = _edit(
+        text,
+        "    already_canonical:\n      - pr: 31\n",
+        "      - pr: 123\n        title: keep native NVFP4 H8 path opt-in\n"
+        "    closed:\n      - pr: 330\n        title: NVFP4 MLA KV-cache draft\n"
+        "        reason: superseded by #35; must stay closed\n"
+        "    already_canonical:\n      - pr: 310\n",
+    )
+    text = _edit(text, "  - id: docker-ab-overlays\n", "  - id: docker-ab-overlays\n    pr: 999\n")
+    manifest = work / "ff-next-b12x-mistyped.yaml"
+    manifest.write_text(text, encoding="utf-8")
+    env = {"RELEASEKIT_CACHE": str(work / "cache")}
+    before = tree_digest(corpus.path(NAME))
+    check = invoke("plan", "check", str(manifest), "--no-forge", "--json", *corpus.mirror_args(NAME), env=env)
+    return Mistyped(check, before, tree_digest(corpus.path(NAME)))
+
+
+def test_a_mistyped_pr_number_is_a_finding_naming_it_never_unknown_with_exit_0(
+    mistyped: Mistyped, corpus: Corpus
+) -> None:
+    """Issue 44: `supersedes: [333]` for #33 and a `closed:` #330 passed with exit 0, state "unknown";
+    an already-canonical #310 was "not on master", a claim git never made."""
+    pulls = set(corpus.git(NAME, "for-each-ref", "--format=%(refname)", "refs/pull/").split())
+    assert not {f"refs/pull/{n}/head" for n in MISTYPED} & pulls
+    assert mistyped.check.returncode == 1, mistyped.check.stderr
+    result = json.loads(mistyped.check.stdout)
+    unknown = {f["location"]["pr"]: f for f in _findings(result) if f["code"] == "PR_UNKNOWN"}
+    assert set(unknown) == set(MISTYPED)
+    for number, finding in unknown.items():
+        assert finding["severity"] == "error"
+        assert f"#{number}" in finding["message"] and f"refs/pull/{number}/head" in finding["message"]
+        assert "cannot be told" in finding["message"]
+    statuses = _statuses(result)
+    for number, role in MISTYPED.items():
+        if role != "excluded":
+            assert (statuses[number]["role"], statuses[number]["state"]) == (role, "unknown")
+            assert statuses[number]["codes"] == ["PR_UNKNOWN"], statuses[number]
+    # No claim git cannot make: #310 is not said to be missing from master.
+    codes = {(f["code"], f["location"]["pr"]) for f in _findings(result) if f["severity"] == "error"}
+    assert ("ALREADY_CANONICAL_MISSING", 310) not in codes
+    assert codes == {("PR_UNKNOWN", n) for n in MISTYPED} | {
+        ("PR_NOT_MERGED", UNMERGED),
+        ("PR_CONFLICTS_WITH_CANONICAL", UNMERGED),
+    }
+
+
+def test_a_planned_pr_that_conflicts_with_master_names_the_files_git_names(
+    mistyped: Mistyped, corpus: Corpus
+) -> None:
+    """The files are git's own: `git merge-tree --write-tree --name-only` of master and the PR head;
+    the merge releasekit asked for wrote nothing into the snapshot."""
+    assert mistyped.digest_after == mistyped.digest_before
+    files = corpus.conflicted_files(NAME, "refs/heads/master", f"refs/pull/{UNMERGED}/head")
+    assert files
+    (conflict,) = [
+        f for f in _findings(json.loads(mistyped.check.stdout)) if f["code"] == "PR_CONFLICTS_WITH_CANONICAL"
+    ]
+    assert conflict["location"]["pr"] == UNMERGED and conflict["location"]["path"] == files[0]
+    master = corpus.git(NAME, "rev-parse", "refs/heads/master").strip()
+    assert f"master@{master[:12]}" in conflict["message"]
+    assert all(name in conflict["message"] for name in files), (files, conflict["message"])

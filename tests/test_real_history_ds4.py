@@ -194,6 +194,25 @@ def test_how_each_planned_pr_arrived_matches_git(checked: Checked) -> None:
     assert checked.check_rc == 1
 
 
+def test_planned_prs_that_conflict_with_main_name_the_files_git_merge_tree_names(checked: Checked) -> None:
+    """Issue 44: `plan check` said nothing of conflicts (only `plan compose` did). Each planned PR not on
+    main is merged into the locked commit by git itself here; its finding names exactly git's files."""
+    locked = checked.lock["components"][NAME]
+    heads = {row["number"]: row["head"] for row in locked["pull_requests"] if row["role"] == "planned"}
+    not_merged = {row["location"]["pr"] for row in findings(checked.check, "PR_NOT_MERGED")}
+    reported = {row["location"]["pr"]: row for row in findings(checked.check, "PR_CONFLICTS_WITH_CANONICAL")}
+    assert not_merged and set(reported) <= not_merged
+    assert not findings(checked.check, "PR_CONFLICT_UNCHECKED")
+    for pr in sorted(not_merged):
+        files = checked.corpus.conflicted_files(NAME, locked["commit"], heads[pr])
+        if not files:
+            assert pr not in reported
+            continue
+        message = reported[pr]["message"]
+        assert f"in {len(files)} file(s): " in message and reported[pr]["location"]["path"] == files[0]
+        assert all(name in message for name in files[:10]), (pr, files, message)
+
+
 def test_duplicated_prerequisite_commits_are_the_equal_patch_ids(checked: Checked) -> None:
     spec = manifest_component()["components"][NAME]
     expected: set[tuple[str, str]] = set()

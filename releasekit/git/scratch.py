@@ -14,16 +14,23 @@ whose objects are borrowed from the cache and, through it, from a ``--mirror``) 
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from releasekit.errors import InputError
 from releasekit.git.private import checked_object_dirs
-from releasekit.git.runner import Git, git_env
+from releasekit.git.runner import Git, git_env, run_git
+
+# ``git merge-tree --write-tree`` (a merge computed without a work tree) came with git 2.38.
+MERGE_TREE_WRITE_TREE = (2, 38)
 
 _OBJECTS: dict[tuple[Path, bool], str] = {}
 
@@ -114,3 +121,49 @@ def merge_tree(git: Git, first: str, second: str) -> str | None:
     if proc.returncode != 0:
         return None
     return proc.stdout.decode().split()[0]
+
+
+def git_version() -> tuple[int, ...]:
+    """The version of the git on ``PATH`` as numbers (``git version 2.39.5`` -> (2, 39, 5)); () when unreadable."""
+    return _version_of(shutil.which("git") or "git")
+
+
+@functools.cache
+def _version_of(binary: str) -> tuple[int, ...]:
+    """Asked once per git binary (``binary`` keys the cache: ``run_git`` runs the one on ``PATH``)."""
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", run_git(["version"]))
+    return tuple(int(part) for part in found.groups() if part is not None) if found else ()
+
+
+@dataclass(frozen=True)
+class MergeCheck:
+    """What git's own merge of two commits says: the files that conflict (none: it merges cleanly),
+    or, in ``unknown``, why git could not tell (git too old, an object the repository lacks)."""
+
+    conflicts: tuple[str, ...] = ()
+    unknown: str | None = None
+
+
+def merge_conflicts(git: Git, first: str, second: str) -> MergeCheck:
+    """The files that conflict when ``second`` is merged into ``first`` (``git merge-tree --write-tree``,
+    git 2.38 or later), its objects written outside the repository."""
+    version = git_version()
+    if version < MERGE_TREE_WRITE_TREE:
+        have = ".".join(str(v) for v in version) or "of unknown version"
+        return MergeCheck(unknown=f"git {have} is too old: merge-tree --write-tree needs git 2.38 or later")
+    with scratch_objects(git) as env:
+        proc = subprocess.run(
+            git.argv(["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", first, second]),
+            capture_output=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    if proc.returncode == 0:
+        return MergeCheck()
+    if proc.returncode == 1:
+        # -z --name-only: the tree's OID, then each conflicted file's name, NUL-terminated.
+        names = [n.decode(errors="replace") for n in proc.stdout.split(b"\0")[1:] if n]
+        return MergeCheck(conflicts=tuple(dict.fromkeys(names)))
+    lines = proc.stderr.decode(errors="replace").strip().splitlines()
+    why = next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[0] if lines else "")
+    return MergeCheck(unknown=f"git merge-tree failed (exit {proc.returncode}): {why or 'no message'}")

@@ -22,6 +22,7 @@ from releasekit.git.tree import work_tree_state
 from releasekit.manifest import LoadedManifest
 from releasekit.plan.carried import CarriedVerdict, verify_carried
 from releasekit.plan.checks import ComponentState, PlanContext, build_state, plan_checks
+from releasekit.plan.checks.context import planned_conflicts
 from releasekit.plan.content.gather import content_scans
 from releasekit.plan.forge_read import ForgeOpener, read_forge
 from releasekit.plan.locking import open_mirror
@@ -44,6 +45,8 @@ STATUS_ROLE: dict[str, str] = {
     "PR_MISSING": "planned",
     "PR_PARTIALLY_MERGED": "planned",
     "PR_NOT_MERGED": "planned",
+    "PR_CONFLICTS_WITH_CANONICAL": "planned",
+    "PR_CONFLICT_UNCHECKED": "planned",
     "MERGED_OUT_OF_ORDER": "planned",
     "AFTER_VIOLATED": "planned",
     "SUPERSEDED_PR_MERGED": "superseded",
@@ -75,6 +78,8 @@ def _roles_of(cs: ComponentState, finding: Finding) -> set[str]:
         return {
             p.role for p in (cs.locked.pull_requests if cs.locked else []) if p.number == finding.location.pr
         }
+    if finding.code in ("PR_UNKNOWN", "PR_CANNOT_TELL"):
+        return {s.role for s in cs.statuses if s.pr == finding.location.pr}
     role = STATUS_ROLE.get(finding.code)
     return {role} if role else set()
 
@@ -217,6 +222,7 @@ def plan_context(loaded: LoadedManifest, options: PlanCheckOptions, *, forges: F
         require_forge=options.require_forge,
         unreadable=unreadable,
         content=content_scans(loaded, {n: (cs.mirror, cs.checked) for n, cs in components.items()}, audits),
+        conflicts={name: planned_conflicts(cs) for name, cs in components.items()},
     )
 
 

@@ -29,6 +29,9 @@ class UpstreamPatches:
     pr: int | None
     patch_ids: dict[str, str] = field(default_factory=dict)  # patch-id -> the upstream commit (or "manifest")
     unreachable: str | None = None  # why the PR's commits could not be read
+    # The repository (its --mirror, or the remote fetched) was read and has no refs/pull/<pr>/head:
+    # the number names nothing there (a mistyped number, or a snapshot without that PR's ref).
+    absent: bool = False
 
 
 def _fetch_pr(
@@ -56,6 +59,13 @@ def _fetch_pr(
     return None
 
 
+def _names_nothing(why: str, pr: int) -> bool:
+    """Did the repository answer that it has no such PR (rather than not answer at all)?
+    A mirror says "<path> has no refs/pull/N/head" (``_fetch_pr``), git's fetch "couldn't find remote ref"."""
+    ref = f"refs/pull/{pr}/head"
+    return f"has no {ref}" in why or f"couldn't find remote ref {ref}" in why
+
+
 def read_upstream(
     mirror: Mirror, change: UpstreamChange, *, allow_local: bool, base_dir: Path | None, fetch: bool
 ) -> UpstreamPatches:
@@ -81,12 +91,8 @@ def read_upstream(
     )
     head = mirror.git.run("rev-parse", "--verify", "--quiet", f"{pr_ref}^{{commit}}", check=False).strip()
     if not head:
-        return UpstreamPatches(
-            change.repo,
-            change.pr,
-            pids,
-            unreachable or f"no refs/pull/{change.pr}/head read from {change.repo}",
-        )
+        why = unreachable or f"no refs/pull/{change.pr}/head read from {change.repo}"
+        return UpstreamPatches(change.repo, change.pr, pids, why, absent=_names_nothing(why, change.pr))
     base = mirror.git.run("rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}", check=False).strip()
     stop = merge_base(mirror.git, head, base) if base else None
     if stop == head:

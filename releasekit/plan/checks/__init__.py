@@ -7,6 +7,7 @@ from releasekit.checks import AllOf, Check
 from releasekit.plan.checks.already_canonical import AlreadyCanonicalPresent
 from releasekit.plan.checks.arrival import PRsArrivedOnTheirOwn
 from releasekit.plan.checks.carried import CarriedCommitsVerified
+from releasekit.plan.checks.conflicts import PlannedPRsMergeCleanly
 from releasekit.plan.checks.context import ComponentState, PlanContext, build_state
 from releasekit.plan.checks.duplicated_prerequisite import DuplicatedPrerequisiteCommits
 from releasekit.plan.checks.exclusions import ExclusionsAbsent
@@ -20,6 +21,7 @@ from releasekit.plan.checks.forge_retired import RetiredPRsClosedOnForge
 from releasekit.plan.checks.lock_context import LockContext
 from releasekit.plan.checks.lock_manifest import LockMatchesManifest
 from releasekit.plan.checks.merge_order import MergeOrder
+from releasekit.plan.checks.named_prs import NamedPRsResolved
 from releasekit.plan.checks.pins import PinsAgree
 from releasekit.plan.checks.planned_merged import PlannedPRsMerged
 from releasekit.plan.checks.pr_heads import PRHeadsUnmoved
@@ -38,12 +40,14 @@ def all_checks() -> list[Check[PlanContext]]:
         ComponentsReadable(),
         CheckedCommitPublished(),
         PlannedPRsMerged(),
+        PlannedPRsMergeCleanly(),
         MergeOrder(),
         PRsArrivedOnTheirOwn(),
         DuplicatedPrerequisiteCommits(),
         SupersededAbsent(),
         AlreadyCanonicalPresent(),
         ExclusionsAbsent(),
+        NamedPRsResolved(),
         TreeContentAnswered(),
         PRHeadsUnmoved(),
         NamedPRsOnForge(),

@@ -14,7 +14,8 @@ class AlreadyCanonicalPresent:
         findings = Findings()
         for name, cs in ctx.components.items():
             for st in cs.statuses:
-                if st.role == "already_canonical" and st.state not in ("merged", "present"):
+                # "unknown": git has no head for the PR, so it cannot say (named-prs-resolved says so).
+                if st.role == "already_canonical" and st.state not in ("merged", "present", "unknown"):
                     what = f"PR #{st.pr}" if st.pr is not None else f"commit {st.commit}"
                     findings.add(
                         "ALREADY_CANONICAL_MISSING",

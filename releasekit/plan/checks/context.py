@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from releasekit.git.history import commit_info, diff_patch_id, is_ancestor, merge_base, patch_ids
 from releasekit.git.mirror import Mirror
+from releasekit.git.scratch import MergeCheck, merge_conflicts
 from releasekit.manifest import LoadedManifest
 from releasekit.manifest.models import TO_BE_LOCKED, GitComponent
 from releasekit.plan.carried import CarriedVerdict
@@ -84,6 +85,9 @@ class PlanContext:
     unreadable: Mapping[str, str] = field(default_factory=dict)
     # Git component -> the content rules' hits in its tree (releasekit.plan.content), when scanned.
     content: Mapping[str, ComponentContent] = field(default_factory=dict)
+    # Git component -> planned PR not (wholly) on canonical -> git's merge of its head into the
+    # checked commit: the files that conflict, or why git cannot tell (``planned_conflicts``).
+    conflicts: Mapping[str, Mapping[int, MergeCheck]] = field(default_factory=dict)
 
 
 def _status_from(name: str, times: Mapping[str, int], named: _Pending) -> PRStatus:
@@ -152,6 +156,10 @@ def build_state(
     superseded_by = _superseded_by(comp)
     named = _named_prs(comp, superseded_by)
     heads = _pr_heads(mirror, named, locked)
+    for pr, head in _reviewed_heads(comp).items():
+        # A superseded PR's reviewed head (``superseded: [{pr, head}]``) where the forge's ref is gone.
+        if pr not in heads and mirror.has_commit(head):
+            heads[pr] = mirror.resolve(head)
     history.prepare(list(heads.values()))
     canon = _Canonical(mirror, checked, history)
     pending, states = _merge_states(canon, named, heads, superseded_by)
@@ -205,6 +213,13 @@ def _named_prs(comp: GitComponent, superseded_by: dict[int, int | None]) -> list
     named += [(c.pr, "closed", c.title) for c in comp.closed]
     named += [(s, "superseded", None) for s in sorted(superseded_by) if s not in {c.pr for c in comp.closed}]
     return named
+
+
+def _reviewed_heads(comp: GitComponent) -> dict[int, str]:
+    """Superseded PR -> the head the manifest says was reviewed (``superseded[].head``), where it names one."""
+    return {
+        old.pr: old.head for entry in comp.merge_plan for old in entry.superseded if old.head != TO_BE_LOCKED
+    }
 
 
 def _pr_heads(
@@ -418,3 +433,16 @@ def _own_merges(
         ):
             own_merge[st.landed_at] = pr
     return own_merge
+
+
+def planned_conflicts(cs: ComponentState) -> dict[int, MergeCheck]:
+    """Each planned PR with a head that is not merged: ``git merge-tree --write-tree`` of the checked
+    commit and its head (a merged PR's changes are canonical already: nothing is left to conflict)."""
+    if cs.history is None:
+        return {}
+    found: dict[int, MergeCheck] = {}
+    for planned in cs.comp.merge_plan:
+        head, st = cs.heads.get(planned.pr), cs.states.get(planned.pr)
+        if head is not None and st is not None and not st.merged:
+            found[planned.pr] = merge_conflicts(cs.mirror.git, cs.checked, head)
+    return found

@@ -8,7 +8,7 @@ import re
 from releasekit.findings import Findings, Severity
 from releasekit.git.history import patch_ids
 from releasekit.git.tree import commit_files
-from releasekit.manifest.models import Exclusion
+from releasekit.manifest.models import REQUIRED_DISPOSITIONS, Exclusion
 from releasekit.manifest.path_patterns import matching
 from releasekit.plan.checks.context import ComponentState, PlanContext, short
 from releasekit.plan.content.claims import accepted_by, grouped
@@ -31,13 +31,7 @@ class ExclusionsAbsent:
                     continue
                 upstream = ctx.upstream.get((excl.id, cs.name))
                 if upstream is not None and upstream.unreachable:
-                    findings.add(
-                        "EXCLUSION_UPSTREAM_UNREAD",
-                        f"exclusion '{excl.id}': the commits of {upstream.repo} PR #{upstream.pr} could not be read "
-                        f"({upstream.unreachable}); only its listed commits/patch_ids are checked",
-                        severity=Severity.warning,
-                        component=cs.name,
-                    )
+                    _upstream_unread(excl, upstream, cs.name, findings)
                 hits = exclusion_hits(cs, excl, len(ctx.components) == 1)
                 hits += _patch_hits(cs, excl.patch_ids, upstream)
                 for hit in hits:
@@ -49,6 +43,21 @@ class ExclusionsAbsent:
                     )
                 _content_hits(ctx, cs, excl, findings)
         return findings
+
+
+def _upstream_unread(excl: Exclusion, upstream: UpstreamPatches, component: str, findings: Findings) -> None:
+    """An upstream PR that could not be read: a warning, or an error where the repository was read
+    and has no such PR while the plan depends on the exclusion (a required disposition)."""
+    depends = upstream.absent and excl.disposition in REQUIRED_DISPOSITIONS
+    findings.add(
+        "EXCLUSION_UPSTREAM_UNREAD",
+        f"exclusion '{excl.id}': the commits of {upstream.repo} PR #{upstream.pr} could not be read "
+        f"({upstream.unreachable})"
+        + ("; the number names nothing there (a mistyped number?)" if upstream.absent else "")
+        + "; only its listed commits/patch_ids are checked",
+        severity=Severity.error if depends else Severity.warning,
+        component=component,
+    )
 
 
 def _content_hits(ctx: PlanContext, cs: ComponentState, excl: Exclusion, findings: Findings) -> None:
