@@ -322,7 +322,7 @@ def begin_run(directory: Path, stage: str) -> Path:
     """An empty work directory in ``directory`` for this run of ``stage``; what killed runs of the
     stage left there (their process is gone) is removed first."""
     directory.mkdir(parents=True, exist_ok=True)
-    if directory.is_symlink() or not directory.is_dir():
+    if not directory.is_dir():
         raise UnsafeFileError(f"{directory}: not a directory; refusing to write the release there")
     prefix = _work_prefix(stage)
     for left in directory.glob(f"{prefix}*.tmp"):

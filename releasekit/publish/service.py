@@ -402,7 +402,8 @@ def publish(
 
 def _write_outputs(out_dir: Path, notes: str, record: PublishRecord) -> None:
     """RELEASE.md and publish.json committed together, publish.json last (``atomic.commit_run``): an
-    interrupt leaves the earlier publish's pair or this one's, never one of each."""
+    interrupt leaves the earlier publish's pair or this one's, never one of each (a kill inside the
+    commit: at most this one's RELEASE.md, without publish.json)."""
     work = begin_run(out_dir, "publish")
     try:
         write_atomic(work / NOTES_FILE, notes)
@@ -410,7 +411,7 @@ def _write_outputs(out_dir: Path, notes: str, record: PublishRecord) -> None:
     except BaseException:
         abandon_run(work)
         raise
-    commit_run(work, out_dir, remove=[], last=RESULT_FILE)
+    commit_run(work, out_dir, remove=[NOTES_FILE], last=RESULT_FILE)
 
 
 def _check_outputs(out_dir: Path) -> None:
