@@ -162,7 +162,6 @@ def resolve_inputs(
     lock = read_lock(lock_path)
     lock_sha = lock_file_sha256(lock_path)
     evidence_dir = evidence_dir or lock_path.parent
-    refuse_mixed_runs(evidence_dir, before="publish")  # records of two runs: exit 2, naming both files
     loaded = manifest_for_lock(
         lock_path, manifest_path, lock.manifest.path, sha256=lock.manifest.sha256, evidence_dir=evidence_dir
     )
@@ -176,6 +175,7 @@ def resolve_inputs(
         if staged_path is not None
         else None
     )
+    refuse_mixed_runs(evidence_dir, before="publish")  # records of two runs: exit 2, naming both files
     facts = _candidate_facts(engine, publish_target, image, staged)
     final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
     evidence = load_evidence(evidence_dir, receipts_dir)
