@@ -40,6 +40,7 @@ import secrets
 import shutil
 import signal
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,6 +144,21 @@ def copy_file(source: Path, dest: Path) -> Path:
     return _replace_with(dest, chunks(), point="cache-partial")
 
 
+# The files this process put in place outside a run's work directory and the temporary directory,
+# and the directories its stages committed into: what an interrupt keeps (``kept_so_far``, which the
+# CLI's interrupt line names).
+_KEPT: list[Path] = []
+_COMMITTED: list[Path] = []
+
+
+def _scratch(path: Path) -> bool:
+    """A run's work directory, or one of releasekit's own temporary directories (``releasekit-*``)."""
+    if any(part.startswith(".") and "-run." in part and part.endswith(".tmp") for part in path.parts):
+        return True
+    temp = Path(tempfile.gettempdir())
+    return path.is_relative_to(temp) and path.relative_to(temp).parts[0].startswith("releasekit-")
+
+
 def _release_write(path: Path, chunks: Iterator[bytes], mode: int) -> None:
     try:
         _replace_with(path, chunks, point="release-partial", mode=mode)
@@ -150,6 +166,18 @@ def _release_write(path: Path, chunks: Iterator[bytes], mode: int) -> None:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise no_space(path) from None
         raise
+    if not _scratch(path):
+        _KEPT.append(path)
+
+
+def kept_so_far() -> str:
+    """What an interrupted command leaves of its own writing: "nothing written", or the files it wrote."""
+    if _COMMITTED:
+        return f"kept this run's complete records in {_COMMITTED[-1]}"
+    if not _KEPT:
+        return "nothing written"
+    more = f" and {len(_KEPT) - 1} more" if len(_KEPT) > 1 else ""
+    return f"kept what it had written: {_KEPT[0]}{more}"
 
 
 def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
@@ -261,3 +289,111 @@ def entry_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# -- one run per release directory (issue 44) -------------------------------------------------------
+#
+# A stage that writes a release directory writes this run's files into a work directory beside
+# them (``.<stage>-run.<pid>.<random>.tmp``, a temporary name no reader looks at) and, once they
+# are all complete, commits them: its own earlier files and the later stages' records are removed
+# first (the one whose presence means "done" before the others), then the new files are renamed in,
+# that one last. A run that fails or is interrupted before the commit leaves the directory as it
+# was; SIGINT and SIGTERM are held for the few renames of the commit, so only SIGKILL can land inside
+# it, and then the directory holds the earlier stages' records and, at most, some of this run's
+# files without the record that would vouch for them (no reader takes those; the next run of the
+# stage removes them).
+
+
+def _work_prefix(stage: str) -> str:
+    return f".{stage}-run."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def begin_run(directory: Path, stage: str) -> Path:
+    """An empty work directory in ``directory`` for this run of ``stage``; what killed runs of the
+    stage left there (their process is gone) is removed first."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if not directory.is_dir():
+        raise UnsafeFileError(f"{directory}: not a directory; refusing to write the release there")
+    prefix = _work_prefix(stage)
+    for left in directory.glob(f"{prefix}*.tmp"):
+        pid = left.name[len(prefix) :].split(".")[0]
+        if left.is_dir() and not left.is_symlink() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+    work = directory / f"{prefix}{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    work.mkdir()
+    return work
+
+
+def abandon_run(work: Path, *, keep: tuple[str, ...] = ()) -> None:
+    """A run that did not finish: its work directory goes, the release directory stays as it was.
+
+    ``keep``: entries left in the work directory (a failed build's ``logs``, which its error names);
+    the next run of the stage removes them with the rest of the work directory."""
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    with contextlib.suppress(OSError):
+        for path in work.iterdir():
+            if path.name not in keep:
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM held (recorded, not acted on) for the ``with`` block, in the main thread;
+    the caller decides what a held one means once the block is done."""
+    held: list[int] = []
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    try:
+        before = {s: signal.signal(s, lambda signum, _frame: held.append(signum)) for s in wanted}
+    except ValueError:  # not the main thread: nothing to hold
+        yield held
+        return
+    try:
+        yield held
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def commit_run(work: Path, directory: Path, *, remove: list[str], last: str) -> None:
+    """Replace this stage's files in ``directory`` with the complete ones in ``work``.
+
+    ``remove``: names in ``directory`` that must not outlive this commit (this stage's earlier
+    files and the later stages' records), removed after ``last`` (the record whose presence means
+    this run is done) and before the new files come in, ``last`` last. A SIGINT/SIGTERM that
+    arrived meanwhile is raised once all is in place (``kept_so_far`` says so)."""
+    names = sorted(p.name for p in work.iterdir())
+    with interrupts_held() as held:
+        for path in [directory / last, *(directory / n for n in remove if n != last)]:
+            _remove(path)  # a planted link is removed, never followed
+        fsync_dir(directory)
+        for name in [n for n in names if n != last]:
+            failpoint(f"run-commit:{name}")
+            _remove(directory / name)
+            os.replace(work / name, directory / name)
+        if last in names:
+            failpoint(f"run-commit:{last}")
+            os.replace(work / last, directory / last)
+        fsync_dir(directory)
+        shutil.rmtree(work, ignore_errors=True)
+        _COMMITTED.append(directory)
+    if held:
+        raise KeyboardInterrupt

@@ -14,7 +14,9 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
 from difflib import get_close_matches
 from typing import Any
@@ -260,14 +262,42 @@ def _click_error(exc: BaseException) -> tuple[int, str] | None:
     return None
 
 
+_GROUPS = ("manifest", "plan", "audit", "validate", "keys")  # commands named by their first two words
+
+
+def _command_name(args: list[str]) -> str:
+    """The command an interrupt stopped, as the user typed it (``build``, ``plan lock``)."""
+    words = [a for a in args if not a.startswith("-")][:2]
+    if len(words) == 2 and words[0] in _GROUPS:
+        return " ".join(words)
+    return words[0] if words else "releasekit"
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    # SIGTERM (a CI job cancelled, ``kill``) stops a command as Ctrl-C does: its clean-up runs.
+    raise KeyboardInterrupt
+
+
+def _interrupted(args: list[str]) -> None:
+    """One line, exit 130: which command stopped, and what it left (``atomic.kept_so_far``)."""
+    from releasekit.atomic import kept_so_far
+
+    sys.stderr.write(f"releasekit: interrupted during {_command_name(args)}; {kept_so_far()}\n")
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: exit 0 passed, 1 findings, 2 unusable input or environment."""
+    """Entry point: exit 0 passed, 1 findings, 2 unusable input or environment, 130 interrupted."""
     args = list(sys.argv[1:] if argv is None else argv)
     start_command()  # what is bounded over the whole command (its git processes' total) counts from here
     try:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _terminated)
         code = _fast(args)
         if code is None:
             code = __getattr__("app")(args=args, standalone_mode=False, prog_name="releasekit")
+        if code == 130:  # typer turns a KeyboardInterrupt into exit 130, silently
+            raise KeyboardInterrupt
     except ReleasekitError as exc:
         if len(exc.details) > 1:
             # Several problems: one line each (file:line:col: field: message), no summary line.
@@ -277,8 +307,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.stderr.write(f"releasekit: error: {exc.one_line()}\n")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        sys.stderr.write("releasekit: interrupted\n")
-        sys.exit(130)
+        _interrupted(args)
     except DeadlinePassed as exc:
         sys.stderr.write(f"releasekit: error: {' '.join(exc.message.split())}\n")
         sys.exit(exc.exit_code)

@@ -133,6 +133,7 @@ PROCESS_CACHES: tuple[tuple[str, str], ...] = (
     ("releasekit.git.mirror", "_VIEWS"),  # private repositories of cache entries
     ("releasekit.git.scratch", "_OBJECTS"),  # object directory of a repository
     ("releasekit.git.private", "_IN_PLACE"),  # private repositories of --repo directories
+    ("releasekit.atomic", "_KEPT"),  # the files written, which an interrupt's line names
 )
 VERIFIER_CACHE = ("releasekit.provenance.vcache", "_shared")
 

@@ -18,8 +18,10 @@ ends with one rerun that must complete and give what an uninterrupted run gives:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -29,30 +31,28 @@ from pathlib import Path
 
 import docker
 import pytest
-from cli_run import start_cli
+from crash_support import (
+    LATER,
+    Run,
+    assert_interrupted,
+    finish,
+    interrupt_in_write,
+    plant_later_records,
+    remove_leftover_containers,
+    run,
+    run_tree,
+    start,
+    work_dirs,
+)
 from publish_support import Release, build_image, publish_args
 
 from releasekit.builder.cache import CacheEntry
 from releasekit.demo.example import make_example
-from releasekit.docker_engine.containers import OWNER_LABEL
 from releasekit.publish.attachments import fetch_attachments
+from releasekit.records.release_dir import refuse_mixed_runs
 from releasekit.registry import RegistryClient
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-KILLED = -signal.SIGKILL
-
-
-@dataclass
-class Run:
-    returncode: int
-    pid: int
-    stdout: str
-    stderr: str
-
-    @property
-    def killed(self) -> bool:
-        return self.returncode == KILLED
 
 
 def _env(root: Path, cache: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -65,29 +65,6 @@ def _env(root: Path, cache: Path, extra: dict[str, str] | None = None) -> dict[s
     env.update(extra or {})
     (root / "tmp").mkdir(exist_ok=True)
     return env
-
-
-def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    # A child process: the test kills it mid-run, with its git/pip children (its own process group).
-    gone: dict[str, str | None] = {k: None for k in os.environ if k not in env}
-    return start_cli(*args, env={**env, **gone}, cwd=cwd, start_new_session=True)
-
-
-def finish(proc: subprocess.Popen[str], *, after: float | None = None) -> Run:
-    """Wait for ``proc``; with ``after``, SIGKILL its whole process group once that many seconds passed."""
-    try:
-        out, err = proc.communicate(timeout=after if after is not None else 300)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # whatever it left running (a killpoint kills only itself)
-    return Run(proc.returncode, proc.pid, out, err)
-
-
-def run(args: list[str], env: dict[str, str], cwd: Path, *, after: float | None = None) -> Run:
-    return finish(start(args, env, cwd), after=after)
 
 
 def spread(first: float, last: float, count: int) -> list[float]:
@@ -111,18 +88,6 @@ def kill_series(launch: Callable[[float], Run], first: float, last: float, count
         else:
             pending.append(delay / 2)
     return kills
-
-
-def remove_leftover_containers(client: docker.DockerClient, pids: set[int]) -> None:
-    """Throwaway containers of killed builds (they never reached their ``finally``).
-
-    ``sparse``: the list call alone, no per-container inspect, so a container that goes away between
-    the list and its removal (the engine finishing its own clean-up) is no error."""
-    for pid in pids:
-        found = client.containers.list(all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={pid}"})
-        for container in found:
-            with contextlib.suppress(docker.errors.APIError):
-                container.remove(force=True)
 
 
 # -- the build: one small release (the demo's pure-Python component), locked and built alone ----------
@@ -277,6 +242,97 @@ def test_a_killed_git_leaves_no_lock_that_fails_the_rerun(example: Example):
     assert (root / "lock2.json").read_bytes() == example.lock.read_bytes()
 
 
+# -- one run per release directory (issue 44): a failed, killed or interrupted stage leaves the directory
+#    as it was, or holds nothing of the run that did not finish -------------------------------------
+
+
+def test_a_failed_killed_or_interrupted_build_leaves_the_release_directory_as_it_was(
+    example: Example, docker_client
+):
+    """The issue's directory: an earlier complete run (build and the later stages' records) that a new
+    build into it must either leave as it was or replace whole. Before the fix a failing build deleted
+    build.json and left the earlier verification summary, SBOM and archive; Ctrl-C printed nothing."""
+    root = example.root / "one-run"
+    root.mkdir()
+    out = root / "out"
+    shutil.copytree(example.reference, out)
+    plant_later_records(out)
+    before = run_tree(out)
+    env = _env(example.root, example.reference_cache.parent)  # warm: the reference build's cache
+
+    def killed(r: Run) -> Run:
+        example.killed_pids.add(r.pid)
+        remove_leftover_containers(docker_client, {r.pid})
+        return r
+
+    # A locked commit the repository lacks: the build fails, the directory is as it was.
+    lock = json.loads(example.lock.read_text())
+    name = next(n for n, c in lock["components"].items() if "commit" in c)
+    lock["components"][name]["commit"] = "f" * 40
+    bad_lock = example.lock.with_name("bad-lock.json")  # beside the lock: the manifest path it names holds
+    bad_lock.write_text(json.dumps(lock, indent=2))
+    failed = run(["build", str(example.manifest), "--lock", str(bad_lock), "-o", str(out)], env, root)
+    assert failed.returncode in (1, 2), failed.stderr[-600:]
+    assert run_tree(out) == before
+    # Killed inside the run (its records half-written in the work directory), then interrupted there.
+    r = killed(
+        run(example.build_args(out), {**env, "RELEASEKIT_TEST_KILL_AT": "release-partial:build.json"}, root)
+    )
+    assert r.killed, r.stderr[-600:]
+    assert run_tree(out) == before
+    # (SIGTERM, the other interrupt, is the verify-provenance run's: tests/test_release_dir_hostile.py)
+    r = killed(
+        interrupt_in_write(example.build_args(out), env, root, (out, "build", "RELEASE.md"), signal.SIGINT)
+    )
+    assert_interrupted(r, "build")
+    assert run_tree(out) == before
+    assert [d for d in work_dirs(out) if f".{r.pid}." in d] == []  # its work directory went with it
+    # Killed inside the commit: the earlier build and the later records are gone, build.json not yet in.
+    r = killed(run(example.build_args(out), {**env, "RELEASEKIT_TEST_KILL_AT": "run-commit:logs"}, root))
+    assert r.killed, r.stderr[-600:]
+    assert not (out / "build.json").exists() and not [n for n in LATER if (out / n).exists()]
+    refuse_mixed_runs(out)
+    final = run(example.build_args(out), env, root)
+    assert final.returncode == 0, final.stderr[-600:]
+    assert_same_build(out, example.reference)
+    assert not [n for n in LATER if (out / n).exists()]  # the later stages' records of the earlier run
+    assert work_dirs(out) == []  # what the killed runs left, removed by the next build
+
+
+def test_stage_killed_or_interrupted_leaves_one_run(
+    tmp_path, registry, registry_names_forgotten, small_image
+):
+    """stage killed after its push and inside its commit, interrupted writing staging.json, then rerun.
+    After each the directory holds the earlier run or nothing of the unfinished one; the rerun's
+    staging.json names the image and the summary, and an earlier publish's records are gone.
+    (verify-provenance's kills: tests/test_release_dir_hostile.py, before its full run.)"""
+    release = Release(tmp_path / "release", small_image)  # verify-provenance's PASSED summary for it
+    out, root = release.evidence, tmp_path
+    verified = run_tree(out)
+    env = _env(root, root / "cache")
+    stage = [
+        "stage", "--image", small_image, "--lock", str(release.lock), "--staging",
+        f"{registry.host}/crash/staging", "--json",
+    ]  # fmt: skip
+    for point in ("stage-pushed", "run-commit:staging.json"):
+        r = run(stage, {**env, "RELEASEKIT_TEST_KILL_AT": point}, root)
+        assert r.killed, f"{point}: {r.stderr[-600:]}"
+        assert run_tree(out) == verified, point
+    r = interrupt_in_write(stage, env, root, (out, "stage", "staging.json"), signal.SIGINT)
+    assert_interrupted(r, "stage")
+    assert run_tree(out) == verified
+    (out / "published").mkdir()  # an earlier publish: the stage's commit removes it with its own
+    (out / "published" / "publish.json").write_text('{"earlier": "publish"}\n')
+    staged = run(stage, env, root)
+    assert staged.returncode == 0, staged.stderr[-600:]
+    record = json.loads((out / "staging.json").read_text())
+    raw = (out / "verification_summary.json").read_bytes()
+    assert record["image_id"] == small_image
+    assert record["verification_summary_sha256"] == hashlib.sha256(raw).hexdigest()
+    assert not (out / "published").exists() and work_dirs(out) == []
+    refuse_mixed_runs(out)
+
+
 # -- concurrency: two builds and two plan locks at once on one cache ----------------------------------
 
 
@@ -412,6 +468,14 @@ def assert_rerun_completes_as_uninterrupted(ref: Published, registry, repo: str)
     assert attached.files == {k: v.replace(ref.repo, repo) for k, v in ref.attached.items()}
 
 
+def assert_one_publish(published: Path) -> None:
+    """``published/`` holds one publish's pair (RELEASE.md naming the repository publish.json names) or
+    no publish.json at all: never an earlier run's publish.json beside a later run's notes."""
+    if (published / "publish.json").exists():
+        record = json.loads((published / "publish.json").read_text())
+        assert record["repository"] in (published / "RELEASE.md").read_text(), record["repository"]
+
+
 def test_publish_killed_at_many_points_never_shows_a_tag_without_evidence(reference_publish, registry):
     """Each kill is of a first publish into a repository of its own: only there could a tag
     precede its evidence (a rerun finds the evidence the killed run attached)."""
@@ -426,13 +490,23 @@ def test_publish_killed_at_many_points_never_shows_a_tag_without_evidence(refere
         r = run(ref.args(repo, registry), env, ref.root, after=delay)
         assert r.killed or (point is None and r.returncode == 0), r.stderr[-400:]
         assert_every_release_tag_has_its_evidence(registry, repo, files)
+        assert_one_publish(ref.release.evidence / "published")
         return r
 
-    # After the push was checked; after the evidence was attached; between the two release tags.
-    for point in ("publish-pushed", "publish-attached", f"publish-tagged:{RELEASE_TAGS[0]}"):
+    # After the push was checked; after the evidence was attached; between the two release tags;
+    # inside the commit of RELEASE.md and publish.json into the release directory.
+    points = (
+        "publish-pushed",
+        "publish-attached",
+        f"publish-tagged:{RELEASE_TAGS[0]}",
+        "run-commit:RELEASE.md",
+    )
+    for point in points:
         killed_publish(point, None)
     named = list(repos)
-    kills = 3 + kill_series(lambda delay: killed_publish(None, delay), 0.4, max(1.0, ref.seconds * 0.7), 7)
+    kills = len(points) + kill_series(
+        lambda delay: killed_publish(None, delay), 0.4, max(1.0, ref.seconds * 0.7), 7
+    )
     assert kills >= 10
     # The staging tag is the one tag a killed publish may leave without evidence; it names an image
     # that passed the gate, is never a release tag, and the rerun completes its evidence.

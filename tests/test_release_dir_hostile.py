@@ -11,9 +11,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
+from crash_support import (
+    assert_interrupted,
+    interrupt_after,
+    plant_later_records,
+    remove_leftover_containers,
+    run_tree,
+    work_dirs,
+)
+from crash_support import run as crash_run
 from demo_release import DemoBuild
 from release_dir_child import Run, verify_in_child
 
@@ -71,11 +81,12 @@ def _victim(tmp_path: Path) -> Path:
     return victim
 
 
-def test_a_planted_temp_file_link_writes_nothing_outside(demo_build, tmp_path):
+def test_a_planted_temp_file_link_writes_nothing_outside(demo_build, tmp_path, docker_client):
     # Before the fix the summary was written to "verification_summary.json.tmp", following the link.
     copy = _copy(demo_build, tmp_path)
     victim = _victim(tmp_path)
     (copy / "verification_summary.json.tmp").symlink_to(victim)
+    _killed_and_interrupted_first(demo_build, copy, docker_client)
     run = verify_in_child(demo_build, copy)
     assert run.code == 0, run.stdout[-3000:] + run.stderr
     assert victim.read_text() == VICTIM_TEXT
@@ -83,6 +94,27 @@ def test_a_planted_temp_file_link_writes_nothing_outside(demo_build, tmp_path):
     assert summary.is_file() and not summary.is_symlink()
     assert '"verificationResult": "PASSED"' in summary.read_text()
     assert not [p.name for p in copy.iterdir() if p.name.startswith(".")]  # no temp file left
+    # The rerun's commit removed the later stages' records of the earlier run (issue 44).
+    assert not (copy / "staging.json").exists() and not (copy / "published").exists()
+
+
+def _killed_and_interrupted_first(rel: DemoBuild, copy: Path, docker_client) -> None:
+    """One run per release directory (issue 44), on this test's full run, which is then its rerun: the
+    directory also holds an earlier run's later records; verify-provenance is SIGKILLed (1.5 s) and
+    interrupted (SIGTERM, 4 s) mid-reproduction, each time leaving the directory as it was."""
+    plant_later_records(copy)
+    for name in ("verification_summary.json", "sbom.cdx.json"):
+        (copy / name).unlink()
+    before = run_tree(copy)
+    args = ["verify-provenance", rel.image_id, "--lock", str(rel.lock), "--artifacts", str(copy)]
+    args.append("--allow-local-repos")
+    env = dict(os.environ)
+    killed = crash_run(args, env, copy.parent, after=1.5)
+    interrupted = interrupt_after(args, env, copy.parent, 4.0, signal.SIGTERM)
+    remove_leftover_containers(docker_client, {killed.pid, interrupted.pid})
+    assert killed.killed, killed.stderr[-600:]
+    assert_interrupted(interrupted, "verify-provenance")
+    assert run_tree(copy) == before and work_dirs(copy) == []
 
 
 @pytest.mark.parametrize("planted", ["verification_summary.dsse.json", "verification_summary.json"])

@@ -12,14 +12,13 @@ builder's library (``builder/release_image.py``), which the verifiers run too.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from releasekit import __version__
-from releasekit.atomic import write_atomic
+from releasekit.atomic import abandon_run, begin_run, commit_run, write_atomic
 from releasekit.builder.archive import archive_byproducts, make_archive
 from releasekit.builder.cache import BuildCache
 from releasekit.builder.checks.host_env import HostEnvironmentContext, UndeclaredHostEnvironmentCheck
@@ -43,7 +42,7 @@ from releasekit.builder.release_notes import notes_plan, render_release_notes
 from releasekit.builder.statement import git_dependency
 from releasekit.clock import Clock
 from releasekit.docker_engine import Engine
-from releasekit.errors import EnvironmentProblem, InputError
+from releasekit.errors import BuildFailed, EnvironmentProblem, InputError
 from releasekit.git import local_repos_allowed
 from releasekit.manifest import load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent
@@ -57,7 +56,6 @@ from releasekit.records.build import (
     ComponentRecord,
     ImageRecord,
 )
-from releasekit.records.dsse import PROVENANCE_ENVELOPE_FILE
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.plan_check import PLAN_CHECK_FILE, PlanCheckResult
 from releasekit.records.provenance import (
@@ -72,27 +70,25 @@ from releasekit.records.provenance import (
     sha256_digest,
     write_statement,
 )
+from releasekit.records.release_dir import replaced_by
 from releasekit.signing.statements import sign_statement_file
 
 BUILDER_ID = "https://releasekit.dev/builder/local"
 
 
-def _prepare_outdir(outdir: Path) -> None:
-    """Remove what a previous build here wrote, so that nothing stale is mistaken for this build."""
-    outdir.mkdir(parents=True, exist_ok=True)
-    for name in (
-        BUILD_FILE,
-        PROVENANCE_FILE,
-        PROVENANCE_ENVELOPE_FILE,
-        RELEASE_NOTES_FILE,
-        "Dockerfile",
-        "image.tar",
-        ARCHIVE_FILE,
-    ):
-        (outdir / name).unlink(missing_ok=True)
+def _work_dir(outdir: Path) -> Path:
+    """This build's work directory inside the release directory: everything the build writes goes
+    there, and into the release directory only once it is complete (``_commit``)."""
+    work = begin_run(outdir, "build")
     for sub in ("wheels", "logs"):
-        shutil.rmtree(outdir / sub, ignore_errors=True)
-        (outdir / sub).mkdir()
+        (work / sub).mkdir()
+    return work
+
+
+def _commit(run: BuildRun, outdir: Path) -> None:
+    """The earlier build's files and every later stage's record of the chain go, this build's come in,
+    ``build.json`` last (its presence means done): see docs/build.md, "One run per release directory"."""
+    commit_run(run.outdir, outdir, remove=replaced_by("build"), last=BUILD_FILE)
 
 
 def check_host_environment(components: Mapping[str, GitComponent], host: Mapping[str, str]) -> None:
@@ -113,7 +109,25 @@ def run_build(
     ``clock`` stamps the provenance's ``startedOn`` (now) and ``finishedOn`` (as it is written).
     """
     started = clock.now()
-    run = _gather(opts, engine, progress)
+    run, outdir = _gather(opts, engine, progress)
+    try:
+        record, built = _build_into(run, started, clock)
+    except BuildFailed:
+        abandon_run(run.outdir, keep=("logs",))  # the logs its error names, until the next build
+        raise
+    except BaseException:
+        abandon_run(run.outdir)  # a failed or interrupted build leaves the release directory as it was
+        raise
+    _commit(run, outdir)
+    if opts.tag:
+        run.engine.tag(built.image.image_id, opts.tag)
+        progress(f"image: tagged {opts.tag}")
+    return record
+
+
+def _build_into(run: BuildRun, started: datetime, clock: Clock) -> tuple[BuildRecord, _BuiltImage]:
+    """Every step, into the build's work directory (``run.outdir``)."""
+    opts = run.options
     components, wheels = build_components(run)
     if not wheels:
         raise InputError(
@@ -128,7 +142,7 @@ def run_build(
         lock_sha256=run.lock_sha256,
         git_cache_dir=opts.git_cache_dir,
         allow_local=run.allow_local,
-        progress=progress,
+        progress=run.progress,
     )
 
     settings = release_settings(run, components)
@@ -138,15 +152,14 @@ def run_build(
 
     record = _build_record(run, built, settings, components, archive)
     _write_release_files(run, record, archive, started, clock=clock)
-    if opts.tag:
-        run.engine.tag(built.image.image_id, opts.tag)
-        progress(f"image: tagged {opts.tag}")
-    return record
+    return record, built
 
 
-def _gather(opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress) -> BuildRun:
+def _gather(
+    opts: BuildOptions, engine: Engine | Callable[[], Engine], progress: Progress
+) -> tuple[BuildRun, Path]:
     """Every input read and checked, in the order that fails cheapest first; nothing built or written yet
-    except the emptied output directory."""
+    except the build's empty work directory (the run's ``outdir``), and the release directory."""
     loaded = load_manifest(opts.manifest)
     lock = read_lock(opts.lock)
     lock_sha = lock_file_sha256(opts.lock)
@@ -160,7 +173,9 @@ def _gather(opts: BuildOptions, engine: Engine | Callable[[], Engine], progress:
     # Lint first: a template that would copy sources in fails before anything is built or written.
     render_template(template, base, {})
     outdir = opts.outdir or Path("release") / lock.name
-    _prepare_outdir(outdir)
+    # The plan check RELEASE.md reads may be an earlier stage's file in the release directory.
+    plan_check = plan_check_path(opts, outdir)
+    opts = opts.model_copy(update={"plan_check": plan_check}) if plan_check is not None else opts
     run = BuildRun(
         options=opts,
         loaded=loaded,
@@ -169,12 +184,12 @@ def _gather(opts: BuildOptions, engine: Engine | Callable[[], Engine], progress:
         engine=engine,
         base=base,
         cache=BuildCache(opts.cache_dir, enabled=not opts.no_cache),
-        outdir=outdir,
+        outdir=_work_dir(outdir),
         template=template,
         allow_local=allow_local,
         progress=progress,
     )
-    return run
+    return run, outdir
 
 
 @dataclass(frozen=True)

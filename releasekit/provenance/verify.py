@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from releasekit.atomic import check_writable
+from releasekit.atomic import abandon_run, begin_run, check_writable, commit_run, failpoint
 from releasekit.bounded_read import UnsafeFileError, check_regular
 from releasekit.checks import AllOf, Deadline, Outcome, Report
 from releasekit.clock import Clock
@@ -48,6 +48,7 @@ from releasekit.provenance.vcache import VerifierCache, verifier_cache
 from releasekit.records.build import BUILD_FILE, BuildRecord, read_build_record
 from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.provenance import PROVENANCE_FILE, Statement
+from releasekit.records.release_dir import replaced_by
 from releasekit.records.sbom import SBOM_FILE
 from releasekit.records.verification import (
     MAX_EXAMINED_LISTED,
@@ -497,7 +498,7 @@ def _check_outputs(opts: VerifyOptions) -> None:
 
 
 def _write_summary(
-    opts: VerifyOptions,
+    summary_path: Path | None,
     result: VerifyResult,
     provenance: Path | None,
     facts: ImageFacts,
@@ -507,7 +508,6 @@ def _write_summary(
 ) -> str | None:
     """verification_summary.json, unsigned (`releasekit sign` signs it, in a process that runs no git or
     Docker); its path, or None."""
-    summary_path = _summary_path(opts)
     if summary_path is None:
         return None
     block = ReleasekitBlock(
@@ -530,12 +530,11 @@ def _write_summary(
 
 
 def _write_sbom(
-    opts: VerifyOptions, passed: bool, ctx: VerifyContext, created: str | None
+    path: Path | None, passed: bool, ctx: VerifyContext, created: str | None
 ) -> tuple[str, str] | None:
     """sbom.cdx.json from the verified inventory, unsigned (`releasekit sign` signs it): its path and
     sha256 (for the summary to name), or None. An image that did not verify gets none, and an SBOM
     (or envelope) an earlier run left at that path is removed (it would describe unverified files)."""
-    path = _sbom_path(opts)
     if path is None:
         return None
     if not (passed and ctx.filesystem_read):
@@ -688,10 +687,54 @@ def verify_provenance(opts: VerifyOptions, *, engine: Engine, clock: Clock) -> V
     findings.extend(report.findings)
     result = _result(v, got, findings, report, started)
     _check_outputs(opts)  # again: the directory may have changed while the image was read
-    # The SBOM first: the summary names its sha256, so the signed summary vouches for that document.
-    sbom = _write_sbom(opts, result.passed, ctx, got.attrs.get("Created"))
-    result.sbom_path = sbom[0] if sbom else None
-    result.summary_path = _write_summary(
-        opts, result, release.provenance, got.facts, sbom[1] if sbom else None, clock=clock
-    )
+    failpoint("verify-checked")
+    _write_outputs(_Outputs(opts, result, ctx, got, release.provenance), clock)
     return result
+
+
+@dataclass(frozen=True)
+class _Outputs:
+    """What the SBOM and the summary are written from, once every check ran."""
+
+    opts: VerifyOptions
+    result: VerifyResult
+    ctx: VerifyContext
+    got: _Gathered
+    provenance: Path | None
+
+
+def _write_files(out: _Outputs, summary_path: Path | None, sbom_path: Path | None, clock: Clock) -> None:
+    # The SBOM first: the summary names its sha256, so the signed summary vouches for that document.
+    sbom = _write_sbom(sbom_path, out.result.passed, out.ctx, out.got.attrs.get("Created"))
+    out.result.sbom_path = sbom[0] if sbom else None
+    out.result.summary_path = _write_summary(
+        summary_path, out.result, out.provenance, out.got.facts, sbom[1] if sbom else None, clock=clock
+    )
+
+
+def _write_outputs(out: _Outputs, clock: Clock) -> None:
+    """One run per release directory (docs/verify.md): the SBOM and the summary are written into a work
+    directory beside the summary and committed together, the summary last; the earlier run's files
+    and the later stages' records of the chain (``staging.json``, ``published/``) go in the same step."""
+    summary_path, sbom_path = _summary_path(out.opts), _sbom_path(out.opts)
+    if summary_path is None:
+        _write_files(out, None, sbom_path, clock)
+        return
+    directory = summary_path.parent
+    together = sbom_path is not None and sbom_path.parent.resolve() == directory.resolve()
+    work = begin_run(directory, "verify-provenance")
+    try:
+        sbom_at = work / sbom_path.name if together and sbom_path is not None else sbom_path
+        _write_files(out, work / summary_path.name, sbom_at, clock)
+    except BaseException:
+        abandon_run(work)
+        raise
+    remove = [envelope_path(summary_path).name]
+    if together and sbom_path is not None:
+        remove += [sbom_path.name, envelope_path(sbom_path).name]
+    if out.opts.artifacts is not None and directory.resolve() == out.opts.artifacts.resolve():
+        remove += replaced_by("verify-provenance", own=False)
+    commit_run(work, directory, remove=remove, last=summary_path.name)
+    out.result.summary_path = str(summary_path)
+    if out.result.sbom_path is not None and together and sbom_path is not None:
+        out.result.sbom_path = str(sbom_path)

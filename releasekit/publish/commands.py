@@ -40,6 +40,15 @@ def publish_target(engine: DockerEngine | None = None, kind: str | None = None) 
     return make_target(TargetEdge(open_registry=RegistryClient, engine=engine), kind or DEFAULT_KIND)
 
 
+def _refuse_mixed_runs(evidence: Path, staged: Path | None) -> None:
+    """Records of two runs in the evidence directory: exit 2 before the Docker Engine is reached. A
+    ``--staged`` staging.json is judged after its signature is (the service checks all again then):
+    an edited signed one is ``SIGNED_EVIDENCE_MISMATCH``, not two runs."""
+    from releasekit.records.release_dir import refuse_mixed_runs
+
+    refuse_mixed_runs(evidence, before="stage" if staged is not None else "publish")
+
+
 def _warn_unsigned(findings: Findings) -> None:
     """Unsigned evidence accepted: one ``warning:`` line on stderr (also a finding in the result)."""
     import sys
@@ -139,6 +148,7 @@ def publish_cmd(
     from releasekit.publish.service import publish
     from releasekit.report import print_json
 
+    _refuse_mixed_runs(evidence or lock.parent, staged)  # before the engine is reached
     result = publish(
         engine=(engine := docker_engine()),
         publish_target=publish_target(engine),

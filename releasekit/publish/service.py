@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from releasekit.atomic import check_writable, failpoint, write_atomic
+from releasekit.atomic import abandon_run, begin_run, check_writable, commit_run, failpoint, write_atomic
 from releasekit.bounded_read import UnsafeFileError
 from releasekit.docker_engine import ImageFacts
 from releasekit.errors import InputError
@@ -63,6 +63,7 @@ from releasekit.records.publish import (
     Published,
     PublishRecord,
 )
+from releasekit.records.release_dir import refuse_mixed_runs
 from releasekit.records.staging import StagingRecord
 from releasekit.registry import Reference
 from releasekit.signing import TrustedKeys
@@ -174,16 +175,12 @@ def resolve_inputs(
         if staged_path is not None
         else None
     )
+    refuse_mixed_runs(evidence_dir, before="publish")  # records of two runs: exit 2, naming both files
     facts = _candidate_facts(engine, publish_target, image, staged)
     final_tags = _expand_tags(wanted, image_id=facts.id, lock_sha256=lock_sha, name=lock.name)
     evidence = load_evidence(evidence_dir, receipts_dir)
     envelopes = local_envelopes(evidence_dir, receipts_dir)
-    trusted = trusted_keys(
-        keys,
-        signed=bool(envelopes),
-        required=required,
-        what="publish",
-    )
+    trusted = trusted_keys(keys, signed=bool(envelopes), required=required, what="publish")
     return PublishInputs(
         image=facts,
         lock_name=lock.name,
@@ -395,14 +392,26 @@ def publish(
     # RELEASE.md or publish.json must not be found only after the tags and attachments are pushed.
     _check_outputs(inputs.out_dir)
     done, notes = _release(publish_target, inputs, report, verdict.signers)
-    inputs.out_dir.mkdir(parents=True, exist_ok=True)
     notes_path = inputs.out_dir / NOTES_FILE
-    write_atomic(notes_path, notes)
     result = PublishResult(
         **{**done.model_dump(), "signers": verdict.signers, "release_notes": str(notes_path)}, gate=report
     )
-    write_record(publish_record(result), inputs.out_dir / RESULT_FILE)
+    _write_outputs(inputs.out_dir, notes, publish_record(result))
     return result
+
+
+def _write_outputs(out_dir: Path, notes: str, record: PublishRecord) -> None:
+    """RELEASE.md and publish.json committed together, publish.json last (``atomic.commit_run``): an
+    interrupt leaves the earlier publish's pair or this one's, never one of each (a kill inside the
+    commit: at most this one's RELEASE.md, without publish.json)."""
+    work = begin_run(out_dir, "publish")
+    try:
+        write_atomic(work / NOTES_FILE, notes)
+        write_record(record, work / RESULT_FILE)
+    except BaseException:
+        abandon_run(work)
+        raise
+    commit_run(work, out_dir, remove=[NOTES_FILE], last=RESULT_FILE)
 
 
 def _check_outputs(out_dir: Path) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from releasekit.atomic import abandon_run, begin_run, commit_run, failpoint
 from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
 from releasekit.docker_engine import Engine, EngineError, ImageFacts, NoSuchImage
 from releasekit.errors import EnvironmentProblem, InputError
@@ -33,7 +34,8 @@ from releasekit.records.base import RecordError, record_from_bytes, write_record
 from releasekit.records.dsse import SUMMARY_ENVELOPE_FILE
 from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
 from releasekit.records.lock import lock_file_sha256, read_lock
-from releasekit.records.staging import STAGING_FILE, StagingRecord, staging_tag
+from releasekit.records.release_dir import refuse_mixed_runs, replaced_by
+from releasekit.records.staging import STAGING_ENVELOPE_FILE, STAGING_FILE, StagingRecord, staging_tag
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE, VerificationStatement
 from releasekit.registry import Reference, RegistryOpener, resolve_credentials
 from releasekit.signing import SignatureError
@@ -162,6 +164,9 @@ def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) 
     target = staging_target(request, section)
     lock_sha = lock_file_sha256(request.lock_path)
     evidence = request.evidence_dir or request.lock_path.parent
+    refuse_mixed_runs(
+        evidence, before="stage"
+    )  # e.g. a summary left beside a later build.json (docs/publish.md)
     summary_path = evidence / VERIFICATION_SUMMARY_FILE
     try:
         raw = read_bounded(summary_path, VerificationStatement.max_bytes, within=evidence)
@@ -195,6 +200,7 @@ def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) 
     digest = engine.push(image.id, target.name, tag, where=target.host, auth=auth)
     with open_registry(target.host, credentials) as client:
         blob = client.check_image(target.repository, digest, image.id)
+    failpoint("stage-pushed")
     record = StagingRecord(
         image_id=image.id,
         lock_sha256=lock_sha,
@@ -206,5 +212,18 @@ def stage(request: StageRequest, engine: Engine, open_registry: RegistryOpener) 
         verification_summary_sha256=hashlib.sha256(raw).hexdigest(),
     )
     path = (request.out or evidence) / STAGING_FILE
-    write_record(record, path)
+    _commit(record, path, in_release_dir=request.out is None or request.out.resolve() == evidence.resolve())
     return Staged(record=record, signer=signer, warnings=warnings, path=path)
+
+
+def _commit(record: StagingRecord, path: Path, *, in_release_dir: bool) -> None:
+    """``staging.json`` in one step with the removal of what it replaces: the envelope that signed the
+    earlier one and, in the release directory, publish's records of an earlier run (``published/``)."""
+    work = begin_run(path.parent, "stage")
+    try:
+        write_record(record, work / path.name)
+    except BaseException:
+        abandon_run(work)
+        raise
+    remove = [STAGING_ENVELOPE_FILE, *(replaced_by("stage", own=False) if in_release_dir else [])]
+    commit_run(work, path.parent, remove=remove, last=path.name)

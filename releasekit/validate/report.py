@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import Any
 
 from releasekit.atomic import write_atomic
 from releasekit.findings import Findings
@@ -113,6 +115,14 @@ def _throughput_levels(r: Receipt) -> list[dict]:
     return []
 
 
+def _save(fig: Any, path: Path) -> None:
+    """The PNG through the one writer (``atomic.write_atomic``): whole or absent, and counted among what
+    an interrupted run kept."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    write_atomic(path, buffer.getvalue())
+
+
 def plot_throughput(receipts: list[Receipt], path: Path) -> bool:
     import matplotlib
 
@@ -138,7 +148,7 @@ def plot_throughput(receipts: list[Receipt], path: Path) -> bool:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
+    _save(fig, path)
     plt.close(fig)
     return True
 
@@ -171,7 +181,7 @@ def plot_gates(receipts: list[Receipt], path: Path) -> bool:
     ax.set_title("Candidate vs baseline (gated metrics)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
+    _save(fig, path)
     plt.close(fig)
     return True
 
