@@ -182,4 +182,4 @@ def test_the_durations_summary_reads_the_junit_xml(tmp_path: Path) -> None:
     assert row.startswith(
         "| the test command, `CI=true bash .ci/run` in a fresh clone | 4 tests (1 skipped, 1 failed)"
     )
-    assert "pytest **1 min 36 s** on 2 workers; the slowest module tests/test_a.py 1 min 20 s" in row
+    assert "pytest **1 min 36 s** on 3 workers; the slowest module tests/test_a.py 1 min 20 s" in row
