@@ -311,7 +311,13 @@ def codes(report) -> list[str]:
 # -- links a later step signs (test_signed_links.py, test_sign_command.py) ----------------------------
 
 
-def staging_file(directory: Path, image_id: str = "sha256:" + "1" * 64) -> Path:
+def staging_file(
+    directory: Path,
+    image_id: str = "sha256:" + "1" * 64,
+    *,
+    lock_sha256: str = "2" * 64,
+    summary_sha256: str = "4" * 64,
+) -> Path:
     """An unsigned ``staging.json`` in ``directory`` (what ``releasekit stage`` writes), about ``image_id``."""
     from releasekit.records.base import write_record
     from releasekit.records.staging import StagingRecord
@@ -319,13 +325,13 @@ def staging_file(directory: Path, image_id: str = "sha256:" + "1" * 64) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     record = StagingRecord(
         image_id=image_id,
-        lock_sha256="2" * 64,
+        lock_sha256=lock_sha256,
         registry="127.0.0.1:5000",
         repository="team/staging",
         digest="sha256:" + "3" * 64,
         tag="lock-" + "2" * 64,
         media_type="application/vnd.oci.image.manifest.v1+json",
-        verification_summary_sha256="4" * 64,
+        verification_summary_sha256=summary_sha256,
     )
     path = directory / "staging.json"
     write_record(record, path)

@@ -16,7 +16,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from publish_support import Release, publish_args
+from publish_support import Release, publish_args, staging_file
 from signing_support import cli
 
 from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
@@ -196,12 +196,16 @@ def test_a_huge_key_is_not_read_whole(tmp_path):
 
 def _links(release: Release) -> dict[str, Path]:
     """The links later steps write: a receipt per cell (--receipts), staging.json, a test receipt."""
-    from publish_support import staging_file
-
     from releasekit.records.base import write_record
     from releasekit.records.test_receipt import TestReceipt
 
-    staging = staging_file(release.evidence, IMAGE)
+    summary = (release.evidence / "verification_summary.json").read_bytes()
+    staging = staging_file(
+        release.evidence,
+        IMAGE,
+        lock_sha256=release.lock_sha256,
+        summary_sha256=hashlib.sha256(summary).hexdigest(),
+    )
     receipt = release.write_receipt("tiny-tp1")
     tests = release.evidence / "tests"
     tests.mkdir()
@@ -211,6 +215,7 @@ def _links(release: Release) -> dict[str, Path]:
             "suite": "unit",
             "image": "releasekit-test/publish",
             "image_id": IMAGE,
+            "lock_sha256": release.lock_sha256,
             "status": "passed",
             "started_at": "2026-12-05T00:00:00Z",
         }
@@ -262,6 +267,28 @@ def test_sign_signs_the_later_links_each_as_its_record(tmp_path, keys):
         cli("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private))
     )
     assert time.monotonic() - started < 30
+
+
+def test_sign_refuses_links_of_two_runs(tmp_path, keys):
+    """Issue 43: sign signs links that chain to one run. A staging.json that staged another summary
+    (or names another lock), or a receipt of another lock, is one line, exit 2, and nothing is signed."""
+    private = keys["private"]
+    release = _release(tmp_path)
+    links = _links(release)
+    summary = hashlib.sha256((release.evidence / "verification_summary.json").read_bytes()).hexdigest()
+    cases = (
+        ({"lock_sha256": release.lock_sha256, "summary_sha256": "4" * 64}, "staged verification summary"),
+        ({"lock_sha256": "2" * 64, "summary_sha256": summary}, "records of two runs"),
+    )
+    sign = ("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private))
+    for fields, said in cases:
+        staging_file(release.evidence, IMAGE, **fields)
+        _one_line_refusal(cli(*sign), said)
+        assert list(release.evidence.rglob("*.dsse.json")) == []
+    links["staging"].unlink()
+    release.write_receipt("tiny-tp1-ngram", lock_sha256="7" * 64)
+    _one_line_refusal(cli(*sign), "tiny-tp1-ngram", "of lock 777777777777")
+    assert list(release.evidence.rglob("*.dsse.json")) == []
 
 
 @pytest.mark.parametrize("command", ["sign", "publish"])

@@ -33,6 +33,7 @@ from releasekit.records.intoto import StatementError
 from releasekit.records.intoto import parse_statement as parse_any_statement
 from releasekit.records.provenance import PROVENANCE_FILE, SLSA_PROVENANCE_V1
 from releasekit.records.receipt import RECEIPT_PAYLOAD_TYPE, Receipt
+from releasekit.records.release_dir import RunRecord, refuse_mixed_runs, run_records
 from releasekit.records.sbom import SBOM_FILE
 from releasekit.records.staging import STAGING_FILE, STAGING_PAYLOAD_TYPE, StagingRecord
 from releasekit.records.test_receipt import TEST_RECEIPT_PAYLOAD_TYPE, TESTS_DIR, TestReceipt
@@ -157,17 +158,26 @@ def _record_files(where: Path, glob: str) -> list[Path]:
     return [where / name for name in names]
 
 
-def _check_record(evidence: Evidence, kind: type[Record], image_id: str | None) -> None:
-    """The file is the record it is named as, about the image the summary verified."""
+def _check_record(evidence: Evidence, kind: type[Record], chain: RunRecord | None) -> None:
+    """The file is the record it is named as, about the image and lock of the directory's chain (the
+    summary, build.json, staging.json: whichever are there)."""
     try:
         record = record_from_bytes(kind, evidence.payload, str(evidence.path))
     except RecordError as exc:
         raise InputError(f"{exc.one_line()}; refusing to sign it") from None
+    if chain is None:
+        return
     about = getattr(record, "image_id", None)
-    if image_id is not None and about is not None and about != image_id:
+    if about is not None and about != chain.image_id:
         raise InputError(
-            f"{evidence.path}: about image {str(about)[:19]}, not {image_id[:19]}, which the verification "
-            "summary verified; refusing to sign it"
+            f"{evidence.path}: about image {str(about)[:19]}, not {chain.image_id[:19]}, which "
+            f"{chain.name} names; refusing to sign it"
+        )
+    lock = getattr(record, "lock_sha256", None)
+    if lock is not None and lock != chain.lock_sha256:
+        raise InputError(
+            f"{evidence.path}: of lock {str(lock)[:12]}, not {chain.lock_sha256[:12]}, which {chain.name} "
+            "names; refusing to sign it"
         )
 
 
@@ -204,8 +214,12 @@ def gather(directory: Path, receipts: Path | None = None) -> tuple[list[Evidence
         )
     if PROVENANCE_FILE in found:
         _check_provenance(found[PROVENANCE_FILE], image_id)
+    # The links sign signs chain to one run: build.json, the summary and staging.json name one image and
+    # lock (and staging.json this summary); every receipt and test receipt that image and lock.
+    refuse_mixed_runs(directory)
+    chain, _ = run_records(directory)
     for evidence, kind in records:
-        _check_record(evidence, kind, image_id)
+        _check_record(evidence, kind, chain[0] if chain else None)
     every = [*found.values(), *(evidence for evidence, _ in records)]
     for evidence in every:
         check_writable(envelope_path(evidence.path))
