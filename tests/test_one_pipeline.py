@@ -72,8 +72,8 @@ def test_the_demo_runs_the_workflows_stages_in_its_order() -> None:
 
 def test_a_stage_missing_or_moved_in_the_workflow_is_caught() -> None:
     jobs = workflow_jobs()
-    build = jobs["build"]["steps"]
-    build[:] = [step for step in build if "releasekit stage" not in str(step.get("run", ""))]
+    stage = jobs["stage"]["steps"]
+    stage[:] = [step for step in stage if "releasekit stage" not in str(step.get("run", ""))]
     assert workflow_commands(jobs) != demo_commands()
     # Hygiene after the suites in the test job.
     jobs = workflow_jobs()

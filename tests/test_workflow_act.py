@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from act_actions.artifact_store import seal
 from ruamel.yaml import YAML
 from workflow_act import (
     FORGE_TOKEN,
@@ -198,7 +199,7 @@ def test_the_release_workflow_runs_end_to_end_under_act(green: GreenRun):
 
     # One digest end to end: staged, run by every cell, published, tagged, promoted.
     art = run.artifacts
-    staging = json.loads((art / "build-evidence" / "staging.json").read_text())
+    staging = json.loads((art / "staging" / "staging.json").read_text())
     build = json.loads((art / "build-evidence" / "build.json").read_text())
     digest = staging["digest"]
     assert staging["image_id"] == build["image_id"]
@@ -227,13 +228,17 @@ def test_the_release_workflow_runs_end_to_end_under_act(green: GreenRun):
 
     # Signed by default: every link has its envelope, publish and promote verified them with the
     # manifest's key, and the private key is in no log and no artifact.
+    # The envelopes came from the sign jobs, each of its own (the jobs that ran component code
+    # uploaded none).
     keyid = keyid_of(load_public_key(green.public_key))
     for name in ("provenance.intoto.dsse.json", "verification_summary.dsse.json", "sbom.cdx.dsse.json"):
-        assert (art / "build-evidence" / name).is_file(), name
-    assert (art / "build-evidence" / "staging.dsse.json").is_file()
+        assert (art / "signatures-evidence" / name).is_file(), name
+    assert (art / "signatures-staging" / "staging.dsse.json").is_file()
     for cell in cells:
-        assert (art / f"receipt-{cell}" / f"{cell}.dsse.json").is_file(), cell
-    assert any((art / "test-evidence" / "tests").glob("*.dsse.json"))
+        assert (art / "signatures-receipts" / f"{cell}.dsse.json").is_file(), cell
+    assert any((art / "signatures-tests").glob("*.dsse.json"))
+    unsigned = ("build-evidence", "staging", "test-evidence", *(f"receipt-{c}" for c in cells))
+    assert not [p for name in unsigned for p in (art / name).rglob("*.dsse.json")]
     assert set(published["signers"].values()) == {keyid}, published["signers"]
     pieces = _secret_pieces(green.private_key)
     assert not any(piece in run.log for piece in pieces)
@@ -336,7 +341,16 @@ def test_evidence_signed_by_another_key_stops_publish_and_nothing_is_tagged(
     work = tmp_path_factory.mktemp("act-forged")
     artifacts = _copy_artifacts(green, work / "artifacts")
     stranger, _, _ = write_key_pair(work / "stranger", "ed25519")
-    _resign(artifacts / "build-evidence", stranger, expected=4)
+    # As a sign job with that key would: the evidence and staging.json signed, the envelopes uploaded.
+    merged = work / "merged"
+    for name in ("build-evidence", "staging"):
+        shutil.copytree(artifacts / name, merged, dirs_exist_ok=True)
+    _resign(merged, stranger, expected=4)
+    for envelope in merged.glob("*.dsse.json"):
+        into = "signatures-staging" if envelope.name == "staging.dsse.json" else "signatures-evidence"
+        shutil.copy2(envelope, artifacts / into / envelope.name)
+    seal(artifacts, "signatures-evidence")
+    seal(artifacts, "signatures-staging")
     run, tags = _publish_from(green, work, artifacts, "act/forged")
     assert run.returncode != 0
     assert run.jobs == {"publish": ["failure"]}, run.jobs
@@ -358,9 +372,13 @@ def test_a_cell_that_failed_its_gate_stops_publish_and_nothing_is_tagged(green: 
     receipt.update(passed=False, status="failed")
     receipt["gates"][0]["passed"] = False
     receipt_path.write_text(json.dumps(receipt, indent=2, sort_keys=True) + "\n")
-    # The GPU host signs what it found, a failed gate included: the publish gate then judges the cell.
+    # The sign job signs what the cell found, a failed gate included: the publish gate then judges it.
     signer = load_signer(green.private_key)
     sign_receipt_file(signer, receipt_path)
+    envelope = receipt_path.with_name(receipt_path.name.removesuffix(".json") + ".dsse.json")
+    shutil.move(envelope, artifacts / "signatures-receipts" / envelope.name)
+    seal(artifacts, receipt_path.parent.name)
+    seal(artifacts, "signatures-receipts")
     run, tags = _publish_from(green, work, artifacts, "act/refused")
 
     assert run.returncode != 0

@@ -51,7 +51,7 @@ def test_release_workflow_passes_actionlint():
     ("old", "new", "complaint"),
     [
         ("needs.build.outputs.image_id", "needs.build.outputs.image_ident", "image_ident"),
-        ("needs: [lock, build, validate]", "needs: [lock, build, validat]", "validat"),
+        ("needs: [stage, validate]", "needs: [stage, validat]", "validat"),
         ("x64, releasekit-builder]", "x64, releasekit-buidler]", "releasekit-buidler"),
     ],
 )
@@ -79,23 +79,29 @@ def test_workflow_runs_the_pipeline_in_order():
     assert "releasekit matrix" in commands("lock") and "--format github" in commands("lock")
     assert needs("build") == {"lock"}
     assert "releasekit build" in commands("build") and "releasekit verify-provenance" in commands("build")
-    # Staged by digest after verification; every later job pulls that digest and checks the verified ID.
-    build = commands("build")
-    assert build.index("releasekit verify-provenance") < build.index("releasekit stage")
-    assert jobs["build"]["outputs"]["candidate"] == "${{ steps.stage.outputs.candidate }}"
+    # Signed once verification ended, then staged by digest (the signed summary required) and that
+    # signed too; every later job pulls that digest and checks the verified ID.
+    assert needs("sign-evidence") == {"build"} and needs("stage") == {"lock", "build", "sign-evidence"}
+    assert "releasekit stage" in commands("stage") and "--require-signed" in commands("stage")
+    assert jobs["stage"]["outputs"]["candidate"] == "${{ steps.stage.outputs.candidate }}"
+    assert needs("sign-staging") == {"stage"}
     for job in ("test", "validate"):
-        assert "--staged" in commands(job) and "needs.build.outputs.candidate" in str(jobs[job]), job
+        assert "--staged" in commands(job) and "needs.stage.outputs.candidate" in str(jobs[job]), job
+        assert "sign-staging" in needs(job), job
     assert "--staged" in commands("publish") and "--image" not in commands("publish")
     # The test stage runs on the built image between verify-provenance and validate.
-    assert needs("test") == {"lock", "build"} and "test" in needs("validate")
+    assert needs("test") == {"lock", "build", "stage", "sign-staging"} and "test" in needs("validate")
     assert "releasekit test" in commands("test") and "releasekit hygiene" in commands("test")
     # One validation job per cell, on self-hosted GPU runners, from the matrix command's output.
     assert jobs["validate"]["strategy"]["matrix"] == "${{ fromJSON(needs.lock.outputs.matrix) }}"
     assert jobs["validate"]["runs-on"] == "${{ matrix.runs-on }}"
     assert "releasekit validate" in commands("validate") and "--lock" in commands("validate")
-    assert {"build", "validate"} <= needs("publish")
+    assert {"build", "stage", "validate", "sign-tests", "sign-receipts"} <= needs("publish")
     assert "releasekit publish" in commands("publish")
-    assert any(step.get("with", {}).get("pattern") == "receipt-*" for step in jobs["publish"]["steps"])
+    assert any(
+        step.get("with", {}).get("pattern") == "{receipt-*,signatures-receipts}"
+        for step in jobs["publish"]["steps"]
+    )
     assert needs("promote") == {"publish"} and "releasekit promote" in commands("promote")
     # Secrets reach the tools through the environment only, never a command line.
     for job in jobs.values():
@@ -141,3 +147,49 @@ def test_the_key_reaches_sign_on_a_descriptor_never_its_environment():
             assert '--key-fd 3 3<<<"$key"' in run and "export" not in run
             assert run.count("releasekit") == 1, run
     assert signs == 4
+
+
+SIGN_JOB_ACTIONS = {
+    "actions/checkout@v5",
+    "actions/setup-python@v6",
+    "actions/download-artifact@v8",
+    "actions/upload-artifact@v6",
+}
+
+
+def test_every_sign_runs_in_a_job_of_its_own_that_runs_no_component_code():
+    """Issue 43: a job that runs component code (build backends, hooks, test suites, the image) never
+    holds the key. Each `releasekit sign` runs in a job of its own, on a fresh GitHub-hosted runner,
+    whose steps are only: the checkout of this repository, Python, artifact downloads with their
+    digests checked, releasekit's install, `releasekit sign`, and the upload of the envelopes."""
+    doc = YAML(typ="safe").load(WORKFLOW.read_text(encoding="utf-8"))
+    sign_jobs = {
+        name
+        for name, job in doc["jobs"].items()
+        if any("releasekit sign" in step.get("run", "") for step in job["steps"])
+    }
+    assert sign_jobs == {"sign-evidence", "sign-staging", "sign-tests", "sign-receipts"}, sign_jobs
+    for name, job in doc["jobs"].items():
+        holds_key = "secrets.RELEASEKIT_SIGNING_KEY" in json.dumps(job)
+        assert holds_key == (name in sign_jobs), name
+        if name not in sign_jobs:
+            continue
+        assert job["runs-on"] == "ubuntu-latest", name  # fresh each time, never a self-hosted runner
+        for step in job["steps"]:
+            if "uses" in step:
+                assert step["uses"] in SIGN_JOB_ACTIONS, (name, step["uses"])
+                if step["uses"].startswith("actions/checkout"):
+                    assert not step.get("with"), (name, step)  # this repository, at the commit released
+                if step["uses"].startswith("actions/download-artifact"):
+                    assert step["with"]["digest-mismatch"] == "error", (name, step)
+                continue
+            run = step["run"].strip()
+            assert run in ("python -m pip install .",) or run.splitlines()[-1].startswith(
+                "releasekit sign "
+            ), (
+                name,
+                run,
+            )
+            assert all(word not in run for word in ("docker", "pytest", "hygiene", "validate", "build ")), run
+        uploads = [s["with"]["path"] for s in job["steps"] if s.get("uses", "").startswith("actions/upload")]
+        assert uploads and all(path.endswith(".dsse.json") for path in uploads), (name, uploads)

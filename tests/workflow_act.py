@@ -32,7 +32,7 @@ ACTIONS = {  # the workflow's `uses:` -> the stand-in's folder
     "actions/checkout@v5": "checkout",
     "actions/setup-python@v6": "setup-python",
     "actions/upload-artifact@v6": "upload-artifact",
-    "actions/download-artifact@v7": "download-artifact",
+    "actions/download-artifact@v8": "download-artifact",
 }
 # The labels the workflow's runs-on names (matrix entries included): all of them are this host.
 LABELS = ("ubuntu-latest", "self-hosted")

@@ -9,8 +9,14 @@ workflow relies on (actions/upload-artifact v4+ and download-artifact v4+):
   file alone is stored under its own name. A name already uploaded in the run is an error, as
   is no file when ``if-no-files-found`` is ``error`` (``warn`` says so, ``ignore`` is silent).
 - download: ``name`` extracts that artifact into ``path``; without a name, every artifact whose
-  name matches ``pattern`` goes to ``path/<name>/``, or straight into ``path`` with
-  ``merge-multiple``. A missing name is an error (the step fails, as on GitHub).
+  name matches ``pattern`` (a glob with ``{a,b}`` alternatives, as minimatch reads it) goes to
+  ``path/<name>/``, or straight into ``path`` with ``merge-multiple``. A missing name is an error
+  (the step fails, as on GitHub).
+- digests: GitHub records an artifact's digest when a job uploads it, and download-artifact (v8:
+  ``digest-mismatch: error`` by default) fails on bytes that differ. The upload keeps one sha256
+  over the artifact's files (their paths and contents) in ``$RK_ARTIFACTS/.digests/<name>``; a
+  download recomputes it and fails on a mismatch unless ``digest-mismatch`` says ``warn``/``off``.
+  A test that prepares artifacts as a job of the run would upload them calls ``seal``.
 
 Inputs come as environment variables (``INPUT_*``), set by the action.yml files. Run as
 ``python3 artifact_store.py upload|download``.
@@ -20,12 +26,14 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import hashlib
 import os
 import shutil
 import sys
 from pathlib import Path
 
 GLOB_CHARS = set("*?[")
+DIGESTS = ".digests"
 
 
 def _store() -> Path:
@@ -73,6 +81,44 @@ def _common_root(paths: list[Path]) -> Path:
     return Path(*common)
 
 
+def artifact_digest(folder: Path) -> str:
+    """One sha256 over an artifact's files: each one's path and content, in path order."""
+    total = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        total.update(f.relative_to(folder).as_posix().encode() + b"\0")
+        total.update(hashlib.sha256(f.read_bytes()).digest())
+    return total.hexdigest()
+
+
+def seal(store: Path, name: str) -> None:
+    """Record the artifact ``name``'s digest as GitHub does when a job uploads it."""
+    (store / DIGESTS).mkdir(parents=True, exist_ok=True)
+    (store / DIGESTS / name).write_text(artifact_digest(store / name) + "\n", encoding="utf-8")
+
+
+def _digest_ok(store: Path, name: str) -> bool:
+    behaviour = os.environ.get("INPUT_DIGEST_MISMATCH", "") or "error"
+    recorded = store / DIGESTS / name
+    expected = recorded.read_text(encoding="utf-8").strip() if recorded.is_file() else ""
+    if expected == artifact_digest(store / name) or behaviour == "off":
+        return True
+    message = f"digest of artifact {name} does not match the one recorded at its upload"
+    if behaviour == "warn":
+        print(f"::warning::{message}")
+        return True
+    print(f"::error::{message}")
+    return False
+
+
+def _braces(pattern: str) -> list[str]:
+    """``{a,b}`` alternatives spelt out (one level, as the workflow uses them)."""
+    head, brace, rest = pattern.partition("{")
+    if not brace or "}" not in rest:
+        return [pattern]
+    inside, _, tail = rest.partition("}")
+    return [alt for each in inside.split(",") for alt in _braces(head + each + tail)]
+
+
 def upload() -> int:
     name = os.environ["INPUT_NAME"] or "artifact"
     patterns = _lines(os.environ["INPUT_PATH"])
@@ -106,6 +152,7 @@ def upload() -> int:
         target = dest / f.resolve().relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, target)
+    seal(_store(), name)
     print(f"uploaded {len(files)} file(s) as {name} (root {os.path.relpath(root)})")
     return 0
 
@@ -130,11 +177,20 @@ def download() -> int:
         if not src.is_dir():
             print(f"::error::Unable to download artifact(s): Artifact not found for name: {name}")
             return 1
+        if not _digest_ok(store, name):
+            return 1
         print(f"downloaded {_copy_tree(src, path)} file(s) of {name} into {path}")
         return 0
     pattern = os.environ.get("INPUT_PATTERN", "") or "*"
     merge = os.environ.get("INPUT_MERGE_MULTIPLE", "false").lower() == "true"
-    names = sorted(p.name for p in store.iterdir() if p.is_dir() and fnmatch.fnmatch(p.name, pattern))
+    alternatives = _braces(pattern)
+    names = sorted(
+        p.name
+        for p in store.iterdir()
+        if p.is_dir() and p.name != DIGESTS and any(fnmatch.fnmatch(p.name, alt) for alt in alternatives)
+    )
+    if not all(_digest_ok(store, each) for each in names):
+        return 1
     for each in names:
         count = _copy_tree(store / each, path if merge else path / each)
         print(f"downloaded {count} file(s) of {each} into {path if merge else path / each}")
