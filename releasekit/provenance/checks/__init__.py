@@ -20,6 +20,7 @@ def all_checks() -> list[Check[VerifyContext]]:
     from releasekit.provenance.checks.policy import ForbiddenDistributionCheck
     from releasekit.provenance.checks.records import RecordCheck
     from releasekit.provenance.checks.reproduction import ReproductionCheck
+    from releasekit.provenance.checks.requirements import RequirementsCheck
     from releasekit.provenance.checks.shadowing import ShadowingCheck
     from releasekit.provenance.checks.sources import SourceBlobCheck
     from releasekit.provenance.checks.toolchain import ToolchainCheck
@@ -39,5 +40,6 @@ def all_checks() -> list[Check[VerifyContext]]:
         SourceBlobCheck(),
         NativeArchCheck(),
         ForbiddenDistributionCheck(),
+        RequirementsCheck(),
         ToolchainCheck(),
     ]
