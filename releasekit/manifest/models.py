@@ -345,6 +345,14 @@ class GitComponent(StrictModel):
         default_factory=list,
         description="content-rule hits in this component's tree that the release accepts, each with a reason",
     )
+    runtime_recipes: PathPatterns | None = Field(
+        default=None,
+        description=(
+            "gitignore-style patterns of the image recipes, launchers and Compose files this release uses: "
+            "plan check names the runtime switches (VLLM_*, NCCL_*, ...) they set; absent: every recipe "
+            "outside examples/, tests/, .buildkite/, .github/, benchmarks/ and docs/"
+        ),
+    )
     note: str | None = None
 
     def superseding(self) -> list[PlannedPR | CanonicalChange]:

@@ -25,6 +25,7 @@ from releasekit.plan.checks.planned_merged import PlannedPRsMerged
 from releasekit.plan.checks.pr_heads import PRHeadsUnmoved
 from releasekit.plan.checks.published import CheckedCommitPublished
 from releasekit.plan.checks.release_only import ReleaseOnlyCommits
+from releasekit.plan.checks.runtime_switches import RuntimeSwitchesNamed
 from releasekit.plan.checks.superseded import SupersededAbsent
 from releasekit.plan.checks.tree_content import TreeContentAnswered
 from releasekit.plan.checks.unreadable import ComponentsReadable
@@ -45,6 +46,7 @@ def all_checks() -> list[Check[PlanContext]]:
         AlreadyCanonicalPresent(),
         ExclusionsAbsent(),
         TreeContentAnswered(),
+        RuntimeSwitchesNamed(),
         PRHeadsUnmoved(),
         NamedPRsOnForge(),
         PlannedPRsNotDraft(),

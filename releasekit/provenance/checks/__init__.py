@@ -23,6 +23,7 @@ def all_checks() -> list[Check[VerifyContext]]:
     from releasekit.provenance.checks.requirements import RequirementsCheck
     from releasekit.provenance.checks.shadowing import ShadowingCheck
     from releasekit.provenance.checks.sources import SourceBlobCheck
+    from releasekit.provenance.checks.switches import ImageSwitchesCheck
     from releasekit.provenance.checks.toolchain import ToolchainCheck
     from releasekit.provenance.checks.unowned import UnownedFilesCheck
     from releasekit.provenance.checks.version import VersionCommitCheck
@@ -41,5 +42,6 @@ def all_checks() -> list[Check[VerifyContext]]:
         NativeArchCheck(),
         ForbiddenDistributionCheck(),
         RequirementsCheck(),
+        ImageSwitchesCheck(),
         ToolchainCheck(),
     ]
