@@ -64,23 +64,25 @@ def files() -> dict[str, bytes]:
     }
 
 
-def image_tar() -> bytes:
+def image_tar(tree: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        dirs = sorted({p.rsplit("/", i)[0] for p in files() for i in range(1, p.count("/"))} - {""})
+        dirs = sorted({p.rsplit("/", i)[0] for p in tree for i in range(1, p.count("/"))} - {""})
         for d in dirs:
             info = tarfile.TarInfo(d.lstrip("/"))
             info.type, info.mode = tarfile.DIRTYPE, 0o755
             tar.addfile(info)
-        for path, data in files().items():
+        for path, data in tree.items():
             info = tarfile.TarInfo(path.lstrip("/"))
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
-def context(manifest: object = None) -> VerifyContext:
-    inv = inventory_from_tar(iter([image_tar()]), ReadPlan(python_roots=[SP, LATER]))
+def context(manifest: object = None, tree: dict[str, bytes] | None = None) -> VerifyContext:
+    inv = inventory_from_tar(
+        iter([image_tar(files() if tree is None else tree)]), ReadPlan(python_roots=[SP, LATER])
+    )
     lock = Lock(
         name="t",
         manifest=LockedManifest(path="m.yaml", sha256="0" * 64, name="t"),
@@ -198,3 +200,22 @@ def test_release_notes_show_the_accepted_requirements_and_the_switches() -> None
     assert "- `NCCL_P2P_LEVEL=SYS`: PCIe box" in text
     assert f"- cell `{cells[0].id}`: `VLLM_B=0`" in text
     assert "Requirements accepted" not in render_release_notes(notes_build_record("r"))
+
+
+def test_hostile_metadata_is_read_within_bounds_and_said() -> None:
+    """A METADATA with more Requires-Dist lines than the bound, an overlong line and one that is no
+    requirement: warnings naming the distribution, the first lines judged, nothing raised."""
+    from releasekit.provenance.checks.requirements import MAX_REQUIREMENT_CHARS, MAX_REQUIREMENTS
+
+    lines = [f"dep-{i}" for i in range(MAX_REQUIREMENTS + 10)]
+    lines[0] = "pip (>=1"  # no requirement
+    lines[1] = "x" * (MAX_REQUIREMENT_CHARS + 1)
+    tree = {f"{SP}/evil-1.dist-info/METADATA": metadata("evil", "1", *lines), **files()}
+    found = requirement_findings(context(tree=tree))
+    unreadable = sorted(f.message for f in found if f.code == "REQUIREMENT_UNREADABLE")
+    assert len(unreadable) == 3 and all(m.startswith("evil 1: ") for m in unreadable)
+    assert f"{MAX_REQUIREMENTS + 10} Requires-Dist lines; the first {MAX_REQUIREMENTS} read" in unreadable[0]
+    assert unreadable[1].startswith("evil 1: Requires-Dist 'pip (>=1' is not a requirement")
+    assert unreadable[2].startswith("evil 1: Requires-Dist 'xxx") and "longer than 4096" in unreadable[2]
+    evil = [f for f in found if f.code == "REQUIREMENT_NOT_INSTALLED" and f.message.startswith("evil ")]
+    assert len(evil) == MAX_REQUIREMENTS - 2
