@@ -43,6 +43,8 @@ Requires-Dist: new-python-backport; python_version >= "3.12"
 Requires-Dist: x86-only; platform_machine == "x86_64"
 Requires-Dist: test-runner; extra == "test"
 Requires-Dist: gpu-kernels; extra == "gpu"
+Requires-Dist: egg-dir>=1
+Requires-Dist: egg-file==0.9
 """
 
 
@@ -59,6 +61,12 @@ def files() -> dict[str, bytes]:
             "ok-pkg", "1.4", 'fast-extension>=3; extra == "fast"', 'never-asked; extra == "slow"'
         ),
         f"{SP}/pre_pkg-2.0rc1.dist-info/METADATA": metadata("pre-pkg", "2.0rc1"),
+        # .egg-info distributions (a directory with PKG-INFO and requires.txt; a file that is PKG-INFO).
+        f"{SP}/egg_dir-1.2-py3.12.egg-info/PKG-INFO": b"Metadata-Version: 1.2\nName: egg-dir\nVersion: 1.2\n",
+        f"{SP}/egg_dir-1.2-py3.12.egg-info/requires.txt": (
+            b"egg-needs-this\n\n[:python_version < '3']\nonly-python-two\n\n[docs]\nsphinx\n"
+        ),
+        f"{SP}/egg_file-0.9.egg-info": b"Metadata-Version: 1.1\nName: egg-file\nVersion: 0.9\n",
         # A later site holds another needed, at the version app wants: Python imports the first.
         f"{LATER}/needed-2.0.dist-info/METADATA": metadata("needed", "2.0"),
     }
@@ -133,6 +141,7 @@ def test_unmet_and_conflicting_requirements_are_named_with_the_image_s_markers()
             "REQUIREMENT_NOT_INSTALLED",
             'app 1.0 requires new-python-backport; python_version >= "3.12" (not installed)',
         ),
+        ("REQUIREMENT_NOT_INSTALLED", "egg-dir 1.2 requires egg-needs-this (not installed)"),
         (
             "REQUIREMENT_NOT_INSTALLED",
             'ok-pkg 1.4 requires fast-extension>=3; extra == "fast" '
@@ -140,11 +149,16 @@ def test_unmet_and_conflicting_requirements_are_named_with_the_image_s_markers()
         ),
     ], said
     assert all(f.severity == "error" for f in found)
-    assert {f.location.path for f in found} == {f"{SP}/app-1.0.dist-info", f"{SP}/ok_pkg-1.4.dist-info"}
+    assert {f.location.path for f in found} == {
+        f"{SP}/app-1.0.dist-info",
+        f"{SP}/ok_pkg-1.4.dist-info",
+        f"{SP}/egg_dir-1.2-py3.12.egg-info",
+    }
     # Marker-excluded (Windows, older Pythons, x86_64, an extra nobody asked for), a pre-release that a
     # bare >= accepts, and a name spelled Ok_Pkg: none is a finding.
     text = " ".join(said_message for _, said_message in said)
-    for name in ("windows-only", "only-old-pythons", "x86-only", "test-runner", "gpu-kernels", "pre-pkg"):
+    skipped = ("windows-only", "only-old-pythons", "x86-only", "test-runner", "gpu-kernels", "pre-pkg")
+    for name in (*skipped, "only-python-two", "sphinx", "egg-file"):
         assert name not in text
 
 
@@ -168,6 +182,7 @@ def test_an_accepted_requirement_is_shown_not_failed_and_an_unused_acceptance_wa
     assert by_code["REQUIREMENT_ACCEPTANCE_UNUSED"].severity == "warning"
     assert sorted(f.code for f in found if f.severity == "error") == [
         "REQUIREMENT_CONFLICT",
+        "REQUIREMENT_NOT_INSTALLED",
         "REQUIREMENT_NOT_INSTALLED",
         "REQUIREMENT_NOT_INSTALLED",
     ]

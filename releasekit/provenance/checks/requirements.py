@@ -95,13 +95,38 @@ class Unmet:
         return f"{self.dist.name} {self.dist.version} requires {self.requirement} ({self.why}{via})"
 
 
+def _requires_txt(text: str) -> list[str]:
+    """An .egg-info's ``requires.txt`` as requirement lines: ``[extra]``, ``[:marker]`` and
+    ``[extra:marker]`` sections become markers, as ``importlib.metadata`` reads them."""
+    out: list[str] = []
+    marker = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            extra, _, condition = line[1:-1].partition(":")
+            parts = [f'extra == "{extra.strip()}"'] if extra.strip() else []
+            parts += [f"({condition.strip()})"] if condition.strip() else []
+            marker = " and ".join(parts)
+            continue
+        out.append(f"{line}; {marker}" if marker else line)
+    return out
+
+
 def requirement_lines(ctx: VerifyContext, dist: InstalledDist) -> tuple[list[str], str | None]:
-    """The ``Requires-Dist`` lines of ``dist``'s METADATA as the inventory kept it, and a problem or None."""
-    data = ctx.inventory.read(f"{dist.dist_info}/METADATA")
-    if data is None:
-        return [], "its METADATA was not kept"
-    headers = HeaderParser().parsestr(data.decode("utf-8", errors="replace"), headersonly=True)
-    lines = [str(v) for v in headers.get_all("Requires-Dist") or []]
+    """The ``Requires-Dist`` lines of ``dist``'s METADATA as the inventory kept it (an .egg-info's
+    ``requires.txt``), and a problem or None."""
+    if dist.dist_info.endswith(".egg-info"):
+        entry = ctx.inventory.files.get(dist.dist_info)
+        raw = ctx.inventory.read(f"{dist.dist_info}/requires.txt") if entry and entry.kind == "dir" else None
+        lines = _requires_txt(raw.decode("utf-8", errors="replace")) if raw is not None else []
+    else:
+        data = ctx.inventory.read(f"{dist.dist_info}/METADATA")
+        if data is None:
+            return [], "its METADATA was not kept"
+        headers = HeaderParser().parsestr(data.decode("utf-8", errors="replace"), headersonly=True)
+        lines = [str(v) for v in headers.get_all("Requires-Dist") or []]
     if len(lines) > MAX_REQUIREMENTS:
         return lines[
             :MAX_REQUIREMENTS
@@ -178,12 +203,34 @@ class _Walk:
                 yield name, canonicalize_name(wanted), dist.name
 
 
+def egg_infos(ctx: VerifyContext, sites: list[str]) -> list[InstalledDist]:
+    """The .egg-info distributions of ``sites`` (a directory with ``PKG-INFO``, or a file that is one)."""
+    found: list[InstalledDist] = []
+    for site in sites:
+        for name in ctx.inventory.listdir(site):
+            if not name.endswith(".egg-info"):
+                continue
+            path = f"{site}/{name}"
+            entry = ctx.inventory.files.get(path)
+            data = ctx.inventory.read(f"{path}/PKG-INFO" if entry and entry.kind == "dir" else path)
+            if data is None:
+                continue
+            headers = HeaderParser().parsestr(data.decode("utf-8", errors="replace"), headersonly=True)
+            stem = name[: -len(".egg-info")].split("-")
+            dist_name = headers.get("Name") or stem[0]
+            version = headers.get("Version") or (stem[1] if len(stem) > 1 else "")
+            found.append(InstalledDist(str(dist_name), str(version), site, path, record=None))
+    return found
+
+
 def installed_on_path(ctx: VerifyContext) -> dict[str, InstalledDist]:
-    """Canonical name -> the distribution Python finds first on the image's ``sys.path``."""
+    """Canonical name -> the distribution Python finds first on the image's ``sys.path`` (.dist-info
+    or .egg-info, as ``importlib.metadata`` and ``pip check`` find them)."""
     order = ctx.sys_path or ctx.sites
     rank = {site: i for i, site in reversed(list(enumerate(order)))}
+    dists = [*ctx.dists, *egg_infos(ctx, [s for s in ctx.sites if s in rank])]
     out: dict[str, InstalledDist] = {}
-    for dist in sorted((d for d in ctx.dists if d.site in rank), key=lambda d: rank[d.site]):
+    for dist in sorted((d for d in dists if d.site in rank), key=lambda d: rank[d.site]):
         out.setdefault(dist.key, dist)
     return out
 
