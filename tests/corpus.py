@@ -12,13 +12,16 @@ written into a mirror it was only given to read.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import stat
 import subprocess
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 # CI lays shared/ beside the clone; RELEASEKIT_TEST_CORPUS points elsewhere on a workstation.
@@ -160,3 +163,59 @@ def run_rehearsal(script: Path, snapshot: Path, work: Path, steps: tuple[str, ..
     # The manifest copy names the engine image the code builds, not the committed placeholder.
     for manifest in (work / "manifests").glob("*.yaml"):
         assert "releasekit/vllm-cpu:engine-image-tag" not in manifest.read_text(encoding="utf-8")
+
+
+# pip check's two lines (pip/_internal/commands/check.py): a requirement not installed, one in conflict.
+_PIP_MISSING = re.compile(r"^(\S+) (\S+) requires (\S+), which is not installed\.$")
+_PIP_CONFLICT = re.compile(r"^(\S+) (\S+) has requirement (.+), but you have (\S+) (\S+)\.$")
+
+
+def pip_check(docker_client: Any, image: str) -> set[tuple[str, str, str]]:
+    """``pip check`` run in a container of ``image`` (no network): (distribution, required name, code)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out = docker_client.containers.run(
+        image,
+        [],
+        entrypoint=["sh", "-c", "python3 -m pip check 2>&1 || true"],
+        remove=True,
+        network_disabled=True,
+    ).decode()
+    found: set[tuple[str, str, str]] = set()
+    for line in out.splitlines():
+        if missing := _PIP_MISSING.match(line):
+            found.add(
+                (canonicalize_name(missing[1]), canonicalize_name(missing[3]), "REQUIREMENT_NOT_INSTALLED")
+            )
+        elif conflict := _PIP_CONFLICT.match(line):
+            name = canonicalize_name(Requirement(conflict[3]).name)
+            found.add((canonicalize_name(conflict[1]), name, "REQUIREMENT_CONFLICT"))
+        else:
+            assert line.startswith("No broken requirements") or "is not supported on this platform" in line, (
+                line
+            )
+    return found
+
+
+def summary_requirements(summary: Path) -> tuple[set[tuple[str, str, str]], set[str]]:
+    """What verify-provenance's requirements check wrote into ``summary`` as pip check would say it
+    (an accepted one by the code it would have had; those reached only through a requirer's extra,
+    which pip check does not follow, left out), and the codes it used."""
+    from packaging.utils import canonicalize_name
+
+    data = json.loads(summary.read_text(encoding="utf-8"))
+    found: set[tuple[str, str, str]] = set()
+    codes: set[str] = set()
+    for finding in data["predicate"]["releasekit"]["findings"]:
+        code, message = finding["code"], finding["message"]
+        if code not in ("REQUIREMENT_NOT_INSTALLED", "REQUIREMENT_CONFLICT", "REQUIREMENT_ACCEPTED"):
+            continue
+        codes.add(code)
+        if "; through extra [" in message:
+            continue
+        if code == "REQUIREMENT_ACCEPTED":
+            code = "REQUIREMENT_NOT_INSTALLED" if "(not installed" in message else "REQUIREMENT_CONFLICT"
+        dist = canonicalize_name(message.split(" ", 1)[0])
+        found.add((dist, finding["location"]["field"], code))
+    return found, codes

@@ -141,7 +141,7 @@ def test_verify_checks_that_need_files_do_not_apply_without_them() -> None:
     assert dataclasses.fields(VerifyContext) and VerifyContext.__dataclass_params__.frozen  # type: ignore[attr-defined]
     unread = [c.name for c in all_checks() if getattr(c, "applies", None) is not None]
     without = {c.name for c in all_checks()} - set(unread)
-    assert without == {"labels", "reproduction", "image-config"}
+    assert without == {"labels", "reproduction", "image-config", "runtime-switches"}
 
 
 # --- every check declares the codes it emits (read from its source) ------------------------

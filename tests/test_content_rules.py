@@ -275,6 +275,9 @@ def test_plan_check_reports_claimed_accepted_and_unanswered_hits_at_file_and_lin
         ("SOURCE_OVERLAY_IN_TREE", df, _line(dockerfile, "ENV PYTHONPATH"), Severity.error),
         ("UNPUBLISHED_PATCH_IN_TREE", df, _line(dockerfile, "git apply"), Severity.error),
         ("CONTENT_ON_RELEASE_REF", "tools/warm.sh", 3, Severity.warning),
+        # Issue 44: the recipes' runtime switches (ENV TORCH_CUDA_ARCH_LIST, export VLLM_SOME_SWITCH).
+        ("RUNTIME_SWITCH_UNDECLARED", df, _line(dockerfile, "TORCH_CUDA_ARCH_LIST"), Severity.error),
+        ("RUNTIME_SWITCH_UNDECLARED", "scripts/serve-model", 3, Severity.error),
     }, sorted(got, key=str)
     launcher = next(f for f in result.findings if f.location.file == "scripts/serve-model")
     assert "exclusion 'deployment-launchers'" in launcher.message and "engine-launcher" in launcher.message

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import jinja2
 
 from releasekit.builder.labels import source_unverified
-from releasekit.manifest.models import Exclusion
+from releasekit.manifest.models import AcceptedRequirement, Exclusion, Manifest, RuntimeSwitch
 from releasekit.records.build import BuildRecord
 from releasekit.records.lock import Lock
 from releasekit.records.plan_check import PlanCheckResult, ReleaseOnlyReport
@@ -43,6 +43,21 @@ class ReleaseNotesPlan:
     exclusions: list[Exclusion] = field(default_factory=list)
     release_only: list[ReleaseOnlyReport] = field(default_factory=list)
     plan_check: str = "not run"  # "passed" / "failed" / "not run" / a reason it was not used
+    # From the manifest: requirements accepted unmet (verify-provenance's requirements check), the
+    # runtime switches the release sets on purpose, and each validation cell's own env.
+    accepted_requirements: list[AcceptedRequirement] = field(default_factory=list)
+    runtime_switches: list[RuntimeSwitch] = field(default_factory=list)
+    cell_env: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+
+
+def with_manifest(plan: ReleaseNotesPlan, manifest: Manifest) -> ReleaseNotesPlan:
+    """``plan`` with what the manifest accepts and declares (issue 44): shown, never failed."""
+    plan.accepted_requirements = list(manifest.policy.accepted_requirements)
+    plan.runtime_switches = list(manifest.policy.runtime_switches)
+    plan.cell_env = [
+        (cell.id, dict(sorted(cell.env.items()))) for cell in manifest.validation.cells if cell.env
+    ]
+    return plan
 
 
 def _landed(
@@ -174,6 +189,37 @@ Image `{{ r.image_id }}`{% if r.image_tag %} tagged `{{ r.image_tag }}`{% endif 
 {% endif %}
 {% endfor %}
 
+{% if p.accepted_requirements %}
+## Requirements accepted unmet
+
+verify-provenance names every requirement the image does not meet; the manifest accepts these
+(`policy.accepted_requirements`), so they are shown, not failed:
+
+{% for a in p.accepted_requirements %}
+- {% for n in a.requirements %}`{{ n }}`{{ ", " if not loop.last }}{% endfor %}{% if a.required_by %} required by `{{ a.required_by }}`{% endif %}: {{ a.reason }}
+{% endfor %}
+
+{% endif %}
+{% if p.runtime_switches or p.cell_env %}
+## Runtime switches
+
+{% for w in p.runtime_switches %}
+{% if loop.first %}Declared by the manifest (`policy.runtime_switches`), set on purpose:
+
+{% endif %}
+- `{{ w.name }}{% if w.value is not none %}={{ w.value }}{% endif %}`: {{ w.reason }}
+{% endfor %}
+{% for cell, env in p.cell_env %}
+{% if loop.first %}
+
+Set by validation cells (their `env`, as each receipt records it in `invocation.cell_env`):
+
+{% endif %}
+- cell `{{ cell }}`: {% for k, v in env.items() %}`{{ k }}={{ v }}`{{ ", " if not loop.last }}{% endfor %}
+
+{% endfor %}
+
+{% endif %}
 ## Pull requests
 
 Plan check: {{ p.plan_check }}.

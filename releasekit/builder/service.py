@@ -38,7 +38,7 @@ from releasekit.builder.release_image import (
     render_template,
     resolve_base,
 )
-from releasekit.builder.release_notes import notes_plan, render_release_notes
+from releasekit.builder.release_notes import notes_plan, render_release_notes, with_manifest
 from releasekit.builder.statement import git_dependency
 from releasekit.clock import Clock
 from releasekit.docker_engine import Engine
@@ -287,6 +287,7 @@ def _write_release_files(
     found = plan_check_path(run.options, outdir)
     plan_check = load_record(PlanCheckResult, found) if found is not None else None
     notes = notes_plan(run.lock, run.loaded.manifest.exclusions, plan_check, run.lock_sha256)
+    notes = with_manifest(notes, run.loaded.manifest)
     write_atomic(outdir / RELEASE_NOTES_FILE, render_release_notes(record, notes))
     record.write(outdir / BUILD_FILE)
 

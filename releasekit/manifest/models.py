@@ -345,6 +345,14 @@ class GitComponent(StrictModel):
         default_factory=list,
         description="content-rule hits in this component's tree that the release accepts, each with a reason",
     )
+    runtime_recipes: PathPatterns | None = Field(
+        default=None,
+        description=(
+            "gitignore-style patterns of the image recipes, launchers and Compose files this release uses: "
+            "plan check names the runtime switches (VLLM_*, NCCL_*, ...) they set; absent: every recipe "
+            "outside examples/, tests/, .buildkite/, .github/, benchmarks/ and docs/"
+        ),
+    )
     note: str | None = None
 
     def superseding(self) -> list[PlannedPR | CanonicalChange]:
@@ -530,6 +538,30 @@ class Exclusion(StrictModel):
         )
 
 
+class AcceptedRequirement(StrictModel):
+    """Requirements of installed distributions that the image does not meet and this release accepts,
+    with a reason (verify-provenance's ``requirements`` check: shown, not failed)."""
+
+    requirements: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")]] = Field(
+        min_length=1, description="names of the required distributions, e.g. cuda-python"
+    )
+    required_by: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$",
+        description="the distribution whose requirement it is (absent: any)",
+    )
+    reason: str = Field(min_length=1)
+
+
+class RuntimeSwitch(StrictModel):
+    """An environment setting that changes the engine's behaviour (``VLLM_*``, ``NCCL_*``, ...) which this
+    release sets on purpose, in a component's recipes or the image's config (shown, not failed)."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
+    value: str | None = Field(default=None, description="the value it is declared with (absent: any value)")
+    reason: str = Field(min_length=1)
+
+
 class Policy(StrictModel):
     forbid_vcs_dependencies: bool = Field(
         default=True, description="git+…/name @ URL dependencies are findings"
@@ -539,6 +571,14 @@ class Policy(StrictModel):
         description="glob patterns of distributions that must not be installed (e.g. nvidia-*)",
     )
     allowed_distributions: list[str] = Field(default_factory=list, description="exceptions to the above")
+    accepted_requirements: list[AcceptedRequirement] = Field(
+        default_factory=list,
+        description="unmet or conflicting requirements of installed distributions this release accepts, each with a reason",
+    )
+    runtime_switches: list[RuntimeSwitch] = Field(
+        default_factory=list,
+        description="runtime switches (VLLM_*, NCCL_*, ...) the release sets on purpose, each with a reason",
+    )
 
 
 class PublishTarget(StrictModel):

@@ -52,6 +52,8 @@ class VerifyContext:
     # False when the image's filesystem could not be read (the export aborted): only the checks that
     # need no files apply then.
     filesystem_read: bool = True
+    # The image config's architecture (amd64, arm64, ...): the platform of its requirement markers.
+    architecture: str = ""
 
     def dist_for(self, component: ExpectedComponent) -> InstalledDist | None:
         if not component.distribution:

@@ -28,6 +28,9 @@ THREAD_BYTES = 4 * 1024 * 1024  # a file at least this large is hashed on the ha
 PREPARE_BYTES = 64 * 1024 * 1024  # a stream this long gets its hashers ready before a large file arrives
 KEEP_CAP = 16 * 1024 * 1024  # metadata files kept in memory (RECORD, METADATA, dpkg lists)
 _KEEP_NAMES = {"RECORD", "METADATA", "direct_url.json", "INSTALLER", "top_level.txt", "entry_points.txt"}
+# An .egg-info directory's metadata (setuptools' older layout, Debian's python3-* packages): the
+# requirements check reads its name, version and requirements.
+_EGG_NAMES = {"PKG-INFO", "requires.txt"}
 
 
 @dataclass(slots=True)
@@ -50,7 +53,7 @@ class ReadPlan:
 
     python_roots: list[str]
     native_names: set[str] = field(default_factory=set)  # top-level names whose .so files get a fatbin read
-    keep_suffixes: tuple[str, ...] = (".pth", "_version.py", "version.py", "customize.py")
+    keep_suffixes: tuple[str, ...] = (".pth", "_version.py", "version.py", "customize.py", ".egg-info")
     # Debian's Python lives here; dpkg's md5sums verify it the way RECORD verifies pip's files.
     md5_prefixes: tuple[str, ...] = ("/usr/lib/python3",)
     # A candidate's file above this stops the read at its header (EXPORT_ABORTED naming it): a file that
@@ -215,7 +218,11 @@ class _Router:
         keep = (
             (
                 root is not None
-                and ((in_dist_info and name in _KEEP_NAMES) or name.endswith(plan.keep_suffixes))
+                and (
+                    (in_dist_info and name in _KEEP_NAMES)
+                    or name.endswith(plan.keep_suffixes)
+                    or (name in _EGG_NAMES and directory.endswith(".egg-info"))
+                )
             )
             or name in ("sitecustomize.py", "usercustomize.py")
             or path == "/var/lib/dpkg/status"

@@ -617,6 +617,7 @@ def _context(v: _Verification, release: _Release, got: _Gathered) -> VerifyConte
         expected_files=got.expected_files,
         limits=v.limits,
         filesystem_read=got.fs.read,
+        architecture=str(got.attrs.get("Architecture") or ""),
     )
 
 

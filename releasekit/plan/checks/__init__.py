@@ -27,6 +27,7 @@ from releasekit.plan.checks.planned_merged import PlannedPRsMerged
 from releasekit.plan.checks.pr_heads import PRHeadsUnmoved
 from releasekit.plan.checks.published import CheckedCommitPublished
 from releasekit.plan.checks.release_only import ReleaseOnlyCommits
+from releasekit.plan.checks.runtime_switches import RuntimeSwitchesNamed
 from releasekit.plan.checks.superseded import SupersededAbsent
 from releasekit.plan.checks.tree_content import TreeContentAnswered
 from releasekit.plan.checks.unreadable import ComponentsReadable
@@ -49,6 +50,7 @@ def all_checks() -> list[Check[PlanContext]]:
         ExclusionsAbsent(),
         NamedPRsResolved(),
         TreeContentAnswered(),
+        RuntimeSwitchesNamed(),
         PRHeadsUnmoved(),
         NamedPRsOnForge(),
         PlannedPRsNotDraft(),

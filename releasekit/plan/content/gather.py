@@ -19,11 +19,16 @@ class ComponentContent:
 
 
 def scanned_components(loaded: LoadedManifest, names: Sequence[str]) -> list[str]:
-    """The components to scan: those with ``scan_content``, ``accepted_files``, or named by an
-    exclusion with content ``rules`` (an exclusion without a component claims hits in the others)."""
+    """The components to scan: those with ``scan_content``, ``accepted_files`` or ``runtime_recipes``, or
+    named by an exclusion with content ``rules`` (an exclusion without a component claims hits in the
+    others). The same scan names the runtime switches of their recipes (``switches.py``)."""
     manifest = loaded.manifest
     comps = manifest.git_components()
-    wanted = {n for n in names if comps[n].scan_content or comps[n].accepted_files}
+    wanted = {
+        n
+        for n in names
+        if comps[n].scan_content or comps[n].accepted_files or comps[n].runtime_recipes is not None
+    }
     wanted.update(
         e.component for e in manifest.exclusions if e.rules and e.component and e.component in names
     )
@@ -48,5 +53,8 @@ def content_scans(
             for comp_name, ref in audits
             if comp_name == name
         )
-        out[name] = ComponentContent(scan_commit(mirror.git, checked, packages=packages), releases)
+        recipes = tuple(comp.runtime_recipes) if comp.runtime_recipes is not None else None
+        out[name] = ComponentContent(
+            scan_commit(mirror.git, checked, packages=packages, recipes=recipes), releases
+        )
     return out

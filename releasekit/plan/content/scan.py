@@ -14,6 +14,7 @@ from releasekit.git.tree import commit_file_sizes, read_files
 from releasekit.plan.content.interface import Hit, ScannedFile
 from releasekit.plan.content.reading import kind_by_path, kind_of, maybe_script
 from releasekit.plan.content.registry import RECOGNISERS
+from releasekit.plan.content.switches import Switch, in_scope, switches_in
 
 MAX_FILE_BYTES = 512 * 1024
 # An extensionless file is read only when small enough to be a script, not a data blob.
@@ -30,6 +31,7 @@ class ContentScan:
     hits: tuple[Hit, ...]
     read: int  # text files the rules read
     unread: tuple[tuple[str, str], ...]  # (path, why): too large, or a blob the snapshot lacks
+    switches: tuple[Switch, ...] = ()  # runtime switches the release's recipes set (switches.py)
 
 
 def _candidates(sizes: dict[str, int | None]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -53,11 +55,15 @@ def _candidates(sizes: dict[str, int | None]) -> tuple[list[str], list[tuple[str
     return wanted, unread
 
 
-def scan_commit(git: Git, commit: str, *, packages: tuple[str, ...] = ()) -> ContentScan:
-    """Every content rule over the text files of ``commit``; ``packages``: the component's import names."""
+def scan_commit(
+    git: Git, commit: str, *, packages: tuple[str, ...] = (), recipes: tuple[str, ...] | None = None
+) -> ContentScan:
+    """Every content rule over the text files of ``commit``, and the runtime switches its recipes set;
+    ``packages``: the component's import names; ``recipes``: its ``runtime_recipes`` patterns."""
     wanted, unread = _candidates(commit_file_sizes(git, commit))
     blobs = read_files(git, commit, wanted)
     hits: list[Hit] = []
+    switches: list[Switch] = []
     read = 0
     for path in wanted:
         data = blobs.get(path)
@@ -73,5 +79,8 @@ def scan_commit(git: Git, commit: str, *, packages: tuple[str, ...] = ()) -> Con
         for recogniser in RECOGNISERS:
             if kind in recogniser.kinds:
                 hits.extend(recogniser.find(source))
+        if in_scope(path, recipes):
+            switches.extend(switches_in(source))
     hits.sort(key=lambda h: (h.file, h.line, h.rule))
-    return ContentScan(commit, tuple(dict.fromkeys(hits)), read, tuple(sorted(unread)))
+    switches.sort(key=lambda s: (s.file, s.line, s.name))
+    return ContentScan(commit, tuple(dict.fromkeys(hits)), read, tuple(sorted(unread)), tuple(switches))

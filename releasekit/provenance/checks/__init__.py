@@ -20,8 +20,10 @@ def all_checks() -> list[Check[VerifyContext]]:
     from releasekit.provenance.checks.policy import ForbiddenDistributionCheck
     from releasekit.provenance.checks.records import RecordCheck
     from releasekit.provenance.checks.reproduction import ReproductionCheck
+    from releasekit.provenance.checks.requirements import RequirementsCheck
     from releasekit.provenance.checks.shadowing import ShadowingCheck
     from releasekit.provenance.checks.sources import SourceBlobCheck
+    from releasekit.provenance.checks.switches import ImageSwitchesCheck
     from releasekit.provenance.checks.toolchain import ToolchainCheck
     from releasekit.provenance.checks.unowned import UnownedFilesCheck
     from releasekit.provenance.checks.version import VersionCommitCheck
@@ -39,5 +41,7 @@ def all_checks() -> list[Check[VerifyContext]]:
         SourceBlobCheck(),
         NativeArchCheck(),
         ForbiddenDistributionCheck(),
+        RequirementsCheck(),
+        ImageSwitchesCheck(),
         ToolchainCheck(),
     ]
