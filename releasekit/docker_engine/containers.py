@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +158,17 @@ def _confinement_kwargs(spec: ContainerSpec) -> dict[str, Any]:
     return kwargs
 
 
+@dataclass(frozen=True)
+class Sandbox:
+    """What ``run_sandboxed`` adds to a ``ContainerSpec``: the writable directories, made empty and
+    owned by the spec's user before start, what is exported afterwards, and the deadline."""
+
+    writable: list[str]
+    export: str | None = None
+    export_to: Path | None = None
+    timeout: float | None = None
+
+
 @dataclass
 class RunResult:
     exit_code: int
@@ -269,6 +280,20 @@ class Container:
         with tempfile.TemporaryFile() as archive:
             with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 tar.add(str(src), arcname=dest.strip("/"))
+            archive.seek(0)
+            self._c.put_archive("/", archive)
+
+    def make_directories(self, paths: list[str], owner: str) -> None:
+        """Empty directories at ``paths`` (before start), owned by ``owner`` ("uid:gid"), mode 0755."""
+        uid, _, gid = owner.partition(":")
+        with tempfile.TemporaryFile() as archive:
+            with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                for path in paths:
+                    info = tarfile.TarInfo(path.strip("/"))
+                    info.type = tarfile.DIRTYPE
+                    info.mode = 0o755
+                    info.uid, info.gid = int(uid), int(gid or uid)
+                    tar.addfile(info)
             archive.seek(0)
             self._c.put_archive("/", archive)
 
@@ -405,6 +430,28 @@ class ContainerOperations:
             if code == 0 and export and export_to is not None:
                 container.archive_to(export, export_to)
             return RunResult(code, output)
+        finally:
+            container.remove()
+
+    def run_sandboxed(self, spec: ContainerSpec, box: Sandbox) -> RunResult:
+        """Run ``spec`` as a sandbox: ``box.writable`` are the only writable places (made empty, owned
+        by ``spec.user``), ``box.export`` is streamed to ``box.export_to`` after the run (whatever its
+        exit code, when it exists), and the container is removed, with every process it started,
+        before this returns (killed when it runs past ``box.timeout`` seconds)."""
+        container = self.create(replace(spec, labels={**spec.labels, OWNER_LABEL: str(os.getpid())}))
+        try:
+            container.make_directories(box.writable, spec.user or "0:0")
+            container.start()
+            try:
+                code, timed_out = container.wait(box.timeout), False
+            except ContainerTimeout:
+                container.kill()
+                code, timed_out = -1, True
+            output = container.logs().decode("utf-8", "replace")
+            if box.export and box.export_to is not None:
+                with contextlib.suppress(Exception):
+                    container.archive_to(box.export, box.export_to)
+            return RunResult(code, output, timed_out)
         finally:
             container.remove()
 
