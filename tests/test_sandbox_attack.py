@@ -1,7 +1,8 @@
 """Issue 43: a pull request's code cannot reach the host (component code runs only in a sandbox).
 
 Built as the attacker of the issue built it: a component whose in-tree PEP 517 backend (run by
-``releasekit build``) writes into the host's ``/tmp``, drops a ``.pth`` file into the
+``releasekit build``) and whose pre-commit ``repo: local`` hook (run by ``releasekit hygiene``)
+each write into the host's ``/tmp``, drops a ``.pth`` file into the
 site-packages of the Python that runs releasekit (found through ``/proc/<parent>/maps``), reads every
 ``/proc/*/environ`` for a signing key (a stand-in for a ``releasekit sign`` running beside it holds
 one) (the backend ships what it found in the wheel), and leave a ``setsid`` daemon. Afterwards the host has
@@ -126,6 +127,18 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return name
 """
 
+HOOKS = """\
+repos:
+  - repo: local
+    hooks:
+      - id: innocent-lint
+        name: an innocent lint
+        language: system
+        entry: python3 python/attack.py hook
+        pass_filenames: false
+        always_run: true
+"""
+
 PYPROJECT = """\
 [build-system]
 requires = []
@@ -153,6 +166,7 @@ def _manifest(root: Path, repo: Forge, base_image: str) -> tuple[Path, Path]:
                     "subdirectory": "python",
                     "version_policy": {"policy": "static", "reason": "the attack's own fixed version"},
                 },
+                "hygiene": {"scope": "all", "steps": ["pre-commit"], "tools": {"pre-commit": "4.6.2"}},
             }
         },
         "toolchain": {
@@ -208,6 +222,7 @@ def attacker(tmp_path: Path) -> Forge:
             "python/_backend/sbx_backend.py": BACKEND,
             "python/pyproject.toml": PYPROJECT,
             "python/sbxattack/__init__.py": "",
+            ".pre-commit-config.yaml": HOOKS,
         }
     )
     return forge
@@ -251,7 +266,7 @@ NOTHING: dict[str, list] = {
 }
 
 
-def test_a_build_backend_leaves_nothing_on_the_host(tmp_path, attacker, signer_beside, base_image):
+def test_a_build_backend_and_a_hook_leave_nothing_on_the_host(tmp_path, attacker, signer_beside, base_image):
     manifest, lock = _manifest(tmp_path, attacker, base_image.name)
     out = tmp_path / "out"
     env = {"RELEASEKIT_CACHE": str(tmp_path / "cache")}
@@ -263,5 +278,11 @@ def test_a_build_backend_leaves_nothing_on_the_host(tmp_path, attacker, signer_b
         assert _left_on_the_host(out) == NOTHING
         log = (out / "logs" / "sbxattack.log").read_text()
         assert "sandbox" in log and "rk-sbx: component code ran (backend)" in log
+        hygiene = invoke(
+            "hygiene", str(manifest), "--lock", str(lock), "-o", str(out), "--allow-local-repos", env=env
+        )
+        assert hygiene.returncode == 0, hygiene.stdout + hygiene.stderr
+        assert "hygiene: PASSED" in hygiene.stdout
+        assert _left_on_the_host(out) == NOTHING
     finally:
         _remove_what_it_left()
