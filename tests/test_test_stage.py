@@ -29,6 +29,7 @@ from releasekit.records.lock import write_lock
 pytestmark = pytest.mark.docker
 
 TESTS = """\
+import os
 import sys
 
 import rkpkg
@@ -36,6 +37,10 @@ import rkpkg
 
 def test_ships_installed_code():
     assert "-packages" in rkpkg.__file__, rkpkg.__file__
+    # A suite is the component's code (issue 43): it runs as nobody, with no capability.
+    assert os.getuid() == 65534, os.getuid()
+    with open("/proc/self/status") as status:
+        assert "CapEff:\\t0000000000000000" in status.read()
 
 
 def test_value_is_one():

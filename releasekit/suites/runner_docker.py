@@ -4,6 +4,12 @@
 test files in (no bind mount: works with a remote engine too), starts it, kills it at
 the timeout, copies the report files out, keeps the log tail, and removes the container.
 The engine is the command's (``suites/commands.py`` makes it, with its 120 s timeout).
+
+A suite is the component's code (issue 43): it runs as ``nobody`` with every capability
+dropped, ``no-new-privileges`` and a process limit; its only writable places besides the
+image's world-writable ones (``/tmp``) are the directories ``writable`` names, made empty and
+owned by that user before it starts; its environment is the one the caller gives, nothing of
+the host's.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from releasekit.docker_engine import ContainerSpec, ContainerTimeout, Engine, En
 from releasekit.errors import EnvironmentProblem
 
 _LOG_TAIL = 20_000
+SUITE_USER = "65534:65534"  # nobody
 
 
 @dataclass
@@ -45,8 +52,9 @@ def run_in_image(
     gpus: int = 0,
     devices: list[str] | None = None,
     collect: list[str] | None = None,
+    writable: list[str] | None = None,
 ) -> ContainerRun:
-    """Run ``command`` in ``image`` with no network; kill it after ``timeout`` seconds."""
+    """Run ``command`` in ``image`` with no network, as ``nobody``; kill it after ``timeout`` seconds."""
     try:
         container = engine.create(
             ContainerSpec(
@@ -54,10 +62,14 @@ def run_in_image(
                 command=command,
                 workdir=workdir,
                 environment=env or {},
+                user=SUITE_USER,
                 network=False,
                 labels={"io.releasekit.stage": "test"},
                 gpu_count=gpus,
                 devices=devices or [],
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                pids_limit=4096,
             )
         )
     except NoSuchImage:
@@ -69,6 +81,8 @@ def run_in_image(
     exit_code: int | None = None
     files: dict[str, bytes] = {}
     try:
+        if writable:
+            container.make_directories(writable, SUITE_USER)
         if source is not None:
             container.put_directory(source_dest, source)
         container.start()
