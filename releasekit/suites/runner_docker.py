@@ -18,7 +18,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from releasekit.docker_engine import ContainerSpec, ContainerTimeout, Engine, EngineError, NoSuchImage
+from releasekit.docker_engine import (
+    Container,
+    ContainerSpec,
+    ContainerTimeout,
+    Engine,
+    EngineError,
+    NoSuchImage,
+)
 from releasekit.errors import EnvironmentProblem
 
 _LOG_TAIL = 20_000
@@ -39,6 +46,15 @@ def image_id(engine: Engine, ref: str) -> str | None:
     return engine.image_id(ref)
 
 
+def _create(engine: Engine, spec: ContainerSpec) -> Container:
+    try:
+        return engine.create(spec)
+    except NoSuchImage:
+        raise EnvironmentProblem(f"image {spec.image} is not in the local Docker Engine") from None
+    except EngineError as exc:
+        raise EnvironmentProblem(f"cannot create a container from {spec.image}: {exc}") from None
+
+
 def run_in_image(
     engine: Engine,
     image: str,
@@ -55,27 +71,23 @@ def run_in_image(
     writable: list[str] | None = None,
 ) -> ContainerRun:
     """Run ``command`` in ``image`` with no network, as ``nobody``; kill it after ``timeout`` seconds."""
-    try:
-        container = engine.create(
-            ContainerSpec(
-                image,
-                command=command,
-                workdir=workdir,
-                environment=env or {},
-                user=SUITE_USER,
-                network=False,
-                labels={"io.releasekit.stage": "test"},
-                gpu_count=gpus,
-                devices=devices or [],
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                pids_limit=4096,
-            )
-        )
-    except NoSuchImage:
-        raise EnvironmentProblem(f"image {image} is not in the local Docker Engine") from None
-    except EngineError as exc:
-        raise EnvironmentProblem(f"cannot create a container from {image}: {exc}") from None
+    container = _create(
+        engine,
+        ContainerSpec(
+            image,
+            command=command,
+            workdir=workdir,
+            environment=env or {},
+            user=SUITE_USER,
+            network=False,
+            labels={"io.releasekit.stage": "test"},
+            gpu_count=gpus,
+            devices=devices or [],
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=4096,
+        ),
+    )
     started = time.monotonic()
     timed_out = False
     exit_code: int | None = None
