@@ -4,7 +4,7 @@
   ``LazyEngine``, reached on first use (what a command hands a library that needs it on some paths only);
 - ``images``: inspect (``ImageFacts``), exists, load, save, tag, remove, import;
 - ``containers``: create from a ``ContainerSpec``, start/wait/logs/kill/remove (device requests, shm size), run with a
-  timeout, throwaway runs, sandboxed runs (component code: ``run_sandboxed``), the export stream of a never-started
+  timeout, sandboxed runs (component code: ``run_sandboxed``), the export stream of a never-started
   container;
 - ``registry``: push, pull, credentials from the Docker config.
 

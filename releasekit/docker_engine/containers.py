@@ -1,4 +1,4 @@
-"""Containers: create/start/wait/logs/kill/remove, runs with a timeout, throwaway runs, export streams.
+"""Containers: create/start/wait/logs/kill/remove, runs with a timeout, sandboxed runs, export streams.
 
 A ``Container`` wraps one SDK container and turns the SDK's exceptions into ``EngineError``
 (``ContainerTimeout`` for a wait that ran out), so no caller handles a ``docker`` exception.
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import docker
 
 
-OWNER_LABEL = "io.releasekit.pid"  # on throwaway containers: the releasekit process that made it
+OWNER_LABEL = "io.releasekit.pid"  # on sandboxed containers: the releasekit process that made it
 
 
 @dataclass(frozen=True)
@@ -391,45 +391,6 @@ class ContainerOperations:
                 code, timed_out = -1, True
             output = container.logs().decode("utf-8", "replace")
             return RunResult(code, output, timed_out)
-        finally:
-            container.remove()
-
-    def run_throwaway(
-        self,
-        image: str,
-        command: list[str],
-        *,
-        inputs: dict[str, Path] | None = None,
-        export: str | None = None,
-        export_to: Path | None = None,
-        environment: dict[str, str] | None = None,
-    ) -> RunResult:
-        """Run one command as root in a new container of ``image`` and always remove it.
-
-        ``inputs`` maps a container directory to a host directory copied in before start;
-        ``export`` is a container path streamed out as a tar to ``export_to`` after a
-        successful run. No network: the release install never reaches an index.
-        """
-        container = Container(
-            self.client.containers.create(
-                image,
-                command,
-                network_disabled=True,
-                environment=environment or {},
-                user="0:0",
-                # Which process made it: one killed before its `finally` leaves it behind, findable.
-                labels={OWNER_LABEL: str(os.getpid())},
-            )
-        )
-        try:
-            for dest, src in (inputs or {}).items():
-                container.put_directory(dest, src)
-            container.start()
-            code = container.wait()
-            output = container.logs().decode("utf-8", "replace")
-            if code == 0 and export and export_to is not None:
-                container.archive_to(export, export_to)
-            return RunResult(code, output)
         finally:
             container.remove()
 
