@@ -167,6 +167,7 @@ class Sandbox:
     export: str | None = None
     export_to: Path | None = None
     timeout: float | None = None
+    max_export_bytes: int = 16 << 30  # a CUDA wheel of torch's size is 2-3 GiB
 
 
 @dataclass
@@ -318,11 +319,16 @@ class Container:
                         return handle.read() if handle is not None else None
         return None
 
-    def archive_to(self, path: str, out: Path) -> None:
-        """Stream ``path`` of the container's filesystem to ``out`` as a tar."""
+    def archive_to(self, path: str, out: Path, max_bytes: int | None = None) -> None:
+        """Stream ``path`` of the container's filesystem to ``out`` as a tar; past ``max_bytes``, an
+        EngineError (what was written stays: the caller's temporary file)."""
         stream, _ = self._c.get_archive(path)
+        written = 0
         with out.open("wb") as fh:
             for chunk in stream:
+                written += len(chunk)
+                if max_bytes is not None and written > max_bytes:
+                    raise EngineError(f"{path} of the container is larger than {max_bytes} bytes")
                 fh.write(chunk)
 
     def export(self, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
@@ -410,8 +416,10 @@ class ContainerOperations:
                 code, timed_out = -1, True
             output = container.logs().decode("utf-8", "replace")
             if box.export and box.export_to is not None:
-                with contextlib.suppress(Exception):
-                    container.archive_to(box.export, box.export_to)
+                try:
+                    container.archive_to(box.export, box.export_to, box.max_export_bytes)
+                except Exception:  # noqa: BLE001 - nothing to export, or too much: no export at all
+                    box.export_to.unlink(missing_ok=True)
             return RunResult(code, output, timed_out)
         finally:
             container.remove()
