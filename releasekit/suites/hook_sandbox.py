@@ -21,6 +21,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from releasekit import atomic
 from releasekit.child_env import child_env
 from releasekit.docker_engine import ContainerSpec, Engine, Sandbox
 from releasekit.errors import EnvironmentProblem
@@ -92,8 +93,13 @@ def runner_site(runner: str, version: str, tool_dir: Path) -> Path:
     """The hook runner at ``version`` as unpacked wheels (cached): downloaded wheels only, so nothing
     of a package runs here; unpacking a wheel is what installing it does, without its scripts."""
     site = tool_dir / f"{runner}-{version}-sandbox"
-    if (site / _READY).is_file():
-        return site
+    with atomic.entry_lock(site):  # two hygiene runs at once: one makes it, the other finds it
+        if not (site / _READY).is_file():
+            _make_site(runner, version, tool_dir, site)
+    return site
+
+
+def _make_site(runner: str, version: str, tool_dir: Path, site: Path) -> None:
     shutil.rmtree(site, ignore_errors=True)
     wheels = tool_dir / f"{runner}-{version}-wheels"
     shutil.rmtree(wheels, ignore_errors=True)
@@ -112,8 +118,7 @@ def runner_site(runner: str, version: str, tool_dir: Path) -> Path:
     for wheel in sorted(wheels.glob("*.whl")):
         _unpack(wheel, site)
     shutil.rmtree(wheels, ignore_errors=True)
-    (site / _READY).write_text(f"{runner}=={version}\n", encoding="utf-8")
-    return site
+    atomic.write_atomic(site / _READY, f"{runner}=={version}\n")
 
 
 def _unpack(wheel: Path, site: Path) -> None:
