@@ -12,6 +12,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+from sandbox_support import base_sandbox
+
 from releasekit.builder.wheel import Log, build_wheel, unmet_requirements
 from releasekit.manifest.models import BuildRecipe
 
@@ -49,7 +52,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 """
 
 
-def test_venv_hooks_do_not_see_releasekit_modules(tmp_path: Path):
+@pytest.mark.docker
+def test_venv_hooks_do_not_see_releasekit_modules(tmp_path: Path, docker_client, base_image):
     project = tmp_path / "src" / "python"
     (project / "_backend").mkdir(parents=True)
     (project / "_backend" / "hookcheck_backend.py").write_text(BACKEND, encoding="utf-8")
@@ -77,6 +81,7 @@ def test_venv_hooks_do_not_see_releasekit_modules(tmp_path: Path):
         arches=[],
         log=log,
         component="hookcheck",
+        builder=base_sandbox(docker_client, base_image),
     )
     assert built.filename == "hookcheck-1.0-py3-none-any.whl"
     assert "importable in the build" not in log.path.read_text(encoding="utf-8")

@@ -23,6 +23,7 @@ from releasekit.docker_engine import (
     EngineUnreachable,
     LazyEngine,
     NoSuchImage,
+    Sandbox,
     connect,
 )
 from releasekit.errors import EnvironmentProblem
@@ -94,6 +95,35 @@ def test_a_run_reports_exit_code_and_output(engine: Engine, base_image, docker_c
     )
     assert not result.timed_out and result.exit_code == 3
     assert "out" in result.output and "err" in result.output
+    assert not _leftovers(docker_client)
+
+
+def test_a_sandbox_runs_as_nobody_exports_within_its_cap_and_leaves_no_process(
+    engine: Engine, base_image, docker_client, tmp_path: Path
+) -> None:
+    """``run_sandboxed`` (issue 43): its writable directories are the user's, a daemon it started is
+    gone with it, and an export over its cap is not read at all."""
+    script = (
+        "id -u > /box/out/uid; head -c 4096 /dev/zero > /box/out/big; "
+        "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started"
+    )
+    spec = ContainerSpec(
+        base_image.image_id,
+        entrypoint=["/bin/sh", "-c", script],
+        command=[],
+        user="65534:65534",
+        network=False,
+        labels={LABEL: "sandbox"},
+        cap_drop=["ALL"],
+    )
+    kept, capped = tmp_path / "kept.tar", tmp_path / "capped.tar"
+    ran = engine.run_sandboxed(spec, Sandbox(writable=["/box/out"], export="/box/out", export_to=kept))
+    assert ran.exit_code == 0 and "started" in ran.output, ran.output
+    with tarfile.open(kept) as tar:
+        assert tar.extractfile("out/uid").read() == b"65534\n"  # type: ignore[union-attr]
+    small = Sandbox(writable=["/box/out"], export="/box/out", export_to=capped, max_export_bytes=1024)
+    assert engine.run_sandboxed(spec, small).exit_code == 0
+    assert not capped.exists()
     assert not _leftovers(docker_client)
 
 

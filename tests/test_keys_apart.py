@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from sandbox_support import base_sandbox
 
 from releasekit import child_env, registry
 from releasekit.builder.wheel import Log, build_wheel
@@ -37,9 +38,8 @@ def get_requires_for_build_wheel(config_settings=None):
     return []
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    # What a hostile backend would exfiltrate: its whole environment.
-    with open(os.environ["ENV_DUMP"], "w") as fh:
-        json.dump(dict(os.environ), fh)
+    # What a hostile backend would exfiltrate: its whole environment (into the build's log).
+    print("ENV-DUMP " + json.dumps(dict(os.environ)), flush=True)
     name = "envdump-1.0-py3-none-any.whl"
     files = {
         "envdump/__init__.py": b"",
@@ -79,7 +79,10 @@ def test_every_credential_releasekit_reads_is_on_the_list() -> None:
     assert set(SECRETS) <= child_env.SECRET_VARIABLES
 
 
-def test_a_build_backend_sees_no_credential(tmp_path: Path, secrets_set: None) -> None:
+@pytest.mark.docker
+def test_a_build_backend_sees_no_credential(
+    tmp_path: Path, secrets_set: None, monkeypatch, docker_client, base_image
+) -> None:
     """Even a manifest whose ``pass_env`` names every credential passes none of them to the backend."""
     source = tmp_path / "src"
     project = source / "python"
@@ -99,13 +102,14 @@ def test_a_build_backend_sees_no_credential(tmp_path: Path, secrets_set: None) -
     _git(source, "init", "-q", "-b", "main")
     _git(source, "add", "-A")
     _git(source, "commit", "-q", "-m", "envdump")
-    dump = tmp_path / "env.json"
+    # A credential inside an index URL is no more passed than one in a variable of its own.
+    monkeypatch.setenv("PIP_INDEX_URL", "https://user:Zk3yIndex@index.invalid/simple")
+    monkeypatch.setenv("RK_MIRROR", "https://user:Zk3yMirror@mirror.invalid/")
     recipe = BuildRecipe.model_validate(
         {
             "subdirectory": "python",
             "version_policy": {"policy": "static", "reason": "test"},
-            "env": {"ENV_DUMP": str(dump)},
-            "pass_env": sorted(SECRETS),
+            "pass_env": [*sorted(SECRETS), "PIP_INDEX_URL", "RK_MIRROR"],
         }
     )
     built = build_wheel(
@@ -117,11 +121,14 @@ def test_a_build_backend_sees_no_credential(tmp_path: Path, secrets_set: None) -
         arches=[],
         log=Log(tmp_path / "build.log"),
         component="envdump",
+        builder=base_sandbox(docker_client, base_image),
     )
     assert built.filename == "envdump-1.0-py3-none-any.whl"
-    seen = json.loads(dump.read_text())
+    log = (tmp_path / "build.log").read_text()
+    dump = next(line for line in log.splitlines() if line.startswith("ENV-DUMP "))
+    seen = json.loads(dump.removeprefix("ENV-DUMP "))
     assert not set(seen) & set(SECRETS), sorted(set(seen) & set(SECRETS))
-    assert "Zk3y" not in dump.read_text()
+    assert "Zk3y" not in log
     assert "PATH" in seen and seen["SOURCE_DATE_EPOCH"] == "1700000000"  # what a build needs still gets there
 
 

@@ -29,6 +29,7 @@ from releasekit.records.lock import write_lock
 pytestmark = pytest.mark.docker
 
 TESTS = """\
+import os
 import sys
 
 import rkpkg
@@ -36,6 +37,10 @@ import rkpkg
 
 def test_ships_installed_code():
     assert "-packages" in rkpkg.__file__, rkpkg.__file__
+    # A suite is the component's code (issue 43): it runs as nobody, with no capability.
+    assert os.getuid() == 65534, os.getuid()
+    with open("/proc/self/status") as status:
+        assert "CapEff:\\t0000000000000000" in status.read()
 
 
 def test_value_is_one():
@@ -164,7 +169,13 @@ def _ruff_version() -> str:
 
 
 def _manifest(
-    root: Path, repo: Forge, pr: int, suites: list[dict], *, hygiene_required: bool = True
+    root: Path,
+    repo: Forge,
+    pr: int,
+    suites: list[dict],
+    *,
+    hygiene_required: bool = True,
+    base: str = "releasekit-test/none",
 ) -> tuple[Path, Path]:
     data = {
         "schema": "releasekit/v1",
@@ -186,7 +197,7 @@ def _manifest(
             }
         },
         "toolchain": {
-            "base_image": {"name": "releasekit-test/none", "digest": "to-be-locked"},
+            "base_image": {"name": base, "digest": "to-be-locked"},
             "cuda_arch_list": ["12.0a"],
         },
     }
@@ -403,21 +414,22 @@ def test_expired_allowlist_entry_is_a_finding():
 
 
 def _hygiene(
-    root: Path, repo: Forge, pr: int, *, required: bool = True
+    root: Path, repo: Forge, pr: int, base: str, *, required: bool = True
 ) -> tuple[subprocess.CompletedProcess, dict]:
-    manifest, lock = _manifest(root, repo, pr, [], hygiene_required=required)
+    """``hygiene`` on the PR's composed tree; the hooks run in a sandbox of ``base`` (issue 43)."""
+    manifest, lock = _manifest(root, repo, pr, [], hygiene_required=required, base=base)
     proc = invoke(
         "hygiene", str(manifest), "--lock", str(lock), "-o", str(root / "out"), "--allow-local-repos"
     )
     return proc, json.loads((root / "out" / "hygiene.json").read_text())
 
 
-def test_hygiene_reports_each_planted_problem_at_file_line(tmp_path, repo):
-    proc, receipt = _hygiene(tmp_path, repo, 2)
+def test_hygiene_reports_each_planted_problem_at_file_line(tmp_path, repo, base_image):
+    proc, receipt = _hygiene(tmp_path, repo, 2, base_image.name)
     assert proc.returncode == 1, proc.stderr
     # Byte-stable (issue 22): a second run on the same inputs writes the same hygiene.json.
     (tmp_path / "again").mkdir()
-    again, _ = _hygiene(tmp_path / "again", repo, 2)
+    again, _ = _hygiene(tmp_path / "again", repo, 2, base_image.name)
     assert again.returncode == 1, again.stderr
     assert_same_record(tmp_path / "out" / "hygiene.json", tmp_path / "again" / "out" / "hygiene.json")
     spots = {
@@ -440,11 +452,11 @@ def test_hygiene_reports_each_planted_problem_at_file_line(tmp_path, repo):
     }
 
 
-def test_hygiene_not_required_reports_the_same_problems_as_warnings_and_exits_0(tmp_path, repo):
+def test_hygiene_not_required_reports_the_same_problems_as_warnings_and_exits_0(tmp_path, repo, base_image):
     """`required: false`: the receipt keeps what the tools found (status failed), the command shows
     warnings and exits 0, so a workflow step running it goes on (the release workflow's test job
     stopped at the demo's planted whitespace under act); the publish gate judges it the same way."""
-    proc, receipt = _hygiene(tmp_path, repo, 2, required=False)
+    proc, receipt = _hygiene(tmp_path, repo, 2, base_image.name, required=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert receipt["status"] == "failed"
     assert {f["code"] for f in receipt["findings"]["findings"] if f["severity"] == "error"} >= {"RUFF"}
@@ -452,8 +464,8 @@ def test_hygiene_not_required_reports_the_same_problems_as_warnings_and_exits_0(
     assert "no component whose hygiene is required failed" in proc.stdout
 
 
-def test_hygiene_clean_tree_has_no_findings_and_network_hooks_are_not_passed(tmp_path, repo):
-    proc, receipt = _hygiene(tmp_path, repo, 1)
+def test_hygiene_clean_tree_has_no_findings_and_network_hooks_are_not_passed(tmp_path, repo, base_image):
+    proc, receipt = _hygiene(tmp_path, repo, 1, base_image.name)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert receipt["status"] == "incomplete"
     findings = receipt["findings"]["findings"]

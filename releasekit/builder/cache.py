@@ -51,7 +51,8 @@ def wheel_key(
             "cuda": toolchain.cuda,
             "pytorch": toolchain.pytorch,
             "nccl": toolchain.nccl,
-            # A venv build is made from this interpreter: another Python is another toolchain.
+            # Every build names the image its sandbox ran (a venv recipe: the base image, whose Python
+            # builds it); a key without one (none is made now) would name this interpreter.
             "python": None if builder_image else f"{sys.version_info.major}.{sys.version_info.minor}",
         },
     }

@@ -26,11 +26,12 @@ from releasekit import atomic
 from releasekit.atomic import write_atomic
 from releasekit.builder.dockerfile import ImageSettings
 from releasekit.digests import file_sha256
-from releasekit.docker_engine import Engine
+from releasekit.docker_engine import ContainerSpec, Engine, Sandbox
 from releasekit.errors import BuildFailed, EnvironmentProblem
 
 SMOKE_PROBE = Path(__file__).with_name("smoke_probe.py")
 STAGING = "/releasekit-stage"
+SANDBOX_USER = "65534:65534"  # nobody
 INBOX = "/tmp/releasekit-wheels"
 LAYER_FORMAT = "releasekit.layer/v1"
 
@@ -116,10 +117,25 @@ def install_layer(
         stage_wheels(wheels, inbox)
         exported = Path(tmp) / "stage.tar"
         cmd = install_command(wheels)
-        env = {"RELEASEKIT_EXPECTED": cmd.pop()}
-        result = engine.run_throwaway(
-            base_id, cmd, inputs={INBOX: inbox}, export=STAGING, export_to=exported, environment=env
+        # The smoke probe imports the components' code: it runs as nobody in a sandbox (issue 43),
+        # the wheels mounted read-only, the staging root its only writable place besides /tmp.
+        env = {"RELEASEKIT_EXPECTED": cmd.pop(), "HOME": "/tmp", "PIP_NO_CACHE_DIR": "1"}
+        spec = ContainerSpec(
+            base_id,
+            entrypoint=cmd[:2],
+            command=cmd[2:],
+            environment=env,
+            user=SANDBOX_USER,
+            network=False,
+            read_only_mounts={str(inbox): INBOX},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=4096,
+            log_max_size="64m",
         )
+        result = engine.run_sandboxed(spec, Sandbox(writable=[STAGING], export=STAGING, export_to=exported))
+        if result.exit_code == 0 and not exported.is_file():
+            raise BuildFailed(f"the wheels layer could not be read from the install container (see {log})")
         write_atomic(log, result.output)
         report = _smoke(result.output)
         if result.exit_code != 0:

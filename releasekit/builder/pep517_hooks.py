@@ -3,6 +3,8 @@
 It is run by the build venv's interpreter with the source directory as the working
 directory, so nothing of releasekit (or of the calling interpreter) is importable in it.
 Usage: python pep517_hooks.py HOOK RESULT_JSON [WHEEL_DIR CONFIG_SETTINGS_JSON]
+       python pep517_hooks.py changed_sources RESULT_JSON SOURCE COPY
+(the files of SOURCE, .git aside, that differ in COPY after the build: what it edited)
 """
 
 import importlib
@@ -26,8 +28,37 @@ def _backend():
     return obj, system.get("requires", [])
 
 
+def _same(a, b):
+    if os.path.islink(a) or os.path.islink(b):
+        return os.path.islink(a) and os.path.islink(b) and os.readlink(a) == os.readlink(b)
+    if not os.path.isfile(b):
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _changed(source, copy):
+    changed = []
+    for root, dirs, names in os.walk(source):
+        dirs[:] = sorted(d for d in dirs if not (root == source and d == ".git"))
+        for name in sorted(names):
+            rel = os.path.relpath(os.path.join(root, name), source)
+            if not _same(os.path.join(source, rel), os.path.join(copy, rel)):
+                changed.append(rel)
+    return changed
+
+
 def main() -> int:
     hook, result_path = sys.argv[1], sys.argv[2]
+    if hook == "changed_sources":
+        with open(result_path, "w", encoding="utf-8") as fh:
+            json.dump(_changed(sys.argv[3], sys.argv[4]), fh)
+        return 0
     backend, static_requires = _backend()
     if hook == "get_requires_for_build_wheel":
         dynamic = getattr(backend, hook, None)

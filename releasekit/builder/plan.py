@@ -11,7 +11,6 @@ is already on this machine (never fetched), to show a static version.
 from __future__ import annotations
 
 import os
-import shlex
 import tomllib
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from releasekit.builder import hygiene, stamp
 from releasekit.builder.builders import build_args
 from releasekit.builder.release_image import check_lock_matches, default_build_root
 from releasekit.builder.service import check_host_environment
-from releasekit.builder.wheel import build_environment, container_environment, image_script, venv_commands
+from releasekit.builder.wheel import build_environment, container_environment, sandbox_command
 from releasekit.digests import file_sha256
 from releasekit.manifest import TO_BE_LOCKED, LoadedManifest, load_manifest
 from releasekit.manifest.models import BuildRecipe, GitComponent, WheelComponent
@@ -179,12 +178,11 @@ def _builder(recipe: BuildRecipe, locked: LockedBuilder | None, manifest_dir: Pa
     )
 
 
-def _command(recipe: BuildRecipe, builder: PlannedBuilder) -> list[str]:
+def _command(recipe: BuildRecipe, builder: PlannedBuilder, base_image: str) -> list[str]:
+    """The sandbox the build runs in, as a ``docker run`` line (a venv recipe: the release base image)."""
     if builder.kind == "image":
-        return [
-            f"docker run --network=none --user 0:0 {builder.image} /bin/sh -c {shlex.quote(image_script(recipe))}"
-        ]
-    return [shlex.join(c) for c in venv_commands(recipe)]
+        return [sandbox_command(recipe, builder.image or "", venv=False)]
+    return [sandbox_command(recipe, base_image, venv=True)]
 
 
 def plan_git(
@@ -223,12 +221,9 @@ def plan_git(
         env["SOURCE_DATE_EPOCH"] = TO_BE_LOCKED
     stamp_env, changed = stamp.planned(recipe, commit)
     env.update(stamp_env)
-    if out.builder.kind == "image":
-        env = container_environment(env)
-    else:
-        env = {k: v for k, v in env.items() if k not in ("PATH", "HOME", "TMPDIR")}
-    out.environment = hygiene.redact(env)
-    out.command = _command(recipe, out.builder)
+    out.environment = hygiene.redact(container_environment(env))
+    base = lock.toolchain.base_image.name if lock else loaded.manifest.toolchain.base_image.name
+    out.command = _command(recipe, out.builder, base)
     out.version_policy = recipe.version_policy.policy
     out.version_policy_reason = recipe.version_policy.reason
     out.modifications = changed + [f"{k}={v}" for k, v in stamp_env.items()]

@@ -165,14 +165,22 @@ def _build_git_component(
     )
     record.builder_image = builder.image_id if builder else None
     record.builder_name = builder.name if builder else None
-    key = wheel_key(locked, recipe, lock.toolchain, arches, builder.image_id if builder else None)
+    # A venv recipe is built in a sandbox of the release base image: its Python builds the wheel.
+    sandbox = builder or WheelBuilder(
+        engine=run.engine,
+        name=run.base.name,
+        image_id=run.base.image_id,
+        venv=True,
+        host_toolchain=recipe.native,
+    )
+    key = wheel_key(locked, recipe, lock.toolchain, arches, sandbox.image_id)
     log_path = run.outdir / "logs" / f"{name}.log"
     record.log = f"logs/{name}.log"
     with run.cache.entry("wheels", key):  # a second build of the same key waits here, then hits
         wheel = run.cache.get_wheel(key, run.outdir / "wheels", log_path)
         if wheel is None:
             record.cache = "miss"
-            wheel = _build_from_source(run, name, locked, declared, arches=arches, builder=builder)
+            wheel = _build_from_source(run, name, locked, declared, arches=arches, builder=sandbox)
             run.cache.put_wheel(key, wheel, log_path)
         else:
             record.cache = "hit"
@@ -187,7 +195,7 @@ def _build_from_source(
     declared: GitComponent,
     *,
     arches: list[str],
-    builder: WheelBuilder | None,
+    builder: WheelBuilder,
 ) -> BuiltWheel:
     """A cache miss: build from a fresh checkout of the locked tree, which is removed whatever happens."""
     recipe = declared.build

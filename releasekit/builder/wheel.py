@@ -1,8 +1,16 @@
-"""PEP 517 wheel builds in an isolated environment: a fresh venv with pinned build requirements.
+"""PEP 517 wheel builds, each in a sandbox: a throw-away container, never on this machine.
 
-The environment is built from nothing for every build: no inherited PYTHONPATH, no
-user site, fixed locale and time zone, SOURCE_DATE_EPOCH from the commit, and the
-CUDA arch list in the variables build systems read (TORCH_CUDA_ARCH_LIST, CUDAARCHS).
+Everything of a component that executes (its backend, in-tree or not, ``setup.py``, its build
+hooks) runs in a container of the builder image (``environment.kind: image``) or of the release
+base image (``kind: venv``: a fresh venv inside, with the manifest's pinned build requirements
+installed from wheels downloaded here, ``--only-binary=:all:``, without an index). The container
+has no network, runs as ``nobody``, with every capability dropped; the source is mounted
+read-only and copied to its fixed build path inside; its only writable places are its own
+directories, exported when it ends; its environment is built from nothing (no PYTHONPATH, no
+user site, fixed locale and time zone, SOURCE_DATE_EPOCH from the commit, the CUDA arch list in
+the variables build systems read) and never holds a credential, a key or a URL carrying one.
+It is removed, with every process it started, before the build returns (docs/build.md, "The
+build sandbox").
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,8 +31,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel
 
 from releasekit.builder import hygiene, native, stamp, wheelfile
-from releasekit.child_env import is_secret
-from releasekit.docker_engine import Engine
+from releasekit.child_env import child_env, is_secret
+from releasekit.docker_engine import ContainerSpec, Engine, Sandbox
 from releasekit.errors import BuildFailed, EnvironmentProblem
 from releasekit.manifest.models import BuildRecipe
 
@@ -32,17 +41,32 @@ HOOKS = Path(__file__).with_name("pep517_hooks.py")
 COMMIT_LABEL = re.compile(r"(?:^|[.+])g([0-9a-f]{7,40})(?:$|[.])")
 
 
-# Where sources are inside a builder container: fixed, like the host build path.
+# Where sources are inside a build sandbox: fixed, so that paths compiled into binaries are too.
 BUILD_SRC = "/releasekit-src"
+# The sandbox's other places: the source, read-only; the hook runner and the build requirements'
+# wheels, read-only; the venv, HOME and TMPDIR; the hooks' results and the wheel (exported).
+SOURCE_RO = "/releasekit-source"
+TOOLS = "/releasekit-tools"
+WHEELS = "/releasekit-wheels"
+WORK = "/releasekit-work"
+OUT = "/releasekit-out"
+SANDBOX_USER = "65534:65534"  # nobody
+SANDBOX_TIMEOUT = 6 * 3600.0  # a CUDA build of a large project takes hours; a hang ends here
+URL_CREDENTIAL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/@\s]+@")
 
 
 @dataclass
 class Builder:
-    """A builder image, resolved to a local image ID."""
+    """The image a wheel is built in, resolved to a local image ID: the manifest's builder image, or
+    (``venv``) the release base image, in which a fresh venv gets the pinned build requirements;
+    ``host_toolchain``: a CUDA build of a venv recipe, which gets this machine's compilers (``/usr``
+    and CUDA_HOME, read-only) since the base image has none."""
 
     engine: Engine
     name: str
     image_id: str
+    venv: bool = False
+    host_toolchain: bool = False
 
 
 class BuiltWheel(BaseModel):
@@ -76,10 +100,6 @@ class Log:
         return proc.returncode
 
 
-# What the recorded build environment says instead of the build's random temporary directory.
-BUILD_TMP = "$BUILD_TMP"
-
-
 def build_environment(
     recipe: BuildRecipe, source_date_epoch: int, commit: str, arches: list[str]
 ) -> dict[str, str]:
@@ -96,7 +116,9 @@ def build_environment(
         # The commit releasekit checked out: backends that cannot run git may stamp it.
         "RELEASEKIT_SOURCE_COMMIT": commit,
     }
-    for key in ("CUDA_HOME", "CUDA_PATH", "TMPDIR", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+    # The host's index settings never reach a build (a URL may carry a credential): pinned build
+    # requirements are downloaded here and installed in the sandbox without an index.
+    for key in ("CUDA_HOME", "CUDA_PATH", "TMPDIR"):
         if key in os.environ:
             env[key] = os.environ[key]
     if recipe.native:
@@ -104,54 +126,64 @@ def build_environment(
     env.update(recipe.env)
     # Declared host variables (build.pass_env) pass with the host's value; nothing else does.
     # A credential never passes, whatever the manifest declares: the backend could read it (issue 34).
-    env.update({k: os.environ[k] for k in recipe.pass_env if k in os.environ and not is_secret(k)})
+    # Nor does a value with a credential inside a URL (https://user:token@host/...).
+    env.update(
+        {
+            k: os.environ[k]
+            for k in recipe.pass_env
+            if k in os.environ and not is_secret(k) and not URL_CREDENTIAL.search(os.environ[k])
+        }
+    )
     if recipe.native:
         env["NVCC_APPEND_FLAGS"] = native.nvcc_append_flags(env.get("NVCC_APPEND_FLAGS"))
     return env
 
 
 def container_environment(env: dict[str, str]) -> dict[str, str]:
-    """The part of the build environment a builder container gets (it has its own PATH and HOME)."""
+    """The part of the build environment a sandbox gets (it has its own PATH, HOME and TMPDIR)."""
     return {k: v for k, v in env.items() if k not in ("PATH", "HOME", "TMPDIR")}
 
 
-def image_script(recipe: BuildRecipe) -> str:
-    """The exact shell command run in a builder container."""
+def sandbox_environment(env: dict[str, str]) -> dict[str, str]:
+    """The sandbox's whole environment: the build's, with HOME and TMPDIR in its own writable place."""
+    return {**container_environment(env), "HOME": f"{WORK}/home", "TMPDIR": f"{WORK}/tmp"}
+
+
+def image_script(recipe: BuildRecipe, *, venv: bool = False) -> str:
+    """The exact shell command run in a build sandbox."""
     workdir = f"{BUILD_SRC}/{recipe.subdirectory.strip('/')}" if recipe.subdirectory else BUILD_SRC
-    config = json.dumps(recipe.config_settings).replace("'", "'\\''")
-    return (
-        f"set -e; mkdir -p /releasekit-out/dist; cd {workdir}; "
-        "python3 /releasekit-tools/pep517_hooks.py get_requires_for_build_wheel /releasekit-out/requires.json; "
-        f"python3 /releasekit-tools/pep517_hooks.py build_wheel /releasekit-out/result.json /releasekit-out/dist '{config}'"
-    )
-
-
-def venv_commands(recipe: BuildRecipe) -> list[list[str]]:
-    """The commands of a venv build, with VENV, RESULT and DIST standing for its temporary paths."""
-    create = [
-        "python3",
-        "-m",
-        "venv",
-        *([] if recipe.environment.requirements else ["--without-pip"]),
-        "VENV",
+    config = shlex.quote(json.dumps(recipe.config_settings))
+    pinned = recipe.environment.requirements if venv else []
+    python = f"{WORK}/venv/bin/python" if venv else "python3"
+    steps = [
+        "set -e",
+        f"mkdir -p {WORK}/home {WORK}/tmp {OUT}/dist",
+        # A backend may write beside its sources (setuptools-scm's version file): it writes the copy.
+        f"cp -R {SOURCE_RO}/. {BUILD_SRC}/",
+        f"cd {workdir}",
     ]
-    out = [create]
-    if recipe.environment.requirements:
-        out.append(
-            ["VENV/bin/python", "-m", "pip", "install", "--no-input", *recipe.environment.requirements]
+    if venv:
+        steps.append(f"python3 -m venv {'' if pinned else '--without-pip '}{WORK}/venv")
+    if pinned:
+        steps.append(
+            f"{python} -m pip install --no-input --no-index --find-links {WHEELS} "
+            + " ".join(shlex.quote(p) for p in pinned)
         )
-    out.append(["VENV/bin/python", "pep517_hooks.py", "get_requires_for_build_wheel", "RESULT"])
-    out.append(
-        [
-            "VENV/bin/python",
-            "pep517_hooks.py",
-            "build_wheel",
-            "RESULT",
-            "DIST",
-            json.dumps(recipe.config_settings),
-        ]
+    steps.append(f"{python} {TOOLS}/pep517_hooks.py get_requires_for_build_wheel {OUT}/requires.json")
+    steps.append(f"{python} {TOOLS}/pep517_hooks.py build_wheel {OUT}/result.json {OUT}/dist {config}")
+    # What the build edited of its sources (the copy against the read-only source).
+    steps.append(
+        f"{python} {TOOLS}/pep517_hooks.py changed_sources {OUT}/changed.json {SOURCE_RO} {BUILD_SRC}"
     )
-    return out
+    return "; ".join(steps)
+
+
+def sandbox_command(recipe: BuildRecipe, image: str, *, venv: bool) -> str:
+    """The build as a ``docker run`` command line (what ``build --plan`` shows)."""
+    return (
+        f"docker run --rm --network=none --user {SANDBOX_USER} --cap-drop=ALL "
+        f"-v SOURCE:{SOURCE_RO}:ro {image} /bin/sh -c {shlex.quote(image_script(recipe, venv=venv))}"
+    )
 
 
 def unmet_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
@@ -179,55 +211,43 @@ def unmet_requirements(wanted: list[str], pinned: list[str]) -> list[str]:
     return missing
 
 
-def _in_venv(
-    project: Path,
-    dist: Path,
-    tmp: Path,
-    recipe: BuildRecipe,
-    *,
-    component: str,
-    env: dict[str, str],
-    log: Log,
-) -> Path:
-    """A fresh venv on this machine with exactly the manifest's pinned build requirements."""
-    venv = tmp / "venv"
-    pinned = recipe.environment.requirements
-    venv_cmd = [sys.executable, "-m", "venv", str(venv)]
+def download_requirements(pinned: list[str], into: Path, log: Log) -> None:
+    """The pinned build requirements (and what they need) as wheels only: downloading runs no project
+    code (no sdist is built here); the sandbox installs them without an index."""
+    into.mkdir()
     if not pinned:
-        venv_cmd.insert(3, "--without-pip")
-    if log.run(venv_cmd, env=env) != 0:
-        raise EnvironmentProblem(f"{component}: cannot create a build venv (python3-venv missing?)")
-    python = str(venv / "bin" / "python")
-    env["VIRTUAL_ENV"] = str(venv)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
-    if pinned and log.run([python, "-m", "pip", "install", "--no-input", *pinned], env=env) != 0:
-        raise BuildFailed(f"{component}: installing build requirements failed (see {log.path})")
-    # The hook runner is run from a folder of its own: run from releasekit/builder/, that folder
-    # would be sys.path[0] and its modules (wheel.py, stamp.py, ...) would shadow the backend's
-    # imports (setuptools' bdist_wheel imports the wheel package).
-    tools = tmp / "tools"
-    tools.mkdir()
-    hooks = str(shutil.copyfile(HOOKS, tools / "pep517_hooks.py"))
-    result = tmp / "result.json"
-    if log.run([python, hooks, "get_requires_for_build_wheel", str(result)], cwd=project, env=env) != 0:
-        raise BuildFailed(f"{component}: the build backend failed to load (see {log.path})")
-    wanted = json.loads(result.read_text())
-    missing = unmet_requirements(wanted["static"] + wanted["dynamic"], pinned)
-    if missing:
-        raise BuildFailed(
-            f"{component}: build requirements not pinned by the manifest's build environment: "
-            + ", ".join(missing)
-        )
-    config = json.dumps(recipe.config_settings)
-    if log.run([python, hooks, "build_wheel", str(result), str(dist), config], cwd=project, env=env) != 0:
-        raise BuildFailed(f"{component}: wheel build failed (see {log.path})")
-    return dist / json.loads(result.read_text())["wheel"]
+        return
+    cmd = [sys.executable, "-m", "pip", "download", "--no-input", "--only-binary=:all:", "--dest", str(into)]
+    # The host's pip settings (an index, a wheelhouse) apply here, on this machine, and only here.
+    if log.run([*cmd, *pinned], env=child_env(prefixes=("PIP_",))) != 0:
+        raise BuildFailed(f"cannot download the pinned build requirements as wheels (see {log.path})")
 
 
-def _in_image(
+def sandbox_spec(builder: Builder, script: str, env: dict[str, str], mounts: dict[str, str]) -> ContainerSpec:
+    """The container a build runs in: no network, nobody, no capability, no new privilege."""
+    if builder.host_toolchain:
+        mounts = {**mounts, "/usr": "/usr"}
+        for key in ("CUDA_HOME", "CUDA_PATH"):
+            if env.get(key) and Path(env[key]).is_dir():
+                mounts[str(Path(env[key]).resolve())] = str(Path(env[key]).resolve())
+    return ContainerSpec(
+        builder.image_id,
+        entrypoint=["/bin/sh", "-c", script],
+        command=[],
+        environment=sandbox_environment(env),
+        user=SANDBOX_USER,
+        network=False,
+        read_only_mounts=mounts,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=4096,
+        log_max_size="64m",
+    )
+
+
+def _in_sandbox(
     builder: Builder,
-    source: Path,
-    dist: Path,
+    project_source: Path,
     tmp: Path,
     *,
     recipe: BuildRecipe,
@@ -235,36 +255,94 @@ def _in_image(
     log: Log,
     component: str,
 ) -> Path:
-    """A throw-away container of the builder image, without network: the image holds the build requirements."""
+    """Both hooks in one throw-away container; its results and wheel come out through its export."""
     tools = tmp / "tools"
     tools.mkdir()
     shutil.copyfile(HOOKS, tools / "pep517_hooks.py")
-    script = image_script(recipe)
-    # The container has its own PATH and HOME; everything else is the same fixed environment.
-    inner = container_environment(env)
+    pinned = recipe.environment.requirements if builder.venv else []
+    mounts = {str(project_source): SOURCE_RO, str(tools): TOOLS}
+    if pinned:
+        download_requirements(pinned, tmp / "wheels", log)
+        mounts[str(tmp / "wheels")] = WHEELS
+    script = image_script(recipe, venv=builder.venv)
     exported = tmp / "out.tar"
-    log.write(f"$ [{builder.image_id[:19]}] sh -c {script}")
-    run = builder.engine.run_throwaway(
-        builder.image_id,
-        ["/bin/sh", "-c", script],
-        inputs={BUILD_SRC: source, "/releasekit-tools": tools},
-        export="/releasekit-out",
-        export_to=exported,
-        environment=inner,
+    log.write(f"$ [{builder.image_id[:19]}, sandbox] sh -c {script}")
+    run = builder.engine.run_sandboxed(
+        sandbox_spec(builder, script, env, mounts),
+        Sandbox(writable=[BUILD_SRC, WORK, OUT], export=OUT, export_to=exported, timeout=SANDBOX_TIMEOUT),
     )
     log.write(run.output)
-    if run.exit_code != 0:
-        raise BuildFailed(f"{component}: wheel build in {builder.name} failed (see {log.path})")
+    results = _exported(exported, tmp / "dist") if exported.is_file() else {}
+    requires = results.get("requires")
+    if builder.venv and requires is not None:
+        missing = unmet_requirements(requires["static"] + requires["dynamic"], pinned)
+        if missing:
+            raise BuildFailed(
+                f"{component}: build requirements not pinned by the manifest's build environment: "
+                + ", ".join(missing)
+            )
+    if run.exit_code != 0 or "wheel" not in results:
+        why = "ran past its deadline" if run.timed_out else "failed"
+        raise BuildFailed(f"{component}: wheel build in the {builder.name} sandbox {why} (see {log.path})")
+    _sources_untouched(component, recipe, results.get("changed"))
+    if requires is not None and not builder.venv:
+        log.write(
+            f"# build requirements (provided by the builder image): {requires['static'] + requires['dynamic']}"
+        )
+    return tmp / "dist" / results["wheel"]
+
+
+def _sources_untouched(component: str, recipe: BuildRecipe, changed: object) -> None:
+    """A build may write its declared generated files and new (ignored) files, never a source file:
+    a backend that edits one ships sources that are not the locked commit's (the sandbox compared
+    its copy with the read-only source; a version stamp was applied before, to both)."""
+    if not isinstance(changed, list):
+        raise BuildFailed(f"{component}: the build sandbox did not say which sources the build changed")
+    sub = recipe.subdirectory.rstrip("/") + "/" if recipe.subdirectory else ""
+    allowed = set(recipe.generated_files) | {sub + g for g in recipe.generated_files}
+    edited = [str(path) for path in changed if path not in allowed]
+    if edited:
+        raise BuildFailed(
+            f"{component}: the build changed the checked-out sources ({', '.join(edited[:3])}); "
+            "the wheel would not be the locked commit"
+        )
+
+
+MAX_RESULT_BYTES = 1 << 20
+
+
+def _exported(exported: Path, dist: Path) -> dict:
+    """The hooks' results (``requires``; ``wheel``: its file name, the wheel copied to ``dist``) from
+    the sandbox's export; anything else in it is ignored, a wheel name that is a path is refused."""
+    out: dict = {}
     with tarfile.open(exported) as tar:
-        result = json.load(tar.extractfile("releasekit-out/result.json"))  # type: ignore[arg-type]
-        requires = json.load(tar.extractfile("releasekit-out/requires.json"))  # type: ignore[arg-type]
-        member = tar.getmember(f"releasekit-out/dist/{result['wheel']}")
-        with tar.extractfile(member) as src, (dist / result["wheel"]).open("wb") as dst:  # type: ignore[union-attr]
-            shutil.copyfileobj(src, dst)
-    log.write(
-        f"# build requirements (provided by the builder image): {requires['static'] + requires['dynamic']}"
-    )
-    return dist / result["wheel"]
+        for key, name in (
+            ("requires", "requires.json"),
+            ("result", "result.json"),
+            ("changed", "changed.json"),
+        ):
+            try:
+                member = tar.getmember(f"{OUT.strip('/')}/{name}")
+            except KeyError:
+                continue
+            handle = tar.extractfile(member) if member.isfile() and member.size <= MAX_RESULT_BYTES else None
+            if handle is not None:
+                out[key] = json.loads(handle.read())
+        wheel = (out.pop("result", None) or {}).get("wheel")
+        if not isinstance(wheel, str) or "/" in wheel or not wheel.endswith(".whl"):
+            return out
+        try:
+            member = tar.getmember(f"{OUT.strip('/')}/dist/{wheel}")
+        except KeyError:
+            return out
+        source = tar.extractfile(member) if member.isfile() else None
+        if source is None:
+            return out
+        dist.mkdir(exist_ok=True)
+        with source, (dist / wheel).open("wb") as dst:
+            shutil.copyfileobj(source, dst)
+        out["wheel"] = wheel
+    return out
 
 
 def build_wheel(
@@ -277,52 +355,33 @@ def build_wheel(
     arches: list[str],
     log: Log,
     component: str,
-    builder: Builder | None = None,
+    builder: Builder,
     extra_env: dict[str, str] | None = None,
 ) -> BuiltWheel:
-    """Build one wheel from ``source`` into ``out_dir``; BuildFailed names the log on failure.
-
-    ``builder`` set: inside that image (the manifest's ``environment.kind: image``);
-    otherwise in a fresh venv on this machine.
-    """
+    """Build one wheel from ``source`` into ``out_dir`` in a sandbox of ``builder``; BuildFailed
+    names the log on failure."""
     project = source / recipe.subdirectory if recipe.subdirectory else source
     if not (project / "pyproject.toml").is_file():
         raise BuildFailed(f"{component}: no pyproject.toml in {recipe.subdirectory or 'the repository root'}")
-    if recipe.native and builder is None and shutil.which("nvcc") is None:
+    if recipe.native and builder.host_toolchain and shutil.which("nvcc") is None:
         raise EnvironmentProblem(
             f"{component} compiles CUDA code but nvcc is not on PATH", hint="install the CUDA toolkit"
         )
     env = build_environment(recipe, source_date_epoch, commit, arches)
     env.update(extra_env or {})  # the version policy's stamp, when it is an environment variable
-    where = f"builder image {builder.name} ({builder.image_id})" if builder else "a fresh venv"
+    where = f"a fresh venv in {builder.name}" if builder.venv else f"builder image {builder.name}"
     log.write(
-        f"# releasekit build of {component} at {commit} in {where}, SOURCE_DATE_EPOCH={source_date_epoch}"
+        f"# releasekit build of {component} at {commit} in {where} ({builder.image_id}, sandboxed), "
+        f"SOURCE_DATE_EPOCH={source_date_epoch}"
     )
     with tempfile.TemporaryDirectory(prefix="releasekit-wheel-") as tmp_name:
         tmp = Path(tmp_name)
-        dist = tmp / "dist"
-        dist.mkdir()
-        if builder is None:
-            built = _in_venv(project, dist, tmp, recipe, component=component, env=env, log=log)
-        else:
-            built = _in_image(
-                builder, source, dist, tmp, recipe=recipe, env=env, log=log, component=component
-            )
+        built = _in_sandbox(builder, source, tmp, recipe=recipe, env=env, log=log, component=component)
         wheelfile.normalise(built, source_date_epoch)
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / built.name
         shutil.move(str(built), final)
-    return _checked(
-        final,
-        recipe=recipe,
-        commit=commit,
-        arches=arches,
-        log=log,
-        component=component,
-        env=env,
-        builder=builder,
-        tmp_name=tmp_name,
-    )
+    return _checked(final, recipe=recipe, commit=commit, arches=arches, log=log, component=component, env=env)
 
 
 def _checked(
@@ -334,8 +393,6 @@ def _checked(
     log: Log,
     component: str,
     env: dict[str, str],
-    builder: Builder | None,
-    tmp_name: str,
 ) -> BuiltWheel:
     """The built wheel, checked: its version names the commit (when the policy says so), its generated
     files are the allowed ones, its CUDA code covers the arch list."""
@@ -356,14 +413,7 @@ def _checked(
         version=info.version,
         sha256=info.sha256,
         native_arches=arches_found,
-        # The build's own temporary directory has a random name: recorded as BUILD_TMP, so that
-        # two builds of the same inputs record the same environment (docs/architecture.md).
-        environment=hygiene.redact(
-            {
-                name: value.replace(tmp_name, BUILD_TMP)
-                for name, value in (container_environment(env) if builder else env).items()
-            }
-        ),
+        environment=hygiene.redact(container_environment(env)),
     )
 
 

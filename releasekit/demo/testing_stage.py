@@ -233,7 +233,8 @@ def hygiene_stage(ctx: DemoContext) -> StageResult:
 
     assert ctx.manifest is not None and ctx.lock is not None and ctx.release is not None
     receipt = run_hygiene(
-        HygieneOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, allow_local_repos=True)
+        HygieneOptions(manifest=ctx.manifest, lock=ctx.lock, outdir=ctx.release, allow_local_repos=True),
+        ctx.engine,
     )
     required = required_components(ctx.manifest)
     blocking = blocking_components(receipt, required)

@@ -4,7 +4,8 @@
   ``LazyEngine``, reached on first use (what a command hands a library that needs it on some paths only);
 - ``images``: inspect (``ImageFacts``), exists, load, save, tag, remove, import;
 - ``containers``: create from a ``ContainerSpec``, start/wait/logs/kill/remove (device requests, shm size), run with a
-  timeout, throwaway runs, the export stream of a never-started container;
+  timeout, sandboxed runs (component code: ``run_sandboxed``), the export stream of a never-started
+  container;
 - ``registry``: push, pull, credentials from the Docker config.
 
 The SDK is imported lazily inside these functions.
@@ -13,7 +14,7 @@ The SDK is imported lazily inside these functions.
 from __future__ import annotations
 
 from releasekit.docker_engine.client import START_HINT, Engine, LazyEngine, connect, sdk_client
-from releasekit.docker_engine.containers import Container, ContainerSpec, RunResult
+from releasekit.docker_engine.containers import Container, ContainerSpec, RunResult, Sandbox
 from releasekit.docker_engine.errors import ContainerTimeout, EngineError, EngineUnreachable, NoSuchImage
 from releasekit.docker_engine.images import ImageFacts
 from releasekit.docker_engine.registry import config_credentials
@@ -30,6 +31,7 @@ __all__ = [
     "LazyEngine",
     "NoSuchImage",
     "RunResult",
+    "Sandbox",
     "config_credentials",
     "connect",
     "sdk_client",

@@ -1,4 +1,4 @@
-"""Containers: create/start/wait/logs/kill/remove, runs with a timeout, throwaway runs, export streams.
+"""Containers: create/start/wait/logs/kill/remove, runs with a timeout, sandboxed runs, export streams.
 
 A ``Container`` wraps one SDK container and turns the SDK's exceptions into ``EngineError``
 (``ContainerTimeout`` for a wait that ran out), so no caller handles a ``docker`` exception.
@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import docker
 
 
-OWNER_LABEL = "io.releasekit.pid"  # on throwaway containers: the releasekit process that made it
+OWNER_LABEL = "io.releasekit.pid"  # on sandboxed containers: the releasekit process that made it
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,18 @@ def _confinement_kwargs(spec: ContainerSpec) -> dict[str, Any]:
     return kwargs
 
 
+@dataclass(frozen=True)
+class Sandbox:
+    """What ``run_sandboxed`` adds to a ``ContainerSpec``: the writable directories, made empty and
+    owned by the spec's user before start, what is exported afterwards, and the deadline."""
+
+    writable: list[str]
+    export: str | None = None
+    export_to: Path | None = None
+    timeout: float | None = None
+    max_export_bytes: int = 16 << 30  # a CUDA wheel of torch's size is 2-3 GiB
+
+
 @dataclass
 class RunResult:
     exit_code: int
@@ -272,6 +284,20 @@ class Container:
             archive.seek(0)
             self._c.put_archive("/", archive)
 
+    def make_directories(self, paths: list[str], owner: str) -> None:
+        """Empty directories at ``paths`` (before start), owned by ``owner`` ("uid:gid"), mode 0755."""
+        uid, _, gid = owner.partition(":")
+        with tempfile.TemporaryFile() as archive:
+            with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                for path in paths:
+                    info = tarfile.TarInfo(path.strip("/"))
+                    info.type = tarfile.DIRTYPE
+                    info.mode = 0o755
+                    info.uid, info.gid = int(uid), int(gid or uid)
+                    tar.addfile(info)
+            archive.seek(0)
+            self._c.put_archive("/", archive)
+
     def read_file(self, path: str) -> bytes | None:
         """The content of the regular file at ``path`` in the container, or None when there is none."""
         import docker.errors
@@ -293,11 +319,16 @@ class Container:
                         return handle.read() if handle is not None else None
         return None
 
-    def archive_to(self, path: str, out: Path) -> None:
-        """Stream ``path`` of the container's filesystem to ``out`` as a tar."""
+    def archive_to(self, path: str, out: Path, max_bytes: int | None = None) -> None:
+        """Stream ``path`` of the container's filesystem to ``out`` as a tar; past ``max_bytes``, an
+        EngineError (what was written stays: the caller's temporary file)."""
         stream, _ = self._c.get_archive(path)
+        written = 0
         with out.open("wb") as fh:
             for chunk in stream:
+                written += len(chunk)
+                if max_bytes is not None and written > max_bytes:
+                    raise EngineError(f"{path} of the container is larger than {max_bytes} bytes")
                 fh.write(chunk)
 
     def export(self, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
@@ -369,42 +400,27 @@ class ContainerOperations:
         finally:
             container.remove()
 
-    def run_throwaway(
-        self,
-        image: str,
-        command: list[str],
-        *,
-        inputs: dict[str, Path] | None = None,
-        export: str | None = None,
-        export_to: Path | None = None,
-        environment: dict[str, str] | None = None,
-    ) -> RunResult:
-        """Run one command as root in a new container of ``image`` and always remove it.
-
-        ``inputs`` maps a container directory to a host directory copied in before start;
-        ``export`` is a container path streamed out as a tar to ``export_to`` after a
-        successful run. No network: the release install never reaches an index.
-        """
-        container = Container(
-            self.client.containers.create(
-                image,
-                command,
-                network_disabled=True,
-                environment=environment or {},
-                user="0:0",
-                # Which process made it: one killed before its `finally` leaves it behind, findable.
-                labels={OWNER_LABEL: str(os.getpid())},
-            )
-        )
+    def run_sandboxed(self, spec: ContainerSpec, box: Sandbox) -> RunResult:
+        """Run ``spec`` as a sandbox: ``box.writable`` are the only writable places (made empty, owned
+        by ``spec.user``), ``box.export`` is streamed to ``box.export_to`` after the run (whatever its
+        exit code, when it exists), and the container is removed, with every process it started,
+        before this returns (killed when it runs past ``box.timeout`` seconds)."""
+        container = self.create(replace(spec, labels={**spec.labels, OWNER_LABEL: str(os.getpid())}))
         try:
-            for dest, src in (inputs or {}).items():
-                container.put_directory(dest, src)
+            container.make_directories(box.writable, spec.user or "0:0")
             container.start()
-            code = container.wait()
+            try:
+                code, timed_out = container.wait(box.timeout), False
+            except ContainerTimeout:
+                container.kill()
+                code, timed_out = -1, True
             output = container.logs().decode("utf-8", "replace")
-            if code == 0 and export and export_to is not None:
-                container.archive_to(export, export_to)
-            return RunResult(code, output)
+            if box.export and box.export_to is not None:
+                try:
+                    container.archive_to(box.export, box.export_to, box.max_export_bytes)
+                except Exception:  # noqa: BLE001 - nothing to export, or too much: no export at all
+                    box.export_to.unlink(missing_ok=True)
+            return RunResult(code, output, timed_out)
         finally:
             container.remove()
 

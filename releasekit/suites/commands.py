@@ -172,6 +172,7 @@ def hygiene_command(
     from releasekit.git.mirrors import use_options
 
     use_options(mirror, offline)
+    from releasekit.docker_engine import LazyEngine
     from releasekit.git import local_repos_allowed
     from releasekit.suites.hygiene import (
         HygieneOptions,
@@ -188,7 +189,8 @@ def hygiene_command(
             outdir=outdir,
             components=list(component),
             allow_local_repos=local_repos_allowed(allow_local_repos),
-        )
+        ),
+        LazyEngine(timeout=120),  # the hook sandbox's containers (reached only for a pre-commit step)
     )
     # Exit 1 only for a component whose hygiene is required (the publish gate's rule): problems of a
     # `required: false` component are warnings, and a workflow step running this goes on.

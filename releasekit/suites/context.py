@@ -8,6 +8,7 @@ from pathlib import Path
 
 from releasekit.manifest.testing import Hygiene, TestSuite
 from releasekit.records.test_receipt import TestReceipt
+from releasekit.suites.hook_sandbox import HookSandbox
 
 
 @dataclass(frozen=True)
@@ -27,3 +28,4 @@ class HygieneContext:
     files: list[str]  # repository-relative paths in scope (changed by the plan, or all)
     hygiene: Hygiene
     tools: dict[str, Path] = field(default_factory=dict)  # tool name -> executable at the pinned version
+    hooks: HookSandbox | None = None  # where the repository's hooks run (a pre-commit step only)

@@ -4,7 +4,9 @@ The tree is the canonical head the lock recorded with the planned PRs merged in 
 (what ``plan compose`` makes); the files in scope are those the plan changes (``git diff
 --name-only base..composed``) or every tracked file. Tools come from PyPI at the versions
 the manifest pins, installed once into a cache (a tool already on PATH at exactly that
-version is used as it is).
+version is used as it is). ruff and git run here: they read the tree, they run nothing of
+it. The repository's hooks are its code: they run only in the hook sandbox
+(``suites/hook_sandbox.py``), with the hook runner unpacked from its wheels.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from pathlib import Path
 from typing import Literal
 
 from releasekit.child_env import child_env
+from releasekit.docker_engine import Engine
 from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings, Severity
 from releasekit.git.runner import Git
 from releasekit.manifest import LoadedManifest, load_manifest
 from releasekit.manifest.models import GitComponent
 from releasekit.manifest.testing import Hygiene
-from releasekit.records.lock import lock_file_sha256, read_lock
+from releasekit.records.lock import Lock, lock_file_sha256, read_lock
 from releasekit.records.test_receipt import (
     HYGIENE_FILE,
     HygieneComponent,
@@ -35,6 +38,7 @@ from releasekit.records.test_receipt import (
 )
 from releasekit.suites.checks import hygiene_checks
 from releasekit.suites.context import HygieneContext
+from releasekit.suites.hook_sandbox import HookSandbox, runner_site
 from releasekit.suites.sources import composed_tree
 
 _DIST = {"ruff": "ruff", "pre-commit": "pre-commit", "prek": "prek"}
@@ -94,6 +98,38 @@ def ensure_tool(name: str, version: str, tool_dir: Path | None = None) -> Path:
     return exe
 
 
+HOOK_RUNNERS = ("pre-commit", "prek")
+
+
+def _host_tools(hygiene: Hygiene, tool_dir: Path | None) -> dict[str, Path]:
+    """The tools that run here (ruff): they read the tree and run nothing of it; never a hook runner."""
+    return {
+        tool: ensure_tool(tool, version, tool_dir)
+        for tool, version in hygiene.tools.items()
+        if tool not in HOOK_RUNNERS
+    }
+
+
+def _hook_sandbox(engine: Engine, lock: Lock, hygiene: Hygiene, tool_dir: Path | None) -> HookSandbox | None:
+    """The sandbox of the repository's hooks (a pre-commit step only): the lock's base image, the
+    runner at its pinned version."""
+    if "pre-commit" not in hygiene.steps:
+        return None
+    runner = hygiene.hook_runner
+    version = hygiene.tools.get(runner)
+    if version is None:
+        raise InputError(f"hygiene: the pre-commit step needs tools.{runner} pinned")
+    base = lock.toolchain.base_image
+    image = engine.image_id(base.image_id or base.name) or engine.image_id(base.name)
+    if image is None:
+        raise EnvironmentProblem(
+            f"base image {base.name} is not in the Docker Engine: the repository's hooks run in a sandbox of it",
+            hint="load or build it (releasekit demo makes its own), then rerun",
+        )
+    site = runner_site(runner, version, tool_dir or _tools_dir())
+    return HookSandbox(engine=engine, image=image, runner=runner, site=site)
+
+
 def _files(git: Git, base: str, scope: str) -> list[str]:
     if scope == "all":
         out = git.run("ls-files", "-z")
@@ -137,7 +173,9 @@ def _targets(loaded: LoadedManifest, opts: HygieneOptions) -> dict[str, GitCompo
     return targets
 
 
-def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
+def run_hygiene(opts: HygieneOptions, engine: Engine) -> HygieneReceipt:
+    """Every step on each component's composed tree; the repository's hooks in the hook sandbox
+    (a container of the lock's base image, made through ``engine``)."""
     loaded = load_manifest(opts.manifest)
     lock = read_lock(opts.lock)
     if lock.manifest.sha256 != loaded.sha256:
@@ -158,11 +196,15 @@ def run_hygiene(opts: HygieneOptions) -> HygieneReceipt:
                 name, comp, locked, loaded, tree, allow_local=opts.allow_local_repos, cache_dir=opts.cache_dir
             )
             files = _files(Git(tree), base, hygiene.scope)
-            tools: dict[str, Path] = {
-                tool: ensure_tool(tool, version, opts.tool_dir) for tool, version in hygiene.tools.items()
-            }
             ctx = HygieneContext(
-                component=name, tree=tree, base=base, head=head, files=files, hygiene=hygiene, tools=tools
+                component=name,
+                tree=tree,
+                base=base,
+                head=head,
+                files=files,
+                hygiene=hygiene,
+                tools=_host_tools(hygiene, opts.tool_dir),
+                hooks=_hook_sandbox(engine, lock, hygiene, opts.tool_dir),
             )
             record = HygieneComponent(
                 component=name,

@@ -4,6 +4,12 @@
 test files in (no bind mount: works with a remote engine too), starts it, kills it at
 the timeout, copies the report files out, keeps the log tail, and removes the container.
 The engine is the command's (``suites/commands.py`` makes it, with its 120 s timeout).
+
+A suite is the component's code (issue 43): it runs as ``nobody`` with every capability
+dropped, ``no-new-privileges`` and a process limit; its only writable places besides the
+image's world-writable ones (``/tmp``) are the directories ``writable`` names, made empty and
+owned by that user before it starts; its environment is the one the caller gives, nothing of
+the host's.
 """
 
 from __future__ import annotations
@@ -12,10 +18,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from releasekit.docker_engine import ContainerSpec, ContainerTimeout, Engine, EngineError, NoSuchImage
+from releasekit.docker_engine import (
+    Container,
+    ContainerSpec,
+    ContainerTimeout,
+    Engine,
+    EngineError,
+    NoSuchImage,
+)
 from releasekit.errors import EnvironmentProblem
 
 _LOG_TAIL = 20_000
+SUITE_USER = "65534:65534"  # nobody
 
 
 @dataclass
@@ -32,6 +46,15 @@ def image_id(engine: Engine, ref: str) -> str | None:
     return engine.image_id(ref)
 
 
+def _create(engine: Engine, spec: ContainerSpec) -> Container:
+    try:
+        return engine.create(spec)
+    except NoSuchImage:
+        raise EnvironmentProblem(f"image {spec.image} is not in the local Docker Engine") from None
+    except EngineError as exc:
+        raise EnvironmentProblem(f"cannot create a container from {spec.image}: {exc}") from None
+
+
 def run_in_image(
     engine: Engine,
     image: str,
@@ -45,30 +68,33 @@ def run_in_image(
     gpus: int = 0,
     devices: list[str] | None = None,
     collect: list[str] | None = None,
+    writable: list[str] | None = None,
 ) -> ContainerRun:
-    """Run ``command`` in ``image`` with no network; kill it after ``timeout`` seconds."""
-    try:
-        container = engine.create(
-            ContainerSpec(
-                image,
-                command=command,
-                workdir=workdir,
-                environment=env or {},
-                network=False,
-                labels={"io.releasekit.stage": "test"},
-                gpu_count=gpus,
-                devices=devices or [],
-            )
-        )
-    except NoSuchImage:
-        raise EnvironmentProblem(f"image {image} is not in the local Docker Engine") from None
-    except EngineError as exc:
-        raise EnvironmentProblem(f"cannot create a container from {image}: {exc}") from None
+    """Run ``command`` in ``image`` with no network, as ``nobody``; kill it after ``timeout`` seconds."""
+    container = _create(
+        engine,
+        ContainerSpec(
+            image,
+            command=command,
+            workdir=workdir,
+            environment=env or {},
+            user=SUITE_USER,
+            network=False,
+            labels={"io.releasekit.stage": "test"},
+            gpu_count=gpus,
+            devices=devices or [],
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=4096,
+        ),
+    )
     started = time.monotonic()
     timed_out = False
     exit_code: int | None = None
     files: dict[str, bytes] = {}
     try:
+        if writable:
+            container.make_directories(writable, SUITE_USER)
         if source is not None:
             container.put_directory(source_dest, source)
         container.start()

@@ -17,7 +17,7 @@ import platform
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from releasekit.clock import Clock
 from releasekit.docker_engine import Engine
@@ -45,6 +45,7 @@ from releasekit.suites.sources import locked_checkout, stage_suite
 
 SRC = "/releasekit/src"
 JUNIT = "/releasekit/out/junit.xml"
+HOME = "/releasekit/home"
 _RERUN_LIMIT = 200  # failing tests rerun one by one beyond this would take longer than the suite
 
 
@@ -136,7 +137,10 @@ def _run(
     engine: Engine, image: str, suite: TestSuite, staged: Path | None, selection: list[str] | None
 ) -> _Run:
     junit = suite.command.junit if suite.command else JUNIT
-    env = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1", **suite.env}
+    env = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": HOME, **suite.env}
+    # The suite runs as nobody (issue 43): its report's directory and HOME are made writable for it.
+    report_dir = str(PurePosixPath(junit).parent)
+    writable = [HOME] + ([] if report_dir in ("/", "/tmp", "/var/tmp") else [report_dir])
     outcome = runner_docker.run_in_image(
         engine,
         image,
@@ -149,6 +153,7 @@ def _run(
         gpus=suite.needs.gpus,
         devices=suite.needs.devices,
         collect=[junit],
+        writable=writable,
     )
     report = outcome.files.get(junit)
     cases = parse_junit(report) if report is not None else None

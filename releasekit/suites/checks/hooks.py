@@ -1,44 +1,23 @@
 """pre-commit / prek hooks of the repository's own config, on the composed tree.
 
-``repo: local`` and ``repo: meta`` hooks run, and so do hooks of a remote repository
-whose environment pre-commit has already cached; any other hook would have to be fetched
-from the network and is reported as not runnable here (a warning: never a pass).
+``repo: local`` and ``repo: meta`` hooks run, each in the hook sandbox (``suites/hook_sandbox.py``:
+a throw-away container without network, never this machine); a hook of a remote repository
+would have to be fetched from the network and is reported as not runnable here (a warning:
+never a pass).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML, YAMLError
 
 from releasekit.findings import Findings, Severity
-from releasekit.suites.checks._tool import run_tool
 from releasekit.suites.context import HygieneContext
 
 CONFIG = ".pre-commit-config.yaml"
 _SPOT = re.compile(r"^([^\s:][^:]*):(\d+):(?:(\d+):)?\s*(.*)$")
-
-
-def _pre_commit_home() -> Path:
-    if os.environ.get("PRE_COMMIT_HOME"):
-        return Path(os.environ["PRE_COMMIT_HOME"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pre-commit"
-
-
-def _cached(repo: str, rev: str) -> bool:
-    db = _pre_commit_home() / "db.db"
-    if not db.is_file():
-        return False
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-            row = conn.execute("SELECT path FROM repos WHERE repo = ? AND ref = ?", (repo, rev)).fetchone()
-    except sqlite3.Error:
-        return False
-    return bool(row) and Path(row[0]).is_dir()
 
 
 class HooksCheck:
@@ -74,21 +53,22 @@ class HooksCheck:
         subset = ctx.tree / ".git" / "releasekit-hooks.yaml"
         with subset.open("w", encoding="utf-8") as handle:
             YAML(typ="safe", pure=True).dump({**config, "repos": runnable}, handle)
-        runner = str(ctx.tools[ctx.hygiene.hook_runner])
         scope = ["--all-files"] if ctx.hygiene.scope == "all" else ["--files", *ctx.files]
         if ctx.hygiene.scope == "changed" and not ctx.files:
             return found
+        assert ctx.hooks is not None  # made by the stage for every pre-commit step
         for repo in runnable:
             for hook in repo.get("hooks") or []:
                 hook_id = str(hook.get("id"))
-                code, out, err = run_tool(
-                    [runner, "run", hook_id, "--config", str(subset), *scope],
+                # In the sandbox, never on this machine: a hook is the repository's code (issue 43).
+                code, out = ctx.hooks.run(
                     ctx.tree,
-                    env={"SKIP": "", "PRE_COMMIT_COLOR": "never", "NO_COLOR": "1"},
+                    ["run", hook_id, "--config", f".git/{subset.name}", *scope],
+                    {"SKIP": "", "PRE_COMMIT_COLOR": "never", "NO_COLOR": "1"},
                 )
                 if code == 0:
                     continue
-                _failed(ctx, hook_id, out, err, found)
+                _failed(ctx, hook_id, out, "", found)
         return found
 
 
@@ -98,9 +78,7 @@ def _runnable(ctx: HygieneContext, repos: list[Any], found: Findings) -> list[di
     for repo in repos:
         url = str(repo.get("repo", ""))
         hooks = [h for h in repo.get("hooks") or [] if isinstance(h, dict)]
-        if url in ("local", "meta") or (
-            ctx.hygiene.hook_runner == "pre-commit" and _cached(url, str(repo.get("rev")))
-        ):
+        if url in ("local", "meta"):
             runnable.append(repo)
             continue
         for hook in hooks:
