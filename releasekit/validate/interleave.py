@@ -5,8 +5,9 @@ or on another machine, carries that difference into the ratio a gate judges; one
 same job, its runs alternating with the candidate's, shares it. Both servers are up at once (each a
 container of its own image; nothing else differs), the idle one waits while the other is measured,
 and the runs go in pairs whose first side alternates: A B, B A, A B, ... (ABBA), so a steady drift
-of the host's speed over the job falls on both sides alike. Before the first pair each side answers
-one unmeasured run (its first requests pay for warm-up the other side may already have paid).
+of the host's speed over the job falls on both sides alike. Before the first pair a side whose server
+has answered nothing yet answers one unmeasured run (its first requests pay for warm-up the other side
+may already have paid).
 docs/validate.md, *Side by side*, says what the receipt records and why both servers run at once on
 the 2-core CI host.
 
