@@ -336,3 +336,31 @@ def test_a_planted_slowdown_fails_the_demo_gate_interleaved_with_the_baseline_im
     assert "```text" in text and "![gates.svg](gates.svg)" in text
     svg = (report / "gates.svg").read_text()
     assert svg.startswith("<svg") and 'stroke-dasharray="4 3"' in svg  # the threshold, drawn
+
+
+def test_the_gate_plot_draws_the_threshold_and_is_the_same_bytes_each_time(tmp_path: Path) -> None:
+    from releasekit.validate.report import aggregate_directory
+
+    cand, base = [50.0, 47.0, 52.0, 44.0, 49.0], [51.0, 48.5, 51.0, 46.0, 50.0]
+    gate, _ = evaluate_gate(_demo_gate(), *_interleaved(cand, base))
+    receipts = tmp_path / "receipts"
+    path = _receipt_file(receipts, {"machine": "x86_64", "cpus": "2"}, cand)
+    receipt = read_receipt(path).model_copy(
+        update={
+            "cell": Cell(id="base", model={"name": "m"}, gpus=0, gates=[side_by_side_gate()]),
+            "gates": [gate],
+        }
+    )
+    write_receipt(receipt, receipts)
+    aggregate_directory(receipts, tmp_path / "one")
+    aggregate_directory(receipts, tmp_path / "two")
+    svg = (tmp_path / "one" / "gates.svg").read_bytes()
+    assert svg == (tmp_path / "two" / "gates.svg").read_bytes()
+    # The threshold's dashed line stands where 0.5 falls on the axis the plot chose.
+    assert svg.count(b'stroke-dasharray="4 3"') == 1 and b"threshold 0.5<" in svg
+    report = (tmp_path / "one" / "REPORT.md").read_text()
+    (drawn,) = [line for line in report.splitlines() if "ratio " in line and "threshold 0.5" in line]
+    assert (
+        drawn.index("|") < drawn.index("=") <= drawn.index("*")
+    )  # threshold, then the bound, then the ratio
+    assert "5 + 5 interleaved (A B B A A B B A A B)" in report and "95% [" in report

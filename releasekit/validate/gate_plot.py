@@ -13,7 +13,7 @@ from html import escape
 
 from releasekit.records.receipt import GateResult, Receipt
 
-WIDTH, ROW, LEFT, RIGHT, TOP = 760, 44, 250, 30, 34
+WIDTH, ROW, LEFT, RIGHT, TOP = 760, 56, 250, 30, 34
 TEXT_WIDTH = 48
 
 
@@ -104,6 +104,9 @@ def gates_svg(marks: list[GateMark]) -> str | None:
                 f'<line x1="{x(t)}" y1="{_n(y - 14)}" x2="{x(t)}" y2="{_n(y + 14)}" stroke="#c33" '
                 'stroke-width="2" stroke-dasharray="4 3"/>'
             )
+            out.append(
+                f'<text x="{x(t)}" y="{_n(y + 24)}" text-anchor="middle" fill="#c33">threshold {t:g}</text>'
+            )
         ends = [v for v in (m.low, m.high) if v is not None]
         if ends:
             a, b = min([*ends, m.ratio]), max([*ends, m.ratio])
@@ -144,8 +147,11 @@ def gates_text(marks: list[GateMark]) -> list[str]:
             f"{', '.join(f'{t:g}' for t in m.thresholds)}; {m.runs}) {'pass' if m.passed else 'FAIL'}"
         )
     axis = [" "] * TEXT_WIDTH
+    free = 0  # labels left to right, one space apart; a label that would overlap the last is left out
     for v in (lo, 1.0, hi):
         text = f"{v:.2f}"
         start = min(TEXT_WIDTH - len(text), max(0, col(v) - len(text) // 2))
-        axis[start : start + len(text)] = list(text)
+        if start >= free:
+            axis[start : start + len(text)] = list(text)
+            free = start + len(text) + 1
     return [*lines, "".join(axis).rstrip()]
