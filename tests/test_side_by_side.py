@@ -364,3 +364,19 @@ def test_the_gate_plot_draws_the_threshold_and_is_the_same_bytes_each_time(tmp_p
         drawn.index("|") < drawn.index("=") <= drawn.index("*")
     )  # threshold, then the bound, then the ratio
     assert "5 + 5 interleaved (A B B A A B B A A B)" in report and "95% [" in report
+
+
+def test_a_benchmark_can_render_a_cell_and_throttle_one_side(tmp_path: Path) -> None:
+    from releasekit.docker_engine.containers import ContainerSpec, sdk_create_kwargs
+    from releasekit.validate.interleave import server_spec, throttled
+
+    (tmp_path / "smollm2-135m").mkdir()
+    spec = ValidationSpec.model_validate(cpu_validation_section())
+    served = server_spec(spec.cells[0], "sha256:" + "c" * 64, tmp_path, spec)
+    assert (
+        served.argv[:3] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+        and served.nano_cpus is None
+    )
+    slow = throttled(served, 0.95)
+    assert slow.nano_cpus == 950_000_000 and slow.argv == served.argv
+    assert sdk_create_kwargs(ContainerSpec(slow.image, nano_cpus=slow.nano_cpus))["nano_cpus"] == 950_000_000

@@ -234,6 +234,28 @@ def run_interleaved(run: InterleavedRun, engine: DockerEngine) -> InterleavedRes
     )
 
 
+def server_spec(cell: Cell, image: str, manifest_dir: Path, spec: ValidationSpec) -> ServerSpec:
+    """What serves a single-server ``cell`` from ``image`` (an image ID), as its engine adapter renders it
+    (CPU cells; a GPU cell's devices are the caller's to add). A prefill/decode cell is an InputError."""
+    from releasekit.validate.models import resolve_model
+    from releasekit.validate.topology import is_disaggregated
+
+    if is_disaggregated(cell):
+        raise InputError(f"cell '{cell.id}' is a prefill/decode topology, not one server")
+    resolved = resolve_model(cell.model, manifest_dir)
+    command = engine_for(cell.engine).serve_command(
+        cell, resolved.engine_arg, schemes=spec.quantization_schemes
+    )
+    return ServerSpec(
+        image=image,
+        argv=command.argv,
+        env={**cell.env, **command.env},
+        port=command.port,
+        mounts=resolved.mounts,
+        cell_id=cell.id,
+    )
+
+
 def throttled(spec: ServerSpec, cpus: float) -> ServerSpec:
     """``spec`` with a CPU quota of ``cpus`` cores (Docker NanoCpus): a known slowdown of one side."""
     return spec.model_copy(update={"nano_cpus": int(round(cpus * 1e9))})
@@ -247,6 +269,7 @@ __all__ = [
     "merge_runs",
     "run_interleaved",
     "run_once",
+    "server_spec",
     "side_order",
     "throttled",
 ]
