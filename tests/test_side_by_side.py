@@ -93,7 +93,7 @@ def _demo_gate(**overrides: object) -> Gate:
 def test_the_paired_bound_is_the_t_bound_of_the_pairs_log_ratios() -> None:
     cand = [50.0, 47.0, 52.0, 44.0, 49.0]
     base = [51.0, 48.5, 51.0, 46.0, 50.0]
-    result, findings = evaluate_gate(_demo_gate(), *_interleaved(cand, base))
+    result, findings = evaluate_gate(_demo_gate(runs=5), *_interleaved(cand, base))
     d = [math.log(a / b) for a, b in zip(cand, base, strict=True)]
     mean = sum(d) / 5
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 4)
@@ -107,14 +107,14 @@ def test_the_paired_bound_is_the_t_bound_of_the_pairs_log_ratios() -> None:
     # A host that slowed both sides alike in one pair moves neither the ratio of that pair nor the bound.
     slowed = [v / 2 if i == 3 else v for i, v in enumerate(cand)]
     slowed_base = [v / 2 if i == 3 else v for i, v in enumerate(base)]
-    again, _ = evaluate_gate(_demo_gate(), *_interleaved(slowed, slowed_base))
+    again, _ = evaluate_gate(_demo_gate(runs=5), *_interleaved(slowed, slowed_base))
     assert again.ratio_low == pytest.approx(result.ratio_low)
 
 
 def test_the_demo_gate_catches_its_regression_and_passes_an_unchanged_candidate_by_simulation() -> None:
     """Pairs share the host's load (lognormal, 30 % between pairs) and each run has its own noise, 13.4 %,
     so that the pairs' log ratios spread by 0.19 as measured on the 2-core host (cpu_matrix): the demo's
-    gate (5 pairs, min_ratio 0.5) passes an unchanged candidate, fails the e2e test's planted slowdown
+    gate (8 pairs, min_ratio 0.5) passes an unchanged candidate, fails the e2e test's planted slowdown
     (a third of the speed), and a candidate at exactly its threshold about 95 % of the time, by the rule
     computed here; evaluate_gate agrees with that rule on every trial."""
     rng = random.Random(45)
@@ -232,7 +232,7 @@ def test_a_baseline_image_option_that_is_not_name_equals_ref_is_exit_2(tmp_path:
 # candidate image's planted slowdown). /tokenize gives distinct ids so the checks can make prompts.
 STEP = """
 import http.server, json, os, time
-STEP = 0.03 + float(os.environ.get("RK_PLANTED_DELAY_MS", "0")) / 1000
+STEP = 0.02 + float(os.environ.get("RK_PLANTED_DELAY_MS", "0")) / 1000
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
@@ -299,7 +299,7 @@ def test_a_planted_slowdown_fails_the_demo_gate_interleaved_with_the_baseline_im
 ) -> None:
     baseline = demo_build.image_id
     slow, _ = docker_client.images.build(
-        fileobj=io.BytesIO(f"FROM {baseline}\nENV RK_PLANTED_DELAY_MS=60\n".encode()),
+        fileobj=io.BytesIO(f"FROM {baseline}\nENV RK_PLANTED_DELAY_MS=40\n".encode()),
         tag="releasekit-test/side-by-side-slow:1",
         rm=True,
     )
@@ -316,7 +316,7 @@ def test_a_planted_slowdown_fails_the_demo_gate_interleaved_with_the_baseline_im
     receipt = read_receipt(out / "stub.json")
     (gate,) = receipt.gates
     codes = [f.code for f in receipt.findings if f.severity == "error"]
-    # 90 ms a token against the baseline's 30: the true ratio is 1/3, below the demo's 0.5 with its bound.
+    # 60 ms a token against the baseline's 20: the true ratio is 1/3, below the demo's 0.5 with its bound.
     assert proc.returncode == 1 and codes == ["GATE_BELOW_BASELINE"], proc.stdout[-3000:] + proc.stderr
     assert gate.baseline_kind == "interleaved" and gate.test == "paired-t-one-sided-95"
     assert gate.ratio is not None and gate.ratio < SIDE_BY_SIDE_MIN_RATIO and gate.ratio_low < gate.ratio
@@ -332,7 +332,8 @@ def test_a_planted_slowdown_fails_the_demo_gate_interleaved_with_the_baseline_im
     agg = invoke("validate", "aggregate", str(out), "-o", str(report), "--json", cwd=REPO)
     assert agg.returncode == 1
     text = (report / "REPORT.md").read_text()
-    assert "interleaved (A B B A A B B A A B)" in text and "95% [" in text and "detects" in text
+    letters = " ".join("A" if o == "candidate" else "B" for o in side_order(SIDE_BY_SIDE_RUNS))
+    assert f"interleaved ({letters})" in text and "95% [" in text and "detects" in text
     assert "```text" in text and "![gates.svg](gates.svg)" in text
     svg = (report / "gates.svg").read_text()
     assert svg.startswith("<svg") and 'stroke-dasharray="4 3"' in svg  # the threshold, drawn
@@ -342,7 +343,7 @@ def test_the_gate_plot_draws_the_threshold_and_is_the_same_bytes_each_time(tmp_p
     from releasekit.validate.report import aggregate_directory
 
     cand, base = [50.0, 47.0, 52.0, 44.0, 49.0], [51.0, 48.5, 51.0, 46.0, 50.0]
-    gate, _ = evaluate_gate(_demo_gate(), *_interleaved(cand, base))
+    gate, _ = evaluate_gate(_demo_gate(runs=5), *_interleaved(cand, base))
     receipts = tmp_path / "receipts"
     path = _receipt_file(receipts, {"machine": "x86_64", "cpus": "2"}, cand)
     receipt = read_receipt(path).model_copy(
