@@ -27,6 +27,8 @@ TIME_FIELDS: dict[str, tuple[str, ...]] = {
         "startup_s",
         "checks.*.duration_s",
         "processes.*.ready_s",
+        "interleaved_baseline.startup_s",
+        "interleaved_baseline.checks.*.duration_s",
     ),
 }
 

@@ -9,9 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from releasekit.demo.cpu_matrix import CROSS_CHECK_ATTEMPTS, CROSS_CHECK_TOLERANCE, MIN_ACCURACY
+from releasekit.demo.cpu_matrix import (
+    CROSS_CHECK_ATTEMPTS,
+    CROSS_CHECK_TOLERANCE,
+    MIN_ACCURACY,
+    SIDE_BY_SIDE_MIN_RATIO,
+    SIDE_BY_SIDE_RUNS,
+)
 from releasekit.demo.example import make_example
 from releasekit.manifest import load_manifest
+from releasekit.validate.interleave import side_order
 
 HAS_NVCC = shutil.which("nvcc") is not None
 
@@ -222,6 +229,16 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     assert ngram.invocation is not None and "--speculative-config" in ngram.invocation.argv
     gate = next(g for g in ngram.gates if g.baseline == "spec-off")
     assert gate.passed and gate.baseline_value == off.metrics["decode.output_tok_s"].value
+    # A baseline from an earlier receipt is marked as such, with the host it names (the same one here).
+    assert gate.baseline_receipt is not None and gate.baseline_host == off.host
+    # Like with like (issue 45): the spec-off cell against the same cell on the baseline image, both
+    # servers up at once, their decode runs interleaved (A B B A ...), judged on the paired bound.
+    (side,) = off.gates
+    assert side.passed and side.baseline_kind == "interleaved" and side.test == "paired-t-one-sided-95"
+    assert side.baseline_image_id == off.interleaved_baseline.image_id != off.image_id
+    assert side.runs == len(side.ratios) == SIDE_BY_SIDE_RUNS and side.gate_power is not None
+    assert off.interleaved_baseline.order["decode"] == ["baseline warm-up", *side_order(SIDE_BY_SIDE_RUNS)]
+    assert not side.gate_power.underpowered and side.ratio_low >= SIDE_BY_SIDE_MIN_RATIO
     # The same real measurements against a baseline they cannot meet: the gate fails with its code.
     from releasekit.manifest.validation import Gate
     from releasekit.validate.gates import BaselineValues, evaluate_gate
@@ -241,6 +258,10 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     assert (report / "throughput.png").read_bytes()[:4] == b"\x89PNG"
     assert (report / "gates.png").read_bytes()[:4] == b"\x89PNG"
     assert "cpu-ngram3" in (report / "REPORT.md").read_text()
+    # The gates drawn against their thresholds: an SVG of our own and the same picture as text.
+    assert (report / "gates.svg").read_text().startswith("<svg")
+    assert "interleaved (A B B A" in (report / "REPORT.md").read_text()
+    assert "```text" in (report / "REPORT.md").read_text()
     # Nothing left behind of the candidate's cells (the Docker Engine may be shared with other runs).
     assert not docker_client.containers.list(
         all=True, filters={"label": "io.releasekit.validate.cell", "ancestor": result["image_id"]}

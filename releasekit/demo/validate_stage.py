@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 
 from releasekit.demo.cpu_image import ensure_cpu_engine_image
 from releasekit.demo.cpu_matrix import (
+    CANONICAL,
     broken_candidate_section,
     cpu_validation_section,
     write_broken_model,
@@ -113,6 +114,8 @@ def validate_stage(ctx):  # ctx: releasekit.demo.service.DemoContext -> StageRes
         client=LazyEngine(timeout=60),
         clock=SystemClock(),
         image_digest=digest,
+        # The spec-off cell's gate: the same cell on the baseline image the demo built, beside it.
+        baseline_images={CANONICAL: ctx.baseline_image} if ctx.baseline_image else None,
     )
     agg = aggregate_directory(receipts, ctx.release / "validation-report")
     cells = ", ".join(f"{c.cell_id} {c.status}" for c in result.cells)

@@ -55,6 +55,9 @@ class ContainerSpec:
     ipc_mode: str | None = None
     shm_size: str | None = None
     cpuset: str | None = None
+    nano_cpus: int | None = (
+        None  # a CPU quota in 1e-9 CPUs (Docker's NanoCpus): 950_000_000 is 0.95 of a core
+    )
     read_only_root: bool = False
     tmpfs: dict[str, str] = field(default_factory=dict)
     cap_drop: list[str] = field(default_factory=list)
@@ -142,6 +145,8 @@ def _device_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         kwargs["ipc_mode"] = spec.ipc_mode
     if spec.cpuset is not None:
         kwargs["cpuset_cpus"] = spec.cpuset
+    if spec.nano_cpus is not None:
+        kwargs["nano_cpus"] = spec.nano_cpus
     return kwargs
 
 

@@ -465,9 +465,23 @@ class Dataset(_Strict):
 
 class Baseline(_Strict):
     """Named values, and/or a receipt to take values from: ours (``releasekit.receipt/v1``) or today's
-    tool's validation receipt (its ``evidence`` numbers, named ``<profile>.<name>[.<key>]``)."""
+    tool's validation receipt (its ``evidence`` numbers, named ``<profile>.<name>[.<key>]``); or a
+    baseline measured beside the candidate: ``image`` (another image serving the gated cell) and/or
+    ``cell`` (another cell's server), whose runs alternate with the candidate's on the same host in
+    the same job (docs/validate.md, *Side by side*)."""
 
     source: str = Field(min_length=1, description="where the numbers come from")
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="an image reference (tag, ID or digest) to serve the baseline from, interleaved with the "
+        "candidate; `validate --baseline-image NAME=REF` gives the exact image",
+    )
+    cell: CellId | None = Field(
+        default=None,
+        description="the cell whose server is the baseline, interleaved with the candidate (default: the gated "
+        "cell itself, served from `image`)",
+    )
     receipt: str | None = Field(
         default=None, description="a receipt file to take values from, relative to the manifest"
     )
@@ -480,11 +494,24 @@ class Baseline(_Strict):
 
     @model_validator(mode="after")
     def _has_values(self) -> Baseline:
+        if self.interleaved:
+            if self.receipt is not None or self.values:
+                raise ValueError(
+                    "a baseline measured beside the candidate ('image'/'cell') takes no 'values' or 'receipt'"
+                )
+            return self
         if self.receipt is None and not self.values:
-            raise ValueError("a baseline needs 'values' or a 'receipt'")
+            raise ValueError(
+                "a baseline needs 'values', a 'receipt', or an 'image'/'cell' to measure beside the candidate"
+            )
         if self.receipt_metrics and self.receipt is None:
             raise ValueError("'receipt_metrics' without a 'receipt'")
         return self
+
+    @property
+    def interleaved(self) -> bool:
+        """Measured in the same job as the candidate, runs alternating (an image or a cell, not a number)."""
+        return self.image is not None or self.cell is not None
 
 
 class ForbiddenSwitches(_Strict):
@@ -531,6 +558,14 @@ class ValidationSpec(_Strict):
                 cells.append(c)
             data = {**data, "cells": cells}
         return data
+
+    @model_validator(mode="after")
+    def _baseline_cells_exist(self) -> ValidationSpec:
+        ids = {c.id for c in self.cells}
+        for name, baseline in self.baselines.items():
+            if baseline.cell is not None and baseline.cell not in ids:
+                raise ValueError(f"baseline '{name}': cell '{baseline.cell}' is not a cell of this matrix")
+        return self
 
     def cell(self, cell_id: str) -> Cell | None:
         return next((c for c in self.cells if c.id == cell_id), None)

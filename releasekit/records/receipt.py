@@ -104,16 +104,56 @@ class GateResult(Strict):
     bound: str = Field(description="the rule applied, for a person")
     note: str | None = None
     # Added for issue 45 (defaults keep earlier receipts readable): how the gate judged, and its power.
-    test: Literal["point", "metric-bound", "t-one-sided-95", "fieller-one-sided-95"] | None = Field(
+    test: (
+        Literal["point", "metric-bound", "t-one-sided-95", "fieller-one-sided-95", "paired-t-one-sided-95"]
+        | None
+    ) = Field(
         default=None,
         description="point: one run, no bound; metric-bound: the metric's own (Wilson) bound; "
-        "t-/fieller-one-sided-95: a one-sided 95 % bound of the ratio of means",
+        "t-/fieller-one-sided-95: a one-sided 95 % bound of the ratio of means; paired-t-one-sided-95: "
+        "runs interleaved with the baseline's, the one-sided 95 % t-bound of the mean log ratio of each pair",
     )
-    baseline_kind: Literal["samples", "receipt", "manifest"] | None = None
+    baseline_kind: Literal["samples", "receipt", "manifest", "interleaved"] | None = None
     candidate_stats: SampleSummary | None = None
     baseline_stats: SampleSummary | None = None
     ratio_high: float | None = Field(default=None, description="one-sided 95 % upper bound of the ratio")
     gate_power: GatePower | None = None
+    # Side by side (issue 45): where the baseline's numbers came from, beyond its name.
+    baseline_image: str | None = Field(
+        default=None, description="interleaved: the image the baseline served from, as given"
+    )
+    baseline_image_id: str | None = Field(default=None, description="interleaved: that image's ID")
+    baseline_cell: str | None = Field(default=None, description="interleaved: the cell the baseline served")
+    baseline_order: list[str] | None = Field(
+        default=None, description="interleaved: the measured runs in the order they ran (candidate/baseline)"
+    )
+    ratios: list[float] | None = Field(
+        default=None, description="interleaved: candidate/baseline of each pair of adjacent runs"
+    )
+    baseline_receipt: str | None = Field(
+        default=None, description="a baseline from an earlier receipt: that file, as the manifest names it"
+    )
+    baseline_host: dict[str, str] | None = Field(
+        default=None, description="a receipt baseline: the host the receipt names (None: it names none)"
+    )
+
+
+class InterleavedBaseline(Strict):
+    """A baseline served beside the candidate in this cell's job, its runs alternating with the candidate's
+    (``validate/interleave.py``): what served it, the order every run went in, and its own check results."""
+
+    name: str = Field(description="the baseline's name under validation.baselines")
+    image: str = Field(description="the image it served from, as given (the manifest's, or --baseline-image)")
+    image_id: str
+    cell_id: str = Field(
+        description="the cell whose server it ran (the gated cell itself, or the baseline's cell)"
+    )
+    order: dict[str, list[str]] = Field(
+        default_factory=dict, description="check kind -> its runs in the order they went (warm-ups named)"
+    )
+    startup_s: float | None = None
+    checks: list[CheckResult] = Field(default_factory=list, description="the baseline side's runs, merged")
+    log_tail: list[str] = Field(default_factory=list)
 
 
 class Invocation(Strict):
@@ -209,6 +249,8 @@ class Receipt(Record):
     model: ModelRecord | None = None
     # Every process of a prefill/decode topology (empty for a single-server cell).
     processes: list[ProcessRecord] = Field(default_factory=list)
+    # A baseline measured beside the candidate in this job (issue 45, side by side); None when none.
+    interleaved_baseline: InterleavedBaseline | None = None
 
 
 def cell_sha256(cell: Cell) -> str:
@@ -267,3 +309,25 @@ def receipt_samples(path: Path) -> dict[str, list[float]]:
         return {}
     receipt = read_receipt(path)
     return {name: list(m.samples) for name, m in receipt.metrics.items() if len(m.samples) >= 2}
+
+
+def receipt_host(path: Path) -> dict[str, str] | None:
+    """The host one of our receipts says it ran on (None: today's tool's receipt, or ours naming none)."""
+    try:
+        raw = bounded_json(
+            read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"), str(path)
+        )
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON receipt: {exc}") from None
+    if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
+        return None
+    return dict(read_receipt(path).host) or None
+
+
+# What makes two hosts of one kind (the hostname does not: CI runners of one kind differ only there).
+HOST_KIND_KEYS = ("machine", "cpus", "gpu")
+
+
+def host_kind(host: dict[str, str]) -> dict[str, str]:
+    """The part of a receipt's ``host`` that says what kind of machine it was."""
+    return {k: host[k] for k in HOST_KIND_KEYS if k in host}

@@ -42,6 +42,9 @@ class ServerSpec(BaseModel):
     shm_size: str = "2g"
     cell_id: str
     cpuset: str | None = None
+    nano_cpus: int | None = Field(
+        default=None, description="a CPU quota (Docker NanoCpus); a benchmark or test slows one side with it"
+    )
 
 
 def image_facts(engine: Engine, image: str) -> tuple[str, dict[str, str]]:
@@ -120,6 +123,7 @@ def serve(engine: Engine, spec: ServerSpec) -> Iterator[RunningServer]:
             ipc_mode="host" if spec.gpus else None,
             shm_size=None if spec.gpus else spec.shm_size,
             cpuset=spec.cpuset,
+            nano_cpus=spec.nano_cpus,
         )
     )
     try:

@@ -27,7 +27,7 @@ from releasekit.manifest.gate_power import (
     t_quantile,
 )
 from releasekit.manifest.validation import Baseline, Gate
-from releasekit.records.receipt import GatePower, GateResult, Metric, SampleSummary
+from releasekit.records.receipt import GatePower, GateResult, Metric, SampleSummary, host_kind
 from releasekit.validate.stats import fieller, t_interval
 
 
@@ -40,8 +40,20 @@ class BaselineValues(BaseModel):
     samples: dict[str, list[float]] = Field(default_factory=dict)
     from_receipt: set[str] = Field(default_factory=set)
     problem: str | None = None
+    # A baseline from an earlier receipt: the file as the manifest names it, and the host it names.
+    receipt: str | None = None
+    host: dict[str, str] | None = None
+    # A baseline measured beside the candidate: its runs of each metric in the order they ran, paired
+    # with the candidate's (run i of each side adjacent in time), and what served it.
+    paired: dict[str, list[float]] = Field(default_factory=dict)
+    image: str | None = None
+    image_id: str | None = None
+    cell: str | None = None
+    order: list[str] = Field(default_factory=list)
 
-    def kind(self, metric: str) -> Literal["samples", "receipt", "manifest"]:
+    def kind(self, metric: str) -> Literal["samples", "receipt", "manifest", "interleaved"]:
+        if metric in self.paired:
+            return "interleaved"
         if len(self.samples.get(metric, [])) >= 2:
             return "samples"
         return "receipt" if metric in self.from_receipt else "manifest"
@@ -84,6 +96,7 @@ def resolve_baseline(name: str, baseline: Baseline, manifest_dir: Path) -> Basel
         try:
             found = receipt_values(path)
             runs = receipt_samples(path)
+            host = receipt_host(path)
         except Exception as exc:  # noqa: BLE001 - a broken baseline is reported on the gate, not fatal
             return BaselineValues(name=name, values=dict(baseline.values), problem=str(exc))
         values.update(found)
@@ -96,10 +109,26 @@ def resolve_baseline(name: str, baseline: Baseline, manifest_dir: Path) -> Basel
     from_receipt = set(values) - set(baseline.values)
     values.update(baseline.values)
     samples = {k: v for k, v in samples.items() if k in from_receipt}
-    return BaselineValues(name=name, values=values, samples=samples, from_receipt=from_receipt)
+    if baseline.receipt is None:
+        return BaselineValues(name=name, values=values)
+    return BaselineValues(
+        name=name,
+        values=values,
+        samples=samples,
+        from_receipt=from_receipt,
+        receipt=baseline.receipt,
+        host=host,
+    )
 
 
-Test = Literal["point", "metric-bound", "t-one-sided-95", "fieller-one-sided-95"]
+def receipt_host(path: Path) -> dict[str, str] | None:
+    """The host one of our receipts names (None: today's tool's, which names none)."""
+    from releasekit.records.receipt import receipt_host as read_host
+
+    return read_host(path)
+
+
+Test = Literal["point", "metric-bound", "t-one-sided-95", "fieller-one-sided-95", "paired-t-one-sided-95"]
 
 
 def _summary(samples: list[float]) -> SampleSummary:
@@ -124,8 +153,14 @@ def _candidate_side(m: Metric) -> tuple[Test, SampleSummary, float | None, float
 
 
 def evaluate_gate(
-    gate: Gate, metrics: dict[str, Metric], baselines: dict[str, BaselineValues]
+    gate: Gate,
+    metrics: dict[str, Metric],
+    baselines: dict[str, BaselineValues],
+    *,
+    host: dict[str, str] | None = None,
 ) -> tuple[GateResult, Findings]:
+    """The gate over the cell's metrics; ``host``: the host measuring now (a receipt baseline from
+    another kind of host is ``BASELINE_OTHER_HOST``)."""
     findings = Findings()
     m = metrics.get(gate.metric)
     if m is None or (m.value is None and not m.samples):
@@ -155,15 +190,24 @@ def evaluate_gate(
     rules: list[str] = []
     if gate.baseline is not None:
         base = baselines.get(gate.baseline)
-        if not _against_baseline(gate, base, result, rules=rules, findings=findings):
+        cand = m.samples or ([m.value] if m.value is not None else [])
+        if not _against_baseline(gate, base, result, cand=cand, rules=rules, findings=findings):
             return result, findings
+        assert base is not None
+        _baseline_host(gate, base, host, result, findings)
     _against_bounds(gate, result, rules, findings)
     result.bound = "; ".join(rules)
     return result, findings
 
 
 def _against_baseline(
-    gate: Gate, base: BaselineValues | None, result: GateResult, *, rules: list[str], findings: Findings
+    gate: Gate,
+    base: BaselineValues | None,
+    result: GateResult,
+    *,
+    cand: list[float],
+    rules: list[str],
+    findings: Findings,
 ) -> bool:
     """The ratio rules against the gate's baseline; False when the baseline has no value (judged unavailable)."""
     value = base.values.get(gate.metric) if base else None
@@ -179,6 +223,8 @@ def _against_baseline(
         return False
     kind = base.kind(gate.metric)
     result.baseline_kind = kind
+    if kind == "interleaved":
+        return _paired_test(gate, base, result, cand=cand, rules=rules, findings=findings)
     result.baseline_stats = (
         _summary(base.samples[gate.metric]) if kind == "samples" else SampleSummary(n=1, mean=value)
     )
@@ -272,9 +318,25 @@ def _ratio_test(gate: Gate, result: GateResult, rules: list[str], findings: Find
     )
     if bounds is not None:
         result.ratio_low, result.ratio_high = bounds
+    spread = "" if bounds is not None else " (unbounded: the baseline's spread hides its mean)"
+    _judge_ratio_bounds(gate, design, result, how=how, spread=spread, rules=rules, findings=findings)
+
+
+def _judge_ratio_bounds(
+    gate: Gate,
+    design: Design,
+    result: GateResult,
+    *,
+    how: str,
+    spread: str,
+    rules: list[str],
+    findings: Findings,
+) -> None:
+    """The ratio's one-sided bounds against the thresholds, then the gate's power at ``design``."""
+    c = result.candidate_stats
+    assert c is not None
     power = gate_power(gate, design)
     result.gate_power = power
-    spread = "" if bounds is not None else " (unbounded: the baseline's spread hides its mean)"
     if gate.min_ratio is not None:
         rules.append(f"one-sided 95% lower bound of candidate/baseline >= {gate.min_ratio} ({how})")
         if result.ratio_low is None or result.ratio_low < gate.min_ratio:
@@ -298,6 +360,81 @@ def _ratio_test(gate: Gate, result: GateResult, rules: list[str], findings: Find
     if power.underpowered and result.passed:
         result.passed = False
         findings.add("GATE_UNDERPOWERED", f"{gate.metric}: {_underpowered(power, c)}")
+
+
+def _paired_test(
+    gate: Gate,
+    base: BaselineValues,
+    result: GateResult,
+    *,
+    cand: list[float],
+    rules: list[str],
+    findings: Findings,
+) -> bool:
+    """Runs interleaved with the baseline's: run i of each side ran next to each other, so what the host
+    did meanwhile is in both. The gate bounds the mean of log(candidate_i / baseline_i) by a one-sided
+    95 % t-bound (n - 1 degrees of freedom) and states the ratio as its exponential (the geometric mean of
+    the pairs' ratios); its power is that of a t-test over the pairs' spread."""
+    theirs = base.paired[gate.metric]
+    result.baseline_image, result.baseline_image_id = base.image, base.image_id
+    result.baseline_cell, result.baseline_order = base.cell, list(base.order)
+    result.baseline_stats = _summary(theirs) if theirs else None
+    n = min(len(cand), len(theirs))
+    pairs = [(a, b) for a, b in zip(cand[:n], theirs[:n], strict=True) if a > 0 and b > 0]
+    if len(theirs) < gate.runs:
+        findings.add(
+            "GATE_TOO_FEW_RUNS",
+            f"gate on {gate.metric} needs {gate.runs} baseline runs, {len(theirs)} produced a value",
+        )
+        result.passed = False
+    if not pairs:
+        findings.add("BASELINE_UNAVAILABLE", f"gate on {gate.metric}: no pair of runs with values above zero")
+        result.passed = False
+        result.bound = "baseline unavailable"
+        return False
+    logs = [math.log(a / b) for a, b in pairs]
+    result.ratios = [a / b for a, b in pairs]
+    result.ratio = math.exp(sum(logs) / len(logs))
+    result.baseline_value = _summary(theirs).mean
+    if len(pairs) < 2:
+        result.test = "point"
+        _fixed_ratio(gate, result, rules, findings)
+        return True
+    d = _summary(logs)
+    assert d.sd is not None
+    design = Design(candidate_cv=d.sd, candidate_runs=d.n)
+    half = design.t_crit() * d.sd / math.sqrt(d.n)
+    result.ratio_low, result.ratio_high = math.exp(d.mean - half), math.exp(d.mean + half)
+    result.test = "paired-t-one-sided-95"
+    how = f"paired t over {d.n} interleaved pairs, log ratio sd {d.sd:.3g}"
+    _judge_ratio_bounds(gate, design, result, how=how, spread="", rules=rules, findings=findings)
+    return True
+
+
+def _baseline_host(
+    gate: Gate, base: BaselineValues, host: dict[str, str] | None, result: GateResult, findings: Findings
+) -> None:
+    """A baseline from an earlier receipt: its host is named on the gate; another kind of host than the one
+    measuring now is ``BASELINE_OTHER_HOST`` (the ratio would hold the machine's difference, not the engine's)."""
+    if base.receipt is None or base.kind(gate.metric) not in ("samples", "receipt"):
+        return
+    result.baseline_receipt = base.receipt
+    result.baseline_host = base.host
+    if base.host is None or host is None:
+        return
+    theirs, ours = host_kind(base.host), host_kind(host)
+    if theirs != ours:
+        result.passed = False
+        findings.add(
+            "BASELINE_OTHER_HOST",
+            f"gate on {gate.metric}: baseline '{gate.baseline}' was measured on another kind of host "
+            f"({_host_text(theirs)}) than this one ({_host_text(ours)}): measure it here, or beside the "
+            "candidate (an image or cell baseline)",
+        )
+
+
+def _host_text(kind: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(kind.items())) or "unknown"
 
 
 def _weak(power: GatePower) -> str:

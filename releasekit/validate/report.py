@@ -9,10 +9,13 @@ from typing import Any
 from releasekit.atomic import write_atomic
 from releasekit.findings import Findings
 from releasekit.records.base import write_record
-from releasekit.records.receipt import GateResult, Receipt, read_receipts
+from releasekit.records.receipt import GateResult, Receipt, SampleSummary, read_receipts
 from releasekit.records.summary import AGGREGATE_SCHEMA, SUMMARY_FILE, Aggregate, CellRow, SuiteRow
 from releasekit.records.test_receipt import TestReceipt, read_test_receipt_dir
 from releasekit.report.markdown import table
+from releasekit.validate.gate_plot import gate_marks, gates_svg, gates_text
+
+GATES_SVG = "gates.svg"  # the gates' ratios against their thresholds, drawn by gate_plot (deterministic)
 
 __all__ = ["AGGREGATE_SCHEMA", "Aggregate", "CellRow", "SuiteRow", "aggregate", "aggregate_directory"]
 
@@ -186,24 +189,69 @@ def plot_gates(receipts: list[Receipt], path: Path) -> bool:
     return True
 
 
+def _side(stats: SampleSummary | None) -> str:
+    """n, mean, sd and the two-sided 95 % interval of one side (one number: n 1, no interval)."""
+    if stats is None:
+        return "-"
+    if stats.sd is None or stats.low is None or stats.high is None:
+        return f"{stats.mean:.4g} (n {stats.n}, no interval)"
+    return f"{stats.mean:.4g} (n {stats.n}, sd {stats.sd:.3g}, 95% [{stats.low:.4g}, {stats.high:.4g}])"
+
+
+def _baseline_cell(g: GateResult) -> str:
+    if g.baseline_value is None:
+        return g.baseline or "-"
+    text = f"{g.baseline}: {_side(g.baseline_stats)}"
+    if g.baseline_kind == "interleaved":
+        image = (g.baseline_image_id or "")[:19]
+        text += f"; interleaved beside the candidate, cell {g.baseline_cell}, image {image}"
+    elif g.baseline_receipt is not None:
+        host = g.baseline_host or {}
+        where = ", ".join(f"{k} {host[k]}" for k in ("machine", "cpus") if k in host) or "host not named"
+        text += f"; from receipt {g.baseline_receipt} ({where})"
+    elif g.baseline_kind == "manifest":
+        text += "; a number in the manifest"
+    return text
+
+
 def gate_row(cell_id: str, g: GateResult) -> tuple[str, ...]:
     point = g.test == "point"
     if g.candidate is None:
         cand = "-"
     elif point:
         cand = f"{g.candidate:.4g} (1 run: no bound)"
+    elif g.candidate_stats is not None:
+        cand = _side(g.candidate_stats)
     else:
         cand = f"{g.candidate:.4g} ({g.candidate_low:.4g})" if g.candidate_low is not None else "-"
-    base = f"{g.baseline} = {g.baseline_value:.4g}" if g.baseline_value is not None else (g.baseline or "-")
-    if g.baseline_stats is not None and g.baseline_stats.n > 1:
-        base += f" ({g.baseline_stats.n} runs)"
     if g.ratio is not None and point:
         ratio = f"{g.ratio:.4f} (point)"
+    elif g.ratio is not None and (g.ratio_low is not None or g.ratio_high is not None):
+        ends = [f"low {g.ratio_low:.4f}" if g.ratio_low is not None else "", ""]
+        ends[1] = f"high {g.ratio_high:.4f}" if g.ratio_high is not None else ""
+        ratio = f"{g.ratio:.4f} (one-sided 95%: {', '.join(e for e in ends if e)}; {g.test})"
     else:
-        ratio = (
-            f"{g.ratio:.4f} ({g.ratio_low:.4f})" if g.ratio is not None and g.ratio_low is not None else "-"
-        )
-    return (cell_id, g.metric, cand, base, ratio, _power_cell(g), g.bound, "pass" if g.passed else "FAIL")
+        ratio = "-"
+    return (
+        cell_id,
+        g.metric,
+        _runs(g),
+        cand,
+        _baseline_cell(g),
+        ratio,
+        _power_cell(g),
+        g.bound,
+        "pass" if g.passed else "FAIL",
+    )
+
+
+def _runs(g: GateResult) -> str:
+    base = g.baseline_stats.n if g.baseline_stats is not None else None
+    if g.baseline_kind == "interleaved" and g.baseline_order:
+        measured = [o for o in g.baseline_order if o in ("candidate", "baseline")]
+        order = " ".join("A" if o == "candidate" else "B" for o in measured)
+        return f"{g.runs} + {base} interleaved ({order})"
+    return f"{g.runs}" if base is None or g.baseline is None else f"{g.runs} vs {base}"
 
 
 def _power_cell(g: GateResult) -> str:
@@ -217,6 +265,22 @@ def _power_cell(g: GateResult) -> str:
         + f"; false fail {p.false_failure_rate:.1%}"
     )
     return text + ("; UNDERPOWERED" if p.underpowered else "")
+
+
+GATE_COLUMNS = ("cell", "metric", "runs", "candidate", "baseline", "ratio (bound)", "power", "rule", "result")
+
+
+def gates_section(receipts: list[Receipt]) -> list[str]:
+    """The gates' table (runs, both sides' intervals, the ratio's bound, the power) and their plot as text."""
+    gates = [gate_row(r.cell_id, g) for r in receipts for g in r.gates]
+    if not gates:
+        return []
+    lines = ["", "## Gates", "", *table(GATE_COLUMNS, gates)]
+    drawn = gates_text(gate_marks(receipts))
+    if drawn:
+        legend = "Ratio `*`, its one-sided 95 % bound `=`, threshold `|`, no change `:`"
+        lines += ["", legend + f" (drawn in {GATES_SVG}):", "", "```text", *drawn, "```"]
+    return lines
 
 
 def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
@@ -241,19 +305,7 @@ def markdown(agg: Aggregate, receipts: list[Receipt], images: list[str]) -> str:
         for c in agg.cells
     ]
     lines += table(("cell", "spec", "GPUs", "status", "headline metrics", "findings"), cells)
-    gates = [gate_row(r.cell_id, g) for r in receipts for g in r.gates]
-    if gates:
-        gate_columns = (
-            "cell",
-            "metric",
-            "candidate (low)",
-            "baseline",
-            "ratio (low)",
-            "power",
-            "rule",
-            "result",
-        )
-        lines += ["", "## Gates", "", *table(gate_columns, gates)]
+    lines += gates_section(receipts)
     if agg.suites:
         suites = [
             (
@@ -292,6 +344,10 @@ def aggregate_directory(
             images.append("throughput.png")
         if plot_gates(receipts, report_dir / "gates.png"):
             images.append("gates.png")
+        svg = gates_svg(gate_marks(receipts))
+        if svg is not None:
+            write_atomic(report_dir / GATES_SVG, svg)
+            images.append(GATES_SVG)
         write_atomic(report_dir / "REPORT.md", markdown(agg, receipts, images))
         agg.files = ["REPORT.md", *images, SUMMARY_FILE]
         write_record(agg, report_dir / SUMMARY_FILE)

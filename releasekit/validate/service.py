@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from releasekit.records.lock import lock_file_sha256, read_lock
 from releasekit.records.receipt import (
     CheckResult,
     GateResult,
+    InterleavedBaseline,
     Invocation,
     Metric,
     ModelRecord,
@@ -37,16 +39,16 @@ from releasekit.records.receipt import (
     cell_sha256,
     write_receipt,
 )
-from releasekit.validate.checks import CheckContext, check_for, run_check
+from releasekit.validate.checks import CheckContext, check_for
 from releasekit.validate.client import EngineClient
-from releasekit.validate.container import ServerFailed, ServerSpec, image_facts, serve
+from releasekit.validate.container import RunningServer, ServerFailed, ServerSpec, image_facts, serve
 from releasekit.validate.engines import engine_for
 from releasekit.validate.engines.interface import Engine, ServeCommand
-from releasekit.validate.gates import evaluate_gate, resolve_baseline
+from releasekit.validate.gates import BaselineValues, evaluate_gate, resolve_baseline
+from releasekit.validate.interleave import Side, alternate, merge_runs, run_once
 from releasekit.validate.locked_inputs import with_locked_inputs
 from releasekit.validate.models import ResolvedModel, check_model, resolve_model
 from releasekit.validate.scheduler import Job, run_packed
-from releasekit.validate.stats import t_interval
 from releasekit.validate.topology import PortPlan, Topology, is_disaggregated
 from releasekit.validate.topology_run import serve_topology
 
@@ -89,42 +91,30 @@ def forbidden_switches(argv: list[str], env: dict[str, str], forbidden: Forbidde
     return hits
 
 
+def host_facts() -> dict[str, str]:
+    """What a receipt says of the host that measured it (``records.receipt.host_kind``: its kind)."""
+    return {"hostname": platform.node(), "machine": platform.machine(), "cpus": str(os.cpu_count())}
+
+
+def beside_values(record: InterleavedBaseline) -> BaselineValues:
+    """A baseline served beside the candidate, as the gates read it: each metric's runs in run order."""
+    metrics = {m.name: m for c in record.checks for m in c.metrics}
+    paired = {
+        name: list(m.samples) or ([m.value] if m.value is not None else []) for name, m in metrics.items()
+    }
+    return BaselineValues(
+        name=record.name,
+        values={name: m.value for name, m in metrics.items() if m.value is not None},
+        paired={name: runs for name, runs in paired.items() if runs},
+        image=record.image,
+        image_id=record.image_id,
+        cell=record.cell_id,
+        order=[run for kind in sorted(record.order) for run in record.order[kind]],
+    )
+
+
 def runs_for(cell: Cell, kind: str) -> int:
     return max([g.runs for g in cell.gates if g.metric.split(".", 1)[0] == kind] or [1])
-
-
-def merge_runs(results: list[CheckResult]) -> CheckResult:
-    """k runs of one check -> one result: metric samples, mean as value, t-interval bounds."""
-    if len(results) == 1:
-        return results[0]
-    first = results[0]
-    merged: dict[str, Metric] = {}
-    for name in [m.name for m in first.metrics]:
-        ms = [m for r in results for m in r.metrics if m.name == name]
-        samples = [m.value for m in ms if m.value is not None]
-        if not samples:
-            merged[name] = ms[0]
-            continue
-        iv = t_interval(samples)
-        wilson = ms[0].low is not None
-        merged[name] = Metric(
-            name=name,
-            value=iv.mean,
-            unit=ms[0].unit,
-            samples=samples,
-            low=None if wilson else iv.low,
-            high=None if wilson else iv.high,
-        )
-    return CheckResult(
-        name=first.name,
-        kind=first.kind,
-        passed=all(r.passed for r in results),
-        required=first.required,
-        metrics=list(merged.values()),
-        details={"runs": [r.details for r in results]},
-        findings=[f for r in results for f in r.findings],
-        duration_s=round(sum(r.duration_s for r in results), 3),
-    )
 
 
 def _tail(log: str) -> list[str]:
@@ -153,24 +143,39 @@ class _Served:
     log: str = ""
     startup_s: float | None = None
     server_failed: bool = False
+    # A baseline served beside the candidate: its record (runs, order) once it served.
+    baseline: InterleavedBaseline | None = None
 
 
-def _one_run(config: Any, ctx: CheckContext, cell: Cell) -> CheckResult:
-    """One run of one check; a check that crashes fails (CHECK_ERROR), it does not stop the run."""
-    check = check_for(config)
-    try:
-        return run_check(check, ctx)
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a check that crashes fails the cell, not the run
-        f = Finding(
-            code="CHECK_ERROR",
-            message=f"{config.kind}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-            location=Location(cell=cell.id),
-        )
-        return CheckResult(
-            name=config.kind, kind=config.kind, passed=False, required=config.required, findings=[f]
-        )
+@dataclass(frozen=True)
+class _BaselineSide:
+    """The baseline a cell's gates measure beside it (``validate/interleave.py``): what serves it."""
+
+    name: str
+    image: str
+    image_id: str
+    cell: Cell
+    spec: ServerSpec
+    kinds: frozenset[str]  # check kinds whose runs alternate with the candidate's
+
+
+def interleaved_baseline_of(cell: Cell, spec: ValidationSpec) -> str | None:
+    """The name of the baseline the cell's gates measure beside it (the first such gate's), if any."""
+    return next(
+        (
+            g.baseline
+            for g in cell.gates
+            if g.baseline is not None
+            and g.baseline in spec.baselines
+            and spec.baselines[g.baseline].interleaved
+        ),
+        None,
+    )
+
+
+def gpus_needed(cell: Cell, spec: ValidationSpec) -> int:
+    """GPUs the cell holds: twice its own when a baseline is served beside it (both servers are up at once)."""
+    return cell.gpu_count * (2 if interleaved_baseline_of(cell, spec) is not None else 1)
 
 
 def _server_lost(
@@ -215,7 +220,9 @@ class CellRunner:
         client: DockerEngine,
         clock: Clock,
         seed: int = 0,
+        baseline_images: dict[str, str] | None = None,
     ) -> None:
+        self.baseline_images = dict(baseline_images or {})
         self.loaded = loaded
         self.image_digest = candidate.image_digest
         self.spec: ValidationSpec = loaded.manifest.validation
@@ -232,11 +239,14 @@ class CellRunner:
         started = self.clock.now()
         t0 = time.monotonic()
         findings = Findings()
+        own = cell.gpu_count if gpus else 0
+        gpus, base_gpus = (gpus[:own], gpus[own:]) if gpus and own else (gpus, [])
         r = self._render(cell, gpus)
         model_record = self._refusals(cell, gpus, r, findings)
+        side = self._baseline_side(cell, r, base_gpus, findings)
         processes: list[ProcessRecord] = []
-        served = self._serve(cell, gpus, r, findings, processes) if findings.passed else _Served()
-        gate_results, metrics, required_failed = self._judge(cell, served.checks, findings, r.where)
+        served = self._serve(cell, gpus, r, findings, processes, side=side) if findings.passed else _Served()
+        gate_results, metrics, required_failed = self._judge(cell, served, findings, r.where)
         passed = findings.passed and not required_failed
         # "error": the server never served; "failed": it served and something was not good enough.
         status = "passed" if passed else ("error" if served.server_failed else "failed")
@@ -262,12 +272,59 @@ class CellRunner:
             gates=gate_results,
             findings=list(findings) + [f for c in served.checks for f in c.findings],
             log_tail=_tail(served.log),
-            host={"hostname": platform.node(), "machine": platform.machine(), "cpus": str(os.cpu_count())},
+            host=host_facts(),
             engine_adapter=r.engine.name,
             engine_adapter_version=r.engine.version,
             model=model_record,
             processes=processes,
+            interleaved_baseline=served.baseline,
         )
+
+    def _baseline_side(
+        self, cell: Cell, r: _Rendered, gpus: list[int], findings: Findings
+    ) -> _BaselineSide | None:
+        """The server of the baseline measured beside this cell: its image resolved, its command rendered
+        by its cell's engine adapter; ``BASELINE_UNAVAILABLE`` (before anything starts) when it cannot be."""
+        name = interleaved_baseline_of(cell, self.spec)
+        if name is None:
+            return None
+        baseline = self.spec.baselines[name]
+        ref = self.baseline_images.get(name) or baseline.image or self.image_id
+        base_cell = (self.spec.cell(baseline.cell) if baseline.cell else None) or cell
+        why = None
+        if is_disaggregated(cell) or is_disaggregated(base_cell):
+            why = "a prefill/decode topology is not served beside another server"
+        elif base_cell.gpu_count > 0 and len(gpus) < base_cell.gpu_count:
+            why = f"it needs {base_cell.gpu_count} GPUs of its own, {len(gpus)} were left"
+        try:
+            image_id, _ = image_facts(self.client, ref)
+        except InputError as exc:
+            why = why or str(exc)
+        if why is not None:
+            findings.add("BASELINE_UNAVAILABLE", f"baseline '{name}' beside the candidate: {why}", **r.where)
+            return None
+        if base_cell is cell:
+            command, resolved = r.command, r.resolved
+        else:
+            engine = engine_for(base_cell.engine)
+            resolved = resolve_model(base_cell.model, self.loaded.directory)
+            command = engine.serve_command(
+                base_cell, resolved.engine_arg, schemes=self.spec.quantization_schemes
+            )
+        env = {**base_cell.env, **command.env}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(base_cell.gpu_count))
+        spec = ServerSpec(
+            image=image_id,
+            argv=command.argv,
+            env=env,
+            port=command.port,
+            gpus=gpus[: base_cell.gpu_count],
+            mounts=resolved.mounts,
+            cell_id=cell.id,
+        )
+        kinds = frozenset(g.metric.split(".", 1)[0] for g in cell.gates if g.baseline == name)
+        return _BaselineSide(name, ref, image_id, base_cell, spec, kinds)
 
     def _render(self, cell: Cell, gpus: list[int]) -> _Rendered:
         """The serve command (or prefill/decode topology) the engine adapter renders for this cell."""
@@ -339,9 +396,17 @@ class CellRunner:
         return model_record
 
     def _serve(
-        self, cell: Cell, gpus: list[int], r: _Rendered, findings: Findings, processes: list[ProcessRecord]
+        self,
+        cell: Cell,
+        gpus: list[int],
+        r: _Rendered,
+        findings: Findings,
+        processes: list[ProcessRecord],
+        *,
+        side: _BaselineSide | None = None,
     ) -> _Served:
-        """Start the server (or topology), wait for it, run the checks; the containers are always removed."""
+        """Start the server (or topology), and the baseline beside it, wait for them, run the checks; the
+        containers are always removed."""
         out = _Served()
         spec = ServerSpec(
             image=self.image_id,
@@ -366,18 +431,11 @@ class CellRunner:
             )
         )
         try:
-            with running as server:
-                try:
-                    out.startup_s = server.wait_ready(
-                        [r.engine.health_path, r.engine.models_path], cell.startup_timeout_s
-                    )
-                    out.checks = self._checks(cell, server, r, findings)
-                except ServerFailed as exc:
-                    out.server_failed = True
-                    findings.add(exc.code, exc.message, **r.where)
-                if not out.server_failed and r.topology is not None and not server.alive()[0]:
-                    out.server_failed = True
-                out.log = server.logs()
+            with ExitStack() as stack:
+                server = stack.enter_context(running)
+                # Started right after the candidate's: the two start-ups overlap (docs/validate.md, Side by side).
+                beside = stack.enter_context(serve(self.client, side.spec)) if side is not None else None
+                self._serve_checks(cell, (server, beside), r, findings, out, side=side)
         except EngineError as exc:
             # e.g. "could not select device driver" for a GPU cell on a host without the NVIDIA runtime.
             out.server_failed = True
@@ -388,18 +446,73 @@ class CellRunner:
             )
         return out
 
+    def _serve_checks(
+        self,
+        cell: Cell,
+        servers: tuple[Any, RunningServer | None],
+        r: _Rendered,
+        findings: Findings,
+        out: _Served,
+        *,
+        side: _BaselineSide | None,
+    ) -> None:
+        server, beside = servers
+        paths = [r.engine.health_path, r.engine.models_path]
+        try:
+            out.startup_s = server.wait_ready(paths, cell.startup_timeout_s)
+            if beside is not None and side is not None:
+                out.baseline = self._baseline_ready(cell, beside, side, findings)
+            ready = beside if out.baseline is not None else None
+            out.checks = self._checks(cell, server, r, findings, beside=(ready, side, out))
+        except ServerFailed as exc:
+            out.server_failed = True
+            findings.add(exc.code, exc.message, **r.where)
+        if not out.server_failed and r.topology is not None and not server.alive()[0]:
+            out.server_failed = True
+        out.log = server.logs()
+        if beside is not None and out.baseline is not None:
+            out.baseline.log_tail = _tail(beside.logs())
+
+    def _baseline_ready(
+        self, cell: Cell, beside: RunningServer, side: _BaselineSide, findings: Findings
+    ) -> InterleavedBaseline | None:
+        """The baseline's server ready within the cell's start-up deadline, or ``BASELINE_UNAVAILABLE``."""
+        engine = engine_for(side.cell.engine)
+        try:
+            startup = beside.wait_ready([engine.health_path, engine.models_path], cell.startup_timeout_s)
+        except ServerFailed as exc:
+            findings.add(
+                "BASELINE_UNAVAILABLE",
+                f"baseline '{side.name}' beside the candidate: {exc.message}; "
+                f"its log ends: {' | '.join(_tail(beside.logs())[-3:])}",
+                cell=cell.id,
+                image=side.image_id,
+            )
+            return None
+        return InterleavedBaseline(
+            name=side.name,
+            image=side.image,
+            image_id=side.image_id,
+            cell_id=side.cell.id,
+            startup_s=round(startup, 3),
+        )
+
     def _judge(
-        self, cell: Cell, checks: list[CheckResult], findings: Findings, where: dict[str, str]
+        self, cell: Cell, served: _Served, findings: Findings, where: dict[str, str]
     ) -> tuple[list[GateResult], dict[str, Metric], list[CheckResult]]:
         """The gates over the checks' metrics; (gate results, metrics, required checks that failed)."""
+        checks = served.checks
         # Resolved per cell, not once: a baseline receipt may be one this very run wrote earlier.
         baselines = {
             name: resolve_baseline(name, b, self.loaded.directory) for name, b in self.spec.baselines.items()
         }
+        if served.baseline is not None:
+            baselines[served.baseline.name] = beside_values(served.baseline)
         gate_results = []
         metrics = {m.name: m for c in checks for m in c.metrics}
+        host = host_facts()
         for gate in cell.gates:
-            result, gate_findings = evaluate_gate(gate, metrics, baselines)
+            result, gate_findings = evaluate_gate(gate, metrics, baselines, host=host)
             gate_results.append(result)
             for f in gate_findings:
                 f.location = Location(**where)
@@ -413,14 +526,14 @@ class CellRunner:
                         f.severity = Severity.warning
         return gate_results, metrics, required_failed
 
-    def _checks(self, cell: Cell, server, r: _Rendered, findings: Findings) -> list[CheckResult]:
-        engine, port, model_path = r.engine, r.command.port, r.resolved.engine_arg
-        client = EngineClient(server.base_url, cell.model.name, timeout_s=cell.request_timeout_s)
-        ctx = CheckContext(
+    def _context(
+        self, cell: Cell, server: Any, engine: Engine, *, port: int, model_path: str | None
+    ) -> CheckContext:
+        return CheckContext(
             cell=cell,
             spec=self.spec,
             manifest_dir=self.loaded.directory,
-            client=client,
+            client=EngineClient(server.base_url, cell.model.name, timeout_s=cell.request_timeout_s),
             engine=engine,
             metrics_path=engine.metrics_path,
             read_log=server.logs,
@@ -430,20 +543,87 @@ class CellRunner:
             server_port=port,
             model_path=model_path,
         )
+
+    def _checks(
+        self,
+        cell: Cell,
+        server: Any,
+        r: _Rendered,
+        findings: Findings,
+        *,
+        beside: tuple[RunningServer | None, _BaselineSide | None, _Served],
+    ) -> list[CheckResult]:
+        engine = r.engine
+        ctx = self._context(cell, server, engine, port=r.command.port, model_path=r.resolved.engine_arg)
+        base_server, side, out = beside
+        base_ctx = None
+        if base_server is not None and side is not None:
+            base_engine = engine_for(side.cell.engine)
+            base_ctx = self._context(
+                side.cell, base_server, base_engine, port=side.spec.port, model_path=None
+            )
         # Log scans last: they judge everything the server wrote while the other checks ran.
         ordered = [c for c in cell.checks if c.kind != "log_scan"] + [
             c for c in cell.checks if c.kind == "log_scan"
         ]
         results: list[CheckResult] = []
         for config in ordered:
-            runs = []
-            for _ in range(runs_for(cell, config.kind)):
-                runs.append(_one_run(config, ctx, cell))
-                if _server_lost(server, engine, runs[-1], kind=config.kind, cell=cell, findings=findings):
-                    results.append(merge_runs(runs))
+            runs = runs_for(cell, config.kind)
+            if (
+                base_ctx is not None
+                and side is not None
+                and out.baseline is not None
+                and config.kind in side.kinds
+            ):
+                lost = self._alternated(
+                    config, (ctx, base_ctx), runs, (server, base_server), out=out, findings=findings
+                )
+                results.append(merge_runs(lost[1]))
+                if lost[0]:
                     return results
-            results.append(merge_runs(runs))
+                continue
+            done = []
+            for _ in range(runs):
+                done.append(run_once(config, ctx))
+                if _server_lost(server, engine, done[-1], kind=config.kind, cell=cell, findings=findings):
+                    results.append(merge_runs(done))
+                    return results
+            results.append(merge_runs(done))
         return results
+
+    def _alternated(
+        self,
+        config: Any,
+        contexts: tuple[CheckContext, CheckContext],
+        runs: int,
+        servers: tuple[Any, Any],
+        *,
+        out: _Served,
+        findings: Findings,
+    ) -> tuple[bool, list[CheckResult]]:
+        """``runs`` runs of the check on each side, interleaved (``interleave.alternate``); the baseline's go
+        into ``out.baseline``. (Was the candidate's server lost?, the candidate's runs.)"""
+        ctx, base_ctx = contexts
+        lost: list[str] = []
+
+        def stop(side: str, result: CheckResult) -> bool:
+            which = ctx if side == "candidate" else base_ctx
+            server = servers[0] if side == "candidate" else servers[1]
+            gone = _server_lost(
+                server, which.engine, result, kind=config.kind, cell=ctx.cell, findings=findings
+            )
+            if gone:
+                lost.append(side)
+            return gone
+
+        # The candidate answered the checks before this one; the baseline's server has answered nothing yet.
+        warm: tuple[Side, ...] = ("baseline",) if out.baseline is not None and not out.baseline.checks else ()
+        done = alternate(config, {"candidate": ctx, "baseline": base_ctx}, runs, stop=stop, warmup=warm)
+        assert out.baseline is not None
+        if done.baseline:
+            out.baseline.checks.append(merge_runs(done.baseline))
+        out.baseline.order[config.kind] = done.order
+        return "candidate" in lost, done.candidate
 
 
 def _chosen_cells(loaded: LoadedManifest, cells: list[str] | None) -> list[Cell]:
@@ -488,6 +668,14 @@ def _lock_mismatch(labels: dict[str, str], lock_sha: str | None, image_id: str) 
     return findings
 
 
+def _known_baselines(loaded: LoadedManifest, images: dict[str, str] | None) -> dict[str, str]:
+    """``--baseline-image`` names: each a baseline of the manifest (else bad input, exit 2)."""
+    unknown = sorted(set(images or {}) - set(loaded.manifest.validation.baselines))
+    if unknown:
+        raise InputError(f"--baseline-image names '{unknown[0]}', which is no baseline of {loaded.path}")
+    return dict(images or {})
+
+
 def run_validation(
     loaded: LoadedManifest,
     image: str,
@@ -500,8 +688,10 @@ def run_validation(
     clock: Clock,
     seed: int = 0,
     image_digest: str | None = None,
+    baseline_images: dict[str, str] | None = None,
 ) -> ValidationResult:
-    """Every chosen cell served and judged, a receipt each; ``client``, ``clock``: the command's."""
+    """Every chosen cell served and judged, a receipt each; ``client``, ``clock``: the command's.
+    ``baseline_images``: name -> image of a baseline served beside the candidate (``--baseline-image``)."""
     if lock_path is not None:
         # Models and datasets the lock pinned (plan lock --models/--datasets) count as pinned.
         loaded = with_locked_inputs(loaded, read_lock(lock_path))
@@ -509,21 +699,26 @@ def run_validation(
     lock_sha = lock_file_sha256(lock_path) if lock_path is not None else None
     image_id, image_env = image_facts(client, image)
     findings = _lock_mismatch(client.inspect(image_id).labels, lock_sha, image_id)
+    result = ValidationResult(
+        image=image,
+        image_id=image_id,
+        lock_sha256=lock_sha,
+        manifest_sha256=loaded.sha256,
+        receipts_dir=str(receipts_dir),
+        cells=[],
+        findings=list(findings),
+        passed=False,
+    )
     if not findings.passed:
         # Receipts would bind measurements of this image to a lock it was not built from.
-        return ValidationResult(
-            image=image,
-            image_id=image_id,
-            lock_sha256=lock_sha,
-            manifest_sha256=loaded.sha256,
-            receipts_dir=str(receipts_dir),
-            cells=[],
-            findings=list(findings),
-            passed=False,
-        )
+        return result
     candidate = CandidateImage(image, image_id, image_env, lock_sha, image_digest)
-    runner = CellRunner(loaded, candidate, client=client, clock=clock, seed=seed)
-    jobs = [Job(cell_id=c.id, gpus=c.gpu_count, duration_s=c.expected_duration_s or 0) for c in chosen]
+    known = _known_baselines(loaded, baseline_images)
+    runner = CellRunner(loaded, candidate, client=client, clock=clock, seed=seed, baseline_images=known)
+    spec = loaded.manifest.validation
+    jobs = [
+        Job(cell_id=c.id, gpus=gpus_needed(c, spec), duration_s=c.expected_duration_s or 0) for c in chosen
+    ]
     by_id = {c.id: c for c in chosen}
 
     def run_one(job: Job, gpu_set: list[int]) -> Receipt:
@@ -534,13 +729,4 @@ def run_validation(
     receipts = run_packed(jobs, gpus, run_one)
     summaries = [_summary(receipts[c.id], receipts_dir) for c in chosen]
     passed = findings.passed and all(s.passed for s in summaries if s.required)
-    return ValidationResult(
-        image=image,
-        image_id=image_id,
-        lock_sha256=lock_sha,
-        manifest_sha256=loaded.sha256,
-        receipts_dir=str(receipts_dir),
-        cells=summaries,
-        findings=list(findings),
-        passed=passed,
-    )
+    return result.model_copy(update={"cells": summaries, "passed": passed})
