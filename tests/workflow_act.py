@@ -79,6 +79,8 @@ def act_manifest(
     - each cell without its GSM8K score, throughput sweep and long-context probe (``TRIMMED``):
       what is under test is the workflow's wiring (each cell still serves, decodes and is gated
       against its baseline); those checks run in the demo itself and cost minutes here;
+    - no gate against a baseline served beside the cell (the baseline image, interleaved: a second
+      server and its runs), for the same reason; the demo runs it;
     - with ``trusted_key``: that public key as ``keys/release.pub`` beside the manifest, named by
       ``publish.trusted_keys``, and ``publish.signed`` (a repository holds its release key so).
     - each component's ``forge:`` the GitHub-REST-shaped server of ``forges`` (the workflow checks
@@ -95,8 +97,16 @@ def act_manifest(
     yaml = YAML(typ="rt")
     data = yaml.load((example / "manifest.yaml").read_text(encoding="utf-8"))
     data["name"] = f"{data['name']}-act"
+    baselines = data["validation"]["baselines"]
+    served = {name for name, b in baselines.items() if "image" in b or "cell" in b}
+    for name in served:
+        del baselines[name]
     for cell in data["validation"]["cells"]:
         cell["checks"] = [c for c in cell["checks"] if c["kind"] not in TRIMMED]
+        if "gates" in cell:
+            cell["gates"] = [g for g in cell["gates"] if g.get("baseline") not in served]
+            if not cell["gates"]:
+                del cell["gates"]
     for name, server in (forges or {}).items():
         data["components"][name]["forge"] = {
             "api_url": server.api_url,
