@@ -28,6 +28,13 @@ def _release(root: Path, image: str, target: str, public: Path) -> Release:
     return Release(root, image, manifest_text=MANIFEST + section)
 
 
+def _sign_in_order(release: Release, key: Path) -> None:
+    """As the workflow's sign jobs do: the evidence once verified, then the receipts."""
+    assert invoke("sign", str(release.evidence), "--key", str(key)).returncode == 0
+    receipts = ("--receipts", str(release.receipts))
+    assert invoke("sign", str(release.evidence), *receipts, "--key", str(key)).returncode == 0
+
+
 def _tags(registry, repository: str) -> list[str]:
     with RegistryClient(registry.host) as client:
         return client.tags(repository)
@@ -41,8 +48,7 @@ def test_publish_and_promote_trust_the_key_the_manifest_names(tmp_path, registry
 
     # Signed by another key: refused under --require-signed, nothing tagged.
     other = _release(tmp_path / "other", image, target, public)
-    sign = ("--receipts", str(other.receipts))
-    assert invoke("sign", str(other.evidence), *sign, "--key", str(stranger)).returncode == 0
+    _sign_in_order(other, stranger)
     refused = invoke(*publish_args(other, image, target, "beta"), "--require-signed")
     assert refused.returncode == 1, refused.stdout + refused.stderr
     codes = {f["code"] for f in json.loads(refused.stdout)["gate"]["findings"]["findings"]}
@@ -56,8 +62,7 @@ def test_publish_and_promote_trust_the_key_the_manifest_names(tmp_path, registry
 
     # Signed by the key the manifest names: published, no --trusted-key anywhere.
     good = _release(tmp_path / "good", image, target, public)
-    sign = ("--receipts", str(good.receipts))
-    assert invoke("sign", str(good.evidence), *sign, "--key", str(private)).returncode == 0
+    _sign_in_order(good, private)
     r = invoke(*publish_args(good, image, target, "beta"), "--require-signed")
     assert r.returncode == 0, r.stdout + r.stderr
     keyid = keyid_of(load_public_key(public))

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
@@ -23,7 +24,7 @@ from releasekit.records.intoto import VERIFICATION_SUMMARY_TYPE
 from releasekit.records.provenance import SLSA_PROVENANCE_V1
 from releasekit.records.sbom import SBOM_MEDIA
 from releasekit.signing.dsse import verify_envelope
-from releasekit.signing.keys import ENV_KEY, ENV_KEY_FILE, load_trusted_keys
+from releasekit.signing.keys import ENV_KEY, ENV_KEY_FILE, load_trusted_keys, write_key_pair
 from releasekit.signing.verify import verify_statement_envelope
 
 IMAGE = "sha256:" + "5" * 64
@@ -194,11 +195,13 @@ def test_a_huge_key_is_not_read_whole(tmp_path):
     _one_line_refusal(cli("sign", str(release.evidence), "--key", str(huge)), "over the limit")
 
 
-def _links(release: Release) -> dict[str, Path]:
-    """The links later steps write: a receipt per cell (--receipts), staging.json, a test receipt."""
+def _links(release: Release, signed: Callable[[], object] = lambda: None) -> dict[str, Path]:
+    """The links later steps write: staging.json, then a receipt per cell (--receipts) and a test
+    receipt; ``signed`` runs after each step (the sign step after the one that wrote them)."""
     from releasekit.records.base import write_record
     from releasekit.records.test_receipt import TestReceipt
 
+    signed()
     summary = (release.evidence / "verification_summary.json").read_bytes()
     staging = staging_file(
         release.evidence,
@@ -206,6 +209,7 @@ def _links(release: Release) -> dict[str, Path]:
         lock_sha256=release.lock_sha256,
         summary_sha256=hashlib.sha256(summary).hexdigest(),
     )
+    signed()
     receipt = release.write_receipt("tiny-tp1")
     tests = release.evidence / "tests"
     tests.mkdir()
@@ -234,13 +238,15 @@ def test_sign_signs_the_later_links_each_as_its_record(tmp_path, keys):
 
     private, public = keys["private"], keys["public"]
     release = _release(tmp_path)
-    links = _links(release)
-    run = cli(
-        "sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private), "--json"
-    )
-    assert run.returncode == 0, run.stderr
-    signed = json.loads(run.stdout)["signed"]
-    assert {"staging.dsse.json", "runtime.unit.dsse.json", "tiny-tp1.dsse.json"} <= set(signed), signed
+    sign = ("sign", str(release.evidence), "--key", str(private), "--json")
+    runs: list[subprocess.CompletedProcess[str]] = []
+    links = _links(release, lambda: runs.append(cli(*sign)))  # the evidence, then staging.json
+    runs.append(cli(*sign, "--receipts", str(release.receipts)))  # the receipts and test receipts
+    assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr for r in runs]
+    signed = [json.loads(r.stdout)["signed"] for r in runs]
+    assert signed[1] == ["staging.dsse.json"], signed
+    assert {"runtime.unit.dsse.json", "tiny-tp1.dsse.json"} <= set(signed[2]), signed
+    assert "staging.dsse.json" not in signed[2], signed
     trusted = load_trusted_keys([public])
     for name, kind in (
         ("staging", STAGING_PAYLOAD_TYPE),
@@ -267,6 +273,45 @@ def test_sign_signs_the_later_links_each_as_its_record(tmp_path, keys):
         cli("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private))
     )
     assert time.monotonic() - started < 30
+
+
+def test_sign_signs_a_link_only_after_the_earlier_links_are_signed(tmp_path, keys):
+    """Issue 43: sign what was checked, not what is there. A directory whose summary is unsigned
+    while staging.json or a receipt is there (the summary rewritten after it was signed, or never
+    signed) is refused whole: one line naming the unsigned link, exit 2, nothing signed. A link
+    another host signed with a --trusted-key counts as signed."""
+    private, public = keys["private"], keys["public"]
+    release = _release(tmp_path)
+    _links(release)
+    sign = ("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(private))
+    _one_line_refusal(cli(*sign), "verification_summary.json", "not signed")
+    assert (
+        list(release.evidence.rglob("*.dsse.json")) == [] and list(release.receipts.glob("*.dsse.json")) == []
+    )
+    # In order: the evidence alone, then staging.json, then the receipts.
+    receipts_aside = release.receipts.rename(tmp_path / "aside")
+    staging = release.evidence / "staging.json"
+    staging_bytes = staging.read_bytes()
+    staging.unlink()
+    tests = release.evidence / "tests"
+    tests_aside = tests.rename(tmp_path / "tests-aside")
+    assert cli("sign", str(release.evidence), "--key", str(private)).returncode == 0
+    # A summary edited after it was signed: its envelope is no longer over its bytes.
+    summary = release.evidence / "verification_summary.json"
+    signed_summary = summary.read_bytes()
+    staging.write_bytes(staging_bytes)
+    summary.write_bytes(signed_summary.replace(b"}", b" }", 1))
+    _one_line_refusal(cli("sign", str(release.evidence), "--key", str(private)), "verification_summary.json")
+    summary.write_bytes(signed_summary)
+    assert cli("sign", str(release.evidence), "--key", str(private)).returncode == 0
+    # Another host's key signs the receipts: the earlier links count as signed when it trusts ours.
+    receipts_aside.rename(release.receipts)
+    tests_aside.rename(tests)
+    other, _, _ = write_key_pair(tmp_path / "gpu-host", "ed25519")
+    by_other = ("sign", str(release.evidence), "--receipts", str(release.receipts), "--key", str(other))
+    _one_line_refusal(cli(*by_other), "not signed")
+    assert cli(*by_other, "--trusted-key", str(public)).returncode == 0
+    assert (release.receipts / "tiny-tp1.dsse.json").is_file()
 
 
 def test_sign_refuses_links_of_two_runs(tmp_path, keys):

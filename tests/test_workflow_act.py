@@ -343,9 +343,10 @@ def test_evidence_signed_by_another_key_stops_publish_and_nothing_is_tagged(
     stranger, _, _ = write_key_pair(work / "stranger", "ed25519")
     # As a sign job with that key would: the evidence and staging.json signed, the envelopes uploaded.
     merged = work / "merged"
-    for name in ("build-evidence", "staging"):
-        shutil.copytree(artifacts / name, merged, dirs_exist_ok=True)
-    _resign(merged, stranger, expected=4)
+    shutil.copytree(artifacts / "build-evidence", merged)
+    _resign(merged, stranger, expected=3)  # the evidence first, then staging.json: in the chain's order
+    shutil.copytree(artifacts / "staging", merged, dirs_exist_ok=True)
+    _resign(merged, stranger, expected=1)
     for envelope in merged.glob("*.dsse.json"):
         into = "signatures-staging" if envelope.name == "staging.dsse.json" else "signatures-evidence"
         shutil.copy2(envelope, artifacts / into / envelope.name)

@@ -86,17 +86,25 @@ def sign_cmd(
     receipts: Path | None = typer.Option(
         None, "--receipts", help="the validation receipts to sign, when not in DIRECTORY/receipts"
     ),
+    trusted_key: list[Path] = typer.Option(
+        [],
+        "--trusted-key",
+        help="public key (PEM) whose envelopes on the earlier links count as signed (another host's; "
+        "repeatable); this key's always do",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Sign a release directory's evidence once verification ended, and each later link once written.
 
     provenance.intoto.json, verification_summary.json, sbom.cdx.json, staging.json, receipts/*.json
-    and tests/*.json in DIRECTORY each get a *.dsse.json envelope beside them.
+    and tests/*.json in DIRECTORY each get a *.dsse.json envelope beside them, in the chain's order: a
+    later link is signed only when the earlier ones in DIRECTORY are signed already (by this key or a
+    --trusted-key), and all of them name one image and lock.
 
     The key comes from --key (a file only its owner may read) or --key-fd (a pipe, read within a few
     seconds), never from the environment, and is read only after every input was checked. This
     command starts no other program."""
-    from releasekit.signing.keys import Signer, load_signer
+    from releasekit.signing.keys import Signer, load_signer, load_trusted_keys
     from releasekit.signing.release import sign_release
 
     def load_key() -> Signer:
@@ -105,7 +113,8 @@ def sign_cmd(
             raise InputError("no signing key: pass --key FILE (mode 0600) or --key-fd N")
         return signer
 
-    result = sign_release(directory, load_key, receipts=receipts)
+    trusted = load_trusted_keys(list(trusted_key))
+    result = sign_release(directory, load_key, receipts=receipts, trusted=trusted)
     envelopes = sorted([*result.signed, *result.kept])
     _print(
         as_json,

@@ -57,15 +57,22 @@ SIGNED_RECORDS: tuple[tuple[str, type[Record], str], ...] = (
     (f"{TESTS_DIR}/*.json", TestReceipt, TEST_RECEIPT_PAYLOAD_TYPE),
 )
 MAX_RECORD_FILES = 4096
+# The chain, in the order its links are written and signed: what verify-provenance wrote (0), then
+# staging.json (1), then the receipts and test receipts (2). A link is signed only when every earlier
+# link in the directory is signed already (issue 43): a sign step signs what the step before it
+# wrote, never a whole directory someone may have rewritten since the earlier links were signed.
+LINK_ORDER = {STAGING_FILE: 1, f"{RECEIPTS_DIR}/*.json": 2, f"{TESTS_DIR}/*.json": 2}
+LINK_NAMES = ("the verification's statements", STAGING_FILE, "the receipts and test receipts")
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """One file to sign: its exact bytes, read once."""
+    """One file to sign: its exact bytes, read once, and its place in the chain (``LINK_ORDER``)."""
 
     path: Path
     payload: bytes
     payload_type: str
+    link: int = 0
 
     @property
     def sha256(self) -> str:
@@ -200,7 +207,8 @@ def gather(directory: Path, receipts: Path | None = None) -> tuple[list[Evidence
         for path in _record_files(where, glob):
             evidence = _read(where, path.name, payload_type)
             if evidence is not None:
-                records.append((evidence, kind))
+                link = LINK_ORDER[pattern]
+                records.append((Evidence(evidence.path, evidence.payload, payload_type, link), kind))
     if not found and not records:
         names = ", ".join([name for name, _ in SIGNED_FILES] + [p for p, _, _ in SIGNED_RECORDS])
         raise InputError(f"{directory}: nothing to sign (none of {names})")
@@ -226,32 +234,55 @@ def gather(directory: Path, receipts: Path | None = None) -> tuple[list[Evidence
     return every, image_id
 
 
-def _already_signed(evidence: Evidence, signer: Signer) -> bool:
+def _signed_by(evidence: Evidence, keys: TrustedKeys) -> bool:
+    """The file's envelope is there and one of ``keys`` signed exactly these bytes."""
     target = envelope_path(evidence.path)
-    if not os.path.lexists(target):
+    if not keys.keys or not os.path.lexists(target):
         return False
     try:
         data = read_bounded(target, RECORD_MAX_BYTES, within=evidence.path.parent)
-        mine = TrustedKeys()
-        mine.add(signer.public_key)
-        verified = verify_envelope(data, mine, where=str(target), payload_type=evidence.payload_type)
+        verified = verify_envelope(data, keys, where=str(target), payload_type=evidence.payload_type)
     except (SignatureError, InputError, OSError):
         return False  # whatever is there is replaced
     return verified.payload == evidence.payload
 
 
+def _in_order(new: list[Evidence]) -> None:
+    """Refuse to sign a link while an earlier link of the chain in the directory is not signed yet."""
+    if not new:
+        return
+    latest = max(item.link for item in new)
+    unsigned = sorted(item.path.name for item in new if item.link < latest)
+    if unsigned:
+        raise InputError(
+            f"{', '.join(unsigned)} not signed (or not these bytes) while {LINK_NAMES[latest]} would be: "
+            "each link is signed after the step that wrote it, never later beside a later one; "
+            "refusing to sign anything"
+        )
+
+
 def sign_release(
-    directory: Path, load_key: Callable[[], Signer], *, receipts: Path | None = None
+    directory: Path,
+    load_key: Callable[[], Signer],
+    *,
+    receipts: Path | None = None,
+    trusted: TrustedKeys | None = None,
 ) -> SignResult:
-    """Check the directory's evidence, then read the key and sign each statement into its envelope."""
+    """Check the directory's evidence, then read the key and sign each link not signed yet, in the
+    chain's order: an earlier link must be signed already, by this key or one of ``trusted`` (another
+    host's), for a later one to be signed."""
     evidence, image_id = gather(directory, receipts)
     signer = load_key()  # only now: every input has been checked
+    accepted = TrustedKeys({**(trusted.keys if trusted else {})})
+    accepted.add(signer.public_key)
+    # Signed already, by this key or a trusted one (another host's), over these bytes: kept as it is.
+    done = {item.path for item in evidence if _signed_by(item, accepted)}
+    new = [item for item in evidence if item.path not in done]
+    _in_order(new)
     result = SignResult(directory=str(directory), image_id=image_id, keyid=signer.keyid)
-    for item in evidence:
+    result.kept = [envelope_path(item.path).name for item in evidence if item.path in done]
+    for item in new:
         target = envelope_path(item.path)
-        if _already_signed(item, signer):
-            result.kept.append(target.name)
-            continue
         write_envelope(signer, item.payload, target, item.payload_type)
         result.signed.append(target.name)
     return result
