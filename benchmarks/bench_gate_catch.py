@@ -60,6 +60,7 @@ GATED_METRIC = "decode.target_step_rate"
 LIMIT = 0.05  # both error rates at most this
 LABELS = ("A", "B", "A'")  # baseline, slowed candidate, unchanged candidate: the order within a block
 UNCHANGED = "unchanged A' vs A: failed"
+EXACT = "A' slowed exactly vs A: caught"
 
 
 # --- statistics (no Docker) ----------------------------------------------------------------------
@@ -123,16 +124,21 @@ def judge(gate: Gate, candidate: Sequence[float], baseline: Sequence[float]) -> 
     return Outcome(result.passed, "GATE_BELOW_BASELINE" in codes, "GATE_UNDERPOWERED" in codes)
 
 
-def resampled(gate: Gate, blocks: Sequence[Block], *, trials: int, seed: int) -> tuple[Rates, Rates]:
-    """(B against A, A' against A) over ``trials`` block-bootstrap draws of ``gate.runs`` blocks."""
+def resampled(
+    gate: Gate, blocks: Sequence[Block], *, trials: int, seed: int, exact: float | None = None
+) -> tuple[Rates, Rates, Rates]:
+    """(B against A, A' against A, A' x (1 - exact) against A) over ``trials`` block-bootstrap draws of
+    ``gate.runs`` blocks; the third (measured noise, a slowdown of exactly ``exact``) only with ``exact``."""
     rng = random.Random(seed)
-    caught, false = Rates(), Rates()
+    caught, false, planted = Rates(), Rates(), Rates()
     for _ in range(trials):
         drawn = [blocks[rng.randrange(len(blocks))] for _ in range(gate.runs)]
         base = [x.a for x in drawn]
         caught.add(judge(gate, [x.b for x in drawn], base))
         false.add(judge(gate, [x.a2 for x in drawn], base))
-    return caught, false
+        if exact is not None:
+            planted.add(judge(gate, [x.a2 * (1 - exact) for x in drawn], base))
+    return caught, false, planted
 
 
 def disjoint(gate: Gate, blocks: Sequence[Block]) -> tuple[Rates, Rates]:
@@ -243,6 +249,34 @@ class Run:
     value: float
     seconds: float
     load: float  # the host's 1-minute load average as the run ended
+    cpu_s: float | None = None  # CPU seconds the server's container used in the run (its cgroup)
+    throttled: float | None = None  # the share of CFS periods in which the quota stopped it
+
+
+def _cgroup_files(container_id: str) -> tuple[Path, Path] | None:
+    """(cpu.stat, a usage file) of a container's cgroup: v1 with the cgroupfs driver, or v2 (systemd)."""
+    v1 = Path("/sys/fs/cgroup/cpu/docker") / container_id
+    if (v1 / "cpu.stat").is_file():
+        return v1 / "cpu.stat", Path("/sys/fs/cgroup/cpuacct/docker") / container_id / "cpuacct.usage"
+    v2 = Path("/sys/fs/cgroup/system.slice") / f"docker-{container_id}.scope"
+    if (v2 / "cpu.stat").is_file():
+        return v2 / "cpu.stat", v2 / "cpu.stat"
+    return None
+
+
+def _cpu_counters(files: tuple[Path, Path] | None) -> tuple[float, int, int] | None:
+    """(CPU seconds used, CFS periods, periods throttled) so far; None where the cgroup is not readable."""
+    if files is None:
+        return None
+    try:
+        stat = dict(line.split() for line in files[0].read_text().splitlines() if line.strip())
+        if files[1] == files[0]:  # v2: usage_usec in cpu.stat
+            used = int(stat["usage_usec"]) / 1e6
+        else:
+            used = int(files[1].read_text()) / 1e9
+        return used, int(stat["nr_periods"]), int(stat["nr_throttled"])
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 @dataclass
@@ -286,7 +320,12 @@ def _server(engine, cell_id: str):  # -> (ServerSpec, Cell, ValidationSpec, adap
     return server, cell, spec, adapter
 
 
-def measure(engine, args: argparse.Namespace, progress: Callable[[str], None]) -> Measured:
+def measure(
+    engine,
+    args: argparse.Namespace,
+    progress: Callable[[str], None],
+    save: Callable[[Measured], None] | None = None,
+) -> Measured:
     """The interleaved runs on one server; the quota switched between runs, never a restart."""
     from releasekit.findings import Findings
     from releasekit.manifest.validation import DecodeCheck
@@ -305,9 +344,9 @@ def measure(engine, args: argparse.Namespace, progress: Callable[[str], None]) -
     out = Measured(cell=args.cell, cpus=args.cpus, slowdown=args.slowdown)
     start = time.monotonic()
     with serve(engine, server) as running:
-        running.container.limit_cpu(quota["A"], period)
-        running.wait_ready(adapter.readiness_paths, cell.startup_timeout_s)
+        running.wait_ready(adapter.readiness_paths, cell.startup_timeout_s)  # unthrottled: a quick start
         out.startup_s = round(time.monotonic() - start, 1)
+        running.container.limit_cpu(quota["A"], period)
         client = EngineClient(running.base_url, cell.model.name, timeout_s=cell.request_timeout_s)
         ctx = CheckContext(cell=cell, spec=spec, manifest_dir=REPO, client=client, engine=adapter, seed=45)
 
@@ -321,18 +360,30 @@ def measure(engine, args: argparse.Namespace, progress: Callable[[str], None]) -
             return float(value)
 
         out.warmup = once()
+        files = _cgroup_files(running.container.id)
+        began = time.monotonic()
         for block in range(args.blocks):
+            if args.max_minutes is not None and time.monotonic() - began > 60 * args.max_minutes:
+                progress(f"stopped after {block} blocks: --max-minutes {args.max_minutes:g}")
+                break
             for label in LABELS:
                 running.container.limit_cpu(quota[label], period)
-                t0 = time.monotonic()
+                before, t0 = _cpu_counters(files), time.monotonic()
                 value = once()
-                out.runs.append(
-                    Run(label, round(value, 4), round(time.monotonic() - t0, 2), os.getloadavg()[0])
-                )
-            a, b, a2 = (r.value for r in out.runs[-3:])
+                seconds, after = time.monotonic() - t0, _cpu_counters(files)
+                run = Run(label, round(value, 4), round(seconds, 2), os.getloadavg()[0])
+                if before is not None and after is not None:
+                    run.cpu_s = round(after[0] - before[0], 3)
+                    periods = after[1] - before[1]
+                    run.throttled = round((after[2] - before[2]) / periods, 4) if periods else 0.0
+                out.runs.append(run)
+            a, b, a2 = out.runs[-3:]
             progress(
-                f"block {block + 1}/{args.blocks}: A {a:.2f}  B {b:.2f}  A' {a2:.2f}  (load {os.getloadavg()[0]:.1f})"
+                f"block {block + 1}/{args.blocks}: A {a.value:.2f}  B {b.value:.2f}  A' {a2.value:.2f}  "
+                f"(load {os.getloadavg()[0]:.1f}; throttled A {a.throttled} B {b.throttled})"
             )
+            if save is not None:
+                save(out)
     return out
 
 
@@ -343,17 +394,23 @@ def _pct(x: float | None) -> str:
     return "–" if x is None or math.isnan(x) else f"{x:.1%}"
 
 
-def report(gate: Gate, blocks: Sequence[Block], *, trials: int, seed: int) -> dict:
+def report(gate: Gate, blocks: Sequence[Block], *, trials: int, seed: int, slowdown: float) -> dict:
     v = variation(blocks)
     c = computed(gate, v)
-    caught, false = resampled(gate, blocks, trials=trials, seed=seed)
+    caught, false, planted = resampled(gate, blocks, trials=trials, seed=seed, exact=slowdown)
     d_caught, d_false = disjoint(gate, blocks)
     return {
         "gate": {"min_ratio": gate.min_ratio, "runs": gate.runs, "guards": gate.guarded},
         "blocks": len(blocks),
         "variation": asdict(v),
         "computed": asdict(c),
-        "resampled": {"trials": trials, "caught": asdict(caught), "false": asdict(false)},
+        "resampled": {
+            "trials": trials,
+            "caught": asdict(caught),
+            "false": asdict(false),
+            "exact": asdict(planted),
+            "slowdown": slowdown,
+        },
         "disjoint": {"caught": asdict(d_caught), "false": asdict(d_false)},
     }
 
@@ -362,12 +419,33 @@ def _rates(d: dict) -> Rates:
     return Rates(**d)
 
 
+def _server_lines(m: Measured) -> list[str]:
+    """Per side: mean run time, CPU cores the container used, share of periods the quota stopped it."""
+    lines = []
+    for label in LABELS:
+        runs = [x for x in m.runs if x.label == label]
+        if not runs:
+            continue
+        used = [x.cpu_s / x.seconds for x in runs if x.cpu_s is not None and x.seconds]
+        stopped = [x.throttled for x in runs if x.throttled is not None]
+        lines.append(
+            f"  {label:2} {len(runs)} runs, mean {fmean(x.value for x in runs):.3f} {GATED_METRIC}, "
+            f"{fmean(x.seconds for x in runs):.1f} s a run, load {fmean(x.load for x in runs):.1f}"
+            + (f", {fmean(used):.2f} cores used" if used else "")
+            + (f", quota reached in {fmean(stopped):.0%} of periods" if stopped else "")
+        )
+    return lines
+
+
 def table(r: dict, measured: Measured | None) -> str:
     v, c = r["variation"], r["computed"]
     g = r["gate"]
     rc, rf = _rates(r["resampled"]["caught"]), _rates(r["resampled"]["false"])
+    re_ = _rates(r["resampled"]["exact"])
     dc, df = _rates(r["disjoint"]["caught"]), _rates(r["disjoint"]["false"])
     lines = []
+    if measured is not None:
+        lines += _server_lines(measured)
     if measured is not None:
         lines.append(
             f"server: cell {measured.cell}, {measured.cpus:g} cores for A and A', "
@@ -390,6 +468,8 @@ def table(r: dict, measured: Measured | None) -> str:
         f"{UNCHANGED:34} {_pct(rf.rate()):>9} of {rf.trials:<6} "
         f"({_pct(rf.rate('below'))} by bound) {df.failed:>3}/{df.trials:<3} {_pct(c['false_failure']):>9}",
         f"{'  of which GATE_UNDERPOWERED':34} {_pct(rf.rate('underpowered')):>9}",
+        f"{EXACT:34} {_pct(re_.rate()):>9} of {re_.trials:<6} ({_pct(re_.rate('below'))} by bound)"
+        f"  (A' x {1 - r['resampled']['slowdown']:g}: measured noise, an exact slowdown)",
         f"a {_pct(g['guards'])} regression at this variation: caught {_pct(c['caught_guarded'])} (computed)",
     ]
     if c["design_runs"] is None:
@@ -422,6 +502,17 @@ def row(r: dict, measured: Measured, date: str) -> str:
     )
 
 
+def _saver(path: Path | None) -> Callable[[Measured], None] | None:
+    """Writes the runs so far after each block: a stopped run can still be judged (``--runs-file``)."""
+    if path is None:
+        return None
+
+    def save(m: Measured) -> None:
+        path.write_text(json.dumps({"measured": asdict(m)}, indent=1) + "\n", encoding="utf-8")
+
+    return save
+
+
 def _gate_from(args: argparse.Namespace) -> Gate:
     gate = ff_next_gate()
     changes = {k: v for k, v in (("runs", args.runs), ("min_ratio", args.min_ratio)) if v is not None}
@@ -436,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell", default="cpu-ngram3", help="the demo cell whose server is measured")
     parser.add_argument("--output-len", type=int, default=64, help="decode tokens per long request")
     parser.add_argument("--prompts", type=int, default=2, help="decode requests per run (each length)")
+    parser.add_argument("--max-minutes", type=float, help="start no block after this many minutes of runs")
     parser.add_argument("--trials", type=int, default=2000, help="block-bootstrap trials")
     parser.add_argument("--runs", type=int, help="judge with this many runs instead of ff-next's")
     parser.add_argument("--min-ratio", type=float, help="judge with this threshold instead of ff-next's")
@@ -469,11 +561,13 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         engine = connect()
         try:
-            measured = measure(engine, args, lambda line: print(line, file=sys.stderr, flush=True))
+            measured = measure(
+                engine, args, lambda line: print(line, file=sys.stderr, flush=True), save=_saver(args.json)
+            )
         finally:
             engine.close()
         blocks = measured.blocks()
-    r = report(gate, blocks, trials=args.trials, seed=args.seed)
+    r = report(gate, blocks, trials=args.trials, seed=args.seed, slowdown=args.slowdown)
     print(table(r, measured))
     if args.json is not None:
         args.json.write_text(

@@ -376,13 +376,17 @@ def test_the_benchmark_judges_synthetic_runs_as_gate_power_computes(bench_gate_c
     assert v.ratio == pytest.approx(fmean(b) / fmean(a)) and v.ratio == pytest.approx(0.955, abs=0.005)
     assert v.ratio_low is not None and v.ratio_high is not None and v.ratio_low < v.ratio < v.ratio_high
     gate = Gate(metric="decode.target_step_rate", baseline="v17", min_ratio=0.959, runs=6, guards="4.5%")
-    caught, false = bench.resampled(gate, blocks, trials=100, seed=1)
+    caught, false, exact = bench.resampled(gate, blocks, trials=100, seed=1)
     want_false = gate_fail_probability(Design(v.cv_a2, 6, v.cv_a, 6), margin=v.unchanged_ratio - 0.959)
     want_caught = gate_fail_probability(Design(v.cv_b, 6, v.cv_a, 6), margin=v.ratio - 0.959)
     assert 0.02 < want_false < 0.1 and 0.9 < want_caught < 0.99
     assert false.rate("below") == pytest.approx(want_false, abs=0.065)
     assert caught.rate("below") == pytest.approx(want_caught, abs=0.065)
-    assert false.failed == false.below + false.underpowered and caught.trials == false.trials == 100
+    assert (
+        false.failed == false.below + false.underpowered
+        and caught.trials == false.trials == 100
+        and exact.trials == 0
+    )
     c = bench.computed(gate, v)
     assert (c.false_failure, c.caught_measured) == (pytest.approx(want_false), pytest.approx(want_caught))
     assert c.design_runs is not None and c.window is not None and c.window[0] <= 0.959 <= c.window[1] + 0.002
