@@ -29,6 +29,7 @@ from releasekit.manifest.gate_power import (
     runs_for_regression,
     t_cdf,
     t_quantile,
+    threshold_window,
 )
 from releasekit.manifest.validation import Gate
 from releasekit.records.receipt import GateResult, Metric
@@ -389,7 +390,16 @@ def test_the_benchmark_judges_synthetic_runs_as_gate_power_computes(bench_gate_c
     )
     c = bench.computed(gate, v)
     assert (c.false_failure, c.caught_measured) == (pytest.approx(want_false), pytest.approx(want_caught))
-    assert c.design_runs is not None and c.window is not None and c.window[0] <= 0.959 <= c.window[1] + 0.002
+    # The design for this variation: an unchanged release's, pooled over the baseline and A'.
+    pooled = math.sqrt((v.cv_a**2 + v.cv_a2**2) / 2)
+    runs, lowest, highest = runs_for_error_rates(Design(pooled, 6, pooled, 6), guards=0.045, limit=0.05) or (
+        0,
+        0,
+        0,
+    )
+    assert (
+        (c.design_runs, c.window) == (runs, (lowest, highest)) and c.runs_uncapped == runs and 4 <= runs <= 7
+    )
 
 
 def test_the_benchmark_cuts_disjoint_trials_from_consecutive_blocks(bench_gate_catch) -> None:
@@ -402,3 +412,13 @@ def test_the_benchmark_cuts_disjoint_trials_from_consecutive_blocks(bench_gate_c
     assert (caught.trials, caught.failed, caught.below) == (3, 3, 3)
     assert (false.trials, false.failed) == (3, 0)
     assert bench.ff_next_gate().metric == "decode.target_step_rate"
+
+
+def test_the_benchmark_says_how_many_runs_past_the_manifests_cap(bench_gate_catch) -> None:
+    """At 10 % variation no gate of at most 100 runs keeps both rates under 5 %: the benchmark names the
+    runs that would, the fewest at which a threshold window opens."""
+    assert runs_for_error_rates(Design(0.1, 5, 0.1, 5), guards=0.045, limit=0.05) is None
+    runs = bench_gate_catch.runs_past_cap(0.1, 0.045)
+    assert runs is not None and runs > 100
+    assert threshold_window(Design(0.1, runs, 0.1, runs), guards=0.045, limit=0.05) is not None
+    assert threshold_window(Design(0.1, runs - 1, 0.1, runs - 1), guards=0.045, limit=0.05) is None
