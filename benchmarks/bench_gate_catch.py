@@ -318,9 +318,13 @@ class Measured:
     startup_s: float = 0.0
     warmup: float = 0.0
 
-    def blocks(self) -> list[Block]:
-        values = [r.value for r in self.runs]
-        return [Block(*values[i : i + 3]) for i in range(0, len(values) - 2, 3)]
+    def blocks(self, bound: float | None = None) -> list[Block]:
+        """The blocks in order; with ``bound``, only those whose three runs each had the quota stop the
+        server in at least that share of periods (the planted slowdown really in force)."""
+        runs = [self.runs[i : i + 3] for i in range(0, len(self.runs) - 2, 3)]
+        if bound is not None:
+            runs = [b for b in runs if all(r.throttled is not None and r.throttled >= bound for r in b)]
+        return [Block(*(r.value for r in b)) for b in runs]
 
 
 def _server(engine, cell_id: str):  # -> (ServerSpec, Cell, ValidationSpec, adapter)
@@ -525,7 +529,10 @@ def row(r: dict, measured: Measured, date: str) -> str:
     v, g = r["variation"], r["gate"]
     rc, rf = _rates(r["resampled"]["caught"]), _rates(r["resampled"]["false"])
     dc, df = _rates(r["disjoint"]["caught"]), _rates(r["disjoint"]["false"])
-    cmd = f"`python benchmarks/bench_gate_catch.py --blocks {r['blocks']} --cpus {measured.cpus:g} --row`"
+    cmd = (
+        f"`python benchmarks/bench_gate_catch.py --blocks {r['blocks']} --cpus {measured.cpus:g} "
+        f"--trials {r['resampled']['trials']} --row`"
+    )
     return (
         f"| ff-next's step-rate gate ({g['runs']} runs, {g['min_ratio']}) on the demo's real vLLM CPU server, "
         f"{r['blocks']} interleaved A B A' blocks, B at {1 - measured.slowdown:.0%} of A's CPU quota | "
@@ -575,6 +582,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--runs-file", type=Path, help="judge the runs of an earlier --json instead of measuring"
     )
+    parser.add_argument(
+        "--quota-bound",
+        type=float,
+        metavar="SHARE",
+        help="with --runs-file: judge only blocks whose runs each hit the quota in at least this share of periods",
+    )
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--json", type=Path, help="write the runs and the figures here")
     parser.add_argument("--row", action="store_true", help="also print docs/benchmarks.md's row")
@@ -588,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.runs_file is not None:
         data = json.loads(args.runs_file.read_text(encoding="utf-8"))["measured"]
         measured = Measured(**{**data, "runs": [Run(**x) for x in data["runs"]]})
-        blocks = measured.blocks()
+        blocks = measured.blocks(args.quota_bound)
     else:
         from releasekit.docker_engine import connect
 
