@@ -1,15 +1,19 @@
 """The gate statistics of issue 45: t quantiles, Fieller's ratio bounds, and each gate's error rates.
 
 The computed rates (``manifest.gate_power``: an integral, no simulation) are checked against seeded
-Monte-Carlo simulations of the gate's rule made here, with normal runs of a known variation.
+Monte-Carlo simulations of the gate's rule made here, with normal runs of a known variation, and
+against benchmarks/bench_gate_catch.py's statistics (the real gate on resampled runs) on synthetic runs.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import random
+import sys
 from pathlib import Path
 from statistics import fmean
+from statistics import stdev as sample_stdev
 
 import pytest
 from pydantic import ValidationError
@@ -21,9 +25,11 @@ from releasekit.manifest.gate_power import (
     detectable_regression,
     fail_probability,
     gate_fail_probability,
+    runs_for_error_rates,
     runs_for_regression,
     t_cdf,
     t_quantile,
+    threshold_window,
 )
 from releasekit.manifest.validation import Gate
 from releasekit.records.receipt import GateResult, Metric
@@ -98,16 +104,18 @@ def test_fieller_against_a_hand_computation() -> None:
 # --- error rates against simulation -------------------------------------------------------------
 
 
-def _simulated_fail_rate(rule, *, rho: float, cv: float, n: int, seed: int, n_base: int = 1) -> float:
+def _simulated_fail_rate(
+    rule, *, rho: float, cv: float, n: int, seed: int, n_base: int = 1, trials: int = TRIALS
+) -> float:
     """How often ``rule(candidate_runs, baseline_runs)`` says fail, over normal runs of relative sd ``cv``
     around a true ratio ``rho`` to a baseline of 100 (one number when ``n_base`` is 1)."""
     rng = random.Random(seed)
     fails = 0
-    for _ in range(TRIALS):
+    for _ in range(trials):
         cand = [rng.gauss(100.0 * rho, 100.0 * cv) for _ in range(n)]
         base = [rng.gauss(100.0, 100.0 * cv) for _ in range(n_base)] if n_base > 1 else [100.0]
         fails += rule(cand, base)
-    return fails / TRIALS
+    return fails / trials
 
 
 def _todays_rule(min_ratio: float):
@@ -305,3 +313,112 @@ def test_manifest_validate_warns_on_a_gate_that_fails_good_releases() -> None:
     ]
     assert len(found) == 1 and found[0].severity.value == "warning"
     assert "fails 29%" in found[0].message and "5 runs would bring it under 5%" in found[0].message
+
+
+# --- runs and threshold for both error rates (ff-next's gate, benchmarks/bench_gate_catch.py) --------
+
+
+def test_the_threshold_window_keeps_both_error_rates_under_five_percent() -> None:
+    """At 2 % variation, runs of both sides (an interleaved baseline): 6 runs is the fewest at which some
+    threshold fails an unchanged candidate <= 5 % and catches a 4.5 % regression >= 95 %."""
+    runs, lowest, highest = runs_for_error_rates(Design(0.02, 3, 0.02, 3), guards=0.045, limit=0.05) or (
+        0,
+        0,
+        0,
+    )
+    assert (
+        runs == 6 and lowest == pytest.approx(0.955, abs=1e-6) and highest == pytest.approx(0.9591, abs=1e-4)
+    )
+    design = Design(0.02, 6, 0.02, 6)
+    # The window's ends are where one rate reaches its limit: 5 % false failures at the top; at the bottom
+    # the true ratio sits on the threshold, and a one-sided 95 % bound falls below it 95 % of the time.
+    assert gate_fail_probability(design, margin=1 - highest) == pytest.approx(0.05, abs=1e-9)
+    assert gate_fail_probability(design, margin=0.955 - lowest) == pytest.approx(0.95, abs=1e-9)
+    # One run fewer: even the lowest threshold that catches 4.5 % fails an unchanged candidate too often.
+    assert gate_fail_probability(Design(0.02, 5, 0.02, 5), margin=1 - 0.955) > 0.05
+    # The simulated rule agrees (Welch's approximation: within 3 points, as above; 4,000 trials: the
+    # binomial sd of a 5 % rate is 0.35 points).
+    unchanged = _simulated_fail_rate(
+        _one_sided_rule(highest), rho=1.0, cv=0.02, n=6, n_base=6, seed=5, trials=4000
+    )
+    assert unchanged == pytest.approx(0.05, abs=0.03)
+    slowed = _simulated_fail_rate(
+        _one_sided_rule(lowest + 0.0005), rho=0.955, cv=0.02, n=6, n_base=6, seed=6, trials=4000
+    )
+    assert slowed == pytest.approx(0.95, abs=0.03)
+    assert runs_for_error_rates(Design(0.2, 5, 0.2, 5), guards=0.045, limit=0.05) is None
+
+
+@pytest.fixture(scope="module")
+def bench_gate_catch():
+    """benchmarks/bench_gate_catch.py as a module (benchmarks/ is no package): its statistics part."""
+    path = REPO / "benchmarks" / "bench_gate_catch.py"
+    spec = importlib.util.spec_from_file_location("bench_gate_catch", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gate_catch"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["bench_gate_catch"]
+
+
+def test_the_benchmark_judges_synthetic_runs_as_gate_power_computes(bench_gate_catch) -> None:
+    """The benchmark's statistics on synthetic interleaved runs of 2 % variation with a planted 4.5 %
+    slowdown: its variation and slowdown are the runs' own, and the real gate's rates over resampled runs
+    agree with gate_power's at that variation (100 trials, each two evaluations of the real gate: 3
+    binomial sd is 6.5 points at these rates)."""
+    bench = bench_gate_catch
+    blocks = bench.synthetic_blocks(300, cv=0.02, ratio=0.955, seed=45)
+    a, b, a2 = ([getattr(x, side) for x in blocks] for side in ("a", "b", "a2"))
+    v = bench.variation(blocks)
+    assert v.cv_a == pytest.approx(sample_stdev(a) / fmean(a)) and v.cv_a2 == pytest.approx(
+        sample_stdev(a2) / fmean(a2)
+    )
+    assert v.ratio == pytest.approx(fmean(b) / fmean(a)) and v.ratio == pytest.approx(0.955, abs=0.005)
+    assert v.ratio_low is not None and v.ratio_high is not None and v.ratio_low < v.ratio < v.ratio_high
+    gate = Gate(metric="decode.target_step_rate", baseline="v17", min_ratio=0.959, runs=6, guards="4.5%")
+    caught, false, exact = bench.resampled(gate, blocks, trials=100, seed=1)
+    want_false = gate_fail_probability(Design(v.cv_a2, 6, v.cv_a, 6), margin=v.unchanged_ratio - 0.959)
+    want_caught = gate_fail_probability(Design(v.cv_b, 6, v.cv_a, 6), margin=v.ratio - 0.959)
+    assert 0.02 < want_false < 0.1 and 0.9 < want_caught < 0.99
+    assert false.rate("below") == pytest.approx(want_false, abs=0.065)
+    assert caught.rate("below") == pytest.approx(want_caught, abs=0.065)
+    assert (
+        false.failed == false.below + false.underpowered
+        and caught.trials == false.trials == 100
+        and exact.trials == 0
+    )
+    c = bench.computed(gate, v)
+    assert (c.false_failure, c.caught_measured) == (pytest.approx(want_false), pytest.approx(want_caught))
+    # The design for this variation: an unchanged release's, pooled over the baseline and A'.
+    pooled = math.sqrt((v.cv_a**2 + v.cv_a2**2) / 2)
+    runs, lowest, highest = runs_for_error_rates(Design(pooled, 6, pooled, 6), guards=0.045, limit=0.05) or (
+        0,
+        0,
+        0,
+    )
+    assert (
+        (c.design_runs, c.window) == (runs, (lowest, highest)) and c.runs_uncapped == runs and 4 <= runs <= 7
+    )
+
+
+def test_the_benchmark_cuts_disjoint_trials_from_consecutive_blocks(bench_gate_catch) -> None:
+    """Every group of ``runs`` consecutive blocks is one trial: a halved candidate is caught in each, a
+    candidate equal to its baseline passes each; the blocks left over make no trial."""
+    bench = bench_gate_catch
+    blocks = [bench.Block(a=100.0 + i % 3, b=50.0 + i % 3, a2=100.0 + i % 3) for i in range(17)]
+    gate = Gate(metric="decode.target_step_rate", baseline="v17", min_ratio=0.97, runs=5, guards="4.5%")
+    caught, false = bench.disjoint(gate, blocks)
+    assert (caught.trials, caught.failed, caught.below) == (3, 3, 3)
+    assert (false.trials, false.failed) == (3, 0)
+    assert bench.ff_next_gate().metric == "decode.target_step_rate"
+
+
+def test_the_benchmark_says_how_many_runs_past_the_manifests_cap(bench_gate_catch) -> None:
+    """At 10 % variation no gate of at most 100 runs keeps both rates under 5 %: the benchmark names the
+    runs that would, the fewest at which a threshold window opens."""
+    assert runs_for_error_rates(Design(0.1, 5, 0.1, 5), guards=0.045, limit=0.05) is None
+    runs = bench_gate_catch.runs_past_cap(0.1, 0.045)
+    assert runs is not None and runs > 100
+    assert threshold_window(Design(0.1, runs, 0.1, runs), guards=0.045, limit=0.05) is not None
+    assert threshold_window(Design(0.1, runs - 1, 0.1, runs - 1), guards=0.045, limit=0.05) is None

@@ -269,6 +269,16 @@ class Container:
         bindings = (self._c.attrs.get("NetworkSettings", {}).get("Ports") or {}).get(f"{port}/tcp")
         return int(bindings[0]["HostPort"]) if bindings else None
 
+    def limit_cpu(self, quota_us: int, period_us: int = 100_000) -> None:
+        """Give a running container ``quota_us`` of CPU time per ``period_us`` (CFS quota; -1: no limit),
+        without restarting it (benchmarks/bench_gate_catch.py slows a server by a known amount this way)."""
+        import docker.errors
+
+        try:
+            self._c.update(cpu_quota=quota_us, cpu_period=period_us)
+        except docker.errors.APIError as exc:
+            raise EngineError(explain(exc)) from None
+
     def kill(self) -> None:
         """Kill it now; a container that already exited is fine."""
         with contextlib.suppress(Exception):

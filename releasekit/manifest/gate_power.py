@@ -221,3 +221,33 @@ def _fewest(enough: Callable[[int], bool]) -> int | None:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if enough(mid) else (mid, hi)
     return hi
+
+
+def _margin_failing(design: Design, probability: float) -> float:
+    """The margin (true ratio minus ``min_ratio``) at which the gate fails with ``probability`` (bisection)."""
+    lo, hi = -40.0 * design.se, 40.0 * design.se  # fails almost surely at lo, almost never at hi
+    while hi - lo > 1e-9 * design.se:
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if gate_fail_probability(design, margin=mid) > probability else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+def threshold_window(design: Design, *, guards: float, limit: float) -> tuple[float, float] | None:
+    """The ``min_ratio`` values at which the gate both fails an unchanged candidate at most ``limit`` of the
+    time and catches a regression of ``guards`` at least ``1 - limit`` of the time: (lowest, highest), or
+    None when no threshold does both at these runs. Needs ``se > 0``."""
+    highest = 1.0 - _margin_failing(design, limit)
+    lowest = 1.0 - guards - _margin_failing(design, 1.0 - limit)
+    return (lowest, highest) if lowest <= highest else None
+
+
+def runs_for_error_rates(design: Design, *, guards: float, limit: float) -> tuple[int, float, float] | None:
+    """The fewest runs (>= 2) at which some ``min_ratio`` keeps both error rates (false failure of an unchanged
+    candidate, a missed ``guards`` regression) at most ``limit``, with that window of thresholds; None beyond
+    ``MAX_RUNS``."""
+    runs = _fewest(lambda n: threshold_window(design.with_runs(n), guards=guards, limit=limit) is not None)
+    if runs is None:
+        return None
+    window = threshold_window(design.with_runs(runs), guards=guards, limit=limit)
+    assert window is not None
+    return runs, window[0], window[1]
