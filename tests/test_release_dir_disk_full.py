@@ -20,7 +20,7 @@ from cli_run import invoke
 from demo_release import DemoBuild
 from release_dir_child import verify_in_child
 
-from releasekit.builder.cache import CacheEntry, default_cache_dir
+from releasekit.builder.cache import CacheEntry
 from releasekit.digests import file_sha256
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -91,9 +91,11 @@ def _size(root: Path) -> int:
 
 
 def test_build_with_its_cache_on_a_full_disk_leaves_no_half_entry(demo_build, tmp_path):
-    # The session's wheel entries copied into a small cache (so no wheel is rebuilt), with room for the
-    # git mirrors but not for the release layer (about 1 MiB): the build fails putting the layer.
-    warm = default_cache_dir()
+    # The demo build's wheel entries copied into a small cache (so no wheel is rebuilt), with room for
+    # the git mirrors but not for the release layer (about 1 MiB): the build fails putting the layer.
+    # (The demo build's own cache: what the environment's default cache holds depends on which tests
+    # ran before on this worker.)
+    warm = demo_build.cache / "build"
     size = _size(warm / "wheels") + _size(warm / "bases") + 640 * 1024
     with tmpfs(tmp_path / "small", size) as mnt:
         for part in ("wheels", "bases"):
