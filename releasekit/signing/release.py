@@ -49,25 +49,25 @@ SIGNED_FILES: tuple[tuple[str, str], ...] = (
     (VERIFICATION_SUMMARY_FILE, PAYLOAD_TYPE),
 )
 
-# The links other steps write into the release directory: where, as which record, with which type.
+# The links other steps write into the release directory: where, as which record, with which type, and
+# their place in the chain, the order its links are written and signed: what verify-provenance wrote
+# (0, SIGNED_FILES), then staging.json (1), then the receipts and test receipts (2). A link is signed
+# only when every earlier link in the directory is signed already (issue 43): a sign step signs what
+# the step before it wrote, never a whole directory someone may have rewritten since the earlier links
+# were signed.
 RECEIPTS_DIR = "receipts"
-SIGNED_RECORDS: tuple[tuple[str, type[Record], str], ...] = (
-    (STAGING_FILE, StagingRecord, STAGING_PAYLOAD_TYPE),
-    (f"{RECEIPTS_DIR}/*.json", Receipt, RECEIPT_PAYLOAD_TYPE),
-    (f"{TESTS_DIR}/*.json", TestReceipt, TEST_RECEIPT_PAYLOAD_TYPE),
+SIGNED_RECORDS: tuple[tuple[str, type[Record], str, int], ...] = (
+    (STAGING_FILE, StagingRecord, STAGING_PAYLOAD_TYPE, 1),
+    (f"{RECEIPTS_DIR}/*.json", Receipt, RECEIPT_PAYLOAD_TYPE, 2),
+    (f"{TESTS_DIR}/*.json", TestReceipt, TEST_RECEIPT_PAYLOAD_TYPE, 2),
 )
 MAX_RECORD_FILES = 4096
-# The chain, in the order its links are written and signed: what verify-provenance wrote (0), then
-# staging.json (1), then the receipts and test receipts (2). A link is signed only when every earlier
-# link in the directory is signed already (issue 43): a sign step signs what the step before it
-# wrote, never a whole directory someone may have rewritten since the earlier links were signed.
-LINK_ORDER = {STAGING_FILE: 1, f"{RECEIPTS_DIR}/*.json": 2, f"{TESTS_DIR}/*.json": 2}
 LINK_NAMES = ("the verification's statements", STAGING_FILE, "the receipts and test receipts")
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """One file to sign: its exact bytes, read once, and its place in the chain (``LINK_ORDER``)."""
+    """One file to sign: its exact bytes, read once, and its place in the chain (``SIGNED_RECORDS``)."""
 
     path: Path
     payload: bytes
@@ -88,12 +88,12 @@ class SignResult:
     kept: list[str] = field(default_factory=list)  # envelopes this key had already signed over the same bytes
 
 
-def _read(directory: Path, name: str, payload_type: str) -> Evidence | None:
+def _read(directory: Path, name: str, payload_type: str, link: int = 0) -> Evidence | None:
     path = directory / name
     if not os.path.lexists(path):
         return None
     try:
-        return Evidence(path, read_bounded(path, RECORD_MAX_BYTES, within=directory), payload_type)
+        return Evidence(path, read_bounded(path, RECORD_MAX_BYTES, within=directory), payload_type, link)
     except OSError as exc:  # gone or unreadable since lexists; UnsafeFileError (exit 2) passes through
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -199,18 +199,17 @@ def gather(directory: Path, receipts: Path | None = None) -> tuple[list[Evidence
         if evidence is not None:
             found[name] = evidence
     records: list[tuple[Evidence, type[Record]]] = []
-    for pattern, kind, payload_type in SIGNED_RECORDS:
+    for pattern, kind, payload_type, link in SIGNED_RECORDS:
         folder, _, glob = pattern.rpartition("/")
         where = directory / folder if folder else directory
         if folder == RECEIPTS_DIR and receipts is not None:
             where = receipts
         for path in _record_files(where, glob):
-            evidence = _read(where, path.name, payload_type)
+            evidence = _read(where, path.name, payload_type, link)
             if evidence is not None:
-                link = LINK_ORDER[pattern]
-                records.append((Evidence(evidence.path, evidence.payload, payload_type, link), kind))
+                records.append((evidence, kind))
     if not found and not records:
-        names = ", ".join([name for name, _ in SIGNED_FILES] + [p for p, _, _ in SIGNED_RECORDS])
+        names = ", ".join([name for name, _ in SIGNED_FILES] + [p for p, *_ in SIGNED_RECORDS])
         raise InputError(f"{directory}: nothing to sign (none of {names})")
     image_id = None
     if VERIFICATION_SUMMARY_FILE in found:
@@ -273,7 +272,7 @@ def sign_release(
     host's), for a later one to be signed."""
     evidence, image_id = gather(directory, receipts)
     signer = load_key()  # only now: every input has been checked
-    accepted = TrustedKeys({**(trusted.keys if trusted else {})})
+    accepted = TrustedKeys(dict(trusted.keys) if trusted else {})
     accepted.add(signer.public_key)
     # Signed already, by this key or a trusted one (another host's), over these bytes: kept as it is.
     done = {item.path for item in evidence if _signed_by(item, accepted)}
