@@ -88,3 +88,17 @@ SIGNING_KEY_FILE = typer.Option(
     help="private key (PEM file, mode 0600) to sign what this command writes (DSSE, <file>.dsse.json beside it); "
     "read only after the work is done",
 )
+
+
+def name_value_options(given: list[str], option: str, shape: str) -> dict[str, str]:
+    """Repeated ``NAME=VALUE`` options as a mapping; anything else is bad input before any work
+    (one line, exit 2) naming the option and the ``shape`` it expects (``COMPONENT=REF``)."""
+    from releasekit.errors import InputError
+
+    pairs: dict[str, str] = {}
+    for item in given:
+        name, eq, value = item.partition("=")
+        if not eq or not name or not value:
+            raise InputError(f"{option} {item!r}: expected {shape}")
+        pairs[name] = value
+    return pairs

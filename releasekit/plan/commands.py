@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from releasekit.cli_options import OFFLINE, allow_local_flag, json_flag, mirror_option
+from releasekit.cli_options import OFFLINE, allow_local_flag, json_flag, mirror_option, name_value_options
 from releasekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ def check_cmd(
     from releasekit.plan.check import PlanCheckOptions, check_plan
     from releasekit.records.lock import lock_file_sha256, read_lock
 
-    releases = _release_refs(release)
+    releases = name_value_options(release, "--release", "COMPONENT=REF")
     loaded = load_manifest(manifest)
     options = PlanCheckOptions(
         lock=read_lock(lock) if lock else None,
@@ -263,17 +263,6 @@ def check_cmd(
     result = check_plan(loaded, options, forges=GitHubForges())
     _emit_check(result, output, as_json)
     _exit(result.findings)
-
-
-def _release_refs(release: list[str]) -> dict[str, str]:
-    """``--release COMPONENT=REF`` items as a mapping; a malformed one is bad input before any git is read."""
-    releases: dict[str, str] = {}
-    for item in release:
-        name, sep, ref = item.partition("=")
-        if not sep or not name or not ref:
-            raise InputError(f"--release expects COMPONENT=REF, got {item!r}")
-        releases[name] = ref
-    return releases
 
 
 def _emit_check(result: PlanCheckResult, output: Path | None, as_json: bool) -> None:

@@ -20,6 +20,7 @@ from releasekit.cli_options import (
     STAGED,
     TRUSTED_KEY,
     json_flag,
+    name_value_options,
 )
 
 if TYPE_CHECKING:
@@ -177,25 +178,14 @@ def run(
         clock=SystemClock(),
         seed=seed,
         image_digest=candidate.digest,
-        baseline_images=_baseline_images(baseline_image or []),
+        baseline_images=name_value_options(
+            baseline_image or [], "--baseline-image", "NAME=REF (a baseline's name and an image)"
+        ),
     )
     if signing_key is not None:  # the key is read only now, after every container has gone
         _sign_receipts(signing_key, result)
     _render(loaded.manifest.name, result, json_out)
     raise typer.Exit(0 if result.passed else 1)
-
-
-def _baseline_images(given: list[str]) -> dict[str, str]:
-    """``NAME=REF`` options as a mapping; anything else is bad input (one line, exit 2)."""
-    from releasekit.errors import InputError
-
-    images: dict[str, str] = {}
-    for item in given:
-        name, eq, ref = item.partition("=")
-        if not eq or not name or not ref:
-            raise InputError(f"--baseline-image {item!r}: expected NAME=REF (a baseline's name and an image)")
-        images[name] = ref
-    return images
 
 
 def _staged_keys(loaded: LoadedManifest, lock: Path | None, given: list[Path]) -> list[Path]:
