@@ -345,7 +345,8 @@ def abandon_run(work: Path, *, keep: tuple[str, ...] = ()) -> None:
     with contextlib.suppress(OSError):
         for path in work.iterdir():
             if path.name not in keep:
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    _remove(path)
 
 
 def _remove(path: Path) -> None:
