@@ -389,23 +389,27 @@ def test_killing_the_registry_mid_push_leaves_no_tag_and_a_rerun_completes(tmp_p
         assert "error" in outcome, f"publish did not fail: {outcome}"
         assert f"push to {link.host}" in str(outcome["error"])
 
+        # The engine may still be retrying the abandoned push in the background; with the old
+        # relay closed, those retries meet a refused connection and cannot race the rerun (CI
+        # once saw such a late retry leave the rerun's manifest naming a blob never committed).
+        link.close()
         reg.start()  # same storage: the dead registry's partial upload is still there
         assert _has_upload_data(reg.storage / "docker/registry/v2/repositories" / repo / "_uploads")
         assert tags_of(reg, repo) == []
         with pytest.raises(httpx.HTTPError), httpx.Client() as probe:
             probe.get(f"{reg.url}/v2/{repo}/manifests/beta").raise_for_status()
 
-        link.release()
+        rerun_link = RegistryLink(reg.port, hold_after=None)
         result = _publish(
             image=big,
             lock_path=release.lock,
             receipts_dir=release.receipts,
-            to=f"{link.host}/{repo}",
+            to=f"{rerun_link.host}/{repo}",
             tags=["beta"],
         )
         assert result.published
         assert manifest_digest(reg, repo, "beta") == result.digest
-        link.close()
+        rerun_link.close()
 
 
 class RegistryLink:
