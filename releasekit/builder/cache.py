@@ -38,6 +38,8 @@ def wheel_key(
     toolchain: LockedToolchain,
     arches: list[str],
     builder_image: str | None = None,
+    *,
+    network: bool = False,
 ) -> str:
     material = {
         "format": CACHE_FORMAT,
@@ -56,6 +58,8 @@ def wheel_key(
             "python": None if builder_image else f"{sys.version_info.major}.{sys.version_info.minor}",
         },
     }
+    if network:  # built with a network (the manifest's grant): never the same entry as one built without
+        material["network"] = True
     return hashlib.sha256(canonical_json(material)).hexdigest()
 
 

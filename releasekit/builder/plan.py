@@ -178,11 +178,12 @@ def _builder(recipe: BuildRecipe, locked: LockedBuilder | None, manifest_dir: Pa
     )
 
 
-def _command(recipe: BuildRecipe, builder: PlannedBuilder, base_image: str) -> list[str]:
-    """The sandbox the build runs in, as a ``docker run`` line (a venv recipe: the release base image)."""
+def _command(recipe: BuildRecipe, builder: PlannedBuilder, base_image: str, *, network: bool) -> list[str]:
+    """The sandbox the build runs in, as a ``docker run`` line (a venv recipe: the release base image;
+    ``network``: the manifest grants the build one)."""
     if builder.kind == "image":
-        return [sandbox_command(recipe, builder.image or "", venv=False)]
-    return [sandbox_command(recipe, base_image, venv=True)]
+        return [sandbox_command(recipe, builder.image or "", venv=False, network=network)]
+    return [sandbox_command(recipe, base_image, venv=True, network=network)]
 
 
 def plan_git(
@@ -223,7 +224,7 @@ def plan_git(
     env.update(stamp_env)
     out.environment = hygiene.redact(container_environment(env))
     base = lock.toolchain.base_image.name if lock else loaded.manifest.toolchain.base_image.name
-    out.command = _command(recipe, out.builder, base)
+    out.command = _command(recipe, out.builder, base, network=declared.network_granted("build"))
     out.version_policy = recipe.version_policy.policy
     out.version_policy_reason = recipe.version_policy.reason
     out.modifications = changed + [f"{k}={v}" for k, v in stamp_env.items()]

@@ -11,7 +11,7 @@ import hashlib
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -173,7 +173,10 @@ def _build_git_component(
         venv=True,
         host_toolchain=recipe.native,
     )
-    key = wheel_key(locked, recipe, lock.toolchain, arches, sandbox.image_id)
+    # The locked manifest's grant (build checked it is the lock's): the build's sandbox gets a network.
+    sandbox = replace(sandbox, network=declared.network_granted("build"))
+    record.network = sandbox.network
+    key = wheel_key(locked, recipe, lock.toolchain, arches, sandbox.image_id, network=sandbox.network)
     log_path = run.outdir / "logs" / f"{name}.log"
     record.log = f"logs/{name}.log"
     with run.cache.entry("wheels", key):  # a second build of the same key waits here, then hits

@@ -346,6 +346,8 @@ def provenance_statement(
                     "buildModifications": {
                         c.name: c.modifications for c in record.components if c.modifications
                     },
+                    # The builds whose sandbox had a network (the manifest's sandbox.network grant).
+                    "networkGranted": sorted(c.name for c in record.components if c.network),
                 },
                 resolvedDependencies=deps,
             ),

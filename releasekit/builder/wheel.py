@@ -4,7 +4,8 @@ Everything of a component that executes (its backend, in-tree or not, ``setup.py
 hooks) runs in a container of the builder image (``environment.kind: image``) or of the release
 base image (``kind: venv``: a fresh venv inside, with the manifest's pinned build requirements
 installed from wheels downloaded here, ``--only-binary=:all:``, without an index). The container
-has no network, runs as ``nobody``, with every capability dropped; the source is mounted
+has no network (unless the locked manifest grants the component's ``build`` one:
+``sandbox.network``), runs as ``nobody``, with every capability dropped; the source is mounted
 read-only and copied to its fixed build path inside; its only writable places are its own
 directories, exported when it ends; its environment is built from nothing (no PYTHONPATH, no
 user site, fixed locale and time zone, SOURCE_DATE_EPOCH from the commit, the CUDA arch list in
@@ -67,6 +68,7 @@ class Builder:
     image_id: str
     venv: bool = False
     host_toolchain: bool = False
+    network: bool = False  # the manifest's sandbox.network grants this component's build a network
 
 
 class BuiltWheel(BaseModel):
@@ -178,10 +180,10 @@ def image_script(recipe: BuildRecipe, *, venv: bool = False) -> str:
     return "; ".join(steps)
 
 
-def sandbox_command(recipe: BuildRecipe, image: str, *, venv: bool) -> str:
-    """The build as a ``docker run`` command line (what ``build --plan`` shows)."""
+def sandbox_command(recipe: BuildRecipe, image: str, *, venv: bool, network: bool = False) -> str:
+    """The build as a ``docker run`` command line (what ``build --plan`` shows); ``network``: granted."""
     return (
-        f"docker run --rm --network=none --user {SANDBOX_USER} --cap-drop=ALL "
+        f"docker run --rm {'' if network else '--network=none '}--user {SANDBOX_USER} --cap-drop=ALL "
         f"-v SOURCE:{SOURCE_RO}:ro {image} /bin/sh -c {shlex.quote(image_script(recipe, venv=venv))}"
     )
 
@@ -224,7 +226,7 @@ def download_requirements(pinned: list[str], into: Path, log: Log) -> None:
 
 
 def sandbox_spec(builder: Builder, script: str, env: dict[str, str], mounts: dict[str, str]) -> ContainerSpec:
-    """The container a build runs in: no network, nobody, no capability, no new privilege."""
+    """The container a build runs in: no network (unless granted), nobody, no capability, no new privilege."""
     if builder.host_toolchain:
         mounts = {**mounts, "/usr": "/usr"}
         for key in ("CUDA_HOME", "CUDA_PATH"):
@@ -236,7 +238,7 @@ def sandbox_spec(builder: Builder, script: str, env: dict[str, str], mounts: dic
         command=[],
         environment=sandbox_environment(env),
         user=SANDBOX_USER,
-        network=False,
+        network=builder.network,
         read_only_mounts=mounts,
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
@@ -266,7 +268,8 @@ def _in_sandbox(
         mounts[str(tmp / "wheels")] = WHEELS
     script = image_script(recipe, venv=builder.venv)
     exported = tmp / "out.tar"
-    log.write(f"$ [{builder.image_id[:19]}, sandbox] sh -c {script}")
+    where = "sandbox, network granted by the manifest" if builder.network else "sandbox, no network"
+    log.write(f"$ [{builder.image_id[:19]}, {where}] sh -c {script}")
     run = builder.engine.run_sandboxed(
         sandbox_spec(builder, script, env, mounts),
         Sandbox(writable=[BUILD_SRC, WORK, OUT], export=OUT, export_to=exported, timeout=SANDBOX_TIMEOUT),

@@ -297,6 +297,29 @@ class UpstreamBase(StrictModel):
     note: str | None = None
 
 
+SandboxStep = Literal["build", "test", "hygiene"]
+
+
+class ComponentSandbox(StrictModel):
+    """What a component's sandboxed steps get beyond the default (docs/build.md, "Network grants").
+
+    ``network``: the steps whose sandbox has a network (Docker's default bridge): ``build`` (its
+    PEP 517 build), ``test`` (its test suites), ``hygiene`` (its repository's pre-commit hooks).
+    Absent or empty: no step has one. Read only from the manifest the lock was made from.
+    """
+
+    network: list[SandboxStep] = Field(
+        default_factory=list, description="steps whose sandbox may reach the network: build, test, hygiene"
+    )
+
+    @field_validator("network")
+    @classmethod
+    def _once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("a step is named twice")
+        return value
+
+
 class GitComponent(StrictModel):
     kind: Literal["git"] = "git"
     repo: str = Field(min_length=1, max_length=2000)
@@ -353,7 +376,14 @@ class GitComponent(StrictModel):
             "outside examples/, tests/, .buildkite/, .github/, benchmarks/ and docs/"
         ),
     )
+    sandbox: ComponentSandbox | None = Field(
+        default=None, description="grants to this component's sandboxed steps (absent: no network for any)"
+    )
     note: str | None = None
+
+    def network_granted(self, step: SandboxStep) -> bool:
+        """Whether the manifest grants ``step`` of this component a network in its sandbox."""
+        return self.sandbox is not None and step in self.sandbox.network
 
     def superseding(self) -> list[PlannedPR | CanonicalChange]:
         """Every entry that may supersede older PRs: the merge plan, then what is already canonical."""

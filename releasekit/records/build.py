@@ -47,6 +47,7 @@ class ComponentRecord(ComponentIdentity):
     version_policy_reason: str | None = None  # the manifest's reason for the version policy
     builder_name: str | None = None  # the builder image's name (builder_image is its ID)
     environment: dict[str, str] = Field(default_factory=dict)  # the build's environment, secrets redacted
+    network: bool = False  # the build's sandbox had a network: the manifest's sandbox.network grants build
 
 
 class BaseImageRecord(Strict):

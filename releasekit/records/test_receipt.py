@@ -94,6 +94,9 @@ class TestReceipt(Record):
     source_commit: str | None = None
     baseline_image: str | None = None
     baseline_image_id: str | None = None
+    network: bool = (
+        False  # the suite's container had a network: the locked manifest's sandbox.network grants test
+    )
     command: list[str] = Field(default_factory=list)
     counts: Counts = Field(default_factory=Counts)
     skip_reasons: dict[str, int] = Field(default_factory=dict)
@@ -139,6 +142,7 @@ class HygieneStepResult(Strict):
     status: Literal["passed", "failed", "not-runnable", "skipped"]
     files: int = 0
     detail: str | None = None
+    network: bool = False  # the step's sandbox had a network: the manifest's sandbox.network grants hygiene
 
 
 class HygieneComponent(Strict):

@@ -3,7 +3,8 @@
 A pre-commit hook of the repository's config (``repo: local`` with ``language: system``, a
 script of the tree, any other) is a pull request's code. ``hygiene`` runs the hook runner in a
 container of the lock's base image, through the one Docker adapter (``Engine.run_sandboxed``):
-no network, as ``nobody`` with every capability dropped, the composed tree mounted read-only and
+no network (unless the locked manifest's ``sandbox.network`` grants the component's ``hygiene``
+one: then the runner also fetches the config's remote hook repositories there), as ``nobody`` with every capability dropped, the composed tree mounted read-only and
 copied to a private work tree inside, the host's programs (``/usr``: git, python3, what
 ``language: system`` hooks call) read-only, the hook runner from its wheels (downloaded here
 with ``pip download --only-binary=:all:``, unpacked without running anything, mounted read-only),
@@ -44,6 +45,7 @@ class HookSandbox:
     image: str
     runner: str  # pre-commit | prek
     site: Path
+    network: bool = False  # the manifest's sandbox.network grants this component's hygiene a network
 
     def run(self, tree: Path, args: list[str], env: dict[str, str]) -> tuple[int, str]:
         """The runner with ``args`` in a private copy of ``tree``: its exit code and its output."""
@@ -58,7 +60,7 @@ class HookSandbox:
             command=[],
             environment={**sandbox_environment(self.runner), **env},
             user=SANDBOX_USER,
-            network=False,
+            network=self.network,
             read_only_mounts={str(tree): TREE_RO, str(self.site): TOOLS, "/usr": "/usr"},
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],

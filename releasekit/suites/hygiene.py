@@ -110,9 +110,11 @@ def _host_tools(hygiene: Hygiene, tool_dir: Path | None) -> dict[str, Path]:
     }
 
 
-def _hook_sandbox(engine: Engine, lock: Lock, hygiene: Hygiene, tool_dir: Path | None) -> HookSandbox | None:
+def _hook_sandbox(
+    engine: Engine, lock: Lock, hygiene: Hygiene, tool_dir: Path | None, *, network: bool
+) -> HookSandbox | None:
     """The sandbox of the repository's hooks (a pre-commit step only): the lock's base image, the
-    runner at its pinned version."""
+    runner at its pinned version; ``network``: the manifest grants the component's hygiene one."""
     if "pre-commit" not in hygiene.steps:
         return None
     runner = hygiene.hook_runner
@@ -127,7 +129,7 @@ def _hook_sandbox(engine: Engine, lock: Lock, hygiene: Hygiene, tool_dir: Path |
             hint="load or build it (releasekit demo makes its own), then rerun",
         )
     site = runner_site(runner, version, tool_dir or _tools_dir())
-    return HookSandbox(engine=engine, image=image, runner=runner, site=site)
+    return HookSandbox(engine=engine, image=image, runner=runner, site=site, network=network)
 
 
 def _files(git: Git, base: str, scope: str) -> list[str]:
@@ -138,8 +140,11 @@ def _files(git: Git, base: str, scope: str) -> list[str]:
     return sorted(f for f in out.split("\0") if f)
 
 
-def _step_result(step: str, hygiene: Hygiene, found: Findings, files: int) -> HygieneStepResult:
-    """One step's line in the receipt: its tool and version, and passed, failed or not runnable."""
+def _step_result(
+    step: str, hygiene: Hygiene, found: Findings, files: int, granted: bool
+) -> HygieneStepResult:
+    """One step's line in the receipt: its tool and version, passed, failed or not runnable, and whether
+    its sandbox had a network (``granted``: the component's hygiene; only the hooks run in a sandbox)."""
     tool = "ruff" if step.startswith("ruff") else (hygiene.hook_runner if step == "pre-commit" else "git")
     status: Literal["passed", "failed", "not-runnable"]
     if found.errors:
@@ -155,6 +160,7 @@ def _step_result(step: str, hygiene: Hygiene, found: Findings, files: int) -> Hy
         status=status,
         files=files,
         detail=f"{len(found.errors)} finding(s)" if found.errors else None,
+        network=granted and step == "pre-commit",
     )
 
 
@@ -196,6 +202,7 @@ def run_hygiene(opts: HygieneOptions, engine: Engine) -> HygieneReceipt:
                 name, comp, locked, loaded, tree, allow_local=opts.allow_local_repos, cache_dir=opts.cache_dir
             )
             files = _files(Git(tree), base, hygiene.scope)
+            granted = comp.network_granted("hygiene")  # the lock's manifest (checked above)
             ctx = HygieneContext(
                 component=name,
                 tree=tree,
@@ -204,7 +211,7 @@ def run_hygiene(opts: HygieneOptions, engine: Engine) -> HygieneReceipt:
                 files=files,
                 hygiene=hygiene,
                 tools=_host_tools(hygiene, opts.tool_dir),
-                hooks=_hook_sandbox(engine, lock, hygiene, opts.tool_dir),
+                hooks=_hook_sandbox(engine, lock, hygiene, opts.tool_dir, network=granted),
             )
             record = HygieneComponent(
                 component=name,
@@ -217,7 +224,7 @@ def run_hygiene(opts: HygieneOptions, engine: Engine) -> HygieneReceipt:
             )
             for step in hygiene.steps:
                 found = checks[step].run(ctx)
-                record.steps.append(_step_result(step, hygiene, found, len(files)))
+                record.steps.append(_step_result(step, hygiene, found, len(files), granted))
                 findings.extend(found)
             components.append(record)
     steps = [s for c in components for s in c.steps]

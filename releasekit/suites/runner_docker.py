@@ -1,6 +1,7 @@
 """The test stage's container run, through the Docker adapter.
 
-``run_in_image`` creates a container from an image with networking disabled, copies the
+``run_in_image`` creates a container from an image with networking disabled (``network``: the
+locked manifest grants the component's ``test`` one, Docker's default bridge), copies the
 test files in (no bind mount: works with a remote engine too), starts it, kills it at
 the timeout, copies the report files out, keeps the log tail, and removes the container.
 The engine is the command's (``suites/commands.py`` makes it, with its 120 s timeout).
@@ -69,8 +70,10 @@ def run_in_image(
     devices: list[str] | None = None,
     collect: list[str] | None = None,
     writable: list[str] | None = None,
+    network: bool = False,
 ) -> ContainerRun:
-    """Run ``command`` in ``image`` with no network, as ``nobody``; kill it after ``timeout`` seconds."""
+    """Run ``command`` in ``image`` as ``nobody``, with no network unless ``network`` (granted); kill it
+    after ``timeout`` seconds."""
     container = _create(
         engine,
         ContainerSpec(
@@ -79,7 +82,7 @@ def run_in_image(
             workdir=workdir,
             environment=env or {},
             user=SUITE_USER,
-            network=False,
+            network=network,
             labels={"io.releasekit.stage": "test"},
             gpu_count=gpus,
             devices=devices or [],

@@ -1,7 +1,8 @@
 """``releasekit test``: each suite runs inside the candidate image; failures are judged on a baseline.
 
 For every suite: skip it (with the reason) when the host lacks what it needs; otherwise run
-it in the candidate with networking disabled, the image's own interpreter and installed
+it in the candidate with networking disabled (unless the locked manifest's ``sandbox.network``
+grants the component's ``test`` one; never without a lock), the image's own interpreter and installed
 code, and the test files of the component's locked commit copied in. Every failing test is
 rerun in the candidate (passes: flaky), then on the baseline image (fails there too:
 pre-existing, both results kept; passes there: regression). Only regressions, failures
@@ -134,7 +135,13 @@ class _Run:
 
 
 def _run(
-    engine: Engine, image: str, suite: TestSuite, staged: Path | None, selection: list[str] | None
+    engine: Engine,
+    image: str,
+    suite: TestSuite,
+    staged: Path | None,
+    selection: list[str] | None,
+    *,
+    network: bool = False,
 ) -> _Run:
     junit = suite.command.junit if suite.command else JUNIT
     env = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": HOME, **suite.env}
@@ -154,6 +161,7 @@ def _run(
         devices=suite.needs.devices,
         collect=[junit],
         writable=writable,
+        network=network,
     )
     report = outcome.files.get(junit)
     cases = parse_junit(report) if report is not None else None
@@ -207,8 +215,9 @@ def judge_suite(
     engine: Engine,
 ) -> TestReceipt:
     """Run ``suite`` in the candidate (``image_id``), rerun its failures, judge them on the baseline
-    (image, ID); ``base`` is the receipt so far (component, images, lock); the receipt."""
-    first = _run(engine, image_id, suite, staged, None)
+    (image, ID); ``base`` is the receipt so far (component, images, lock, the network grant); the receipt."""
+    network = base.network
+    first = _run(engine, image_id, suite, staged, None, network=network)
     receipt = base.model_copy(
         update={
             "command": _argv(suite, None),
@@ -232,8 +241,8 @@ def judge_suite(
     rerun: _Run | None = None
     base_run: _Run | None = None
     if failing and len(failing) <= _RERUN_LIMIT:
-        rerun = _run(engine, image_id, suite, staged, selection)
-        base_run = _run(engine, baseline[1], suite, staged, selection) if baseline else None
+        rerun = _run(engine, image_id, suite, staged, selection, network=network)
+        base_run = _run(engine, baseline[1], suite, staged, selection, network=network) if baseline else None
     # Reruns on the baseline only matter for tests that failed twice; one baseline run covers them all.
     receipt.failures.extend(_judged(case, rerun, base_run, allowed) for case in failing)
     return receipt
@@ -397,6 +406,8 @@ def run_tests(opts: TestOptions, *, engine: Engine, clock: Clock) -> TestResult:
                 image_digest=opts.image_digest,
                 host=platform.node(),
                 lock_sha256=lock_sha,
+                # Only the lock's manifest grants a network (without --lock the manifest is anyone's).
+                network=lock is not None and comp.network_granted("test"),
                 started_at=clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
             baseline, why_not = _baseline(suite, opts, baseline_ids, engine)

@@ -1,9 +1,10 @@
 """pre-commit / prek hooks of the repository's own config, on the composed tree.
 
 ``repo: local`` and ``repo: meta`` hooks run, each in the hook sandbox (``suites/hook_sandbox.py``:
-a throw-away container without network, never this machine); a hook of a remote repository
-would have to be fetched from the network and is reported as not runnable here (a warning:
-never a pass).
+a throw-away container without network, never this machine). A hook of a remote repository has to
+be fetched from the network: it runs only where the manifest grants the component's ``hygiene`` a
+network (``sandbox.network``), the runner fetching it inside the sandbox; elsewhere it is reported
+as not runnable (a warning: never a pass).
 """
 
 from __future__ import annotations
@@ -73,18 +74,21 @@ class HooksCheck:
 
 
 def _runnable(ctx: HygieneContext, repos: list[Any], found: Findings) -> list[dict[str, Any]]:
-    """The hook repositories that run offline (local, meta, or in pre-commit's cache); each other hook is said."""
+    """The hook repositories that run in the sandbox: local and meta, and remote ones where the manifest
+    grants the sandbox a network (the runner fetches them there); each other hook is said."""
     runnable: list[dict[str, Any]] = []
+    granted = ctx.hooks is not None and ctx.hooks.network
     for repo in repos:
         url = str(repo.get("repo", ""))
         hooks = [h for h in repo.get("hooks") or [] if isinstance(h, dict)]
-        if url in ("local", "meta"):
+        if url in ("local", "meta") or granted:
             runnable.append(repo)
             continue
         for hook in hooks:
             found.add(
                 "HOOK_NOT_RUNNABLE",
-                f"hook {hook.get('id')} of {url}@{repo.get('rev')} must be fetched from the network: not runnable here",
+                f"hook {hook.get('id')} of {url}@{repo.get('rev')} must be fetched from the network: not "
+                "runnable in the sandbox without one (the manifest's sandbox.network can grant hygiene one)",
                 severity=Severity.warning,
                 component=ctx.component,
                 file=CONFIG,
