@@ -28,18 +28,21 @@ from releasekit.manifest import load_manifest
 from releasekit.records.lock import write_lock
 
 TOKEN = uuid.uuid4().hex[:12]
+SECRET = f"rk-net-secret-{TOKEN}"
 
 # Every step of a component asks the server for /probe/<step>-<component>; each fails quietly without a network.
 PROBE = """
-import sys, urllib.request
+import os, sys, urllib.request
 
 URL = "{url}/probe/"
 NAME = "{name}"
 
 
 def probe(step):
+    # A network is no licence for credentials: the environment is still the allow-listed one.
+    leaked = any("{secret}" in value for value in os.environ.values())
     try:
-        urllib.request.urlopen(f"{{URL}}{{step}}-{{NAME}}", timeout=5).read()
+        urllib.request.urlopen(f"{{URL}}{{step}}-{{NAME}}{{'-LEAKED' if leaked else ''}}", timeout=5).read()
         return "reached"
     except Exception as exc:
         return f"unreachable: {{exc}}"
@@ -199,7 +202,7 @@ def _world(root: Path, url: str, served: Path, base_image: str) -> tuple[Path, P
         forge = Forge(root / "forge", name)
         forge.init(
             {
-                "probe.py": PROBE.format(url=url, name=name),
+                "probe.py": PROBE.format(url=url, name=name, secret=SECRET),
                 "_backend/rk_backend.py": BACKEND,
                 "pyproject.toml": PYPROJECT.format(name=name),
                 f"rknet{name}/__init__.py": "",
@@ -234,7 +237,12 @@ def test_only_the_granted_steps_reach_the_network(tmp_path, gateway_server, base
     manifest, lock = _world(tmp_path, url, served, base_image.name)
     out = tmp_path / "out"
     common = ["--lock", str(lock), "-o", str(out), "--allow-local-repos"]
-    env = {"RELEASEKIT_CACHE": str(tmp_path / "cache")}
+    # Credentials in releasekit's environment: none reaches a step, granted a network or not.
+    env = {
+        "RELEASEKIT_CACHE": str(tmp_path / "cache"),
+        "GITHUB_TOKEN": SECRET,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+    }
     built = invoke("build", str(manifest), *common, env=env)
     assert built.returncode == 0, built.stdout + built.stderr
     assert _probes(seen) == ["build-open"]
