@@ -94,9 +94,7 @@ class TestReceipt(Record):
     source_commit: str | None = None
     baseline_image: str | None = None
     baseline_image_id: str | None = None
-    network: bool = (
-        False  # the suite's container had a network: the locked manifest's sandbox.network grants test
-    )
+    network: bool = False  # the suite's container had a network: the manifest's sandbox.network grants test
     command: list[str] = Field(default_factory=list)
     counts: Counts = Field(default_factory=Counts)
     skip_reasons: dict[str, int] = Field(default_factory=dict)

@@ -4,9 +4,10 @@ A pre-commit hook of the repository's config (``repo: local`` with ``language: s
 script of the tree, any other) is a pull request's code. ``hygiene`` runs the hook runner in a
 container of the lock's base image, through the one Docker adapter (``Engine.run_sandboxed``):
 no network (unless the locked manifest's ``sandbox.network`` grants the component's ``hygiene``
-one: then the runner also fetches the config's remote hook repositories there), as ``nobody`` with every capability dropped, the composed tree mounted read-only and
-copied to a private work tree inside, the host's programs (``/usr``: git, python3, what
-``language: system`` hooks call) read-only, the hook runner from its wheels (downloaded here
+one: then the runner also fetches the config's remote hook repositories there), as ``nobody``
+with every capability dropped, the composed tree mounted read-only and copied to a private
+work tree inside, the host's programs (``/usr``: git, python3, what ``language: system`` hooks
+call) read-only, the hook runner from its wheels (downloaded here
 with ``pip download --only-binary=:all:``, unpacked without running anything, mounted read-only),
 an allow-listed environment, and nothing of the host writable. The container is removed, with
 every process it started, before the hook's result is judged.
