@@ -4,9 +4,12 @@ One real build for the module (`releasekit demo`'s pipeline up to verify-provena
 the validation matrix), published through the real gate to a real `docker-registry` on
 127.0.0.1. Then: the archive's bundles hold exactly the locked commits; the demo's source
 repositories and the releasekit mirror cache are deleted and `releasekit reproduce` on the
-pushed digest rebuilds the same image ID from the attachments alone; a tampered archive blob
-is refused before building; and a registry that answers the pull-back with another manifest
-fails the publish with nothing tagged.
+pushed digest rebuilds the same image ID from the attachments alone, and its reproduce receipt,
+signed by a reproducer key, is what `promote` to stable requires (the manifest says
+`publish.require_reproduced`: no receipt, unsigned, signed by another key, edited, of another
+digest, of another verdict or made on the build's runner is refused, nothing moved); a tampered
+archive blob is refused before building; and a registry that answers the pull-back with another
+manifest fails the publish with nothing tagged.
 """
 
 from __future__ import annotations
