@@ -4,9 +4,12 @@ One real build for the module (`releasekit demo`'s pipeline up to verify-provena
 the validation matrix), published through the real gate to a real `docker-registry` on
 127.0.0.1. Then: the archive's bundles hold exactly the locked commits; the demo's source
 repositories and the releasekit mirror cache are deleted and `releasekit reproduce` on the
-pushed digest rebuilds the same image ID from the attachments alone; a tampered archive blob
-is refused before building; and a registry that answers the pull-back with another manifest
-fails the publish with nothing tagged.
+pushed digest rebuilds the same image ID from the attachments alone, and its reproduce receipt,
+signed by a reproducer key, is what `promote` to stable requires (the manifest says
+`publish.require_reproduced`: no receipt, unsigned, signed by another key, edited, of another
+digest, of another verdict or made on the build's runner is refused, nothing moved); a tampered
+archive blob is refused before building; and a registry that answers the pull-back with another
+manifest fails the publish with nothing tagged.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from cli_run import invoke
 
 from releasekit.publish.attachments import TITLE, attachment_tag
 from releasekit.registry import RegistryClient
+from releasekit.signing.keys import write_key_pair
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -47,6 +51,7 @@ class World:
     digest: str
     swap_result: subprocess.CompletedProcess[str]
     swapped: list[str]
+    locked: Path
     repo = "demo/reproduce"
 
 
@@ -61,6 +66,14 @@ def _without_suites(ctx):
     for comp in data["components"].values():
         comp.pop("tests", None)
         comp.pop("hygiene", None)
+    # Promote to stable requires an independent reproduction, signed by a reproducer key of its own
+    # (made beside a saved copy of this manifest once the demo ran: the demo directory is deleted below).
+    data["publish"] = {
+        "repository": f"127.0.0.1/{World.repo}",
+        "promote": {"r1": "stable"},
+        "require_reproduced": True,
+        "reproducer_keys": ["reproducer/releasekit.pub"],
+    }
     with ctx.manifest.open("w") as fh:
         yaml.dump(data, fh)
     return StageResult(name="without suites", status="passed", summary="component suites and hygiene removed")
@@ -90,6 +103,12 @@ def reproduce_world(tmp_path_factory, docker_client):
         w.lock = w.demo / "lock.json"
         w.release = w.demo / "release"
         w.image_id = demo.image_id
+        # The locked manifest (same bytes) and its reproducer key, kept where the sources' deletion leaves them.
+        w.locked = w.root / "locked"
+        w.locked.mkdir()
+        shutil.copyfile(w.manifest, w.locked / "manifest.yaml")
+        write_key_pair(w.locked / "reproducer")
+        write_key_pair(w.root / "release-key")  # a key of the release, never a reproducer's
         with start_local_registry(w.root / "registry") as reg:
             w.host = reg.host
             # First, before the engine has ever pulled this image (it then keeps the manifest and
@@ -210,10 +229,16 @@ def test_reproduce_from_the_registry_with_every_source_gone(reproduce_world):
     # The sources and every mirror of them leave the disk: only the registry's attachments remain.
     shutil.rmtree(reproduce_world.demo)
     shutil.rmtree(reproduce_world.cache / "git", ignore_errors=True)
+    receipt = reproduce_world.root / "reproduction" / "receipt.json"
+    receipt.parent.mkdir()
     r = invoke(
         "reproduce",
         f"{reproduce_world.host}/{reproduce_world.repo}@{reproduce_world.digest}",
         "--json",
+        "--receipt",
+        str(receipt),
+        "--runner",
+        "reproducer-1",
         env={"RELEASEKIT_CACHE": str(reproduce_world.cache)},
     )
     assert r.returncode == 0, r.stdout + r.stderr
@@ -226,14 +251,107 @@ def test_reproduce_from_the_registry_with_every_source_gone(reproduce_world):
         (reproduce_world.cache / "git").glob("*.git")
     )
     # A tag is resolved to its digest first.
+    again = receipt.with_name("again.json")
     by_tag = invoke(
         "reproduce",
         f"{reproduce_world.host}/{reproduce_world.repo}:r1",
         "--json",
+        "--receipt",
+        str(again),
+        "--runner",
+        "reproducer-1",
         env={"RELEASEKIT_CACHE": str(reproduce_world.cache)},
     )
     assert by_tag.returncode == 0, by_tag.stdout + by_tag.stderr
     assert json.loads(by_tag.stdout)["digest"] == reproduce_world.digest
+    # The receipt: what was reproduced, by whom, from which build; the same bytes when run again.
+    assert again.read_bytes() == receipt.read_bytes()
+    _promote_stable_requires_a_signed_independent_reproduction(reproduce_world, receipt)
+
+
+def _promote(world: World, *extra: str):
+    return invoke(
+        "promote",
+        "--from",
+        f"{world.host}/{world.repo}:r1",
+        "--to",
+        f"{world.host}/{world.repo}:stable",
+        "--manifest",
+        str(world.locked / "manifest.yaml"),
+        *extra,
+    )
+
+
+def _resign(receipt: Path, key: Path, edit: dict[str, object] | None = None, *, name: str) -> Path:
+    """A copy of ``receipt`` (with ``edit`` applied to its JSON) signed by ``key`` beside it."""
+    copy = receipt.with_name(f"{name}.json")
+    data = json.loads(receipt.read_text())
+    for field, value in (edit or {}).items():
+        section, _, inner = field.partition(".")
+        if inner:
+            data[section][inner] = value
+        else:
+            data[section] = value
+    copy.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    r = invoke("sign", "--reproduce-receipt", str(copy), "--key", str(key))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return copy
+
+
+def _promote_stable_requires_a_signed_independent_reproduction(world: World, receipt: Path) -> None:
+    data = json.loads(receipt.read_text())
+    build_runner = data["build"]["runner"]
+    assert data["digest"] == f"{world.host}/{world.repo}@{world.digest}"
+    assert data["reproduced"] is True and data["reproducer"] == "reproducer-1"
+    assert data["published_image_id"] == data["rebuilt_image_id"] == world.image_id
+    assert build_runner and build_runner != "reproducer-1"
+    assert data["examined"]["layers"] > 0 and data["examined"]["archive_files"] > 0
+    reproducer_key = world.locked / "reproducer" / "releasekit.key"
+    release_key = world.root / "release-key" / "releasekit.key"
+    unsigned = receipt.with_name("unsigned.json")
+    shutil.copyfile(receipt, unsigned)
+    edited = _resign(receipt, reproducer_key, name="edited")
+    edited.write_text(edited.read_text().replace('"reproducer-1"', '"reproducer-2"'))
+    attacks = {
+        "REPRODUCTION_REQUIRED": (),
+        "REPRODUCTION_UNSIGNED": ("--reproduced", str(unsigned)),
+        "REPRODUCTION_UNTRUSTED": ("--reproduced", str(_resign(receipt, release_key, name="release-signed"))),
+        "REPRODUCTION_WRONG_DIGEST": (
+            "--reproduced",
+            str(
+                _resign(
+                    receipt,
+                    reproducer_key,
+                    {"digest": f"{world.host}/{world.repo}@sha256:{'0' * 64}"},
+                    name="other-digest",
+                )
+            ),
+        ),
+        "REPRODUCTION_SAME_RUNNER": (
+            "--reproduced",
+            str(_resign(receipt, reproducer_key, {"reproducer": build_runner}, name="same-runner")),
+        ),
+        "REPRODUCTION_DIFFERED": (
+            "--reproduced",
+            str(_resign(receipt, reproducer_key, {"reproduced": False}, name="differed")),
+        ),
+    }
+    for code, extra in attacks.items():
+        r = _promote(world, *extra)
+        assert r.returncode == 1 and code in r.stdout, (code, r.stdout + r.stderr)
+    r = _promote(world, "--reproduced", str(edited))  # edited after it was signed
+    assert r.returncode == 1 and "REPRODUCTION_UNTRUSTED" in r.stdout, r.stdout + r.stderr
+    with RegistryClient(world.host) as client:
+        assert client.get_manifest(world.repo, "stable") is None  # nothing moved
+    # The signed receipt of this digest, from another runner: promoted.
+    r = invoke("sign", "--reproduce-receipt", str(receipt), "--key", str(reproducer_key))
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _promote(world, "--reproduced", str(receipt))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "reproduced independently" in r.stdout
+    with RegistryClient(world.host) as client:
+        stable = client.get_manifest(world.repo, "stable")
+        assert stable is not None and stable.digest == world.digest
 
 
 def test_tampered_archive_blob_is_refused_before_building(reproduce_world):

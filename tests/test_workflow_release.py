@@ -14,6 +14,8 @@ from ruamel.yaml import YAML
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 CONFIG = ROOT / ".github" / "actionlint.yaml"
+# The secrets that hold a private key: the release key, and the reproducer's key (issue 43).
+KEY_SECRETS = ("RELEASEKIT_SIGNING_KEY", "RELEASEKIT_REPRODUCER_KEY")
 
 
 def actionlint(workdir: Path, workflow: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -102,7 +104,9 @@ def test_workflow_runs_the_pipeline_in_order():
         step.get("with", {}).get("pattern") == "{receipt-*,signatures-receipts}"
         for step in jobs["publish"]["steps"]
     )
-    assert needs("promote") == {"publish"} and "releasekit promote" in commands("promote")
+    assert {"publish", "sign-reproduction"} <= needs("promote") and "releasekit promote" in commands(
+        "promote"
+    )
     # Secrets reach the tools through the environment only, never a command line.
     for job in jobs.values():
         for step in job["steps"]:
@@ -135,7 +139,7 @@ def test_the_key_reaches_sign_on_a_descriptor_never_its_environment():
         for step in job["steps"]:
             env, run = step.get("env", {}), step.get("run", "")
             assert not any(k.startswith("RELEASEKIT_SIGNING_KEY") for k in env), (name, step.get("name"))
-            holding = [k for k, v in env.items() if "secrets.RELEASEKIT_SIGNING_KEY" in str(v)]
+            holding = [k for k, v in env.items() if any(f"secrets.{s}" in str(v) for s in KEY_SECRETS)]
             if "releasekit sign" not in run:
                 assert not holding, (name, step.get("name"))
                 continue
@@ -146,7 +150,7 @@ def test_the_key_reaches_sign_on_a_descriptor_never_its_environment():
             assert first == 'key="$SIGNING_KEY_PEM"; unset SIGNING_KEY_PEM', first
             assert '--key-fd 3 3<<<"$key"' in run and "export" not in run
             assert run.count("releasekit") == 1, run
-    assert signs == 4
+    assert signs == 5
 
 
 SIGN_JOB_ACTIONS = {
@@ -168,10 +172,13 @@ def test_every_sign_runs_in_a_job_of_its_own_that_runs_no_component_code():
         for name, job in doc["jobs"].items()
         if any("releasekit sign" in step.get("run", "") for step in job["steps"])
     }
-    assert sign_jobs == {"sign-evidence", "sign-staging", "sign-tests", "sign-receipts"}, sign_jobs
+    release_sign_jobs = {"sign-evidence", "sign-staging", "sign-tests", "sign-receipts"}
+    assert sign_jobs == release_sign_jobs | {"sign-reproduction"}, sign_jobs
     for name, job in doc["jobs"].items():
         holds_key = "secrets.RELEASEKIT_SIGNING_KEY" in json.dumps(job)
-        assert holds_key == (name in sign_jobs), name
+        assert holds_key == (name in release_sign_jobs), name
+        # The reproducer's key is a key of its own, in its own sign job only.
+        assert ("secrets.RELEASEKIT_REPRODUCER_KEY" in json.dumps(job)) == (name == "sign-reproduction"), name
         if name not in sign_jobs:
             continue
         assert job["runs-on"] == "ubuntu-latest", name  # fresh each time, never a self-hosted runner
@@ -193,3 +200,38 @@ def test_every_sign_runs_in_a_job_of_its_own_that_runs_no_component_code():
             assert all(word not in run for word in ("docker", "pytest", "hygiene", "validate", "build ")), run
         uploads = [s["with"]["path"] for s in job["steps"] if s.get("uses", "").startswith("actions/upload")]
         assert uploads and all(path.endswith(".dsse.json") for path in uploads), (name, uploads)
+
+
+def test_promote_passes_the_reproduction_when_the_manifest_requires_one():
+    """Issue 43, "a last line": when the manifest says publish.require_reproduced (read by the lock job),
+    a job that did not build (a fresh GitHub-hosted runner, never the build host's label) rebuilds the
+    published digest with `releasekit reproduce --receipt`, a sign job of its own signs the receipt with
+    the reproducer's key, and promote downloads both (digests checked) and passes `--reproduced`. The
+    jobs are skipped when the manifest does not ask, and promote then still runs."""
+    doc = YAML(typ="safe").load(WORKFLOW.read_text(encoding="utf-8"))
+    jobs = doc["jobs"]
+    lock_steps = "\n".join(step.get("run", "") for step in jobs["lock"]["steps"])
+    assert "require_reproduced" in lock_steps and "reproduce=" not in lock_steps
+    assert jobs["lock"]["outputs"]["reproduce"] == "${{ steps.reproduce.outputs.required }}"
+
+    reproduce = jobs["reproduce"]
+    builders = {json.dumps(jobs[name]["runs-on"]) for name in ("build", "stage", "publish", "preflight")}
+    assert json.dumps(reproduce["runs-on"]) not in builders and reproduce["runs-on"] == "ubuntu-latest"
+    assert "needs.lock.outputs.reproduce == 'true'" in reproduce["if"]
+    run = "\n".join(step.get("run", "") for step in reproduce["steps"])
+    assert "releasekit reproduce" in run and "--receipt reproduction/receipt.json" in run
+    assert "releasekit build" not in run and "releasekit sign" not in run
+    assert "needs.lock.outputs.reproduce == 'true'" in jobs["sign-reproduction"]["if"]
+
+    promote = jobs["promote"]
+    assert "needs.publish.result == 'success'" in promote["if"] and "!cancelled()" in promote["if"]
+    downloads = [s for s in promote["steps"] if s.get("uses", "").startswith("actions/download-artifact")]
+    assert all(s["with"]["digest-mismatch"] == "error" for s in downloads)
+    assert any(s["with"].get("pattern") == "{reproduction,signatures-reproduction}" for s in downloads)
+    step = next(s for s in promote["steps"] if "releasekit promote" in s.get("run", ""))
+    assert step["env"]["REPRODUCE"] == "${{ needs.lock.outputs.reproduce }}"
+    assert (
+        'if [ "$REPRODUCE" = true ]; then reproduced=(--reproduced reproduction/receipt.json); fi'
+        in step["run"]
+    )
+    assert '"${reproduced[@]}"' in step["run"]

@@ -71,6 +71,7 @@ from releasekit.records.provenance import (
     write_statement,
 )
 from releasekit.records.release_dir import replaced_by
+from releasekit.records.reproduce_receipt import runner_identity
 from releasekit.signing.statements import sign_statement_file
 
 BUILDER_ID = "https://releasekit.dev/builder/local"
@@ -333,6 +334,9 @@ def provenance_statement(
                 },
                 internalParameters={
                     "sourceDateEpoch": record.image.source_date_epoch,
+                    # The machine that ran this build ($RUNNER_NAME, else the hostname): a reproduction
+                    # that promote accepts was made on another one (docs/reproduce.md).
+                    "runner": runner_identity(),
                     "toolchain": record.toolchain,
                     "cache": record.cache.model_dump(mode="json"),
                     # Per built component: the builder's environment (secrets redacted), the version

@@ -12,6 +12,7 @@ accepted only in fields that a lock can resolve.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Annotated, Literal
 
@@ -629,6 +630,37 @@ class PublishTarget(StrictModel):
         description="public keys (PEM files, relative to the manifest) whose signatures stage, publish and "
         "promote accept when no --trusted-key is given; e.g. ../keys/release.pub",
     )
+    require_reproduced: bool = Field(
+        False,
+        description="promote to the stable channel requires a signed reproduce receipt for the digest "
+        "(promote --reproduced), made on a runner that did not run the build",
+    )
+    reproducer_keys: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        description="public keys (PEM files, relative to the manifest) whose signature on a reproduce "
+        "receipt promote accepts; never one of trusted_keys (a key of its own)",
+    )
+
+    @model_validator(mode="after")
+    def _reproducer_keys_are_their_own(self) -> PublishTarget:
+        own = {posixpath.normpath(k) for k in self.reproducer_keys}
+        shared = sorted(own & {posixpath.normpath(k) for k in self.trusted_keys})
+        if shared:
+            raise ValueError(
+                f"reproducer_keys names {shared[0]}, which trusted_keys names too: a reproduction must be "
+                "signed by a key of its own"
+            )
+        if self.require_reproduced and not self.reproducer_keys:
+            raise ValueError(
+                "require_reproduced needs reproducer_keys: the keys that sign reproduce receipts"
+            )
+        return self
+
+    def stable_channels(self) -> set[str]:
+        """The stable channel(s): where ``promote:`` moves end (a move's target that is no move's source;
+        ``beta: stable`` gives ``stable``), else ``stable``."""
+        targets = set(self.promote.values())
+        return (targets - set(self.promote)) or targets or {"stable"}
 
 
 class Provenance(StrictModel):

@@ -104,6 +104,10 @@ def _render_promote(result: PromoteResult) -> None:
     if result.promoted:
         for name, keyid in result.signers.items():
             console.print(f"  {name}: signature by {keyid[:16]} verified ({result.signed_via})")
+        if result.reproducer:
+            console.print(
+                f"  reproduced independently: receipt signed by reproducer key {result.reproducer[:16]}"
+            )
         console.print(f"promoted {result.source} -> {result.target} ({result.digest})")
     else:
         console.print(f"refused: {result.target} was not changed")
@@ -184,6 +188,12 @@ def promote_cmd(
     ),
     trusted_key: list[Path] = TrustedKeyOpt,
     require_signed: bool = RequireSignedOpt,
+    reproduced: Path | None = typer.Option(
+        None,
+        "--reproduced",
+        help="a reproduce receipt (reproduce --receipt), its .dsse.json beside it signed by a reproducer key: "
+        "required for the stable channel when the --manifest says publish.require_reproduced",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Re-tag the digest behind --from as --to after checking its attached evidence again; never rebuilds."""
@@ -198,6 +208,7 @@ def promote_cmd(
         manifest_path=manifest,
         trusted_key_files=trusted_key,
         require_signed=require_signed,
+        reproduced=reproduced,
     )
     _warn_unsigned(result.findings)
     if as_json:

@@ -20,10 +20,20 @@ from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.publish.attachments import FetchedAttachments
 from releasekit.publish.gate import GateReport, add_signed_check, evaluate_gate, policy_from_manifest
+from releasekit.publish.reproduced import (
+    ReproductionPolicy,
+    ReproductionSubject,
+    add_reproduction_check,
+    read_subject,
+    reproducer_keys,
+    reproduction_checks,
+    reproduction_policy,
+)
 from releasekit.publish.signatures import check_signed, record_texts, unsigned_verdict
 from releasekit.publish.targets import PublishTarget, TargetSession
+from releasekit.records.base import RecordError
 from releasekit.records.gate import GATE_FILE, GatePolicy, GateRecord, read_gate
-from releasekit.records.provenance import PROVENANCE_FILE
+from releasekit.records.provenance import PROVENANCE_FILE, parse_statement_text
 from releasekit.records.verification import VERIFICATION_SUMMARY_FILE
 from releasekit.registry import ManifestBlob, Reference
 from releasekit.signing.verify import trusted_keys
@@ -40,6 +50,7 @@ class PromoteResult(BaseModel):
     gate: GateReport | None = None
     signed_via: str | None = None  # referrers-api or tag-fallback, when signed evidence was found
     signers: dict[str, str] = Field(default_factory=dict)  # envelope -> keyid that verified
+    reproducer: str | None = None  # the reproducer key that signed the --reproduced receipt
     findings: Findings = Field(default_factory=Findings)
 
 
@@ -132,6 +143,61 @@ def _promote_gate(
     result.findings.extend(gate.findings)
 
 
+def _reproduction_gate(
+    candidate: Candidate,
+    channel: str,
+    *,
+    policy: ReproductionPolicy | None,
+    given: Path | None,
+    release_keys: list[Path],
+    result: PromoteResult,
+) -> None:
+    """The locked manifest's ``require_reproduced``, for a move into its stable channel: into ``result``."""
+    if policy is None or not policy.required or channel not in policy.channels or result.gate is None:
+        return
+    keys = reproducer_keys(policy, release_keys)
+    try:
+        statement = parse_statement_text(
+            candidate.fetched.files.get(PROVENANCE_FILE) or "", "attached provenance"
+        )
+        runner = statement.predicate.buildDefinition.internalParameters.get("runner")
+    except RecordError:
+        runner = None
+    base = ReproductionSubject(
+        path=str(given) if given else None,
+        digest=candidate.blob.digest,
+        image_id=candidate.image.id,
+        build_runner=runner if isinstance(runner, str) else None,
+    )
+    subject = read_subject(given, keys, base)
+    found = reproduction_checks().run(subject)
+    add_reproduction_check(result.gate, found)
+    result.findings.extend(found)
+    result.reproducer = subject.signer
+
+
+def _candidate(
+    session: TargetSession, src: Reference, blob: ManifestBlob, image: ImageFacts, result: PromoteResult
+) -> Candidate | None:
+    """What is attached to the digest and the gate record among it; None (and the finding) when absent."""
+    fetched = session.fetch_attachments(blob.digest)
+    if fetched is None:
+        result.findings.add(
+            "ATTACHMENTS_MISSING",
+            f"{src} ({blob.digest}) has no releasekit evidence attached: it was not published by releasekit",
+            image=image.id,
+        )
+        return None
+    try:
+        record = read_gate(fetched.files.get(GATE_FILE), f"attached {GATE_FILE}")
+    except ValueError:
+        result.findings.add(
+            "ATTACHMENTS_MISSING", f"the attached {GATE_FILE} is missing or unreadable", image=image.id
+        )
+        return None
+    return Candidate(src=src, blob=blob, image=image, fetched=fetched, record=record)
+
+
 def promote(
     *,
     source: str,
@@ -139,9 +205,16 @@ def promote(
     manifest_path: Path | None = None,
     trusted_key_files: list[Path] | None = None,
     require_signed: bool = False,
+    reproduced: Path | None = None,
     publish_target: PublishTarget,
 ) -> PromoteResult:
-    """``publish_target``: where ``source`` and ``target`` are, made by the command and passed in."""
+    """``publish_target``: where ``source`` and ``target`` are, made by the command and passed in.
+    ``reproduced``: a signed reproduce receipt, judged when the locked manifest requires one
+    (``publish.require_reproduced``)."""
+    if reproduced is not None and manifest_path is None:
+        raise InputError(
+            "--reproduced is judged by the locked manifest's reproducer_keys: pass --manifest too"
+        )
     src = Reference.parse(source, want_tag=True)
     dst = Reference.parse(target, want_tag=True)
     if dst.digest or not dst.tag:
@@ -154,27 +227,24 @@ def promote(
     with publish_target.open(src) as session:
         blob, image = session.image(src)
         result.digest, result.image_id = blob.digest, image.id
-        fetched = session.fetch_attachments(blob.digest)
-        if fetched is None:
-            result.findings.add(
-                "ATTACHMENTS_MISSING",
-                f"{src} ({blob.digest}) has no releasekit evidence attached: it was not published by releasekit",
-                image=image.id,
-            )
+        candidate = _candidate(session, src, blob, image, result)
+        if candidate is None:
             return result
-        try:
-            record = read_gate(fetched.files.get(GATE_FILE), f"attached {GATE_FILE}")
-        except ValueError:
-            result.findings.add(
-                "ATTACHMENTS_MISSING", f"the attached {GATE_FILE} is missing or unreadable", image=image.id
-            )
-            return result
+        record = candidate.record
         _promote_gate(
             session,
-            Candidate(src=src, blob=blob, image=image, fetched=fetched, record=record),
+            candidate,
             manifest_path=manifest_path,
             trusted_key_files=trusted_key_files,
             require_signed=require_signed,
+            result=result,
+        )
+        _reproduction_gate(
+            candidate,
+            dst.tag,
+            policy=reproduction_policy(manifest_path, record.manifest_sha256),
+            given=reproduced,
+            release_keys=list(trusted_key_files or []),
             result=result,
         )
         if result.gate is None or not result.gate.passed:

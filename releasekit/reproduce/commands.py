@@ -59,11 +59,26 @@ def reproduce_cmd(
         None, "--from", help="a local release directory instead of a registry"
     ),
     workdir: Path | None = typer.Option(None, "--workdir", help="empty directory to rebuild in (kept)"),
+    receipt: Path | None = typer.Option(
+        None,
+        "--receipt",
+        help="write the reproduce receipt here (a registry digest only), for `sign --reproduce-receipt` "
+        "and `promote --reproduced`",
+    ),
+    runner: str | None = typer.Option(
+        None, "--runner", help="this machine's name in the receipt [default: $RUNNER_NAME, else the hostname]"
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Rebuild a published image from its attached source archive alone; exit 0 same, 1 different."""
     if (reference is None) == (from_dir is None):
         raise InputError("name either REGISTRY/REPO@DIGEST or --from DIR")
+    if receipt is not None and from_dir is not None:
+        raise InputError("--receipt records the reproduction of a registry digest: name REGISTRY/REPO@DIGEST")
+    if receipt is not None:
+        from releasekit.atomic import check_writable
+
+        check_writable(receipt)  # a link or special file there is refused before anything is built
     err = Console(file=sys.stderr, highlight=False)
     from functools import partial
 
@@ -80,8 +95,11 @@ def reproduce_cmd(
         from_dir=from_dir,
         workdir=workdir,
         keep=workdir is not None,
+        runner=runner,
         progress=(lambda _m: None) if as_json else (lambda m: err.print(escape(m))),
     )
+    if receipt is not None and result.receipt is not None:
+        result.receipt.write(receipt)
     if as_json:
         print_json(result)
     else:

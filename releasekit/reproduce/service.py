@@ -24,9 +24,16 @@ from releasekit.builder.release_image import BuildOptions
 from releasekit.docker_engine import Engine
 from releasekit.findings import Findings
 from releasekit.git.bundle import mirror_from_bundle
-from releasekit.records.archive import ARCHIVE_DIR
+from releasekit.records.archive import ARCHIVE_DIR, file_sha256
 from releasekit.records.build import BuildRecord
 from releasekit.records.lock import LOCK_FILE
+from releasekit.records.provenance import PROVENANCE_FILE, Statement
+from releasekit.records.reproduce_receipt import (
+    ReproducedBuild,
+    ReproduceExamined,
+    ReproduceReceipt,
+    runner_identity,
+)
 from releasekit.registry import RegistryOpener
 from releasekit.reproduce.compare import (
     ComponentComparison,
@@ -68,6 +75,32 @@ class ReproduceResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     # What the archive holds beyond what it lists (evidence.archive_findings): then nothing was built.
     findings: Findings = Field(default_factory=Findings)
+    # What ``--receipt FILE`` writes (None: no registry digest was reproduced, e.g. ``--from DIR``).
+    receipt: ReproduceReceipt | None = None
+
+
+def _receipt(pub: Published, result: ReproduceResult, runner: str | None) -> ReproduceReceipt | None:
+    """The receipt of this reproduction of a registry digest: what promote --reproduced reads."""
+    if pub.digest is None:
+        return None
+    internal = pub.statement.predicate.buildDefinition.internalParameters
+    build_runner = internal.get("runner")
+    return ReproduceReceipt(
+        digest=pub.source,
+        published_image_id=pub.image_id,
+        rebuilt_image_id=result.rebuilt_image_id,
+        reproduced=result.same and bool(result.layers) and all(layer.same for layer in result.layers),
+        build=ReproducedBuild(
+            lock_sha256=pub.index.lock_sha256,
+            manifest_sha256=pub.index.manifest_sha256,
+            provenance_sha256=file_sha256(
+                pub.directory / PROVENANCE_FILE, max_bytes=Statement.max_bytes, within=pub.directory
+            ),
+            runner=build_runner if isinstance(build_runner, str) else None,
+        ),
+        reproducer=runner_identity(runner),
+        examined=ReproduceExamined(layers=len(result.layers), archive_files=len(pub.index.entries)),
+    )
 
 
 def _components(pub: Published, record: BuildRecord) -> list[ComponentComparison]:
@@ -216,8 +249,10 @@ def reproduce(
     from_dir: Path | None = None,
     workdir: Path | None = None,
     keep: bool = False,
+    runner: str | None = None,
     progress: Callable[[str], None] = lambda _m: None,
 ) -> ReproduceResult:
+    """``runner``: the reproducer's name for its receipt (``--runner``; default ``runner_identity()``)."""
     work = scratch_dir(workdir)
     try:
         pub = (
@@ -232,7 +267,7 @@ def reproduce(
         verify_evidence(pub)
         refused = archive_findings(pub)
         if refused.errors:
-            return _refused(pub, refused)
+            return _refused(pub, refused, runner)
         progress("evidence: every archive file matches archive.json and the provenance")
         record = rebuild(_rebuild_options(pub, work, progress), engine, progress)
         rebuilt_layers = list((engine.image_attrs(record.image_id).get("RootFS") or {}).get("Layers") or [])
@@ -260,15 +295,16 @@ def reproduce(
             result.first_difference = _first_difference(
                 _Compared(pub, record, layers, components), engine, work
             )
+        result.receipt = _receipt(pub, result, runner)
         return result
     finally:
         if not keep and workdir is None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _refused(pub: Published, findings: Findings) -> ReproduceResult:
+def _refused(pub: Published, findings: Findings, runner: str | None) -> ReproduceResult:
     """The archive holds more than it lists: nothing is built, and the result is not the same (exit 1)."""
-    return ReproduceResult(
+    result = ReproduceResult(
         source=pub.source,
         digest=pub.digest,
         same=False,
@@ -281,6 +317,8 @@ def _refused(pub: Published, findings: Findings) -> ReproduceResult:
         notes=list(pub.notes),
         findings=findings,
     )
+    result.receipt = _receipt(pub, result, runner)
+    return result
 
 
 def _rebuild_options(pub: Published, work: Path, progress: Callable[[str], None]) -> BuildOptions:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -11,6 +12,7 @@ from releasekit.cli_options import JSON
 from releasekit.errors import InputError
 from releasekit.signing.keys import (
     KeyType,
+    Signer,
     key_type,
     keyid_of,
     private_from_pem,
@@ -19,6 +21,9 @@ from releasekit.signing.keys import (
     read_key_file,
     write_key_pair,
 )
+
+if TYPE_CHECKING:
+    from releasekit.signing.release import SignResult
 
 keys_app = typer.Typer(help="Signing keys for the evidence (DSSE envelopes).", no_args_is_help=True)
 
@@ -72,8 +77,8 @@ def show_public_cmd(
 
 
 def sign_cmd(
-    directory: Path = typer.Argument(
-        ..., help="the release directory (build's output, verify-provenance's artifacts)", show_default=False
+    directory: Path | None = typer.Argument(
+        None, help="the release directory (build's output, verify-provenance's artifacts)", show_default=False
     ),
     key: Path | None = typer.Option(
         None, "--key", help="PEM private key file (ECDSA P-256 or Ed25519), mode 0600"
@@ -92,6 +97,12 @@ def sign_cmd(
         help="public key (PEM) whose envelopes on the earlier links count as signed (another host's; "
         "repeatable); this key's always do",
     ),
+    reproduce_receipt: Path | None = typer.Option(
+        None,
+        "--reproduce-receipt",
+        help="sign this reproduce receipt (`reproduce --receipt`) instead of a release directory, with the "
+        "reproducer's own key",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Sign a release directory's evidence once verification ended, and each later link once written.
@@ -104,7 +115,7 @@ def sign_cmd(
     The key comes from --key (a file only its owner may read) or --key-fd (a pipe, read within a few
     seconds), never from the environment, and is read only after every input was checked. This
     command starts no other program."""
-    from releasekit.signing.keys import Signer, load_signer, load_trusted_keys
+    from releasekit.signing.keys import load_signer, load_trusted_keys
     from releasekit.signing.release import sign_release
 
     def load_key() -> Signer:
@@ -113,8 +124,17 @@ def sign_cmd(
             raise InputError("no signing key: pass --key FILE (mode 0600) or --key-fd N")
         return signer
 
-    trusted = load_trusted_keys(list(trusted_key))
-    result = sign_release(directory, load_key, receipts=receipts, trusted=trusted)
+    if (directory is None) == (reproduce_receipt is None):
+        raise InputError("name either a release DIRECTORY or --reproduce-receipt FILE")
+    if reproduce_receipt is not None:
+        return _sign_reproduction(reproduce_receipt, load_key, as_json)
+    result = sign_release(
+        directory or Path(), load_key, receipts=receipts, trusted=load_trusted_keys(list(trusted_key))
+    )
+    _print_signed(result, as_json)
+
+
+def _print_signed(result: SignResult, as_json: bool) -> None:
     envelopes = sorted([*result.signed, *result.kept])
     _print(
         as_json,
@@ -127,6 +147,28 @@ def sign_cmd(
         },
         f"signed by {result.keyid[:16]}: {', '.join(envelopes)}"
         + (f" ({len(result.kept)} already signed by this key, kept)" if result.kept else ""),
+    )
+
+
+def _sign_reproduction(receipt: Path, load_key: Callable[[], Signer], as_json: bool) -> None:
+    """The receipt checked to be one (exit 2 otherwise), then the key read, then its envelope written."""
+    from releasekit.bounded_read import read_bounded
+    from releasekit.records.base import record_from_bytes
+    from releasekit.records.reproduce_receipt import ReproduceReceipt
+    from releasekit.signing.statements import envelope_path, sign_reproduce_receipt_file
+
+    try:
+        raw = read_bounded(receipt, ReproduceReceipt.max_bytes, within=receipt.parent)
+    except FileNotFoundError:
+        raise InputError(f"--reproduce-receipt {receipt}: no such file") from None
+    record = record_from_bytes(ReproduceReceipt, raw, str(receipt))
+    signer = load_key()
+    sign_reproduce_receipt_file(signer, receipt)
+    envelope = envelope_path(receipt)
+    _print(
+        as_json,
+        {"receipt": str(receipt), "envelope": str(envelope), "keyid": signer.keyid, "digest": record.digest},
+        f"signed by {signer.keyid[:16]}: {envelope.name} (reproduction of {record.digest})",
     )
 
 

@@ -30,6 +30,7 @@ from releasekit.records.dsse import ENVELOPE_SUFFIX, envelope_name
 from releasekit.records.intoto import STATEMENT_TYPE, VERIFICATION_SUMMARY_TYPE, AnyStatement, StatementError
 from releasekit.records.intoto import parse_statement as parse_any_statement
 from releasekit.records.receipt import RECEIPT_PAYLOAD_TYPE, Receipt
+from releasekit.records.reproduce_receipt import REPRODUCE_RECEIPT_PAYLOAD_TYPE, ReproduceReceipt
 from releasekit.records.sbom import SBOM_MEDIA
 from releasekit.records.staging import STAGING_PAYLOAD_TYPE, StagingRecord
 from releasekit.records.test_receipt import TEST_RECEIPT_PAYLOAD_TYPE, TestReceipt
@@ -46,6 +47,7 @@ __all__ = [
     "envelope_path",
     "parse_statement",
     "sign_receipt_file",
+    "sign_reproduce_receipt_file",
     "sign_sbom_file",
     "sign_staging_file",
     "sign_statement_file",
@@ -137,6 +139,11 @@ def sign_receipt_file(signer: Signer | None, receipt_file: Path) -> Path | None:
 def sign_test_receipt_file(signer: Signer | None, receipt_file: Path) -> Path | None:
     """``tests/<component>.<suite>.json`` -> its ``.dsse.json``, signed by the host that ran the suite."""
     return _sign_record_file(signer, receipt_file, TestReceipt, TEST_RECEIPT_PAYLOAD_TYPE)
+
+
+def sign_reproduce_receipt_file(signer: Signer, receipt_file: Path) -> Path | None:
+    """A reproduce receipt -> its ``.dsse.json`` beside it, signed by the reproducer's own key."""
+    return _sign_record_file(signer, receipt_file, ReproduceReceipt, REPRODUCE_RECEIPT_PAYLOAD_TYPE)
 
 
 def parse_statement(payload: bytes, where: str) -> AnyStatement:
