@@ -314,6 +314,7 @@ class Measured:
     cell: str
     cpus: float
     slowdown: float
+    period_us: int = 100_000  # the CFS period of the quota
     runs: list[Run] = field(default_factory=list)
     startup_s: float = 0.0
     warmup: float = 0.0
@@ -372,10 +373,10 @@ def measure(
     check = Decode(
         DecodeCheck(kind="decode", input_len=32, output_len=args.output_len, num_prompts=args.prompts)
     )
-    period = 100_000
+    period = args.period_us
     quota = {"A": round(args.cpus * period), "A'": round(args.cpus * period)}
     quota["B"] = round(args.cpus * (1 - args.slowdown) * period)
-    out = Measured(cell=args.cell, cpus=args.cpus, slowdown=args.slowdown)
+    out = Measured(cell=args.cell, cpus=args.cpus, slowdown=args.slowdown, period_us=period)
     start = time.monotonic()
     with serve(engine, server) as running:
         running.wait_ready(adapter.readiness_paths, cell.startup_timeout_s)  # unthrottled: a quick start
@@ -530,7 +531,7 @@ def row(r: dict, measured: Measured, date: str) -> str:
     rc, rf = _rates(r["resampled"]["caught"]), _rates(r["resampled"]["false"])
     dc, df = _rates(r["disjoint"]["caught"]), _rates(r["disjoint"]["false"])
     cmd = (
-        f"`python benchmarks/bench_gate_catch.py --blocks {r['blocks']} --cpus {measured.cpus:g} "
+        f"`python benchmarks/bench_gate_catch.py --blocks {r['blocks']} --cpus {measured.cpus:g} --period-us {measured.period_us} "
         f"--trials {r['resampled']['trials']} --row`"
     )
     return (
@@ -566,6 +567,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=60, help="interleaved A B A' blocks")
     parser.add_argument("--cpus", type=float, default=0.25, help="A's CPU quota, in cores")
     parser.add_argument("--slowdown", type=float, default=0.05, help="B's quota is (1 - this) x A's")
+    parser.add_argument(
+        "--period-us",
+        type=int,
+        default=100_000,
+        help="the CFS period the quota is given in (shorter: the server is stopped in shorter spells)",
+    )
     parser.add_argument("--cell", default="cpu-ngram3", help="the demo cell whose server is measured")
     parser.add_argument("--output-len", type=int, default=64, help="decode tokens per long request")
     parser.add_argument("--prompts", type=int, default=2, help="decode requests per run (each length)")
