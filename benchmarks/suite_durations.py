@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("junit", nargs="+", type=Path, help="pytest --junit-xml output(s)")
     parser.add_argument("--top", type=int, default=25, help="modules and tests listed (default 25)")
     parser.add_argument("--row", action="store_true", help="print docs/benchmarks.md's suite row instead")
-    parser.add_argument("--workers", type=int, default=3, help="pytest-xdist workers of the run (for --row)")
+    parser.add_argument("--workers", type=int, default=4, help="pytest-xdist workers of the run (for --row)")
     args = parser.parse_args(argv)
     run = read(args.junit)
     if not run.cases:

@@ -104,17 +104,19 @@ SHARED_GROUPS = {
     "test_verify_nocache.py": "verifier",
 }
 # The groups that take longest, longest first, so that no worker starts a long one at the end while
-# the others sit idle, by the modules' summed times of a quiet two-worker run: the whole demo with the act
-# workflow (525 s), the PD cells (160 s), the dress rehearsal (156 s), the in-process verifications
-# (115 s), the B12X rehearsal (83 s), the crash series (56 s), the CUDA builder (44 s). Refresh
-# from the modules' summed times that benchmarks/suite_durations.py prints at the end of CI's log.
+# the others sit idle, by the modules' summed times of a quiet four-worker run: the whole demo with the
+# act workflow and the e2e cells (629 s), the PD cells (195 s), the in-process verifications (195 s),
+# the dress rehearsal (187 s), the crash series (171 s), the B12X rehearsal (124 s), the reproduction
+# (110 s), the CUDA builder (49 s). Refresh from the modules' summed times that
+# benchmarks/suite_durations.py prints at the end of CI's log.
 LONGEST_FIRST = (
     "demo-run",
     "test_validate_pd.py",
-    "test_rehearsal.py",
     "verifier",
-    "test_rehearsal_b12x.py",
+    "test_rehearsal.py",
     "test_crash_concurrency.py",
+    "test_rehearsal_b12x.py",
+    "test_reproduce.py",
     "test_build_cuda_builder.py",
 )
 
