@@ -16,7 +16,7 @@ from cli_run import invoke
 from publish_support import MANIFEST
 
 from releasekit.errors import InputError
-from releasekit.publish.reproduced import (
+from releasekit.publish.reproduction import (
     ReproductionPolicy,
     ReproductionSubject,
     read_subject,

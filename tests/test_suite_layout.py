@@ -177,7 +177,10 @@ def test_the_durations_summary_reads_the_junit_xml(tmp_path: Path) -> None:
     ]
     assert "      30.0 s  tests/test_b.py::test_three" in lines  # xdist's @group suffix taken off
     row = subprocess.run(
-        [sys.executable, str(script), str(junit), "--row"], capture_output=True, text=True, check=True
+        [sys.executable, str(script), str(junit), "--row", "--workers", "3"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert row.startswith(
         "| the test command, `CI=true bash .ci/run` in a fresh clone | 4 tests (1 skipped, 1 failed)"

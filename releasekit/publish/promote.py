@@ -20,7 +20,7 @@ from releasekit.errors import EnvironmentProblem, InputError
 from releasekit.findings import Findings
 from releasekit.publish.attachments import FetchedAttachments
 from releasekit.publish.gate import GateReport, add_signed_check, evaluate_gate, policy_from_manifest
-from releasekit.publish.reproduced import (
+from releasekit.publish.reproduction import (
     ReproductionPolicy,
     ReproductionSubject,
     add_reproduction_check,

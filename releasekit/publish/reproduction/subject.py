@@ -1,29 +1,12 @@
-"""Promote's last line: an independent reproduction, signed by a key of its own (``publish.require_reproduced``).
-
-When the locked manifest says ``require_reproduced`` and promote moves a digest into the
-manifest's stable channel, it reads the reproduce receipt given as ``--reproduced FILE``
-(``releasekit reproduce --receipt``) and its envelope beside it (``sign --reproduce-receipt``)
-and runs the checks below, composed with ``AllOf``. Each reports its own code; any finding
-refuses the promotion (exit 1, nothing moved):
-
-- ``REPRODUCTION_REQUIRED``: no receipt given, or the file is not a reproduce receipt;
-- ``REPRODUCTION_UNSIGNED``: no envelope beside it;
-- ``REPRODUCTION_UNTRUSTED``: the envelope is not by one of ``publish.reproducer_keys`` (the
-  release key is never one), does not verify, or the receipt was edited after signing;
-- ``REPRODUCTION_WRONG_DIGEST``: the receipt is about another digest or image;
-- ``REPRODUCTION_DIFFERED``: the rebuild was not the published image, layer for layer;
-- ``REPRODUCTION_SAME_RUNNER``: the reproducer is the runner the attached provenance says
-  built the image, or the provenance names none.
-"""
+"""What promote's reproduction checks judge: the locked manifest's ask, the receipt as read, and its signature."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from releasekit.bounded_read import TEXT_MAX_BYTES, read_bounded
-from releasekit.checks import AllOf
 from releasekit.errors import InputError
 from releasekit.findings import Findings
 from releasekit.records.base import RecordError, record_from_bytes
@@ -71,114 +54,9 @@ class ReproductionSubject:
     notes: list[str] = field(default_factory=list)
 
 
-class _HasReceipt:
+class HasReceipt:
     def applies(self, subject: ReproductionSubject) -> bool:
         return subject.receipt is not None
-
-
-class ReceiptGiven:
-    name = "reproduce receipt given"
-    codes = ("REPRODUCTION_REQUIRED",)
-
-    def run(self, subject: ReproductionSubject) -> Findings:
-        out = Findings()
-        if subject.receipt is None:
-            out.add(
-                "REPRODUCTION_REQUIRED", subject.problem or "no reproduce receipt", image=subject.image_id
-            )
-        return out
-
-
-class ReceiptSigned(_HasReceipt):
-    name = "reproduce receipt signed by a reproducer key"
-    codes = ("REPRODUCTION_UNSIGNED", "REPRODUCTION_UNTRUSTED")
-
-    def run(self, subject: ReproductionSubject) -> Findings:
-        out = Findings()
-        if not subject.signed:
-            out.add(
-                "REPRODUCTION_UNSIGNED",
-                f"{subject.path}: no {Path(str(subject.path)).name.removesuffix('.json')}.dsse.json beside it "
-                "(sign it: releasekit sign --reproduce-receipt FILE --key REPRODUCER_KEY)",
-                image=subject.image_id,
-            )
-        elif subject.signer is None:
-            out.add(
-                "REPRODUCTION_UNTRUSTED", subject.signature_problem or "not verified", image=subject.image_id
-            )
-        return out
-
-
-class ReceiptForThisDigest(_HasReceipt):
-    name = "reproduce receipt names this digest"
-    codes = ("REPRODUCTION_WRONG_DIGEST",)
-
-    def run(self, subject: ReproductionSubject) -> Findings:
-        out = Findings()
-        receipt = subject.receipt
-        assert receipt is not None
-        if receipt.digest_only() != subject.digest or receipt.published_image_id != subject.image_id:
-            out.add(
-                "REPRODUCTION_WRONG_DIGEST",
-                f"the receipt reproduced {receipt.digest} (image {receipt.published_image_id[:19]}), "
-                f"not {subject.digest} (image {subject.image_id[:19]})",
-                image=subject.image_id,
-            )
-        return out
-
-
-class ReceiptReproduced(_HasReceipt):
-    name = "reproduction was the published image"
-    codes = ("REPRODUCTION_DIFFERED",)
-
-    def run(self, subject: ReproductionSubject) -> Findings:
-        out = Findings()
-        receipt = subject.receipt
-        assert receipt is not None
-        same_image = receipt.rebuilt_image_id == receipt.published_image_id
-        if not (receipt.reproduced and same_image and receipt.examined.layers > 0):
-            out.add(
-                "REPRODUCTION_DIFFERED",
-                f"the reproduction rebuilt {receipt.rebuilt_image_id[:19] or 'nothing'}, not the published "
-                f"image {receipt.published_image_id[:19]} layer for layer",
-                image=subject.image_id,
-            )
-        return out
-
-
-class ReproducerNotBuilder(_HasReceipt):
-    name = "reproduced on a runner that did not build"
-    codes = ("REPRODUCTION_SAME_RUNNER",)
-
-    def run(self, subject: ReproductionSubject) -> Findings:
-        out = Findings()
-        receipt = subject.receipt
-        assert receipt is not None
-        builders = {r for r in (subject.build_runner, receipt.build.runner) if r}
-        if not builders:
-            out.add(
-                "REPRODUCTION_SAME_RUNNER",
-                "the build's provenance names no runner: nothing shows the reproduction ran elsewhere",
-                image=subject.image_id,
-            )
-        elif receipt.reproducer in builders:
-            out.add(
-                "REPRODUCTION_SAME_RUNNER",
-                f"reproduced on {receipt.reproducer!r}, the runner that built the image: not independent",
-                image=subject.image_id,
-            )
-        return out
-
-
-def reproduction_checks() -> AllOf[ReproductionSubject]:
-    return AllOf(
-        ReceiptGiven(),
-        ReceiptSigned(),
-        ReceiptForThisDigest(),
-        ReceiptReproduced(),
-        ReproducerNotBuilder(),
-        name=CHECK_NAME,
-    )
 
 
 def reproduction_policy(manifest_path: Path | None, locked_sha256: str | None) -> ReproductionPolicy | None:
@@ -252,8 +130,6 @@ def read_subject(given: Path | None, keys: TrustedKeys, base: ReproductionSubjec
 
 
 def _with(base: ReproductionSubject, **changes: object) -> ReproductionSubject:
-    from dataclasses import replace
-
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
