@@ -361,6 +361,19 @@ def test_remaining_findings_each_when_due(world: World) -> None:
     data["exclusions"][0]["paths"] = []
     data["exclusions"][0]["message_pattern"] = None
     assert _codes(_check(world, data=data)) == [("ALREADY_CANONICAL_MISSING", "vllm", None)]
+    # A listed commit that no repository has (a mistyped hash) is said, never skipped.
+    data["exclusions"][-1]["commits"].append("0123456789ab")
+    found = _check(world, data=data)
+    unknown = [f for f in found.findings if f.code == "EXCLUSION_COMMIT_UNKNOWN"]
+    assert (
+        len(unknown) == 1 and unknown[0].severity == "error"
+    )  # disposition excluded: the plan depends on it
+    assert "commit 0123456789ab is in no repository it applies to (b12x, vllm)" in unknown[0].message
+    assert _codes(found) == [
+        ("ALREADY_CANONICAL_MISSING", "vllm", None),
+        ("EXCLUSION_COMMIT_UNKNOWN", None, None),
+    ]
+    data["exclusions"][-1]["commits"].pop()
     world.vllm.merge_pr(47, "squash")
     world.vllm.cherry_pick(world.launcher, FF)
     codes = _codes(_check(world, data=data))

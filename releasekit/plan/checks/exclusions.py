@@ -17,7 +17,7 @@ from releasekit.plan.upstream import UpstreamPatches
 
 class ExclusionsAbsent:
     name = "exclusions-absent"
-    codes = ("EXCLUDED_CHANGE_PRESENT", "EXCLUSION_UPSTREAM_UNREAD")
+    codes = ("EXCLUDED_CHANGE_PRESENT", "EXCLUSION_UPSTREAM_UNREAD", "EXCLUSION_COMMIT_UNKNOWN")
 
     def run(self, ctx: PlanContext) -> Findings:
         findings = Findings()
@@ -42,7 +42,26 @@ class ExclusionsAbsent:
                         pr=excl.pr,
                     )
                 _content_hits(ctx, cs, excl, findings)
+            _unknown_commits(excl, [cs for cs in targets if cs.history is not None], findings)
         return findings
+
+
+def _unknown_commits(excl: Exclusion, read: list[ComponentState], findings: Findings) -> None:
+    """A listed commit that no component's repository has (each one read): nothing to compare with,
+    so it cannot be shown absent; an error where the plan depends on the exclusion."""
+    if not read:
+        return
+    for prefix in excl.commits:
+        if any(cs.mirror.has_commit(prefix) for cs in read):
+            continue
+        where = ", ".join(sorted(cs.name for cs in read))
+        findings.add(
+            "EXCLUSION_COMMIT_UNKNOWN",
+            f"exclusion '{excl.id}': commit {prefix} is in no repository it applies to ({where}): a "
+            "mistyped hash, or one the mirror lacks? Neither it nor a copy of it can be looked for",
+            severity=Severity.error if excl.disposition in REQUIRED_DISPOSITIONS else Severity.warning,
+            component=read[0].name if len(read) == 1 else None,
+        )
 
 
 def _upstream_unread(excl: Exclusion, upstream: UpstreamPatches, component: str, findings: Findings) -> None:
