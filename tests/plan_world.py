@@ -35,6 +35,23 @@ def plan_lock(loaded: LoadedManifest, **options: Any) -> Lock:
     return build_lock(loaded, forges=GitHubForges(), engine=LazyEngine(timeout=60), **options)
 
 
+def written_and_locked(root: Path, data: dict[str, Any]) -> tuple[Path, Path]:
+    """``data`` written as ``root/manifest.yaml`` and locked (local repositories allowed, a git cache
+    under ``root``) into ``root/lock.json``: the two paths."""
+    from ruamel.yaml import YAML
+
+    from releasekit.manifest import load_manifest
+    from releasekit.records.lock import write_lock
+
+    path = root / "manifest.yaml"
+    with path.open("w") as handle:
+        YAML().dump(data, handle)
+    write_lock(
+        plan_lock(load_manifest(path), cache_dir=root / "git-cache", allow_local=True), root / "lock.json"
+    )
+    return path, root / "lock.json"
+
+
 def plan_check(loaded: LoadedManifest, options: PlanCheckOptions | None = None) -> PlanCheckResult:
     """``check_plan`` with the forge clients ``plan check`` makes (token and cache read from the environment now)."""
     return check_plan(loaded, options, forges=GitHubForges())

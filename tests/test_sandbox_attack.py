@@ -22,11 +22,8 @@ from pathlib import Path
 import pytest
 from cli_run import invoke
 from forge import Forge
-from plan_world import plan_lock
-from ruamel.yaml import YAML
-
-from releasekit.manifest import load_manifest
-from releasekit.records.lock import write_lock
+from plan_world import written_and_locked
+from sandbox_support import WHEEL_WRITER
 
 pytestmark = pytest.mark.docker
 
@@ -96,8 +93,10 @@ if __name__ == "__main__":
     attack(sys.argv[1])
 '''
 
-BACKEND = """
-import base64, hashlib, sys, zipfile
+BACKEND = (
+    WHEEL_WRITER
+    + """
+import sys
 
 sys.path.insert(0, ".")
 from attack import attack
@@ -109,23 +108,10 @@ def get_requires_for_build_wheel(config_settings=None):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     stolen = attack("backend")
-    name = "sbxattack-1.0-py3-none-any.whl"
-    files = {
-        "sbxattack/__init__.py": b"",
-        "sbxattack/stolen.txt": "\\n".join(stolen).encode(),
-        "sbxattack-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\\nName: sbxattack\\nVersion: 1.0\\n",
-        "sbxattack-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-    }
-    record = []
-    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{path},sha256={digest},{len(data)}")
-        record.append("sbxattack-1.0.dist-info/RECORD,,")
-        zf.writestr("sbxattack-1.0.dist-info/RECORD", "\\n".join(record) + "\\n")
-    return name
+    files = {"sbxattack/__init__.py": b"", "sbxattack/stolen.txt": "\\n".join(stolen).encode()}
+    return write_wheel(wheel_directory, "sbxattack", files)
 """
+)
 
 HOOKS = """\
 repos:
@@ -174,12 +160,7 @@ def _manifest(root: Path, repo: Forge, base_image: str) -> tuple[Path, Path]:
             "cuda_arch_list": ["12.0a"],
         },
     }
-    path = root / "manifest.yaml"
-    with path.open("w") as handle:
-        YAML().dump(data, handle)
-    lock = plan_lock(load_manifest(path), cache_dir=root / "git-cache", allow_local=True)
-    write_lock(lock, root / "lock.json")
-    return path, root / "lock.json"
+    return written_and_locked(root, data)
 
 
 def _daemons() -> list[int]:

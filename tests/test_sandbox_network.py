@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from cli_run import invoke
 from forge import Forge
-from plan_world import plan_lock
+from plan_world import written_and_locked
 from ruamel.yaml import YAML
+from sandbox_support import WHEEL_WRITER
 
 from releasekit.manifest import load_manifest
-from releasekit.records.lock import write_lock
 
 TOKEN = uuid.uuid4().hex[:12]
 SECRET = f"rk-net-secret-{TOKEN}"
@@ -55,8 +55,10 @@ if __name__ == "__main__":
             fh.write('<testsuite tests="1"><testcase classname="probe" name="reach"/></testsuite>')
 """
 
-BACKEND = """
-import base64, hashlib, sys, zipfile
+BACKEND = (
+    WHEEL_WRITER
+    + """
+import sys
 
 sys.path.insert(0, ".")
 from probe import NAME, probe
@@ -68,23 +70,9 @@ def get_requires_for_build_wheel(config_settings=None):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     print("rk-net build:", probe("build"))
-    dist = f"rknet{NAME}"
-    name = f"{dist}-1.0-py3-none-any.whl"
-    files = {
-        f"{dist}/__init__.py": b"",
-        f"{dist}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\\nName: {dist}\\nVersion: 1.0\\n".encode(),
-        f"{dist}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-    }
-    record = []
-    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{path},sha256={digest},{len(data)}")
-        record.append(f"{dist}-1.0.dist-info/RECORD,,")
-        zf.writestr(f"{dist}-1.0.dist-info/RECORD", "\\n".join(record) + "\\n")
-    return name
+    return write_wheel(wheel_directory, f"rknet{NAME}", {f"rknet{NAME}/__init__.py": b""})
 """
+)
 
 PYPROJECT = """\
 [build-system]
@@ -219,12 +207,7 @@ def _world(root: Path, url: str, served: Path, base_image: str) -> tuple[Path, P
             "cuda_arch_list": ["12.0a"],
         },
     }
-    path = root / "manifest.yaml"
-    with path.open("w") as handle:
-        YAML().dump(data, handle)
-    lock = plan_lock(load_manifest(path), cache_dir=root / "git-cache", allow_local=True)
-    write_lock(lock, root / "lock.json")
-    return path, root / "lock.json"
+    return written_and_locked(root, data)
 
 
 def _probes(seen: list[str]) -> list[str]:

@@ -19,12 +19,8 @@ from pathlib import Path
 import pytest
 from cli_run import invoke
 from forge import Forge
-from plan_world import plan_lock
-from ruamel.yaml import YAML
+from plan_world import written_and_locked
 from stable import assert_same_record, without_times
-
-from releasekit.manifest import load_manifest
-from releasekit.records.lock import write_lock
 
 pytestmark = pytest.mark.docker
 
@@ -202,12 +198,7 @@ def _manifest(
         },
     }
     root.mkdir(parents=True, exist_ok=True)
-    path = root / "manifest.yaml"
-    with path.open("w") as handle:
-        YAML().dump(data, handle)
-    lock = plan_lock(load_manifest(path), cache_dir=root / "git-cache", allow_local=True)
-    write_lock(lock, root / "lock.json")
-    return path, root / "lock.json"
+    return written_and_locked(root, data)
 
 
 SUITES = [
