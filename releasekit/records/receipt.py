@@ -285,27 +285,27 @@ def receipt_values(path: Path) -> dict[str, float]:
     """
     from releasekit.records.legacy import read_validation_receipt
 
-    try:
-        raw = bounded_json(
-            read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"), str(path)
-        )
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a JSON receipt: {exc}") from None
-    if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
+    if _is_todays_tools(path):
         return read_validation_receipt(path).metrics()
     receipt = read_receipt(path)
     return {name: m.value for name, m in receipt.metrics.items() if m.value is not None}
 
 
-def receipt_samples(path: Path) -> dict[str, list[float]]:
-    """The runs behind each repeated metric of one of our receipts (two or more samples); {} for today's tool's."""
+def _is_todays_tools(path: Path) -> bool:
+    """Whether a receipt file is today's tool's (``schema_version`` and ``evidence``) rather than ours;
+    ``InputError`` (one line) for a file that is not JSON."""
     try:
         raw = bounded_json(
             read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"), str(path)
         )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: not a JSON receipt: {exc}") from None
-    if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
+    return isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw
+
+
+def receipt_samples(path: Path) -> dict[str, list[float]]:
+    """The runs behind each repeated metric of one of our receipts (two or more samples); {} for today's tool's."""
+    if _is_todays_tools(path):
         return {}
     receipt = read_receipt(path)
     return {name: list(m.samples) for name, m in receipt.metrics.items() if len(m.samples) >= 2}
@@ -313,13 +313,7 @@ def receipt_samples(path: Path) -> dict[str, list[float]]:
 
 def receipt_host(path: Path) -> dict[str, str] | None:
     """The host one of our receipts says it ran on (None: today's tool's receipt, or ours naming none)."""
-    try:
-        raw = bounded_json(
-            read_bounded(path, Receipt.max_bytes, within=path.parent).decode("utf-8"), str(path)
-        )
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a JSON receipt: {exc}") from None
-    if isinstance(raw, dict) and "schema_version" in raw and "evidence" in raw:
+    if _is_todays_tools(path):
         return None
     return dict(read_receipt(path).host) or None
 
