@@ -8,6 +8,7 @@ against benchmarks/bench_gate_catch.py's statistics (the real gate on resampled 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import random
 import sys
@@ -422,3 +423,29 @@ def test_the_benchmark_says_how_many_runs_past_the_manifests_cap(bench_gate_catc
     assert runs is not None and runs > 100
     assert threshold_window(Design(0.1, runs, 0.1, runs), guards=0.045, limit=0.05) is not None
     assert threshold_window(Design(0.1, runs - 1, 0.1, runs - 1), guards=0.045, limit=0.05) is None
+
+
+@pytest.mark.parametrize(
+    ("evidence", "holds"),
+    [
+        ("gate_catch.gpu.2026-12-06.json", True),  # an H100: 0.04-0.09 % variation, a planted 5 % step delay
+        ("gate_catch.cpu.2026-12-06.json", False),  # the demo's vLLM CPU server: 6-8 %
+    ],
+)
+def test_ff_next_gate_on_the_measured_runs(bench_gate_catch, evidence: str, holds: bool) -> None:
+    """ff-next's step-rate gate as the manifest sets it, applied by the real gate code to the runs measured
+    for issue 45 (docs/evidence/): on the GPU host's runs it catches the planted 5 % slowdown and passes
+    the unchanged candidate, both in at least 95 % of block-bootstrap trials and of the disjoint groups; on
+    the CPU server's it cannot, and gate_power's design for that variation needs more than 5 runs."""
+    bench = bench_gate_catch
+    data = json.loads((REPO / "docs" / "evidence" / evidence).read_text(encoding="utf-8"))["measured"]
+    measured = bench.Measured(**{**data, "runs": [bench.Run(**x) for x in data["runs"]]})
+    blocks = measured.blocks()
+    gate = bench.ff_next_gate()
+    assert (gate.runs, gate.min_ratio, gate.guarded) == (5, 0.97, 0.045) and len(blocks) >= 30
+    caught, false, exact = bench.resampled(gate, blocks, trials=20, seed=45, exact=0.05)
+    d_caught, d_false = bench.disjoint(gate, blocks)
+    both = [caught.rate(), exact.rate(), 1 - false.rate(), d_caught.rate(), 1 - d_false.rate()]
+    assert all(rate >= 0.95 for rate in both) is holds, both
+    design = bench.computed(gate, bench.variation(blocks)).design_runs
+    assert (design is not None and design <= gate.runs) is holds
