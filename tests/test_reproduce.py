@@ -269,15 +269,14 @@ def test_reproduce_from_the_registry_with_every_source_gone(reproduce_world):
     _promote_stable_requires_a_signed_independent_reproduction(reproduce_world, receipt)
 
 
-def _promote(world: World, *extra: str):
+def _promote(world: World, *extra: str, manifest: bool = True):
     return invoke(
         "promote",
         "--from",
         f"{world.host}/{world.repo}:r1",
         "--to",
         f"{world.host}/{world.repo}:stable",
-        "--manifest",
-        str(world.locked / "manifest.yaml"),
+        *(("--manifest", str(world.locked / "manifest.yaml")) if manifest else ()),
         *extra,
     )
 
@@ -341,6 +340,10 @@ def _promote_stable_requires_a_signed_independent_reproduction(world: World, rec
         assert r.returncode == 1 and code in r.stdout, (code, r.stdout + r.stderr)
     r = _promote(world, "--reproduced", str(edited))  # edited after it was signed
     assert r.returncode == 1 and "REPRODUCTION_UNTRUSTED" in r.stdout, r.stdout + r.stderr
+    # Without --manifest, the published gate record's own word holds: refused, not let through unasked.
+    r = _promote(world, manifest=False)
+    assert r.returncode == 1 and "REPRODUCTION_REQUIRED" in r.stdout, r.stdout + r.stderr
+    assert "published gate record" in r.stdout, r.stdout
     with RegistryClient(world.host) as client:
         assert client.get_manifest(world.repo, "stable") is None  # nothing moved
     # The signed receipt of this digest, from another runner: promoted.

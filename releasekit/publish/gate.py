@@ -157,6 +157,7 @@ def policy_from_manifest(manifest: Manifest) -> GatePolicy:
 
     validation = manifest.validation
     suites, hygiene = _test_policy(manifest)
+    publish = manifest.publish
     return GatePolicy(
         cells=[
             CellPolicy(
@@ -174,7 +175,10 @@ def policy_from_manifest(manifest: Manifest) -> GatePolicy:
         forbidden_env=list(validation.forbidden.env),
         forbidden_args=list(validation.forbidden.args),
         forbidden_reason=validation.forbidden.reason,
-        signed=bool(getattr(getattr(manifest, "publish", None), "signed", False)),
+        signed=bool(getattr(publish, "signed", False)),
+        reproduced_channels=sorted(publish.stable_channels())
+        if publish is not None and publish.require_reproduced
+        else [],
         suites=suites,
         hygiene=hygiene,
     )

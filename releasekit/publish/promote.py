@@ -176,6 +176,25 @@ def _reproduction_gate(
     result.reproducer = subject.signer
 
 
+def _recorded_reproduction_ask(
+    record: GateRecord, channel: str, image_id: str, result: PromoteResult
+) -> None:
+    """Without ``--manifest``: the published gate record says whether this channel needs a reproduction
+    (``publish.require_reproduced``, recorded at publish). Only the locked manifest names whose
+    reproduction counts, so such a move is refused here, never let through unasked."""
+    if result.gate is None or channel not in record.policy.reproduced_channels:
+        return
+    found = Findings()
+    found.add(
+        "REPRODUCTION_REQUIRED",
+        f"the published gate record says a move into {channel!r} needs an independent reproduction: "
+        "promote with --manifest (the locked manifest, naming its reproducer_keys) and --reproduced FILE",
+        image=image_id,
+    )
+    add_reproduction_check(result.gate, found)
+    result.findings.extend(found)
+
+
 def _candidate(
     session: TargetSession, src: Reference, blob: ManifestBlob, image: ImageFacts, result: PromoteResult
 ) -> Candidate | None:
@@ -247,6 +266,8 @@ def promote(
             release_keys=list(trusted_key_files or []),
             result=result,
         )
+        if manifest_path is None:
+            _recorded_reproduction_ask(record, dst.tag, image.id, result)
         if result.gate is None or not result.gate.passed:
             return result
         failpoint("promote-judged")

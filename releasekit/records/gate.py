@@ -66,6 +66,10 @@ class GatePolicy(BaseModel):
     forbidden_args: list[str] = Field(default_factory=list)
     forbidden_reason: str | None = None
     signed: bool = False  # publish.signed: the evidence must carry signatures by a trusted key
+    # publish.require_reproduced: the channels a promotion into which needs a signed, independent
+    # reproduction (the manifest's stable channels; empty: none). Recorded so that a promote without
+    # --manifest (which alone names whose reproduction counts) refuses instead of requiring nothing.
+    reproduced_channels: list[str] = Field(default_factory=list)
 
     def cell(self, cell_id: str) -> CellPolicy | None:
         return next((c for c in self.cells if c.id == cell_id), None)
