@@ -246,7 +246,13 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     spec_off = {
         "spec-off": BaselineValues(name="spec-off", values={k: m.value for k, m in off.metrics.items()})
     }
-    unmeetable = Gate(metric="decode.output_tok_s", baseline="spec-off", min_ratio=50.0, runs=1)
+    # Twice the ratio measured, whatever this host measured: ngram's decode rate by difference spreads
+    # widely (once 5,560 tok/s, over 50 times spec-off's, in a loaded suite). Its short requests imply
+    # far more prefill than its long ones allow: the long ones seem to gain more from drafting.
+    measured = ngram.metrics["decode.output_tok_s"].value / off.metrics["decode.output_tok_s"].value
+    unmeetable = Gate(
+        metric="decode.output_tok_s", baseline="spec-off", min_ratio=2 * max(measured, 1.0), runs=1
+    )
     result_gate, gate_findings = evaluate_gate(unmeetable, ngram.metrics, spec_off)
     assert not result_gate.passed and gate_findings.codes() == ["GATE_BELOW_BASELINE"]
     report = demo / "release" / "validation-report"
