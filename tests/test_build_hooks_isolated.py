@@ -13,13 +13,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from sandbox_support import base_sandbox
+from sandbox_support import WHEEL_WRITER, base_sandbox
 
 from releasekit.builder.wheel import Log, build_wheel, unmet_requirements
 from releasekit.manifest.models import BuildRecipe
 
-BACKEND = """
-import base64, hashlib, importlib.util, zipfile
+BACKEND = (
+    WHEEL_WRITER
+    + """
+import importlib.util
 
 def _refuse_releasekit():
     # releasekit/builder/ holds wheel.py, wheelfile.py and stamp.py: none may be importable here.
@@ -34,22 +36,9 @@ def get_requires_for_build_wheel(config_settings=None):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     _refuse_releasekit()
-    name = "hookcheck-1.0-py3-none-any.whl"
-    files = {
-        "hookcheck/__init__.py": b"",
-        "hookcheck-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\\nName: hookcheck\\nVersion: 1.0\\n",
-        "hookcheck-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-    }
-    record = []
-    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{path},sha256={digest},{len(data)}")
-        record.append("hookcheck-1.0.dist-info/RECORD,,")
-        zf.writestr("hookcheck-1.0.dist-info/RECORD", "\\n".join(record) + "\\n")
-    return name
+    return write_wheel(wheel_directory, "hookcheck", {"hookcheck/__init__.py": b""})
 """
+)
 
 
 @pytest.mark.docker

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from sandbox_support import base_sandbox
+from sandbox_support import WHEEL_WRITER, base_sandbox
 
 from releasekit import child_env, registry
 from releasekit.builder.wheel import Log, build_wheel
@@ -31,8 +31,10 @@ SECRETS = {
     "GH_TOKEN": "gho_Zk3yT0k3n",
 }
 
-BACKEND = """
-import base64, hashlib, json, os, zipfile
+BACKEND = (
+    WHEEL_WRITER
+    + """
+import json, os
 
 def get_requires_for_build_wheel(config_settings=None):
     return []
@@ -40,22 +42,9 @@ def get_requires_for_build_wheel(config_settings=None):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     # What a hostile backend would exfiltrate: its whole environment (into the build's log).
     print("ENV-DUMP " + json.dumps(dict(os.environ)), flush=True)
-    name = "envdump-1.0-py3-none-any.whl"
-    files = {
-        "envdump/__init__.py": b"",
-        "envdump-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\\nName: envdump\\nVersion: 1.0\\n",
-        "envdump-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-    }
-    record = []
-    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{path},sha256={digest},{len(data)}")
-        record.append("envdump-1.0.dist-info/RECORD,,")
-        zf.writestr("envdump-1.0.dist-info/RECORD", "\\n".join(record) + "\\n")
-    return name
+    return write_wheel(wheel_directory, "envdump", {"envdump/__init__.py": b""})
 """
+)
 
 
 def _git(repo: Path, *args: str) -> None:
