@@ -604,6 +604,15 @@ def row(r: dict, measured: Measured, date: str) -> str:
     )
 
 
+def read_runs(path: Path) -> tuple[Measured, dict]:
+    """The runs an earlier ``--json`` (or bench_gate_catch_gpu.py) wrote, and what else the file holds
+    that a judged file carries over (the GPU benchmark's sessions)."""
+    whole = json.loads(path.read_text(encoding="utf-8"))
+    data = whole["measured"]
+    measured = Measured(**{**data, "runs": [Run(**x) for x in data["runs"]]})
+    return measured, {k: v for k, v in whole.items() if k == "gpu"}
+
+
 def _saver(path: Path | None) -> Callable[[Measured], None] | None:
     """Writes the runs so far after each block: a stopped run can still be judged (``--runs-file``)."""
     if path is None:
@@ -683,10 +692,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.synthetic is not None:
         blocks = synthetic_blocks(args.blocks, cv=args.synthetic, ratio=1 - args.slowdown, seed=args.seed)
     elif args.runs_file is not None:
-        whole = json.loads(args.runs_file.read_text(encoding="utf-8"))
-        data = whole["measured"]
-        kept = {k: v for k, v in whole.items() if k == "gpu"}
-        measured = Measured(**{**data, "runs": [Run(**x) for x in data["runs"]]})
+        measured, kept = read_runs(args.runs_file)
         blocks = measured.blocks(args.quota_bound)
     else:
         from releasekit.docker_engine import connect

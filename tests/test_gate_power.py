@@ -8,7 +8,6 @@ against benchmarks/bench_gate_catch.py's statistics (the real gate on resampled 
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import random
 import sys
@@ -438,8 +437,7 @@ def test_ff_next_gate_on_the_measured_runs(bench_gate_catch, evidence: str, hold
     the unchanged candidate, both in at least 95 % of block-bootstrap trials and of the disjoint groups; on
     the CPU server's it cannot, and gate_power's design for that variation needs more than 5 runs."""
     bench = bench_gate_catch
-    data = json.loads((REPO / "docs" / "evidence" / evidence).read_text(encoding="utf-8"))["measured"]
-    measured = bench.Measured(**{**data, "runs": [bench.Run(**x) for x in data["runs"]]})
+    measured, _ = bench.read_runs(REPO / "docs" / "evidence" / evidence)
     blocks = measured.blocks()
     gate = bench.ff_next_gate()
     assert (gate.runs, gate.min_ratio, gate.guarded) == (5, 0.97, 0.045) and len(blocks) >= 30
