@@ -18,6 +18,7 @@ from releasekit.demo.cpu_matrix import (
 )
 from releasekit.demo.example import make_example
 from releasekit.manifest import load_manifest
+from releasekit.validate.checks.decode import ENGINE_TIMED
 from releasekit.validate.interleave import side_order
 
 HAS_NVCC = shutil.which("nvcc") is not None
@@ -226,6 +227,12 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     assert ngram.metrics["acceptance.rate"].value > 0
     assert ngram.metrics["acceptance.drafts"].value > 0
     assert ngram.metrics["decode.output_tok_s"].value > 0
+    # Both cells' decode speed is vLLM's own account of exactly our one 32-token request a run (its
+    # decode histograms), not a difference of latencies: 31 tokens after the first.
+    for r in (off, ngram):
+        decode = next(c for c in r.checks if c.kind == "decode")
+        for run in decode.details.get("runs", [decode.details]):
+            assert run["method"] == ENGINE_TIMED and run["engine_timed"]["decode_tokens"] == 31, run
     assert ngram.invocation is not None and "--speculative-config" in ngram.invocation.argv
     gate = next(g for g in ngram.gates if g.baseline == "spec-off")
     assert gate.passed and gate.baseline_value == off.metrics["decode.output_tok_s"].value
@@ -246,9 +253,8 @@ def _check_validate_stage(demo: Path, result: dict, lock_sha: str, docker_client
     spec_off = {
         "spec-off": BaselineValues(name="spec-off", values={k: m.value for k, m in off.metrics.items()})
     }
-    # Twice the ratio measured, whatever this host measured: ngram's decode rate by difference spreads
-    # widely (once 5,560 tok/s, over 50 times spec-off's, in a loaded suite). Its short requests imply
-    # far more prefill than its long ones allow: the long ones seem to gain more from drafting.
+    # Twice the ratio measured, whatever this host measured (ngram drafts 3 tokens a step: its decode
+    # rate is a multiple of spec-off's, by how much depends on how well this host's run drafted).
     measured = ngram.metrics["decode.output_tok_s"].value / off.metrics["decode.output_tok_s"].value
     unmeetable = Gate(
         metric="decode.output_tok_s", baseline="spec-off", min_ratio=2 * max(measured, 1.0), runs=1

@@ -19,13 +19,18 @@ from releasekit.manifest.validation import (
 )
 from releasekit.records.receipt import Metric
 from releasekit.validate import scoring
-from releasekit.validate.checks.decode import decode_rate, stream_tpot_ms, target_step_rate
+from releasekit.validate.checks.decode import (
+    decode_rate,
+    engine_decode_rate,
+    stream_tpot_ms,
+    target_step_rate,
+)
 from releasekit.validate.checks.gsm8k import score_outputs
 from releasekit.validate.checks.interface import CheckContext
 from releasekit.validate.checks.log_scan import scan
 from releasekit.validate.checks.long_context import build_prompt, passkey_found
 from releasekit.validate.checks.throughput import Workload, disagreement, engine_benchmark, summarise
-from releasekit.validate.client import Completion, absorb_event
+from releasekit.validate.client import Completion, EngineClient, absorb_event
 from releasekit.validate.engines import engine_for
 from releasekit.validate.gates import (
     BaselineValues,
@@ -33,7 +38,7 @@ from releasekit.validate.gates import (
     evaluate_gate,
     resolve_baseline,
 )
-from releasekit.validate.metrics import SpecCounters, acceptance, parse_prometheus
+from releasekit.validate.metrics import DecodeTiming, SpecCounters, acceptance, parse_prometheus
 from releasekit.validate.service import forbidden_switches
 from releasekit.validate.stats import percentile, t_interval, wilson_lower, wilson_upper
 
@@ -163,6 +168,78 @@ def test_decode_rate_by_difference_cancels_prefill_and_buffering() -> None:
     assert stream_tpot_ms(long) == pytest.approx(640 / 63)
     assert target_step_rate(30.0, 3.0) == pytest.approx(10.0)
     assert target_step_rate(30.0, None) == pytest.approx(30.0)
+
+
+def _vllm_decode_histograms(
+    requests: int, decode_s: float, tokens: int, token_requests: int | None = None
+) -> str:
+    """/metrics as vLLM's front end writes the two histograms (one label set per engine and model)."""
+    labels = 'engine="0",model_name="m"'
+    return (
+        "# HELP vllm:request_decode_time_seconds Histogram of time spent in DECODE phase for request.\n"
+        "# TYPE vllm:request_decode_time_seconds histogram\n"
+        f'vllm:request_decode_time_seconds_bucket{{{labels},le="+Inf"}} {requests}.0\n'
+        f"vllm:request_decode_time_seconds_count{{{labels}}} {requests}.0\n"
+        f"vllm:request_decode_time_seconds_sum{{{labels}}} {decode_s}\n"
+        f'vllm:request_generation_tokens_bucket{{{labels},le="+Inf"}} {requests}.0\n'
+        f"vllm:request_generation_tokens_count{{{labels}}} {token_requests if token_requests is not None else requests}.0\n"
+        f"vllm:request_generation_tokens_sum{{{labels}}} {tokens}.0\n"
+        "vllm:generation_tokens_total{" + labels + "} 999.0\n"
+    )
+
+
+def test_engine_decode_timing_is_output_tokens_after_the_first_over_decode_seconds() -> None:
+    names = engine_for("vllm").decode_timing
+    assert names is not None
+    before = DecodeTiming.from_text(_vllm_decode_histograms(3, 1.5, 60), names)
+    # Two more requests of 32 tokens: 2 x 31 decode tokens in 0.62 s more.
+    after = DecodeTiming.from_text(_vllm_decode_histograms(5, 2.12, 124), names)
+    delta = after.minus(before)
+    assert (delta.requests, delta.tokens) == (2, 64) and delta.decode_s == pytest.approx(0.62)
+    assert delta.decode_rate() == pytest.approx(100.0)
+    # The two histograms disagree about how many requests finished: not a measurement.
+    torn = DecodeTiming.from_text(_vllm_decode_histograms(5, 2.12, 124, token_requests=4), names)
+    assert torn.minus(before).decode_rate() is None
+    assert (
+        DecodeTiming.from_text(_vllm_decode_histograms(3, 1.5, 60), names).minus(before).decode_rate() is None
+    )
+    # One-token answers decode nothing; an engine without the histograms is absent, not zero.
+    assert (
+        DecodeTiming.from_text(_vllm_decode_histograms(5, 1.5, 62), names).minus(before).decode_rate() is None
+    )
+    absent = DecodeTiming.from_text("vllm:num_requests_running 0\n", names)
+    assert not absent.present and absent.decode_rate() is None
+    assert engine_for("tokenspeed").decode_timing is None  # it is measured by difference there
+
+
+class _LateMetrics(EngineClient):
+    """A server whose front end counts the finished requests a few scrapes after answering them."""
+
+    def __init__(self, pages: list[str]) -> None:
+        super().__init__("http://127.0.0.1:9", "m")
+        self.pages = pages
+        self.scrapes = 0
+
+    def get_text(self, path: str) -> str:
+        self.scrapes += 1
+        return self.pages[min(self.scrapes, len(self.pages)) - 1]
+
+
+def test_engine_decode_rate_waits_until_every_request_is_counted() -> None:
+    names = engine_for("vllm").decode_timing
+    assert names is not None
+    before = DecodeTiming.from_text(_vllm_decode_histograms(0, 0.0, 0), names)
+    pages = [
+        _vllm_decode_histograms(0, 0.0, 0),
+        _vllm_decode_histograms(1, 0.31, 32),
+        _vllm_decode_histograms(2, 0.62, 64),
+    ]
+    client = _LateMetrics(pages)
+    rate, delta = engine_decode_rate(client, "/metrics", names, before, 2)
+    assert client.scrapes == 3 and delta.requests == 2 and rate == pytest.approx(100.0)
+    # Counted one request more than we sent (someone else's): not ours to measure.
+    extra = _LateMetrics([_vllm_decode_histograms(3, 0.93, 96)])
+    assert engine_decode_rate(extra, "/metrics", names, before, 2)[0] is None
 
 
 def test_stream_events_accumulate_text_and_usage() -> None:

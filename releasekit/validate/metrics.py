@@ -1,6 +1,6 @@
-"""Prometheus text parsing and an engine's speculative-decoding counters on /metrics.
+"""Prometheus text parsing, an engine's speculative-decoding counters and its decode timing on /metrics.
 
-The counter names come from the engine adapter (``Engine.spec_decode_metrics``).
+The names come from the engine adapter (``Engine.spec_decode_metrics``, ``Engine.decode_timing``).
 
 Acceptance is measured as the *difference* of counters before and after our own
 requests, so whatever the server did before (warm-up, other checks) does not count.
@@ -12,7 +12,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from releasekit.validate.engines.interface import SpecDecodeMetricNames
+from releasekit.validate.engines.interface import DecodeTimingMetricNames, SpecDecodeMetricNames
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -119,3 +119,41 @@ def acceptance(delta: SpecCounters) -> Acceptance:
         mean_length=mean_length,
         per_position=per_pos,
     )
+
+
+class DecodeTiming(BaseModel):
+    """The engine's decode-phase histograms: finished requests, their decode seconds and output tokens."""
+
+    requests: float = 0
+    decode_s: float = 0
+    tokens: float = 0  # output tokens of those requests, each one's first (from prefill) included
+    token_requests: float = 0  # the output-token histogram's own count (must match ``requests``)
+    present: bool = False
+
+    @classmethod
+    def from_text(cls, text: str, names: DecodeTimingMetricNames) -> DecodeTiming:
+        samples = parse_prometheus(text)
+        return cls(
+            requests=_counter(samples, names.decode_time + "_count"),
+            decode_s=_counter(samples, names.decode_time + "_sum"),
+            tokens=_counter(samples, names.generation_tokens + "_sum"),
+            token_requests=_counter(samples, names.generation_tokens + "_count"),
+            present=any(s.name == names.decode_time + "_count" for s in samples),
+        )
+
+    def minus(self, before: DecodeTiming) -> DecodeTiming:
+        return DecodeTiming(
+            requests=self.requests - before.requests,
+            decode_s=self.decode_s - before.decode_s,
+            tokens=self.tokens - before.tokens,
+            token_requests=self.token_requests - before.token_requests,
+            present=self.present and before.present,
+        )
+
+    def decode_rate(self) -> float | None:
+        """Decode tokens (each request's output but its first) per decode second; None when this delta
+        holds no decode (or its two histograms disagree about how many requests finished)."""
+        decoded = self.tokens - self.requests
+        if not self.present or self.requests <= 0 or self.token_requests != self.requests:
+            return None
+        return decoded / self.decode_s if decoded > 0 and self.decode_s > 0 else None

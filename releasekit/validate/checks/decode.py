@@ -3,27 +3,44 @@
 The target-step rate is what speculative changes must not regress: with MTP:k, tok/s
 rises with acceptance, so tok/s alone would hide a slower target model step.
 
-Decode speed is measured by difference: requests for ``output_len`` tokens and requests
-for a quarter of that, on different random prompts of the same length (so prefix caching
-cannot help either), all with ``ignore_eos``. Latency = prefill + tokens x step time, so
-(extra tokens) / (extra latency) is the decode rate with prefill cancelled out, whether
-or not the server streams token by token (a CPU-starved API server flushes a whole
-answer at once, which makes stream timestamps meaningless). TPOT from the stream is
-recorded beside it.
+Where the engine times decode itself (``Engine.decode_timing``: vLLM's per-request decode
+seconds and output tokens, stamped by the engine core), decode speed is its own account of
+our requests: (output tokens - one per request) / decode seconds, the delta of its
+histograms over ``num_prompts`` requests for ``output_len`` tokens with ``ignore_eos``.
+Prefill, the HTTP server and how it flushes a stream are outside it.
+
+Otherwise it is measured by difference: those requests and as many for a quarter of
+``output_len``, on different random prompts of the same length (prefix caching cannot help
+either). Latency = prefill + tokens x step time, so (extra tokens) / (extra latency) is the
+decode rate with prefill cancelled out, whether or not the server streams token by token
+(a CPU-starved API server flushes a whole answer at once, which makes stream timestamps
+meaningless). It is biased for a speculating cell (a long answer drafts better than a short
+one, so its extra tokens cost fewer steps), which is why the engine's account comes first.
+The receipt names the method. TPOT from the stream is recorded beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from statistics import fmean
+
+import httpx
 
 from releasekit.findings import Findings
 from releasekit.manifest.validation import DecodeCheck
 from releasekit.records.receipt import Metric
 from releasekit.validate.checks.interface import CellCheck, CheckContext, metric
 from releasekit.validate.checks.prompts import random_prompts, token_pool
-from releasekit.validate.client import Completion
-from releasekit.validate.metrics import SpecCounters, acceptance
+from releasekit.validate.client import Completion, EngineClient
+from releasekit.validate.engines.interface import DecodeTimingMetricNames
+from releasekit.validate.metrics import DecodeTiming, SpecCounters, acceptance
+
+ENGINE_TIMED = "engine decode timing"
+BY_DIFFERENCE = "by difference"
+# The front end observes a finished request's histograms just after handing its answer over: how
+# long to wait for them to count every request sent before measuring by difference instead.
+TIMING_WAIT_S = 5.0
 
 
 def decode_rate(long: list[Completion], short: list[Completion]) -> float | None:
@@ -52,6 +69,33 @@ def target_step_rate(tok_s: float, mean_length: float | None) -> float:
     return tok_s / (mean_length if mean_length and mean_length > 0 else 1.0)
 
 
+def scrape_timing(
+    client: EngineClient, path: str, names: DecodeTimingMetricNames | None
+) -> DecodeTiming | None:
+    """The engine's decode histograms now; None when it names none or its /metrics has none."""
+    if names is None:
+        return None
+    try:
+        timing = DecodeTiming.from_text(client.get_text(path), names)
+    except httpx.HTTPError:
+        return None
+    return timing if timing.present else None
+
+
+def engine_decode_rate(
+    client: EngineClient, path: str, names: DecodeTimingMetricNames, before: DecodeTiming, requests: int
+) -> tuple[float | None, DecodeTiming]:
+    """The engine's decode rate over the ``requests`` finished since ``before``, once it counts them all."""
+    deadline = time.monotonic() + TIMING_WAIT_S
+    while True:
+        after = scrape_timing(client, path, names)
+        delta = after.minus(before) if after is not None else DecodeTiming()
+        if delta.requests >= requests or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    return (delta.decode_rate() if delta.requests == requests else None), delta
+
+
 class Decode(CellCheck):
     kind = "decode"
     codes = ("REQUEST_FAILED", "NO_MEASUREMENT", "DECODE_TOO_SLOW")
@@ -66,14 +110,24 @@ class Decode(CellCheck):
         spec_on = ctx.cell.speculative.mode != "off"
         names = ctx.engine.spec_decode_metrics
         before = SpecCounters.from_text(client.get_text(ctx.metrics_path), names) if spec_on else None
+        timing_before = scrape_timing(client, ctx.metrics_path, ctx.engine.decode_timing)
         long, wall_long = asyncio.run(
             client.run_concurrent(
                 prompts[: cfg.num_prompts], cfg.output_len, cfg.concurrency, ignore_eos=True
             )
         )
-        short, wall_short = asyncio.run(
-            client.run_concurrent(prompts[cfg.num_prompts :], short_len, cfg.concurrency, ignore_eos=True)
-        )
+        rate, timing = None, None
+        if timing_before is not None and ctx.engine.decode_timing is not None:
+            rate, timing = engine_decode_rate(
+                client, ctx.metrics_path, ctx.engine.decode_timing, timing_before, len(long)
+            )
+        short: list[Completion] = []
+        wall_short = 0.0
+        if rate is None:
+            short, wall_short = asyncio.run(
+                client.run_concurrent(prompts[cfg.num_prompts :], short_len, cfg.concurrency, ignore_eos=True)
+            )
+            rate = decode_rate(long, short)
         acc = None
         if before is not None:
             acc = acceptance(SpecCounters.from_text(client.get_text(ctx.metrics_path), names).minus(before))
@@ -83,10 +137,11 @@ class Decode(CellCheck):
                 "REQUEST_FAILED",
                 f"{len(failed)} of {len(long) + len(short)} decode requests failed: {failed[0].error}",
             )
-        rate = decode_rate(long, short)
         if rate is None:
             findings.add(
-                "NO_MEASUREMENT", "the long decode requests were not measurably slower than the short ones"
+                "NO_MEASUREMENT",
+                "the engine timed no decode of our requests, and the long decode requests were not "
+                "measurably slower than the short ones",
             )
             return [], {}
         mean_length = acc.mean_length if acc else None
@@ -99,14 +154,19 @@ class Decode(CellCheck):
             metric(self.kind, "acceptance_length", mean_length or 1.0, "tokens/step"),
             metric(self.kind, "stream_tpot_ms", stream_tpot_ms(long), "ms"),
         ]
-        return metrics, {
+        details: dict[str, object] = {
+            "method": BY_DIFFERENCE if short else ENGINE_TIMED,
             "concurrency": cfg.concurrency,
             "input_len": cfg.input_len,
-            "output_len": [cfg.output_len, short_len],
+            "output_len": [cfg.output_len, short_len] if short else [cfg.output_len],
             "num_prompts": cfg.num_prompts,
-            "latency_s": [
-                round(fmean(c.latency_s for c in long), 4),
-                round(fmean(c.latency_s for c in short), 4),
-            ],
+            "latency_s": [round(fmean(c.latency_s for c in batch), 4) for batch in (long, short) if batch],
             "wall_s": round(wall_long + wall_short, 3),
         }
+        if not short and timing is not None:
+            details["engine_timed"] = {
+                "requests": int(timing.requests),
+                "decode_tokens": int(timing.tokens - timing.requests),
+                "decode_s": round(timing.decode_s, 4),
+            }
+        return metrics, details

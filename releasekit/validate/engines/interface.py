@@ -43,6 +43,20 @@ class SpecDecodeMetricNames(BaseModel):
     position_label: str = "position"
 
 
+class DecodeTimingMetricNames(BaseModel):
+    """Where an engine's /metrics times each finished request's decode phase on the engine's own
+    clock (histograms: ``NAME_sum`` and ``NAME_count``, summed over label sets)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decode_time: str = Field(
+        description="histogram of seconds from a request's first output token to its last"
+    )
+    generation_tokens: str = Field(
+        description="histogram of output tokens per request, the first one (from prefill) included"
+    )
+
+
 class LogPatterns(BaseModel):
     """Regular expressions over the server log."""
 
@@ -61,6 +75,8 @@ class Engine(ABC):
     models_path: str = "/v1/models"
     metrics_path: str = "/metrics"
     spec_decode_metrics: SpecDecodeMetricNames
+    # None: the engine does not time decode itself, and the decode check measures it by difference.
+    decode_timing: DecodeTimingMetricNames | None = None
     log_patterns: LogPatterns = LogPatterns()
     bench_name: str | None = None  # the engine's own serving benchmark, as its users call it
 

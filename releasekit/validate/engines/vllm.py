@@ -14,6 +14,7 @@ from releasekit.manifest.validation import Cell, QuantizationScheme
 from releasekit.validate.engines.interface import (
     BENCH_MARKER,
     PREFLIGHT_MARKER,
+    DecodeTimingMetricNames,
     Engine,
     LogPatterns,
     ServeCommand,
@@ -108,6 +109,14 @@ SPEC_DECODE_METRICS = SpecDecodeMetricNames(
     position_label="position",
 )
 
+# Observed once per finished request by the front end, from the engine core's output timestamps
+# (v1 ``RequestStateStats``: decode = last token - first token), so neither the HTTP server nor
+# how it flushes a stream enters them.
+DECODE_TIMING = DecodeTimingMetricNames(
+    decode_time="vllm:request_decode_time_seconds",
+    generation_tokens="vllm:request_generation_tokens",
+)
+
 LOG_PATTERNS = LogPatterns(
     ready=r"Application startup complete",
     fatal=(r"CUDA out of memory", r"Traceback \(most recent call last\)", r"EngineCore failed to start"),
@@ -118,8 +127,9 @@ class VllmEngine(Engine):
     name = "vllm"
     # 2: quantisation schemes from the manifest, EP size checked, expected values for pre-flight.
     # 3: ``vllm bench serve`` for the throughput cross-check.
-    version = "3"
+    version = "4"
     spec_decode_metrics = SPEC_DECODE_METRICS
+    decode_timing = DECODE_TIMING
     log_patterns = LOG_PATTERNS
     bench_name = "vllm bench serve"
 
