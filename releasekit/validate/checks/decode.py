@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from statistics import fmean
 
 import httpx
@@ -96,6 +97,57 @@ def engine_decode_rate(
     return (delta.decode_rate() if delta.requests == requests else None), delta
 
 
+@dataclass
+class Runs:
+    """The decode requests of one measurement and the rate they gave (None: not measurable)."""
+
+    long: list[Completion]
+    short: list[Completion]  # empty where the engine timed the long ones itself
+    wall_s: float
+    rate: float | None
+    timing: DecodeTiming | None  # the engine's histograms' delta over the long requests
+
+
+def run_decode(ctx: CheckContext, cfg: DecodeCheck, prompts: list[list[int]]) -> Runs:
+    """``num_prompts`` requests for ``output_len`` tokens, timed by the engine where it can; by
+    difference with as many for a quarter of that where it cannot."""
+    client = ctx.client
+    assert client is not None
+    names = ctx.engine.decode_timing
+    before = scrape_timing(client, ctx.metrics_path, names)
+    long, wall_long = asyncio.run(
+        client.run_concurrent(prompts[: cfg.num_prompts], cfg.output_len, cfg.concurrency, ignore_eos=True)
+    )
+    if before is not None and names is not None:
+        rate, timing = engine_decode_rate(client, ctx.metrics_path, names, before, len(long))
+        if rate is not None:
+            return Runs(long, [], wall_long, rate, timing)
+    short_len = max(1, cfg.output_len // 4)
+    short, wall_short = asyncio.run(
+        client.run_concurrent(prompts[cfg.num_prompts :], short_len, cfg.concurrency, ignore_eos=True)
+    )
+    return Runs(long, short, wall_long + wall_short, decode_rate(long, short), None)
+
+
+def run_details(cfg: DecodeCheck, runs: Runs) -> dict[str, object]:
+    details: dict[str, object] = {
+        "method": BY_DIFFERENCE if runs.short else ENGINE_TIMED,
+        "concurrency": cfg.concurrency,
+        "input_len": cfg.input_len,
+        "output_len": [cfg.output_len, max(1, cfg.output_len // 4)] if runs.short else [cfg.output_len],
+        "num_prompts": cfg.num_prompts,
+        "latency_s": [round(fmean(c.latency_s for c in b), 4) for b in (runs.long, runs.short) if b],
+        "wall_s": round(runs.wall_s, 3),
+    }
+    if runs.timing is not None:
+        details["engine_timed"] = {
+            "requests": int(runs.timing.requests),
+            "decode_tokens": int(runs.timing.tokens - runs.timing.requests),
+            "decode_s": round(runs.timing.decode_s, 4),
+        }
+    return details
+
+
 class Decode(CellCheck):
     kind = "decode"
     codes = ("REQUEST_FAILED", "NO_MEASUREMENT", "DECODE_TOO_SLOW")
@@ -105,38 +157,21 @@ class Decode(CellCheck):
         cfg = self.config
         client = ctx.client
         assert client is not None
-        short_len = max(1, cfg.output_len // 4)
         prompts = random_prompts(token_pool(client), 2 * cfg.num_prompts, cfg.input_len, ctx.seed)
-        spec_on = ctx.cell.speculative.mode != "off"
         names = ctx.engine.spec_decode_metrics
+        spec_on = ctx.cell.speculative.mode != "off"
         before = SpecCounters.from_text(client.get_text(ctx.metrics_path), names) if spec_on else None
-        timing_before = scrape_timing(client, ctx.metrics_path, ctx.engine.decode_timing)
-        long, wall_long = asyncio.run(
-            client.run_concurrent(
-                prompts[: cfg.num_prompts], cfg.output_len, cfg.concurrency, ignore_eos=True
-            )
-        )
-        rate, timing = None, None
-        if timing_before is not None and ctx.engine.decode_timing is not None:
-            rate, timing = engine_decode_rate(
-                client, ctx.metrics_path, ctx.engine.decode_timing, timing_before, len(long)
-            )
-        short: list[Completion] = []
-        wall_short = 0.0
-        if rate is None:
-            short, wall_short = asyncio.run(
-                client.run_concurrent(prompts[cfg.num_prompts :], short_len, cfg.concurrency, ignore_eos=True)
-            )
-            rate = decode_rate(long, short)
+        runs = run_decode(ctx, cfg, prompts)
         acc = None
         if before is not None:
             acc = acceptance(SpecCounters.from_text(client.get_text(ctx.metrics_path), names).minus(before))
-        failed = [r for r in long + short if not r.ok]
+        failed = [r for r in runs.long + runs.short if not r.ok]
         if failed:
+            sent = len(runs.long) + len(runs.short)
             findings.add(
-                "REQUEST_FAILED",
-                f"{len(failed)} of {len(long) + len(short)} decode requests failed: {failed[0].error}",
+                "REQUEST_FAILED", f"{len(failed)} of {sent} decode requests failed: {failed[0].error}"
             )
+        rate = runs.rate
         if rate is None:
             findings.add(
                 "NO_MEASUREMENT",
@@ -152,21 +187,6 @@ class Decode(CellCheck):
             metric(self.kind, "output_tok_s", rate, "tok/s"),
             metric(self.kind, "target_step_rate", step, "steps/s"),
             metric(self.kind, "acceptance_length", mean_length or 1.0, "tokens/step"),
-            metric(self.kind, "stream_tpot_ms", stream_tpot_ms(long), "ms"),
+            metric(self.kind, "stream_tpot_ms", stream_tpot_ms(runs.long), "ms"),
         ]
-        details: dict[str, object] = {
-            "method": BY_DIFFERENCE if short else ENGINE_TIMED,
-            "concurrency": cfg.concurrency,
-            "input_len": cfg.input_len,
-            "output_len": [cfg.output_len, short_len] if short else [cfg.output_len],
-            "num_prompts": cfg.num_prompts,
-            "latency_s": [round(fmean(c.latency_s for c in batch), 4) for batch in (long, short) if batch],
-            "wall_s": round(wall_long + wall_short, 3),
-        }
-        if not short and timing is not None:
-            details["engine_timed"] = {
-                "requests": int(timing.requests),
-                "decode_tokens": int(timing.tokens - timing.requests),
-                "decode_s": round(timing.decode_s, 4),
-            }
-        return metrics, details
+        return metrics, run_details(cfg, runs)
