@@ -1,7 +1,7 @@
 """Does the configured performance gate catch a real 5 % slowdown, and pass an unchanged candidate? (issue 45)
 
 Run:  python benchmarks/bench_gate_catch.py [--blocks 60] [--max-minutes 48] [--cpus 0.25] [--slowdown 0.05]
-          [--slow-by step|quota] [--period-us 100000]
+          [--slow-by step|quota] [--plant-wait spin|sleep] [--period-us 100000]
           [--trials 1000] [--cell cpu-ngram3] [--output-len 64] [--prompts 2] [--json FILE] [--row]
       python benchmarks/bench_gate_catch.py --runs-file FILE [--runs N] [--min-ratio R]   # judge saved runs
       python benchmarks/bench_gate_catch.py --quick                  # 3 blocks, 200 trials: the pipeline only
@@ -12,10 +12,11 @@ demo's candidate cell does) is measured by the validate stage's own decode check
 runs, interleaved on the same server: A (the baseline), B (the planted slowdown) and A' (A again: an
 unchanged candidate). The server is never restarted between runs. B is slowed one of two ways:
 - ``--slow-by step`` (the default): a delay planted inside the server (``benchmarks/plant``, mounted
-  with ``PYTHONPATH``) sleeps after each of the worker's model calls ``slowdown / (1 - slowdown)`` of
+  with ``PYTHONPATH``) waits after each of the worker's model calls ``slowdown / (1 - slowdown)`` of
   that call's own time, so each model step takes ``1 / (1 - slowdown)`` as long whatever the host does
-  meanwhile. A control file switches it between runs. Where the server is short of CPU (its three
-  processes share two cores here) the others use the worker's sleep, so the run slows by less.
+  meanwhile. A control file switches it between runs. ``--plant-wait spin`` (the default) waits busy on
+  the CPU, as a slower model step would; ``sleep`` hands the CPU to the server's other processes (its
+  three processes share two cores here), which then run faster: the run slows by less, or not at all.
 - ``--slow-by quota``: B gets ``1 - slowdown`` of A's CFS quota (``docker update`` between runs). How
   much slower that makes the server depends on how much of a run waits on the CPU: on this 2-core VM a
   5 % cut was a 2.7 % slowdown (2026-12-06), and at a load average of 36 a server held to 1 core got 0.3
@@ -69,6 +70,7 @@ from releasekit.manifest.gate_power import (
 )
 from releasekit.manifest.validation import Gate
 from releasekit.records.receipt import Metric
+from releasekit.validate.checks.decode import ENGINE_TIMED
 from releasekit.validate.gates import BaselineValues, evaluate_gate
 from releasekit.validate.stats import fieller
 
@@ -329,6 +331,8 @@ class Measured:
     period_us: int = 100_000  # the CFS period of the quota
     slow_by: str = "quota"  # B's slowdown: "quota" (a CPU quota cut) or "step" (a delay planted in each step)
     rotated: bool = False  # block k ran its three runs in LABELS' order rotated by k (else always A B A')
+    plant_wait: str = "sleep"  # how the planted delay waits (step): "sleep" or "spin" (busy)
+    decode_method: str = "by difference"  # how the decode check timed the runs (its details' "method")
     runs: list[Run] = field(default_factory=list)
     startup_s: float = 0.0
     warmup: float = 0.0
@@ -418,6 +422,7 @@ def _measure(
         period_us=period,
         slow_by=args.slow_by,
         rotated=args.rotate,
+        plant_wait=args.plant_wait,
     )
 
     def order(block: int) -> tuple[str, ...]:
@@ -437,7 +442,8 @@ def _measure(
 
         def once() -> float:
             findings = Findings()
-            metrics, _ = check.measure(ctx, findings)
+            metrics, details = check.measure(ctx, findings)
+            out.decode_method = str(details.get("method", out.decode_method))
             found = {m.name: m.value for m in metrics}
             value = found.get(GATED_METRIC)
             if value is None:
@@ -455,7 +461,7 @@ def _measure(
                 if args.cpus:
                     running.container.limit_cpu(quota[label], period)
                 if plant is not None:
-                    (plant / "fraction").write_text(f"{slow[label]!r}\n", encoding="ascii")
+                    (plant / "fraction").write_text(f"{slow[label]!r} {args.plant_wait}\n", encoding="ascii")
                 before, t0 = _cpu_counters(files), time.monotonic()
                 value = once()
                 seconds, after = time.monotonic() - t0, _cpu_counters(files)
@@ -533,7 +539,11 @@ def _slowed(m: Measured) -> str:
     """What was measured and how B was slowed."""
     if m.slow_by == "step":
         cores = f"{m.cpus:g} cores for every run" if m.cpus else "no CPU quota"
-        return f"{m.cell}, {cores}, B with a delay planted in every step (each {1 / (1 - m.slowdown):.4g}x as long)"
+        return (
+            f"{m.cell}, {cores}, B with a delay planted in every step (each {1 / (1 - m.slowdown):.4g}x as long, "
+            f"{'busy' if m.plant_wait == 'spin' else 'asleep'}), decode timed "
+            f"{'by the engine' if m.decode_method == ENGINE_TIMED else m.decode_method}"
+        )
     return f"cell {m.cell}, {m.cpus:g} cores for A and A', {m.cpus * (1 - m.slowdown):g} for B (planted slowdown {m.slowdown:.1%})"
 
 
@@ -591,7 +601,7 @@ def row(r: dict, measured: Measured, date: str) -> str:
     dc, df = _rates(r["disjoint"]["caught"]), _rates(r["disjoint"]["false"])
     cmd = (
         f"`python benchmarks/bench_gate_catch.py --blocks {r['blocks']} --cpus {measured.cpus:g} --period-us {measured.period_us} "
-        f"--slow-by {measured.slow_by} --trials {r['resampled']['trials']} --row`"
+        f"--slow-by {measured.slow_by}{f' --plant-wait {measured.plant_wait}' if measured.slow_by == 'step' else ''} --trials {r['resampled']['trials']} --row`"
     )
     return (
         f"| ff-next's step-rate gate ({g['runs']} runs, {g['min_ratio']}) on {_slowed(measured)}, "
@@ -639,6 +649,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=("step", "quota"),
         default="step",
         help="how B is slowed: a delay planted in every engine step (benchmarks/plant) or a CPU quota cut",
+    )
+    parser.add_argument(
+        "--plant-wait",
+        choices=("spin", "sleep"),
+        default="spin",
+        help="how the planted delay waits (--slow-by step): busy on the CPU, or asleep",
     )
     parser.add_argument(
         "--slowdown",

@@ -34,9 +34,11 @@ class Worker:
 
 DRIVER = """
 import json, sys, time
-clock, slept = [0.0], []
+import sitecustomize  # the plant, as the interpreter imported it at start-up
+clock, slept, spun = [0.0], [], []
 time.perf_counter = lambda: clock[0]
 time.sleep = slept.append
+sitecustomize.spin = spun.append
 from vllm.v1.worker.gpu_worker import Worker
 control, results = sys.argv[1], []
 worker = Worker()
@@ -46,9 +48,9 @@ for fraction, method in json.loads(sys.argv[2]):
         open(control, "w").close()
     elif fraction != "no file":
         open(control, "w").write(fraction)
-    del slept[:]
+    del slept[:], spun[:]
     assert getattr(worker, method)("in") == "in"  # what the call returns is passed through
-    results.append(slept[:])
+    results.append({"sleep": slept[:], "spin": spun[:]})
 print(json.dumps({"slept": results, "planted": getattr(Worker, "rk_planted", False)}))
 """
 
@@ -77,26 +79,37 @@ def _driven(tmp_path: Path, control: Path, cases: list) -> dict:
     return json.loads(proc.stdout)
 
 
-def test_the_plant_sleeps_the_controlled_fraction_of_each_model_call(tmp_path: Path) -> None:
+def test_the_plant_waits_the_controlled_fraction_of_each_model_call(tmp_path: Path) -> None:
     control = tmp_path / "fraction"
     cases = [
-        ["0.05", "execute_model"],  # 5 %: a 10 ms call waits 10 x 0.05 / 0.95 ms
-        ["0.2", "sample_tokens"],  # both model calls are wrapped
+        ["0.05", "execute_model"],  # 5 %: a 10 ms call waits 10 x 0.05 / 0.95 ms, asleep
+        ["0.05 spin", "execute_model"],  # the same wait, busy on the CPU
+        ["0.2 spin", "sample_tokens"],  # both model calls are wrapped
+        ["0.2 hover", "sample_tokens"],  # a wait it does not know: asleep
         ["0.2", "shutdown"],  # nothing else is
         ["0", "execute_model"],
         [None, "execute_model"],  # an empty control file
-        ["0.7", "execute_model"],  # outside (0, 0.5): ignored, not a 70 % slowdown
+        ["0.7 spin", "execute_model"],  # outside (0, 0.5): ignored, not a 70 % slowdown
         ["slow", "execute_model"],
     ]
     out = _driven(tmp_path, control, cases)
     assert out["planted"] is True
-    want = [[0.010 * 0.05 / 0.95], [0.010 * 0.2 / 0.8], [], [], [], [], []]
+    five, twenty = 0.010 * 0.05 / 0.95, 0.010 * 0.2 / 0.8
+    none: dict[str, list[float]] = {"sleep": [], "spin": []}
+    want = [
+        {"sleep": [five], "spin": []},
+        {"sleep": [], "spin": [five]},
+        {"sleep": [], "spin": [twenty]},
+        {"sleep": [twenty], "spin": []},
+        *[none] * 5,
+    ]
     assert len(out["slept"]) == len(want)
     for got, expected in zip(out["slept"], want, strict=True):
-        assert len(got) == len(expected)
-        assert all(abs(g - e) < 1e-12 for g, e in zip(got, expected, strict=True))
+        for wait in ("sleep", "spin"):
+            assert len(got[wait]) == len(expected[wait]), (got, expected)
+            assert all(abs(g - e) < 1e-12 for g, e in zip(got[wait], expected[wait], strict=True))
 
 
 def test_without_its_control_file_the_plant_does_nothing(tmp_path: Path) -> None:
     out = _driven(tmp_path, tmp_path / "absent", [["no file", "execute_model"]])
-    assert out == {"slept": [[]], "planted": True}
+    assert out == {"slept": [{"sleep": [], "spin": []}], "planted": True}

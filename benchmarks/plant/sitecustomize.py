@@ -3,10 +3,13 @@
 Mounted into the server's container with ``PYTHONPATH`` pointing at it, so every Python process of the
 server imports it at start-up. When ``vllm.v1.worker.gpu_worker`` is imported (the worker process: the
 CPU worker is a subclass), ``Worker.execute_model`` and ``Worker.sample_tokens`` are wrapped: after each
-call the worker sleeps ``elapsed * f / (1 - f)``, where ``elapsed`` is that call's own time and ``f`` is
+call the worker waits ``elapsed * f / (1 - f)``, where ``elapsed`` is that call's own time and ``f`` is
 the number in the control file (``RK_PLANT_CONTROL``; missing, empty, unreadable or outside (0, 0.5):
 no delay). Each model step then takes ``1 / (1 - f)`` times as long, however fast the host happens to
-be at that moment. The worker is where the delay goes because the engine core overlaps its own work
+be at that moment. The control file is ``F`` (sleep) or ``F spin`` (spin on the CPU). A sleep hands
+the CPU to the server's other processes: on a 2-core host they then ran faster, and vLLM's own decode
+timing saw no slowdown at all (2026-12-06, B/A 1.006 over 68 blocks). A spin keeps the worker busy as
+a slower model step would. The worker is where the delay goes because the engine core overlaps its own work
 with the worker's (a delay planted in ``EngineCore.step`` slowed nothing: 2026-12-06, B/A 1.007). The
 control file is re-read every call, so the benchmark switches the slowdown on and off between runs
 without restarting the server.
@@ -28,22 +31,33 @@ CLASS = "Worker"
 METHODS = ("execute_model", "sample_tokens")
 
 
-def _fraction() -> float:
+def _control() -> tuple[float, str]:
+    """The fraction and how to wait it out ("sleep" or "spin"); (0, "sleep") when there is nothing to do."""
     try:
         with open(CONTROL, encoding="ascii") as f:
-            value = float(f.read(32).strip() or 0)
+            words = f.read(32).split()
+        value = float(words[0]) if words else 0.0
     except (OSError, ValueError):
-        return 0.0
-    return value if 0 < value < 0.5 else 0.0
+        return 0.0, "sleep"
+    wait = words[1] if len(words) > 1 and words[1] in ("sleep", "spin") else "sleep"
+    return (value, wait) if 0 < value < 0.5 else (0.0, "sleep")
+
+
+def spin(seconds: float) -> None:
+    """Busy until ``seconds`` have passed: the CPU stays with this worker."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def _planted(call):  # type: ignore[no-untyped-def]
     def call_then_wait(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         began = time.perf_counter()
         out = call(self, *args, **kwargs)
-        fraction = _fraction()
+        fraction, wait = _control()
         if fraction:
-            time.sleep((time.perf_counter() - began) * fraction / (1 - fraction))
+            delay = (time.perf_counter() - began) * fraction / (1 - fraction)
+            (spin if wait == "spin" else time.sleep)(delay)
         return out
 
     return call_then_wait
