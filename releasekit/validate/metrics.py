@@ -150,10 +150,15 @@ class DecodeTiming(BaseModel):
             present=self.present and before.present,
         )
 
+    @property
+    def decode_tokens(self) -> float:
+        """Each request's output tokens but its first (which prefill made)."""
+        return self.tokens - self.requests
+
     def decode_rate(self) -> float | None:
-        """Decode tokens (each request's output but its first) per decode second; None when this delta
-        holds no decode (or its two histograms disagree about how many requests finished)."""
-        decoded = self.tokens - self.requests
+        """Decode tokens per decode second; None when this delta holds no decode (or its two histograms
+        disagree about how many requests finished)."""
+        decoded = self.decode_tokens
         if not self.present or self.requests <= 0 or self.token_requests != self.requests:
             return None
         return decoded / self.decode_s if decoded > 0 and self.decode_s > 0 else None

@@ -108,6 +108,11 @@ class Runs:
     timing: DecodeTiming | None  # the engine's histograms' delta over the long requests
 
 
+def short_len(cfg: DecodeCheck) -> int:
+    """The short requests' length, where decode is measured by difference."""
+    return max(1, cfg.output_len // 4)
+
+
 def run_decode(ctx: CheckContext, cfg: DecodeCheck, prompts: list[list[int]]) -> Runs:
     """``num_prompts`` requests for ``output_len`` tokens, timed by the engine where it can; by
     difference with as many for a quarter of that where it cannot."""
@@ -122,9 +127,8 @@ def run_decode(ctx: CheckContext, cfg: DecodeCheck, prompts: list[list[int]]) ->
         rate, timing = engine_decode_rate(client, ctx.metrics_path, names, before, len(long))
         if rate is not None:
             return Runs(long, [], wall_long, rate, timing)
-    short_len = max(1, cfg.output_len // 4)
     short, wall_short = asyncio.run(
-        client.run_concurrent(prompts[cfg.num_prompts :], short_len, cfg.concurrency, ignore_eos=True)
+        client.run_concurrent(prompts[cfg.num_prompts :], short_len(cfg), cfg.concurrency, ignore_eos=True)
     )
     return Runs(long, short, wall_long + wall_short, decode_rate(long, short), None)
 
@@ -134,7 +138,7 @@ def run_details(cfg: DecodeCheck, runs: Runs) -> dict[str, object]:
         "method": BY_DIFFERENCE if runs.short else ENGINE_TIMED,
         "concurrency": cfg.concurrency,
         "input_len": cfg.input_len,
-        "output_len": [cfg.output_len, max(1, cfg.output_len // 4)] if runs.short else [cfg.output_len],
+        "output_len": [cfg.output_len, short_len(cfg)] if runs.short else [cfg.output_len],
         "num_prompts": cfg.num_prompts,
         "latency_s": [round(fmean(c.latency_s for c in b), 4) for b in (runs.long, runs.short) if b],
         "wall_s": round(runs.wall_s, 3),
@@ -142,7 +146,7 @@ def run_details(cfg: DecodeCheck, runs: Runs) -> dict[str, object]:
     if runs.timing is not None:
         details["engine_timed"] = {
             "requests": int(runs.timing.requests),
-            "decode_tokens": int(runs.timing.tokens - runs.timing.requests),
+            "decode_tokens": int(runs.timing.decode_tokens),
             "decode_s": round(runs.timing.decode_s, 4),
         }
     return details
